@@ -1,0 +1,478 @@
+//! The conversation store: rich internal entries, and the API view every request is rendered from.
+//!
+//! Entries are provider-neutral and never rewritten behind the host's back (only appended to, or updated by
+//! id). The API view is derived on every request and is valid by construction: it starts with a user turn,
+//! roles alternate, every `tool_use` is answered by exactly one `tool_result` at the front of the next user
+//! message, thinking blocks are kept verbatim. Must never: drop information silently — an orphan result is
+//! kept as text, a missing one is synthesized as an `is_error` result that says so.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::types::{ContentBlock, Message, Role, StopReason, ToolResultBlock, ToolUseBlock, Usage};
+
+/// Who an entry belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryRole {
+    /// Input from the user.
+    User,
+    /// A model turn.
+    Assistant,
+    /// One tool result (a `tool_result` block).
+    Tool,
+    /// A note for the host or UI; never sent to the model.
+    System,
+}
+
+/// Where an entry is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryStatus {
+    /// Still being produced (an assistant turn mid-stream).
+    Streaming,
+    /// Done; part of the API view.
+    Complete,
+    /// Failed or interrupted; kept for the record, left out of the API view.
+    Error,
+}
+
+/// One internal entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Unique, stable id.
+    pub id: String,
+    /// Whose entry.
+    pub role: EntryRole,
+    /// The blocks.
+    pub content: Vec<ContentBlock>,
+    /// Life-cycle status.
+    pub status: EntryStatus,
+    /// Creation time, milliseconds since the Unix epoch.
+    pub created_at: u64,
+    /// How long the model turn or the tool call took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// The model that produced an assistant entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Token usage of an assistant entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Why an assistant entry stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<StopReason>,
+    /// For an error entry: what went wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Host metadata (e.g. a tool entry's `tool_name`), verbatim.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub meta: Map<String, Value>,
+}
+
+impl Entry {
+    /// A new complete entry with a fresh id and the current time.
+    pub fn new(role: EntryRole, content: Vec<ContentBlock>) -> Self {
+        Entry {
+            id: new_id(),
+            role,
+            content,
+            status: EntryStatus::Complete,
+            created_at: now_ms(),
+            duration_ms: None,
+            model: None,
+            usage: None,
+            stop_reason: None,
+            error: None,
+            meta: Map::new(),
+        }
+    }
+
+    /// A tool entry holding one result.
+    pub fn tool_result(tool_use_id: &str, tool_name: &str, content: Value, is_error: bool) -> Self {
+        let mut e = Entry::new(
+            EntryRole::Tool,
+            vec![ContentBlock::ToolResult(ToolResultBlock {
+                tool_use_id: tool_use_id.to_string(),
+                content,
+                is_error: is_error.then_some(true),
+                extra: Map::new(),
+            })],
+        );
+        e.meta.insert("tool_name".into(), Value::String(tool_name.to_string()));
+        e
+    }
+
+    /// The tool_use blocks of this entry.
+    pub fn tool_uses(&self) -> impl Iterator<Item = &ToolUseBlock> {
+        self.content.iter().filter_map(|b| if let ContentBlock::ToolUse(t) = b { Some(t) } else { None })
+    }
+
+    /// The ids this entry answers (its tool_result blocks).
+    pub fn result_ids(&self) -> impl Iterator<Item = &str> {
+        self.content.iter().filter_map(|b| if let ContentBlock::ToolResult(r) = b { Some(r.tool_use_id.as_str()) } else { None })
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// A fresh id: time, a process-wide counter and a per-process random part (unique across processes too,
+/// which matters for entries of several sessions merged by a host).
+pub fn new_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    static SALT: once_cell::sync::Lazy<u64> = once_cell::sync::Lazy::new(|| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.finish()
+    });
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{:011x}{:06x}{:04x}", now_ms(), (*SALT & 0xff_ffff), n & 0xffff)
+}
+
+/// The thread-safe store.
+///
+/// # Threads and cloning
+/// Clones share one store (`Arc`); every method takes a short lock, so a UI thread can snapshot while a run
+/// appends.
+#[derive(Clone, Debug, Default)]
+pub struct Conversation {
+    inner: Arc<RwLock<Vec<Entry>>>,
+}
+
+impl Conversation {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A store holding `entries`.
+    pub fn from_entries(entries: Vec<Entry>) -> Self {
+        Conversation { inner: Arc::new(RwLock::new(entries)) }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Entry>> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Entry>> {
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Append an entry; returns its id.
+    pub fn push(&self, entry: Entry) -> String {
+        let id = entry.id.clone();
+        self.write().push(entry);
+        id
+    }
+
+    /// Append a new complete entry; returns its id.
+    pub fn add(&self, role: EntryRole, content: Vec<ContentBlock>) -> String {
+        self.push(Entry::new(role, content))
+    }
+
+    /// Change the entry `id` in place. Returns false when there is no such entry.
+    pub fn update(&self, id: &str, f: impl FnOnce(&mut Entry)) -> bool {
+        let mut entries = self.write();
+        match entries.iter_mut().find(|e| e.id == id) {
+            Some(e) => {
+                f(e);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Append blocks to the entry `id`.
+    pub fn append(&self, id: &str, blocks: Vec<ContentBlock>) -> bool {
+        self.update(id, |e| e.content.extend(blocks))
+    }
+
+    /// A copy of entry `id`.
+    pub fn get(&self, id: &str) -> Option<Entry> {
+        self.read().iter().find(|e| e.id == id).cloned()
+    }
+
+    /// A copy of every entry, in order.
+    pub fn snapshot(&self) -> Vec<Entry> {
+        self.read().clone()
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Whether the store is empty.
+    pub fn is_empty(&self) -> bool {
+        self.read().is_empty()
+    }
+
+    /// Remove every entry.
+    pub fn clear(&self) {
+        self.write().clear();
+    }
+
+    /// Sum of the usage of every assistant entry (errors included: those tokens were spent too).
+    pub fn usage(&self) -> Usage {
+        let mut total = Usage::default();
+        for e in self.read().iter() {
+            if let Some(u) = &e.usage {
+                total.add(u);
+            }
+        }
+        total
+    }
+
+    /// The tool calls of the last complete assistant turn that have no result yet (what a resume must
+    /// run or answer before the next request).
+    pub fn pending_tool_uses(&self) -> Vec<ToolUseBlock> {
+        let entries = self.read();
+        let Some(pos) = entries.iter().rposition(|e| e.role == EntryRole::Assistant && e.status == EntryStatus::Complete)
+        else {
+            return Vec::new();
+        };
+        let answered: Vec<&str> = entries[pos + 1..]
+            .iter()
+            .filter(|e| e.status == EntryStatus::Complete)
+            .flat_map(|e| e.result_ids())
+            .collect();
+        entries[pos].tool_uses().filter(|t| !answered.contains(&t.id.as_str())).cloned().collect()
+    }
+
+    /// The API view (see the module docs for the rules it guarantees).
+    pub fn api_view(&self) -> Vec<Message> {
+        render_view(&self.read())
+    }
+}
+
+/// Render entries into a valid API view.
+pub fn render_view(entries: &[Entry]) -> Vec<Message> {
+    // 1. Keep complete, sendable entries; tool entries speak as the user.
+    let mut msgs: Vec<Message> = Vec::new();
+    for e in entries {
+        if e.status != EntryStatus::Complete || e.content.is_empty() {
+            continue;
+        }
+        let role = match e.role {
+            EntryRole::User | EntryRole::Tool => Role::User,
+            EntryRole::Assistant => Role::Assistant,
+            EntryRole::System => continue,
+        };
+        // 2. Merge adjacent same-role turns.
+        match msgs.last_mut() {
+            Some(last) if last.role == role => last.content.extend(e.content.iter().cloned()),
+            _ => msgs.push(Message { role, content: e.content.clone() }),
+        }
+    }
+    // 3. Pair every tool_use with exactly one result at the front of the next user message.
+    let mut i = 0;
+    while i < msgs.len() {
+        if msgs[i].role == Role::Assistant {
+            let calls: Vec<(String, String)> = msgs[i]
+                .content
+                .iter()
+                .filter_map(|b| if let ContentBlock::ToolUse(t) = b { Some((t.id.clone(), t.name.clone())) } else { None })
+                .collect();
+            if !calls.is_empty() {
+                if msgs.get(i + 1).map(|m| m.role) != Some(Role::User) {
+                    msgs.insert(i + 1, Message { role: Role::User, content: Vec::new() });
+                }
+                repair_results(&calls, &mut msgs[i + 1].content);
+            }
+        } else {
+            // A user message not right after a tool-calling assistant turn may not hold results.
+            let prev_calls = i > 0 && msgs[i - 1].content.iter().any(|b| matches!(b, ContentBlock::ToolUse(_)));
+            if !prev_calls {
+                orphans_to_text(&mut msgs[i].content, &[]);
+            }
+        }
+        i += 1;
+    }
+    // 4. Start with a user turn.
+    if msgs.first().map(|m| m.role) == Some(Role::Assistant) {
+        msgs.insert(0, Message::user("(conversation resumed)"));
+    }
+    msgs
+}
+
+fn repair_results(calls: &[(String, String)], content: &mut Vec<ContentBlock>) {
+    let ids: Vec<&str> = calls.iter().map(|(id, _)| id.as_str()).collect();
+    orphans_to_text(content, &ids);
+    // Keep the first result per id, in call order, ahead of everything else.
+    let mut results = Vec::new();
+    let mut rest = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
+    for b in content.drain(..) {
+        match b {
+            ContentBlock::ToolResult(r) if !seen.contains(&r.tool_use_id) => {
+                seen.push(r.tool_use_id.clone());
+                results.push(r);
+            }
+            ContentBlock::ToolResult(r) => rest.push(ContentBlock::text(format!(
+                "[a second result for tool call {} was dropped from the view: {}]",
+                r.tool_use_id,
+                r.text()
+            ))),
+            other => rest.push(other),
+        }
+    }
+    let mut ordered = Vec::new();
+    for (id, name) in calls {
+        match results.iter().position(|r| &r.tool_use_id == id) {
+            Some(p) => ordered.push(ContentBlock::ToolResult(results.remove(p))),
+            None => ordered.push(ContentBlock::ToolResult(ToolResultBlock {
+                tool_use_id: id.clone(),
+                content: Value::String(format!("Tool '{name}' has no result: it was not run (the run stopped first).")),
+                is_error: Some(true),
+                extra: Map::new(),
+            })),
+        }
+    }
+    ordered.extend(rest);
+    *content = ordered;
+}
+
+/// Results whose id is not in `ids` become text, so nothing is lost and the API accepts the message.
+fn orphans_to_text(content: &mut [ContentBlock], ids: &[&str]) {
+    for b in content.iter_mut() {
+        if let ContentBlock::ToolResult(r) = b {
+            if !ids.contains(&r.tool_use_id.as_str()) {
+                *b = ContentBlock::text(format!("[result of tool call {}]: {}", r.tool_use_id, r.text()));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::types::{ThinkingBlock, ToolUseBlock};
+    use serde_json::json;
+
+    fn tool_use(id: &str) -> ContentBlock {
+        ContentBlock::ToolUse(ToolUseBlock { id: id.into(), name: "f".into(), input: json!({}), extra: Map::new() })
+    }
+
+    fn roles(v: &[Message]) -> Vec<Role> {
+        v.iter().map(|m| m.role).collect()
+    }
+
+    #[test]
+    fn empty_store_renders_empty_view() {
+        assert!(Conversation::new().api_view().is_empty());
+    }
+
+    #[test]
+    fn one_message_renders_one_user_turn() {
+        let c = Conversation::new();
+        c.add(EntryRole::User, vec![ContentBlock::text("hi")]);
+        assert_eq!(c.api_view(), vec![Message::user("hi")]);
+    }
+
+    #[test]
+    fn three_user_messages_in_a_row_merge_into_one() {
+        let c = Conversation::new();
+        for t in ["a", "b", "c"] {
+            c.add(EntryRole::User, vec![ContentBlock::text(t)]);
+        }
+        let v = c.api_view();
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].content.len(), 3);
+    }
+
+    #[test]
+    fn system_entry_first_is_dropped_and_assistant_first_gets_a_user_turn() {
+        let c = Conversation::new();
+        c.add(EntryRole::System, vec![ContentBlock::text("note")]);
+        c.add(EntryRole::Assistant, vec![ContentBlock::text("hello")]);
+        let v = c.api_view();
+        assert_eq!(roles(&v), vec![Role::User, Role::Assistant]);
+    }
+
+    #[test]
+    fn error_entry_in_the_middle_is_left_out() {
+        let c = Conversation::new();
+        c.add(EntryRole::User, vec![ContentBlock::text("q")]);
+        let mut bad = Entry::new(EntryRole::Assistant, vec![ContentBlock::text("partial")]);
+        bad.status = EntryStatus::Error;
+        c.push(bad);
+        c.add(EntryRole::User, vec![ContentBlock::text("again")]);
+        let v = c.api_view();
+        assert_eq!(roles(&v), vec![Role::User]);
+        assert_eq!(v[0].content.len(), 2);
+    }
+
+    #[test]
+    fn parallel_results_go_into_one_user_message_results_first_in_call_order() {
+        let c = Conversation::new();
+        c.add(EntryRole::User, vec![ContentBlock::text("q")]);
+        c.add(EntryRole::Assistant, vec![ContentBlock::text("calling"), tool_use("a"), tool_use("b"), tool_use("c")]);
+        c.push(Entry::tool_result("c", "f", json!("C"), false));
+        c.push(Entry::tool_result("a", "f", json!("A"), false));
+        c.add(EntryRole::User, vec![ContentBlock::text("also this")]);
+        c.push(Entry::tool_result("b", "f", json!("B"), true));
+        let v = c.api_view();
+        assert_eq!(roles(&v), vec![Role::User, Role::Assistant, Role::User]);
+        let kinds: Vec<String> = v[2]
+            .content
+            .iter()
+            .map(|b| match b {
+                ContentBlock::ToolResult(r) => r.tool_use_id.clone(),
+                other => other.kind().to_string(),
+            })
+            .collect();
+        assert_eq!(kinds, vec!["a", "b", "c", "text"]);
+    }
+
+    #[test]
+    fn missing_result_is_synthesized_as_error_and_orphan_kept_as_text() {
+        let c = Conversation::new();
+        c.add(EntryRole::User, vec![ContentBlock::text("q")]);
+        c.add(EntryRole::Assistant, vec![tool_use("a")]);
+        c.push(Entry::tool_result("zzz", "f", json!("orphan"), false));
+        let v = c.api_view();
+        match &v[2].content[0] {
+            ContentBlock::ToolResult(r) => assert_eq!((r.tool_use_id.as_str(), r.is_error), ("a", Some(true))),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(&v[2].content[1], ContentBlock::Text(t) if t.text.contains("orphan")));
+    }
+
+    #[test]
+    fn thinking_and_tool_use_round_trip_verbatim_and_unknown_kept() {
+        let c = Conversation::new();
+        c.add(EntryRole::User, vec![ContentBlock::text("q")]);
+        let thinking = ContentBlock::Thinking(ThinkingBlock { thinking: "t".into(), signature: "S1g==".into(), extra: Map::new() });
+        let unknown = ContentBlock::Unknown(json!({"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {}}));
+        c.add(EntryRole::Assistant, vec![thinking.clone(), unknown.clone(), tool_use("a")]);
+        c.push(Entry::tool_result("a", "f", json!("ok"), false));
+        let v = c.api_view();
+        assert_eq!(v[1].content[0], thinking);
+        assert_eq!(v[1].content[1], unknown);
+    }
+
+    #[test]
+    fn pending_tool_uses_lists_unanswered_calls() {
+        let c = Conversation::new();
+        c.add(EntryRole::User, vec![ContentBlock::text("q")]);
+        c.add(EntryRole::Assistant, vec![tool_use("a"), tool_use("b")]);
+        c.push(Entry::tool_result("a", "f", json!("A"), false));
+        let pending: Vec<String> = c.pending_tool_uses().into_iter().map(|t| t.id).collect();
+        assert_eq!(pending, vec!["b"]);
+    }
+
+    #[test]
+    fn ids_are_unique() {
+        let ids: std::collections::HashSet<String> = (0..1000).map(|_| new_id()).collect();
+        assert_eq!(ids.len(), 1000);
+    }
+}

@@ -1,0 +1,42 @@
+//! # tooloop
+//!
+//! An embeddable LLM agent core: a model calling tools in a loop. Send the conversation and the tool
+//! schemas, run the tools the model asks for, append their results, repeat until the model stops.
+//!
+//! - [`types`]: wire types in the Anthropic Messages shape (also the neutral form), lossless.
+//! - [`provider`]: Anthropic Messages, OpenAI-compatible Chat Completions, host-supplied models.
+//! - [`conversation`]: the store of entries and the always-valid API view.
+//! - [`tools`]: the registry of tools and their handlers.
+//! - [`agent`]: the loop.
+//! - [`session`]: append-only JSONL persistence, crash-tolerant load, resume.
+//! - [`builtin`]: coding tools (bash, read_file, write_file, edit_file) confined to a workspace.
+//!
+//! ## Why blocking
+//! tooloop is embedded in Python scripts and C/C++ apps: a synchronous API with no async runtime is the one
+//! every host can call. Blocking work (network waits, tools) is cancellable from any thread through
+//! [`CancelToken`], within 200 ms.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+// Errors carry the partial message of a broken stream by design; boxing every variant would only move the cost.
+#![allow(clippy::result_large_err)]
+
+pub mod agent;
+pub mod cancel;
+pub mod conversation;
+pub mod error;
+pub mod http;
+pub mod pricing;
+pub mod provider;
+pub mod session;
+pub mod sse;
+pub mod tools;
+pub mod types;
+
+pub use agent::{Agent, AgentConfig, Event, MaxTurnsPolicy, Permission, PermissionHook, RunResult, ToolCallRecord};
+pub use cancel::CancelToken;
+pub use session::{LoadReport, Session};
+pub use conversation::{Conversation, Entry, EntryRole, EntryStatus};
+pub use error::{ApiError, ApiErrorKind, Error, Result};
+pub use provider::{Protocol, Provider, ProviderConfig, Response, StreamEvent};
+pub use tools::{Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
+pub use types::{ContentBlock, Message, MessageResponse, Request, Role, StopReason, ToolSpec, Usage};

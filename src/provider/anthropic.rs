@@ -1,0 +1,356 @@
+//! The Anthropic Messages API: `POST {base}/v1/messages`, JSON and SSE.
+//!
+//! Both paths produce the same [`MessageResponse`] for the same content: the stream is folded by
+//! [`MessageAccumulator`], which is public so hosts can fold streams they read themselves.
+
+use serde_json::{Map, Value};
+
+use super::{Provider, Response, Secret, StreamEvent, body_error};
+use crate::cancel::CancelToken;
+use crate::error::{ApiError, ApiErrorKind, Error, Result};
+use crate::http::{HttpClient, HttpRequest, parse_api_error};
+use crate::sse::{SseDecoder, SseEvent};
+use crate::types::{ContentBlock, MessageResponse, Request, StopReason, Usage};
+
+/// The official endpoint.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// The `anthropic-version` header value.
+pub const API_VERSION: &str = "2023-06-01";
+
+/// Anthropic Messages API provider.
+///
+/// # Threads and cloning
+/// `Send + Sync`; concurrent `send` calls share the connection pool.
+pub struct AnthropicProvider {
+    http: HttpClient,
+    base_url: String,
+    api_key: Option<Secret>,
+    headers: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for AnthropicProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnthropicProvider").field("base_url", &self.base_url).field("api_key", &self.api_key).finish()
+    }
+}
+
+impl AnthropicProvider {
+    /// A provider for `base_url` (without `/v1`). `headers` are added to every request (e.g. `anthropic-beta`).
+    pub fn new(http: HttpClient, base_url: String, api_key: Option<Secret>, headers: Vec<(String, String)>) -> Self {
+        AnthropicProvider { http, base_url, api_key, headers }
+    }
+
+    fn http_request(&self, request: &Request) -> Result<HttpRequest> {
+        let body = serde_json::to_vec(request).map_err(|e| Error::Config(format!("request not serializable: {e}")))?;
+        let mut headers = vec![
+            ("content-type".to_string(), "application/json".to_string()),
+            ("anthropic-version".to_string(), API_VERSION.to_string()),
+            ("accept".to_string(), if request.stream { "text/event-stream" } else { "application/json" }.to_string()),
+        ];
+        if let Some(key) = &self.api_key {
+            headers.push(("x-api-key".to_string(), key.expose().to_string()));
+        }
+        for (k, v) in &self.headers {
+            let k = k.to_ascii_lowercase();
+            headers.retain(|(existing, _)| *existing != k);
+            headers.push((k, v.clone()));
+        }
+        Ok(HttpRequest { url: format!("{}/v1/messages", self.base_url), headers, body })
+    }
+}
+
+/// Adds the "which variable to set" hint to errors a person fixes in their environment.
+pub(crate) fn api_error_with_hint(status: u16, headers: &[(String, String)], body: &[u8], key_var: &str) -> ApiError {
+    let mut e = parse_api_error(status, headers, body);
+    e.hint = match e.kind {
+        ApiErrorKind::Authentication => Some(format!("Check the API key: set {key_var} or pass api_key")),
+        ApiErrorKind::NotFound => Some("Check the model name and the base URL".to_string()),
+        ApiErrorKind::PermissionDenied => Some("This key is not allowed to use this model or feature".to_string()),
+        _ => None,
+    };
+    e
+}
+
+impl Provider for AnthropicProvider {
+    fn name(&self) -> &str {
+        "anthropic"
+    }
+
+    fn send(&self, request: &Request, cancel: &CancelToken, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Response> {
+        let req = self.http_request(request)?;
+        let on_error = |s: u16, h: &[(String, String)], b: &[u8]| api_error_with_hint(s, h, b, "ANTHROPIC_API_KEY");
+        {
+            let mut resp = self.http.send(&req, cancel, &on_error)?;
+            let request_id = resp.header("request-id").map(str::to_string);
+            let is_sse = resp.header("content-type").is_some_and(|c| c.starts_with("text/event-stream"));
+            if !is_sse {
+                let body = resp.read_all().map_err(|e| body_error(e, MessageResponse::default(), false))?;
+                let raw: Value = serde_json::from_slice(&body).map_err(|e| Error::InvalidResponse {
+                    message: format!("response is not JSON ({e}): {}", String::from_utf8_lossy(&body[..body.len().min(200)])),
+                    request_id: request_id.clone(),
+                })?;
+                let message: MessageResponse = serde_json::from_value(raw.clone()).map_err(|e| Error::InvalidResponse {
+                    message: format!("response is not a Messages API message: {e}"),
+                    request_id: request_id.clone(),
+                })?;
+                return Ok(Response { message, raw, request_id });
+            }
+            let mut acc = MessageAccumulator::new();
+            let mut decoder = SseDecoder::new();
+            let mut events = Vec::new();
+            let mut emitted = false;
+            loop {
+                let chunk = match resp.next_chunk() {
+                    Ok(c) => c,
+                    Err(e) => return Err(body_error(e, acc.snapshot(), emitted)),
+                };
+                let finished = chunk.is_none();
+                match chunk {
+                    Some(bytes) => decoder.feed(&bytes, &mut events),
+                    None => events.extend(decoder.finish()),
+                }
+                for ev in events.drain(..) {
+                    let step = acc.apply_sse(&ev, &mut |e| {
+                        emitted = true;
+                        on_event(e)
+                    });
+                    if let Err(mut e) = step {
+                        if let Error::StreamInterrupted { api: Some(a), .. } = &mut e {
+                            a.request_id = a.request_id.clone().or_else(|| request_id.clone());
+                        }
+                        if !emitted {
+                            if let Error::StreamInterrupted { api: Some(a), .. } = e {
+                                return Err(Error::Api(a));
+                            }
+                        }
+                        return Err(e);
+                    }
+                    if acc.is_complete() {
+                        let message = acc.snapshot();
+                        let raw = serde_json::to_value(&message).unwrap_or(Value::Null);
+                        return Ok(Response { message, raw, request_id });
+                    }
+                }
+                if finished {
+                    let message = format!(
+                        "the stream ended before message_stop ({} bytes of an unfinished event pending)",
+                        decoder.pending_bytes()
+                    );
+                    return Err(if emitted {
+                        Error::StreamInterrupted { message, partial: Box::new(acc.snapshot()), api: None }
+                    } else {
+                        Error::Connection { message }
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Folds Messages API stream events into a [`MessageResponse`], emitting typed [`StreamEvent`]s.
+#[derive(Debug, Default)]
+pub struct MessageAccumulator {
+    message: MessageResponse,
+    /// Wire index → position in `message.content`.
+    positions: Vec<(usize, usize)>,
+    /// Raw `partial_json` per content position, for tool_use blocks still streaming.
+    partial_json: Vec<(usize, String)>,
+    complete: bool,
+}
+
+impl MessageAccumulator {
+    /// An empty accumulator.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether `message_stop` arrived.
+    pub fn is_complete(&self) -> bool {
+        self.complete
+    }
+
+    /// The message as accumulated so far (tool inputs still streaming are parsed as far as possible:
+    /// unfinished ones are left as `{}`).
+    pub fn snapshot(&self) -> MessageResponse {
+        self.message.clone()
+    }
+
+    fn position(&self, index: usize) -> Option<usize> {
+        self.positions.iter().find(|(w, _)| *w == index).map(|(_, p)| *p)
+    }
+
+    /// Apply one SSE event. Emits typed events first, then the raw event. An `error` event, or a
+    /// malformed one, is returned as `StreamInterrupted` (with `api` set for `error` events).
+    pub fn apply_sse(&mut self, ev: &SseEvent, on_event: &mut dyn FnMut(StreamEvent)) -> Result<()> {
+        let name = ev.event.clone().unwrap_or_else(|| "message".to_string());
+        if ev.data.is_empty() {
+            return Ok(());
+        }
+        let data: Value = match serde_json::from_str(&ev.data) {
+            Ok(v) => v,
+            Err(e) => return Err(self.broken(format!("event '{name}' carried invalid JSON: {e}"), None)),
+        };
+        self.apply(&name, &data, on_event)?;
+        on_event(StreamEvent::Raw { event: name, data });
+        Ok(())
+    }
+
+    fn broken(&self, message: String, api: Option<ApiError>) -> Error {
+        Error::StreamInterrupted { message, partial: Box::new(self.snapshot()), api }
+    }
+
+    /// Apply one decoded event (`name` is the SSE event name; the data's own `type` wins when present).
+    pub fn apply(&mut self, name: &str, data: &Value, on_event: &mut dyn FnMut(StreamEvent)) -> Result<()> {
+        let kind = data.get("type").and_then(Value::as_str).unwrap_or(name);
+        let index = data.get("index").and_then(Value::as_u64).map(|i| i as usize);
+        match kind {
+            "message_start" => {
+                let msg = data.get("message").cloned().unwrap_or(Value::Null);
+                let parsed: MessageResponse = serde_json::from_value(msg)
+                    .map_err(|e| self.broken(format!("invalid message_start: {e}"), None))?;
+                self.message = MessageResponse { content: Vec::new(), ..parsed };
+                on_event(StreamEvent::Usage(self.message.usage.clone()));
+            }
+            "content_block_start" => {
+                let (Some(index), Some(block)) = (index, data.get("content_block")) else {
+                    return Err(self.broken("content_block_start without index or content_block".into(), None));
+                };
+                let block = ContentBlock::from_value(block.clone()).map_err(|e| self.broken(e, None))?;
+                let pos = self.message.content.len();
+                if let ContentBlock::ToolUse(t) = &block {
+                    on_event(StreamEvent::ToolUseStart { index, id: t.id.clone(), name: t.name.clone() });
+                    self.partial_json.push((pos, String::new()));
+                }
+                self.positions.push((index, pos));
+                self.message.content.push(block);
+            }
+            "content_block_delta" => {
+                let (Some(index), Some(delta)) = (index, data.get("delta")) else {
+                    return Err(self.broken("content_block_delta without index or delta".into(), None));
+                };
+                let Some(pos) = self.position(index) else {
+                    return Err(self.broken(format!("delta for block {index}, which never started"), None));
+                };
+                self.apply_delta(index, pos, delta, on_event)?;
+            }
+            "content_block_stop" => {
+                if let Some(pos) = index.and_then(|i| self.position(i)) {
+                    self.finish_tool_input(pos);
+                }
+            }
+            "message_delta" => {
+                if let Some(d) = data.get("delta") {
+                    if let Some(r) = d.get("stop_reason").and_then(Value::as_str) {
+                        self.message.stop_reason = Some(StopReason::parse(r));
+                    }
+                    if let Some(s) = d.get("stop_sequence") {
+                        self.message.stop_sequence = s.as_str().map(str::to_string);
+                    }
+                }
+                if let Some(u) = data.get("usage") {
+                    self.message.usage.merge_cumulative(u);
+                    on_event(StreamEvent::Usage(self.message.usage.clone()));
+                }
+            }
+            "message_stop" => {
+                let unfinished: Vec<usize> = self.partial_json.iter().map(|(p, _)| *p).collect();
+                for pos in unfinished {
+                    self.finish_tool_input(pos);
+                }
+                self.complete = true;
+            }
+            "error" => {
+                let err = data.get("error").cloned().unwrap_or(Value::Null);
+                let error_type = err.get("type").and_then(Value::as_str).unwrap_or("").to_string();
+                let message = err.get("message").and_then(Value::as_str).unwrap_or("error event").to_string();
+                let api = ApiError {
+                    kind: ApiErrorKind::classify(200, &error_type),
+                    status: 200,
+                    error_type: error_type.clone(),
+                    message: message.clone(),
+                    request_id: None,
+                    retry_after: None,
+                    hint: None,
+                };
+                return Err(self.broken(format!("error event mid-stream: {error_type}: {message}"), Some(api)));
+            }
+            _ => {} // ping and event types newer than this code
+        }
+        Ok(())
+    }
+
+    fn apply_delta(&mut self, index: usize, pos: usize, delta: &Value, on_event: &mut dyn FnMut(StreamEvent)) -> Result<()> {
+        let s = |k: &str| delta.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let dtype = delta.get("type").and_then(Value::as_str).unwrap_or("");
+        let block = &mut self.message.content[pos];
+        match (dtype, block) {
+            ("text_delta", ContentBlock::Text(t)) => {
+                let text = s("text");
+                t.text.push_str(&text);
+                on_event(StreamEvent::TextDelta { index, text });
+            }
+            ("thinking_delta", ContentBlock::Thinking(t)) => {
+                let thinking = s("thinking");
+                t.thinking.push_str(&thinking);
+                on_event(StreamEvent::ThinkingDelta { index, thinking });
+            }
+            ("signature_delta", ContentBlock::Thinking(t)) => t.signature.push_str(&s("signature")),
+            ("input_json_delta", ContentBlock::ToolUse(_)) => {
+                let partial_json = s("partial_json");
+                if let Some((_, buf)) = self.partial_json.iter_mut().find(|(p, _)| *p == pos) {
+                    buf.push_str(&partial_json);
+                }
+                on_event(StreamEvent::ToolInputDelta { index, partial_json });
+            }
+            ("citations_delta", ContentBlock::Text(t)) => {
+                if let Some(c) = delta.get("citation") {
+                    t.citations.get_or_insert_with(Vec::new).push(c.clone());
+                }
+            }
+            (_, ContentBlock::Unknown(raw)) => merge_unknown_delta(raw, delta),
+            (other, block) => {
+                let kind = block.kind().to_string();
+                return Err(self.broken(format!("delta '{other}' does not fit a {kind} block"), None));
+            }
+        }
+        Ok(())
+    }
+
+    /// Parse the collected `partial_json` of the tool_use at `pos`: none or "" means `{}`; JSON that does
+    /// not parse is kept as the raw string so the tool registry reports it to the model.
+    fn finish_tool_input(&mut self, pos: usize) {
+        let Some(i) = self.partial_json.iter().position(|(p, _)| *p == pos) else { return };
+        let (_, raw) = self.partial_json.remove(i);
+        if let Some(ContentBlock::ToolUse(t)) = self.message.content.get_mut(pos) {
+            let trimmed = raw.trim();
+            t.input = if trimmed.is_empty() {
+                if t.input.is_null() { Value::Object(Map::new()) } else { t.input.clone() }
+            } else {
+                serde_json::from_str(trimmed).unwrap_or(Value::String(raw))
+            };
+        }
+    }
+}
+
+/// Unknown block kinds may still stream deltas of known shapes: fold text-like fields, keep the rest.
+fn merge_unknown_delta(raw: &mut Value, delta: &Value) {
+    let Some(obj) = raw.as_object_mut() else { return };
+    if let Some(d) = delta.as_object() {
+        for (k, v) in d {
+            if k == "type" {
+                continue;
+            }
+            match (obj.get_mut(k), v) {
+                (Some(Value::String(existing)), Value::String(more)) => existing.push_str(more),
+                _ => {
+                    obj.insert(k.clone(), v.clone());
+                }
+            }
+        }
+    }
+}
+
+/// The usage a response reported, for accounting.
+pub fn usage_of(message: &MessageResponse) -> &Usage {
+    &message.usage
+}

@@ -1,0 +1,195 @@
+//! Providers: one trait that turns a neutral [`Request`] into a complete assistant turn, streaming events
+//! to the caller as they are decoded. Anthropic Messages, OpenAI-compatible Chat Completions, and a model
+//! supplied by the host (a function, or a scripted list of replies).
+//!
+//! Must never: retry after an event reached the caller, or put the API key in any output.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::cancel::CancelToken;
+use crate::error::{Error, Result};
+use crate::http::{HttpClient, HttpConfig};
+use crate::types::{MessageResponse, Request, Usage};
+
+pub mod anthropic;
+pub mod host;
+pub mod openai;
+
+pub use anthropic::AnthropicProvider;
+pub use host::{FnProvider, ScriptedProvider};
+pub use openai::OpenAiProvider;
+
+/// What a provider reports while a response is being produced.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StreamEvent {
+    /// A wire event exactly as received: the SSE event name and its JSON data (ping and unknown events
+    /// included). Emitted after the typed events decoded from it. Not emitted for JSON (non-streaming) calls.
+    Raw {
+        /// The SSE `event:` name (OpenAI chunks: `chunk`).
+        event: String,
+        /// The parsed `data:` payload.
+        data: Value,
+    },
+    /// Text arrived for block `index`.
+    TextDelta {
+        /// Block index.
+        index: usize,
+        /// The new text.
+        text: String,
+    },
+    /// Thinking text arrived for block `index`.
+    ThinkingDelta {
+        /// Block index.
+        index: usize,
+        /// The new thinking text.
+        thinking: String,
+    },
+    /// A tool_use block started.
+    ToolUseStart {
+        /// Block index.
+        index: usize,
+        /// The call id.
+        id: String,
+        /// The tool name.
+        name: String,
+    },
+    /// A fragment of a tool call's JSON input.
+    ToolInputDelta {
+        /// Block index.
+        index: usize,
+        /// The fragment (concatenate; parse at block end).
+        partial_json: String,
+    },
+    /// Usage so far (cumulative within this response).
+    Usage(Usage),
+}
+
+/// A complete response: the assistant turn in the neutral (Messages API) shape, and the provider's own JSON.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Response {
+    /// The assistant turn.
+    pub message: MessageResponse,
+    /// The provider's own response JSON (for streams, the reassembled final object — equal to what the
+    /// non-streaming call returns for the same content).
+    pub raw: Value,
+    /// The request id header, if any.
+    pub request_id: Option<String>,
+}
+
+/// A model backend.
+///
+/// # Threads and cloning
+/// Implementations are `Send + Sync`; `send` may run on several threads at once (each call independent).
+pub trait Provider: Send + Sync {
+    /// A short name for logs and sessions (`anthropic`, `openai`, `host`, `scripted`).
+    fn name(&self) -> &str;
+
+    /// Produce one assistant turn for `request`. Events go to `on_event` as they are decoded; the call
+    /// returns when the turn is complete, failed, or `cancel` fired.
+    fn send(&self, request: &Request, cancel: &CancelToken, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Response>;
+}
+
+/// Which wire protocol a [`ProviderConfig`] speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// Anthropic Messages API.
+    Anthropic,
+    /// OpenAI-compatible Chat Completions.
+    OpenAi,
+}
+
+impl Protocol {
+    /// Parse `anthropic` or `openai`.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "anthropic" => Ok(Protocol::Anthropic),
+            "openai" | "openai-compatible" => Ok(Protocol::OpenAi),
+            other => Err(Error::Config(format!("unknown provider '{other}': use \"anthropic\" or \"openai\""))),
+        }
+    }
+}
+
+/// A secret string (an API key): never shown by Debug or Display.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wrap a key.
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+    /// The key itself, for the one place that needs it (the request header).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// Everything needed to build a network provider. Missing `api_key` / `base_url` fall back to the
+/// environment: `ANTHROPIC_API_KEY` / `ANTHROPIC_BASE_URL`, or `OPENAI_API_KEY` / `OPENAI_BASE_URL`.
+#[derive(Clone, Debug)]
+pub struct ProviderConfig {
+    /// Which protocol.
+    pub protocol: Protocol,
+    /// The API key (env fallback).
+    pub api_key: Option<Secret>,
+    /// Base URL (env fallback, then the official endpoint).
+    pub base_url: Option<String>,
+    /// Extra headers on every request (e.g. `anthropic-beta`).
+    pub headers: Vec<(String, String)>,
+    /// Timeouts and retries.
+    pub http: HttpConfig,
+}
+
+impl ProviderConfig {
+    /// A config for `protocol` with defaults everywhere.
+    pub fn new(protocol: Protocol) -> Self {
+        ProviderConfig { protocol, api_key: None, base_url: None, headers: Vec::new(), http: HttpConfig::default() }
+    }
+
+    /// Build the provider. Fails with a message naming the environment variable when no key is available
+    /// for the official endpoint (a custom base URL, e.g. a local server, may need none).
+    pub fn build(&self) -> Result<Arc<dyn Provider>> {
+        let (key_var, url_var, default_url) = match self.protocol {
+            Protocol::Anthropic => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", anthropic::DEFAULT_BASE_URL),
+            Protocol::OpenAi => ("OPENAI_API_KEY", "OPENAI_BASE_URL", openai::DEFAULT_BASE_URL),
+        };
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+        let api_key = self.api_key.clone().or_else(|| env(key_var).map(Secret::new));
+        let base_url = self.base_url.clone().or_else(|| env(url_var)).unwrap_or_else(|| default_url.to_string());
+        let base_url = base_url.trim_end_matches('/').to_string();
+        if api_key.is_none() && base_url == default_url {
+            return Err(Error::Config(format!(
+                "no API key: set {key_var} (or pass api_key), or point base_url at a local server"
+            )));
+        }
+        let http = HttpClient::new(self.http.clone());
+        Ok(match self.protocol {
+            Protocol::Anthropic => Arc::new(AnthropicProvider::new(http, base_url, api_key, self.headers.clone())),
+            Protocol::OpenAi => Arc::new(OpenAiProvider::new(http, base_url, api_key, self.headers.clone())),
+        })
+    }
+}
+
+/// Turn a mid-stream failure into the right error: before any event reached the caller it may be retried
+/// (`Ok(None)` tells the caller to treat it like a connection error); after, it is a `StreamInterrupted`.
+pub(crate) fn body_error(
+    e: crate::http::BodyError,
+    partial: MessageResponse,
+    emitted: bool,
+) -> Error {
+    use crate::http::BodyError;
+    match e {
+        BodyError::Cancelled => Error::Cancelled { partial: Some(Box::new(partial)) },
+        BodyError::Timeout(phase, after) => Error::Timeout { phase, after, partial: emitted.then(|| Box::new(partial)) },
+        BodyError::Broken(message) if emitted => Error::StreamInterrupted { message, partial: Box::new(partial), api: None },
+        BodyError::Broken(message) => Error::Connection { message },
+    }
+}

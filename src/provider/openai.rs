@@ -1,0 +1,517 @@
+//! OpenAI-compatible Chat Completions (OpenAI, DeepSeek, Ollama, llama.cpp, vLLM):
+//! `POST {base}/chat/completions` where `base` ends in `/v1`.
+//!
+//! Renders the neutral request (system message, `tools` as functions, assistant `tool_calls` with string
+//! arguments, one `tool` message per result) and folds JSON or streamed responses back into the neutral
+//! [`MessageResponse`]. Must never: crash on invalid `arguments` JSON — it reaches the loop as the raw string,
+//! which the tool registry reports to the model as an input error.
+
+use serde_json::{Map, Value, json};
+
+use super::{Provider, Response, Secret, StreamEvent, body_error};
+use crate::cancel::CancelToken;
+use crate::error::{ApiError, ApiErrorKind, Error, Result};
+use crate::http::{HttpClient, HttpRequest};
+use crate::sse::SseDecoder;
+use crate::types::{
+    ContentBlock, Message, MessageResponse, Request, Role, StopReason, TextBlock, ThinkingBlock, ToolUseBlock, Usage,
+};
+
+/// The official endpoint.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// OpenAI-compatible provider.
+///
+/// # Threads and cloning
+/// `Send + Sync`; concurrent `send` calls share the connection pool.
+pub struct OpenAiProvider {
+    http: HttpClient,
+    base_url: String,
+    api_key: Option<Secret>,
+    headers: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for OpenAiProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiProvider").field("base_url", &self.base_url).field("api_key", &self.api_key).finish()
+    }
+}
+
+impl OpenAiProvider {
+    /// A provider for `base_url` (ending in `/v1`).
+    pub fn new(http: HttpClient, base_url: String, api_key: Option<Secret>, headers: Vec<(String, String)>) -> Self {
+        OpenAiProvider { http, base_url, api_key, headers }
+    }
+}
+
+/// Render a neutral request as a Chat Completions request body.
+pub fn render_request(request: &Request) -> Value {
+    let mut messages = Vec::new();
+    if let Some(system) = &request.system {
+        let text = match system {
+            Value::String(s) => s.clone(),
+            Value::Array(blocks) => blocks
+                .iter()
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            other => other.to_string(),
+        };
+        messages.push(json!({"role": "system", "content": text}));
+    }
+    for m in &request.messages {
+        render_message(m, &mut messages);
+    }
+    let mut body = Map::new();
+    body.insert("model".into(), json!(request.model));
+    body.insert("messages".into(), Value::Array(messages));
+    body.insert("max_tokens".into(), json!(request.max_tokens));
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.input_schema}})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(tc) = &request.tool_choice {
+        let kind = tc.get("type").and_then(Value::as_str).unwrap_or("auto");
+        let choice = match kind {
+            "any" => json!("required"),
+            "none" => json!("none"),
+            "tool" => json!({"type": "function", "function": {"name": tc.get("name").cloned().unwrap_or(Value::Null)}}),
+            _ => json!("auto"),
+        };
+        body.insert("tool_choice".into(), choice);
+        if tc.get("disable_parallel_tool_use").and_then(Value::as_bool) == Some(true) {
+            body.insert("parallel_tool_calls".into(), json!(false));
+        }
+    }
+    if !request.stop_sequences.is_empty() {
+        body.insert("stop".into(), json!(request.stop_sequences));
+    }
+    if let Some(t) = request.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    if request.stream {
+        body.insert("stream".into(), json!(true));
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    for (k, v) in &request.extra {
+        body.insert(k.clone(), v.clone());
+    }
+    Value::Object(body)
+}
+
+fn render_message(m: &Message, out: &mut Vec<Value>) {
+    match m.role {
+        Role::User => {
+            let mut parts = Vec::new();
+            for b in &m.content {
+                match b {
+                    ContentBlock::ToolResult(r) => {
+                        let text = r.text();
+                        let content = if r.is_error == Some(true) { format!("Error: {text}") } else { text };
+                        out.push(json!({"role": "tool", "tool_call_id": r.tool_use_id, "content": content}));
+                    }
+                    ContentBlock::Text(t) => parts.push(json!({"type": "text", "text": t.text})),
+                    ContentBlock::Unknown(v) => {
+                        if let Some(url) = image_data_url(v) {
+                            parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if parts.is_empty() {
+                return;
+            }
+            let all_text = parts.iter().all(|p| p["type"] == "text");
+            let content = if all_text {
+                json!(parts.iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join("\n"))
+            } else {
+                Value::Array(parts)
+            };
+            out.push(json!({"role": "user", "content": content}));
+        }
+        Role::Assistant => {
+            let text: String = m
+                .content
+                .iter()
+                .filter_map(|b| if let ContentBlock::Text(t) = b { Some(t.text.as_str()) } else { None })
+                .collect();
+            let calls: Vec<Value> = m
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::ToolUse(t) => Some(json!({"id": t.id, "type": "function", "function": {
+                        "name": t.name,
+                        // Invalid arguments arrived as a raw string: send back exactly what the model wrote.
+                        "arguments": match &t.input { Value::String(s) => s.clone(), v => v.to_string() }}})),
+                    _ => None,
+                })
+                .collect();
+            let mut msg = Map::new();
+            msg.insert("role".into(), json!("assistant"));
+            msg.insert("content".into(), if text.is_empty() && !calls.is_empty() { Value::Null } else { json!(text) });
+            if !calls.is_empty() {
+                msg.insert("tool_calls".into(), Value::Array(calls));
+            }
+            out.push(Value::Object(msg));
+        }
+    }
+}
+
+fn image_data_url(block: &Value) -> Option<String> {
+    if block.get("type")?.as_str()? != "image" {
+        return None;
+    }
+    let src = block.get("source")?;
+    match src.get("type")?.as_str()? {
+        "base64" => Some(format!("data:{};base64,{}", src.get("media_type")?.as_str()?, src.get("data")?.as_str()?)),
+        "url" => Some(src.get("url")?.as_str()?.to_string()),
+        _ => None,
+    }
+}
+
+/// Map a `finish_reason` onto the neutral stop reasons (`stop` with tool calls counts as `tool_use`,
+/// as some compatible servers send it that way).
+pub fn map_finish_reason(reason: Option<&str>, has_tool_calls: bool) -> Option<StopReason> {
+    Some(match reason? {
+        "tool_calls" | "function_call" => StopReason::ToolUse,
+        "stop" if has_tool_calls => StopReason::ToolUse,
+        "stop" => StopReason::EndTurn,
+        "length" => StopReason::MaxTokens,
+        "content_filter" => StopReason::Refusal,
+        other => StopReason::Other(other.to_string()),
+    })
+}
+
+/// Map OpenAI usage (`prompt_tokens` includes cached tokens) onto the neutral [`Usage`].
+pub fn map_usage(u: &Value) -> Usage {
+    let n = |v: Option<&Value>| v.and_then(Value::as_u64).unwrap_or(0);
+    let cached = u.get("prompt_tokens_details").and_then(|d| d.get("cached_tokens")).and_then(Value::as_u64);
+    Usage {
+        input_tokens: n(u.get("prompt_tokens")).saturating_sub(cached.unwrap_or(0)),
+        output_tokens: n(u.get("completion_tokens")),
+        cache_read_input_tokens: cached,
+        ..Default::default()
+    }
+}
+
+fn tool_use(id: &str, name: &str, arguments: &str) -> ContentBlock {
+    let trimmed = arguments.trim();
+    let input = if trimmed.is_empty() {
+        Value::Object(Map::new())
+    } else {
+        serde_json::from_str(trimmed).unwrap_or_else(|_| Value::String(arguments.to_string()))
+    };
+    ContentBlock::ToolUse(ToolUseBlock { id: id.to_string(), name: name.to_string(), input, extra: Map::new() })
+}
+
+/// Convert a `chat.completion` object into the neutral message.
+pub fn parse_completion(raw: &Value) -> std::result::Result<MessageResponse, String> {
+    let choice = raw.get("choices").and_then(|c| c.get(0)).ok_or("response has no choices[0]")?;
+    let msg = choice.get("message").ok_or("choices[0] has no message")?;
+    let mut content = Vec::new();
+    let reasoning = msg.get("reasoning_content").or_else(|| msg.get("reasoning")).and_then(Value::as_str);
+    if let Some(r) = reasoning.filter(|r| !r.is_empty()) {
+        content.push(ContentBlock::Thinking(ThinkingBlock { thinking: r.to_string(), ..Default::default() }));
+    }
+    if let Some(t) = msg.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+        content.push(ContentBlock::text(t));
+    }
+    let calls = msg.get("tool_calls").and_then(Value::as_array).cloned().unwrap_or_default();
+    for c in &calls {
+        let f = c.get("function").cloned().unwrap_or(Value::Null);
+        content.push(tool_use(
+            c.get("id").and_then(Value::as_str).unwrap_or(""),
+            f.get("name").and_then(Value::as_str).unwrap_or(""),
+            f.get("arguments").and_then(Value::as_str).unwrap_or(""),
+        ));
+    }
+    Ok(MessageResponse {
+        id: raw.get("id").and_then(Value::as_str).unwrap_or("").to_string(),
+        model: raw.get("model").and_then(Value::as_str).unwrap_or("").to_string(),
+        content,
+        stop_reason: map_finish_reason(choice.get("finish_reason").and_then(Value::as_str), !calls.is_empty()),
+        usage: raw.get("usage").map(map_usage).unwrap_or_default(),
+        ..Default::default()
+    })
+}
+
+/// Folds streamed `chat.completion.chunk`s into a neutral message and a reassembled `chat.completion`.
+#[derive(Debug, Default)]
+pub struct ChunkAccumulator {
+    id: String,
+    model: String,
+    created: Value,
+    system_fingerprint: Option<Value>,
+    reasoning: Option<String>,
+    text: Option<String>,
+    /// (wire index, id, name, arguments)
+    calls: Vec<(u64, String, String, String)>,
+    /// Neutral block order as first seen: 'r' reasoning, 't' text, or a call's wire index.
+    order: Vec<BlockKey>,
+    finish_reason: Option<String>,
+    usage: Option<Value>,
+    done: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum BlockKey {
+    Reasoning,
+    Text,
+    Call(u64),
+}
+
+impl ChunkAccumulator {
+    fn block_index(&mut self, key: BlockKey) -> usize {
+        match self.order.iter().position(|k| *k == key) {
+            Some(i) => i,
+            None => {
+                self.order.push(key);
+                self.order.len() - 1
+            }
+        }
+    }
+
+    /// Apply one chunk (already parsed). A chunk carrying `error` ends the stream with that error.
+    pub fn apply(&mut self, chunk: &Value, on_event: &mut dyn FnMut(StreamEvent)) -> std::result::Result<(), ApiError> {
+        if let Some(err) = chunk.get("error") {
+            let error_type = err.get("type").or_else(|| err.get("code")).and_then(Value::as_str).unwrap_or("").to_string();
+            return Err(ApiError {
+                kind: ApiErrorKind::classify(200, &error_type),
+                status: 200,
+                error_type,
+                message: err.get("message").and_then(Value::as_str).unwrap_or("error in stream").to_string(),
+                request_id: None,
+                retry_after: None,
+                hint: None,
+            });
+        }
+        let s = |k: &str| chunk.get(k).and_then(Value::as_str).map(str::to_string);
+        if self.id.is_empty() {
+            self.id = s("id").unwrap_or_default();
+            self.model = s("model").unwrap_or_default();
+            self.created = chunk.get("created").cloned().unwrap_or(Value::Null);
+        }
+        if let Some(fp) = chunk.get("system_fingerprint").filter(|v| !v.is_null()) {
+            self.system_fingerprint = Some(fp.clone());
+        }
+        if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
+            self.usage = Some(u.clone());
+            on_event(StreamEvent::Usage(map_usage(u)));
+        }
+        let Some(choice) = chunk.get("choices").and_then(|c| c.get(0)) else { return Ok(()) };
+        if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
+            self.finish_reason = Some(r.to_string());
+        }
+        let Some(delta) = choice.get("delta") else { return Ok(()) };
+        let reasoning = delta.get("reasoning_content").or_else(|| delta.get("reasoning")).and_then(Value::as_str);
+        if let Some(r) = reasoning.filter(|r| !r.is_empty()) {
+            let index = self.block_index(BlockKey::Reasoning);
+            self.reasoning.get_or_insert_with(String::new).push_str(r);
+            on_event(StreamEvent::ThinkingDelta { index, thinking: r.to_string() });
+        }
+        if let Some(t) = delta.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+            let index = self.block_index(BlockKey::Text);
+            self.text.get_or_insert_with(String::new).push_str(t);
+            on_event(StreamEvent::TextDelta { index, text: t.to_string() });
+        }
+        for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+            let wire = call.get("index").and_then(Value::as_u64).unwrap_or(0);
+            let f = call.get("function");
+            let name = f.and_then(|f| f.get("name")).and_then(Value::as_str);
+            let args = f.and_then(|f| f.get("arguments")).and_then(Value::as_str).unwrap_or("");
+            let id = call.get("id").and_then(Value::as_str);
+            let index = self.block_index(BlockKey::Call(wire));
+            let pos = match self.calls.iter().position(|c| c.0 == wire) {
+                Some(p) => p,
+                None => {
+                    self.calls.push((wire, String::new(), String::new(), String::new()));
+                    self.calls.len() - 1
+                }
+            };
+            let entry = &mut self.calls[pos];
+            let started = entry.1.is_empty() && entry.2.is_empty();
+            if let Some(id) = id {
+                entry.1 = id.to_string();
+            }
+            if let Some(n) = name {
+                entry.2.push_str(n);
+            }
+            if started && (id.is_some() || name.is_some()) {
+                on_event(StreamEvent::ToolUseStart { index, id: entry.1.clone(), name: entry.2.clone() });
+            }
+            if !args.is_empty() {
+                entry.3.push_str(args);
+                on_event(StreamEvent::ToolInputDelta { index, partial_json: args.to_string() });
+            }
+        }
+        Ok(())
+    }
+
+    /// The neutral message so far.
+    pub fn snapshot(&self) -> MessageResponse {
+        let mut content = Vec::new();
+        for key in &self.order {
+            match key {
+                BlockKey::Reasoning => content.push(ContentBlock::Thinking(ThinkingBlock {
+                    thinking: self.reasoning.clone().unwrap_or_default(),
+                    ..Default::default()
+                })),
+                BlockKey::Text => content.push(ContentBlock::Text(TextBlock {
+                    text: self.text.clone().unwrap_or_default(),
+                    ..Default::default()
+                })),
+                BlockKey::Call(w) => {
+                    if let Some(c) = self.calls.iter().find(|c| c.0 == *w) {
+                        content.push(tool_use(&c.1, &c.2, &c.3));
+                    }
+                }
+            }
+        }
+        MessageResponse {
+            id: self.id.clone(),
+            model: self.model.clone(),
+            content,
+            stop_reason: map_finish_reason(self.finish_reason.as_deref(), !self.calls.is_empty()),
+            usage: self.usage.as_ref().map(map_usage).unwrap_or_default(),
+            ..Default::default()
+        }
+    }
+
+    /// The stream reassembled as the `chat.completion` object the JSON call would have returned.
+    pub fn completion(&self) -> Value {
+        let mut message = Map::new();
+        message.insert("role".into(), json!("assistant"));
+        message.insert("content".into(), self.text.clone().map(Value::String).unwrap_or(Value::Null));
+        if let Some(r) = &self.reasoning {
+            message.insert("reasoning_content".into(), json!(r));
+        }
+        if !self.calls.is_empty() {
+            let calls: Vec<Value> = self
+                .calls
+                .iter()
+                .map(|c| json!({"id": c.1, "type": "function", "function": {"name": c.2, "arguments": c.3}}))
+                .collect();
+            message.insert("tool_calls".into(), Value::Array(calls));
+        }
+        let mut out = Map::new();
+        out.insert("id".into(), json!(self.id));
+        out.insert("object".into(), json!("chat.completion"));
+        out.insert("created".into(), self.created.clone());
+        out.insert("model".into(), json!(self.model));
+        out.insert(
+            "choices".into(),
+            json!([{"index": 0, "message": Value::Object(message), "finish_reason": self.finish_reason}]),
+        );
+        if let Some(u) = &self.usage {
+            out.insert("usage".into(), u.clone());
+        }
+        if let Some(fp) = &self.system_fingerprint {
+            out.insert("system_fingerprint".into(), fp.clone());
+        }
+        Value::Object(out)
+    }
+}
+
+impl Provider for OpenAiProvider {
+    fn name(&self) -> &str {
+        "openai"
+    }
+
+    fn send(&self, request: &Request, cancel: &CancelToken, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Response> {
+        let body = serde_json::to_vec(&render_request(request))
+            .map_err(|e| Error::Config(format!("request not serializable: {e}")))?;
+        let mut headers = vec![("content-type".to_string(), "application/json".to_string())];
+        if let Some(key) = &self.api_key {
+            headers.push(("authorization".to_string(), format!("Bearer {}", key.expose())));
+        }
+        for (k, v) in &self.headers {
+            headers.push((k.to_ascii_lowercase(), v.clone()));
+        }
+        let req = HttpRequest { url: format!("{}/chat/completions", self.base_url), headers, body };
+        let on_error =
+            |s: u16, h: &[(String, String)], b: &[u8]| super::anthropic::api_error_with_hint(s, h, b, "OPENAI_API_KEY");
+        let mut resp = self.http.send(&req, cancel, &on_error)?;
+        let request_id = resp.header("x-request-id").or_else(|| resp.header("request-id")).map(str::to_string);
+        let is_sse = resp.header("content-type").is_some_and(|c| c.starts_with("text/event-stream"));
+        let invalid = |message: String| Error::InvalidResponse { message, request_id: request_id.clone() };
+        if !is_sse {
+            let body = resp.read_all().map_err(|e| body_error(e, MessageResponse::default(), false))?;
+            let raw: Value = serde_json::from_slice(&body).map_err(|e| {
+                invalid(format!("response is not JSON ({e}): {}", String::from_utf8_lossy(&body[..body.len().min(200)])))
+            })?;
+            let message = parse_completion(&raw).map_err(invalid)?;
+            return Ok(Response { message, raw, request_id });
+        }
+        let mut acc = ChunkAccumulator::default();
+        let mut decoder = SseDecoder::new();
+        let mut events = Vec::new();
+        let mut emitted = false;
+        loop {
+            let chunk = resp.next_chunk().map_err(|e| body_error(e, acc.snapshot(), emitted))?;
+            let finished = chunk.is_none();
+            match chunk {
+                Some(bytes) => decoder.feed(&bytes, &mut events),
+                None => events.extend(decoder.finish()),
+            }
+            for ev in events.drain(..) {
+                let data = ev.data.trim();
+                if data.is_empty() {
+                    continue;
+                }
+                if data == "[DONE]" {
+                    acc.done = true;
+                    continue;
+                }
+                let parsed: Value = match serde_json::from_str(data) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        let message = format!("stream chunk is not JSON: {e}");
+                        return Err(if emitted {
+                            Error::StreamInterrupted { message, partial: Box::new(acc.snapshot()), api: None }
+                        } else {
+                            invalid(message)
+                        });
+                    }
+                };
+                let step = acc.apply(&parsed, &mut |e| {
+                    emitted = true;
+                    on_event(e)
+                });
+                if let Err(mut api) = step {
+                    api.request_id = request_id.clone();
+                    return Err(if emitted {
+                        Error::StreamInterrupted {
+                            message: format!("error in stream: {}", api.message),
+                            partial: Box::new(acc.snapshot()),
+                            api: Some(api),
+                        }
+                    } else {
+                        Error::Api(api)
+                    });
+                }
+                emitted = true;
+                on_event(StreamEvent::Raw { event: ev.event.clone().unwrap_or_else(|| "message".into()), data: parsed });
+            }
+            // Servers that omit [DONE] still end the body; a finish_reason means the turn is whole.
+            if acc.done || (finished && acc.finish_reason.is_some()) {
+                return Ok(Response { message: acc.snapshot(), raw: acc.completion(), request_id });
+            }
+            if finished {
+                let message = "the stream ended before [DONE]".to_string();
+                return Err(if emitted {
+                    Error::StreamInterrupted { message, partial: Box::new(acc.snapshot()), api: None }
+                } else {
+                    Error::Connection { message }
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,580 @@
+#!/usr/bin/env python3
+"""Scripted mock of the Anthropic Messages API and OpenAI-compatible Chat Completions.
+
+Every tooloop test suite (Rust, Python, C) talks to this one server, so it speaks the real wire formats
+and writes bytes exactly as the scenario says: chunk boundaries, delays and faults are the point, which is
+why it uses raw sockets rather than http.server's buffered response helpers.
+
+Usage: python3 mockserver.py [--verbose] [SCENARIO.json | -]   (TOOLOOP_MOCK_VERBOSE=1 = --verbose)
+Prints exactly one line "PORT <n>" on stdout once it listens on 127.0.0.1:<n>, then serves until killed.
+The scenario format is documented in README.md next to this file (a contract for three suites).
+Standard library only, Python >= 3.9.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from http import HTTPStatus
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+CONTROL_PREFIX = "/_mock/"
+JSON_CT = "application/json"
+# The real APIs both answer streams with this exact value; clients should only check the prefix.
+SSE_CT = "text/event-stream; charset=utf-8"
+
+BODY_KINDS = ("json", "raw", "sse", "anthropic", "openai")
+RESPONSE_KEYS = set(BODY_KINDS) | {
+    "status", "headers", "delay_ms", "content_type", "line_ending", "chunk_size", "delay_ms_between",
+    "delta_chars", "fault", "expect", "interleave_tool_calls", "description",
+}
+FAULT_TYPES = ("drop", "stall", "close", "stall_headers")
+LINE_ENDINGS = ("\n", "\r\n", "\r")
+# Blocks whose `input` the real API streams as input_json_delta fragments.
+TOOL_BLOCK_KINDS = ("tool_use", "server_tool_use", "mcp_tool_use")
+TOOL_ARG_PIECE = 7
+DEFAULT_DELTA_CHARS = 8
+MAX_LINE = 65536
+REASONS = {529: "Overloaded"}
+
+
+class ScenarioError(ValueError):
+    """The scenario JSON does not follow README.md."""
+
+
+class BadRequest(Exception):
+    """The client sent something that is not HTTP/1.x."""
+
+
+# --------------------------------------------------------------------------------------------- scenario
+
+def compact(value: Any) -> str:
+    # The real APIs send compact JSON; ensure_ascii=False keeps multi-byte UTF-8 on the wire so chunk
+    # boundaries can land inside a character.
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def parse_scenario(obj: Any) -> List[Dict[str, Any]]:
+    """Validate a scenario and return its responses. Typos fail loudly here instead of as a puzzling test."""
+    if isinstance(obj, list):
+        obj = {"responses": obj}
+    if not isinstance(obj, dict) or not isinstance(obj.get("responses", []), list):
+        raise ScenarioError('a scenario is {"description": ..., "responses": [...]}')
+    responses = obj.get("responses", [])
+    for i, resp in enumerate(responses):
+        try:
+            check_response(resp)
+        except ScenarioError as e:
+            raise ScenarioError(f"responses[{i}]: {e}") from None
+    return responses
+
+
+def check_response(resp: Any) -> None:
+    if not isinstance(resp, dict):
+        raise ScenarioError("must be an object")
+    unknown = set(resp) - RESPONSE_KEYS
+    if unknown:
+        raise ScenarioError(f"unknown keys {sorted(unknown)}")
+    kinds = [k for k in BODY_KINDS if k in resp]
+    if len(kinds) > 1:
+        raise ScenarioError(f"more than one body kind: {kinds}")
+    if not isinstance(resp.get("status", 200), int):
+        raise ScenarioError("status must be an integer")
+    if not isinstance(resp.get("headers", {}), dict):
+        raise ScenarioError("headers must be an object")
+    if resp.get("line_ending", "\n") not in LINE_ENDINGS:
+        raise ScenarioError(f"line_ending must be one of {LINE_ENDINGS}")
+    for key in ("chunk_size", "delta_chars"):
+        if key in resp and (not isinstance(resp[key], int) or resp[key] < 1):
+            raise ScenarioError(f"{key} must be a positive integer")
+    for key in ("delay_ms", "delay_ms_between"):
+        if not isinstance(resp.get(key, 0), (int, float)) or resp.get(key, 0) < 0:
+            raise ScenarioError(f"{key} must be a non-negative number")
+    if "raw" in resp and not isinstance(resp["raw"], str):
+        raise ScenarioError("raw must be a string")
+    for key in ("anthropic", "openai"):
+        if key in resp and not isinstance(resp[key], dict):
+            raise ScenarioError(f"{key} must be an object")
+    if "anthropic" in resp and not isinstance(resp["anthropic"].get("content", []), list):
+        raise ScenarioError("anthropic.content must be an array of blocks")
+    if "sse" in resp:
+        if not isinstance(resp["sse"], list):
+            raise ScenarioError("sse must be an array")
+        for item in resp["sse"]:
+            if not isinstance(item, dict) or not ({"event", "data", "id", "comment", "raw"} >= set(item)):
+                raise ScenarioError(f"bad sse item {item!r}")
+    fault = resp.get("fault")
+    if fault is not None:
+        if not isinstance(fault, dict) or fault.get("type") not in FAULT_TYPES:
+            raise ScenarioError(f"fault.type must be one of {FAULT_TYPES}")
+        if fault["type"] in ("drop", "stall") and ("after_events" in fault) == ("after_bytes" in fault):
+            raise ScenarioError(f"fault {fault['type']} needs exactly one of after_events, after_bytes")
+        if fault["type"] in ("stall", "stall_headers") and not isinstance(fault.get("ms"), (int, float)):
+            raise ScenarioError(f"fault {fault['type']} needs ms")
+    if not isinstance(resp.get("expect", {}), dict):
+        raise ScenarioError("expect must be an object")
+
+
+def pieces(text: str, size: int) -> List[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+# ------------------------------------------------------------------------------------- stream synthesis
+
+def anthropic_events(msg: Dict[str, Any], delta_chars: int) -> Iterator[Tuple[str, Dict[str, Any]]]:
+    """A Messages API message object as the (event, data) sequence the real API streams for it."""
+    usage = dict(msg.get("usage") or {})
+    start = dict(msg, content=[], stop_reason=None, stop_sequence=None, usage=dict(usage, output_tokens=1))
+    yield "message_start", {"type": "message_start", "message": start}
+    yield "ping", {"type": "ping"}
+    for index, block in enumerate(msg.get("content") or []):
+        first, deltas = split_block(block, delta_chars)
+        yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": first}
+        for delta in deltas:
+            yield "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+        yield "content_block_stop", {"type": "content_block_stop", "index": index}
+    # message_delta carries the final, cumulative usage (not an increment), like the real API.
+    yield "message_delta", {
+        "type": "message_delta",
+        "delta": {"stop_reason": msg.get("stop_reason"), "stop_sequence": msg.get("stop_sequence")},
+        "usage": usage,
+    }
+    yield "message_stop", {"type": "message_stop"}
+
+
+def split_block(block: Dict[str, Any], delta_chars: int) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+    """(the block as content_block_start shows it, the deltas that complete it)."""
+    kind = block.get("type")
+    if kind == "text":
+        first = dict(block, text="")
+        deltas = []
+        if "citations" in block:
+            first["citations"] = []
+            deltas += [{"type": "citations_delta", "citation": c} for c in block["citations"] or []]
+        deltas += [{"type": "text_delta", "text": p} for p in pieces(block.get("text", ""), delta_chars)]
+        return first, deltas
+    if kind == "thinking":
+        deltas = [{"type": "thinking_delta", "thinking": p}
+                  for p in pieces(block.get("thinking", ""), delta_chars)]
+        if "signature" in block:
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        return dict(block, thinking="", signature=""), deltas
+    if kind in TOOL_BLOCK_KINDS:
+        args = block.get("input", {})
+        # The real API sends no input_json_delta at all for an empty input.
+        text = "" if args == {} else compact(args)
+        return dict(block, input={}), [{"type": "input_json_delta", "partial_json": p}
+                                       for p in pieces(text, TOOL_ARG_PIECE)]
+    # redacted_thinking, server tool results and kinds we don't know arrive whole in the start event.
+    return block, []
+
+
+def openai_chunks(completion: Dict[str, Any], delta_chars: int, include_usage: bool,
+                  interleave: bool) -> Iterator[Any]:
+    """A chat.completion object as the chat.completion.chunk data sequence, ending with "[DONE]"."""
+    head = {"id": completion.get("id"), "object": "chat.completion.chunk"}
+    head.update((k, v) for k, v in completion.items() if k not in ("id", "object", "choices", "usage"))
+
+    def chunk(choices: List[Dict[str, Any]], usage: Any = None) -> Dict[str, Any]:
+        out = dict(head, choices=choices)
+        if include_usage:
+            out["usage"] = usage  # null on every chunk but the last, as OpenAI does
+        return out
+
+    for position, choice in enumerate(completion.get("choices") or []):
+        index = choice.get("index", position)
+
+        def delta(d: Dict[str, Any], finish: Optional[str] = None) -> Dict[str, Any]:
+            return chunk([{"index": index, "delta": d, "logprobs": None, "finish_reason": finish}])
+
+        msg = choice.get("message") or {}
+        yield delta({"role": "assistant", "content": ""})
+        for key in ("reasoning_content", "reasoning"):
+            # DeepSeek style: reasoning chunks carry an explicit null content.
+            for p in pieces(msg.get(key) or "", delta_chars):
+                yield delta({"content": None, key: p})
+        for p in pieces(msg.get("content") or "", delta_chars):
+            yield delta({"content": p})
+        per_call = [tool_call_fragments(k, call) for k, call in enumerate(msg.get("tool_calls") or [])]
+        ordered = itertools.chain.from_iterable(
+            itertools.zip_longest(*per_call) if interleave else per_call)
+        for fragment in ordered:
+            if fragment is not None:
+                yield delta({"tool_calls": [fragment]})
+        yield delta({}, choice.get("finish_reason"))
+    if include_usage:
+        yield chunk([], completion.get("usage"))
+    yield "[DONE]"
+
+
+def tool_call_fragments(index: int, call: Dict[str, Any]) -> List[Dict[str, Any]]:
+    fn = call.get("function") or {}
+    args = fn.get("arguments", "")
+    if not isinstance(args, str):  # tolerate an object in the scenario; the wire always has a string
+        args = compact(args)
+    first = {"index": index, "id": call.get("id"), "type": call.get("type", "function"),
+             "function": {"name": fn.get("name"), "arguments": ""}}
+    return [first] + [{"index": index, "function": {"arguments": p}} for p in pieces(args, TOOL_ARG_PIECE)]
+
+
+def encode_sse(item: Dict[str, Any], eol: str) -> bytes:
+    if "raw" in item:
+        return item["raw"].encode()
+    if "comment" in item:
+        return f": {item['comment']}{eol}".encode()
+    lines = []
+    if "event" in item:
+        lines.append(f"event: {item['event']}")
+    if "id" in item:
+        lines.append(f"id: {item['id']}")
+    if "data" in item:
+        data = item["data"] if isinstance(item["data"], str) else compact(item["data"])
+        lines += [f"data: {line}" for line in data.split("\n")]
+    return "".join(line + eol for line in lines).encode() + eol.encode()
+
+
+# ---------------------------------------------------------------------------------------------- HTTP
+
+class Request:
+    def __init__(self, method: str, target: str, version: str, headers: Dict[str, str], body: bytes):
+        self.method, self.version, self.headers, self.body = method, version, headers, body
+        self.path, _, self.query = target.partition("?")
+        self.text = body.decode("utf-8", errors="replace")
+        try:
+            self.json = json.loads(body) if body else None
+        except ValueError:
+            self.json = None
+
+    def keep_alive(self) -> bool:
+        tokens = [t.strip() for t in self.headers.get("connection", "").lower().split(",")]
+        if self.version == "HTTP/1.0":
+            return "keep-alive" in tokens
+        return "close" not in tokens
+
+    def record(self, index: int) -> Dict[str, Any]:
+        return {"index": index, "method": self.method, "path": self.path, "query": self.query,
+                "headers": self.headers, "body": self.json,
+                "raw_body": self.text}
+
+
+def read_line(rfile) -> bytes:
+    line = rfile.readline(MAX_LINE + 1)
+    if len(line) > MAX_LINE:
+        raise BadRequest("line too long")
+    return line
+
+
+def read_request(rfile, sock: socket.socket) -> Optional[Request]:
+    """One request off a keep-alive connection; None on a clean EOF between requests."""
+    line = read_line(rfile)
+    while line in (b"\r\n", b"\n"):  # RFC 9112 asks servers to ignore stray empty lines before a request
+        line = read_line(rfile)
+    if not line:
+        return None
+    parts = line.decode("latin-1").rstrip("\r\n").split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+        raise BadRequest(f"bad request line {line!r}")
+    headers: Dict[str, str] = {}
+    while True:
+        hline = read_line(rfile)
+        if not hline:
+            raise BadRequest("connection closed inside the headers")
+        if hline in (b"\r\n", b"\n"):
+            break
+        name, sep, value = hline.decode("latin-1").partition(":")
+        if not sep:
+            raise BadRequest(f"bad header line {hline!r}")
+        name = name.strip().lower()
+        value = value.strip()
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    if headers.get("expect", "").lower() == "100-continue":
+        sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        body = read_chunked(rfile)
+    else:
+        try:
+            length = int(headers.get("content-length", "0") or 0)
+        except ValueError:
+            raise BadRequest("bad content-length") from None
+        body = rfile.read(length)
+        if len(body) != length:
+            raise BadRequest("connection closed inside the body")
+    return Request(parts[0], parts[1], parts[2], headers, body)
+
+
+def read_chunked(rfile) -> bytes:
+    body = bytearray()
+    while True:
+        size_line = read_line(rfile)
+        try:
+            size = int(size_line.split(b";")[0].strip(), 16)
+        except ValueError:
+            raise BadRequest(f"bad chunk size {size_line!r}") from None
+        if size == 0:
+            while read_line(rfile) not in (b"\r\n", b"\n", b""):  # trailers
+                pass
+            return bytes(body)
+        body += rfile.read(size)
+        read_line(rfile)  # the CRLF after the chunk data
+
+
+def error_body(kind: str, message: str) -> Dict[str, Any]:
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+class Body:
+    """What to send after the head: segments are the natural write units (one SSE event each)."""
+
+    def __init__(self, content_type: Optional[str], segments: List[bytes], streamed: bool):
+        self.content_type, self.segments, self.streamed = content_type, segments, streamed
+
+
+def build_body(resp: Dict[str, Any], request_json: Any) -> Body:
+    """The response body; anthropic/openai replies stream when the request body says "stream": true."""
+    stream = isinstance(request_json, dict) and request_json.get("stream") is True
+    eol = resp.get("line_ending", "\n")
+    delta_chars = resp.get("delta_chars", DEFAULT_DELTA_CHARS)
+    json_ct = resp.get("content_type", JSON_CT)
+    if "json" in resp:
+        return Body(json_ct, [compact(resp["json"]).encode()], False)
+    if "raw" in resp:
+        return Body(json_ct, [resp["raw"].encode()], False)
+    if "sse" in resp:
+        items = resp["sse"]
+    elif "anthropic" in resp:
+        if not stream:
+            return Body(json_ct, [compact(resp["anthropic"]).encode()], False)
+        items = [{"event": e, "data": d} for e, d in anthropic_events(resp["anthropic"], delta_chars)]
+    elif "openai" in resp:
+        if not stream:
+            return Body(json_ct, [compact(resp["openai"]).encode()], False)
+        options = request_json.get("stream_options") or {}
+        include_usage = isinstance(options, dict) and options.get("include_usage") is True
+        items = [{"data": d} for d in openai_chunks(resp["openai"], delta_chars, include_usage,
+                                                      bool(resp.get("interleave_tool_calls")))]
+    else:
+        return Body(resp.get("content_type"), [], False)
+    return Body(resp.get("content_type", SSE_CT), [encode_sse(item, eol) for item in items], True)
+
+
+def plan_writes(body: Body, chunk_size: Optional[int], fault: Dict[str, Any]) -> Tuple[List[bytes], int]:
+    """Cut the body into writes and find the byte offset where the fault (if any) fires.
+
+    Without chunk_size each segment is one write (one HTTP chunk in a stream); with it the whole body is
+    cut every chunk_size bytes regardless of events, lines or UTF-8. The fault offset is always a cut too,
+    so "after N events" means exactly after the N-th event's last byte.
+    """
+    data = b"".join(body.segments)
+    ends = list(itertools.accumulate(len(s) for s in body.segments))
+    fault_at = -1
+    if fault.get("type") in ("drop", "stall"):
+        if "after_bytes" in fault:
+            fault_at = fault["after_bytes"]
+        else:  # a Content-Length body has no events: the fault fires before its first byte
+            n = fault["after_events"]
+            fault_at = (ends[n - 1] if n <= len(ends) else len(data)) if body.streamed and n > 0 else 0
+        fault_at = min(fault_at, len(data))
+    cuts = set(range(0, len(data), chunk_size)) if chunk_size else set([0] + ends[:-1])
+    if fault_at > 0:
+        cuts.add(fault_at)
+    bounds = sorted(c for c in cuts if c < len(data)) + [len(data)]
+    return [data[a:b] for a, b in zip(bounds, bounds[1:]) if b > a], fault_at
+
+
+class MockServer:
+    def __init__(self, responses: List[Dict[str, Any]], verbose: bool = False):
+        self.lock = threading.Lock()
+        self.responses = responses
+        self.recorded: List[Dict[str, Any]] = []
+        self.verbose = verbose
+
+    def log(self, msg: str) -> None:
+        if self.verbose:
+            print(f"mockserver: {msg}", file=sys.stderr, flush=True)
+
+    def next_response(self, req: Request) -> Tuple[int, Dict[str, Any]]:
+        """Record the request and take its response; one lock makes the order global across connections."""
+        with self.lock:
+            index = len(self.recorded)
+            self.recorded.append(req.record(index))
+            if index < len(self.responses):
+                return index, self.responses[index]
+            count = len(self.responses)
+        return index, {
+            "status": 500, "headers": {"x-should-retry": "false"},
+            "json": error_body("api_error", f"mock: no scenario response left for request {index} "
+                                            f"(0-based index; the scenario has {count} responses)"),
+        }
+
+    # -- connection loop
+
+    def handle_connection(self, sock: socket.socket) -> None:
+        # Small writes must leave as separate segments, promptly: that is what streaming tests observe.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        rfile = sock.makefile("rb")
+        try:
+            while True:
+                try:
+                    req = read_request(rfile, sock)
+                except BadRequest as e:
+                    bad = {"status": 400, "json": error_body("invalid_request_error", f"mock: {e}")}
+                    self.send_response(sock, bad, None, keep=False)
+                    return
+                if req is None or not self.dispatch(sock, req):
+                    return
+        except OSError:
+            pass  # the client went away; nothing to report to anyone
+        finally:
+            rfile.close()
+            sock.close()
+
+    def dispatch(self, sock: socket.socket, req: Request) -> bool:
+        """Answer one request; True if the connection stays open for another."""
+        if req.path.startswith(CONTROL_PREFIX):
+            status, payload = self.control(req)
+            return self.send_response(sock, {"status": status, "json": payload}, None, req.keep_alive())
+        index, resp = self.next_response(req)
+        self.log(f"#{index} {req.method} {req.path}?{req.query} {req.text[:200]}")
+        expect = resp.get("expect") or {}
+        wrong = [(k, expect[k], getattr(req, k)) for k in ("method", "path") if k in expect
+                 and expect[k] != getattr(req, k)]
+        if wrong:
+            msg = "; ".join(f"expected {k} {want!r}, got {got!r}" for k, want, got in wrong)
+            resp = {"status": 400, "headers": {"x-should-retry": "false"},
+                    "json": error_body("invalid_request_error", f"mock: request {index}: {msg}")}
+        return self.send_response(sock, resp, req.json, req.keep_alive(), f"req_mock_{index}")
+
+    def control(self, req: Request) -> Tuple[int, Any]:
+        route = (req.method, req.path[len(CONTROL_PREFIX):])
+        if route == ("GET", "health"):
+            return 200, {"ok": True}
+        if route == ("GET", "requests"):
+            with self.lock:
+                return 200, list(self.recorded)
+        if route == ("POST", "scenario"):
+            try:
+                responses = parse_scenario(req.json)
+            except ScenarioError as e:
+                return 400, error_body("invalid_request_error", f"mock: bad scenario: {e}")
+            with self.lock:
+                self.responses, self.recorded = responses, []
+            return 200, {"ok": True, "responses": len(responses)}
+        return 404, error_body("not_found_error", f"mock: no control endpoint {req.method} {req.path}")
+
+    # -- writing
+
+    def send_response(self, sock: socket.socket, resp: Dict[str, Any], request_json: Any, keep: bool,
+                      request_id: Optional[str] = None) -> bool:
+        """Write one scenario response (or a control/error answer); True if the connection stays open."""
+        fault = resp.get("fault") or {}
+        delay = resp.get("delay_ms", 0) + (fault.get("ms", 0) if fault.get("type") == "stall_headers" else 0)
+        time.sleep(delay / 1000)
+        if fault.get("type") == "close":
+            sock.shutdown(socket.SHUT_RDWR)
+            return False
+
+        body = build_body(resp, request_json)
+        writes, fault_at = plan_writes(body, resp.get("chunk_size"), fault)
+        defaults = [("request-id", request_id), ("content-type", body.content_type)]
+        if body.streamed:
+            defaults += [("transfer-encoding", "chunked"), ("cache-control", "no-cache")]
+        else:
+            defaults.append(("content-length", str(sum(map(len, writes)))))
+        if not keep:
+            defaults.append(("connection", "close"))
+        # Scenario headers win over defaults of the same name, even framing ones (to test lying servers).
+        given = resp.get("headers", {})
+        overridden = {k.lower() for k in given}
+        head = [(k, v) for k, v in defaults if v is not None and k not in overridden]
+        head += [(k, str(v)) for k, v in given.items()]
+        keep = keep and all(v.lower() != "close" for k, v in head if k.lower() == "connection")
+        sock.sendall(status_head(resp.get("status", 200), head))
+
+        between = resp.get("delay_ms_between", 0) / 1000
+        written = 0
+        for i, data in enumerate(writes):
+            if written == fault_at and not self.fire_fault(sock, fault):
+                return False
+            if i and between:
+                time.sleep(between)
+            sock.sendall(b"%x\r\n%s\r\n" % (len(data), data) if body.streamed else data)
+            written += len(data)
+        if written == fault_at and not self.fire_fault(sock, fault):
+            return False
+        if body.streamed:
+            sock.sendall(b"0\r\n\r\n")
+        return keep
+
+    def fire_fault(self, sock: socket.socket, fault: Dict[str, Any]) -> bool:
+        """Apply a drop or stall fault; False if the connection is gone."""
+        if fault["type"] == "stall":
+            time.sleep(fault["ms"] / 1000)  # per-connection thread: other connections keep being served
+            return True
+        # A FIN, not a RST: the client must still get every byte sent so far, then an early EOF.
+        sock.shutdown(socket.SHUT_RDWR)
+        return False
+
+
+def status_head(status: int, headers: List[Tuple[str, str]]) -> bytes:
+    try:
+        reason = HTTPStatus(status).phrase
+    except ValueError:
+        reason = REASONS.get(status, "Unknown")
+    lines = [f"HTTP/1.1 {status} {reason}"] + [f"{k}: {v}" for k, v in headers]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def watch_parent() -> None:
+    # A test runner killed with SIGKILL cannot stop us; exiting when we are orphaned avoids leaked servers.
+    parent = os.getppid()
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            os._exit(0)
+
+
+def main(argv: List[str]) -> int:
+    # The env switch reaches a server started deep inside a Rust, Python or C test without changing it.
+    verbose = "--verbose" in argv or os.environ.get("TOOLOOP_MOCK_VERBOSE", "") not in ("", "0")
+    args = [a for a in argv if a != "--verbose"]
+    if len(args) > 1:
+        print("usage: mockserver.py [--verbose] [SCENARIO.json | -]", file=sys.stderr)
+        return 2
+    try:
+        if not args:
+            responses = []
+        elif args[0] == "-":
+            responses = parse_scenario(json.load(sys.stdin))
+        else:
+            with open(args[0], encoding="utf-8") as f:
+                responses = parse_scenario(json.load(f))
+    except (OSError, ValueError) as e:  # ScenarioError and JSONDecodeError are ValueErrors
+        print(f"mockserver: cannot load scenario: {e}", file=sys.stderr)
+        return 2
+
+    server = MockServer(responses, verbose)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    threading.Thread(target=watch_parent, daemon=True).start()
+    print(f"PORT {listener.getsockname()[1]}", flush=True)
+    try:
+        while True:
+            conn, _ = listener.accept()
+            # Daemon threads: a connection stalled for 30 s must not hold up exit on SIGTERM.
+            threading.Thread(target=server.handle_connection, args=(conn,), daemon=True).start()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        listener.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

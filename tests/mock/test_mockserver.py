@@ -1,0 +1,719 @@
+"""Self-tests of the mock server: the bytes on the wire, not just what an HTTP library makes of them.
+
+Run with: python3 -m pytest tests/mock -q
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import mockserver  # noqa: E402
+from mockctl import MockServer  # noqa: E402
+
+SCENARIOS = sorted((HERE.parent / "scenarios").glob("*.json"))
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def compact(value) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+# ------------------------------------------------------------------------------------------ raw client
+
+class Response:
+    def __init__(self, status, headers, body, chunks, terminated):
+        self.status, self.headers, self.body = status, headers, body
+        self.chunks, self.terminated = chunks, terminated
+
+
+class Wire:
+    """A byte-level HTTP/1.1 client over one socket, so tests see chunk framing and early EOFs."""
+
+    def __init__(self, port: int, timeout: float = 10.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.buf = b""
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _fill(self) -> bool:
+        data = self.sock.recv(65536)
+        self.buf += data
+        return bool(data)
+
+    def readline(self) -> bytes:
+        while b"\n" not in self.buf:
+            if not self._fill():
+                line, self.buf = self.buf, b""
+                return line
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line + b"\n"
+
+    def read(self, n: int) -> bytes:
+        while len(self.buf) < n and self._fill():
+            pass
+        data, self.buf = self.buf[:n], self.buf[n:]
+        return data
+
+    def at_eof(self) -> bool:
+        return not self.buf and not self._fill()
+
+    def send(self, method="POST", path="/v1/messages", body=None, headers=None, version="HTTP/1.1"):
+        data = body if isinstance(body, bytes) else (b"" if body is None else json.dumps(body).encode())
+        lines = [f"{method} {path} {version}", "Host: 127.0.0.1"]
+        hdrs = {"Content-Type": "application/json", "Content-Length": str(len(data))}
+        hdrs.update(headers or {})
+        lines += [f"{k}: {v}" for k, v in hdrs.items()]
+        self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + data)
+
+    def read_head(self):
+        status = int(self.readline().split()[1])
+        headers = {}
+        while True:
+            line = self.readline().decode("latin-1")
+            if line in ("\r\n", ""):
+                return status, headers
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+
+    def read_chunk(self):
+        """The next chunk's data, b"" for the terminating chunk, None on EOF before it."""
+        line = self.readline()
+        if not line:
+            return None
+        size = int(line.strip(), 16)
+        if size == 0:
+            assert self.readline() == b"\r\n"
+            return b""
+        data = self.read(size)
+        assert self.read(2) == b"\r\n", "chunk data must be followed by CRLF"
+        return data
+
+    def response(self) -> Response:
+        status, headers = self.read_head()
+        if headers.get("transfer-encoding") == "chunked":
+            chunks = []
+            while True:
+                chunk = self.read_chunk()
+                if not chunk:
+                    return Response(status, headers, b"".join(chunks), chunks, chunk == b"")
+                chunks.append(chunk)
+        body = self.read(int(headers.get("content-length", "0")))
+        return Response(status, headers, body, [body], True)
+
+    def exchange(self, **kw) -> Response:
+        self.send(**kw)
+        return self.response()
+
+
+# ------------------------------------------------------------------------------------- reference decoders
+
+def parse_sse(data: bytes):
+    """Reference SSE decoder: (event name or None, data string) for each dispatched event."""
+    events, name, lines = [], None, []
+    for line in re.split(r"\r\n|\r|\n", data.decode("utf-8")):
+        if line == "":
+            if lines:
+                events.append((name, "\n".join(lines)))
+            name, lines = None, []
+        elif line.startswith(":"):
+            continue
+        else:
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "event":
+                name = value
+            elif field == "data":
+                lines.append(value)
+    return events
+
+
+def reassemble_anthropic(events):
+    """What an SDK's stream accumulator builds from Messages API events."""
+    msg, partial = None, {}
+    for name, raw in events:
+        data = json.loads(raw)
+        assert data["type"] == name, "the event: line and data.type must agree"
+        if name == "message_start":
+            msg = copy.deepcopy(data["message"])
+        elif name == "content_block_start":
+            assert data["index"] == len(msg["content"])
+            msg["content"].append(copy.deepcopy(data["content_block"]))
+            partial[data["index"]] = ""
+        elif name == "content_block_delta":
+            block, delta = msg["content"][data["index"]], data["delta"]
+            kind = delta["type"]
+            if kind == "text_delta":
+                block["text"] += delta["text"]
+            elif kind == "thinking_delta":
+                block["thinking"] += delta["thinking"]
+            elif kind == "signature_delta":
+                block["signature"] = delta["signature"]
+            elif kind == "citations_delta":
+                block.setdefault("citations", []).append(delta["citation"])
+            elif kind == "input_json_delta":
+                partial[data["index"]] += delta["partial_json"]
+            else:
+                raise AssertionError(f"unexpected delta {kind}")
+        elif name == "content_block_stop":
+            block = msg["content"][data["index"]]
+            if block["type"] in mockserver.TOOL_BLOCK_KINDS:
+                block["input"] = json.loads(partial[data["index"]] or "{}")
+        elif name == "message_delta":
+            msg.update(data["delta"])
+            msg["usage"] = data["usage"]
+    return msg
+
+
+def reassemble_openai(datas):
+    """What an OpenAI-compatible stream accumulator builds from chat.completion.chunk data lines."""
+    assert datas[-1] == "[DONE]"
+    chunks = [json.loads(d) for d in datas[:-1]]
+    out = {k: v for k, v in chunks[0].items() if k not in ("choices", "usage")}
+    out["object"] = "chat.completion"
+    choices = {}
+    for chunk in chunks:
+        assert chunk["object"] == "chat.completion.chunk"
+        for ch in chunk["choices"]:
+            c = choices.setdefault(ch["index"], {"index": ch["index"], "message": {}, "finish_reason": None})
+            m, d = c["message"], ch["delta"]
+            for key in ("role",):
+                if key in d:
+                    m[key] = d[key]
+            for key in ("content", "reasoning_content", "reasoning"):
+                if d.get(key) is not None:
+                    m[key] = m.get(key, "") + d[key]
+            for frag in d.get("tool_calls", []):
+                calls = m.setdefault("tool_calls", [])
+                if frag["index"] == len(calls):
+                    calls.append({"id": frag["id"], "type": frag["type"],
+                                  "function": {"name": frag["function"]["name"], "arguments": ""}})
+                calls[frag["index"]]["function"]["arguments"] += frag["function"].get("arguments", "")
+            if ch["finish_reason"]:
+                c["finish_reason"] = ch["finish_reason"]
+        if chunk.get("usage"):
+            assert chunk["choices"] == [], "usage comes in a final chunk with empty choices"
+            out["usage"] = chunk["usage"]
+    out["choices"] = [choices[i] for i in sorted(choices)]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- fixtures
+
+@pytest.fixture
+def mock():
+    with MockServer() as server:
+        yield server
+
+
+def serve(mock, *responses):
+    mock.load({"responses": list(responses)})
+    return mock
+
+
+# ------------------------------------------------------------------------------------------------ bodies
+
+def test_json_body_is_byte_exact(mock):
+    payload = {"type": "message", "text": "caf\u00e9 \U0001F642", "n": [1, 2.5, None]}
+    serve(mock, {"json": payload, "status": 201, "headers": {"X-Extra": "1"}})
+    with Wire(mock.port) as w:
+        r = w.exchange(body={"model": "m"})
+    assert r.status == 201
+    assert r.body == compact(payload)
+    assert r.headers["content-length"] == str(len(r.body))
+    assert r.headers["content-type"] == "application/json"
+    assert r.headers["request-id"] == "req_mock_0"
+    assert r.headers["x-extra"] == "1"
+
+
+def test_given_headers_replace_defaults(mock):
+    serve(mock, {"json": {}, "headers": {"Request-Id": "req_custom", "Content-Type": "application/x-test"}})
+    with Wire(mock.port) as w:
+        headers = w.exchange(body={}).headers
+    assert headers["request-id"] == "req_custom"
+    assert headers["content-type"] == "application/x-test"
+
+
+def test_raw_and_empty_bodies(mock):
+    serve(mock, {"raw": '{"city": "Par', "content_type": "text/plain"}, {"status": 204})
+    with Wire(mock.port) as w:
+        raw = w.exchange(body={})
+        empty = w.exchange(body={})
+    assert raw.body == b'{"city": "Par' and raw.headers["content-type"] == "text/plain"
+    assert empty.status == 204 and empty.body == b"" and empty.headers["content-length"] == "0"
+    assert "content-type" not in empty.headers
+
+
+def test_sse_items_and_line_endings(mock):
+    items = [{"comment": "keep-alive"}, {"event": "a", "id": "7", "data": {"x": "\u00e9"}},
+             {"data": "line1\nline2"}, {"raw": "event: b\r\ndata: raw\r\n\r\n"}]
+    for eol in ("\n", "\r\n", "\r"):
+        serve(mock, {"sse": items, "line_ending": eol})
+        with Wire(mock.port) as w:
+            r = w.exchange(body={})
+        assert r.headers["content-type"].startswith("text/event-stream")
+        assert r.headers["transfer-encoding"] == "chunked" and r.terminated
+        expected = (f": keep-alive{eol}event: a{eol}id: 7{eol}data: {{\"x\":\"\u00e9\"}}{eol}{eol}"
+                    f"data: line1{eol}data: line2{eol}{eol}event: b\r\ndata: raw\r\n\r\n").encode()
+        assert r.body == expected
+        assert len(r.chunks) == len(items), "without chunk_size each item is one HTTP chunk"
+        assert parse_sse(r.body) == [("a", '{"x":"\u00e9"}'), (None, "line1\nline2"), ("b", "raw")]
+
+
+def test_chunk_size_splits_anywhere(mock):
+    items = [{"event": "e", "data": {"text": "\u00e9\u00e9\u00e9\u20ac\U0001F642" * 3}} for _ in range(3)]
+    serve(mock, {"sse": items}, {"sse": items, "chunk_size": 5})
+    with Wire(mock.port) as w:
+        whole = w.exchange(body={})
+        split = w.exchange(body={})
+    assert split.body == whole.body
+    assert [len(c) for c in split.chunks[:-1]] == [5] * (len(split.chunks) - 1)
+    assert 0 < len(split.chunks[-1]) <= 5
+
+    def decodes(chunk):
+        try:
+            chunk.decode("utf-8")
+            return True
+        except UnicodeDecodeError:
+            return False
+    assert not all(decodes(c) for c in split.chunks), "some boundary must fall inside a UTF-8 character"
+
+
+def test_chunk_size_on_content_length_body(mock):
+    payload = {"text": "x" * 100}
+    serve(mock, {"json": payload, "chunk_size": 7, "delay_ms_between": 1})
+    with Wire(mock.port) as w:
+        r = w.exchange(body={})
+    assert r.body == compact(payload) and "transfer-encoding" not in r.headers
+
+
+def test_delays(mock):
+    serve(mock, {"json": {}, "delay_ms": 300}, {"sse": [{"data": "a"}, {"data": "b"}, {"data": "c"}],
+                                                 "delay_ms_between": 150})
+    with Wire(mock.port) as w:
+        t0 = time.monotonic()
+        w.exchange(body={})
+        t1 = time.monotonic()
+        w.exchange(body={})
+        t2 = time.monotonic()
+    assert t1 - t0 >= 0.3
+    assert t2 - t1 >= 0.3  # two gaps between three writes
+
+
+# ---------------------------------------------------------------------------------- anthropic synthesis
+
+CITED = {"id": "msg_01Cite", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+         "content": [
+             {"type": "text", "text": "The grass is green.", "citations": [
+                 {"type": "char_location", "cited_text": "The grass is green.", "document_index": 0,
+                  "document_title": "Doc", "start_char_index": 0, "end_char_index": 20}]},
+             {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search", "input": {"query": "grass"}},
+             {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01", "content": []},
+             {"type": "some_future_block", "payload": {"a": 1}}],
+         "stop_reason": "end_turn", "stop_sequence": None,
+         "usage": {"input_tokens": 10, "output_tokens": 20}}
+
+ANTHROPIC_MESSAGES = [pytest.param(r["anthropic"], id=f"{p.stem}[{i}]")
+                      for p in SCENARIOS for i, r in enumerate(load(p)["responses"]) if "anthropic" in r]
+ANTHROPIC_MESSAGES.append(pytest.param(CITED, id="citations_and_unknown_blocks"))
+
+
+@pytest.mark.parametrize("message", ANTHROPIC_MESSAGES)
+def test_anthropic_stream_reconstructs_message(mock, message):
+    serve(mock, {"anthropic": message, "delta_chars": 5}, {"anthropic": message})
+    with Wire(mock.port) as w:
+        streamed = w.exchange(body={"model": "claude-sonnet-4-6", "stream": True})
+        plain = w.exchange(body={"model": "claude-sonnet-4-6"})
+    assert plain.body == compact(message)
+    assert streamed.terminated
+    events = parse_sse(streamed.body)
+    assert len(streamed.chunks) == len(events)
+    assert reassemble_anthropic(events) == message
+
+    names = [n for n, _ in events]
+    assert names[:2] == ["message_start", "ping"] and names[-2:] == ["message_delta", "message_stop"]
+    start = json.loads(events[0][1])["message"]
+    assert start["content"] == [] and start["stop_reason"] is None
+    assert start["usage"] == dict(message["usage"], output_tokens=1)
+    deltas = [json.loads(d) for n, d in events if n == "content_block_delta"]
+    for d in deltas:
+        if d["delta"]["type"] == "text_delta":
+            assert 0 < len(d["delta"]["text"]) <= 5
+        if d["delta"]["type"] == "input_json_delta":
+            assert 0 < len(d["delta"]["partial_json"]) <= 7
+    for index, block in enumerate(message["content"]):
+        kinds = [d["delta"]["type"] for d in deltas if d["index"] == index]
+        if block["type"] == "thinking":
+            assert kinds.count("signature_delta") == 1 and kinds[-1] == "signature_delta"
+        elif block["type"] in ("tool_use", "server_tool_use") and block["input"] == {}:
+            assert kinds == [], "an empty input streams no input_json_delta"
+        elif block["type"] not in ("text", "thinking", "tool_use", "server_tool_use"):
+            assert kinds == [], "other blocks arrive whole in content_block_start"
+
+
+# ------------------------------------------------------------------------------------- openai synthesis
+
+OPENAI_COMPLETIONS = [pytest.param(r["openai"], id=f"{p.stem}[{i}]")
+                      for p in SCENARIOS for i, r in enumerate(load(p)["responses"]) if "openai" in r]
+OPENAI_COMPLETIONS.append(pytest.param(
+    {"id": "chatcmpl-reason", "object": "chat.completion", "created": 1, "model": "deepseek-reasoner",
+     "choices": [{"index": 0, "message": {"role": "assistant", "content": "42",
+                                          "reasoning_content": "Let me think about it."},
+                  "finish_reason": "stop"}],
+     "usage": {"prompt_tokens": 5, "completion_tokens": 9, "total_tokens": 14}}, id="reasoning_content"))
+
+
+def normalized(completion):
+    """The fields a stream can carry, as an accumulator would hold them."""
+    out = {"id": completion["id"], "choices": []}
+    for c in completion["choices"]:
+        m = c["message"]
+        msg = {"role": "assistant", "content": m.get("content") or ""}
+        for key in ("reasoning_content", "reasoning", "tool_calls"):
+            if m.get(key):
+                msg[key] = m[key]
+        out["choices"].append({"index": c["index"], "message": msg, "finish_reason": c["finish_reason"]})
+    return out
+
+
+@pytest.mark.parametrize("include_usage", [False, True])
+@pytest.mark.parametrize("completion", OPENAI_COMPLETIONS)
+def test_openai_stream_reconstructs_completion(mock, completion, include_usage):
+    serve(mock, {"openai": completion, "delta_chars": 3}, {"openai": completion})
+    body = {"model": "gpt-4o-mini", "stream": True}
+    if include_usage:
+        body["stream_options"] = {"include_usage": True}
+    with Wire(mock.port) as w:
+        streamed = w.exchange(path="/v1/chat/completions", body=body)
+        plain = w.exchange(path="/v1/chat/completions", body={"model": "gpt-4o-mini"})
+    assert plain.body == compact(completion)
+    events = parse_sse(streamed.body)
+    assert all(name is None for name, _ in events), "OpenAI streams have no event: lines"
+    datas = [d for _, d in events]
+    rebuilt = reassemble_openai(datas)
+    assert normalized(rebuilt) == normalized(completion)
+    assert rebuilt["model"] == completion["model"]
+    assert json.loads(datas[0])["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    if include_usage:
+        assert rebuilt["usage"] == completion["usage"]
+        assert all("usage" in json.loads(d) for d in datas[:-1])
+    else:
+        assert "usage" not in rebuilt and all("usage" not in json.loads(d) for d in datas[:-1])
+
+
+def test_openai_interleaved_tool_calls(mock):
+    completion = load(HERE.parent / "scenarios" / "openai_tool_calls.json")["responses"][0]["openai"]
+    serve(mock, {"openai": completion, "interleave_tool_calls": True})
+    with Wire(mock.port) as w:
+        r = w.exchange(path="/v1/chat/completions", body={"stream": True})
+    datas = [d for _, d in parse_sse(r.body)]
+    order = [json.loads(d)["choices"][0]["delta"]["tool_calls"][0]["index"]
+             for d in datas[:-1] if "tool_calls" in json.loads(d)["choices"][0]["delta"]]
+    assert order[:4] == [0, 1, 0, 1]
+    assert normalized(reassemble_openai(datas)) == normalized(completion)
+
+
+# --------------------------------------------------------------------------- connections, queue, recording
+
+def test_keep_alive_two_requests_one_socket(mock):
+    serve(mock, {"json": {"n": 1}}, {"anthropic": CITED})
+    with Wire(mock.port) as w:
+        first = w.exchange(body={})
+        second = w.exchange(body={"stream": True})
+        assert first.body == b'{"n":1}'
+        assert second.terminated and reassemble_anthropic(parse_sse(second.body)) == CITED
+        w.send(method="GET", path="/_mock/health", body=b"", headers={"Connection": "close"})
+        closing = w.response()
+        assert closing.headers["connection"] == "close" and w.at_eof()
+
+
+def test_http10_closes_after_response(mock):
+    with Wire(mock.port) as w:
+        w.send(method="GET", path="/_mock/health", body=b"", version="HTTP/1.0")
+        assert json.loads(w.response().body) == {"ok": True}
+        assert w.at_eof()
+
+
+def test_queue_order_is_global_across_connections(mock):
+    serve(mock, *[{"json": {"n": i}} for i in range(4)])
+    a, b = Wire(mock.port), Wire(mock.port)
+    try:
+        got = [json.loads(conn.exchange(body={"from": tag}).body)["n"]
+               for conn, tag in ((a, "a"), (b, "b"), (b, "b"), (a, "a"))]
+    finally:
+        a.close()
+        b.close()
+    assert got == [0, 1, 2, 3]
+    recorded = mock.requests()
+    assert [r["index"] for r in recorded] == [0, 1, 2, 3]
+    assert [r["body"]["from"] for r in recorded] == ["a", "b", "b", "a"]
+
+
+def test_recording(mock):
+    serve(mock, {"json": {}}, {"json": {}}, {"json": {}})
+    with Wire(mock.port) as w:
+        w.exchange(path="/v1/messages?beta=true", body={"model": "m", "stream": False},
+                   headers={"X-Api-Key": "sk-ant-test", "Anthropic-Version": "2023-06-01"})
+        w.exchange(body=b"not json")
+        # A chunked request body, split in two chunks.
+        w.sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       b"5\r\n{\"a\":\r\n2\r\n1}\r\n0\r\n\r\n")
+        w.response()
+        w.exchange(method="GET", path="/_mock/health", body=b"")
+    first, second, third = mock.requests()
+    assert first["method"] == "POST" and first["path"] == "/v1/messages" and first["query"] == "beta=true"
+    assert first["headers"]["x-api-key"] == "sk-ant-test"
+    assert first["headers"]["anthropic-version"] == "2023-06-01"
+    assert all(k == k.lower() for k in first["headers"])
+    assert first["body"] == {"model": "m", "stream": False}
+    assert json.loads(first["raw_body"]) == first["body"]
+    assert second["body"] is None and second["raw_body"] == "not json"
+    assert third["body"] == {"a": 1} and third["path"] == "/v1/chat/completions"
+
+
+def test_queue_exhausted(mock):
+    serve(mock, {"json": {}})
+    with Wire(mock.port) as w:
+        w.exchange(body={})
+        r = w.exchange(body={})
+    assert r.status == 500
+    assert r.headers["x-should-retry"] == "false"
+    err = json.loads(r.body)
+    assert err["type"] == "error" and err["error"]["type"] == "api_error"
+    assert err["error"]["message"].startswith("mock: no scenario response left for request 1")
+
+
+def test_expect_path(mock):
+    serve(mock, {"expect": {"path": "/v1/messages"}, "json": {"ok": 1}},
+          {"expect": {"path": "/v1/messages", "method": "POST"}, "json": {"ok": 2}})
+    with Wire(mock.port) as w:
+        ok = w.exchange(path="/v1/messages?x=1", body={})
+        bad = w.exchange(path="/v1/chat/completions", body={})
+    assert ok.status == 200 and json.loads(ok.body) == {"ok": 1}
+    assert bad.status == 400
+    message = json.loads(bad.body)["error"]["message"]
+    assert "/v1/messages" in message and "/v1/chat/completions" in message
+
+
+# ---------------------------------------------------------------------------------------------- faults
+
+def stream_of(n):
+    return [{"event": "e", "data": {"i": i}} for i in range(n)]
+
+
+def test_drop_after_events(mock):
+    serve(mock, {"sse": stream_of(10), "fault": {"type": "drop", "after_events": 4}})
+    with Wire(mock.port) as w:
+        r = w.exchange(body={})
+        assert not r.terminated, "no zero-length chunk after a drop"
+        assert [json.loads(d)["i"] for _, d in parse_sse(r.body)] == [0, 1, 2, 3]
+        assert w.at_eof()
+
+
+def test_drop_after_bytes_in_content_length_body(mock):
+    serve(mock, {"json": {"text": "x" * 50}, "fault": {"type": "drop", "after_bytes": 10}},
+          {"anthropic": CITED, "fault": {"type": "drop", "after_events": 5}})
+    with Wire(mock.port) as w:
+        w.send(body={})
+        _, headers = w.read_head()
+        assert int(headers["content-length"]) == len(compact({"text": "x" * 50}))
+        assert w.read(1000) == compact({"text": "x" * 50})[:10]
+        assert w.at_eof()
+    with Wire(mock.port) as w:  # after_events on a JSON-mode reply: the body is cut before its first byte
+        w.send(body={})
+        _, headers = w.read_head()
+        assert int(headers["content-length"]) > 0 and w.at_eof()
+
+
+def test_drop_with_chunk_size_cuts_exactly_after_event(mock):
+    items = stream_of(6)
+    cut = sum(len(mockserver.encode_sse(i, "\n")) for i in items[:3])
+    serve(mock, {"sse": items, "chunk_size": 4, "fault": {"type": "drop", "after_events": 3}})
+    with Wire(mock.port) as w:
+        r = w.exchange(body={})
+    assert not r.terminated and len(r.body) == cut and all(len(c) <= 4 for c in r.chunks)
+
+
+def test_close_fault(mock):
+    serve(mock, {"fault": {"type": "close"}, "json": {}}, {"json": {"after": True}})
+    with Wire(mock.port) as w:
+        w.send(body={})
+        assert w.at_eof()
+    assert len(mock.requests()) == 1, "the request is still recorded"
+
+
+def test_stall_blocks_only_its_connection(mock):
+    serve(mock, {"sse": stream_of(5), "fault": {"type": "stall", "after_events": 2, "ms": 2500}},
+          {"json": {"other": True}})
+    with Wire(mock.port) as stalled:
+        t0 = time.monotonic()
+        stalled.send(body={})
+        stalled.read_head()
+        assert [stalled.read_chunk() for _ in range(2)] == [mockserver.encode_sse(i, "\n") for i in stream_of(2)]
+        assert stalled.buf == b""
+        stalled.sock.settimeout(1.0)
+        with pytest.raises(socket.timeout):
+            stalled.sock.recv(1)  # nothing arrives during the stall...
+        with Wire(mock.port) as other:  # ...while another connection is served
+            assert json.loads(other.exchange(body={}).body) == {"other": True}
+            assert json.loads(other.exchange(method="GET", path="/_mock/health", body=b"").body) == {"ok": True}
+        stalled.sock.settimeout(10)
+        rest = []
+        while (chunk := stalled.read_chunk()):
+            rest.append(chunk)
+        assert chunk == b"" and len(rest) == 3
+        assert time.monotonic() - t0 >= 2.5
+
+
+def test_stall_headers(mock):
+    serve(mock, {"json": {}, "fault": {"type": "stall_headers", "ms": 400}})
+    with Wire(mock.port) as w:
+        t0 = time.monotonic()
+        w.exchange(body={})
+    assert time.monotonic() - t0 >= 0.4
+
+
+def test_sigterm_during_long_stall_exits_promptly():
+    server = MockServer({"responses": [{"sse": stream_of(3), "fault": {"type": "stall", "after_events": 1,
+                                                                       "ms": 30000}}]}).start()
+    proc = server.proc
+    with Wire(server.port) as w:
+        w.send(body={})
+        w.read_head()
+        w.read_chunk()
+        t0 = time.monotonic()
+        server.stop()
+        assert time.monotonic() - t0 < 3
+    assert proc.returncode == 0
+
+
+# ------------------------------------------------------------------------------------- control & startup
+
+def test_control_endpoints(mock):
+    serve(mock, {"json": {"n": 0}})
+    with Wire(mock.port) as w:
+        assert json.loads(w.exchange(method="GET", path="/_mock/health", body=b"").body) == {"ok": True}
+        assert json.loads(w.exchange(method="GET", path="/_mock/requests", body=b"").body) == []
+        w.exchange(body={"x": 1})
+        assert len(json.loads(w.exchange(method="GET", path="/_mock/requests", body=b"").body)) == 1
+        loaded = w.exchange(path="/_mock/scenario", body={"responses": [{"json": {"n": "new"}}]})
+        assert loaded.status == 200
+        assert json.loads(w.exchange(method="GET", path="/_mock/requests", body=b"").body) == []
+        assert json.loads(w.exchange(body={}).body) == {"n": "new"}
+        bad = w.exchange(path="/_mock/scenario", body={"responses": [{"jsn": {}}]})
+        assert bad.status == 400 and "jsn" in json.loads(bad.body)["error"]["message"]
+        assert w.exchange(method="GET", path="/_mock/nope", body=b"").status == 404
+    assert len(mock.requests()) == 1, "control requests are never recorded"
+
+
+def test_start_protocol_and_bad_scenario(tmp_path):
+    proc = subprocess.Popen([sys.executable, str(HERE / "mockserver.py")], stdout=subprocess.PIPE)
+    try:
+        line = proc.stdout.readline().decode()
+        assert re.fullmatch(r"PORT \d+\n", line)
+        with Wire(int(line.split()[1])) as w:
+            r = w.exchange(body={})
+            assert r.status == 500, "no scenario means an empty queue"
+    finally:
+        proc.terminate()
+        proc.wait(5)
+        proc.stdout.close()
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"responses": [{"json": {}, "sse": []}]}))
+    done = subprocess.run([sys.executable, str(HERE / "mockserver.py"), str(bad)],
+                          capture_output=True, text=True, timeout=10)
+    assert done.returncode == 2 and done.stdout == "" and "more than one body kind" in done.stderr
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
+def test_scenario_files_serve_in_both_modes(path):
+    """Every starter scenario is valid and every response renders as JSON and as a stream."""
+    responses = mockserver.parse_scenario(load(path))
+    assert responses
+    for resp in responses:
+        for stream in (False, True):
+            request = {"stream": stream, "stream_options": {"include_usage": True}}
+            built = mockserver.build_body(resp, request)
+            data = b"".join(built.segments)
+            if built.streamed:
+                assert parse_sse(data)
+            else:
+                json.loads(data)
+
+
+def test_mockctl_run_passes_env_and_exit_code(tmp_path):
+    scenario = tmp_path / "s.json"
+    scenario.write_text(json.dumps({"responses": [{"json": {"hello": "c"}}]}))
+    out = tmp_path / "requests.json"
+    child = (
+        "import json, os, sys, urllib.request\n"
+        "url = os.environ['TOOLOOP_MOCK_URL']\n"
+        "assert os.environ['ANTHROPIC_BASE_URL'] == url\n"
+        "assert os.environ['OPENAI_BASE_URL'] == url + '/v1'\n"
+        "assert os.environ['ANTHROPIC_API_KEY'] == 'sk-ant-mock' and os.environ['OPENAI_API_KEY'] == 'sk-mock'\n"
+        "opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))\n"
+        "req = urllib.request.Request(url + '/v1/messages', data=b'{\"q\": 1}', method='POST')\n"
+        "assert json.load(opener.open(req)) == {'hello': 'c'}\n"
+        "sys.exit(7)\n"
+    )
+    done = subprocess.run([sys.executable, str(HERE / "mockctl.py"), "run", "--requests-out", str(out),
+                           str(scenario), "--", sys.executable, "-c", child],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 7, done.stderr
+    assert json.loads(out.read_text())[0]["body"] == {"q": 1}
+    usage = subprocess.run([sys.executable, str(HERE / "mockctl.py"), "run", str(scenario)],
+                           capture_output=True, text=True, timeout=10)
+    assert usage.returncode == 2 and "usage" in usage.stderr
+
+
+def test_mockserver_class_lifecycle():
+    server = MockServer(HERE.parent / "scenarios" / "anthropic_text.json")
+    with server:
+        proc = server.proc
+        assert server.base_url == f"http://127.0.0.1:{server.port}"
+        with Wire(server.port) as w:
+            assert w.exchange(body={}).status == 200
+        assert server.requests()[0]["path"] == "/v1/messages"
+    assert proc.poll() is not None and server.proc is None
+
+
+def test_concurrent_clients_each_get_one_response(mock):
+    n = 20
+    serve(mock, *[{"json": {"n": i}, "delay_ms": 20} for i in range(n)])
+    got, lock = [], threading.Lock()
+
+    def worker():
+        with Wire(mock.port) as w:
+            value = json.loads(w.exchange(body={}).body)["n"]
+        with lock:
+            got.append(value)
+
+    threads = [threading.Thread(target=worker) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(got) == list(range(n))
+    assert sorted(r["index"] for r in mock.requests()) == list(range(n))
