@@ -21,6 +21,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod agent;
+pub mod builtin;
 pub mod cancel;
 pub mod conversation;
 pub mod error;
