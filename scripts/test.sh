@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs every test suite of tooloop: Rust (core + C ABI header check), the mock server's self-tests, Python
+# (in a fresh virtual environment with the package installed by `pip install .`), and the C/C++ programs
+# (under valgrind when it is installed). Exits non-zero if any suite fails.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+venv="${TOOLOOP_TEST_VENV:-$root/.venv-test}"
+failed=()
+
+step() { printf '\n==== %s ====\n' "$*"; }
+
+step "Rust: cargo test"
+cargo test --workspace --exclude tooloop-python || failed+=("rust")
+
+step "Python: fresh venv at $venv, pip install ."
+rm -rf "$venv"
+if python3 -m venv "$venv" \
+  && "$venv/bin/python" -m pip install -q --upgrade pip \
+  && "$venv/bin/python" -m pip install -q pytest pexpect mypy \
+  && "$venv/bin/python" -m pip install -q "$root"; then
+  step "Python: pytest (mock server self-tests + tests/python)"
+  "$venv/bin/python" -m pytest tests/mock tests/python -q
+  rc=$?
+  # pytest exits 5 when it collected no test: that is a failure here, not a pass.
+  if [ $rc -ne 0 ]; then failed+=("python(pytest exit $rc)"); fi
+else
+  failed+=("python(install)")
+fi
+
+step "C and C++: make -C tests/c test"
+make -C tests/c test || failed+=("c")
+
+step "summary"
+if [ ${#failed[@]} -eq 0 ]; then
+  echo "all suites passed"
+  exit 0
+fi
+echo "FAILED suites: ${failed[*]}"
+exit 1
