@@ -32,8 +32,19 @@ pub enum ApiErrorKind {
 }
 
 impl ApiErrorKind {
-    /// Classify from an HTTP status and the body's `error.type` (the type wins when it is known).
+    /// Classify from an HTTP status and the body's `error.type`. A 4xx status with one meaning wins (OpenAI
+    /// sends its generic `invalid_request_error` type with 401, 404 and 429 too); otherwise (5xx, or an
+    /// `error` event inside a 200 stream) a known type wins, then the status decides.
     pub fn classify(status: u16, error_type: &str) -> Self {
+        match status {
+            400 | 422 => return ApiErrorKind::BadRequest,
+            401 => return ApiErrorKind::Authentication,
+            403 => return ApiErrorKind::PermissionDenied,
+            404 => return ApiErrorKind::NotFound,
+            413 => return ApiErrorKind::RequestTooLarge,
+            429 => return ApiErrorKind::RateLimit,
+            _ => {}
+        }
         match error_type {
             "invalid_request_error" => return ApiErrorKind::BadRequest,
             "authentication_error" => return ApiErrorKind::Authentication,

@@ -310,6 +310,11 @@ impl HttpClient {
     ) -> Result<HttpResponse> {
         let mut attempt: u32 = 0;
         loop {
+            // The worker would send the request before anyone looks at the token: a run cancelled between
+            // turns must not spend a request (and tokens) whose answer nobody will read.
+            if cancel.is_cancelled() {
+                return Err(Error::Cancelled { partial: None });
+            }
             let outcome = self.send_once(req, cancel);
             let (err, server_wait) = match outcome {
                 Ok(resp) if resp.status < 300 => return Ok(resp),

@@ -338,8 +338,18 @@ impl Usage {
         add_opt(&mut self.cache_read_input_tokens, other.cache_read_input_tokens);
     }
 
-    /// Overwrite the counts that `update` carries (a streamed `message_delta` usage is cumulative).
+    /// Overwrite the counts that `update` carries (a streamed `message_delta` usage is cumulative). Other
+    /// fields it carries (e.g. `server_tool_use`, which only `message_delta` reports) replace those in `extra`.
     pub fn merge_cumulative(&mut self, update: &Value) {
+        const COUNTS: [&str; 4] =
+            ["input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"];
+        if let Some(fields) = update.as_object() {
+            for (k, v) in fields {
+                if !COUNTS.contains(&k.as_str()) && !v.is_null() {
+                    self.extra.insert(k.clone(), v.clone());
+                }
+            }
+        }
         let get = |k: &str| update.get(k).and_then(Value::as_u64);
         if let Some(v) = get("input_tokens") {
             self.input_tokens = v;
@@ -364,7 +374,7 @@ impl Usage {
 }
 
 /// A complete assistant response (`"type": "message"`), in the Messages API shape.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MessageResponse {
     /// The message id (`msg_…`).
     #[serde(default)]
@@ -398,6 +408,25 @@ pub struct MessageResponse {
 fn message_type() -> String {
     "message".into()
 }
+
+// Not derived: a derived Default would say `"type": ""`, and messages built by the OpenAI provider or the
+// host provider would serialize (into sessions, into the bindings) as something that is not a message.
+impl Default for MessageResponse {
+    fn default() -> Self {
+        MessageResponse {
+            id: String::new(),
+            kind: message_type(),
+            role: assistant_role(),
+            content: Vec::new(),
+            model: String::new(),
+            stop_reason: None,
+            stop_sequence: None,
+            usage: Usage::default(),
+            extra: Map::new(),
+        }
+    }
+}
+
 fn assistant_role() -> Role {
     Role::Assistant
 }

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Provider, Response, Secret, StreamEvent, body_error};
+use super::{Provider, Response, Secret, StreamEvent, body_error, redact_key};
 use crate::cancel::CancelToken;
 use crate::error::{ApiError, ApiErrorKind, Error, Result};
 use crate::http::{HttpClient, HttpRequest, parse_api_error};
@@ -78,7 +78,9 @@ impl Provider for AnthropicProvider {
 
     fn send(&self, request: &Request, cancel: &CancelToken, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Response> {
         let req = self.http_request(request)?;
-        let on_error = |s: u16, h: &[(String, String)], b: &[u8]| api_error_with_hint(s, h, b, "ANTHROPIC_API_KEY");
+        let on_error = |s: u16, h: &[(String, String)], b: &[u8]| {
+            redact_key(api_error_with_hint(s, h, b, "ANTHROPIC_API_KEY"), self.api_key.as_ref())
+        };
         {
             let mut resp = self.http.send(&req, cancel, &on_error)?;
             let request_id = resp.header("request-id").map(str::to_string);
@@ -220,6 +222,10 @@ impl MessageAccumulator {
                 if let ContentBlock::ToolUse(t) = &block {
                     on_event(StreamEvent::ToolUseStart { index, id: t.id.clone(), name: t.name.clone() });
                     self.partial_json.push((pos, String::new()));
+                } else if matches!(&block, ContentBlock::Unknown(v) if v.get("input").is_some()) {
+                    // server_tool_use / mcp_tool_use stream their input as input_json_delta too; without
+                    // collecting it the block would go back with `input: {}` (no typed events: not ours to run).
+                    self.partial_json.push((pos, String::new()));
                 }
                 self.positions.push((index, pos));
                 self.message.content.push(block);
@@ -307,6 +313,11 @@ impl MessageAccumulator {
                     t.citations.get_or_insert_with(Vec::new).push(c.clone());
                 }
             }
+            ("input_json_delta", ContentBlock::Unknown(_)) if self.partial_json.iter().any(|(p, _)| *p == pos) => {
+                if let Some((_, buf)) = self.partial_json.iter_mut().find(|(p, _)| *p == pos) {
+                    buf.push_str(&s("partial_json"));
+                }
+            }
             (_, ContentBlock::Unknown(raw)) => merge_unknown_delta(raw, delta),
             (other, block) => {
                 let kind = block.kind().to_string();
@@ -316,18 +327,26 @@ impl MessageAccumulator {
         Ok(())
     }
 
-    /// Parse the collected `partial_json` of the tool_use at `pos`: none or "" means `{}`; JSON that does
-    /// not parse is kept as the raw string so the tool registry reports it to the model.
+    /// Parse the collected `partial_json` of the tool_use (or server-side tool block) at `pos`: none or ""
+    /// means `{}`; JSON that does not parse is kept as the raw string so the tool registry reports it to
+    /// the model.
     fn finish_tool_input(&mut self, pos: usize) {
         let Some(i) = self.partial_json.iter().position(|(p, _)| *p == pos) else { return };
         let (_, raw) = self.partial_json.remove(i);
-        if let Some(ContentBlock::ToolUse(t)) = self.message.content.get_mut(pos) {
-            let trimmed = raw.trim();
-            t.input = if trimmed.is_empty() {
-                if t.input.is_null() { Value::Object(Map::new()) } else { t.input.clone() }
-            } else {
-                serde_json::from_str(trimmed).unwrap_or(Value::String(raw))
-            };
+        let trimmed = raw.trim();
+        match self.message.content.get_mut(pos) {
+            Some(ContentBlock::ToolUse(t)) => {
+                t.input = if trimmed.is_empty() {
+                    if t.input.is_null() { Value::Object(Map::new()) } else { t.input.clone() }
+                } else {
+                    serde_json::from_str(trimmed).unwrap_or(Value::String(raw))
+                };
+            }
+            Some(ContentBlock::Unknown(Value::Object(obj))) if !trimmed.is_empty() => {
+                let input = serde_json::from_str(trimmed).unwrap_or(Value::String(raw));
+                obj.insert("input".to_string(), input);
+            }
+            _ => {}
         }
     }
 }

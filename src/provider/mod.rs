@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::cancel::CancelToken;
-use crate::error::{Error, Result};
+use crate::error::{ApiError, Error, Result};
 use crate::http::{HttpClient, HttpConfig};
 use crate::types::{MessageResponse, Request, Usage};
 
@@ -178,8 +178,21 @@ impl ProviderConfig {
     }
 }
 
-/// Turn a mid-stream failure into the right error: before any event reached the caller it may be retried
-/// (`Ok(None)` tells the caller to treat it like a connection error); after, it is a `StreamInterrupted`.
+/// Hide the API key in an error message that echoes it (some proxies and compatible servers repeat the
+/// key they rejected), so it never reaches Display, Debug or logs.
+pub(crate) fn redact_key(mut e: ApiError, key: Option<&Secret>) -> ApiError {
+    // A key this short cannot be told apart from ordinary text; real keys are far longer.
+    if let Some(k) = key.map(Secret::expose).filter(|k| k.len() >= 4) {
+        if e.message.contains(k) {
+            e.message = e.message.replace(k, "***");
+        }
+    }
+    e
+}
+
+/// Turn a body read failure into the right error: before any event reached the caller a broken body is a
+/// `Connection` error (not retried here: the response head was already accepted); after, it is a
+/// `StreamInterrupted` carrying the partial message. Timeouts and cancels keep the partial when one exists.
 pub(crate) fn body_error(
     e: crate::http::BodyError,
     partial: MessageResponse,

@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Provider, Response, Secret, StreamEvent, body_error};
+use super::{Provider, Response, Secret, StreamEvent, body_error, redact_key};
 use crate::cancel::CancelToken;
 use crate::error::{ApiError, ApiErrorKind, Error, Result};
 use crate::http::{HttpClient, HttpRequest};
@@ -202,6 +202,12 @@ pub fn map_usage(u: &Value) -> Usage {
     }
 }
 
+/// The reasoning text of a message or delta: `reasoning_content` (DeepSeek, vLLM) or `reasoning` (Ollama,
+/// OpenRouter). Servers may send one as `null` next to the other, so take the first that is a string.
+fn reasoning_of(v: &Value) -> Option<&str> {
+    v.get("reasoning_content").and_then(Value::as_str).or_else(|| v.get("reasoning").and_then(Value::as_str))
+}
+
 fn tool_use(id: &str, name: &str, arguments: &str) -> ContentBlock {
     let trimmed = arguments.trim();
     let input = if trimmed.is_empty() {
@@ -217,7 +223,7 @@ pub fn parse_completion(raw: &Value) -> std::result::Result<MessageResponse, Str
     let choice = raw.get("choices").and_then(|c| c.get(0)).ok_or("response has no choices[0]")?;
     let msg = choice.get("message").ok_or("choices[0] has no message")?;
     let mut content = Vec::new();
-    let reasoning = msg.get("reasoning_content").or_else(|| msg.get("reasoning")).and_then(Value::as_str);
+    let reasoning = reasoning_of(msg);
     if let Some(r) = reasoning.filter(|r| !r.is_empty()) {
         content.push(ContentBlock::Thinking(ThinkingBlock { thinking: r.to_string(), ..Default::default() }));
     }
@@ -311,7 +317,7 @@ impl ChunkAccumulator {
             self.finish_reason = Some(r.to_string());
         }
         let Some(delta) = choice.get("delta") else { return Ok(()) };
-        let reasoning = delta.get("reasoning_content").or_else(|| delta.get("reasoning")).and_then(Value::as_str);
+        let reasoning = reasoning_of(delta);
         if let Some(r) = reasoning.filter(|r| !r.is_empty()) {
             let index = self.block_index(BlockKey::Reasoning);
             self.reasoning.get_or_insert_with(String::new).push_str(r);
@@ -433,11 +439,20 @@ impl Provider for OpenAiProvider {
             headers.push(("authorization".to_string(), format!("Bearer {}", key.expose())));
         }
         for (k, v) in &self.headers {
-            headers.push((k.to_ascii_lowercase(), v.clone()));
+            // Replace a default of the same name: sending both would make the server see "a, b".
+            let k = k.to_ascii_lowercase();
+            headers.retain(|(existing, _)| *existing != k);
+            headers.push((k, v.clone()));
         }
         let req = HttpRequest { url: format!("{}/chat/completions", self.base_url), headers, body };
-        let on_error =
-            |s: u16, h: &[(String, String)], b: &[u8]| super::anthropic::api_error_with_hint(s, h, b, "OPENAI_API_KEY");
+        let on_error = |s: u16, h: &[(String, String)], b: &[u8]| {
+            let mut e = super::anthropic::api_error_with_hint(s, h, b, "OPENAI_API_KEY");
+            // OpenAI's header is x-request-id (as on success below); a proxy's request-id must not win.
+            if let Some(id) = crate::http::header_value(h, "x-request-id") {
+                e.request_id = Some(id.to_string());
+            }
+            redact_key(e, self.api_key.as_ref())
+        };
         let mut resp = self.http.send(&req, cancel, &on_error)?;
         let request_id = resp.header("x-request-id").or_else(|| resp.header("request-id")).map(str::to_string);
         let is_sse = resp.header("content-type").is_some_and(|c| c.starts_with("text/event-stream"));
@@ -467,8 +482,9 @@ impl Provider for OpenAiProvider {
                     continue;
                 }
                 if data == "[DONE]" {
+                    // The end of the stream: anything a proxy appends after the sentinel is not ours to parse.
                     acc.done = true;
-                    continue;
+                    break;
                 }
                 let parsed: Value = match serde_json::from_str(data) {
                     Ok(v) => v,
