@@ -1,0 +1,17 @@
+"""The `tooloop` command: a coding agent in the terminal, built on ``tooloop.Agent``.
+
+Kept apart from the library: ``import tooloop`` never loads this package, and this file loads nothing
+until `main` runs, so neither the library nor ``tooloop --help`` pays for prompt_toolkit or rich.
+"""
+
+from typing import List, Optional
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Entry point of the `tooloop` console script; returns the exit code."""
+    from .app import main as _main
+
+    return _main(argv)
+
+
+__all__ = ["main"]

@@ -1,0 +1,207 @@
+"""`tooloop`: the coding agent in the terminal. Wires flags, settings, the permission policy, the session
+file and the renderer to a ``tooloop.Agent``; runs one task or the REPL.
+
+Exit codes: 0 done, 1 the task failed, 2 usage or configuration error, 130 interrupted. Every failure is
+one line on stderr, never a traceback (an unexpected bug still shows its traceback: that is a bug report).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import threading
+from pathlib import Path
+from typing import Any, List, Mapping, Optional
+
+from . import paths
+from .args import parse_args
+from .config import ConfigProblem, Settings, resolve
+from .permissions import AskPolicy, AutoPolicy, Observed, ReadOnlyPolicy, TerminalReader, choose
+from .prompt import system_prompt
+from .render import Renderer, status_line
+from .runner import Outcome, run_task
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def _say(message: str) -> None:
+    print(f"tooloop: {message}", file=sys.stderr, flush=True)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def use_color(args: Any, environ: Mapping[str, str] = os.environ, stream: Any = None) -> bool:
+    """Colors only on a terminal, and never with NO_COLOR (any value), --no-color, --print or TERM=dumb."""
+    stream = sys.stdout if stream is None else stream
+    if args.no_color or args.print_mode or "NO_COLOR" in environ or environ.get("TERM") == "dumb":
+        return False
+    return _isatty(stream)
+
+
+def _unicode_ok(stream: Any) -> bool:
+    enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+    return enc.startswith("utf")
+
+
+def version() -> str:
+    try:
+        from importlib.metadata import version as _v
+        return _v("tooloop")
+    except Exception:
+        return "unknown"
+
+
+def make_policy(args: Any, stdin_tty: bool, renderer: Renderer, abort: threading.Event) -> Observed:
+    mode = choose("auto" if args.yes else "read-only" if args.read_only else None, stdin_tty)
+    if mode == "auto":
+        policy: Any = AutoPolicy()
+    elif mode == "read-only":
+        policy = ReadOnlyPolicy()
+    else:
+        asker = renderer
+        if not _isatty(renderer.out) and _isatty(sys.stderr):
+            # `tooloop "task" > log`: the questions must reach the person at the terminal, not the log.
+            asker = Renderer(sys.stderr, color=use_color(args, stream=sys.stderr), unicode=_unicode_ok(sys.stderr))
+        policy = AskPolicy(asker.permission_request, TerminalReader(sys.stdin.fileno(), abort))
+    return Observed(policy, renderer.note_call)
+
+
+def session_path(args: Any, workspace: Path) -> Path:
+    if args.continue_:
+        latest = paths.latest_session(workspace)
+        if latest is None:
+            raise ConfigProblem(f"no earlier session to continue in {workspace} "
+                                f"(sessions are kept in {paths.sessions_dir(workspace)})")
+        return latest
+    if args.resume:
+        try:
+            return paths.find_session(args.resume, workspace)
+        except paths.SessionNotFound as e:
+            raise ConfigProblem(str(e)) from None
+    return paths.new_session_path(workspace)
+
+
+def build_agent(settings: Settings, policy: Any, session: Path) -> Any:
+    import tooloop
+
+    kwargs = dict(model=settings.model, system=system_prompt(settings.workspace, policy.mode),
+                  provider=settings.provider, api_key=settings.api_key, base_url=settings.base_url,
+                  max_tokens=settings.max_tokens, max_turns=settings.max_turns, thinking=settings.thinking,
+                  builtin_tools=True, workspace=str(settings.workspace), session=str(session),
+                  permission=policy)
+    return tooloop.Agent(**kwargs)
+
+
+def _piped(stream: Any) -> bool:
+    """Whether stdin is a pipe or a file (not a terminal, /dev/null or a socket): only then does a
+    task given as an argument also read it."""
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+    except (AttributeError, ValueError, OSError):
+        return False
+    return stat.S_ISFIFO(mode) or (stat.S_ISREG(mode) and os.fstat(stream.fileno()).st_size > 0)
+
+
+def read_stdin_task() -> Optional[str]:
+    try:
+        data = sys.stdin.read()
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return data.strip() or None
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    if args.version:
+        print(f"tooloop {version()}")
+        return EXIT_OK
+    stdin_tty = _isatty(sys.stdin)
+
+    task = args.task
+    if task is None and stdin_tty and args.print_mode:
+        _say("--print needs a task: tooloop -p \"explain main.py\" (or pipe it on stdin)")
+        return EXIT_USAGE
+    if task == "-" or (task is None and not stdin_tty):
+        task = read_stdin_task()
+        if task is None:
+            _say("no task: give one as an argument (tooloop \"fix the failing test\") or on stdin; "
+                 "the interactive session needs a terminal")
+            return EXIT_USAGE
+    elif task is not None and _piped(sys.stdin):
+        # `git diff | tooloop -p "review this"`: what was piped in comes with the task.
+        piped = read_stdin_task()
+        if piped:
+            task = f"{task}\n\n{piped}"
+
+    try:
+        settings = resolve(args)
+    except ConfigProblem as e:
+        _say(str(e))
+        return EXIT_USAGE
+
+    color = use_color(args)
+    out = sys.stdout
+    renderer = Renderer(out, color=color, unicode=_unicode_ok(out))
+    abort = threading.Event()
+    policy = make_policy(args, stdin_tty, renderer, abort)
+    try:
+        session = session_path(args, settings.workspace)
+    except ConfigProblem as e:
+        _say(str(e))
+        return EXIT_USAGE
+    resumed = session.exists()
+
+    try:
+        import tooloop
+    except ImportError as e:
+        _say(f"the tooloop module cannot be loaded ({e}); reinstall with `pip install tooloop`")
+        return EXIT_FAILED
+    try:
+        agent = build_agent(settings, policy, session)
+    except tooloop.Error as e:
+        _say(" ".join(str(e).split()))
+        return EXIT_USAGE
+
+    try:
+        if task is not None:
+            return one_shot(agent, task, settings, renderer, abort, args.print_mode)
+        from .repl import Repl
+        return Repl(agent, settings, renderer, policy, session, abort, resumed=resumed).run()
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    finally:
+        if not resumed:
+            paths.remove_if_empty(session)
+
+
+def one_shot(agent: Any, task: str, settings: Settings, renderer: Renderer, abort: threading.Event,
+             print_mode: bool) -> int:
+    outcome: Outcome = run_task(agent, task, None if print_mode else renderer, abort, settings)
+    if outcome.status == "cancelled":
+        return EXIT_INTERRUPTED
+    if outcome.status == "error":
+        if not print_mode:
+            renderer.end_turn()
+        _say(outcome.message)
+        return EXIT_FAILED
+    result = outcome.result
+    text = str(getattr(result, "text", "") or "")
+    if print_mode:
+        sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+        sys.stdout.flush()
+    else:
+        renderer.status(status_line(settings.model, outcome.turns, outcome.usage))
+    stop = str(getattr(result, "stop_reason", "") or "")
+    if stop == "max_tokens":
+        _say("the answer was cut off at the output token limit (max_tokens)")
+        return EXIT_FAILED
+    if stop == "refusal":
+        _say("the model declined the task (stop_reason: refusal)")
+        return EXIT_FAILED
+    return EXIT_OK

@@ -1,0 +1,94 @@
+"""Command-line arguments of `tooloop`. Standard library only (argparse)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import List, Optional
+
+DESCRIPTION = """\
+A coding agent in your terminal. `tooloop "task"` runs one task and exits; `tooloop` alone opens a
+session where you type tasks. The agent reads and edits files in the workspace and runs commands there
+with bash (asking you first on a terminal)."""
+
+EPILOG = """\
+keys and defaults (environment, or a .env file in the workspace; the environment wins):
+  ANTHROPIC_API_KEY, OPENAI_API_KEY   API keys
+  ANTHROPIC_BASE_URL, OPENAI_BASE_URL  API endpoints (OpenAI-compatible URLs end in /v1)
+  TOOLOOP_PROVIDER, TOOLOOP_MODEL      defaults for --provider and --model
+  TOOLOOP_MAX_TURNS, TOOLOOP_THINKING  defaults for --max-turns and --thinking
+  TOOLOOP_HOME                         where sessions and history go (default
+                                       $XDG_DATA_HOME/tooloop or ~/.local/share/tooloop)
+  NO_COLOR                             plain output
+
+permissions:
+  on a terminal, bash, write_file and edit_file ask first (y / n / always); read_file never asks.
+  When stdin is not a terminal the agent is read-only unless --yes is given.
+
+exit codes: 0 done, 1 the task failed (API error, turn limit, ...), 2 usage or configuration error,
+130 interrupted.
+
+examples:
+  tooloop "add a --verbose flag to cli.py and test it"
+  git diff | tooloop -p "review this diff"
+  tooloop --continue "now update the README"
+  tooloop --provider openai --base-url http://localhost:11434/v1 --model qwen2.5-coder"""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _thinking_budget(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a token budget such as 4096, got {text!r}") from None
+    if n != 0 and n < 1024:
+        raise argparse.ArgumentTypeError(f"the thinking budget must be 0 (off) or at least 1024, got {n}")
+    return n
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tooloop", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("task", nargs="*", help="the task; without one, a session opens (or, when stdin is "
+                   "piped, the task is read from stdin). `-` reads it from stdin")
+    p.add_argument("-p", "--print", dest="print_mode", action="store_true",
+                   help="print only the final answer, as plain text (for pipes and scripts)")
+    p.add_argument("--model", help="model name (default: $TOOLOOP_MODEL, or claude-sonnet-4-6 for anthropic)")
+    p.add_argument("--provider", choices=["anthropic", "openai"], type=str.lower,
+                   help="API protocol (default: $TOOLOOP_PROVIDER or anthropic)")
+    p.add_argument("--base-url", help="API endpoint, e.g. http://localhost:11434/v1 for a local "
+                   "OpenAI-compatible server")
+    p.add_argument("--max-turns", type=_positive_int, metavar="N",
+                   help="most model requests per task (default: $TOOLOOP_MAX_TURNS or 50)")
+    p.add_argument("--thinking", type=_thinking_budget, metavar="N",
+                   help="extended thinking with a budget of N tokens (0: off)")
+    p.add_argument("--workspace", "-w", metavar="DIR",
+                   help="the project folder the agent works in (default: the current folder)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--continue", "-c", dest="continue_", action="store_true",
+                   help="continue the latest session of this workspace")
+    g.add_argument("--resume", "-r", metavar="ID", help="continue session ID (or a session file)")
+    perm = p.add_mutually_exclusive_group()
+    perm.add_argument("--yes", "-y", action="store_true",
+                      help="allow every tool call without asking")
+    perm.add_argument("--read-only", action="store_true",
+                      help="deny bash, write_file and edit_file (the model is told why)")
+    p.add_argument("--no-color", action="store_true", help="plain output without colors")
+    p.add_argument("--version", action="store_true", help="print the version and exit")
+    return p
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    # Intermixed, so `tooloop fix the bug --yes` and `tooloop --yes fix the bug` both work.
+    args = build_parser().parse_intermixed_args(argv)
+    args.task = " ".join(args.task).strip() if args.task else None
+    return args

@@ -1,0 +1,143 @@
+"""Settings of one CLI start: flags first, then the environment, then ``<workspace>/.env``, then defaults.
+
+Keys and defaults the CLI reads (from the environment or the workspace's .env file):
+ANTHROPIC_API_KEY, OPENAI_API_KEY, ANTHROPIC_BASE_URL, OPENAI_BASE_URL, TOOLOOP_PROVIDER, TOOLOOP_MODEL,
+TOOLOOP_MAX_TURNS, TOOLOOP_THINKING. The real environment wins over .env, as with python-dotenv and
+docker compose. Must never print or log a key. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional
+
+DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
+DEFAULT_MAX_TURNS = 50
+DEFAULT_MAX_TOKENS = 8192
+PROVIDERS = ("anthropic", "openai")
+
+_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+
+
+class ConfigProblem(Exception):
+    """A setting the user must fix; the message is one line that says how. Exit code 2."""
+
+
+def parse_dotenv(text: str) -> Dict[str, str]:
+    """The KEY=VALUE lines of a .env file: `export` prefixes, single and double quotes (double quotes
+    understand \\n, \\t, \\" and \\\\), `#` comments on their own line or after an unquoted value."""
+    values: Dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _LINE.match(line)
+        if not m:
+            continue
+        key, value = m.group(1), m.group(2)
+        if len(value) >= 2 and value[0] == value[-1] == "'":
+            value = value[1:-1]
+        elif len(value) >= 2 and value[0] == value[-1] == '"':
+            value = re.sub(r'\\(.)', lambda e: {"n": "\n", "t": "\t"}.get(e.group(1), e.group(1)), value[1:-1])
+        else:
+            value = re.split(r"\s+#", value, maxsplit=1)[0].strip()
+        values[key] = value
+    return values
+
+
+def load_dotenv(workspace: Path) -> Dict[str, str]:
+    path = Path(workspace) / ".env"
+    try:
+        return parse_dotenv(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return {}
+
+
+def merged_env(workspace: Path, environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """.env values overlaid by the real environment (empty variables count as unset)."""
+    environ = os.environ if environ is None else environ
+    env = load_dotenv(workspace)
+    env.update({k: v for k, v in environ.items() if v != ""})
+    return env
+
+
+@dataclass
+class Settings:
+    provider: str
+    model: str
+    api_key: Optional[str]
+    base_url: Optional[str]
+    max_turns: int
+    thinking: Optional[int]
+    max_tokens: int
+    workspace: Path
+    env: Dict[str, str] = field(repr=False, default_factory=dict)
+
+
+def _int_setting(value: Optional[str], name: str, minimum: int) -> Optional[int]:
+    if value is None or value == "":
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        raise ConfigProblem(f"{name} must be a whole number, got {value!r}") from None
+    if n < minimum:
+        raise ConfigProblem(f"{name} must be at least {minimum}, got {n}")
+    return n
+
+
+def key_variable(provider: str) -> str:
+    return "OPENAI_API_KEY" if provider == "openai" else "ANTHROPIC_API_KEY"
+
+
+def resolve(args: Any, environ: Optional[Mapping[str, str]] = None) -> Settings:
+    """Settings from parsed arguments (see args.py) and the environment. Raises ConfigProblem."""
+    workspace = Path(args.workspace or os.getcwd()).expanduser()
+    if not workspace.is_dir():
+        raise ConfigProblem(f"workspace {str(workspace)!r} is not a folder")
+    workspace = workspace.resolve()
+    env = merged_env(workspace, environ)
+
+    provider = (args.provider or env.get("TOOLOOP_PROVIDER") or "anthropic").lower()
+    if provider not in PROVIDERS:
+        raise ConfigProblem(f"unknown provider {provider!r}: use anthropic or openai")
+
+    model = args.model or env.get("TOOLOOP_MODEL")
+    if not model:
+        if provider == "openai":
+            raise ConfigProblem(
+                "--provider openai needs a model: pass --model NAME (e.g. gpt-4.1, or the model your "
+                "local server serves) or set TOOLOOP_MODEL")
+        model = DEFAULT_ANTHROPIC_MODEL
+
+    prefix = "OPENAI" if provider == "openai" else "ANTHROPIC"
+    base_url = args.base_url or env.get(f"{prefix}_BASE_URL") or None
+    api_key = env.get(key_variable(provider)) or None
+    if api_key is None and base_url is None:
+        raise ConfigProblem(no_key_message(provider, workspace))
+
+    if args.max_turns is not None:
+        max_turns = args.max_turns
+    else:
+        max_turns = _int_setting(env.get("TOOLOOP_MAX_TURNS"), "TOOLOOP_MAX_TURNS", 1) or DEFAULT_MAX_TURNS
+    thinking = args.thinking if args.thinking is not None else _int_setting(
+        env.get("TOOLOOP_THINKING"), "TOOLOOP_THINKING", 0)
+    if thinking == 0:
+        thinking = None
+    if thinking is not None and thinking < 1024:
+        raise ConfigProblem(f"--thinking budget must be at least 1024 tokens, got {thinking}")
+    # The API requires max_tokens above the thinking budget; leave room for the answer itself.
+    max_tokens = max(DEFAULT_MAX_TOKENS, (thinking or 0) + 4096)
+    return Settings(provider=provider, model=model, api_key=api_key, base_url=base_url,
+                    max_turns=max_turns, thinking=thinking, max_tokens=max_tokens,
+                    workspace=workspace, env=env)
+
+
+def no_key_message(provider: str, workspace: Path) -> str:
+    var = key_variable(provider)
+    return (f"no API key: set {var} in the environment or in {Path(workspace) / '.env'} "
+            f"(or, for a local OpenAI-compatible server, run with --provider openai "
+            f"--base-url http://localhost:11434/v1 --model NAME)")

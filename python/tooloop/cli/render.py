@@ -1,0 +1,319 @@
+"""What the user sees: streamed answers, dimmed thinking, one line per tool call with a short result
+preview, a status line per task, permission questions.
+
+Two faces: colored (rich styles, on a terminal) and plain (no escape codes at all: NO_COLOR, --no-color,
+output that is not a terminal). rich is imported only for the colored face, so piped runs start fast.
+Must never: raise while rendering (a display problem must not kill a run), or buffer streamed text.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Optional, Set, TextIO, Tuple
+
+DENIED = "Permission denied: "   # how the core words a refused call's result
+THINKING_LINES = 3      # thinking is shown dimmed, only its first lines
+PREVIEW_LINES = 3       # lines of a tool result shown under the call
+DETAIL_LINES = 20       # lines of a write or edit shown when asking permission
+
+# (model prefix, input, output) USD per million tokens, as src/pricing.rs; longest prefix wins.
+PRICES = (
+    ("claude-opus-4-5", 5.0, 25.0), ("claude-opus-4", 15.0, 75.0), ("claude-sonnet-4", 3.0, 15.0),
+    ("claude-3-7-sonnet", 3.0, 15.0), ("claude-3-5-sonnet", 3.0, 15.0), ("claude-haiku-4", 1.0, 5.0),
+    ("claude-3-5-haiku", 0.8, 4.0), ("gpt-4o-mini", 0.15, 0.6), ("gpt-4o", 2.5, 10.0),
+    ("gpt-4.1-mini", 0.4, 1.6), ("gpt-4.1", 2.0, 8.0),
+)
+
+
+def field(obj: Any, name: str, default: Any = None) -> Any:
+    """`obj.name` or `obj[name]`: events and usage may arrive as objects or dicts."""
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def usage_numbers(usage: Any) -> Dict[str, int]:
+    keys = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+    return {k: int(field(usage, k, 0) or 0) for k in keys}
+
+
+def estimate_cost(model: str, usage: Any) -> Optional[float]:
+    """USD, with Anthropic's cache rates (writes 1.25×, reads 0.1× input); None for unknown models.
+    The library's own estimate (``usage.cost_usd``) wins when it has one."""
+    known = field(usage, "cost_usd", None)
+    if known is not None:
+        return float(known)
+    matches = [p for p in PRICES if model.startswith(p[0])]
+    if not matches:
+        return None
+    _, inp, out = max(matches, key=lambda p: len(p[0]))
+    u = usage_numbers(usage)
+    return (u["input_tokens"] * inp + u["cache_creation_input_tokens"] * inp * 1.25
+            + u["cache_read_input_tokens"] * inp * 0.1 + u["output_tokens"] * out) / 1e6
+
+
+def format_cost(cost: Optional[float]) -> str:
+    if cost is None:
+        return "cost n/a"
+    return f"${cost:.4f}" if cost < 1 else f"${cost:.2f}"
+
+
+def status_line(model: str, turns: int, usage: Any, total_cost: Optional[float] = None) -> str:
+    """``model · N turns · X in / Y out · Z cache read · $cost`` for one task."""
+    u = usage_numbers(usage)
+    parts = [model, f"{turns} turn{'s' if turns != 1 else ''}",
+             f"{u['input_tokens']:,} in / {u['output_tokens']:,} out",
+             f"{u['cache_read_input_tokens']:,} cache read",
+             format_cost(estimate_cost(model, usage))]
+    if total_cost is not None and format_cost(total_cost) != parts[-1]:
+        parts.append(f"session {format_cost(total_cost)}")
+    return " · ".join(parts)
+
+
+def usage_report(model: str, usage: Any) -> List[str]:
+    u = usage_numbers(usage)
+    return [f"model          {model}",
+            f"input tokens   {u['input_tokens']:,}",
+            f"output tokens  {u['output_tokens']:,}",
+            f"cache reads    {u['cache_read_input_tokens']:,}",
+            f"cache writes   {u['cache_creation_input_tokens']:,}",
+            f"estimated cost {format_cost(estimate_cost(model, usage))}"]
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 1, 1)] + "…"
+
+
+def content_text(content: Any) -> str:
+    """A tool result's content (a string or a list of blocks) as text."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            kind = field(block, "type")
+            if kind == "text":
+                parts.append(str(field(block, "text", "")))
+            else:
+                parts.append(f"[{kind or 'block'}]")
+        return "\n".join(parts)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def summarize_call(name: str, inp: Dict[str, Any], width: int = 100) -> str:
+    """One line: the tool and what it acts on, e.g. ``bash(python3 hello.py)``."""
+    def s(key: str) -> str:
+        v = inp.get(key)
+        return v if isinstance(v, str) else ("" if v is None else json.dumps(v, ensure_ascii=False))
+
+    if name == "bash":
+        lines = s("command").strip().splitlines() or [""]
+        arg = lines[0] + (" …" if len(lines) > 1 else "")
+    elif name == "read_file":
+        arg = s("path")
+        if inp.get("offset") or inp.get("limit"):
+            start = int(inp.get("offset") or 1)
+            arg += f":{start}" + (f"-{start + int(inp['limit']) - 1}" if inp.get("limit") else "")
+    elif name == "write_file":
+        n = len(s("content").splitlines())
+        arg = f"{s('path')}, {n} line{'s' if n != 1 else ''}"
+    elif name == "edit_file":
+        arg = s("path") + (", all" if inp.get("replace_all") else "")
+    else:
+        arg = json.dumps(inp, ensure_ascii=False, separators=(",", ":"))
+        if arg.startswith("{") and arg.endswith("}"):
+            arg = arg[1:-1]
+    return _clip(f"{name}({arg})", width)
+
+
+def preview_lines(content: Any, max_lines: int = PREVIEW_LINES, width: int = 100) -> List[str]:
+    """The first lines of a tool result, clipped, with a count of what was left out."""
+    lines = [ln.rstrip().expandtabs(4) for ln in content_text(content).strip("\n").splitlines()]
+    lines = [ln for ln in lines if ln.strip()] or ["(no output)"]
+    shown = [_clip(ln, width) for ln in lines[:max_lines]]
+    if len(lines) > max_lines:
+        rest = len(lines) - max_lines
+        shown.append(f"… +{rest} line{'s' if rest != 1 else ''}")
+    return shown
+
+
+def call_details(name: str, inp: Dict[str, Any], max_lines: int = DETAIL_LINES) -> List[Tuple[str, str]]:
+    """What a permission question shows about a call: (style, line) pairs; style is '', '+', '-'."""
+    def clip_block(text: str, mark: str) -> List[Tuple[str, str]]:
+        lines = text.splitlines() or [""]
+        out = [(mark, f"    {mark} {ln}" if mark else f"    {ln}") for ln in lines[:max_lines]]
+        if len(lines) > max_lines:
+            out.append(("", f"    … +{len(lines) - max_lines} more lines"))
+        return out
+
+    if name == "bash":
+        command = str(inp.get("command", ""))
+        if "\n" not in command.strip() and len(command) < 80:
+            return []  # the call's own line already shows all of it
+        return clip_block(command, "$")
+    if name == "write_file":
+        return [("", f"  write {inp.get('path')}:")] + clip_block(str(inp.get("content", "")), "+")
+    if name == "edit_file":
+        head = [("", f"  edit {inp.get('path')}" + (" (every occurrence):" if inp.get("replace_all") else ":"))]
+        return head + clip_block(str(inp.get("old_text", "")), "-") + clip_block(str(inp.get("new_text", "")), "+")
+    return [("", "    " + ln) for ln in json.dumps(inp, indent=2, ensure_ascii=False).splitlines()[:max_lines]]
+
+
+_ASCII = str.maketrans({"…": "...", "·": "|", "─": "-", "⎿": "->", "●": "*", "✻": "~", "›": ">"})
+
+
+class Renderer:
+    """Writes a run's events to `out` as they arrive."""
+
+    def __init__(self, out: TextIO, color: bool, unicode: bool = True, width: int = 100,
+                 show_thinking: bool = True):
+        self.out = out
+        self.color = color
+        self.unicode = unicode
+        self.width = width
+        self.show_thinking = show_thinking
+        self.glyph = {"tool": "●", "result": "⎿", "think": "✻", "rule": "─", "user": "›"} if unicode else \
+            {"tool": "*", "result": "->", "think": "~", "rule": "-", "user": ">"}
+        self._console = None
+        if color:
+            from rich.console import Console  # the colored face only: keeps plain starts light
+            self._console = Console(file=out, force_terminal=True, highlight=False, soft_wrap=True,
+                                    emoji=False, markup=False)
+        self._block: Optional[str] = None   # "text" | "thinking" | None
+        self._at_line_start = True
+        self._thinking_lines = 0
+        self._thinking_cut = False
+        self._calls: Dict[str, Tuple[str, Dict[str, Any]]] = {}
+        self._shown: Set[str] = set()
+
+    # -- low level -------------------------------------------------------------------------------
+    def _write(self, text: str, style: str = "") -> None:
+        if not text:
+            return
+        if not self.unicode:
+            # A terminal that can't show UTF-8: our own symbols become ASCII, anything else a "?".
+            text = text.translate(_ASCII)
+            enc = getattr(self.out, "encoding", None) or "ascii"
+            text = text.encode(enc, "replace").decode(enc, "replace")
+        try:
+            if self._console is not None and style:
+                self._console.print(text, style=style, end="")
+            else:
+                self.out.write(text)
+            self.out.flush()
+        except (OSError, ValueError):
+            pass
+        self._at_line_start = text.endswith("\n")
+
+    def _line(self, text: str, style: str = "") -> None:
+        self._newline()
+        self._write(text, style)
+        self._write("\n")
+
+    def _newline(self) -> None:
+        if not self._at_line_start:
+            self._write("\n")
+
+    def _switch(self, block: Optional[str]) -> None:
+        if self._block != block:
+            self._newline()
+            self._block = block
+            self._thinking_lines = 0
+            self._thinking_cut = False
+
+    # -- events ----------------------------------------------------------------------------------
+    def text(self, delta: str) -> None:
+        self._switch("text")
+        self._write(delta)
+
+    def thinking(self, delta: str) -> None:
+        if not self.show_thinking:
+            return
+        if self._block != "thinking":
+            self._switch("thinking")
+            self._write(f"{self.glyph['think']} " if self.color else "thinking: ", "dim")
+        if self._thinking_cut:
+            return
+        # Show the first lines only: thinking can be long, and the answer is what matters.
+        for i, piece in enumerate(delta.split("\n")):
+            if i > 0:
+                self._thinking_lines += 1
+                if self._thinking_lines >= THINKING_LINES:
+                    self._write(" …\n", "dim")
+                    self._thinking_cut = True
+                    return
+                self._write("\n  ", "dim")
+            self._write(piece, "dim italic")
+
+    def note_call(self, call_id: str, name: str, inp: Dict[str, Any]) -> None:
+        """Remember a call the permission policy saw: a refused call gets no tool_use event, yet its
+        line should show what was refused."""
+        if call_id:
+            self._calls[call_id] = (name, inp)
+
+    def tool_use(self, name: str, inp: Dict[str, Any], call_id: str = "") -> None:
+        self._switch(None)
+        if call_id and call_id in self._shown:
+            return  # already on screen, in the permission question
+        self._shown.add(call_id)
+        self._line(f"{self.glyph['tool']} {summarize_call(name, inp, self.width)}", "bold cyan")
+
+    def tool_result(self, name: str, content: Any, is_error: bool, duration_ms: Optional[int] = None,
+                    call_id: str = "") -> None:
+        self._switch(None)
+        if call_id and call_id not in self._shown:
+            # No tool_use event came (the call was refused): show what was refused.
+            self._shown.add(call_id)
+            called, inp = self._calls.get(call_id, (name, None))
+            shown = summarize_call(called, inp, self.width) if inp is not None else name
+            self._line(f"{self.glyph['tool']} {shown}", "bold cyan")
+        text = content_text(content)
+        if is_error and text.startswith(DENIED):
+            text = "denied: " + text[len(DENIED):]
+            is_error, style_denied = False, True
+        else:
+            style_denied = False
+        lines = preview_lines(text, width=self.width - 6)
+        if duration_ms and duration_ms >= 1000:
+            lines[0] += f"  ({duration_ms / 1000:.1f}s)"
+        lead = f"  {self.glyph['result']} "
+        pad = " " * len(lead)
+        for i, ln in enumerate(lines):
+            prefix = lead if i == 0 else pad
+            if is_error:
+                self._line(prefix + ("error: " if i == 0 else "") + ln, "red")
+            else:
+                self._line(prefix + ln, "yellow" if style_denied else "dim")
+
+    def end_turn(self) -> None:
+        self._switch(None)
+
+    def status(self, line: str) -> None:
+        self._switch(None)
+        self._line(f"{self.glyph['rule']} {line}", "dim")
+
+    def notice(self, line: str) -> None:
+        self._switch(None)
+        self._line(line, "yellow")
+
+    def info(self, line: str) -> None:
+        self._switch(None)
+        self._line(line, "dim")
+
+    def error(self, line: str) -> None:
+        self._switch(None)
+        self._line(line, "bold red")
+
+    def permission_request(self, name: str, inp: Dict[str, Any], call_id: str = "") -> None:
+        self._switch(None)
+        self._shown.add(call_id)
+        self._line(f"{self.glyph['tool']} {summarize_call(name, inp, self.width)}", "bold yellow")
+        styles = {"+": "green", "-": "red", "$": "bold", "": ""}
+        for mark, ln in call_details(name, inp):
+            self._line(ln, styles.get(mark, ""))
+        self._write(f"  allow {name}? [y]es / [n]o / [a]lways (or type a reason to refuse): ", "bold yellow")
+        self._at_line_start = True  # the user's Enter ends the line

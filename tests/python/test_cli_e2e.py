@@ -1,0 +1,345 @@
+"""The `tooloop` command end to end: the installed console script, run as a subprocess against the
+shared mock server (tests/mock), in a temporary workspace and a temporary TOOLOOP_HOME.
+
+The built-in tools really run: the file the scripted model writes exists, bash really prints it.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = ROOT / "tests" / "scenarios"
+sys.path.insert(0, str(ROOT / "tests" / "mock"))
+from mockctl import MockServer, mock_env  # noqa: E402
+
+TASK = ("Create hello.py that prints a greeting, run it, then change the greeting to "
+        "'Hello, tooloop!' and run it again.")
+FINAL = 'Done. hello.py now prints "Hello, tooloop!".'
+ANSI = re.compile(r"\x1b\[")
+
+
+@pytest.fixture(scope="module")
+def tooloop_cmd():
+    try:
+        import tooloop._tooloop  # noqa: F401
+    except ImportError as e:
+        pytest.fail(f"the tooloop package is not installed with its compiled module (pip install .): {e}")
+    exe = Path(sys.executable).parent / "tooloop"
+    found = str(exe) if exe.exists() else shutil.which("tooloop")
+    assert found, "the `tooloop` console script is not installed (pip install . declares it)"
+    return [found]
+
+
+@pytest.fixture
+def ws(tmp_path):
+    d = tmp_path / "ws"
+    d.mkdir()
+    return d
+
+
+def clean_env(tmp_path, mock=None, **extra):
+    """The caller's environment without any key, endpoint or tooloop default, so nothing leaks in."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("ANTHROPIC_", "OPENAI_", "TOOLOOP_")) and k != "NO_COLOR"}
+    env["TOOLOOP_HOME"] = str(tmp_path / "home")
+    env["PYTHONIOENCODING"] = "utf-8"
+    if mock is not None:
+        env.update(mock_env(mock.base_url))
+    env.update(extra)
+    return env
+
+
+def run(cmd, ws, env, *args, timeout=60):
+    proc = subprocess.run(cmd + list(args), cwd=ws, env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=timeout)
+    print("exit", proc.returncode, "\n--- stdout\n" + proc.stdout + "--- stderr\n" + proc.stderr)
+    return proc
+
+
+def session_files(tmp_path):
+    return sorted((tmp_path / "home" / "sessions").glob("*/*.jsonl"))
+
+
+def session_records(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def tool_results(request):
+    """tool_use_id -> (content, is_error) of the tool_result blocks in a recorded request."""
+    out = {}
+    for m in request["body"]["messages"]:
+        if isinstance(m["content"], list):
+            for b in m["content"]:
+                if b.get("type") == "tool_result":
+                    content = b.get("content")
+                    if isinstance(content, list):
+                        content = "".join(x.get("text", "") for x in content)
+                    out[b["tool_use_id"]] = (content, bool(b.get("is_error")))
+    return out
+
+
+def test_scripted_session_writes_runs_edits_and_answers(tooloop_cmd, ws, tmp_path):
+    with MockServer(SCENARIOS / "cli_hello_py.json") as mock:
+        proc = run(tooloop_cmd, ws, clean_env(tmp_path, mock), "--yes", TASK)
+        reqs = mock.requests()
+
+    assert proc.returncode == 0
+    assert proc.stderr == ""
+    # The tools really ran, in the workspace.
+    assert (ws / "hello.py").read_text() == 'print("Hello, tooloop!")\n'
+
+    out = proc.stdout
+    assert not ANSI.search(out), "output to a pipe must be plain text"
+    expected_in_order = [
+        "thinking: The user wants a hello.py that prints a greeting.",
+        "I'll create hello.py.",
+        "write_file(hello.py, 1 line)", "created hello.py",
+        "bash(python3 hello.py)", "exit code: 0", "Hello, world!",
+        "edit_file(hello.py)", "edited hello.py",
+        "bash(python3 hello.py)", "Hello, tooloop!",
+        FINAL,
+        "claude-sonnet-4-6 · 5 turns · 2,483 in / 301 out · 5,600 cache read · $",
+    ]
+    pos = 0
+    for piece in expected_in_order:
+        found = out.find(piece, pos)
+        assert found >= 0, f"{piece!r} missing (or out of order) after offset {pos}"
+        pos = found + len(piece)
+    assert "Keep the script to one line." not in out  # thinking: first lines only
+
+    # What the model read back: the real tool output.
+    assert len(reqs) == 5
+    results = tool_results(reqs[4])
+    assert results["toolu_01CliRun1"] == ("exit code: 0\nHello, world!", False)
+    assert results["toolu_01CliRun2"] == ("exit code: 0\nHello, tooloop!", False)
+    assert results["toolu_01CliWrite"][1] is False and results["toolu_01CliEdit"][1] is False
+
+    # The request: default model, the coding system prompt, the built-in tools, streaming.
+    body = reqs[0]["body"]
+    assert body["model"] == "claude-sonnet-4-6" and body["stream"] is True
+    system = body["system"] if isinstance(body["system"], str) else body["system"][0]["text"]
+    assert str(ws.resolve()) in system and "Never invent paths" in system
+    assert {t["name"] for t in body["tools"]} == {"bash", "read_file", "write_file", "edit_file"}
+    assert body["messages"][0]["content"] in (TASK, [{"type": "text", "text": TASK}])
+
+    # The session file: one per run, under TOOLOOP_HOME, keyed by workspace, holding the whole task.
+    files = session_files(tmp_path)
+    assert len(files) == 1
+    records = session_records(files[0])
+    assert records[0]["type"] == "session"
+    entries = [r["entry"] for r in records if r["type"] == "entry"]
+    text = json.dumps(entries)
+    assert TASK in text and "Hello, world!" in text and "Hello, tooloop!" in text and "Done. hello.py" in text
+    assert "sk-ant-mock" not in files[0].read_text()
+
+
+def test_print_mode_writes_only_the_final_answer(tooloop_cmd, ws, tmp_path):
+    with MockServer(SCENARIOS / "cli_hello_py.json") as mock:
+        proc = run(tooloop_cmd, ws, clean_env(tmp_path, mock), "-p", "--yes", TASK)
+    assert proc.returncode == 0
+    assert proc.stdout.startswith(FINAL) and proc.stdout.endswith("prints Hello, tooloop!\n")
+    assert "write_file" not in proc.stdout and proc.stderr == ""
+    assert (ws / "hello.py").read_text() == 'print("Hello, tooloop!")\n'
+
+
+def test_task_read_from_stdin_when_not_given(tooloop_cmd, ws, tmp_path):
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        proc = subprocess.run(tooloop_cmd + ["-p"], cwd=ws, env=clean_env(tmp_path, mock),
+                              input="what is in this folder?\n", capture_output=True, text=True, timeout=60)
+        reqs = mock.requests()
+    assert proc.returncode == 0, proc.stderr
+    assert reqs[0]["body"]["messages"][0]["content"] in (
+        "what is in this folder?", [{"type": "text", "text": "what is in this folder?"}])
+
+
+def test_piped_stdin_is_added_to_the_task(tooloop_cmd, ws, tmp_path):
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        proc = subprocess.run(tooloop_cmd + ["-p", "review this diff"], cwd=ws, env=clean_env(tmp_path, mock),
+                              input="-old line\n+new line\n", capture_output=True, text=True, timeout=60)
+        reqs = mock.requests()
+    assert proc.returncode == 0, proc.stderr
+    sent = json.dumps(reqs[0]["body"]["messages"][0]["content"])
+    assert "review this diff" in sent and "+new line" in sent
+
+
+def _assert_resumed_request(req):
+    messages = req["body"]["messages"]
+    first = messages[0]["content"]
+    assert first in (TASK, [{"type": "text", "text": TASK}]), "the earlier task must come first"
+    dump = json.dumps(messages)
+    for earlier in ("toolu_01CliWrite", "toolu_01CliRun2", "Hello, tooloop!", "Done. hello.py"):
+        assert earlier in dump, earlier
+    last = messages[-1]
+    assert last["role"] == "user"
+    assert json.dumps(last["content"]).count("what did you change?") == 1
+    roles = [m["role"] for m in messages]
+    assert all(a != b for a, b in zip(roles, roles[1:])), roles
+
+
+def test_continue_resumes_the_latest_session_with_its_messages(tooloop_cmd, ws, tmp_path):
+    with MockServer(SCENARIOS / "cli_hello_py.json") as mock:
+        assert run(tooloop_cmd, ws, clean_env(tmp_path, mock), "--yes", TASK).returncode == 0
+    [session] = session_files(tmp_path)
+    lines_before = len(session.read_text().splitlines())
+
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        proc = run(tooloop_cmd, ws, clean_env(tmp_path, mock), "--continue", "-p", "what did you change?")
+        reqs = mock.requests()
+    assert proc.returncode == 0
+    assert proc.stdout == 'I created hello.py and changed its greeting to "Hello, tooloop!".\n'
+    assert len(reqs) == 1
+    _assert_resumed_request(reqs[0])
+    # Appended to the same session, no new file.
+    assert session_files(tmp_path) == [session]
+    assert len(session.read_text().splitlines()) > lines_before
+
+
+def test_resume_by_id_and_unknown_id(tooloop_cmd, ws, tmp_path):
+    with MockServer(SCENARIOS / "cli_hello_py.json") as mock:
+        assert run(tooloop_cmd, ws, clean_env(tmp_path, mock), "--yes", TASK).returncode == 0
+    [session] = session_files(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        # From another folder: the id alone finds it.
+        proc = run(tooloop_cmd, other, clean_env(tmp_path, mock), "--resume", session.stem, "-p",
+                   "what did you change?")
+        reqs = mock.requests()
+    assert proc.returncode == 0
+    _assert_resumed_request(reqs[0])
+
+    proc = run(tooloop_cmd, ws, clean_env(tmp_path, None, ANTHROPIC_API_KEY="k"), "--resume", "nope", "hi")
+    assert proc.returncode == 2 and "no session 'nope'" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_continue_without_a_session_exits_2(tooloop_cmd, ws, tmp_path):
+    proc = run(tooloop_cmd, ws, clean_env(tmp_path, None, ANTHROPIC_API_KEY="k"), "--continue", "hi")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("tooloop: no earlier session to continue")
+
+
+def test_no_key_exits_2_with_one_line_and_no_traceback(tooloop_cmd, ws, tmp_path):
+    proc = run(tooloop_cmd, ws, clean_env(tmp_path), "say hi")
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "ANTHROPIC_API_KEY" in lines[0] and "--base-url" in lines[0]
+    assert session_files(tmp_path) == []  # nothing ran, nothing saved
+
+    proc = run(tooloop_cmd, ws, clean_env(tmp_path), "--provider", "openai", "--model", "gpt-4.1", "hi")
+    assert proc.returncode == 2 and "OPENAI_API_KEY" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_key_from_the_workspace_dotenv_is_used(tooloop_cmd, ws, tmp_path):
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        (ws / ".env").write_text(f"ANTHROPIC_API_KEY=sk-from-dotenv\nANTHROPIC_BASE_URL={mock.base_url}\n"
+                                 "TOOLOOP_MODEL=claude-dotenv-model\n")
+        proc = run(tooloop_cmd, ws, clean_env(tmp_path), "-p", "hi")
+        reqs = mock.requests()
+    assert proc.returncode == 0, proc.stderr
+    assert reqs[0]["headers"]["x-api-key"] == "sk-from-dotenv"
+    assert reqs[0]["body"]["model"] == "claude-dotenv-model"
+
+
+def test_read_only_by_default_without_a_terminal(tooloop_cmd, ws, tmp_path):
+    (ws / "notes.txt").write_text("remember the milk\n")
+    with MockServer(SCENARIOS / "cli_read_only.json") as mock:
+        proc = run(tooloop_cmd, ws, clean_env(tmp_path, mock), "summarize notes.txt into summary.txt")
+        reqs = mock.requests()
+    assert proc.returncode == 0
+    assert not (ws / "summary.txt").exists()
+    results = tool_results(reqs[1])
+    content, is_error = results["toolu_01CliRoWrite"]
+    assert is_error and "read-only" in content and "write_file" in content
+    content, is_error = results["toolu_01CliRoRead"]
+    assert not is_error and "remember the milk" in content
+    system = reqs[0]["body"]["system"]
+    assert "read-only" in json.dumps(system)
+
+
+def test_read_only_flag_wins_even_with_a_scripted_yes(tooloop_cmd, ws, tmp_path):
+    with MockServer(SCENARIOS / "cli_hello_py.json") as mock:
+        proc = run(tooloop_cmd, ws, clean_env(tmp_path, mock), "--read-only", TASK)
+        reqs = mock.requests()
+    assert proc.returncode == 0
+    assert not (ws / "hello.py").exists()
+    for tool_id, (content, is_error) in tool_results(reqs[4]).items():
+        assert is_error and "read-only" in content, tool_id
+
+
+def test_api_error_exits_1_with_one_line(tooloop_cmd, ws, tmp_path):
+    with MockServer(SCENARIOS / "anthropic_errors_401.json") as mock:
+        proc = run(tooloop_cmd, ws, clean_env(tmp_path, mock), "-p", "hi")
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert lines[0].startswith("tooloop: authentication failed") and "ANTHROPIC_API_KEY" in lines[0]
+    assert "sk-ant-mock" not in proc.stderr
+
+
+def test_turn_limit_exits_1_and_says_how_to_continue(tooloop_cmd, ws, tmp_path):
+    with MockServer(SCENARIOS / "cli_hello_py.json") as mock:
+        proc = run(tooloop_cmd, ws, clean_env(tmp_path, mock), "--yes", "--max-turns", "2", TASK)
+        reqs = mock.requests()
+    assert proc.returncode == 1
+    assert len(reqs) == 2
+    last = proc.stderr.strip().splitlines()
+    assert len(last) == 1 and "turn limit" in last[0] and "--continue" in last[0]
+
+
+def test_model_provider_and_thinking_flags_reach_the_request(tooloop_cmd, ws, tmp_path):
+    with MockServer(SCENARIOS / "openai_text.json") as mock:
+        env = clean_env(tmp_path, mock)
+        base = env.pop("OPENAI_BASE_URL")
+        proc = run(tooloop_cmd, ws, env, "-p", "--provider", "openai", "--model", "gpt-4.1",
+                   "--base-url", base, "hi")
+        reqs = mock.requests()
+    assert proc.returncode == 0, proc.stderr
+    assert reqs[0]["path"] == "/v1/chat/completions" and reqs[0]["body"]["model"] == "gpt-4.1"
+
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        proc = run(tooloop_cmd, ws, clean_env(tmp_path, mock), "-p", "--thinking", "2048", "hi")
+        reqs = mock.requests()
+    assert proc.returncode == 0, proc.stderr
+    body = reqs[0]["body"]
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert body["max_tokens"] > 2048
+
+
+def test_help_and_version(tooloop_cmd, ws, tmp_path):
+    proc = run(tooloop_cmd, ws, clean_env(tmp_path), "--help")
+    assert proc.returncode == 0
+    for flag in ("--model", "--provider", "--base-url", "--max-turns", "--thinking", "--workspace",
+                 "--continue", "--resume", "--yes", "--read-only", "--no-color", "--print"):
+        assert flag in proc.stdout, flag
+    proc = run(tooloop_cmd, ws, clean_env(tmp_path), "--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("tooloop ")
+
+
+def test_importing_tooloop_does_not_load_the_cli_or_its_dependencies(tooloop_cmd):
+    code = ("import sys, tooloop; bad = [m for m in ('tooloop.cli', 'rich', 'prompt_toolkit') "
+            "if m in sys.modules]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_print_mode_start_does_not_load_the_terminal_libraries(tooloop_cmd, ws, tmp_path):
+    """A piped run pays for neither prompt_toolkit nor rich."""
+    code = ("import sys; from tooloop.cli import main; rc = main(sys.argv[1:]); "
+            "print([m for m in ('rich', 'prompt_toolkit') if m in sys.modules], file=sys.stderr)")
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        proc = subprocess.run([sys.executable, "-c", code, "-p", "hi"], cwd=ws, env=clean_env(tmp_path, mock),
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "[]"

@@ -1,0 +1,136 @@
+"""How the `tooloop` command shows a run: tool lines, result previews, thinking, status lines, and plain
+output without escape codes."""
+
+import io
+import re
+
+import pytest
+
+from tooloop.cli.render import (
+    Renderer,
+    estimate_cost,
+    preview_lines,
+    status_line,
+    summarize_call,
+)
+
+ANSI = re.compile(r"\x1b\[")
+
+
+@pytest.mark.parametrize("name,inp,expected", [
+    ("bash", {"command": "python3 hello.py"}, "bash(python3 hello.py)"),
+    ("bash", {"command": "cd src\nmake"}, "bash(cd src …)"),
+    ("read_file", {"path": "a.py", "offset": 10, "limit": 5}, "read_file(a.py:10-14)"),
+    ("write_file", {"path": "hello.py", "content": "a\nb\n"}, "write_file(hello.py, 2 lines)"),
+    ("edit_file", {"path": "x.rs", "old_text": "a", "new_text": "b", "replace_all": True}, "edit_file(x.rs, all)"),
+    ("get_weather", {"city": "Paris"}, 'get_weather("city":"Paris")'),
+])
+def test_summarize_call_is_one_line_with_the_argument_that_matters(name, inp, expected):
+    assert summarize_call(name, inp) == expected
+
+
+def test_summarize_call_is_clipped_to_the_width():
+    line = summarize_call("bash", {"command": "echo " + "x" * 500}, width=60)
+    assert len(line) == 60 and line.endswith("…")
+
+
+def test_preview_shows_first_lines_and_counts_the_rest():
+    assert preview_lines("exit code: 0\nHello, world!") == ["exit code: 0", "Hello, world!"]
+    lines = preview_lines("\n".join(f"line {i}" for i in range(10)))
+    assert lines == ["line 0", "line 1", "line 2", "… +7 lines"]
+    assert preview_lines("") == ["(no output)"]
+    assert preview_lines([{"type": "text", "text": "a"}, {"type": "image"}]) == ["a", "[image]"]
+
+
+def test_status_line_has_model_turns_tokens_cache_and_cost():
+    usage = {"input_tokens": 2483, "output_tokens": 301, "cache_read_input_tokens": 5600,
+             "cache_creation_input_tokens": 1400}
+    line = status_line("claude-sonnet-4-6", 5, usage)
+    assert line.startswith("claude-sonnet-4-6 · 5 turns · 2,483 in / 301 out · 5,600 cache read · $")
+    cost = estimate_cost("claude-sonnet-4-6", usage)
+    # 3 $/M in, 15 $/M out, cache writes 1.25×, reads 0.1× the input price
+    assert cost == pytest.approx((2483 * 3 + 1400 * 3.75 + 5600 * 0.3 + 301 * 15) / 1e6)
+    assert status_line("my-llama", 1, usage).endswith("cost n/a")
+    assert "1 turn ·" in status_line("my-llama", 1, usage)
+
+
+def events(r):
+    r.thinking("line one\nline two\nline three\nline four\nline five")
+    r.text("Answer ")
+    r.text("streamed.")
+    r.tool_use("bash", {"command": "ls"})
+    r.tool_result("bash", "exit code: 0\na\nb\nc\nd", False, 1500)
+    r.tool_result("write_file", "cannot write 'x': denied", True)
+    r.text("Done.")
+    r.status("model · 1 turn")
+
+
+def test_plain_renderer_writes_no_escape_codes_and_cuts_thinking():
+    out = io.StringIO()
+    events(Renderer(out, color=False))
+    text = out.getvalue()
+    assert not ANSI.search(text)
+    assert text == (
+        "thinking: line one\n  line two\n  line three …\n"
+        "Answer streamed.\n"
+        "● bash(ls)\n"
+        "  ⎿ exit code: 0  (1.5s)\n    a\n    b\n    … +2 lines\n"
+        "  ⎿ error: cannot write 'x': denied\n"
+        "Done.\n"
+        "─ model · 1 turn\n")
+
+
+def test_ascii_renderer_for_terminals_without_utf8():
+    out = io.StringIO()
+    events(Renderer(out, color=False, unicode=False))
+    assert "* bash(ls)" in out.getvalue() and "  -> exit code: 0" in out.getvalue()
+    out.getvalue().encode("ascii")
+
+
+def test_color_renderer_styles_lines_but_keeps_the_text():
+    out = io.StringIO()
+    events(Renderer(out, color=True))
+    text = out.getvalue()
+    assert ANSI.search(text)
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    assert "Answer streamed." in plain and "● bash(ls)" in plain and "line three …" in plain
+
+
+def test_streamed_text_is_written_at_once():
+    class Spy(io.StringIO):
+        flushes = 0
+
+        def flush(self):
+            Spy.flushes += 1
+
+    out = Spy()
+    r = Renderer(out, color=False)
+    r.text("par")
+    assert out.getvalue() == "par" and Spy.flushes >= 1
+
+
+def test_permission_request_shows_the_change():
+    out = io.StringIO()
+    Renderer(out, color=False).permission_request(
+        "edit_file", {"path": "a.py", "old_text": "x = 1", "new_text": "x = 2"})
+    text = out.getvalue()
+    assert "edit_file(a.py)" in text and "    - x = 1\n" in text and "    + x = 2\n" in text
+    assert text.rstrip().endswith("(or type a reason to refuse):")
+
+
+def test_refused_call_is_shown_with_what_was_refused():
+    """A refused call has no tool_use event: its line comes from what the policy saw."""
+    out = io.StringIO()
+    r = Renderer(out, color=False)
+    r.note_call("t1", "bash", {"command": "rm -rf build"})
+    r.tool_result("bash", "Permission denied: the user said no", True, 0, "t1")
+    assert out.getvalue() == "● bash(rm -rf build)\n  ⎿ denied: the user said no\n"
+
+
+def test_call_asked_about_is_not_repeated_when_it_runs():
+    out = io.StringIO()
+    r = Renderer(out, color=False)
+    r.permission_request("bash", {"command": "ls"}, "t1")
+    r.tool_use("bash", {"command": "ls"}, "t1")
+    r.tool_result("bash", "exit code: 0", False, 5, "t1")
+    assert out.getvalue().count("bash(ls)") == 1
