@@ -418,10 +418,15 @@ impl Agent {
             run.message = Some(message.clone());
             let calls: Vec<ToolUseBlock> = message.tool_uses().into_iter().cloned().collect();
             match message.stop_reason {
-                Some(StopReason::MaxTokens) => {
-                    // A call cut off by max_tokens has incomplete input: never run it.
+                Some(stop @ (StopReason::MaxTokens | StopReason::ModelContextWindowExceeded | StopReason::Refusal)) => {
+                    // The turn was cut off (a call's input may be incomplete) or refused: never run its calls,
+                    // and stop — asking again would hit the same wall. Each call still gets its one result.
+                    let why = match stop {
+                        StopReason::MaxTokens => "not run: the response hit max_tokens before this tool call was complete",
+                        StopReason::Refusal => "not run: the model refused in the turn that made this tool call",
+                        _ => "not run: the response hit the context window limit before this tool call was complete",
+                    };
                     for call in &calls {
-                        let why = "not run: the response hit max_tokens before this tool call was complete";
                         self.record(Entry::tool_result(&call.id, &call.name, Value::String(why.into()), true))?;
                     }
                     return Ok(run);
@@ -450,21 +455,39 @@ impl Agent {
         let id = self.conversation.push(entry);
         let started = Instant::now();
         let before = run_usage.clone();
+        let streamed = std::cell::Cell::new(false);
         let mut send_event = |ev: StreamEvent| match ev {
-            StreamEvent::TextDelta { text, .. } => on_event(&Event::Text { text }),
-            StreamEvent::ThinkingDelta { thinking, .. } => on_event(&Event::Thinking { thinking }),
-            StreamEvent::ToolInputDelta { index, partial_json } => on_event(&Event::ToolInputDelta { index, partial_json }),
+            StreamEvent::TextDelta { text, .. } => {
+                streamed.set(true);
+                on_event(&Event::Text { text })
+            }
+            StreamEvent::ThinkingDelta { thinking, .. } => {
+                streamed.set(true);
+                on_event(&Event::Thinking { thinking })
+            }
+            StreamEvent::ToolInputDelta { index, partial_json } => {
+                streamed.set(true);
+                on_event(&Event::ToolInputDelta { index, partial_json })
+            }
             StreamEvent::Usage(u) => {
+                streamed.set(true);
                 let mut total = before.clone();
                 total.add(&u);
                 on_event(&Event::Usage { turn: u, run: total });
             }
-            StreamEvent::ToolUseStart { .. } | StreamEvent::Raw { .. } => {}
+            StreamEvent::ToolUseStart { .. } => streamed.set(true),
+            StreamEvent::Raw { .. } => {}
         };
         let result = self.provider.send(&request, cancel, &mut send_event);
         let duration_ms = started.elapsed().as_millis() as u64;
         match result {
             Ok(resp) => {
+                if !streamed.get() {
+                    // A provider that answered in one piece (a JSON response) reported nothing as it went:
+                    // give the host the events a stream would have, so a UI shows the text and the usage
+                    // whether `stream` is on or off.
+                    crate::provider::host::emit_message_events(&resp.message, &mut send_event);
+                }
                 let m = resp.message;
                 self.conversation.update(&id, |e| {
                     e.content = m.content.clone();

@@ -471,6 +471,113 @@ mod tests {
     }
 
     #[test]
+    fn streaming_entries_are_left_out_of_the_view() {
+        let c = Conversation::new();
+        c.add(EntryRole::User, vec![ContentBlock::text("q")]);
+        let mut live = Entry::new(EntryRole::Assistant, vec![ContentBlock::text("half an ans")]);
+        live.status = EntryStatus::Streaming;
+        c.push(live);
+        assert_eq!(c.api_view(), vec![Message::user("q")]);
+    }
+
+    #[test]
+    fn a_paused_turn_and_its_continuation_merge_into_one_assistant_message() {
+        let c = Conversation::new();
+        c.add(EntryRole::User, vec![ContentBlock::text("q")]);
+        let server = ContentBlock::Unknown(json!({"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {}}));
+        c.add(EntryRole::Assistant, vec![ContentBlock::text("searching"), server.clone()]);
+        c.add(EntryRole::Assistant, vec![ContentBlock::text("found it")]);
+        let v = c.api_view();
+        assert_eq!(roles(&v), vec![Role::User, Role::Assistant]);
+        assert_eq!(v[1].content, vec![ContentBlock::text("searching"), server, ContentBlock::text("found it")]);
+    }
+
+    #[test]
+    fn a_trailing_unanswered_tool_use_gets_a_synthesized_error_result() {
+        let c = Conversation::new();
+        c.add(EntryRole::User, vec![ContentBlock::text("q")]);
+        c.add(EntryRole::Assistant, vec![tool_use("a"), tool_use("b")]);
+        let v = c.api_view();
+        assert_eq!(roles(&v), vec![Role::User, Role::Assistant, Role::User]);
+        for (block, id) in v[2].content.iter().zip(["a", "b"]) {
+            match block {
+                ContentBlock::ToolResult(r) => {
+                    assert_eq!((r.tool_use_id.as_str(), r.is_error), (id, Some(true)));
+                    assert!(r.text().contains("not run"), "{}", r.text());
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_second_result_for_one_call_is_kept_as_text_not_sent_twice() {
+        let c = Conversation::new();
+        c.add(EntryRole::User, vec![ContentBlock::text("q")]);
+        c.add(EntryRole::Assistant, vec![tool_use("a")]);
+        c.push(Entry::tool_result("a", "f", json!("first"), false));
+        c.push(Entry::tool_result("a", "f", json!("second"), false));
+        let v = c.api_view();
+        let results = v[2].content.iter().filter(|b| matches!(b, ContentBlock::ToolResult(_))).count();
+        assert_eq!(results, 1);
+        assert!(matches!(&v[2].content[0], ContentBlock::ToolResult(r) if r.text() == "first"));
+        assert!(matches!(&v[2].content[1], ContentBlock::Text(t) if t.text.contains("second")));
+    }
+
+    #[test]
+    fn a_late_result_for_an_earlier_turn_becomes_text_and_the_earlier_call_is_answered() {
+        let c = Conversation::new();
+        c.add(EntryRole::User, vec![ContentBlock::text("q")]);
+        c.add(EntryRole::Assistant, vec![tool_use("a")]);
+        c.add(EntryRole::User, vec![ContentBlock::text("never mind")]);
+        c.add(EntryRole::Assistant, vec![ContentBlock::text("ok")]);
+        c.push(Entry::tool_result("a", "f", json!("late"), false));
+        let v = c.api_view();
+        assert_eq!(roles(&v), vec![Role::User, Role::Assistant, Role::User, Role::Assistant, Role::User]);
+        assert!(matches!(&v[2].content[0], ContentBlock::ToolResult(r) if r.tool_use_id == "a" && r.is_error == Some(true)));
+        assert_eq!(v[4].content.len(), 1);
+        assert!(matches!(&v[4].content[0], ContentBlock::Text(t) if t.text.contains("late")));
+    }
+
+    #[test]
+    fn pending_tool_uses_skip_error_turns_and_empty_when_all_answered() {
+        let c = Conversation::new();
+        c.add(EntryRole::User, vec![ContentBlock::text("q")]);
+        c.add(EntryRole::Assistant, vec![tool_use("a")]);
+        c.push(Entry::tool_result("a", "f", json!("A"), false));
+        let mut cut = Entry::new(EntryRole::Assistant, vec![tool_use("b")]);
+        cut.status = EntryStatus::Error;
+        c.push(cut);
+        assert!(c.pending_tool_uses().is_empty(), "a failed turn's calls are not pending: they never ran");
+    }
+
+    #[test]
+    fn usage_sums_complete_and_error_entries_cache_fields_included() {
+        let c = Conversation::new();
+        let mut ok = Entry::new(EntryRole::Assistant, vec![ContentBlock::text("a")]);
+        ok.usage = Some(Usage { input_tokens: 10, output_tokens: 2, cache_read_input_tokens: Some(30), ..Default::default() });
+        let mut failed = Entry::new(EntryRole::Assistant, vec![]);
+        failed.status = EntryStatus::Error;
+        failed.usage = Some(Usage { input_tokens: 5, cache_creation_input_tokens: Some(7), ..Default::default() });
+        c.push(ok);
+        c.push(failed);
+        let u = c.usage();
+        assert_eq!((u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens), (15, 2, Some(30), Some(7)));
+    }
+
+    #[test]
+    fn update_and_append_by_id_and_unknown_ids_report_false() {
+        let c = Conversation::new();
+        let id = c.add(EntryRole::Assistant, vec![ContentBlock::text("a")]);
+        assert!(c.append(&id, vec![ContentBlock::text("b")]));
+        assert!(c.update(&id, |e| e.status = EntryStatus::Error));
+        assert_eq!(c.get(&id).unwrap().content.len(), 2);
+        assert_eq!(c.get(&id).unwrap().status, EntryStatus::Error);
+        assert!(!c.update("nope", |_| {}));
+        assert!(!c.append("nope", vec![]));
+    }
+
+    #[test]
     fn ids_are_unique() {
         let ids: std::collections::HashSet<String> = (0..1000).map(|_| new_id()).collect();
         assert_eq!(ids.len(), 1000);

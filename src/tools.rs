@@ -308,20 +308,34 @@ pub fn truncate_output(text: String, max: usize) -> String {
     format!("{}\n[output truncated: {cut} of {} bytes were cut; ask for less output or a narrower range]", &text[..end], text.len())
 }
 
+/// Cut the text of `blocks` to `max` bytes in all. Text blocks past the budget are dropped (one note says how
+/// many), not kept as a byte plus a note each: that would let many small blocks go far past the limit.
 fn truncate_blocks(blocks: Vec<Value>, max: usize) -> Vec<Value> {
     let mut budget = max;
-    blocks
-        .into_iter()
-        .map(|mut b| {
-            if let Some(Value::String(t)) = b.get_mut("text") {
-                let taken = std::mem::take(t);
-                let len = taken.len();
-                *t = truncate_output(taken, budget.max(1));
-                budget = budget.saturating_sub(len);
+    let (mut dropped, mut dropped_bytes) = (0usize, 0usize);
+    let mut out = Vec::with_capacity(blocks.len());
+    for mut b in blocks {
+        if let Some(Value::String(t)) = b.get_mut("text") {
+            if budget == 0 {
+                dropped += 1;
+                dropped_bytes += t.len();
+                continue;
             }
-            b
-        })
-        .collect()
+            let taken = std::mem::take(t);
+            let len = taken.len();
+            *t = truncate_output(taken, budget);
+            budget = budget.saturating_sub(len);
+        }
+        out.push(b);
+    }
+    if dropped > 0 {
+        let note = format!(
+            "[output truncated: {dropped} more text block(s) ({dropped_bytes} bytes) were cut; \
+             ask for less output or a narrower range]"
+        );
+        out.push(serde_json::json!({"type": "text", "text": note}));
+    }
+    out
 }
 
 fn type_matches(expected: &str, v: &Value) -> bool {
@@ -488,6 +502,21 @@ mod tests {
         let text = out.content.as_str().unwrap();
         assert!(text.len() < DEFAULT_MAX_OUTPUT_BYTES + 200);
         assert!(text.contains("[output truncated: 28800 of 80000 bytes were cut"), "{}", &text[text.len() - 120..]);
+    }
+
+    #[test]
+    fn many_text_blocks_are_cut_to_the_limit_in_all_with_one_note() {
+        let r = ToolRegistry::new();
+        let blocks = |_: &Value, _: &ToolContext<'_>| {
+            Ok(ToolOutput::Blocks((0..2000).map(|_| json!({"type": "text", "text": "y".repeat(1024)})).collect()))
+        };
+        r.register(Tool::new("many", "", json!({}), blocks).unwrap()).unwrap();
+        let out = r.execute(&call("many", json!({})), &CancelToken::new());
+        let items = out.content.as_array().unwrap();
+        let total: usize = items.iter().map(|b| b["text"].as_str().unwrap().len()).sum();
+        assert!(total < DEFAULT_MAX_OUTPUT_BYTES + 300, "{total} bytes of text went through");
+        assert_eq!(items.len(), 51, "50 full blocks and one note");
+        assert!(items[50]["text"].as_str().unwrap().contains("1950 more text block(s) (1996800 bytes) were cut"));
     }
 
     #[test]

@@ -41,7 +41,9 @@ impl AnthropicProvider {
     }
 
     fn http_request(&self, request: &Request) -> Result<HttpRequest> {
-        let body = serde_json::to_vec(request).map_err(|e| Error::Config(format!("request not serializable: {e}")))?;
+        let sanitized = with_object_tool_inputs(request);
+        let body = serde_json::to_vec(sanitized.as_ref().unwrap_or(request))
+            .map_err(|e| Error::Config(format!("request not serializable: {e}")))?;
         let mut headers = vec![
             ("content-type".to_string(), "application/json".to_string()),
             ("anthropic-version".to_string(), API_VERSION.to_string()),
@@ -57,6 +59,25 @@ impl AnthropicProvider {
         }
         Ok(HttpRequest { url: format!("{}/v1/messages", self.base_url), headers, body })
     }
+}
+
+/// The Messages API takes only objects as `tool_use.input`. A call cut off by max_tokens (or one whose JSON
+/// never parsed) holds the raw string; it was never run, and its error result explains why, so `{}` stands
+/// in for it on this wire. Returns `None` (no copy) when every input is already an object.
+fn with_object_tool_inputs(request: &Request) -> Option<Request> {
+    let bad = |b: &ContentBlock| matches!(b, ContentBlock::ToolUse(t) if !t.input.is_object());
+    if !request.messages.iter().any(|m| m.content.iter().any(bad)) {
+        return None;
+    }
+    let mut copy = request.clone();
+    for block in copy.messages.iter_mut().flat_map(|m| m.content.iter_mut()) {
+        if let ContentBlock::ToolUse(t) = block {
+            if !t.input.is_object() {
+                t.input = Value::Object(Map::new());
+            }
+        }
+    }
+    Some(copy)
 }
 
 /// Adds the "which variable to set" hint to errors a person fixes in their environment.

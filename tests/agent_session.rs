@@ -1,0 +1,632 @@
+//! Failure without loss, resume, and sessions (items 4 and 5), end to end: through the scripted provider
+//! and through the real `AnthropicProvider` against the mock server (`tests/mock`). The loop itself
+//! (tools, stop reasons, events, cancel) is in `tests/agent_loop.rs`.
+//!
+//! Every scenario ends with `assert_valid_view` on the agent's view AND on every request that went out.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)]
+
+#[path = "common/mock.rs"]
+mod mock;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, mpsc};
+use std::time::{Duration, Instant};
+
+use mock::{MockServer, scenario};
+use serde_json::{Value, json};
+use tooloop::provider::host::{ScriptStep, reply};
+use tooloop::provider::{FnProvider, ScriptedProvider, Secret};
+use tooloop::types::ToolUseBlock;
+use tooloop::{
+    Agent, AgentConfig, ApiError, ApiErrorKind, ContentBlock, Entry, EntryRole, EntryStatus, Error, Event, LoadReport,
+    Message, MessageResponse, Protocol, Provider, ProviderConfig, Role, Session, StopReason, Tool, ToolContext,
+    ToolOutput,
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Helpers (the same as in tests/agent_loop.rs: each integration test file is its own crate).
+// ---------------------------------------------------------------------------------------------------------
+
+const KEY: &str = "sk-ant-mock-agent-session-SECRET-5f3c9e71";
+
+/// The API view invariant: starts with a user turn, roles alternate, every tool_use is answered exactly once
+/// by a tool_result at the front of the very next user message, in call order, and no tool_result appears
+/// anywhere else.
+fn assert_valid_view(view: &[Message]) {
+    assert!(!view.is_empty(), "the view is empty");
+    assert_eq!(view[0].role, Role::User, "the view must start with a user turn: {view:#?}");
+    for (i, pair) in view.windows(2).enumerate() {
+        assert_ne!(pair[0].role, pair[1].role, "roles must alternate (messages {i} and {}): {view:#?}", i + 1);
+    }
+    for (i, m) in view.iter().enumerate() {
+        assert!(!m.content.is_empty(), "message {i} is empty: {view:#?}");
+        let calls: Vec<&str> = m
+            .content
+            .iter()
+            .filter_map(|b| if let ContentBlock::ToolUse(t) = b { Some(t.id.as_str()) } else { None })
+            .collect();
+        if m.role == Role::Assistant {
+            if calls.is_empty() {
+                continue;
+            }
+            let next =
+                view.get(i + 1).unwrap_or_else(|| panic!("tool_use in the last message {i} is unanswered: {view:#?}"));
+            let leading: Vec<&str> = next
+                .content
+                .iter()
+                .map_while(|b| if let ContentBlock::ToolResult(r) = b { Some(r.tool_use_id.as_str()) } else { None })
+                .collect();
+            assert_eq!(
+                leading,
+                calls,
+                "message {} must open with one result per call of message {i}, in call order",
+                i + 1
+            );
+            let all_results = next.content.iter().filter(|b| matches!(b, ContentBlock::ToolResult(_))).count();
+            assert_eq!(all_results, calls.len(), "message {} holds tool_results after its text", i + 1);
+        } else {
+            let after_calls = i > 0 && view[i - 1].content.iter().any(|b| matches!(b, ContentBlock::ToolUse(_)));
+            if !after_calls {
+                assert!(
+                    !m.content.iter().any(|b| matches!(b, ContentBlock::ToolResult(_))),
+                    "user message {i} holds a tool_result but does not follow a tool_use turn: {view:#?}"
+                );
+            }
+        }
+    }
+}
+
+/// The `messages` of a recorded request body, parsed and checked.
+fn checked_messages(body: &Value) -> Vec<Message> {
+    let view: Vec<Message> = serde_json::from_value(body["messages"].clone()).expect("request messages parse");
+    assert_valid_view(&view);
+    view
+}
+
+/// `(tool_use_id, text, is_error)` of every tool_result block of a message (JSON).
+fn results_of(message: &Value) -> Vec<(String, String, bool)> {
+    message["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| {
+            let text = match &b["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(items) => items.iter().filter_map(|x| x["text"].as_str()).collect::<Vec<_>>().join("\n"),
+                other => other.to_string(),
+            };
+            (b["tool_use_id"].as_str().unwrap_or("").to_string(), text, b["is_error"] == true)
+        })
+        .collect()
+}
+
+fn config() -> AgentConfig {
+    AgentConfig { model: "claude-sonnet-4-6".into(), max_tokens: 1024, ..Default::default() }
+}
+
+fn anthropic(mock: &MockServer) -> Arc<dyn Provider> {
+    let mut c = ProviderConfig::new(Protocol::Anthropic);
+    c.api_key = Some(Secret::new(KEY));
+    c.base_url = Some(mock.base_url());
+    c.http.initial_backoff = Duration::from_millis(10);
+    c.http.max_backoff = Duration::from_millis(50);
+    c.build().expect("provider builds")
+}
+
+/// The scenario's responses as scripted steps: `anthropic` messages become replies, error statuses become
+/// one `Fail` each (the scripted provider has no HTTP retries).
+fn scripted_steps(scenario: &Value) -> Vec<ScriptStep> {
+    scenario["responses"]
+        .as_array()
+        .expect("scenario responses")
+        .iter()
+        .map(|r| {
+            if let Some(m) = r.get("anthropic") {
+                ScriptStep::Reply(
+                    serde_json::from_value::<MessageResponse>(m.clone()).expect("anthropic message parses"),
+                )
+            } else {
+                let status = r["status"].as_u64().unwrap_or(500) as u16;
+                let error_type = r["json"]["error"]["type"].as_str().unwrap_or("").to_string();
+                ScriptStep::Fail(Error::Api(ApiError {
+                    kind: ApiErrorKind::classify(status, &error_type),
+                    status,
+                    error_type,
+                    message: r["json"]["error"]["message"].as_str().unwrap_or("").to_string(),
+                    request_id: None,
+                    retry_after: None,
+                    hint: None,
+                }))
+            }
+        })
+        .collect()
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    /// ScriptedProvider replaying the scenario's messages.
+    Scripted,
+    /// AnthropicProvider against the mock server, `stream: true` (SSE).
+    MockSse,
+    /// AnthropicProvider against the mock server, `stream: false` (JSON).
+    MockJson,
+}
+
+/// An agent wired to one backend, with access to what the backend received.
+struct Rig {
+    agent: Arc<Agent>,
+    mock: Option<MockServer>,
+    scripted: Option<Arc<ScriptedProvider>>,
+}
+
+impl Rig {
+    fn new(kind: Kind, scenario: &Value, mut config: AgentConfig) -> Rig {
+        match kind {
+            Kind::Scripted => {
+                let p = Arc::new(ScriptedProvider::with_steps(scripted_steps(scenario)));
+                Rig { agent: Arc::new(Agent::new(p.clone(), config)), mock: None, scripted: Some(p) }
+            }
+            Kind::MockSse | Kind::MockJson => {
+                config.stream = kind == Kind::MockSse;
+                let mock = MockServer::start(scenario);
+                Rig { agent: Arc::new(Agent::new(anthropic(&mock), config)), mock: Some(mock), scripted: None }
+            }
+        }
+    }
+
+    /// Request bodies as the backend received them (the Messages API JSON shape).
+    fn requests(&self) -> Vec<Value> {
+        match (&self.mock, &self.scripted) {
+            (Some(m), _) => m.requests().into_iter().map(|r| r["body"].clone()).collect(),
+            (None, Some(s)) => s.requests().iter().map(|r| serde_json::to_value(r).unwrap()).collect(),
+            _ => unreachable!(),
+        }
+    }
+
+    /// The invariant on the agent's view and on every request that went out.
+    fn check(&self) {
+        assert_valid_view(&self.agent.messages());
+        for body in self.requests() {
+            if !body.is_null() {
+                checked_messages(&body);
+            }
+        }
+    }
+}
+
+fn weather_schema() -> Value {
+    json!({"type": "object", "properties": {"city": {"type": "string"}, "units": {"type": "string"}}, "required": ["city"]})
+}
+
+/// get_weather: counts its calls.
+fn weather_tool(calls: Arc<AtomicUsize>) -> Tool {
+    Tool::new(
+        "get_weather",
+        "Current weather in a city.",
+        weather_schema(),
+        move |input: &Value, _: &ToolContext<'_>| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok(ToolOutput::Text(format!("18 °C, partly cloudy in {}", input["city"].as_str().unwrap_or("?"))))
+        },
+    )
+    .unwrap()
+}
+
+fn tool_use(id: &str, name: &str, input: Value) -> ContentBlock {
+    ContentBlock::ToolUse(ToolUseBlock { id: id.into(), name: name.into(), input, extra: Default::default() })
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Session helpers.
+// ---------------------------------------------------------------------------------------------------------
+
+/// A scratch folder removed on drop (std only: the crate has no dev-dependencies).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("tooloop-agent-session-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The session file's lines, each with its trailing newline.
+fn lines_of(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.split_inclusive('\n').map(str::to_string).collect()
+}
+
+/// Every line is complete and parses as JSON (nothing glued onto a torn line).
+fn assert_clean_jsonl(path: &Path) {
+    for (i, line) in lines_of(path).iter().enumerate() {
+        assert!(line.ends_with('\n'), "line {} has no newline: {line:?}", i + 1);
+        serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("line {} does not parse ({e}): {line:?}", i + 1));
+    }
+}
+
+fn body_messages(body: &Value) -> Value {
+    body["messages"].clone()
+}
+
+const SESSION_INPUT: &str = "What's the weather in Paris?";
+
+/// Run the `agent_session_tool_turn` scenario's first run (tool turn + final text) with a session at `path`.
+/// Returns the mock (for its recorded requests) and the agent.
+fn first_run_with_session(path: &Path) -> (MockServer, Arc<Agent>, Arc<AtomicUsize>) {
+    let mock = MockServer::start(&scenario("agent_session_tool_turn"));
+    let agent = Arc::new(Agent::new(anthropic(&mock), config()));
+    let report = agent.attach_session(Session::open(path).unwrap()).unwrap();
+    assert!(report.created && report.entries.is_empty());
+    let calls = Arc::new(AtomicUsize::new(0));
+    agent.tools().register(weather_tool(calls.clone())).unwrap();
+    let result = agent.run(SESSION_INPUT, &mut |_| {}).unwrap();
+    assert_eq!(result.text, "Paris: 18 °C, partly cloudy.");
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    (mock, agent, calls)
+}
+
+/// A fresh agent on a mock with `responses`, the session at `path` attached.
+fn reload(path: &Path, responses: Value) -> (MockServer, Arc<Agent>, Arc<AtomicUsize>, LoadReport) {
+    let mock = MockServer::start(&json!({ "responses": responses }));
+    let agent = Arc::new(Agent::new(anthropic(&mock), config()));
+    let calls = Arc::new(AtomicUsize::new(0));
+    agent.tools().register(weather_tool(calls.clone())).unwrap();
+    let report = agent.attach_session(Session::open(path).unwrap()).unwrap();
+    (mock, agent, calls, report)
+}
+
+fn text_response(text: &str) -> Value {
+    json!({"expect": {"method": "POST", "path": "/v1/messages"},
+           "anthropic": {"id": "msg_reload", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+                         "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": null,
+                         "usage": {"input_tokens": 9, "output_tokens": 3}}})
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Item 4: nothing is lost; a failed request leaves a valid conversation that resumes without re-running tools.
+// ---------------------------------------------------------------------------------------------------------
+
+#[test]
+fn input_assistant_turns_and_tool_results_are_stored_and_on_disk_before_each_request() {
+    let dir = TempDir::new("before-each-request");
+    let path = dir.file("s.jsonl");
+    let store: Arc<OnceLock<tooloop::Conversation>> = Arc::default();
+    let checked = Arc::new(AtomicUsize::new(0));
+    let (s, p, n) = (store.clone(), path.clone(), checked.clone());
+    let provider = FnProvider::new(move |req: &tooloop::Request, _: &tooloop::CancelToken| {
+        let store = s.get().expect("the store is set before the first run");
+        // Every finished entry (all but the assistant turn now streaming) is in the store AND on disk...
+        let finished: Vec<Entry> =
+            store.snapshot().into_iter().filter(|e| e.status != EntryStatus::Streaming).collect();
+        let on_disk = Session::load(&p).unwrap();
+        assert_eq!(on_disk.torn_tail, None);
+        assert_eq!(
+            on_disk.entries,
+            finished,
+            "the session file lags behind the store at request {}",
+            n.load(Ordering::SeqCst)
+        );
+        // ...and the request is exactly what the file alone reproduces.
+        assert_eq!(req.messages, tooloop::conversation::render_view(&on_disk.entries));
+        let turn = n.fetch_add(1, Ordering::SeqCst);
+        Ok(match turn {
+            0 => reply(
+                vec![
+                    tool_use("t1", "get_weather", json!({"city": "Paris"})),
+                    tool_use("t2", "get_weather", json!({"city": "Rome"})),
+                ],
+                StopReason::ToolUse,
+            ),
+            1 => reply(vec![tool_use("t3", "get_weather", json!({"city": "Oslo"}))], StopReason::ToolUse),
+            _ => reply(vec![ContentBlock::text("All three are mild.")], StopReason::EndTurn),
+        })
+    });
+    let agent = Agent::new(Arc::new(provider), config());
+    store.set(agent.conversation().clone()).unwrap();
+    agent.attach_session(Session::open(&path).unwrap()).unwrap();
+    agent.tools().register(weather_tool(Arc::default())).unwrap();
+    let result = agent.run("Paris, Rome, then Oslo.", &mut |_| {}).unwrap();
+    assert_eq!(result.text, "All three are mild.");
+    assert_eq!(checked.load(Ordering::SeqCst), 3);
+    // After the run, the file holds the whole conversation.
+    assert_eq!(Session::load(&path).unwrap().entries, agent.conversation().snapshot());
+    assert_clean_jsonl(&path);
+    assert_valid_view(&agent.messages());
+}
+
+#[test]
+fn a_request_failing_after_retries_keeps_everything_and_resume_does_not_rerun_the_tool() {
+    for kind in [Kind::Scripted, Kind::MockSse, Kind::MockJson] {
+        let dir = TempDir::new(&format!("529-{kind:?}"));
+        let path = dir.file("s.jsonl");
+        let mut scen = scenario("agent_529_after_tool");
+        if kind == Kind::Scripted {
+            // No HTTP layer, so no retries: one failure stands for the three 529s.
+            scen["responses"].as_array_mut().unwrap().drain(2..4);
+        }
+        let rig = Rig::new(kind, &scen, config());
+        rig.agent.attach_session(Session::open(&path).unwrap()).unwrap();
+        let calls = Arc::new(AtomicUsize::new(0));
+        rig.agent.tools().register(weather_tool(calls.clone())).unwrap();
+
+        let err = rig.agent.run("Weather in Paris?", &mut |_| {}).unwrap_err();
+        let api = err.api().unwrap_or_else(|| panic!("{kind:?}: expected an API error, got {err:?}"));
+        assert_eq!((api.kind, api.status), (ApiErrorKind::Overloaded, 529));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        // Mock: 1 + 3 attempts (2 retries). Scripted: no HTTP layer, one failure.
+        let expected_requests = if kind == Kind::Scripted { 2 } else { 4 };
+        assert_eq!(rig.requests().len(), expected_requests, "{kind:?}");
+        // The failure is visible: an error entry, in the store and in the file.
+        let failed = rig.agent.conversation().snapshot().pop().unwrap();
+        assert_eq!((failed.role, failed.status), (EntryRole::Assistant, EntryStatus::Error));
+        assert!(failed.error.as_deref().unwrap().contains("Overloaded"), "{:?}", failed.error);
+        assert_eq!(Session::load(&path).unwrap().entries.last(), Some(&failed));
+        let view = rig.agent.messages();
+        assert_eq!(view.len(), 3, "user, the tool turn, its result");
+        rig.check();
+
+        let done = rig.agent.resume(&mut |_| {}).unwrap();
+        assert_eq!(done.text, "Paris: 18 °C.");
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "{kind:?}: resume re-ran the tool");
+        let requests = rig.requests();
+        assert_eq!(requests.len(), expected_requests + 1);
+        assert_eq!(
+            body_messages(&requests[expected_requests]),
+            body_messages(&requests[1]),
+            "resume re-sends the same view"
+        );
+        rig.check();
+
+        // The file alone gives back the same conversation.
+        let reloaded = Agent::new(Arc::new(ScriptedProvider::new([])), config());
+        reloaded.attach_session(Session::open(&path).unwrap()).unwrap();
+        assert_eq!(reloaded.messages(), rig.agent.messages());
+        assert_eq!(reloaded.conversation().snapshot(), rig.agent.conversation().snapshot());
+    }
+}
+
+#[test]
+fn a_stream_cut_off_mid_response_keeps_the_partial_as_an_error_entry_and_resume_resends_the_same_view() {
+    let rig = Rig::new(Kind::MockSse, &scenario("anthropic_stream_drop"), config());
+    let err = rig.agent.run("Say something long.", &mut |_| {}).unwrap_err();
+    assert!(matches!(err, Error::StreamInterrupted { .. }), "{err:?}");
+    let failed = rig.agent.conversation().snapshot().pop().unwrap();
+    assert_eq!(failed.status, EntryStatus::Error);
+    assert!(!failed.content.is_empty(), "the partial text is kept for the record");
+    assert_eq!(rig.agent.messages(), vec![Message::user("Say something long.")]);
+    rig.check();
+    rig.mock.as_ref().unwrap().load(&scenario("anthropic_text"));
+    rig.agent.resume(&mut |_| {}).unwrap();
+    assert_eq!(checked_messages(&rig.requests()[0]), vec![Message::user("Say something long.")]);
+    rig.check();
+}
+
+#[test]
+fn resume_on_an_empty_conversation_is_a_config_error() {
+    let agent = Agent::new(Arc::new(ScriptedProvider::new([])), config());
+    assert!(matches!(agent.resume(&mut |_| {}), Err(Error::Config(_))));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Item 5: sessions.
+// ---------------------------------------------------------------------------------------------------------
+
+#[test]
+fn a_session_truncated_mid_line_keeps_every_complete_line_reports_the_torn_one_and_resumes() {
+    let dir = TempDir::new("torn");
+    let path = dir.file("s.jsonl");
+    let (first_mock, first, _) = first_run_with_session(&path);
+    let lines = lines_of(&path);
+    assert_eq!(lines.len(), 5, "header, user, tool turn, tool result, final turn: {lines:#?}");
+    // A crash while the final turn's line was being written: half of it made it to disk.
+    let full: usize = lines.iter().map(String::len).sum();
+    let torn = lines[4].len() / 2;
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len((full - lines[4].len() + torn) as u64).unwrap();
+    drop(f);
+
+    let (mock, agent, calls, report) = reload(&path, json!([text_response("Yes, still 18 °C.")]));
+    assert_eq!(report.torn_tail, Some((5, torn)), "the torn line is reported (line number, bytes)");
+    assert!(report.skipped.is_empty());
+    assert_eq!(report.entries.len(), 3);
+    assert_eq!(report.entries, first.conversation().snapshot()[..3].to_vec(), "every complete line is kept");
+    // The torn line is gone from the file, so the next line starts on a line of its own.
+    assert_clean_jsonl(&path);
+
+    agent.resume(&mut |_| {}).unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "the tool already ran before the crash");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 1);
+    // The next request is the one the first agent sent after its tool ran: the turn lost in the crash is asked again.
+    assert_eq!(body_messages(&requests[0]["body"]), body_messages(&first_mock.requests()[1]["body"]));
+    checked_messages(&requests[0]["body"]);
+    assert_clean_jsonl(&path);
+    let after = Session::load(&path).unwrap();
+    assert_eq!((after.torn_tail, after.entries.len()), (None, 4));
+    assert_valid_view(&agent.messages());
+}
+
+#[test]
+fn a_session_ending_in_an_unanswered_tool_use_is_repaired_with_an_interrupted_error_result() {
+    // Two ways to get there: a crash tore the tool result's line, or the process died before writing it.
+    let dir = TempDir::new("unanswered");
+    let torn_path = dir.file("torn.jsonl");
+    first_run_with_session(&torn_path);
+    let lines = lines_of(&torn_path);
+    let keep: usize = lines[..3].iter().map(String::len).sum::<usize>() + lines[3].len() / 3;
+    std::fs::OpenOptions::new().write(true).open(&torn_path).unwrap().set_len(keep as u64).unwrap();
+
+    let written_path = dir.file("written.jsonl");
+    {
+        let mut s = Session::open(&written_path).unwrap();
+        s.append(&Entry::new(EntryRole::User, vec![ContentBlock::text(SESSION_INPUT)])).unwrap();
+        let mut turn = Entry::new(
+            EntryRole::Assistant,
+            vec![
+                ContentBlock::text("Looking it up."),
+                tool_use("toolu_01AgSs1", "get_weather", json!({"city": "Paris"})),
+            ],
+        );
+        turn.stop_reason = Some(StopReason::ToolUse);
+        s.append(&turn).unwrap();
+    }
+
+    for path in [torn_path, written_path] {
+        let (mock, agent, calls, report) = reload(&path, json!([text_response("I could not check, sorry.")]));
+        assert_eq!(report.entries.len(), 2, "{}", path.display());
+        let repaired = agent.conversation().snapshot().pop().unwrap();
+        assert_eq!(repaired.role, EntryRole::Tool);
+        let text = serde_json::to_string(&repaired.content).unwrap();
+        assert!(text.contains("\"is_error\":true") && text.contains("interrupted"), "{text}");
+        assert!(!text.to_lowercase().contains("denied"), "an interrupted call is not a denied one: {text}");
+        // The repair is itself recorded, so the file no longer ends in an unanswered call.
+        let on_disk = Session::load(&path).unwrap();
+        assert_eq!((on_disk.torn_tail, on_disk.entries.last()), (None, Some(&repaired)));
+        assert_valid_view(&agent.messages());
+
+        agent.resume(&mut |_| {}).unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 0, "a call that may have run is never re-run");
+        let body = mock.requests()[0]["body"].clone();
+        let results = results_of(&body["messages"][2]);
+        assert_eq!(results.len(), 1);
+        assert_eq!(results[0].0, "toolu_01AgSs1");
+        assert!(results[0].2 && results[0].1.contains("interrupted"), "{results:?}");
+        checked_messages(&body);
+        assert_clean_jsonl(&path);
+    }
+}
+
+#[test]
+fn a_reloaded_session_resumes_exactly_where_it_stopped() {
+    let dir = TempDir::new("exact");
+    let path = dir.file("s.jsonl");
+    let (_m, first, _) = first_run_with_session(&path);
+    let (mock, agent, _, report) = reload(&path, json!([text_response("Yes, still 18 °C.")]));
+    assert_eq!(report.torn_tail, None);
+    assert!(!report.created);
+    assert_eq!(agent.conversation().snapshot(), first.conversation().snapshot(), "entries come back identical");
+    assert_eq!(agent.messages(), first.messages());
+    assert_eq!(agent.usage(), first.usage(), "usage, cache fields included, survives the reload");
+
+    agent.run("Still?", &mut |_| {}).unwrap();
+    let mut expected = serde_json::to_value(first.messages()).unwrap();
+    expected.as_array_mut().unwrap().push(json!({"role": "user", "content": [{"type": "text", "text": "Still?"}]}));
+    assert_eq!(body_messages(&mock.requests()[0]["body"]), expected);
+    assert_valid_view(&agent.messages());
+}
+
+#[test]
+fn the_session_file_never_contains_the_api_key() {
+    let dir = TempDir::new("secret");
+    let path = dir.file("s.jsonl");
+    let mut responses = vec![
+        json!({"status": 401, "json": {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}}),
+    ];
+    responses.extend(scenario("agent_session_tool_turn")["responses"].as_array().unwrap()[..2].iter().cloned());
+    let mock = MockServer::start(&json!({ "responses": responses }));
+    let agent = Agent::new(anthropic(&mock), config());
+    agent.attach_session(Session::open(&path).unwrap()).unwrap();
+    agent.tools().register(weather_tool(Arc::default())).unwrap();
+
+    let err = agent.run("hello", &mut |_| {}).unwrap_err();
+    assert_eq!(err.api().map(|a| a.kind), Some(ApiErrorKind::Authentication));
+    agent.run(SESSION_INPUT, &mut |_| {}).unwrap();
+    // The key did go over the wire (so this test can fail)...
+    assert_eq!(mock.requests()[0]["headers"]["x-api-key"], KEY);
+    // ...and is nowhere in the file, nor in what the agent and the error print.
+    let file = std::fs::read_to_string(&path).unwrap();
+    assert!(file.contains("invalid x-api-key") && file.contains("18 °C"), "the file holds the run: {file}");
+    for needle in [KEY, "SECRET-5f3c9e71"] {
+        assert!(!file.contains(needle), "the session file contains the API key");
+        assert!(!format!("{err} {err:?} {agent:?} {:?}", agent.provider().name()).contains(needle));
+    }
+    assert_valid_view(&agent.messages());
+}
+
+#[test]
+fn a_cancelled_run_is_recorded_in_the_session_and_a_reload_resumes_it() {
+    let dir = TempDir::new("cancel");
+    let path = dir.file("s.jsonl");
+    let rig = Rig::new(Kind::MockSse, &scenario("anthropic_stream_stall"), config());
+    rig.agent.attach_session(Session::open(&path).unwrap()).unwrap();
+    let (tx, rx) = mpsc::channel::<()>();
+    let agent = rig.agent.clone();
+    let handle = std::thread::spawn(move || {
+        agent.run("Tell me something.", &mut |e| {
+            if matches!(e, Event::Text { .. }) {
+                let _ = tx.send(());
+            }
+        })
+    });
+    rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    let t0 = Instant::now();
+    rig.agent.cancel();
+    assert!(matches!(handle.join().unwrap(), Err(Error::Cancelled { .. })));
+    println!("cancelled mid-stream in {} ms", t0.elapsed().as_millis());
+    let on_disk = Session::load(&path).unwrap();
+    assert_eq!(on_disk.entries.len(), 2);
+    assert_eq!(
+        (on_disk.entries[1].status, on_disk.entries[1].error.as_deref()),
+        (EntryStatus::Error, Some("cancelled"))
+    );
+    rig.check();
+
+    let (mock, reloaded, _, _) = reload(&path, json!([text_response("Here is something.")]));
+    reloaded.resume(&mut |_| {}).unwrap();
+    assert_eq!(checked_messages(&mock.requests()[0]["body"]), vec![Message::user("Tell me something.")]);
+    assert_valid_view(&reloaded.messages());
+}
+
+#[test]
+fn reset_is_recorded_and_a_reload_starts_after_it() {
+    let dir = TempDir::new("reset");
+    let path = dir.file("s.jsonl");
+    let (_m, first, _) = first_run_with_session(&path);
+    first.reset().unwrap();
+    assert!(first.messages().is_empty());
+    let report = Session::load(&path).unwrap();
+    assert!(report.entries.is_empty(), "entries before a reset are history only");
+    assert_eq!(lines_of(&path).len(), 6, "the old lines stay in the file (append-only)");
+}
+
+#[test]
+fn a_corrupt_line_in_the_middle_is_skipped_and_reported_and_the_rest_kept() {
+    let dir = TempDir::new("corrupt");
+    let path = dir.file("s.jsonl");
+    first_run_with_session(&path);
+    let mut lines = lines_of(&path);
+    lines.insert(2, "{\"type\": \"entry\", \"entry\": {garbage\n".to_string());
+    std::fs::write(&path, lines.concat()).unwrap();
+    let (_mock, agent, _, report) = reload(&path, json!([]));
+    assert_eq!(report.skipped.len(), 1);
+    assert_eq!(report.skipped[0].0, 3, "the 1-based line number of the bad line");
+    assert_eq!(report.entries.len(), 4);
+    assert_eq!(report.torn_tail, None);
+    assert_valid_view(&agent.messages());
+}
+
+#[test]
+fn attaching_a_session_to_a_conversation_that_has_entries_is_refused() {
+    let dir = TempDir::new("attach-late");
+    let agent = Agent::new(
+        Arc::new(ScriptedProvider::new([reply(vec![ContentBlock::text("hi")], StopReason::EndTurn)])),
+        config(),
+    );
+    agent.run("hello", &mut |_| {}).unwrap();
+    let err = agent.attach_session(Session::open(dir.file("s.jsonl")).unwrap()).unwrap_err();
+    assert!(matches!(err, Error::Config(_)), "{err:?}");
+}
