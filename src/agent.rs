@@ -319,7 +319,19 @@ impl Agent {
 
     /// Run with new user input (blocks: text, images, …).
     pub fn run_with(&self, input: Vec<ContentBlock>, on_event: &mut dyn FnMut(&Event)) -> Result<RunResult> {
-        let _busy = self.begin()?;
+        self.run_cancellable(input, CancelToken::new(), on_event)
+    }
+
+    /// Like [`Agent::run_with`], stopped by `cancel` (as well as by [`Agent::cancel`]). A host that starts the
+    /// run on another thread keeps a clone of the token, so a cancel issued before the run has begun is not lost.
+    /// An already-cancelled token ends the run at once — after the input is stored.
+    pub fn run_cancellable(
+        &self,
+        input: Vec<ContentBlock>,
+        cancel: CancelToken,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<RunResult> {
+        let _busy = self.begin(cancel)?;
         self.record(Entry::new(EntryRole::User, input))?;
         self.drive(on_event)
     }
@@ -327,7 +339,12 @@ impl Agent {
     /// Continue after a failure, a cancel or max_turns: answer any unanswered tool call as interrupted
     /// (tools that already ran are never re-run), then send the conversation again.
     pub fn resume(&self, on_event: &mut dyn FnMut(&Event)) -> Result<RunResult> {
-        let _busy = self.begin()?;
+        self.resume_cancellable(CancelToken::new(), on_event)
+    }
+
+    /// Like [`Agent::resume`], stopped by `cancel` (see [`Agent::run_cancellable`]).
+    pub fn resume_cancellable(&self, cancel: CancelToken, on_event: &mut dyn FnMut(&Event)) -> Result<RunResult> {
+        let _busy = self.begin(cancel)?;
         if self.conversation.api_view().is_empty() {
             return Err(Error::Config("nothing to resume: the conversation is empty".into()));
         }
@@ -335,7 +352,7 @@ impl Agent {
         self.drive(on_event)
     }
 
-    fn begin(&self) -> Result<std::sync::MutexGuard<'_, ()>> {
+    fn begin(&self, cancel: CancelToken) -> Result<std::sync::MutexGuard<'_, ()>> {
         let guard = match self.running.try_lock() {
             Ok(g) => g,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
@@ -343,7 +360,7 @@ impl Agent {
                 return Err(Error::Config("the agent is busy: a run is already in progress".into()));
             }
         };
-        *lock(&self.current) = Some(CancelToken::new());
+        *lock(&self.current) = Some(cancel);
         Ok(guard)
     }
 

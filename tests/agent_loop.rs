@@ -945,6 +945,21 @@ fn a_second_concurrent_run_is_refused_as_busy() {
     assert_valid_view(&agent.messages());
 }
 
+#[test]
+fn a_token_cancelled_before_the_run_begins_ends_it_at_once_with_the_input_kept() {
+    let provider = Arc::new(ScriptedProvider::new(vec![reply(vec![ContentBlock::text("never")], StopReason::EndTurn)]));
+    let agent = Agent::new(provider.clone(), config());
+    let token = tooloop::CancelToken::new();
+    token.cancel();
+    let err = agent.run_cancellable(vec![ContentBlock::text("hi")], token, &mut |_| {}).unwrap_err();
+    assert!(matches!(err, Error::Cancelled { .. }), "{err:?}");
+    assert!(provider.requests().is_empty(), "no request may go out after the cancel");
+    assert_eq!(agent.messages(), vec![Message::user("hi")]);
+    // A fresh token runs normally and the kept input is part of the conversation.
+    assert_eq!(agent.resume(&mut |_| {}).unwrap().text, "never");
+    assert_valid_view(&agent.messages());
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Item 7: cancel from another thread — mid-stream, while waiting to retry, between tools, inside a tool.
 // ---------------------------------------------------------------------------------------------------------
