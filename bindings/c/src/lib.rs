@@ -1,1 +1,1098 @@
+//! libtooloop: the C ABI of tooloop. A thin layer: handles, status codes, callbacks and JSON strings
+//! around the core crate's `Agent`. No agent logic lives here.
+//!
+//! The `///` comments on exported items are the C documentation: cbindgen copies them into
+//! `include/tooloop.h` (regenerate with
+//! `TOOLOOP_BLESS=1 cargo test -p tooloop-capi --test header`; `tests/header.rs` fails when it is stale).
+//!
+//! Must never: let a panic unwind into C, write an out-parameter of a failed call, free memory the host
+//! allocated (host data goes back through the host's own destructor), or put an API key in an error.
+// The unsafe of the whole project lives here: every raw pointer is read through the helpers in ffi.rs.
+#![deny(unsafe_op_in_unsafe_fn)]
+// C names: `tooloop_agent`, `tooloop_status`, ... are the names C programs see.
+#![allow(non_camel_case_types)]
+// Exported functions take raw pointers from C; their contract (non-NULL or NULL, alive, NUL-terminated) is
+// documented in the header, which is where C programmers read it — Rust's `unsafe fn` marker would not
+// reach them. Each dereference goes through a checked helper in ffi.rs.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+// The core's Error carries partial messages by design.
+#![allow(clippy::result_large_err)]
 
+mod config;
+mod ffi;
+
+use std::ffi::{CStr, CString, c_char, c_void};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tooloop::provider::FnProvider;
+use tooloop::tools::ToolHandler;
+use tooloop::{
+    Agent, ApiErrorKind, CancelToken, Error, Event, EntryStatus, MessageResponse, Provider, Request, Session, Tool,
+    ToolContext, ToolError, ToolOutput,
+};
+
+use crate::ffi::{
+    Failure, FfiResult, UserData, boundary, boundary_void, c_string_lossy, handle, handle_mut, last_error_ptr,
+    out_arg, owned_string, str_arg, write_out,
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Status codes
+// ---------------------------------------------------------------------------------------------------------
+
+/// The result of every fallible tooloop function: `TOOLOOP_OK` (0) or one of the `TOOLOOP_*` codes below.
+/// Codes are never renumbered; new ones may be added, so treat an unknown non-zero code as a failure and
+/// show `tooloop_status_str(code)` and `tooloop_last_error()`.
+pub type tooloop_status = i32;
+
+/// Success.
+pub const TOOLOOP_OK: tooloop_status = 0;
+/// A pointer argument was NULL where one is required, or an argument's value is not acceptable (an unknown
+/// or mistyped config key, an invalid tool name, a tool schema that is not a JSON object, a host model
+/// response that is not a Messages API message). `tooloop_last_error()` names the argument.
+pub const TOOLOOP_INVALID_ARGUMENT: tooloop_status = 1;
+/// A string argument is not valid UTF-8.
+pub const TOOLOOP_INVALID_UTF8: tooloop_status = 2;
+/// A JSON argument does not parse.
+pub const TOOLOOP_INVALID_JSON: tooloop_status = 3;
+/// A tool with this name is already registered on the agent.
+pub const TOOLOOP_DUPLICATE_TOOL: tooloop_status = 4;
+/// The agent is running (a run or resume is in progress on it, possibly on another thread, or the call was
+/// made from inside one of its callbacks).
+pub const TOOLOOP_BUSY: tooloop_status = 5;
+/// A configuration problem found by the core: no API key available, an unknown built-in tool, a workspace
+/// that does not exist, a session opened on a non-empty conversation, nothing to resume.
+pub const TOOLOOP_CONFIG: tooloop_status = 6;
+/// Reading or writing a session file failed (the OS error is in `tooloop_last_error()`).
+pub const TOOLOOP_IO: tooloop_status = 7;
+/// A bug inside libtooloop was caught at the API boundary (a Rust panic); nothing unwound into C. The
+/// handle involved is still safe to free.
+pub const TOOLOOP_PANIC: tooloop_status = 8;
+/// An error of a kind this version of the header has no code for.
+pub const TOOLOOP_ERROR: tooloop_status = 9;
+/// `tooloop_agent_cancel` stopped the run. The conversation is valid; `tooloop_agent_resume` continues it.
+pub const TOOLOOP_CANCELLED: tooloop_status = 10;
+/// The run reached `max_turns` model requests. The conversation is valid; `tooloop_agent_resume` continues.
+pub const TOOLOOP_MAX_TURNS: tooloop_status = 11;
+/// A tool callback returned non-zero, which ends the run on purpose. `tooloop_last_error()` names the tool.
+/// Every tool result up to that point is in the conversation.
+pub const TOOLOOP_TOOL_ABORTED: tooloop_status = 12;
+/// The host model callback (`tooloop_agent_new_with_model`) returned non-zero.
+pub const TOOLOOP_MODEL_FAILED: tooloop_status = 13;
+/// `tooloop_json_get`: the JSON document has no value at that pointer.
+pub const TOOLOOP_NO_VALUE: tooloop_status = 14;
+/// The API answered with an error of a kind that has no code of its own below. The detail has the HTTP
+/// status, the API's error type and message, and the request id.
+pub const TOOLOOP_API_ERROR: tooloop_status = 20;
+/// HTTP 400 `invalid_request_error`: the request is wrong; retrying will not help.
+pub const TOOLOOP_BAD_REQUEST: tooloop_status = 21;
+/// HTTP 401 `authentication_error`: a missing or invalid API key.
+pub const TOOLOOP_AUTHENTICATION: tooloop_status = 22;
+/// HTTP 403 `permission_error`.
+pub const TOOLOOP_PERMISSION_DENIED: tooloop_status = 23;
+/// HTTP 404 `not_found_error`: a wrong model name or base URL.
+pub const TOOLOOP_NOT_FOUND: tooloop_status = 24;
+/// HTTP 413 `request_too_large`.
+pub const TOOLOOP_REQUEST_TOO_LARGE: tooloop_status = 25;
+/// HTTP 429 `rate_limit_error`, after the configured retries.
+pub const TOOLOOP_RATE_LIMIT: tooloop_status = 26;
+/// HTTP 529 `overloaded_error`, after the configured retries.
+pub const TOOLOOP_OVERLOADED: tooloop_status = 27;
+/// HTTP 500 (and other 5xx) `api_error`, after the configured retries.
+pub const TOOLOOP_INTERNAL_SERVER: tooloop_status = 28;
+/// The connection could not be made or broke before any content arrived (after the configured retries).
+pub const TOOLOOP_CONNECTION: tooloop_status = 30;
+/// A timeout fired (connect, idle read, or the total `timeout` of the config).
+pub const TOOLOOP_TIMEOUT: tooloop_status = 31;
+/// A stream broke after content had arrived (a dropped connection, or an `error` event such as
+/// `overloaded_error` mid-stream; the detail names it). The partial turn is kept in the history, the
+/// conversation is valid, and `tooloop_agent_resume` retries the turn.
+pub const TOOLOOP_STREAM_INTERRUPTED: tooloop_status = 32;
+/// The model's response was not valid: malformed JSON from the API, or a host model that returned 0
+/// without a valid `tooloop_model_response_set_json`.
+pub const TOOLOOP_INVALID_RESPONSE: tooloop_status = 33;
+
+// ---------------------------------------------------------------------------------------------------------
+// Event codes
+// ---------------------------------------------------------------------------------------------------------
+
+/// The kind of a `tooloop_event`: one of the `TOOLOOP_EVENT_*` codes. Codes are never renumbered; new ones
+/// may be added, so ignore a code you do not know.
+pub type tooloop_event_type = i32;
+
+/// `tooloop_event.type`: a model request is about to go out. json: `{"type":"turn_start","turn":1}`.
+pub const TOOLOOP_EVENT_TURN_START: tooloop_event_type = 1;
+/// Text arrived; `text` is the new text (a delta). json: `{"type":"text","text":"..."}`.
+pub const TOOLOOP_EVENT_TEXT: tooloop_event_type = 2;
+/// Thinking arrived; `text` is the new thinking text. json: `{"type":"thinking","thinking":"..."}`.
+pub const TOOLOOP_EVENT_THINKING: tooloop_event_type = 3;
+/// A fragment of a tool call's input arrived; `text` is the JSON fragment.
+/// json: `{"type":"tool_input_delta","index":1,"partial_json":"..."}`.
+pub const TOOLOOP_EVENT_TOOL_INPUT_DELTA: tooloop_event_type = 4;
+/// A tool is about to run. json: `{"type":"tool_use","id":"toolu_...","name":"...","input":{...}}`.
+pub const TOOLOOP_EVENT_TOOL_USE: tooloop_event_type = 5;
+/// A tool finished (or was denied, interrupted or not run).
+/// json: `{"type":"tool_result","id":"...","name":"...","content":...,"is_error":false,"duration_ms":3}`.
+pub const TOOLOOP_EVENT_TOOL_RESULT: tooloop_event_type = 6;
+/// Token usage so far. json: `{"type":"usage","turn":{...},"run":{...}}`.
+pub const TOOLOOP_EVENT_USAGE: tooloop_event_type = 7;
+/// A model turn ended. json: `{"type":"turn_end","turn":1,"stop_reason":"tool_use","usage":{...}}`.
+pub const TOOLOOP_EVENT_TURN_END: tooloop_event_type = 8;
+
+// ---------------------------------------------------------------------------------------------------------
+// Types
+// ---------------------------------------------------------------------------------------------------------
+
+/// An agent: a model, its tools and a conversation. Create with `tooloop_agent_new` or
+/// `tooloop_agent_new_with_model`, free with `tooloop_agent_free`.
+///
+/// Threads: one thread at a time may use an agent, except `tooloop_agent_cancel`,
+/// `tooloop_agent_messages_json`, `tooloop_agent_history_json` and `tooloop_agent_usage_json`, which any
+/// thread may call at any time (also while a run is in progress on another thread) until
+/// `tooloop_agent_free` is called. A second run while one is in progress gets `TOOLOOP_BUSY`.
+pub struct tooloop_agent {
+    agent: Agent,
+    busy: AtomicBool,
+    /// A host model's own failure (non-zero return), which the core reports as an invalid response:
+    /// kept here so the run returns TOOLOOP_MODEL_FAILED instead.
+    model_failure: Arc<Mutex<Option<Failure>>>,
+    /// The session file this agent appends to, if any (saving onto it is then a no-op).
+    session_path: Mutex<Option<PathBuf>>,
+}
+
+/// Where a tool callback puts its answer. Owned by the library and lent to one callback call: valid only
+/// until the callback returns; never free it.
+pub struct tooloop_tool_result {
+    /// `Ok(text)`: the result; `Err(message)`: an is_error result.
+    outcome: Option<Result<String, String>>,
+    cancel: CancelToken,
+}
+
+/// Where a host model callback puts its response. Owned by the library and lent to one callback call:
+/// valid only until the callback returns; never free it.
+pub struct tooloop_model_response {
+    message: Option<MessageResponse>,
+    invalid: Option<String>,
+    cancel: CancelToken,
+}
+
+/// One event of a run, passed to a `tooloop_event_fn`. The struct and its strings are borrowed: valid only
+/// for the duration of the callback call (copy what you keep).
+#[repr(C)]
+pub struct tooloop_event {
+    /// One of the `TOOLOOP_EVENT_*` codes. Unknown codes may be added: ignore them.
+    pub r#type: tooloop_event_type,
+    /// For `TOOLOOP_EVENT_TEXT` and `TOOLOOP_EVENT_THINKING` the new text, for
+    /// `TOOLOOP_EVENT_TOOL_INPUT_DELTA` the JSON fragment; NULL for the other types. UTF-8; a NUL character
+    /// in the text shows as U+FFFD here (`json` has it exactly).
+    pub text: *const c_char,
+    /// The whole event as a JSON object (`{"type": "text", ...}`, the same shape as the Python and Rust
+    /// events). Never NULL.
+    pub json: *const c_char,
+}
+
+/// A destructor for host data (`userdata`). Called exactly once, with the pointer given at registration.
+pub type tooloop_free_fn = Option<unsafe extern "C" fn(userdata: *mut c_void)>;
+
+/// A tool implemented by the host.
+///
+/// `userdata` is the pointer given to `tooloop_agent_add_tool`; `input_json` is the tool input the model
+/// wrote, a JSON object that passed the schema's checks (borrowed for the call); `result` is where the
+/// answer goes, through `tooloop_tool_result_set_text` or `tooloop_tool_result_set_error` (borrowed for
+/// the call). Return 0 to let the run go on; a non-zero value aborts the run, which then fails with
+/// `TOOLOOP_TOOL_ABORTED`. Returning 0 without setting a result gives the model the error result "the tool
+/// returned no result".
+///
+/// Threads: called on the thread that called `tooloop_agent_run` / `tooloop_agent_resume`, one call at a
+/// time. It may call `tooloop_agent_cancel` and the `*_json` readers of its agent, but not run, reset or
+/// free it. A C++ callback must not let an exception escape.
+pub type tooloop_tool_fn =
+    Option<unsafe extern "C" fn(userdata: *mut c_void, input_json: *const c_char, result: *mut tooloop_tool_result) -> i32>;
+
+/// Receives the events of a run (see `tooloop_event`). `userdata` is the pointer given to the run call.
+///
+/// Threads: called on the thread that called `tooloop_agent_run` / `tooloop_agent_resume`, as the events
+/// happen (text deltas as their bytes arrive). It may call `tooloop_agent_cancel` and the `*_json` readers
+/// of its agent, but not run, reset or free it. A C++ callback must not let an exception escape.
+pub type tooloop_event_fn = Option<unsafe extern "C" fn(userdata: *mut c_void, event: *const tooloop_event)>;
+
+/// A model implemented by the host (the "fake brain" of tests, or a custom backend).
+///
+/// `request_json` is the request in the Anthropic Messages API shape (`model`, `max_tokens`, `messages`,
+/// `system`, `tools`, ...; borrowed for the call). Answer with `tooloop_model_response_set_json(response,
+/// message_json)`, a Messages API message such as `{"role": "assistant", "content": [{"type": "text",
+/// "text": "Hi"}], "stop_reason": "end_turn", "usage": {"input_tokens": 3, "output_tokens": 1}}`, and
+/// return 0. A non-zero return fails the run with `TOOLOOP_MODEL_FAILED` (or `TOOLOOP_CANCELLED` when
+/// the run was cancelled, see `tooloop_model_response_is_cancelled`).
+///
+/// Threads: called on the thread that called `tooloop_agent_run` / `tooloop_agent_resume`, one call at a
+/// time. Same rules as `tooloop_tool_fn`.
+pub type tooloop_model_fn = Option<
+    unsafe extern "C" fn(userdata: *mut c_void, request_json: *const c_char, response: *mut tooloop_model_response) -> i32,
+>;
+
+// ---------------------------------------------------------------------------------------------------------
+// Library
+// ---------------------------------------------------------------------------------------------------------
+
+const VERSION: &CStr = match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+    Ok(v) => v,
+    Err(_) => c"unknown",
+};
+
+/// The library version, e.g. "0.1.0".
+///
+/// Returns a static string: never NULL, never free it. Threads: any.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_version() -> *const c_char {
+    VERSION.as_ptr()
+}
+
+/// A short description of a status code, e.g. "invalid argument" for `TOOLOOP_INVALID_ARGUMENT`.
+///
+/// Returns a static string for every value, known or not ("unknown status" for codes this version does
+/// not know): never NULL, never free it. Threads: any.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_status_str(status: tooloop_status) -> *const c_char {
+    let s: &'static CStr = match status {
+        TOOLOOP_OK => c"ok",
+        TOOLOOP_INVALID_ARGUMENT => c"invalid argument",
+        TOOLOOP_INVALID_UTF8 => c"string is not valid UTF-8",
+        TOOLOOP_INVALID_JSON => c"invalid JSON",
+        TOOLOOP_DUPLICATE_TOOL => c"a tool with this name is already registered",
+        TOOLOOP_BUSY => c"the agent is busy: a run is in progress",
+        TOOLOOP_CONFIG => c"configuration error",
+        TOOLOOP_IO => c"session file I/O error",
+        TOOLOOP_PANIC => c"internal error (panic caught at the API boundary)",
+        TOOLOOP_ERROR => c"error",
+        TOOLOOP_CANCELLED => c"cancelled",
+        TOOLOOP_MAX_TURNS => c"max_turns reached",
+        TOOLOOP_TOOL_ABORTED => c"a tool aborted the run",
+        TOOLOOP_MODEL_FAILED => c"the host model failed",
+        TOOLOOP_NO_VALUE => c"no value at this JSON pointer",
+        TOOLOOP_API_ERROR => c"API error",
+        TOOLOOP_BAD_REQUEST => c"API error: bad request",
+        TOOLOOP_AUTHENTICATION => c"API error: authentication failed",
+        TOOLOOP_PERMISSION_DENIED => c"API error: permission denied",
+        TOOLOOP_NOT_FOUND => c"API error: not found",
+        TOOLOOP_REQUEST_TOO_LARGE => c"API error: request too large",
+        TOOLOOP_RATE_LIMIT => c"API error: rate limited",
+        TOOLOOP_OVERLOADED => c"API error: overloaded",
+        TOOLOOP_INTERNAL_SERVER => c"API error: internal server error",
+        TOOLOOP_CONNECTION => c"connection error",
+        TOOLOOP_TIMEOUT => c"timeout",
+        TOOLOOP_STREAM_INTERRUPTED => c"stream interrupted",
+        TOOLOOP_INVALID_RESPONSE => c"invalid response from the model",
+        _ => c"unknown status",
+    };
+    s.as_ptr()
+}
+
+/// The detail of the last failure of a tooloop call on the calling thread, e.g.
+/// "tooloop_agent_run: API error: HTTP 401 authentication_error: invalid x-api-key (request-id req_1)".
+/// It names the function, and where relevant the argument, config key, HTTP status, API error type,
+/// request id or tool name. Empty ("") when the last fallible call on this thread succeeded.
+///
+/// Returns a borrowed string, never NULL: valid until the next tooloop call on this thread (other than
+/// `tooloop_last_error`, `tooloop_status_str` and `tooloop_version`); copy it to keep it. Never free it.
+/// Threads: each thread has its own last error.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_last_error() -> *const c_char {
+    last_error_ptr()
+}
+
+/// Free a string returned by tooloop (every `char **` out-parameter).
+///
+/// NULL is a no-op. Passing anything else than a string from tooloop, or freeing one twice, is undefined
+/// behaviour. Threads: any.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_string_free(s: *mut c_char) {
+    if s.is_null() {
+        return;
+    }
+    boundary_void("tooloop_string_free", || {
+        // SAFETY: produced by CString::into_raw in owned_string, freed once per the contract.
+        drop(unsafe { CString::from_raw(s) });
+    });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Agent
+// ---------------------------------------------------------------------------------------------------------
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn api_status(kind: ApiErrorKind) -> tooloop_status {
+    match kind {
+        ApiErrorKind::BadRequest => TOOLOOP_BAD_REQUEST,
+        ApiErrorKind::Authentication => TOOLOOP_AUTHENTICATION,
+        ApiErrorKind::PermissionDenied => TOOLOOP_PERMISSION_DENIED,
+        ApiErrorKind::NotFound => TOOLOOP_NOT_FOUND,
+        ApiErrorKind::RequestTooLarge => TOOLOOP_REQUEST_TOO_LARGE,
+        ApiErrorKind::RateLimit => TOOLOOP_RATE_LIMIT,
+        ApiErrorKind::Overloaded => TOOLOOP_OVERLOADED,
+        ApiErrorKind::InternalServer => TOOLOOP_INTERNAL_SERVER,
+        _ => TOOLOOP_API_ERROR,
+    }
+}
+
+/// A core error as a status and a message a person can act on.
+fn core_failure(e: &Error) -> Failure {
+    let status = match e {
+        Error::Api(api) => api_status(api.kind),
+        Error::Connection { .. } => TOOLOOP_CONNECTION,
+        Error::Timeout { .. } => TOOLOOP_TIMEOUT,
+        Error::StreamInterrupted { .. } => TOOLOOP_STREAM_INTERRUPTED,
+        Error::Cancelled { .. } => TOOLOOP_CANCELLED,
+        Error::MaxTurns { .. } => TOOLOOP_MAX_TURNS,
+        Error::ToolAborted { .. } => TOOLOOP_TOOL_ABORTED,
+        Error::InvalidResponse { .. } => TOOLOOP_INVALID_RESPONSE,
+        Error::Config(_) => TOOLOOP_CONFIG,
+        Error::Io { .. } => TOOLOOP_IO,
+        _ => TOOLOOP_ERROR,
+    };
+    let mut message = e.to_string();
+    // A stream ended by an `error` event: its Display says "interrupted"; the API detail is what to act on.
+    if let (Error::StreamInterrupted { .. }, Some(api)) = (e, e.api()) {
+        message.push_str(&format!(" [API error: {api}]"));
+    }
+    Failure::new(status, message)
+}
+
+/// Marks an agent busy for the length of a run; dropping it (also on panic) clears the mark.
+struct Busy<'a>(&'a AtomicBool);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+impl tooloop_agent {
+    fn new(agent: Agent, model_failure: Arc<Mutex<Option<Failure>>>) -> Self {
+        tooloop_agent { agent, busy: AtomicBool::new(false), model_failure, session_path: Mutex::new(None) }
+    }
+
+    fn begin(&self) -> FfiResult<Busy<'_>> {
+        match self.busy.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => Ok(Busy(&self.busy)),
+            Err(_) => Err(Failure::new(
+                TOOLOOP_BUSY,
+                "a run is in progress on this agent (one at a time; tooloop_agent_cancel stops it)",
+            )),
+        }
+    }
+
+    fn attach_session(&self, path: &Path) -> FfiResult<()> {
+        let session = Session::open(path).map_err(|e| core_failure(&e))?;
+        self.agent.attach_session(session).map_err(|e| core_failure(&e))?;
+        *lock(&self.session_path) = Some(path.to_path_buf());
+        Ok(())
+    }
+}
+
+fn build_agent(
+    provider: Arc<dyn Provider>,
+    parsed: config::Parsed,
+    model_failure: Arc<Mutex<Option<Failure>>>,
+) -> FfiResult<tooloop_agent> {
+    let agent = tooloop_agent::new(Agent::new(provider, parsed.agent), model_failure);
+    if let Some(names) = &parsed.builtin_tools {
+        let workspace = match parsed.workspace {
+            Some(w) => w,
+            None => std::env::current_dir()
+                .map_err(|e| Failure::new(TOOLOOP_CONFIG, format!("no workspace given and no current folder: {e}")))?,
+        };
+        agent.agent.tools().register_builtins(&workspace, names).map_err(|e| core_failure(&e))?;
+    }
+    if let Some(path) = &parsed.session {
+        agent.attach_session(path)?;
+    }
+    Ok(agent)
+}
+
+/// Create an agent that talks to a model API (Anthropic Messages, or OpenAI-compatible Chat Completions).
+///
+/// `config_json` is a JSON object; every key is optional except `model`:
+/// - `"provider"`: `"anthropic"` (default) or `"openai"` (any OpenAI-compatible server).
+/// - `"model"`: the model name, e.g. `"claude-sonnet-4-6"`.
+/// - `"system"`: the system prompt, a string or an array of text blocks.
+/// - `"api_key"`, `"base_url"`: default from the environment: `ANTHROPIC_API_KEY` / `ANTHROPIC_BASE_URL`,
+///   or `OPENAI_API_KEY` / `OPENAI_BASE_URL` (an OpenAI base URL ends with `/v1`, an Anthropic one not).
+/// - `"max_tokens"` (default 8192), `"max_turns"` (model requests per run, default 20, `null`: no cap).
+/// - `"thinking"`: a budget in tokens, or a thinking object passed to the API as is; `null`/`false`: off.
+/// - `"timeout"`: seconds for one whole request (default 600); `"max_retries"` (default 2).
+/// - `"stream"`: stream responses (default true; events arrive as the bytes do).
+/// - `"builtin_tools"`: `true` for bash, read_file, write_file and edit_file, or an array of some of
+///   their names; `"workspace"`: the folder they work in (default: the current folder). bash is not
+///   confined to the workspace.
+/// - `"session"`: a JSONL session file: loaded if it exists, then every finished entry is appended.
+///
+/// An unknown key is an error (a typo must not pass silently).
+///
+/// On success `*out` receives the agent, which the caller owns and frees with `tooloop_agent_free`. On
+/// failure `*out` is left unchanged.
+///
+/// Statuses: `TOOLOOP_INVALID_ARGUMENT` (NULL `config_json` or `out`, not an object, unknown key, wrong
+/// type or missing `model`; the detail names the key), `TOOLOOP_INVALID_UTF8`, `TOOLOOP_INVALID_JSON`,
+/// `TOOLOOP_CONFIG` (no API key, unknown built-in tool, bad workspace), `TOOLOOP_IO` (session file),
+/// `TOOLOOP_PANIC`. Threads: any.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_new(config_json: *const c_char, out: *mut *mut tooloop_agent) -> tooloop_status {
+    boundary("tooloop_agent_new", || {
+        out_arg(out, "out")?;
+        let parsed = config::parse(str_arg(config_json, "config_json")?, false)?;
+        let provider = parsed.provider.build().map_err(|e| core_failure(&e))?;
+        let agent = build_agent(provider, parsed, Arc::new(Mutex::new(None)))?;
+        write_out(out, Box::into_raw(Box::new(agent)));
+        Ok(())
+    })
+}
+
+/// The host model behind `tooloop_agent_new_with_model`.
+struct HostModel {
+    f: unsafe extern "C" fn(*mut c_void, *const c_char, *mut tooloop_model_response) -> i32,
+    userdata: UserData,
+    failure: Arc<Mutex<Option<Failure>>>,
+}
+
+impl HostModel {
+    fn call(&self, request: &Request, cancel: &CancelToken) -> tooloop::Result<MessageResponse> {
+        let invalid = |message: String| Error::InvalidResponse { message, request_id: None };
+        let json = serde_json::to_string(request).map_err(|e| invalid(format!("serializing the request: {e}")))?;
+        // serde_json escapes control characters, so the request JSON never holds a NUL byte.
+        let json = CString::new(json).map_err(|_| invalid("the request JSON contains a NUL byte".into()))?;
+        let mut response = tooloop_model_response { message: None, invalid: None, cancel: cancel.clone() };
+        // SAFETY: the host's callback with its own userdata; both pointers we pass live for the call.
+        let rc = unsafe { (self.f)(self.userdata.ptr, json.as_ptr(), &mut response) };
+        if rc != 0 {
+            if cancel.is_cancelled() {
+                return Err(Error::Cancelled { partial: None });
+            }
+            let message = format!("the host model callback returned {rc}");
+            *lock(&self.failure) = Some(Failure::new(TOOLOOP_MODEL_FAILED, message.clone()));
+            return Err(invalid(message));
+        }
+        match (response.message, response.invalid) {
+            (Some(m), _) => Ok(m),
+            (None, Some(why)) => Err(invalid(format!("the host model's response was rejected: {why}"))),
+            (None, None) => Err(invalid(
+                "the host model callback returned 0 without a response: call tooloop_model_response_set_json \
+                 before returning"
+                    .into(),
+            )),
+        }
+    }
+}
+
+/// Create an agent whose model is a host callback instead of a network API: the "fake brain" tests use,
+/// or a custom backend. Each model turn calls `model(model_userdata, request_json, response)`; see
+/// `tooloop_model_fn`.
+///
+/// `config_json` takes the keys of `tooloop_agent_new`; `"provider"` may be left out or be `"host"`,
+/// `"model"` defaults to `"host"`, and the network keys (`api_key`, `base_url`, `timeout`,
+/// `max_retries`) are accepted and unused.
+///
+/// Ownership: `model_userdata` is the host's; tooloop calls `model_userdata_free(model_userdata)` (if not
+/// NULL) exactly once: when the agent is freed, or before this function returns if it fails (even for a
+/// NULL argument). On success `*out` receives the agent (free with `tooloop_agent_free`); on failure
+/// `*out` is left unchanged.
+///
+/// Statuses: as `tooloop_agent_new` (`TOOLOOP_INVALID_ARGUMENT` also for a NULL `model`, or a `provider`
+/// other than `"host"`). Threads: any.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_new_with_model(
+    config_json: *const c_char,
+    model: tooloop_model_fn,
+    model_userdata: *mut c_void,
+    model_userdata_free: tooloop_free_fn,
+    out: *mut *mut tooloop_agent,
+) -> tooloop_status {
+    // Owned from the first line, so every failure path below frees it exactly once.
+    let userdata = UserData::new(model_userdata, model_userdata_free);
+    boundary("tooloop_agent_new_with_model", move || {
+        out_arg(out, "out")?;
+        let f = model.ok_or_else(|| Failure::invalid("model is NULL"))?;
+        let parsed = config::parse(str_arg(config_json, "config_json")?, true)?;
+        let failure = Arc::new(Mutex::new(None));
+        let host = HostModel { f, userdata, failure: failure.clone() };
+        let provider: Arc<dyn Provider> = Arc::new(FnProvider::new(move |req: &Request, cancel: &CancelToken| host.call(req, cancel)));
+        let agent = build_agent(provider, parsed, failure)?;
+        write_out(out, Box::into_raw(Box::new(agent)));
+        Ok(())
+    })
+}
+
+/// Free an agent: its tools' and model's `userdata_free` destructors run now, on this thread, each
+/// exactly once. An attached session file stays on disk, complete.
+///
+/// NULL is a no-op. The agent must not be in use: no run in progress, no other thread still calling it
+/// (not even `tooloop_agent_cancel`), and not from inside one of its callbacks. Freeing twice is
+/// undefined behaviour.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_free(agent: *mut tooloop_agent) {
+    if agent.is_null() {
+        return;
+    }
+    boundary_void("tooloop_agent_free", || {
+        // SAFETY: created by Box::into_raw in tooloop_agent_new*, freed once per the contract.
+        drop(unsafe { Box::from_raw(agent) });
+    });
+}
+
+/// A tool implemented by a C callback.
+struct HostTool {
+    f: unsafe extern "C" fn(*mut c_void, *const c_char, *mut tooloop_tool_result) -> i32,
+    userdata: UserData,
+}
+
+impl ToolHandler for HostTool {
+    fn call(&self, input: &Value, ctx: &ToolContext<'_>) -> Result<ToolOutput, ToolError> {
+        // serde_json escapes control characters, so the input JSON never holds a NUL byte.
+        let json = CString::new(input.to_string())
+            .map_err(|_| ToolError::Respond("the tool input contains a NUL byte".into()))?;
+        let mut result = tooloop_tool_result { outcome: None, cancel: ctx.cancel.clone() };
+        // SAFETY: the host's callback with its own userdata; both pointers we pass live for the call.
+        let rc = unsafe { (self.f)(self.userdata.ptr, json.as_ptr(), &mut result) };
+        if rc != 0 {
+            let mut why = format!("the tool callback returned {rc}");
+            if let Some(Err(m)) = &result.outcome {
+                why.push_str(&format!(": {m}"));
+            }
+            return Err(ToolError::Fatal(why));
+        }
+        match result.outcome {
+            Some(Ok(text)) => Ok(ToolOutput::Text(text)),
+            Some(Err(message)) => Err(ToolError::Respond(message)),
+            None => Err(ToolError::Respond("the tool returned no result".into())),
+        }
+    }
+}
+
+/// Register a tool implemented by a C callback. The model sees `name`, `description` and the JSON schema
+/// of the tool's input; when it calls the tool, the input is checked against the schema (required fields,
+/// types, enums) and `fn(userdata, input_json, result)` runs: see `tooloop_tool_fn`.
+///
+/// - `name`: `^[a-zA-Z0-9_-]{1,64}$`, unique within the agent (built-in tools included).
+/// - `description`: what the tool does, for the model; NULL means none.
+/// - `schema_json`: a JSON Schema object for the input, e.g. `{"type": "object", "properties": {"city":
+///   {"type": "string"}}, "required": ["city"]}` (a missing `"type"` is taken as `"object"`).
+///
+/// All strings are copied.
+///
+/// Ownership: `userdata` is the host's; tooloop calls `userdata_free(userdata)` (if not NULL) exactly once:
+/// when the agent is freed, or before this function returns if registration fails for any reason (even a
+/// NULL argument or a duplicate name).
+///
+/// Statuses: `TOOLOOP_INVALID_ARGUMENT` (NULL `agent`, `name`, `schema_json` or `fn`; an invalid name; a
+/// schema that is not a JSON object or whose `"type"` is not `"object"`), `TOOLOOP_INVALID_UTF8`,
+/// `TOOLOOP_INVALID_JSON` (schema), `TOOLOOP_DUPLICATE_TOOL`, `TOOLOOP_PANIC`. Threads: the agent's
+/// thread; tools added during a run are offered from the next model request.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_add_tool(
+    agent: *mut tooloop_agent,
+    name: *const c_char,
+    description: *const c_char,
+    schema_json: *const c_char,
+    r#fn: tooloop_tool_fn,
+    userdata: *mut c_void,
+    userdata_free: tooloop_free_fn,
+) -> tooloop_status {
+    // Owned from the first line, so every failure path below frees it exactly once.
+    let userdata = UserData::new(userdata, userdata_free);
+    boundary("tooloop_agent_add_tool", move || {
+        let a = handle(agent, "agent")?;
+        let name = str_arg(name, "name")?;
+        let description = if description.is_null() { "" } else { str_arg(description, "description")? };
+        let schema_text = str_arg(schema_json, "schema_json")?;
+        let f = r#fn.ok_or_else(|| Failure::invalid("fn is NULL"))?;
+        let schema: Value = serde_json::from_str(schema_text).map_err(|e| {
+            Failure::new(TOOLOOP_INVALID_JSON, format!("schema_json of tool '{name}' is not valid JSON: {e}"))
+        })?;
+        if a.agent.tools().get(name).is_some() {
+            return Err(Failure::new(TOOLOOP_DUPLICATE_TOOL, format!("a tool named '{name}' is already registered")));
+        }
+        let tool = Tool::new(name, description, schema, HostTool { f, userdata }).map_err(|e| match e {
+            Error::Config(m) => Failure::invalid(m),
+            other => core_failure(&other),
+        })?;
+        a.agent.tools().register(tool).map_err(|e| {
+            // Lost a race with another registration of the same name.
+            if a.agent.tools().get(name).is_some() {
+                Failure::new(TOOLOOP_DUPLICATE_TOOL, format!("a tool named '{name}' is already registered"))
+            } else {
+                core_failure(&e)
+            }
+        })
+    })
+}
+
+/// Delivers core events to a C event callback.
+struct EventSink {
+    f: tooloop_event_fn,
+    userdata: *mut c_void,
+}
+
+impl EventSink {
+    fn emit(&self, event: &Event) {
+        let Some(f) = self.f else { return };
+        let (code, text) = match event {
+            Event::TurnStart { .. } => (TOOLOOP_EVENT_TURN_START, None),
+            Event::Text { text } => (TOOLOOP_EVENT_TEXT, Some(text.as_str())),
+            Event::Thinking { thinking } => (TOOLOOP_EVENT_THINKING, Some(thinking.as_str())),
+            Event::ToolInputDelta { partial_json, .. } => (TOOLOOP_EVENT_TOOL_INPUT_DELTA, Some(partial_json.as_str())),
+            Event::ToolUse { .. } => (TOOLOOP_EVENT_TOOL_USE, None),
+            Event::ToolResult { .. } => (TOOLOOP_EVENT_TOOL_RESULT, None),
+            Event::Usage { .. } => (TOOLOOP_EVENT_USAGE, None),
+            Event::TurnEnd { .. } => (TOOLOOP_EVENT_TURN_END, None),
+        };
+        let json = serde_json::to_string(event).unwrap_or_else(|_| "{}".to_string());
+        let json = c_string_lossy(&json);
+        let text = text.map(c_string_lossy);
+        let ev = tooloop_event {
+            r#type: code,
+            text: text.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()),
+            json: json.as_ptr(),
+        };
+        // SAFETY: the host's callback with its own userdata; `ev` and its strings live for the call.
+        unsafe { f(self.userdata, &ev) };
+    }
+}
+
+/// The common tail of run and resume: map the outcome, write the result.
+fn finish_run(
+    a: &tooloop_agent,
+    outcome: tooloop::Result<tooloop::RunResult>,
+    result_json: *mut *mut c_char,
+) -> FfiResult<()> {
+    match outcome {
+        Ok(result) => {
+            if !result_json.is_null() {
+                let json = serde_json::to_string(&result)
+                    .map_err(|e| Failure::new(TOOLOOP_ERROR, format!("serializing the result: {e}")))?;
+                write_out(result_json, owned_string(json)?);
+            }
+            Ok(())
+        }
+        Err(e) => Err(lock(&a.model_failure).take().unwrap_or_else(|| core_failure(&e))),
+    }
+}
+
+/// Run the agent on new user input: send it, run the tools the model asks for, repeat until the model
+/// stops (or `max_turns`, a cancel, an error). Blocks until then.
+///
+/// - `input`: the user's message (UTF-8, copied).
+/// - `on_event`: receives the run's events as they happen, with `event_userdata` (see `tooloop_event`);
+///   NULL for none.
+/// - `result_json`: NULL if not wanted; on success `*result_json` receives the run's result, which the
+///   caller frees with `tooloop_string_free`: `{"text": "<last turn's text>", "stop_reason": "end_turn",
+///   "turns": 2, "usage": {...}, "tool_calls": [{"id", "name", "input", "output", "is_error",
+///   "duration_ms"}, ...], "max_turns_reached": false, "message": {<the last assistant message>}}`.
+///   On failure it is left unchanged.
+///
+/// Whatever happens, the conversation stays valid: the input, every finished model turn and every tool
+/// result are kept (and appended to the session file, if any), so after a failure, a cancel or
+/// `TOOLOOP_MAX_TURNS`, `tooloop_agent_resume` continues without re-running tools that already ran.
+///
+/// Statuses: `TOOLOOP_OK`; `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `input`), `TOOLOOP_INVALID_UTF8`,
+/// `TOOLOOP_BUSY`; from the run: `TOOLOOP_CANCELLED`, `TOOLOOP_MAX_TURNS`, `TOOLOOP_TOOL_ABORTED`,
+/// `TOOLOOP_MODEL_FAILED`, the API codes (`TOOLOOP_API_ERROR` .. `TOOLOOP_INTERNAL_SERVER`),
+/// `TOOLOOP_CONNECTION`, `TOOLOOP_TIMEOUT`, `TOOLOOP_STREAM_INTERRUPTED`, `TOOLOOP_INVALID_RESPONSE`,
+/// `TOOLOOP_CONFIG`, `TOOLOOP_IO`, `TOOLOOP_PANIC`. Threads: the agent's thread; the callbacks run on it.
+/// Another thread may call `tooloop_agent_cancel` meanwhile.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_run(
+    agent: *mut tooloop_agent,
+    input: *const c_char,
+    on_event: tooloop_event_fn,
+    event_userdata: *mut c_void,
+    result_json: *mut *mut c_char,
+) -> tooloop_status {
+    boundary("tooloop_agent_run", || {
+        let a = handle(agent, "agent")?;
+        let input = str_arg(input, "input")?;
+        let _busy = a.begin()?;
+        lock(&a.model_failure).take();
+        let sink = EventSink { f: on_event, userdata: event_userdata };
+        let outcome = a.agent.run(input, &mut |ev: &Event| sink.emit(ev));
+        finish_run(a, outcome, result_json)
+    })
+}
+
+/// Continue the conversation after a failure, a cancel or `TOOLOOP_MAX_TURNS`: tool calls left without a
+/// result are answered as interrupted (tools that already ran are never re-run), then the conversation
+/// is sent again and the run goes on as in `tooloop_agent_run`. Also continues a conversation loaded from
+/// a session file.
+///
+/// Parameters, result and ownership as `tooloop_agent_run` (without input).
+///
+/// Statuses: as `tooloop_agent_run`; `TOOLOOP_CONFIG` when the conversation is empty. Threads: as
+/// `tooloop_agent_run`.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_resume(
+    agent: *mut tooloop_agent,
+    on_event: tooloop_event_fn,
+    event_userdata: *mut c_void,
+    result_json: *mut *mut c_char,
+) -> tooloop_status {
+    boundary("tooloop_agent_resume", || {
+        let a = handle(agent, "agent")?;
+        let _busy = a.begin()?;
+        lock(&a.model_failure).take();
+        let sink = EventSink { f: on_event, userdata: event_userdata };
+        let outcome = a.agent.resume(&mut |ev: &Event| sink.emit(ev));
+        finish_run(a, outcome, result_json)
+    })
+}
+
+/// Cancel the run in progress on `agent`, if any: `tooloop_agent_run` / `tooloop_agent_resume` returns
+/// `TOOLOOP_CANCELLED` within about 200 ms, even mid-stream or while waiting on a hung server, and the
+/// conversation stays valid (resume continues it). A running tool or host model callback is not
+/// interrupted; it can poll `tooloop_tool_result_is_cancelled` / `tooloop_model_response_is_cancelled`.
+/// With no run in progress it does nothing (it does not cancel a run started later).
+///
+/// Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent`), `TOOLOOP_PANIC`.
+/// Threads: any thread, at any time until `tooloop_agent_free`; also from the agent's own callbacks.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_cancel(agent: *const tooloop_agent) -> tooloop_status {
+    boundary("tooloop_agent_cancel", || {
+        handle(agent, "agent")?.agent.cancel();
+        Ok(())
+    })
+}
+
+fn json_out<T: serde::Serialize>(value: &T, out: *mut *mut c_char) -> FfiResult<()> {
+    let json = serde_json::to_string(value).map_err(|e| Failure::new(TOOLOOP_ERROR, format!("serializing: {e}")))?;
+    write_out(out, owned_string(json)?);
+    Ok(())
+}
+
+/// The conversation as the model sees it (the API view): a JSON array of messages in the Anthropic
+/// Messages shape, `[{"role": "user", "content": [...]}, {"role": "assistant", "content": [...]}, ...]`.
+/// Always valid to send: it starts with a user turn, roles alternate, every tool_use has its tool_result.
+///
+/// On success `*out` receives the string; the caller frees it with `tooloop_string_free`. On failure `*out`
+/// is left unchanged.
+///
+/// Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `out`), `TOOLOOP_PANIC`.
+/// Threads: any thread, also during a run (a consistent snapshot).
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_messages_json(agent: *const tooloop_agent, out: *mut *mut c_char) -> tooloop_status {
+    boundary("tooloop_agent_messages_json", || {
+        let a = handle(agent, "agent")?;
+        out_arg(out, "out")?;
+        json_out(&a.agent.messages(), out)
+    })
+}
+
+/// The conversation's internal entries, with what the API view leaves out: a JSON array of `{"id",
+/// "role": "user"|"assistant"|"tool"|"system", "content": [...], "status":
+/// "streaming"|"complete"|"error", "created_at", "duration_ms", "model", "usage", "stop_reason", "error",
+/// "meta"}` (optional fields omitted when absent). A failed or cancelled turn is here with status "error"
+/// and the partial content it had.
+///
+/// Ownership, statuses and threads as `tooloop_agent_messages_json`.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_history_json(agent: *const tooloop_agent, out: *mut *mut c_char) -> tooloop_status {
+    boundary("tooloop_agent_history_json", || {
+        let a = handle(agent, "agent")?;
+        out_arg(out, "out")?;
+        json_out(&a.agent.conversation().snapshot(), out)
+    })
+}
+
+/// Token usage summed over the whole conversation (every model turn, failed ones included):
+/// `{"input_tokens": N, "output_tokens": N, "cache_creation_input_tokens": N, "cache_read_input_tokens": N}`
+/// (cache fields present when the API reported them).
+///
+/// Ownership, statuses and threads as `tooloop_agent_messages_json`.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_usage_json(agent: *const tooloop_agent, out: *mut *mut c_char) -> tooloop_status {
+    boundary("tooloop_agent_usage_json", || {
+        let a = handle(agent, "agent")?;
+        out_arg(out, "out")?;
+        json_out(&a.agent.usage(), out)
+    })
+}
+
+/// Attach a session file to an agent whose conversation is empty: the file's conversation is loaded (a
+/// torn last line from a crash is cut off; a tool call left without a result is answered as
+/// interrupted), then every finished entry is appended to it as the conversation goes on (flushed and
+/// synced before the next request). The file and its folders are created if missing. Same as the
+/// `"session"` config key. `tooloop_agent_resume` continues a loaded conversation; `tooloop_agent_run`
+/// adds to it.
+///
+/// Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `path`), `TOOLOOP_INVALID_UTF8`,
+/// `TOOLOOP_BUSY`, `TOOLOOP_CONFIG` (the conversation is not empty), `TOOLOOP_IO`, `TOOLOOP_PANIC`.
+/// Threads: the agent's thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_open_session(agent: *mut tooloop_agent, path: *const c_char) -> tooloop_status {
+    boundary("tooloop_agent_open_session", || {
+        let a = handle(agent, "agent")?;
+        let path = str_arg(path, "path")?;
+        let _busy = a.begin()?;
+        a.attach_session(Path::new(path))
+    })
+}
+
+/// Write the whole conversation to `path` as a session file (the format `tooloop_agent_open_session`
+/// and the Python `session=` load), replacing any file there atomically (written beside it, then
+/// renamed). Saving onto the agent's own attached session file does nothing: that file is always current.
+/// The agent does not start appending to `path`: use `tooloop_agent_open_session` for that.
+///
+/// Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `path`), `TOOLOOP_INVALID_UTF8`,
+/// `TOOLOOP_BUSY`, `TOOLOOP_IO`, `TOOLOOP_PANIC`. Threads: the agent's thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_save_session(agent: *const tooloop_agent, path: *const c_char) -> tooloop_status {
+    boundary("tooloop_agent_save_session", || {
+        let a = handle(agent, "agent")?;
+        let path = PathBuf::from(str_arg(path, "path")?);
+        let _busy = a.begin()?;
+        if let Some(current) = lock(&a.session_path).as_ref() {
+            let same = match (std::fs::canonicalize(current), std::fs::canonicalize(&path)) {
+                (Ok(x), Ok(y)) => x == y,
+                _ => false,
+            };
+            if same {
+                return Ok(());
+            }
+        }
+        save_session(&a.agent, &path)
+    })
+}
+
+fn save_session(agent: &Agent, path: &Path) -> FfiResult<()> {
+    let io = |what: &str, e: std::io::Error| Failure::new(TOOLOOP_IO, format!("{what} {}: {e}", path.display()));
+    let Some(name) = path.file_name() else {
+        return Err(Failure::invalid(format!("path {} does not name a file", path.display())));
+    };
+    let mut tmp_name = name.to_os_string();
+    tmp_name.push(format!(".tmp-{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let _ = std::fs::remove_file(&tmp);
+    let written = (|| {
+        let mut session = Session::open(&tmp).map_err(|e| core_failure(&e))?;
+        for entry in agent.conversation().snapshot() {
+            if entry.status != EntryStatus::Streaming {
+                session.append(&entry).map_err(|e| core_failure(&e))?;
+            }
+        }
+        drop(session);
+        std::fs::rename(&tmp, path).map_err(|e| io("replacing", e))
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// Clear the conversation (tools and configuration stay). An attached session file records the reset:
+/// loading it later gives the conversation after the reset.
+///
+/// Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent`), `TOOLOOP_BUSY`, `TOOLOOP_IO`,
+/// `TOOLOOP_PANIC`. Threads: the agent's thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_reset(agent: *mut tooloop_agent) -> tooloop_status {
+    boundary("tooloop_agent_reset", || {
+        let a = handle(agent, "agent")?;
+        let _busy = a.begin()?;
+        a.agent.reset().map_err(|e| core_failure(&e))
+    })
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Callback answers
+// ---------------------------------------------------------------------------------------------------------
+
+/// Answer a tool call with `text` (UTF-8, copied; it may be JSON). A later set replaces an earlier one.
+///
+/// If this call fails on its `text` (NULL or invalid UTF-8), the result becomes an error result saying so,
+/// unless a later set succeeds: the model learns the tool misbehaved instead of getting nothing.
+///
+/// Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `result` or `text`), `TOOLOOP_INVALID_UTF8`,
+/// `TOOLOOP_PANIC`. Threads: only inside the tool callback that received `result`.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_tool_result_set_text(result: *mut tooloop_tool_result, text: *const c_char) -> tooloop_status {
+    boundary("tooloop_tool_result_set_text", || set_outcome(result, text, "text", true))
+}
+
+/// Answer a tool call with an error the model reads and can act on (an `is_error` tool result; the run
+/// goes on). `message` is UTF-8, copied. A later set replaces an earlier one. To end the run instead,
+/// return non-zero from the callback (this message is then added to the abort detail).
+///
+/// Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `result` or `message`), `TOOLOOP_INVALID_UTF8`,
+/// `TOOLOOP_PANIC`. Threads: only inside the tool callback that received `result`.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_tool_result_set_error(
+    result: *mut tooloop_tool_result,
+    message: *const c_char,
+) -> tooloop_status {
+    boundary("tooloop_tool_result_set_error", || set_outcome(result, message, "message", false))
+}
+
+fn set_outcome(result: *mut tooloop_tool_result, text: *const c_char, what: &str, ok: bool) -> FfiResult<()> {
+    let r = handle_mut(result, "result")?;
+    match str_arg(text, what) {
+        Ok(t) => {
+            r.outcome = Some(if ok { Ok(t.to_string()) } else { Err(t.to_string()) });
+            Ok(())
+        }
+        Err(f) => {
+            r.outcome = Some(Err(format!("the tool's result could not be set: {}", f.message)));
+            Err(f)
+        }
+    }
+}
+
+/// Whether the run this tool call belongs to was cancelled: a long-running tool should poll it and return
+/// early (with any result; the run ends with `TOOLOOP_CANCELLED` anyway).
+///
+/// Returns false for NULL. Threads: only inside the tool callback that received `result`.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_tool_result_is_cancelled(result: *const tooloop_tool_result) -> bool {
+    let mut cancelled = false;
+    boundary_void("tooloop_tool_result_is_cancelled", || {
+        if let Ok(r) = handle(result, "result") {
+            cancelled = r.cancel.is_cancelled();
+        }
+    });
+    cancelled
+}
+
+/// Check a host model's answer: a Messages API message object with a `content` array of typed blocks and a
+/// `stop_reason`; `role` and `type`, when present, must be `assistant` and `message`.
+fn parse_model_message(json: &str) -> FfiResult<MessageResponse> {
+    let v: Value = serde_json::from_str(json)
+        .map_err(|e| Failure::new(TOOLOOP_INVALID_JSON, format!("json is not valid JSON: {e}")))?;
+    let Value::Object(obj) = &v else {
+        return Err(Failure::invalid("json must be a Messages API message object, e.g. {\"role\": \"assistant\", \"content\": [{\"type\": \"text\", \"text\": \"Hi\"}], \"stop_reason\": \"end_turn\"}"));
+    };
+    match obj.get("content") {
+        Some(Value::Array(blocks)) => {
+            if let Some(i) = blocks.iter().position(|b| b.get("type").and_then(Value::as_str).is_none()) {
+                return Err(Failure::invalid(format!("content[{i}] must be an object with a \"type\"")));
+            }
+        }
+        _ => return Err(Failure::invalid("json needs a \"content\" array of blocks")),
+    }
+    if !obj.get("stop_reason").is_some_and(Value::is_string) {
+        return Err(Failure::invalid(
+            "json needs a \"stop_reason\" string (\"end_turn\", or \"tool_use\" when it calls tools)",
+        ));
+    }
+    if obj.get("role").is_some_and(|r| r != "assistant") {
+        return Err(Failure::invalid("\"role\" must be \"assistant\""));
+    }
+    if obj.get("type").is_some_and(|t| t != "message") {
+        return Err(Failure::invalid("\"type\" must be \"message\""));
+    }
+    serde_json::from_value(v).map_err(|e| Failure::invalid(format!("json is not a valid Messages API message: {e}")))
+}
+
+/// Answer a host model call with `json`, an assistant message in the Anthropic Messages shape (copied and
+/// validated now): `{"content": [...blocks...], "stop_reason": "end_turn" | "tool_use" | ..., "usage":
+/// {"input_tokens": N, "output_tokens": N}}`; `id`, `model`, `role` ("assistant"), `type` ("message") and
+/// `usage` are optional. A `tool_use` block is `{"type": "tool_use", "id": "toolu_1", "name": "...",
+/// "input": {...}}`. A later set replaces an earlier one.
+///
+/// If `json` is rejected, the response is marked invalid: unless a later set succeeds, the run fails with
+/// `TOOLOOP_INVALID_RESPONSE` and this detail, even if the callback returns 0.
+///
+/// Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `response` or `json`, not a message),
+/// `TOOLOOP_INVALID_UTF8`, `TOOLOOP_INVALID_JSON`, `TOOLOOP_PANIC`. Threads: only inside the model
+/// callback that received `response`.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_model_response_set_json(
+    response: *mut tooloop_model_response,
+    json: *const c_char,
+) -> tooloop_status {
+    boundary("tooloop_model_response_set_json", || {
+        let r = handle_mut(response, "response")?;
+        match str_arg(json, "json").and_then(parse_model_message) {
+            Ok(m) => {
+                r.message = Some(m);
+                r.invalid = None;
+                Ok(())
+            }
+            Err(f) => {
+                r.message = None;
+                r.invalid = Some(f.message.clone());
+                Err(f)
+            }
+        }
+    })
+}
+
+/// Whether the run this model call belongs to was cancelled: a slow host model should poll it and return
+/// non-zero (the run then ends with `TOOLOOP_CANCELLED`).
+///
+/// Returns false for NULL. Threads: only inside the model callback that received `response`.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_model_response_is_cancelled(response: *const tooloop_model_response) -> bool {
+    let mut cancelled = false;
+    boundary_void("tooloop_model_response_is_cancelled", || {
+        if let Ok(r) = handle(response, "response") {
+            cancelled = r.cancel.is_cancelled();
+        }
+    });
+    cancelled
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// JSON
+// ---------------------------------------------------------------------------------------------------------
+
+/// Read one value out of a JSON document, so C code can use tool inputs and results without a JSON
+/// library. `pointer` is a JSON Pointer (RFC 6901): `""` is the whole document, `"/city"` a member,
+/// `"/tool_calls/0/name"` a member of an array element (`~1` stands for `/` and `~0` for `~` in names).
+///
+/// On success `*out` receives the value as text: a string's own text (unquoted, unescaped, UTF-8); any
+/// other value (number, true/false, null, object, array) as compact JSON. The caller frees it with
+/// `tooloop_string_free`. On failure `*out` is left unchanged.
+///
+/// Example, inside a tool callback: `char *city; if (tooloop_json_get(input_json, "/city", &city) ==
+/// TOOLOOP_OK) { ...; tooloop_string_free(city); }`.
+///
+/// Statuses: `TOOLOOP_OK`, `TOOLOOP_NO_VALUE` (nothing at `pointer`), `TOOLOOP_INVALID_ARGUMENT` (NULL
+/// argument, or a string value holding a NUL character, which a C string cannot carry),
+/// `TOOLOOP_INVALID_UTF8`, `TOOLOOP_INVALID_JSON` (`json` does not parse), `TOOLOOP_PANIC`.
+/// Threads: any.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_json_get(json: *const c_char, pointer: *const c_char, out: *mut *mut c_char) -> tooloop_status {
+    boundary("tooloop_json_get", || {
+        out_arg(out, "out")?;
+        let text = str_arg(json, "json")?;
+        let pointer = str_arg(pointer, "pointer")?;
+        let doc: Value = serde_json::from_str(text)
+            .map_err(|e| Failure::new(TOOLOOP_INVALID_JSON, format!("json is not valid JSON: {e}")))?;
+        let value = doc
+            .pointer(pointer)
+            .ok_or_else(|| Failure::new(TOOLOOP_NO_VALUE, format!("no value at JSON pointer {pointer:?}")))?;
+        let s = match value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        write_out(out, owned_string(s)?);
+        Ok(())
+    })
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Testing
+// ---------------------------------------------------------------------------------------------------------
+
+/// For tests of the panic boundary only: panics inside libtooloop on purpose. The panic is caught at the
+/// boundary like any internal bug would be: the call returns `TOOLOOP_PANIC` and `tooloop_last_error()`
+/// says "internal panic". Nothing unwinds into C; the process goes on normally (Rust's panic message is
+/// printed on stderr).
+///
+/// Statuses: `TOOLOOP_PANIC`, always. Threads: any.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_debug_panic() -> tooloop_status {
+    boundary("tooloop_debug_panic", || panic!("tooloop_debug_panic was called (a deliberate test panic)"))
+}

@@ -1,0 +1,303 @@
+/*
+ * tooloop.hpp — a header-only C++17 wrapper over the C API in tooloop.h (libtooloop).
+ *
+ * RAII handles, std::string in and out, tools and models as std::function, errors as exceptions:
+ *
+ *     tooloop::Agent agent(R"({"model": "claude-sonnet-4-6"})");
+ *     agent.add_tool("get_time", "Get the current time.", R"({"type": "object"})",
+ *                    [](const std::string &input_json) { return std::string("14:05"); });
+ *     tooloop::RunResult r = agent.run("What time is it?", [](const tooloop::Event &e) {
+ *         if (e.type == TOOLOOP_EVENT_TEXT) std::cout << e.text << std::flush;
+ *     });
+ *
+ * Errors. Every failing call throws tooloop::Error (a std::runtime_error) carrying the C status
+ *   (tooloop::Error::status(), one of the TOOLOOP_* codes) and the detail of tooloop_last_error().
+ *
+ * Tools. A tool is a std::function<std::string(const std::string &input_json)>. Its return value is the
+ *   result the model reads. A std::exception it throws becomes an error result the model reads (is_error,
+ *   the run goes on); throwing tooloop::AbortRun ends the run (run() throws tooloop::Error with
+ *   TOOLOOP_TOOL_ABORTED). No exception ever crosses into the C library.
+ *
+ * Events. The optional event function sees each tooloop::Event (copied strings). If it throws, the run is
+ *   cancelled and run() rethrows that exception.
+ *
+ * Host model. Agent(config, model) takes a std::function<std::string(const std::string &request_json)>
+ *   that returns a Messages API message as JSON (see tooloop_model_fn). If it throws, run() rethrows.
+ *
+ * Threads: as the C API. One Agent, one thread at a time, except cancel() and the *_json() readers, which
+ *   any thread may call while a run is in progress. Callbacks run on the thread that called run().
+ *
+ * Build: c++ -std=c++17 app.cpp $(pkg-config --cflags --libs tooloop)
+ */
+#ifndef TOOLOOP_HPP
+#define TOOLOOP_HPP
+
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "tooloop.h"
+
+namespace tooloop {
+
+/** A failed tooloop call: the C status and the library's detail message. */
+class Error : public std::runtime_error {
+public:
+    Error(tooloop_status status, const std::string &message) : std::runtime_error(message), status_(status) {}
+    /** One of the TOOLOOP_* codes. */
+    tooloop_status status() const noexcept { return status_; }
+
+private:
+    tooloop_status status_;
+};
+
+/** Throw from a tool to end the run on purpose (run() then throws Error with TOOLOOP_TOOL_ABORTED). */
+class AbortRun : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/** One event of a run (a copy: keep it as long as you like). */
+struct Event {
+    /** One of the TOOLOOP_EVENT_* codes. */
+    tooloop_event_type type;
+    /** The text delta (TEXT, THINKING) or JSON fragment (TOOL_INPUT_DELTA); empty for other types. */
+    std::string text;
+    /** The whole event as JSON, e.g. {"type":"tool_use","id":"...","name":"...","input":{...}}. */
+    std::string json;
+};
+
+/** What a successful run returns. */
+struct RunResult {
+    /** The text of the last assistant turn (the answer). */
+    std::string text;
+    /** Why the last turn stopped ("end_turn", "max_tokens", ...); empty when max_turns stopped it. */
+    std::string stop_reason;
+    /** Model requests made in this run. */
+    int turns = 0;
+    /** The whole result as JSON (see tooloop_agent_run). */
+    std::string json;
+};
+
+using ToolFn = std::function<std::string(const std::string &input_json)>;
+using EventFn = std::function<void(const Event &event)>;
+using ModelFn = std::function<std::string(const std::string &request_json)>;
+
+namespace detail {
+
+/** Throw Error for a failed status, with the detail of this thread's last error. */
+inline void check(tooloop_status status) {
+    if (status != TOOLOOP_OK) {
+        const char *detail = tooloop_last_error();
+        throw Error(status, (detail != nullptr && *detail != '\0') ? detail : tooloop_status_str(status));
+    }
+}
+
+/** Take ownership of a string from the library: copy it, free it. */
+inline std::string take(char *s) {
+    std::string out = s != nullptr ? s : "";
+    tooloop_string_free(s);
+    return out;
+}
+
+struct ModelBox {
+    ModelFn fn;
+    std::exception_ptr error;
+};
+
+struct RunContext {
+    const EventFn *on_event;
+    std::exception_ptr error;
+    tooloop_agent *agent;
+};
+
+} // namespace detail
+
+/** The value at a JSON Pointer ("/text", "/tool_calls/0/name") as text, or nullopt when there is none. */
+inline std::optional<std::string> json_get(const std::string &json, const std::string &pointer) {
+    char *out = nullptr;
+    tooloop_status s = tooloop_json_get(json.c_str(), pointer.c_str(), &out);
+    if (s == TOOLOOP_NO_VALUE) {
+        return std::nullopt;
+    }
+    detail::check(s);
+    return detail::take(out);
+}
+
+/** The library version, e.g. "0.1.0". */
+inline std::string version() { return tooloop_version(); }
+
+} // namespace tooloop
+
+/* The callbacks handed to the C library: C linkage, and no exception ever leaves them. */
+extern "C" inline int32_t tooloop_hpp_tool(void *userdata, const char *input_json, tooloop_tool_result *result) {
+    auto *fn = static_cast<tooloop::ToolFn *>(userdata);
+    try {
+        std::string out = (*fn)(input_json);
+        tooloop_tool_result_set_text(result, out.c_str());
+        return 0;
+    } catch (const tooloop::AbortRun &e) {
+        tooloop_tool_result_set_error(result, e.what());
+        return 1;
+    } catch (const std::exception &e) {
+        tooloop_tool_result_set_error(result, e.what());
+        return 0;
+    } catch (...) {
+        tooloop_tool_result_set_error(result, "the tool threw a C++ exception that is not a std::exception");
+        return 0;
+    }
+}
+
+extern "C" inline void tooloop_hpp_tool_free(void *userdata) { delete static_cast<tooloop::ToolFn *>(userdata); }
+
+extern "C" inline int32_t tooloop_hpp_model(void *userdata, const char *request_json,
+                                            tooloop_model_response *response) {
+    auto *box = static_cast<tooloop::detail::ModelBox *>(userdata);
+    try {
+        std::string out = box->fn(request_json);
+        tooloop_model_response_set_json(response, out.c_str());
+        return 0;
+    } catch (...) {
+        box->error = std::current_exception();
+        return 1;
+    }
+}
+
+extern "C" inline void tooloop_hpp_model_free(void *userdata) {
+    delete static_cast<tooloop::detail::ModelBox *>(userdata);
+}
+
+extern "C" inline void tooloop_hpp_event(void *userdata, const tooloop_event *event) {
+    auto *ctx = static_cast<tooloop::detail::RunContext *>(userdata);
+    if (ctx->error) {
+        return;
+    }
+    try {
+        tooloop::Event e{event->type, event->text != nullptr ? event->text : "", event->json};
+        (*ctx->on_event)(e);
+    } catch (...) {
+        ctx->error = std::current_exception();
+        tooloop_agent_cancel(ctx->agent);
+    }
+}
+
+namespace tooloop {
+
+/** An agent (RAII over tooloop_agent *). Movable, not copyable. */
+class Agent {
+public:
+    /** An agent for a model API; config_json as tooloop_agent_new. Throws Error. */
+    explicit Agent(const std::string &config_json) {
+        detail::check(tooloop_agent_new(config_json.c_str(), &handle_));
+    }
+
+    /** An agent whose model is `model` (the "fake brain"); config_json as tooloop_agent_new_with_model. */
+    Agent(const std::string &config_json, ModelFn model) {
+        auto *box = new detail::ModelBox{std::move(model), nullptr};
+        // On failure the library has already freed box through tooloop_hpp_model_free.
+        detail::check(tooloop_agent_new_with_model(config_json.c_str(), tooloop_hpp_model, box,
+                                                   tooloop_hpp_model_free, &handle_));
+        model_ = box;
+    }
+
+    ~Agent() { tooloop_agent_free(handle_); }
+
+    Agent(const Agent &) = delete;
+    Agent &operator=(const Agent &) = delete;
+
+    Agent(Agent &&other) noexcept
+        : handle_(std::exchange(other.handle_, nullptr)), model_(std::exchange(other.model_, nullptr)) {}
+
+    Agent &operator=(Agent &&other) noexcept {
+        if (this != &other) {
+            tooloop_agent_free(handle_);
+            handle_ = std::exchange(other.handle_, nullptr);
+            model_ = std::exchange(other.model_, nullptr);
+        }
+        return *this;
+    }
+
+    /** Register a tool (see the file comment for results and exceptions). Throws Error. */
+    void add_tool(const std::string &name, const std::string &description, const std::string &schema_json,
+                  ToolFn fn) {
+        auto *box = new ToolFn(std::move(fn));
+        // On failure the library has already freed box through tooloop_hpp_tool_free.
+        detail::check(tooloop_agent_add_tool(handle_, name.c_str(), description.c_str(), schema_json.c_str(),
+                                             tooloop_hpp_tool, box, tooloop_hpp_tool_free));
+    }
+
+    /** Run on new user input. Throws Error (status TOOLOOP_CANCELLED, TOOLOOP_MAX_TURNS, API codes, ...),
+     *  or what the event function or host model threw. */
+    RunResult run(const std::string &input, const EventFn &on_event = nullptr) {
+        return drive(&input, on_event);
+    }
+
+    /** Continue after a failure, a cancel or max_turns (see tooloop_agent_resume). */
+    RunResult resume(const EventFn &on_event = nullptr) { return drive(nullptr, on_event); }
+
+    /** Cancel the run in progress, from any thread. */
+    void cancel() noexcept { tooloop_agent_cancel(handle_); }
+
+    /** The API view of the conversation (JSON array of messages). Any thread. */
+    std::string messages_json() const { return read(tooloop_agent_messages_json); }
+    /** The internal entries (JSON array). Any thread. */
+    std::string history_json() const { return read(tooloop_agent_history_json); }
+    /** Cumulative usage (JSON object). Any thread. */
+    std::string usage_json() const { return read(tooloop_agent_usage_json); }
+
+    /** Load a session file and append to it from now on (conversation must be empty). */
+    void open_session(const std::string &path) { detail::check(tooloop_agent_open_session(handle_, path.c_str())); }
+    /** Write the whole conversation to a session file. */
+    void save_session(const std::string &path) const {
+        detail::check(tooloop_agent_save_session(handle_, path.c_str()));
+    }
+    /** Clear the conversation. */
+    void reset() { detail::check(tooloop_agent_reset(handle_)); }
+
+    /** The C handle, for C calls not wrapped here. Still owned by this Agent. */
+    tooloop_agent *get() const noexcept { return handle_; }
+
+private:
+    tooloop_agent *handle_ = nullptr;
+    detail::ModelBox *model_ = nullptr; // owned by the C agent (freed with it)
+
+    std::string read(tooloop_status (*fn)(const tooloop_agent *, char **)) const {
+        char *out = nullptr;
+        detail::check(fn(handle_, &out));
+        return detail::take(out);
+    }
+
+    RunResult drive(const std::string *input, const EventFn &on_event) {
+        detail::RunContext ctx{&on_event, nullptr, handle_};
+        tooloop_event_fn cb = on_event ? tooloop_hpp_event : nullptr;
+        char *out = nullptr;
+        tooloop_status s = input != nullptr ? tooloop_agent_run(handle_, input->c_str(), cb, &ctx, &out)
+                                            : tooloop_agent_resume(handle_, cb, &ctx, &out);
+        std::string detail_message = s != TOOLOOP_OK ? tooloop_last_error() : "";
+        std::string json = detail::take(out);
+        if (ctx.error) {
+            std::rethrow_exception(ctx.error);
+        }
+        if (model_ != nullptr && model_->error) {
+            std::rethrow_exception(std::exchange(model_->error, nullptr));
+        }
+        if (s != TOOLOOP_OK) {
+            throw Error(s, detail_message.empty() ? tooloop_status_str(s) : detail_message);
+        }
+        RunResult r;
+        r.text = json_get(json, "/text").value_or("");
+        std::optional<std::string> stop = json_get(json, "/stop_reason");
+        r.stop_reason = (stop && *stop != "null") ? *stop : "";
+        r.turns = std::stoi(json_get(json, "/turns").value_or("0"));
+        r.json = std::move(json);
+        return r;
+    }
+};
+
+} // namespace tooloop
+
+#endif /* TOOLOOP_HPP */

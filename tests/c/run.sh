@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Run the built C/C++ test programs of tests/c, each against the shared mock server with its scenario and,
+# when valgrind is available, under valgrind (definitely and indirectly lost must be 0, no memory errors).
+# Usage: tests/c/run.sh BUILD_DIR    (normally through `make -C tests/c test`)
+# VALGRIND=0 skips valgrind. Prints PASS/FAIL per program and a final "N passed, N failed".
+set -u
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+build="$(cd "${1:-$here/build}" && pwd)"
+mockctl="$root/tests/mock/mockctl.py"
+scenarios="$root/tests/scenarios"
+
+# program            scenario (or - for none: the program needs no server)
+tests=(
+  "header_c99         -"
+  "header_cpp         -"
+  "hpp_alone          -"
+  "tools_loop         c_two_tools.json"
+  "tools_loop_static  c_two_tools.json"
+  "cancel_thread      c_slow_stream.json"
+  "fake_model         -"
+  "session_resume     c_tool_fail_resume.json"
+  "bad_input          c_bad_input.json"
+  "openai_provider    openai_text.json"
+  "wrapper            c_two_tools.json"
+  "example_c          c_example_time.json"
+  "example_cpp        c_example_time.json"
+)
+
+use_valgrind=0
+if [ "${VALGRIND:-1}" != "0" ]; then
+  if ! command -v valgrind >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "valgrind is missing: installing it with apt-get"
+    (apt-get install -y valgrind >/dev/null 2>&1 || { apt-get update >/dev/null 2>&1 && apt-get install -y valgrind >/dev/null 2>&1; }) || true
+  fi
+  if command -v valgrind >/dev/null 2>&1; then
+    use_valgrind=1
+  else
+    echo "WARNING: valgrind not available: running without it (leaks unchecked)"
+  fi
+fi
+
+passed=0
+failed=0
+for line in "${tests[@]}"; do
+  read -r prog scenario <<<"$line"
+  log="$build/$prog.log"
+  cmd=("$build/$prog")
+  if [ "$use_valgrind" = 1 ]; then
+    cmd=(valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect
+         --show-leak-kinds=definite,indirect --error-exitcode=97 --log-file="$build/$prog.valgrind"
+         "${cmd[@]}")
+  fi
+  if [ "$scenario" != "-" ]; then
+    cmd=(python3 "$mockctl" run "$scenarios/$scenario" -- "${cmd[@]}")
+  fi
+  start=$(date +%s%N)
+  (cd "$build" && timeout 300 "${cmd[@]}") >"$log" 2>&1
+  rc=$?
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+  secs="$((ms / 1000)).$((ms % 1000 / 100))"
+  summary=""
+  if [ "$use_valgrind" = 1 ] && [ -f "$build/$prog.valgrind" ]; then
+    def=$(grep -o 'definitely lost: [0-9,]* bytes' "$build/$prog.valgrind" | head -1)
+    ind=$(grep -o 'indirectly lost: [0-9,]* bytes' "$build/$prog.valgrind" | head -1)
+    pos=$(grep -o 'possibly lost: [0-9,]* bytes' "$build/$prog.valgrind" | head -1)
+    errs=$(grep -o 'ERROR SUMMARY: [0-9,]* errors' "$build/$prog.valgrind" | tail -1)
+    [ -z "$def" ] && grep -q 'All heap blocks were freed' "$build/$prog.valgrind" && def="all heap blocks freed"
+    summary=" [valgrind: ${def:-?}; ${ind:-indirectly lost: 0 bytes}; ${pos:-possibly lost: 0 bytes}; ${errs:-?}]"
+  fi
+  if [ "$rc" = 0 ]; then
+    passed=$((passed + 1))
+    echo "PASS $prog (${secs} s)$summary"
+  else
+    failed=$((failed + 1))
+    why="exit code $rc"
+    [ "$rc" = 97 ] && why="valgrind found errors or leaks"
+    [ "$rc" = 124 ] && why="timed out after 300 s"
+    echo "FAIL $prog ($why, ${secs} s)$summary"
+    sed 's/^/    | /' "$log" | tail -40
+    if [ "$use_valgrind" = 1 ] && [ -f "$build/$prog.valgrind" ] && [ "$rc" = 97 ]; then
+      sed 's/^/    valgrind| /' "$build/$prog.valgrind" | tail -60
+    fi
+  fi
+done
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
