@@ -207,8 +207,11 @@ impl HttpClient {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_connect(Some(config.connect_timeout))
-            // The worker thread's own backstop; the caller enforces the real deadlines.
+            // The worker thread's own backstops; the caller enforces the real deadlines. With the per-read
+            // limit a worker abandoned by a cancel against a silent server ends after the idle timeout,
+            // not after the whole total.
             .timeout_global(Some(config.total_timeout + Duration::from_secs(5)))
+            .timeout_per_read(Some(config.idle_timeout + Duration::from_secs(1)))
             .user_agent(concat!("tooloop/", env!("CARGO_PKG_VERSION")))
             .build()
             .into();

@@ -1,1 +1,28 @@
+//! `tooloop._tooloop`: the compiled half of the Python package.
+//!
+//! Thin on purpose: it converts between JSON values and Python objects, maps core errors to the exception
+//! classes of `tooloop.errors`, and manages the GIL (released while waiting, re-taken only to call Python).
+//! The agent logic stays in the core crate; the Python-facing API (argument handling, result objects,
+//! events) is the pure-Python package around this module.
 
+// The core's Error carries a stream's partial message by design (see the core crate); boxing it here would
+// only move the cost.
+#![allow(clippy::result_large_err)]
+
+mod agent;
+mod client;
+mod convert;
+mod errors;
+mod run;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<agent::PyAgent>()?;
+    m.add_class::<client::PyClient>()?;
+    m.add_class::<run::Run>()?;
+    m.add_function(wrap_pyfunction!(agent::estimate_cost_usd, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
