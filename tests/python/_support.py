@@ -1,0 +1,77 @@
+"""Helpers shared by the Python tests: scenario files, mock servers, agents pointed at them, and the check
+that a conversation's API view is valid (DESIGN invariant 1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = ROOT / "tests" / "scenarios"
+if str(ROOT / "tests" / "mock") not in sys.path:
+    sys.path.insert(0, str(ROOT / "tests" / "mock"))
+
+from mockctl import MockServer, mock_env  # noqa: E402
+
+
+def scenario(name: str) -> Dict[str, Any]:
+    """tests/scenarios/<name>.json as a dict."""
+    with open(SCENARIOS / f"{name}.json", encoding="utf-8") as f:
+        return json.load(f)  # type: ignore[no-any-return]
+
+
+def agent_for(server: MockServer, **kwargs: Any) -> Any:
+    import tooloop
+
+    kwargs.setdefault("api_key", "sk-ant-mock")
+    provider = kwargs.get("provider", "anthropic")
+    base = server.base_url + ("/v1" if provider == "openai" else "")
+    return tooloop.Agent(base_url=base, **kwargs)
+
+
+def assert_valid_view(messages: List[Dict[str, Any]]) -> None:
+    """DESIGN invariant 1: starts with a user turn, roles alternate, every tool_use is answered by exactly
+    one tool_result at the front of the very next user message."""
+    assert messages, "the API view is empty"
+    assert messages[0]["role"] == "user", messages[0]
+    for a, b in zip(messages, messages[1:]):
+        assert a["role"] != b["role"], f"roles do not alternate: {a['role']} then {b['role']}"
+    for i, m in enumerate(messages):
+        uses = [b["id"] for b in m["content"] if b.get("type") == "tool_use"]
+        if not uses:
+            continue
+        assert m["role"] == "assistant"
+        assert i + 1 < len(messages), "a tool_use has no answer (the view ends on it)"
+        nxt = messages[i + 1]["content"]
+        results = [b["tool_use_id"] for b in nxt if b.get("type") == "tool_result"]
+        assert sorted(results) == sorted(uses), (uses, results)
+        kinds = [b["type"] for b in nxt]
+        assert kinds[: len(results)] == ["tool_result"] * len(results), "tool_result blocks must come first"
+
+
+def run_script(code: str, env: Optional[Dict[str, str]] = None, timeout: float = 60) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+    """Run `code` in a fresh interpreter (the one running the tests) and wait for it."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def text_reply(text: str, **extra: Any) -> Dict[str, Any]:
+    """A mock response: an Anthropic text message (end_turn)."""
+    return {"anthropic": {"id": "msg_py_text", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+                          "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+                          "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5}}, **extra}
+
+
+def tool_reply(*calls: Any, text: Optional[str] = None, **extra: Any) -> Dict[str, Any]:
+    """A mock response: an Anthropic message with tool_use blocks; `calls` are (id, name, input)."""
+    content: List[Dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    content += [{"type": "tool_use", "id": i, "name": n, "input": inp} for i, n, inp in calls]
+    return {"anthropic": {"id": "msg_py_tools", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+                          "content": content, "stop_reason": "tool_use", "stop_sequence": None,
+                          "usage": {"input_tokens": 20, "output_tokens": 8}}, **extra}
+
+

@@ -1,0 +1,47 @@
+"""Fixtures for the Python suite. Every test talks to tests/mock/mockserver.py over 127.0.0.1 (or to a model
+written in Python); every server or subprocess a test starts is stopped by its own pid."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, List
+
+import pytest
+
+from _support import MockServer, scenario
+
+
+@pytest.fixture(autouse=True)
+def _no_real_endpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A developer's real key or base URL must never leak into a test (nor a test reach the network).
+    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+
+
+class Mocks:
+    """Starts mock servers on demand; all of them are stopped when the test ends."""
+
+    def __init__(self) -> None:
+        self._servers: List[MockServer] = []
+
+    def __call__(self, sc: Any) -> MockServer:
+        if isinstance(sc, str) and not sc.endswith(".json"):
+            sc = scenario(sc)
+        server = MockServer(sc).start()
+        self._servers.append(server)
+        return server
+
+    def stop(self) -> None:
+        for s in self._servers:
+            s.stop()
+
+
+@pytest.fixture
+def mock() -> Iterator[Mocks]:
+    """``mock("anthropic_text")`` / ``mock({...})`` / ``mock([...])``: a started MockServer."""
+    mocks = Mocks()
+    try:
+        yield mocks
+    finally:
+        mocks.stop()
+
+
