@@ -7,29 +7,20 @@
 
 #[path = "common/mock.rs"]
 mod mock;
+#[path = "common/wire.rs"]
+mod wire;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mock::{MockServer, scenario};
+use wire::{fast_http, provider_config, response_of, send};
 use serde_json::{Value, json};
-use tooloop::http::HttpConfig;
-use tooloop::provider::{Protocol, Provider, ProviderConfig, Response, Secret, StreamEvent};
+use tooloop::provider::{Protocol, Provider, ProviderConfig, StreamEvent};
 use tooloop::{ApiErrorKind, CancelToken, ContentBlock, Error, Message, MessageResponse, Request, StopReason};
 
-fn http() -> HttpConfig {
-    // Fast back-off so retry paths cost milliseconds; the rest stays at the defaults.
-    HttpConfig { initial_backoff: Duration::from_millis(10), max_backoff: Duration::from_millis(50), ..HttpConfig::default() }
-}
-
 fn config(mock: &MockServer) -> ProviderConfig {
-    ProviderConfig {
-        protocol: Protocol::Anthropic,
-        api_key: Some(Secret::new("sk-test")),
-        base_url: Some(mock.base_url()),
-        headers: Vec::new(),
-        http: http(),
-    }
+    provider_config(Protocol::Anthropic, mock.base_url(), fast_http())
 }
 
 fn provider(mock: &MockServer) -> Arc<dyn Provider> {
@@ -46,16 +37,7 @@ fn request(stream: bool) -> Request {
     }
 }
 
-fn send(p: &dyn Provider, req: &Request) -> (tooloop::Result<Response>, Vec<StreamEvent>) {
-    let mut events = Vec::new();
-    let result = p.send(req, &CancelToken::new(), &mut |e| events.push(e));
-    (result, events)
-}
 
-/// `responses[index]` of a shared scenario file.
-fn response_of(name: &str, index: usize) -> Value {
-    scenario(name)["responses"][index].clone()
-}
 
 /// Serves `response` to a JSON request and then to a streaming one, checks both agree (message and raw),
 /// that nothing was lost against the scenario, and that the stream events rebuild the message.

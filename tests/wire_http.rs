@@ -7,28 +7,21 @@
 
 #[path = "common/mock.rs"]
 mod mock;
+#[path = "common/wire.rs"]
+mod wire;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mock::{MockServer, scenario};
+use wire::{fast_http, provider_config, send};
 use serde_json::{Value, json};
 use tooloop::http::{HttpClient, HttpConfig};
 use tooloop::provider::{AnthropicProvider, Protocol, Provider, ProviderConfig, Response, Secret, StreamEvent};
 use tooloop::{ApiErrorKind, CancelToken, Error, Message, Request};
 
-fn fast_http() -> HttpConfig {
-    HttpConfig { initial_backoff: Duration::from_millis(10), max_backoff: Duration::from_millis(50), ..HttpConfig::default() }
-}
-
 fn config(mock: &MockServer, http: HttpConfig) -> ProviderConfig {
-    ProviderConfig {
-        protocol: Protocol::Anthropic,
-        api_key: Some(Secret::new("sk-test")),
-        base_url: Some(mock.base_url()),
-        headers: Vec::new(),
-        http,
-    }
+    provider_config(Protocol::Anthropic, mock.base_url(), http)
 }
 
 fn provider(mock: &MockServer) -> Arc<dyn Provider> {
@@ -49,11 +42,6 @@ fn request(stream: bool) -> Request {
     }
 }
 
-fn send(p: &dyn Provider, req: &Request) -> (tooloop::Result<Response>, Vec<StreamEvent>) {
-    let mut events = Vec::new();
-    let result = p.send(req, &CancelToken::new(), &mut |e| events.push(e));
-    (result, events)
-}
 
 fn text_reply() -> Value {
     scenario("anthropic_text")["responses"][0].clone()

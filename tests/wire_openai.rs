@@ -8,32 +8,22 @@
 
 #[path = "common/mock.rs"]
 mod mock;
+#[path = "common/wire.rs"]
+mod wire;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use mock::{MockServer, scenario};
+use wire::{fast_http, provider_config, response_of, send};
 use serde_json::{Map, Value, json};
-use tooloop::http::HttpConfig;
-use tooloop::provider::{Protocol, Provider, ProviderConfig, Response, Secret, StreamEvent};
+use tooloop::provider::{Protocol, Provider, ProviderConfig, Response, StreamEvent};
 use tooloop::types::{TextBlock, ToolResultBlock, ToolUseBlock};
 use tooloop::{
-    ApiErrorKind, CancelToken, ContentBlock, Error, Message, MessageResponse, Request, Role, StopReason, ToolSpec,
+    ApiErrorKind, ContentBlock, Error, Message, MessageResponse, Request, Role, StopReason, ToolSpec,
 };
 
 fn config(mock: &MockServer) -> ProviderConfig {
-    ProviderConfig {
-        protocol: Protocol::OpenAi,
-        api_key: Some(Secret::new("sk-test")),
-        base_url: Some(format!("{}/v1", mock.base_url())),
-        headers: Vec::new(),
-        // Fast back-off so retry paths cost milliseconds.
-        http: HttpConfig {
-            initial_backoff: Duration::from_millis(10),
-            max_backoff: Duration::from_millis(50),
-            ..HttpConfig::default()
-        },
-    }
+    provider_config(Protocol::OpenAi, format!("{}/v1", mock.base_url()), fast_http())
 }
 
 fn provider(mock: &MockServer) -> Arc<dyn Provider> {
@@ -50,15 +40,7 @@ fn request(stream: bool) -> Request {
     }
 }
 
-fn send(p: &dyn Provider, req: &Request) -> (tooloop::Result<Response>, Vec<StreamEvent>) {
-    let mut events = Vec::new();
-    let result = p.send(req, &CancelToken::new(), &mut |e| events.push(e));
-    (result, events)
-}
 
-fn response_of(name: &str, index: usize) -> Value {
-    scenario(name)["responses"][index].clone()
-}
 
 fn texts(events: &[StreamEvent]) -> String {
     events.iter().filter_map(|e| if let StreamEvent::TextDelta { text, .. } = e { Some(text.as_str()) } else { None }).collect()
