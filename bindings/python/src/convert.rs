@@ -1,0 +1,104 @@
+//! JSON values ⇄ Python objects (dict, list, str, int, float, bool, None).
+//!
+//! Hand-written rather than a serde bridge: the shapes are plain JSON, and the errors must name where in
+//! the object a bad value sits, because they reach users who passed a tool result or a request dict.
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use serde_json::{Map, Number, Value};
+
+/// A JSON value as a new Python object.
+pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                i.into_pyobject(py)?.into_any()
+            } else if let Some(u) = n.as_u64() {
+                u.into_pyobject(py)?.into_any()
+            } else {
+                PyFloat::new(py, n.as_f64().unwrap_or(f64::NAN)).into_any()
+            }
+        }
+        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::Array(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(to_py(py, item)?)?;
+            }
+            list.into_any()
+        }
+        Value::Object(map) => {
+            let dict = PyDict::new(py);
+            for (k, item) in map {
+                dict.set_item(k, to_py(py, item)?)?;
+            }
+            dict.into_any()
+        }
+    })
+}
+
+/// A Python object (JSON-like) as a JSON value; `what` names it in errors (e.g. "the request").
+pub fn from_py(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
+    convert(obj, what, 0)
+}
+
+fn convert(obj: &Bound<'_, PyAny>, path: &str, depth: usize) -> PyResult<Value> {
+    // A self-referencing dict would otherwise recurse until the stack overflows.
+    if depth > 200 {
+        return Err(PyValueError::new_err(format!("{path} is nested too deeply (a reference cycle?)")));
+    }
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    // bool before int: Python's bool is a subclass of int.
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(Value::String(s.to_cow()?.into_owned()));
+    }
+    if obj.cast::<PyInt>().is_ok() {
+        if let Ok(i) = obj.extract::<i64>() {
+            return Ok(Value::from(i));
+        }
+        if let Ok(u) = obj.extract::<u64>() {
+            return Ok(Value::from(u));
+        }
+        return Err(PyValueError::new_err(format!("{path}: integer {obj} does not fit in 64 bits")));
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        let x = f.value();
+        return Number::from_f64(x)
+            .map(Value::Number)
+            .ok_or_else(|| PyValueError::new_err(format!("{path}: {x} is not a finite number (JSON has no NaN or infinity)")));
+    }
+    if let Ok(d) = obj.cast::<PyDict>() {
+        let mut map = Map::new();
+        for (k, v) in d.iter() {
+            let Ok(key) = k.cast::<PyString>() else {
+                return Err(PyTypeError::new_err(format!(
+                    "{path}: dict keys must be str, got {} ({k})",
+                    k.get_type().name()?
+                )));
+            };
+            let key = key.to_cow()?.into_owned();
+            let sub = format!("{path}[{key:?}]");
+            map.insert(key, convert(&v, &sub, depth + 1)?);
+        }
+        return Ok(Value::Object(map));
+    }
+    if obj.cast::<PyList>().is_ok() || obj.cast::<PyTuple>().is_ok() {
+        let mut out = Vec::new();
+        for (i, item) in obj.try_iter()?.enumerate() {
+            out.push(convert(&item?, &format!("{path}[{i}]"), depth + 1)?);
+        }
+        return Ok(Value::Array(out));
+    }
+    Err(PyTypeError::new_err(format!(
+        "{path}: {} is not JSON-serializable (use dict, list, str, int, float, bool or None)",
+        obj.get_type().name()?
+    )))
+}

@@ -1,0 +1,235 @@
+//! A blocking operation on a Rust worker thread, waited on from Python without holding the GIL.
+//!
+//! The calling thread waits on a channel in short slices with the GIL released, and between slices runs
+//! Python's signal handlers (`check_signals`), so Ctrl+C (or any exception a handler raises) cancels the
+//! operation, waits for the worker to wind down — it does within 200 ms, the core's cancel bound — and then
+//! propagates. Python code the operation calls (tools, a model callable, a permission hook) runs on the
+//! worker under `Python::attach`; an exception that must abort the operation is parked in an [`ErrSlot`]
+//! and re-raised here, on the calling thread, as the very same object.
+//!
+//! Must never: block while holding the GIL, or let a dropped handle leave its operation running.
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use serde_json::Value;
+use tooloop::Error;
+
+use crate::convert::to_py;
+use crate::errors::to_pyerr;
+
+/// How long the GIL stays released between two signal checks. Small enough for a prompt Ctrl+C,
+/// large enough to cost nothing.
+const SLICE: Duration = Duration::from_millis(20);
+
+/// Events decoded ahead of the consumer, at most.
+const EVENT_BUFFER: usize = 256;
+
+/// An exception raised by Python code on the worker that must end the operation and reach the caller.
+pub type ErrSlot = Arc<Mutex<Option<PyErr>>>;
+
+/// What the operation produces when it ends.
+pub type Outcome = Result<Value, Error>;
+
+enum Msg {
+    Event(Value),
+    Done(Outcome),
+}
+
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Park `err` for the caller (the first one wins: later ones are usually consequences of it).
+pub fn park(slot: &ErrSlot, err: PyErr) {
+    let mut s = lock(slot);
+    if s.is_none() {
+        *s = Some(err);
+    }
+}
+
+type Finished = Result<Value, PyErr>;
+
+/// Handle on a running operation: its events, then its outcome.
+#[pyclass(module = "tooloop._tooloop", name = "_Run", frozen)]
+pub struct Run {
+    rx: Mutex<Receiver<Msg>>,
+    handle: Mutex<Option<JoinHandle<()>>>,
+    cancel: Arc<dyn Fn() + Send + Sync>,
+    slot: ErrSlot,
+    finished: Mutex<Option<Finished>>,
+}
+
+impl Run {
+    /// Start `op` on a worker thread. `op` gets an event sink (a no-op unless `stream`).
+    pub fn spawn(
+        py: Python<'_>,
+        cancel: Arc<dyn Fn() + Send + Sync>,
+        slot: ErrSlot,
+        stream: bool,
+        op: impl FnOnce(&mut dyn FnMut(Value)) -> Outcome + Send + 'static,
+    ) -> PyResult<Run> {
+        // Bounded: a consumer slower than the network makes the worker wait (and TCP push back) instead of
+        // piling decoded events up in memory. Every path that waits for the end reads the channel, so a
+        // full channel never blocks the worker for good; dropping the handle drops the receiver.
+        let (tx, rx) = mpsc::sync_channel(EVENT_BUFFER);
+        let handle = std::thread::Builder::new()
+            .name("tooloop-run".into())
+            .spawn(move || {
+                let events = tx.clone();
+                let mut emit = |v: Value| {
+                    if stream {
+                        // The receiver may be gone (handle dropped); the run is being cancelled then.
+                        let _ = events.send(Msg::Event(v));
+                    }
+                };
+                let outcome = op(&mut emit);
+                let _ = tx.send(Msg::Done(outcome));
+            })
+            .map_err(|e| to_pyerr(py, &Error::Config(format!("cannot start a worker thread: {e}"))))?;
+        Ok(Run { rx: Mutex::new(rx), handle: Mutex::new(Some(handle)), cancel, slot, finished: Mutex::new(None) })
+    }
+
+    fn is_finished(&self) -> bool {
+        lock(&self.finished).is_some()
+    }
+
+    /// Next message, waiting with the GIL released and signals checked. `Ok(None)`: the worker is gone.
+    fn recv(&self, py: Python<'_>) -> PyResult<Option<Msg>> {
+        loop {
+            match lock(&self.rx).try_recv() {
+                Ok(m) => return Ok(Some(m)),
+                Err(TryRecvError::Disconnected) => return Ok(None),
+                Err(TryRecvError::Empty) => {}
+            }
+            let got = py.detach(|| lock(&self.rx).recv_timeout(SLICE));
+            match got {
+                Ok(m) => return Ok(Some(m)),
+                Err(RecvTimeoutError::Disconnected) => return Ok(None),
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            if let Err(interrupt) = py.check_signals() {
+                return Err(self.abandon(py, interrupt));
+            }
+        }
+    }
+
+    /// A signal handler raised while we waited: cancel, let the worker finish, and hand back the exception
+    /// (a second one while waiting wins, and stops the wait: the user insists).
+    fn abandon(&self, py: Python<'_>, interrupt: PyErr) -> PyErr {
+        (self.cancel)();
+        match self.drain(py) {
+            Ok(()) => interrupt,
+            Err(again) => again,
+        }
+    }
+
+    /// Wait for the outcome, discarding events, and record it (an error from the slot wins).
+    fn drain(&self, py: Python<'_>) -> PyResult<()> {
+        while !self.is_finished() {
+            let msg = loop {
+                let got = py.detach(|| lock(&self.rx).recv_timeout(SLICE));
+                match got {
+                    Ok(m) => break Some(m),
+                    Err(RecvTimeoutError::Disconnected) => break None,
+                    Err(RecvTimeoutError::Timeout) => py.check_signals()?,
+                }
+            };
+            match msg {
+                Some(Msg::Event(_)) => {}
+                Some(Msg::Done(o)) => self.finish(py, Some(o)),
+                None => self.finish(py, None),
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&self, py: Python<'_>, outcome: Option<Outcome>) {
+        let handle = lock(&self.handle).take();
+        if let Some(h) = handle {
+            // The worker has sent its last message; joining only waits for its stack to unwind.
+            let _ = py.detach(move || h.join());
+        }
+        let parked = lock(&self.slot).take();
+        let done = match (parked, outcome) {
+            (Some(e), _) => Err(e),
+            (None, Some(Ok(v))) => Ok(v),
+            (None, Some(Err(e))) => Err(to_pyerr(py, &e)),
+            (None, None) => Err(to_pyerr(py, &Error::Config("the worker thread ended without a result".into()))),
+        };
+        *lock(&self.finished) = Some(done);
+    }
+
+    fn outcome(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        match lock(&self.finished).as_ref() {
+            Some(Ok(v)) => Ok(to_py(py, v)?.unbind()),
+            Some(Err(e)) => Err(e.clone_ref(py)),
+            None => Err(to_pyerr(py, &Error::Config("the run has not finished".into()))),
+        }
+    }
+}
+
+#[pymethods]
+impl Run {
+    /// The next event as a dict, or None once the operation has ended (then `result()` tells how).
+    fn next_event(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        if self.is_finished() {
+            return Ok(None);
+        }
+        match self.recv(py)? {
+            Some(Msg::Event(v)) => Ok(Some(to_py(py, &v)?.unbind())),
+            Some(Msg::Done(o)) => {
+                self.finish(py, Some(o));
+                Ok(None)
+            }
+            None => {
+                self.finish(py, None);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Wait for the end (remaining events are dropped); the outcome as a dict, or its exception.
+    fn result(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        while !self.is_finished() {
+            match self.recv(py)? {
+                Some(Msg::Event(_)) => {}
+                Some(Msg::Done(o)) => self.finish(py, Some(o)),
+                None => self.finish(py, None),
+            }
+        }
+        self.outcome(py)
+    }
+
+    /// Whether the operation has ended (and its outcome was collected).
+    #[getter]
+    fn done(&self) -> bool {
+        self.is_finished()
+    }
+
+    /// Ask the operation to stop (any thread); it ends within 200 ms.
+    fn cancel(&self) {
+        (self.cancel)();
+    }
+
+    /// Cancel if still running and wait until the worker has ended. Idempotent.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        if !self.is_finished() {
+            (self.cancel)();
+            self.drain(py)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        // Never join here: the worker may be waiting for the GIL that whoever drops us may hold.
+        if lock(&self.finished).is_none() {
+            (self.cancel)();
+        }
+    }
+}

@@ -1,0 +1,101 @@
+"""tooloop: a model calling tools in a loop, done properly — a Rust core with a Python API.
+
+    import tooloop
+
+    agent = tooloop.Agent(model="claude-sonnet-4-6", system="You are helpful.")
+
+    @agent.tool
+    def get_time(timezone: str = "local") -> str:
+        "Get the current time."
+        ...
+
+    result = agent.run("What time is it?")
+    for event in agent.stream("And the date?"):
+        ...
+
+The wire layer alone is ``tooloop.Client``. Errors form one tree under ``tooloop.Error``. The compiled half
+is the private ``tooloop._tooloop``; the ``tooloop`` command lives in ``tooloop.cli`` and is never imported
+from here.
+"""
+
+from ._tooloop import __version__
+from ._tools import Tool, as_tool, tool
+from ._agent import Agent, AgentStream
+from ._client import Client, MessageStream
+from .errors import (
+    APIConnectionError,
+    APIError,
+    APITimeoutError,
+    AuthenticationError,
+    BadRequestError,
+    Cancelled,
+    ConfigError,
+    Error,
+    InternalServerError,
+    InvalidResponseError,
+    MaxTurnsExceeded,
+    NotFoundError,
+    OverloadedError,
+    PermissionDeniedError,
+    RateLimitError,
+    RequestTooLargeError,
+    SessionError,
+    StreamInterruptedError,
+    ToolAbortedError,
+)
+from .events import (
+    DoneEvent,
+    Event,
+    RunResult,
+    TextEvent,
+    ThinkingEvent,
+    ToolCall,
+    ToolCallRecord,
+    ToolResultEvent,
+    ToolUseEvent,
+    TurnEvent,
+    Usage,
+    UsageEvent,
+)
+
+__all__ = [
+    "__version__",
+    "Agent",
+    "AgentStream",
+    "Client",
+    "MessageStream",
+    "Tool",
+    "tool",
+    "as_tool",
+    "RunResult",
+    "Usage",
+    "ToolCall",
+    "ToolCallRecord",
+    "Event",
+    "TextEvent",
+    "ThinkingEvent",
+    "ToolUseEvent",
+    "ToolResultEvent",
+    "TurnEvent",
+    "UsageEvent",
+    "DoneEvent",
+    "Error",
+    "APIError",
+    "BadRequestError",
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "RequestTooLargeError",
+    "RateLimitError",
+    "InternalServerError",
+    "OverloadedError",
+    "APIConnectionError",
+    "APITimeoutError",
+    "StreamInterruptedError",
+    "MaxTurnsExceeded",
+    "Cancelled",
+    "ToolAbortedError",
+    "InvalidResponseError",
+    "SessionError",
+    "ConfigError",
+]

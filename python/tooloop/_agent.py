@@ -1,0 +1,361 @@
+"""``tooloop.Agent``: the Python face of the core agent loop.
+
+Argument handling and result objects live here; the loop itself runs in the core (through the compiled
+``_tooloop._Agent``) on a worker thread, with the GIL released while it waits. Must never: hold agent logic
+that the core has, or import the CLI's dependencies.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union, overload
+
+from . import _tooloop
+from ._tools import Tool, as_tool, tool as _make_tool
+from .errors import ConfigError, InvalidResponseError
+from .events import DoneEvent, Event, RunResult, ToolCall, Usage, _event_from
+
+__all__ = ["Agent", "AgentStream", "ModelFn", "PermissionFn", "DEFAULT_MODEL"]
+
+DEFAULT_MODEL = "claude-sonnet-4-6"
+
+#: A model written in Python: takes the request (a Messages API request dict), returns a message dict.
+ModelFn = Callable[[Dict[str, Any]], Dict[str, Any]]
+#: A permission check: True allows the call, False denies it, a string denies it with that reason.
+PermissionFn = Callable[[ToolCall], Union[bool, str]]
+#: User input: text, or a list of content blocks (text, image, ...).
+Input = Union[str, List[Dict[str, Any]]]
+
+STOP_REASONS = (
+    "end_turn",
+    "tool_use",
+    "max_tokens",
+    "stop_sequence",
+    "pause_turn",
+    "refusal",
+    "model_context_window_exceeded",
+)
+
+_DEFAULT_DENIAL = "The user did not allow this tool call."
+
+
+def _check_reply(reply: Any) -> Dict[str, Any]:
+    """Validate what a Python model returned; a clear InvalidResponseError names what is wrong."""
+    if not isinstance(reply, dict):
+        raise InvalidResponseError(
+            f"the model callable must return a dict (an Anthropic message with 'content' and 'stop_reason'), "
+            f"got {type(reply).__name__}: {reply!r:.200}"
+        )
+    if "content" not in reply:
+        raise InvalidResponseError(
+            f"the model callable's reply has no 'content' (a list of content blocks); keys: {sorted(reply)}"
+        )
+    content = reply["content"]
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    if not isinstance(content, list):
+        raise InvalidResponseError(
+            f"the model callable's reply 'content' must be a list of content blocks, got {type(content).__name__}"
+        )
+    for i, block in enumerate(content):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise InvalidResponseError(
+                f"the model callable's reply content[{i}] must be a dict with a 'type' string, got {block!r:.200}"
+            )
+    stop = reply.get("stop_reason")
+    if stop is None:
+        # A fake brain rarely cares: infer what the API would have said.
+        stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
+    elif stop not in STOP_REASONS:
+        raise InvalidResponseError(
+            f"the model callable's reply has an unknown stop_reason {stop!r}; expected one of {', '.join(STOP_REASONS)}"
+        )
+    out = dict(reply)
+    out["content"] = content
+    out["stop_reason"] = stop
+    out.setdefault("type", "message")
+    out.setdefault("role", "assistant")
+    return out
+
+
+def _model_adapter(model: ModelFn) -> Callable[[Dict[str, Any]], Dict[str, Any]]:
+    def call(request: Dict[str, Any]) -> Dict[str, Any]:
+        return _check_reply(model(request))
+
+    return call
+
+
+def _permission_adapter(check: PermissionFn) -> Callable[[str, str, Any], Optional[str]]:
+    def call(id: str, name: str, input: Any) -> Optional[str]:
+        answer = check(ToolCall(id=id, name=name, input=input))
+        if answer is True:
+            return None
+        if answer is False:
+            return _DEFAULT_DENIAL
+        if isinstance(answer, str):
+            return answer or _DEFAULT_DENIAL
+        raise TypeError(
+            f"the permission callable must return True, False or a reason string, got {type(answer).__name__}: "
+            f"{answer!r:.100}"
+        )
+
+    return call
+
+
+def _thinking(thinking: Union[int, Dict[str, Any], None]) -> Optional[Dict[str, Any]]:
+    if thinking is None:
+        return None
+    if isinstance(thinking, bool):
+        raise ConfigError("thinking takes a token budget (e.g. 2048) or a dict such as {'type': 'adaptive'}, not a bool")
+    if isinstance(thinking, int):
+        if thinking < 1:
+            raise ConfigError(f"thinking budget must be a positive number of tokens, got {thinking}")
+        return {"type": "enabled", "budget_tokens": thinking}
+    if isinstance(thinking, dict):
+        return thinking
+    raise ConfigError(f"thinking must be an int budget, a dict or None, got {type(thinking).__name__}")
+
+
+class AgentStream:
+    """The events of one run, as they happen: ``for event in agent.stream(...)``.
+
+    Leaving the loop early (``break``, an exception), ``close()`` or leaving a ``with`` block cancels the
+    run and waits for it to stop (within 200 ms); the conversation stays valid. The last event is a
+    ``DoneEvent`` carrying the ``RunResult`` (also kept in ``.result``); a failed run raises its exception
+    from the iteration instead.
+    """
+
+    result: Optional[RunResult]
+
+    def __init__(self, run: _tooloop._Run, model: str) -> None:
+        self._run = run
+        self._model = model
+        self._finished = False
+        self.result = None
+
+    def __iter__(self) -> Iterator[Event]:
+        return self
+
+    def __next__(self) -> Event:
+        if self._finished:
+            raise StopIteration
+        while True:
+            d = self._run.next_event()
+            if d is None:
+                self._finished = True
+                self.result = RunResult._from(self._run.result(), self._model)
+                return DoneEvent(self.result)
+            event = _event_from(d)
+            if event is not None:
+                return event
+
+    def cancel(self) -> None:
+        """Ask the run to stop (any thread); iteration then ends with ``tooloop.Cancelled``."""
+        self._run.cancel()
+
+    def close(self) -> None:
+        """Cancel the run if it is still going, and wait until it has stopped."""
+        self._finished = True
+        self._run.close()
+
+    def __enter__(self) -> AgentStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # Dropped mid-run (e.g. a `break` out of the loop): stop the run before the agent is used again.
+        run = getattr(self, "_run", None)
+        if run is not None and not run.done:
+            try:
+                run.close()
+            except Exception:
+                pass
+
+
+class Agent:
+    """A model calling tools in a loop.
+
+    ``provider`` is ``"anthropic"``, ``"openai"`` (any OpenAI-compatible server) or a callable
+    ``model(request: dict) -> dict`` returning an Anthropic-shaped message (a model written in Python).
+    ``api_key`` and ``base_url`` default to the environment (``ANTHROPIC_API_KEY``/``ANTHROPIC_BASE_URL``,
+    ``OPENAI_API_KEY``/``OPENAI_BASE_URL``). ``timeout`` (seconds) bounds each HTTP exchange and each silence
+    within it; ``max_retries`` retries connection errors, 408, 409, 429 and 5xx. ``thinking`` is a token budget
+    (``{"type": "enabled", "budget_tokens": N}``) or a dict passed through. ``max_turns=None`` removes the cap.
+
+    ``tools`` are plain functions (schema from type hints and docstring) or ``tooloop.Tool`` objects;
+    ``builtin_tools`` is True (bash, read_file, write_file, edit_file) or a list of their names, confined to
+    ``workspace`` (default: the current directory). ``session`` is the path of a JSONL file: loaded when it
+    exists, appended to as the conversation goes. ``permission(tool_call)`` returns True, False or a reason.
+
+    Threads: one run at a time (another concurrent run raises ConfigError); ``cancel()``, ``messages``,
+    ``history`` and ``usage`` may be used from any thread during a run.
+    """
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        system: Union[str, List[Dict[str, Any]], None] = None,
+        *,
+        provider: Union[str, ModelFn] = "anthropic",
+        api_key: Optional[str] = None,
+        base_url: Optional[str] = None,
+        max_tokens: int = 8192,
+        max_turns: Optional[int] = 20,
+        thinking: Union[int, Dict[str, Any], None] = None,
+        timeout: float = 600.0,
+        max_retries: int = 2,
+        tools: Iterable[Union[Tool, Callable[..., Any]]] = (),
+        builtin_tools: Union[bool, Sequence[str]] = False,
+        workspace: Union[str, os.PathLike[str], None] = None,
+        session: Union[str, os.PathLike[str], None] = None,
+        permission: Optional[PermissionFn] = None,
+    ) -> None:
+        if not isinstance(provider, str) and not callable(provider):
+            raise ConfigError(f"provider must be 'anthropic', 'openai' or a callable, got {type(provider).__name__}")
+        if max_turns is not None and max_turns < 1:
+            raise ConfigError(f"max_turns must be at least 1 (or None for no cap), got {max_turns}")
+        core_provider: Any = provider if isinstance(provider, str) else _model_adapter(provider)
+        self._core = _tooloop._Agent(
+            core_provider,
+            model=model,
+            system=system,
+            api_key=api_key,
+            base_url=base_url,
+            max_tokens=max_tokens,
+            max_turns=max_turns,
+            thinking=_thinking(thinking),
+            timeout=float(timeout),
+            max_retries=max_retries,
+        )
+        self._tools: Dict[str, Tool] = {}
+        for t in tools:
+            self.add_tool(t)
+        if builtin_tools:
+            names: List[str] = [] if builtin_tools is True else [str(n) for n in builtin_tools]
+            root = os.fspath(workspace) if workspace is not None else os.getcwd()
+            self._core.register_builtins(root, names)
+        self.session_path: Optional[str] = os.fspath(session) if session is not None else None
+        #: What loading the session found: entries, torn_tail, skipped, created (None without a session).
+        self.session_report: Optional[Dict[str, Any]] = None
+        if session is not None:
+            self.session_report = self._core.attach_session(os.fspath(session))
+        if permission is not None:
+            self.set_permission(permission)
+
+    # -- tools ---------------------------------------------------------------------------------------------
+
+    def add_tool(self, tool: Union[Tool, Callable[..., Any]]) -> Tool:
+        """Register a tool (a ``Tool`` or a plain function); returns the Tool."""
+        t = as_tool(tool)
+        self._core.register_tool(t.name, t.description, t.input_schema, t.invoke, t.parallel_safe)
+        self._tools[t.name] = t
+        return t
+
+    def remove_tool(self, name: str) -> bool:
+        """Unregister the tool ``name``; whether it existed."""
+        self._tools.pop(name, None)
+        return self._core.unregister_tool(name)
+
+    @overload
+    def tool(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: Optional[str] = None,
+        description: Optional[str] = None,
+        parallel_safe: bool = False,
+    ) -> Tool: ...
+
+    @overload
+    def tool(
+        self,
+        fn: None = None,
+        *,
+        name: Optional[str] = None,
+        description: Optional[str] = None,
+        parallel_safe: bool = False,
+    ) -> Callable[[Callable[..., Any]], Tool]: ...
+
+    def tool(
+        self,
+        fn: Optional[Callable[..., Any]] = None,
+        *,
+        name: Optional[str] = None,
+        description: Optional[str] = None,
+        parallel_safe: bool = False,
+    ) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
+        """Decorator registering a function as a tool: ``@agent.tool`` or ``@agent.tool(name=...)``.
+
+        Returns the ``Tool``, which stays callable like the function.
+        """
+
+        def register(f: Callable[..., Any]) -> Tool:
+            return self.add_tool(_make_tool(f, name=name, description=description, parallel_safe=parallel_safe))
+
+        if fn is None:
+            return register
+        return register(fn)
+
+    @property
+    def tools(self) -> List[str]:
+        """Names of the registered tools (built-ins included), in registration order."""
+        return list(self._core.tool_names())
+
+    def set_permission(self, permission: Optional[PermissionFn]) -> None:
+        """Set or clear the permission callable (see the class docs)."""
+        self._core.set_permission(None if permission is None else _permission_adapter(permission))
+
+    # -- runs ----------------------------------------------------------------------------------------------
+
+    def run(self, input: Input) -> RunResult:
+        """Run until the model stops: send ``input``, run the tools it asks for, repeat. Blocks (the GIL is
+        released while waiting); Ctrl+C cancels the run within 200 ms and raises KeyboardInterrupt with the
+        conversation intact."""
+        return RunResult._from(self._core.start(input, False).result(), self.model)
+
+    def stream(self, input: Input) -> AgentStream:
+        """Like ``run`` but yields events as they happen (see ``AgentStream``)."""
+        return AgentStream(self._core.start(input, True), self.model)
+
+    def resume(self) -> RunResult:
+        """Continue after a failure, a cancel or max_turns, without new input: unanswered tool calls are
+        answered as interrupted (a tool that already ran is never run again), then the conversation is sent
+        again."""
+        return RunResult._from(self._core.start(None, False).result(), self.model)
+
+    def cancel(self) -> None:
+        """Cancel the current run, if any (from any thread); it raises ``tooloop.Cancelled``."""
+        self._core.cancel()
+
+    def reset(self) -> None:
+        """Clear the conversation (the session file records the reset)."""
+        self._core.reset()
+
+    # -- state ---------------------------------------------------------------------------------------------
+
+    @property
+    def model(self) -> str:
+        """The model name."""
+        return str(self._core.model)
+
+    @property
+    def messages(self) -> List[Dict[str, Any]]:
+        """The conversation as the API sees it (always valid): a list of message dicts."""
+        return list(self._core.messages())
+
+    @property
+    def history(self) -> List[Dict[str, Any]]:
+        """The internal entries: dicts with id, role (user, assistant, tool, system), content, status
+        (streaming, complete, error), created_at, and for model turns duration_ms, model, usage, stop_reason,
+        error."""
+        return list(self._core.history())
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens used by the whole conversation, with an estimated cost when the model's price is known."""
+        return Usage._from(self._core.usage())
+
+    def __repr__(self) -> str:
+        return f"Agent(model={self.model!r}, provider={self._core.provider_name!r}, tools={self.tools!r})"

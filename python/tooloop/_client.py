@@ -1,0 +1,106 @@
+"""``tooloop.Client``: the wire layer on its own, like the official SDKs' clients.
+
+``create()`` returns the provider's response JSON as a dict; ``stream()`` yields every wire event as a dict,
+as received (ping and unknown events included), and ``final_message()`` the dict ``create()`` would have
+returned. Requests run on a worker thread with the GIL released; Ctrl+C cancels them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, Optional, Union
+
+from . import _tooloop
+from ._agent import ModelFn, _model_adapter
+from .errors import ConfigError
+
+__all__ = ["Client", "MessageStream"]
+
+
+class MessageStream:
+    """A streaming request: iterate for the raw events (dicts), then ``final_message()``.
+
+    Use it as a context manager: leaving the block early cancels the request.
+    """
+
+    def __init__(self, run: _tooloop._Run) -> None:
+        self._run = run
+
+    def __iter__(self) -> Iterator[Dict[str, Any]]:
+        return self
+
+    def __next__(self) -> Dict[str, Any]:
+        event = self._run.next_event()
+        if event is None:
+            # The stream has ended: raise its error, if it failed, rather than stop quietly.
+            self._run.result()
+            raise StopIteration
+        return event
+
+    def final_message(self) -> Dict[str, Any]:
+        """The complete message (reading the rest of the stream first): equal to what ``create()`` returns
+        for the same content."""
+        return self._run.result()
+
+    def get_final_text(self) -> str:
+        """The text blocks of the final message, joined (Anthropic shape only)."""
+        message = self.final_message()
+        return "".join(b.get("text", "") for b in message.get("content") or [] if b.get("type") == "text")
+
+    def cancel(self) -> None:
+        """Ask the request to stop (any thread)."""
+        self._run.cancel()
+
+    def close(self) -> None:
+        """Cancel the request if it is still going, and wait until it has stopped."""
+        self._run.close()
+
+    def __enter__(self) -> MessageStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # Dropped mid-run (e.g. a `break` out of the loop): stop the run before the agent is used again.
+        run = getattr(self, "_run", None)
+        if run is not None and not run.done:
+            try:
+                run.close()
+            except Exception:
+                pass
+
+
+class Client:
+    """One provider, one request at a time per call: ``create(request)`` and ``stream(request)``.
+
+    ``request`` is a Messages API request body (``model``, ``max_tokens``, ``messages``, ...; unknown fields
+    pass through). With ``provider="openai"`` it is translated to Chat Completions and the results are in
+    the OpenAI shape. Errors are the same exceptions as the agent's. Thread-safe: calls from several threads
+    run concurrently.
+    """
+
+    def __init__(
+        self,
+        provider: Union[str, ModelFn] = "anthropic",
+        api_key: Optional[str] = None,
+        base_url: Optional[str] = None,
+        timeout: float = 600.0,
+        max_retries: int = 2,
+    ) -> None:
+        if not isinstance(provider, str) and not callable(provider):
+            raise ConfigError(f"provider must be 'anthropic', 'openai' or a callable, got {type(provider).__name__}")
+        core_provider: Any = provider if isinstance(provider, str) else _model_adapter(provider)
+        self._core = _tooloop._Client(
+            core_provider, api_key=api_key, base_url=base_url, timeout=float(timeout), max_retries=max_retries
+        )
+
+    def create(self, request: Dict[str, Any]) -> Dict[str, Any]:
+        """Send ``request`` (not streamed) and return the response dict."""
+        return self._core.start_create(request).result()
+
+    def stream(self, request: Dict[str, Any]) -> MessageStream:
+        """Send ``request`` as a stream; iterate the returned ``MessageStream`` for its events."""
+        return MessageStream(self._core.start_stream(request))
+
+    def __repr__(self) -> str:
+        return f"Client(provider={self._core.provider_name!r})"

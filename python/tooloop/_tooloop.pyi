@@ -1,0 +1,89 @@
+"""Stubs of the compiled module ``tooloop._tooloop`` (private: use the ``tooloop`` package).
+
+Each blocking call runs the core on a worker thread and waits with the GIL released; Python callables passed
+here (tools, a model, a permission check) are called on that worker thread.
+"""
+
+import os
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union, final
+
+__all__ = ["_Agent", "_Client", "_Run", "estimate_cost_usd", "__version__"]
+
+__version__: str
+
+#: A Python model: request dict -> message dict (already validated by tooloop._agent).
+_ModelFn = Callable[[Dict[str, Any]], Dict[str, Any]]
+
+@final
+class _Run:
+    """A running operation: its events, then its outcome."""
+
+    @property
+    def done(self) -> bool: ...
+    def next_event(self) -> Optional[Dict[str, Any]]:
+        """The next event dict, or None once the operation has ended."""
+    def result(self) -> Dict[str, Any]:
+        """Wait for the end; the outcome dict, or the operation's exception."""
+    def cancel(self) -> None: ...
+    def close(self) -> None: ...
+
+@final
+class _Agent:
+    def __new__(
+        cls,
+        provider: Union[str, _ModelFn],
+        *,
+        model: str,
+        system: Union[str, List[Dict[str, Any]], None] = None,
+        api_key: Optional[str] = None,
+        base_url: Optional[str] = None,
+        max_tokens: int = 8192,
+        max_turns: Optional[int] = ...,
+        thinking: Optional[Dict[str, Any]] = None,
+        timeout: float = 600.0,
+        max_retries: int = 2,
+        extra: Optional[Dict[str, Any]] = None,
+    ) -> _Agent: ...
+    def register_tool(
+        self,
+        name: str,
+        description: str,
+        input_schema: Dict[str, Any],
+        invoke: Callable[[Dict[str, Any]], Tuple[Any, bool]],
+        parallel_safe: bool = False,
+    ) -> None: ...
+    def unregister_tool(self, name: str) -> bool: ...
+    def tool_names(self) -> List[str]: ...
+    def tool_specs(self) -> List[Dict[str, Any]]: ...
+    def register_builtins(self, workspace: Union[str, os.PathLike[str]], names: List[str]) -> None: ...
+    def attach_session(self, path: Union[str, os.PathLike[str]]) -> Dict[str, Any]: ...
+    def set_permission(self, check: Optional[Callable[[str, str, Any], Optional[str]]] = None) -> None: ...
+    def start(self, input: Union[str, List[Dict[str, Any]], None], stream: bool = False) -> _Run: ...
+    def cancel(self) -> None: ...
+    def reset(self) -> None: ...
+    def messages(self) -> List[Dict[str, Any]]: ...
+    def history(self) -> List[Dict[str, Any]]: ...
+    def usage(self) -> Dict[str, Any]: ...
+    @property
+    def model(self) -> str: ...
+    @property
+    def provider_name(self) -> str: ...
+
+@final
+class _Client:
+    def __new__(
+        cls,
+        provider: Union[str, _ModelFn],
+        *,
+        api_key: Optional[str] = None,
+        base_url: Optional[str] = None,
+        timeout: float = 600.0,
+        max_retries: int = 2,
+    ) -> _Client: ...
+    def start_create(self, request: Dict[str, Any]) -> _Run: ...
+    def start_stream(self, request: Dict[str, Any]) -> _Run: ...
+    @property
+    def provider_name(self) -> str: ...
+
+def estimate_cost_usd(model: str, usage: Dict[str, Any]) -> Optional[float]:
+    """Estimated cost in USD of ``usage`` on ``model``; None when the model's price is unknown."""
