@@ -1,5 +1,7 @@
+"""`python -m tooloop.cli`: the same as the `tooloop` command."""
 import sys
 
 from . import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())
