@@ -16,14 +16,6 @@ THINKING_LINES = 3      # thinking is shown dimmed, only its first lines
 PREVIEW_LINES = 3       # lines of a tool result shown under the call
 DETAIL_LINES = 20       # lines of a write or edit shown when asking permission
 
-# (model prefix, input, output) USD per million tokens, as src/pricing.rs; longest prefix wins.
-PRICES = (
-    ("claude-opus-4-5", 5.0, 25.0), ("claude-opus-4", 15.0, 75.0), ("claude-sonnet-4", 3.0, 15.0),
-    ("claude-3-7-sonnet", 3.0, 15.0), ("claude-3-5-sonnet", 3.0, 15.0), ("claude-haiku-4", 1.0, 5.0),
-    ("claude-3-5-haiku", 0.8, 4.0), ("gpt-4o-mini", 0.15, 0.6), ("gpt-4o", 2.5, 10.0),
-    ("gpt-4.1-mini", 0.4, 1.6), ("gpt-4.1", 2.0, 8.0),
-)
-
 
 def field(obj: Any, name: str, default: Any = None) -> Any:
     """`obj.name` or `obj[name]`: events and usage may arrive as objects or dicts."""
@@ -40,18 +32,13 @@ def usage_numbers(usage: Any) -> Dict[str, int]:
 
 
 def estimate_cost(model: str, usage: Any) -> Optional[float]:
-    """USD, with Anthropic's cache rates (writes 1.25×, reads 0.1× input); None for unknown models.
-    The library's own estimate (``usage.cost_usd``) wins when it has one."""
+    """USD: the library's own estimate (``usage.cost_usd``) when it has one, else the core's price table
+    applied to these numbers; None for models without a known price."""
     known = field(usage, "cost_usd", None)
     if known is not None:
         return float(known)
-    matches = [p for p in PRICES if model.startswith(p[0])]
-    if not matches:
-        return None
-    _, inp, out = max(matches, key=lambda p: len(p[0]))
-    u = usage_numbers(usage)
-    return (u["input_tokens"] * inp + u["cache_creation_input_tokens"] * inp * 1.25
-            + u["cache_read_input_tokens"] * inp * 0.1 + u["output_tokens"] * out) / 1e6
+    from tooloop._tooloop import estimate_cost_usd
+    return estimate_cost_usd(model, usage_numbers(usage))
 
 
 def format_cost(cost: Optional[float]) -> str:
