@@ -8,7 +8,7 @@ that the core has, or import the CLI's dependencies.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Union, overload
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TypeVar, Union, overload
 
 from . import _tooloop
 from ._tools import Tool, as_tool, tool as _make_tool
@@ -116,7 +116,42 @@ def _thinking(thinking: Union[int, Dict[str, Any], None]) -> Optional[Dict[str, 
     raise ConfigError(f"thinking must be an int budget, a dict or None, got {type(thinking).__name__}")
 
 
-class AgentStream:
+_H = TypeVar("_H", bound="_RunHandle")
+
+
+class _RunHandle:
+    """A run on a worker thread that the host may stop: shared by ``AgentStream`` and ``MessageStream``.
+
+    Dropping it mid-run (a ``break`` out of the loop, then garbage collection) stops the run too, so the
+    agent is free for the next one.
+    """
+
+    _run: _tooloop._Run
+
+    def cancel(self) -> None:
+        """Ask the run to stop (any thread)."""
+        self._run.cancel()
+
+    def close(self) -> None:
+        """Cancel the run if it is still going, and wait until it has stopped."""
+        self._run.close()
+
+    def __enter__(self: _H) -> _H:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        run = getattr(self, "_run", None)
+        if run is not None and not run.done:
+            try:
+                run.close()
+            except Exception:
+                pass
+
+
+class AgentStream(_RunHandle):
     """The events of one run, as they happen: ``for event in agent.stream(...)``.
 
     Leaving the loop early (``break``, an exception), ``close()`` or leaving a ``with`` block cancels the
@@ -151,27 +186,12 @@ class AgentStream:
 
     def cancel(self) -> None:
         """Ask the run to stop (any thread); iteration then ends with ``tooloop.Cancelled``."""
-        self._run.cancel()
+        super().cancel()
 
     def close(self) -> None:
         """Cancel the run if it is still going, and wait until it has stopped."""
         self._finished = True
-        self._run.close()
-
-    def __enter__(self) -> AgentStream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        # Dropped mid-run (e.g. a `break` out of the loop): stop the run before the agent is used again.
-        run = getattr(self, "_run", None)
-        if run is not None and not run.done:
-            try:
-                run.close()
-            except Exception:
-                pass
+        super().close()
 
 
 class Agent:

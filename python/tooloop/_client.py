@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any, Dict, Iterator, Optional, Union
 
 from . import _tooloop
-from ._agent import ModelFn, _model_adapter
+from ._agent import ModelFn, _model_adapter, _RunHandle
 from .errors import ConfigError
 
 __all__ = ["Client", "MessageStream"]
 
 
-class MessageStream:
+class MessageStream(_RunHandle):
     """A streaming request: iterate for the raw events (dicts), then ``final_message()``.
 
     Use it as a context manager: leaving the block early cancels the request.
@@ -45,29 +45,6 @@ class MessageStream:
         """The text blocks of the final message, joined (Anthropic shape only)."""
         message = self.final_message()
         return "".join(b.get("text", "") for b in message.get("content") or [] if b.get("type") == "text")
-
-    def cancel(self) -> None:
-        """Ask the request to stop (any thread)."""
-        self._run.cancel()
-
-    def close(self) -> None:
-        """Cancel the request if it is still going, and wait until it has stopped."""
-        self._run.close()
-
-    def __enter__(self) -> MessageStream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        # Dropped mid-run (e.g. a `break` out of the loop): stop the run before the agent is used again.
-        run = getattr(self, "_run", None)
-        if run is not None and not run.done:
-            try:
-                run.close()
-            except Exception:
-                pass
 
 
 class Client:
