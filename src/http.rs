@@ -100,6 +100,15 @@ enum Msg {
 /// Turns an error response (status, headers, body) into an [`ApiError`].
 pub type ApiErrorFn<'a> = &'a dyn Fn(u16, &[(String, String)], &[u8]) -> ApiError;
 
+/// How reading a 2xx response failed, for [`HttpClient::exchange`].
+#[derive(Debug)]
+pub enum Attempt {
+    /// Nothing reached the caller yet and the failure is transient: try again (within the retry budget).
+    Retry(Error),
+    /// Final: content reached the caller, or retrying cannot help.
+    Fail(Error),
+}
+
 /// A response whose body is still arriving.
 pub struct HttpResponse {
     /// HTTP status.
@@ -311,6 +320,20 @@ impl HttpClient {
         cancel: &CancelToken,
         api_error: ApiErrorFn<'_>,
     ) -> Result<HttpResponse> {
+        self.exchange(req, cancel, api_error, &mut |resp| Ok(resp))
+    }
+
+    /// Like [`HttpClient::send`], and `read` consumes each 2xx response within the same retry budget: a body
+    /// that fails before anything reached the caller ([`Attempt::Retry`]) is retried like a connection error
+    /// (the official SDKs retry only up to the response head, so a stream cut before its first event
+    /// surfaces as a raw error there).
+    pub fn exchange<T>(
+        &self,
+        req: &HttpRequest,
+        cancel: &CancelToken,
+        api_error: ApiErrorFn<'_>,
+        read: &mut dyn FnMut(HttpResponse) -> std::result::Result<T, Attempt>,
+    ) -> Result<T> {
         let mut attempt: u32 = 0;
         loop {
             // The worker would send the request before anyone looks at the token: a run cancelled between
@@ -320,7 +343,14 @@ impl HttpClient {
             }
             let outcome = self.send_once(req, cancel);
             let (err, server_wait) = match outcome {
-                Ok(resp) if resp.status < 300 => return Ok(resp),
+                Ok(resp) if resp.status < 300 => match read(resp) {
+                    Ok(t) => return Ok(t),
+                    Err(Attempt::Fail(e)) => return Err(e),
+                    Err(Attempt::Retry(e)) => {
+                        let wait = e.api().and_then(|a| a.retry_after);
+                        (e, wait)
+                    }
+                },
                 Ok(mut resp) => {
                     let body = match resp.read_all() {
                         Ok(b) => b,

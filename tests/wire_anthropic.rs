@@ -324,15 +324,36 @@ fn error_event_mid_stream_is_stream_interrupted_overloaded_keeping_the_partial_t
 }
 
 #[test]
-fn error_event_before_any_content_is_an_api_error() {
-    let mock = MockServer::start(&json!({"responses": [{"sse": [
+fn error_event_before_any_content_is_retried_then_reported_as_an_api_error() {
+    let overloaded = json!({"sse": [
         {"event": "error", "data": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}}
-    ]}]}));
+    ]});
+    let mock = MockServer::start(&json!({"responses": [overloaded, overloaded, overloaded]}));
     let (result, events) = send(&*provider(&mock), &request(true));
     let err = result.unwrap_err();
     let Error::Api(api) = &err else { panic!("{err:?}") };
-    assert_eq!((api.kind, api.request_id.as_deref()), (ApiErrorKind::Overloaded, Some("req_mock_0")));
+    // Nothing reached the caller, so each error event was retried like a 529 (max_retries = 2).
+    assert_eq!((api.kind, api.request_id.as_deref()), (ApiErrorKind::Overloaded, Some("req_mock_2")));
+    assert_eq!(mock.requests().len(), 3);
     assert!(events.is_empty(), "{events:?}");
+}
+
+#[test]
+fn a_stream_that_fails_before_its_first_event_is_retried_and_the_caller_sees_one_clean_stream() {
+    let overloaded = json!({"sse": [
+        {"event": "error", "data": {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}}
+    ]});
+    let mut dropped = response_of("anthropic_text", 0);
+    dropped["fault"] = json!({"type": "drop", "after_events": 0});
+    let mock = MockServer::start(&json!({"responses": [overloaded, dropped, response_of("anthropic_text", 0)]}));
+    let (result, events) = send(&*provider(&mock), &request(true));
+    let message = result.unwrap().message;
+    assert_eq!(mock.requests().len(), 3, "an error event, then a drop before any event, then the answer");
+    let starts = events.iter().filter(|e| matches!(e, StreamEvent::Raw { event, .. } if event == "message_start")).count();
+    assert_eq!(starts, 1, "the caller saw exactly one stream");
+    let streamed: String =
+        events.iter().filter_map(|e| if let StreamEvent::TextDelta { text, .. } = e { Some(text.as_str()) } else { None }).collect();
+    assert_eq!(streamed, message.text());
 }
 
 #[test]

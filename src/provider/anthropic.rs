@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::{Provider, Response, Secret, StreamEvent, body_error, redact_key};
 use crate::cancel::CancelToken;
 use crate::error::{ApiError, ApiErrorKind, Error, Result};
-use crate::http::{HttpClient, HttpRequest, parse_api_error};
+use crate::http::{HttpClient, HttpRequest, HttpResponse, parse_api_error};
 use crate::sse::{SseDecoder, SseEvent};
 use crate::types::{ContentBlock, MessageResponse, Request, StopReason, Usage};
 
@@ -102,69 +102,80 @@ impl Provider for AnthropicProvider {
         let on_error = |s: u16, h: &[(String, String)], b: &[u8]| {
             redact_key(api_error_with_hint(s, h, b, "ANTHROPIC_API_KEY"), self.api_key.as_ref())
         };
-        {
-            let mut resp = self.http.send(&req, cancel, &on_error)?;
-            let request_id = resp.header("request-id").map(str::to_string);
-            let is_sse = resp.header("content-type").is_some_and(|c| c.starts_with("text/event-stream"));
-            if !is_sse {
-                let body = resp.read_all().map_err(|e| body_error(e, MessageResponse::default(), false))?;
-                let raw: Value = serde_json::from_slice(&body).map_err(|e| Error::InvalidResponse {
-                    message: format!("response is not JSON ({e}): {}", String::from_utf8_lossy(&body[..body.len().min(200)])),
-                    request_id: request_id.clone(),
-                })?;
-                let message: MessageResponse = serde_json::from_value(raw.clone()).map_err(|e| Error::InvalidResponse {
-                    message: format!("response is not a Messages API message: {e}"),
-                    request_id: request_id.clone(),
-                })?;
-                return Ok(Response { message, raw, request_id });
-            }
-            let mut acc = MessageAccumulator::new();
-            let mut decoder = SseDecoder::new();
-            let mut events = Vec::new();
+        self.http.exchange(&req, cancel, &on_error, &mut |resp| {
             let mut emitted = false;
-            loop {
-                let chunk = match resp.next_chunk() {
-                    Ok(c) => c,
-                    Err(e) => return Err(body_error(e, acc.snapshot(), emitted)),
-                };
-                let finished = chunk.is_none();
-                match chunk {
-                    Some(bytes) => decoder.feed(&bytes, &mut events),
-                    None => events.extend(decoder.finish()),
-                }
-                for ev in events.drain(..) {
-                    let step = acc.apply_sse(&ev, &mut |e| {
-                        emitted = true;
-                        on_event(e)
-                    });
-                    if let Err(mut e) = step {
-                        if let Error::StreamInterrupted { api: Some(a), .. } = &mut e {
-                            a.request_id = a.request_id.clone().or_else(|| request_id.clone());
-                        }
-                        if !emitted {
-                            if let Error::StreamInterrupted { api: Some(a), .. } = e {
-                                return Err(Error::Api(a));
-                            }
-                        }
-                        return Err(e);
+            self.read(resp, on_event, &mut emitted).map_err(|e| super::attempt(e, emitted))
+        })
+    }
+}
+
+impl AnthropicProvider {
+    /// Read one 2xx response (JSON or SSE) into the turn; `emitted` tells whether any event reached the caller.
+    fn read(
+        &self,
+        mut resp: HttpResponse,
+        on_event: &mut dyn FnMut(StreamEvent),
+        emitted: &mut bool,
+    ) -> Result<Response> {
+        let request_id = resp.header("request-id").map(str::to_string);
+        let is_sse = resp.header("content-type").is_some_and(|c| c.starts_with("text/event-stream"));
+        if !is_sse {
+            let body = resp.read_all().map_err(|e| body_error(e, MessageResponse::default(), false))?;
+            let raw: Value = serde_json::from_slice(&body).map_err(|e| Error::InvalidResponse {
+                message: format!("response is not JSON ({e}): {}", String::from_utf8_lossy(&body[..body.len().min(200)])),
+                request_id: request_id.clone(),
+            })?;
+            let message: MessageResponse = serde_json::from_value(raw.clone()).map_err(|e| Error::InvalidResponse {
+                message: format!("response is not a Messages API message: {e}"),
+                request_id: request_id.clone(),
+            })?;
+            return Ok(Response { message, raw, request_id });
+        }
+        let mut acc = MessageAccumulator::new();
+        let mut decoder = SseDecoder::new();
+        let mut events = Vec::new();
+                loop {
+            let chunk = match resp.next_chunk() {
+                Ok(c) => c,
+                Err(e) => return Err(body_error(e, acc.snapshot(), *emitted)),
+            };
+            let finished = chunk.is_none();
+            match chunk {
+                Some(bytes) => decoder.feed(&bytes, &mut events),
+                None => events.extend(decoder.finish()),
+            }
+            for ev in events.drain(..) {
+                let step = acc.apply_sse(&ev, &mut |e| {
+                    *emitted = true;
+                    on_event(e)
+                });
+                if let Err(mut e) = step {
+                    if let Error::StreamInterrupted { api: Some(a), .. } = &mut e {
+                        a.request_id = a.request_id.clone().or_else(|| request_id.clone());
                     }
-                    if acc.is_complete() {
-                        let message = acc.snapshot();
-                        let raw = serde_json::to_value(&message).unwrap_or(Value::Null);
-                        return Ok(Response { message, raw, request_id });
+                    if !*emitted {
+                        if let Error::StreamInterrupted { api: Some(a), .. } = e {
+                            return Err(Error::Api(a));
+                        }
                     }
+                    return Err(e);
                 }
-                if finished {
-                    let message = format!(
-                        "the stream ended before message_stop ({} bytes of an unfinished event pending)",
-                        decoder.pending_bytes()
-                    );
-                    return Err(if emitted {
-                        Error::StreamInterrupted { message, partial: Box::new(acc.snapshot()), api: None }
-                    } else {
-                        Error::Connection { message }
-                    });
+                if acc.is_complete() {
+                    let message = acc.snapshot();
+                    let raw = serde_json::to_value(&message).unwrap_or(Value::Null);
+                    return Ok(Response { message, raw, request_id });
                 }
+            }
+            if finished {
+                let message = format!(
+                    "the stream ended before message_stop ({} bytes of an unfinished event pending)",
+                    decoder.pending_bytes()
+                );
+                return Err(if *emitted {
+                    Error::StreamInterrupted { message, partial: Box::new(acc.snapshot()), api: None }
+                } else {
+                    Error::Connection { message }
+                });
             }
         }
     }

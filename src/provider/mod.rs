@@ -190,9 +190,22 @@ pub(crate) fn redact_key(mut e: ApiError, key: Option<&Secret>) -> ApiError {
     e
 }
 
+/// Classify a failure while reading a 2xx response: transient ones (a broken connection, a timeout, an
+/// overload/rate-limit/server `error` event) are retried only when no event reached the caller yet.
+pub(crate) fn attempt(e: Error, emitted: bool) -> crate::http::Attempt {
+    use crate::error::ApiErrorKind;
+    use crate::http::Attempt;
+    let transient = match &e {
+        Error::Connection { .. } | Error::Timeout { .. } => true,
+        Error::Api(a) => matches!(a.kind, ApiErrorKind::Overloaded | ApiErrorKind::RateLimit | ApiErrorKind::InternalServer),
+        _ => false,
+    };
+    if transient && !emitted { Attempt::Retry(e) } else { Attempt::Fail(e) }
+}
+
 /// Turn a body read failure into the right error: before any event reached the caller a broken body is a
-/// `Connection` error (not retried here: the response head was already accepted); after, it is a
-/// `StreamInterrupted` carrying the partial message. Timeouts and cancels keep the partial when one exists.
+/// `Connection` error (which [`attempt`] lets the HTTP layer retry); after, it is a `StreamInterrupted`
+/// carrying the partial message. Timeouts and cancels keep the partial when one exists.
 pub(crate) fn body_error(
     e: crate::http::BodyError,
     partial: MessageResponse,

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use super::{Provider, Response, Secret, StreamEvent, body_error, redact_key};
 use crate::cancel::CancelToken;
 use crate::error::{ApiError, ApiErrorKind, Error, Result};
-use crate::http::{HttpClient, HttpRequest};
+use crate::http::{HttpClient, HttpRequest, HttpResponse};
 use crate::sse::SseDecoder;
 use crate::types::{
     ContentBlock, Message, MessageResponse, Request, Role, StopReason, TextBlock, ThinkingBlock, ToolUseBlock, Usage,
@@ -453,7 +453,21 @@ impl Provider for OpenAiProvider {
             }
             redact_key(e, self.api_key.as_ref())
         };
-        let mut resp = self.http.send(&req, cancel, &on_error)?;
+        self.http.exchange(&req, cancel, &on_error, &mut |resp| {
+            let mut emitted = false;
+            self.read(resp, on_event, &mut emitted).map_err(|e| super::attempt(e, emitted))
+        })
+    }
+}
+
+impl OpenAiProvider {
+    /// Read one 2xx response (JSON or SSE) into the turn; `emitted` tells whether any event reached the caller.
+    fn read(
+        &self,
+        mut resp: HttpResponse,
+        on_event: &mut dyn FnMut(StreamEvent),
+        emitted: &mut bool,
+    ) -> Result<Response> {
         let request_id = resp.header("x-request-id").or_else(|| resp.header("request-id")).map(str::to_string);
         let is_sse = resp.header("content-type").is_some_and(|c| c.starts_with("text/event-stream"));
         let invalid = |message: String| Error::InvalidResponse { message, request_id: request_id.clone() };
@@ -468,9 +482,8 @@ impl Provider for OpenAiProvider {
         let mut acc = ChunkAccumulator::default();
         let mut decoder = SseDecoder::new();
         let mut events = Vec::new();
-        let mut emitted = false;
-        loop {
-            let chunk = resp.next_chunk().map_err(|e| body_error(e, acc.snapshot(), emitted))?;
+                loop {
+            let chunk = resp.next_chunk().map_err(|e| body_error(e, acc.snapshot(), *emitted))?;
             let finished = chunk.is_none();
             match chunk {
                 Some(bytes) => decoder.feed(&bytes, &mut events),
@@ -490,7 +503,7 @@ impl Provider for OpenAiProvider {
                     Ok(v) => v,
                     Err(e) => {
                         let message = format!("stream chunk is not JSON: {e}");
-                        return Err(if emitted {
+                        return Err(if *emitted {
                             Error::StreamInterrupted { message, partial: Box::new(acc.snapshot()), api: None }
                         } else {
                             invalid(message)
@@ -498,12 +511,12 @@ impl Provider for OpenAiProvider {
                     }
                 };
                 let step = acc.apply(&parsed, &mut |e| {
-                    emitted = true;
+                    *emitted = true;
                     on_event(e)
                 });
                 if let Err(mut api) = step {
                     api.request_id = request_id.clone();
-                    return Err(if emitted {
+                    return Err(if *emitted {
                         Error::StreamInterrupted {
                             message: format!("error in stream: {}", api.message),
                             partial: Box::new(acc.snapshot()),
@@ -513,7 +526,7 @@ impl Provider for OpenAiProvider {
                         Error::Api(api)
                     });
                 }
-                emitted = true;
+                *emitted = true;
                 on_event(StreamEvent::Raw { event: ev.event.clone().unwrap_or_else(|| "message".into()), data: parsed });
             }
             // Servers that omit [DONE] still end the body; a finish_reason means the turn is whole.
@@ -522,7 +535,7 @@ impl Provider for OpenAiProvider {
             }
             if finished {
                 let message = "the stream ended before [DONE]".to_string();
-                return Err(if emitted {
+                return Err(if *emitted {
                     Error::StreamInterrupted { message, partial: Box::new(acc.snapshot()), api: None }
                 } else {
                     Error::Connection { message }
