@@ -325,7 +325,8 @@ typedef void (*tooloop_event_fn)(void *userdata, const tooloop_event *event);
 #define TOOLOOP_EVENT_TOOL_INPUT_DELTA 4
 
 /**
- * A tool is about to run. json: `{"type":"tool_use","id":"toolu_...","name":"...","input":{...}}`.
+ * The model called a tool; its TOOLOOP_EVENT_TOOL_RESULT follows (also when the call is not run).
+ * json: `{"type":"tool_use","id":"toolu_...","name":"...","input":{...}}`.
  */
 #define TOOLOOP_EVENT_TOOL_USE 5
 

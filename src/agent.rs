@@ -115,7 +115,8 @@ pub enum Event {
         /// The fragment.
         partial_json: String,
     },
-    /// A tool is about to run.
+    /// The model called a tool: about to be checked by the permission hook and run (every `tool_result`
+    /// event follows its `tool_use` event).
     ToolUse {
         /// Call id.
         id: String,
@@ -580,6 +581,9 @@ impl Agent {
             let mut outcomes: Vec<Option<CallOutcome>> = vec![None; batch.len()];
             let mut to_run = Vec::new();
             for (k, call) in batch.iter().enumerate() {
+                // Every call the model made is announced, also one that is then refused or not run, so a
+                // host sees a tool_use before each tool_result.
+                on_event(&Event::ToolUse { id: call.id.clone(), name: call.name.clone(), input: call.input.clone() });
                 if let Some((tool, _)) = &fatal {
                     outcomes[k] = Some(CallOutcome::error(format!("not run: tool '{tool}' aborted the run first")));
                 } else if cancel.is_cancelled() {
@@ -587,7 +591,6 @@ impl Agent {
                 } else if let Some(Permission::Deny(reason)) = permission.as_ref().map(|p| p(call)) {
                     outcomes[k] = Some(CallOutcome::error(format!("Permission denied: {reason}")));
                 } else {
-                    on_event(&Event::ToolUse { id: call.id.clone(), name: call.name.clone(), input: call.input.clone() });
                     to_run.push(k);
                 }
             }

@@ -512,10 +512,29 @@ fn permission_deny_reason_reaches_the_model_in_the_next_request_and_allowed_tool
             assert!(denied.2 && denied.1.contains("weather lookups are disabled for this user"), "{denied:?}");
         }
         assert_eq!(results[2], (PARALLEL_IDS[2].to_string(), "14:05 UTC".to_string(), false));
-        // A denied call gets a result event (the UI sees the denial) but never a tool_use "about to run".
-        let started: Vec<&Event> = events.iter().filter(|e| matches!(e, Event::ToolUse { .. })).collect();
-        assert_eq!(started.len(), 1);
-        assert_eq!(events.iter().filter(|e| matches!(e, Event::ToolResult { .. })).count(), 3);
+        // Every call is announced and answered, denied ones too: a UI sees each tool_use, then its result.
+        let ids = |want_use: bool| -> Vec<String> {
+            events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::ToolUse { id, .. } if want_use => Some(id.clone()),
+                    Event::ToolResult { id, .. } if !want_use => Some(id.clone()),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(ids(true), PARALLEL_IDS.to_vec());
+        assert_eq!(ids(false), PARALLEL_IDS.to_vec());
+        for id in PARALLEL_IDS {
+            let at = |want_use: bool| {
+                events.iter().position(|e| match e {
+                    Event::ToolUse { id: i, .. } if want_use => i == id,
+                    Event::ToolResult { id: i, .. } if !want_use => i == id,
+                    _ => false,
+                })
+            };
+            assert!(at(true) < at(false), "{id}: its tool_use comes before its tool_result");
+        }
         rig.check();
     }
 }

@@ -133,7 +133,7 @@ class ThinkingEvent:
 
 @dataclass(frozen=True)
 class ToolUseEvent:
-    """A tool is about to run (after the permission check allowed it)."""
+    """The model called a tool; its ToolResultEvent follows (also when the call is denied or not run)."""
 
     id: str
     name: str

@@ -132,7 +132,8 @@ pub const TOOLOOP_EVENT_THINKING: tooloop_event_type = 3;
 /// A fragment of a tool call's input arrived; `text` is the JSON fragment.
 /// json: `{"type":"tool_input_delta","index":1,"partial_json":"..."}`.
 pub const TOOLOOP_EVENT_TOOL_INPUT_DELTA: tooloop_event_type = 4;
-/// A tool is about to run. json: `{"type":"tool_use","id":"toolu_...","name":"...","input":{...}}`.
+/// The model called a tool; its TOOLOOP_EVENT_TOOL_RESULT follows (also when the call is not run).
+/// json: `{"type":"tool_use","id":"toolu_...","name":"...","input":{...}}`.
 pub const TOOLOOP_EVENT_TOOL_USE: tooloop_event_type = 5;
 /// A tool finished (or was denied, interrupted or not run).
 /// json: `{"type":"tool_result","id":"...","name":"...","content":...,"is_error":false,"duration_ms":3}`.
