@@ -29,7 +29,6 @@ reads the message, the developer needs the stack.
 
 from __future__ import annotations
 
-import asyncio
 import collections.abc
 import copy
 import dataclasses
@@ -242,6 +241,7 @@ def _describe_exception(e: BaseException) -> str:
 
 def _run_awaitable(awaitable: Any) -> Any:
     """Run an async tool's result to completion on a fresh event loop (tools run on the agent's thread)."""
+    import asyncio  # only async tools pay for it: it is most of `import tooloop`'s time otherwise
 
     async def wait() -> Any:
         return await awaitable
