@@ -305,12 +305,13 @@ impl Agent {
         Ok(())
     }
 
-    /// Add an entry to the store and the session.
+    /// Add an entry to the store, then to the session file. The store comes first: if the file cannot be
+    /// written (disk full), the run fails with `Error::Io` but the entry — a tool result, say — is kept, so
+    /// a resume in this process neither loses it nor runs the tool again.
     pub fn record(&self, entry: Entry) -> Result<String> {
-        if let Some(s) = lock(&self.session).as_mut() {
-            s.append(&entry)?;
-        }
-        Ok(self.conversation.push(entry))
+        let id = self.conversation.push(entry);
+        self.persist(&id)?;
+        Ok(id)
     }
 
     /// Run with new user input (text).
