@@ -19,18 +19,21 @@
  *   (tooloop_version, tooloop_status_str) are never freed.
  *
  * Handles. tooloop_agent is created by tooloop_agent_new* and freed by tooloop_agent_free; every _free
- *   accepts NULL as a no-op. tooloop_tool_result and tooloop_model_response belong to the library and are
- *   lent to one callback call: answer through their setters (which copy), never keep or free them.
+ *   accepts NULL as a no-op. tooloop_tool_result, tooloop_model_response and tooloop_permission belong to
+ *   the library and are lent to one callback call: answer through their setters (which copy), never keep
+ *   or free them.
  *
- * Host data. Tools and host models take a `void *userdata` and a destructor `userdata_free` (may be NULL).
- *   The destructor runs exactly once: when the agent is freed, or before the registering call returns if
- *   it fails for any reason. Callbacks receive userdata first.
+ * Host data. Tools, host models and the permission hook take a `void *userdata` and a destructor
+ *   `userdata_free` (may be NULL). The destructor runs exactly once: when the agent is freed (or the
+ *   permission hook replaced or cleared), or before the registering call returns if it fails for any
+ *   reason. Callbacks receive userdata first.
  *
- * Threads. One agent, one thread at a time: run, resume, add_tool, reset, open_session, save_session and
- *   free must not overlap on the same agent. The exceptions: tooloop_agent_cancel and the
+ * Threads. One agent, one thread at a time: run, resume, add_tool, set_permission, reset, open_session,
+ *   save_session and free must not overlap on the same agent. The exceptions: tooloop_agent_cancel and the
  *   tooloop_agent_*_json readers may be called from any thread at any time until tooloop_agent_free.
- *   Callbacks (tools, events, host model) run on the thread that called tooloop_agent_run/resume, one at a
- *   time. Different agents are independent. tooloop_last_error() is per thread.
+ *   Callbacks (tools, events, host model, permission) run on the thread that called
+ *   tooloop_agent_run/resume, one at a time. Different agents are independent. tooloop_last_error() is
+ *   per thread.
  *
  * Configuration is one JSON object (see tooloop_agent_new). JSON out (messages, history, usage, run
  *   results, events) uses the Anthropic Messages API shapes, the same as the Python and Rust APIs.
@@ -66,6 +69,12 @@ typedef struct tooloop_agent tooloop_agent;
  * valid only until the callback returns; never free it.
  */
 typedef struct tooloop_model_response tooloop_model_response;
+
+/**
+ * Where a permission callback puts the reason of a denial (`tooloop_permission_set_reason`). Owned by the
+ * library and lent to one callback call: valid only until the callback returns; never free it.
+ */
+typedef struct tooloop_permission tooloop_permission;
 
 /**
  * Where a tool callback puts its answer. Owned by the library and lent to one callback call: valid only
@@ -115,6 +124,27 @@ typedef void (*tooloop_free_fn)(void *userdata);
  * free it. A C++ callback must not let an exception escape.
  */
 typedef int32_t (*tooloop_tool_fn)(void *userdata, const char *input_json, tooloop_tool_result *result);
+
+/**
+ * Decides, before each tool call of a run, whether the call may run (see `tooloop_agent_set_permission`).
+ *
+ * `userdata` is the pointer given to `tooloop_agent_set_permission`; `call_json` is the call the model made,
+ * `{"id": "toolu_...", "name": "...", "input": {...}}` (borrowed for the call; read it with
+ * `tooloop_json_get`, e.g. pointer `"/name"`); `answer` is where the reason of a denial goes, through
+ * `tooloop_permission_set_reason` (borrowed for the call). Return 0 to let the tool run; a non-zero value
+ * denies the call: the tool does not run, and the model reads the error result "Permission denied:
+ * <reason>", where the reason is the one set on `answer`, or "the host denied this tool call" when none was
+ * set. The run goes on either way (to end it too, call `tooloop_agent_cancel` from the callback). A reason
+ * set on an allowed call is ignored.
+ *
+ * It runs for every tool call the model makes, after the call's `TOOLOOP_EVENT_TOOL_USE` event and before
+ * the tool's input is checked against its schema, also for a tool name the agent does not know. Calls
+ * skipped because the run was cancelled or a tool aborted it are not asked about.
+ *
+ * Threads: called on the thread that called `tooloop_agent_run` / `tooloop_agent_resume`, one call at a
+ * time. Same rules as `tooloop_tool_fn`.
+ */
+typedef int32_t (*tooloop_permission_fn)(void *userdata, const char *call_json, tooloop_permission *answer);
 
 /**
  * The kind of a `tooloop_event`: one of the `TOOLOOP_EVENT_*` codes. Codes are never renumbered; new ones
@@ -478,6 +508,28 @@ tooloop_status tooloop_agent_add_tool(tooloop_agent *agent,
                                       tooloop_free_fn userdata_free);
 
 /**
+ * Set the permission hook of an agent: before each tool call, `fn(userdata, call_json, answer)` decides
+ * whether it may run (see `tooloop_permission_fn`); a denied call is answered with an error result the model
+ * reads, and the run goes on. A NULL `fn` clears the hook: every call runs. Setting a hook replaces the
+ * previous one. The hook applies from the next run or resume.
+ *
+ * Ownership: `userdata` is the host's; tooloop calls `userdata_free(userdata)` (if not NULL) exactly once:
+ * when the hook is replaced or cleared by a later `tooloop_agent_set_permission`, or when the agent is
+ * freed. When this call fails for any reason (even a NULL argument), or when `fn` is NULL (there is then
+ * nothing to keep it for), it runs before this function returns. Replacing or clearing a hook runs the
+ * previous hook's destructor before this function returns, on this thread; a failed call leaves the
+ * previous hook in place.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent`), `TOOLOOP_BUSY` (a run or resume is in
+ * progress on the agent, or the call was made from inside one of its callbacks), `TOOLOOP_PANIC`.
+ * Threads: the agent's thread, not during a run.
+ */
+tooloop_status tooloop_agent_set_permission(tooloop_agent *agent,
+                                            tooloop_permission_fn fn,
+                                            void *userdata,
+                                            tooloop_free_fn userdata_free);
+
+/**
  * Run the agent on new user input: send it, run the tools the model asks for, repeat until the model
  * stops (or `max_turns`, a cancel, an error). Blocks until then.
  *
@@ -622,6 +674,19 @@ tooloop_status tooloop_tool_result_set_text(tooloop_tool_result *result, const c
  * `TOOLOOP_PANIC`. Threads: only inside the tool callback that received `result`.
  */
 tooloop_status tooloop_tool_result_set_error(tooloop_tool_result *result, const char *message);
+
+/**
+ * Give the reason of a denial: the model reads "Permission denied: <reason>" as the call's error result.
+ * `reason` is UTF-8, copied. A later set replaces an earlier one. The reason counts only when the
+ * permission callback returns non-zero (deny); without one the model reads "the host denied this tool call".
+ *
+ * If this call fails on its `reason` (NULL or invalid UTF-8), the reason becomes the default one with a
+ * note saying the host's reason could not be set, unless a later set succeeds.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `answer` or `reason`), `TOOLOOP_INVALID_UTF8`,
+ * `TOOLOOP_PANIC`. Threads: only inside the permission callback that received `answer`.
+ */
+tooloop_status tooloop_permission_set_reason(tooloop_permission *answer, const char *reason);
 
 /**
  * Whether the run this tool call belongs to was cancelled: a long-running tool should poll it and return

@@ -24,6 +24,15 @@
  * Host model. Agent(config, model) takes a std::function<std::string(const std::string &request_json)>
  *   that returns a Messages API message as JSON (see tooloop_model_fn). If it throws, run() rethrows.
  *
+ * Permission. set_permission(fn) takes a std::function<std::optional<std::string>(const ToolCall &call)>
+ *   asked before each tool call (see tooloop_permission_fn): std::nullopt lets the call run; a string
+ *   denies it, and the model reads "Permission denied: <the string>" (an empty string: the default reason,
+ *   "the host denied this tool call"). An empty function clears the hook. If it throws, the call is denied
+ *   ("the permission check failed"), the run is cancelled and run() rethrows that exception: a check that
+ *   fails is a host bug, which must neither let the call run nor pass as an ordinary denial the model
+ *   works around (the same as the Python hook). Set it through set_permission only, not through the C
+ *   call on get().
+ *
  * Threads: as the C API. One Agent, one thread at a time, except cancel() and the *_json() readers, which
  *   any thread may call while a run is in progress. Callbacks run on the thread that called run().
  *
@@ -87,6 +96,21 @@ using ToolFn = std::function<std::string(const std::string &input_json)>;
 using EventFn = std::function<void(const Event &event)>;
 using ModelFn = std::function<std::string(const std::string &request_json)>;
 
+/** A tool call as the permission hook sees it (copies). */
+struct ToolCall {
+    /** The call id, e.g. "toolu_01...". */
+    std::string id;
+    /** The tool's name (also for a tool the agent does not know). */
+    std::string name;
+    /** The input the model wrote, as JSON (read it with json_get). */
+    std::string input_json;
+    /** The whole call as JSON: {"id": ..., "name": ..., "input": {...}}. */
+    std::string json;
+};
+
+/** std::nullopt allows the call; a string denies it with that reason (empty: the default reason). */
+using PermissionFn = std::function<std::optional<std::string>(const ToolCall &call)>;
+
 namespace detail {
 
 /** Throw Error for a failed status, with the detail of this thread's last error. */
@@ -107,6 +131,12 @@ inline std::string take(char *s) {
 struct ModelBox {
     ModelFn fn;
     std::exception_ptr error;
+};
+
+struct PermissionBox {
+    PermissionFn fn;
+    std::exception_ptr error;
+    tooloop_agent *agent; // to cancel the run when fn throws
 };
 
 struct RunContext {
@@ -171,6 +201,37 @@ extern "C" inline void tooloop_hpp_model_free(void *userdata) {
     delete static_cast<tooloop::detail::ModelBox *>(userdata);
 }
 
+extern "C" inline int32_t tooloop_hpp_permission(void *userdata, const char *call_json,
+                                                 tooloop_permission *answer) {
+    auto *box = static_cast<tooloop::detail::PermissionBox *>(userdata);
+    try {
+        tooloop::ToolCall call;
+        call.id = tooloop::json_get(call_json, "/id").value_or("");
+        call.name = tooloop::json_get(call_json, "/name").value_or("");
+        call.input_json = tooloop::json_get(call_json, "/input").value_or("{}");
+        call.json = call_json;
+        std::optional<std::string> denial = box->fn(call);
+        if (!denial) {
+            return 0;
+        }
+        if (!denial->empty()) {
+            tooloop_permission_set_reason(answer, denial->c_str());
+        }
+        return 1;
+    } catch (...) {
+        if (!box->error) {
+            box->error = std::current_exception();
+        }
+        tooloop_permission_set_reason(answer, "the permission check failed");
+        tooloop_agent_cancel(box->agent);
+        return 1;
+    }
+}
+
+extern "C" inline void tooloop_hpp_permission_free(void *userdata) {
+    delete static_cast<tooloop::detail::PermissionBox *>(userdata);
+}
+
 extern "C" inline void tooloop_hpp_event(void *userdata, const tooloop_event *event) {
     auto *ctx = static_cast<tooloop::detail::RunContext *>(userdata);
     if (ctx->error) {
@@ -210,13 +271,15 @@ public:
     Agent &operator=(const Agent &) = delete;
 
     Agent(Agent &&other) noexcept
-        : handle_(std::exchange(other.handle_, nullptr)), model_(std::exchange(other.model_, nullptr)) {}
+        : handle_(std::exchange(other.handle_, nullptr)), model_(std::exchange(other.model_, nullptr)),
+          permission_(std::exchange(other.permission_, nullptr)) {}
 
     Agent &operator=(Agent &&other) noexcept {
         if (this != &other) {
             tooloop_agent_free(handle_);
             handle_ = std::exchange(other.handle_, nullptr);
             model_ = std::exchange(other.model_, nullptr);
+            permission_ = std::exchange(other.permission_, nullptr);
         }
         return *this;
     }
@@ -230,8 +293,23 @@ public:
                                              tooloop_hpp_tool, box, tooloop_hpp_tool_free));
     }
 
+    /** Set the permission hook (see the file comment), replacing any previous one; an empty function
+     *  clears it. Not during a run: throws Error with TOOLOOP_BUSY then (also from inside a callback). */
+    void set_permission(PermissionFn fn) {
+        if (!fn) {
+            detail::check(tooloop_agent_set_permission(handle_, nullptr, nullptr, nullptr));
+            permission_ = nullptr;
+            return;
+        }
+        auto *box = new detail::PermissionBox{std::move(fn), nullptr, handle_};
+        // On failure the library has already freed box through tooloop_hpp_permission_free, and the
+        // previous hook is still in place.
+        detail::check(tooloop_agent_set_permission(handle_, tooloop_hpp_permission, box, tooloop_hpp_permission_free));
+        permission_ = box;
+    }
+
     /** Run on new user input. Throws Error (status TOOLOOP_CANCELLED, TOOLOOP_MAX_TURNS, API codes, ...),
-     *  or what the event function or host model threw. */
+     *  or what the event function, host model or permission hook threw. */
     RunResult run(const std::string &input, const EventFn &on_event = nullptr) {
         return drive(&input, on_event);
     }
@@ -264,6 +342,7 @@ public:
 private:
     tooloop_agent *handle_ = nullptr;
     detail::ModelBox *model_ = nullptr; // owned by the C agent (freed with it)
+    detail::PermissionBox *permission_ = nullptr; // owned by the C agent (freed when replaced or with it)
 
     std::string read(tooloop_status (*fn)(const tooloop_agent *, char **)) const {
         char *out = nullptr;
@@ -279,11 +358,18 @@ private:
                                             : tooloop_agent_resume(handle_, cb, &ctx, &out);
         std::string detail_message = s != TOOLOOP_OK ? tooloop_last_error() : "";
         std::string json = detail::take(out);
+        // Taken out before rethrowing any of them, so none is left behind for a later run to throw.
+        std::exception_ptr model_error = model_ != nullptr ? std::exchange(model_->error, nullptr) : nullptr;
+        std::exception_ptr permission_error =
+            permission_ != nullptr ? std::exchange(permission_->error, nullptr) : nullptr;
         if (ctx.error) {
             std::rethrow_exception(ctx.error);
         }
-        if (model_ != nullptr && model_->error) {
-            std::rethrow_exception(std::exchange(model_->error, nullptr));
+        if (model_error) {
+            std::rethrow_exception(model_error);
+        }
+        if (permission_error) {
+            std::rethrow_exception(permission_error);
         }
         if (s != TOOLOOP_OK) {
             throw Error(s, detail_message.empty() ? tooloop_status_str(s) : detail_message);

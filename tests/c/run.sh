@@ -23,6 +23,8 @@ tests=(
   "bad_input          c_bad_input.json"
   "openai_provider    openai_text.json"
   "wrapper            c_two_tools.json"
+  "permission         c_permission.json"
+  "permission_hpp     c_permission.json"
   "example_c          c_example_time.json"
   "example_cpp        c_example_time.json"
 )

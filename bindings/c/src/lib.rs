@@ -29,9 +29,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 use tooloop::provider::FnProvider;
 use tooloop::tools::ToolHandler;
+use tooloop::types::ToolUseBlock;
 use tooloop::{
-    Agent, ApiErrorKind, CancelToken, Error, Event, EntryStatus, MessageResponse, Provider, Request, Session, Tool,
-    ToolContext, ToolError, ToolOutput,
+    Agent, ApiErrorKind, CancelToken, Error, Event, EntryStatus, MessageResponse, Permission, PermissionHook, Provider,
+    Request, Session, Tool, ToolContext, ToolError, ToolOutput,
 };
 
 use crate::ffi::{
@@ -162,6 +163,10 @@ pub struct tooloop_agent {
     model_failure: Arc<Mutex<Option<Failure>>>,
     /// The session file this agent appends to, if any (saving onto it is then a no-op).
     session_path: Mutex<Option<PathBuf>>,
+    /// The host permission hook, also held by the core's hook closure. Kept here so that replacing or
+    /// clearing it drops the host's userdata outside the core's lock (a destructor may call back into
+    /// tooloop), on the thread that called set_permission.
+    permission: Mutex<Option<Arc<HostPermission>>>,
 }
 
 /// Where a tool callback puts its answer. Owned by the library and lent to one callback call: valid only
@@ -170,6 +175,12 @@ pub struct tooloop_tool_result {
     /// `Ok(text)`: the result; `Err(message)`: an is_error result.
     outcome: Option<Result<String, String>>,
     cancel: CancelToken,
+}
+
+/// Where a permission callback puts the reason of a denial (`tooloop_permission_set_reason`). Owned by the
+/// library and lent to one callback call: valid only until the callback returns; never free it.
+pub struct tooloop_permission {
+    reason: Option<String>,
 }
 
 /// Where a host model callback puts its response. Owned by the library and lent to one callback call:
@@ -212,6 +223,27 @@ pub type tooloop_free_fn = Option<unsafe extern "C" fn(userdata: *mut c_void)>;
 /// free it. A C++ callback must not let an exception escape.
 pub type tooloop_tool_fn =
     Option<unsafe extern "C" fn(userdata: *mut c_void, input_json: *const c_char, result: *mut tooloop_tool_result) -> i32>;
+
+/// Decides, before each tool call of a run, whether the call may run (see `tooloop_agent_set_permission`).
+///
+/// `userdata` is the pointer given to `tooloop_agent_set_permission`; `call_json` is the call the model made,
+/// `{"id": "toolu_...", "name": "...", "input": {...}}` (borrowed for the call; read it with
+/// `tooloop_json_get`, e.g. pointer `"/name"`); `answer` is where the reason of a denial goes, through
+/// `tooloop_permission_set_reason` (borrowed for the call). Return 0 to let the tool run; a non-zero value
+/// denies the call: the tool does not run, and the model reads the error result "Permission denied:
+/// <reason>", where the reason is the one set on `answer`, or "the host denied this tool call" when none was
+/// set. The run goes on either way (to end it too, call `tooloop_agent_cancel` from the callback). A reason
+/// set on an allowed call is ignored.
+///
+/// It runs for every tool call the model makes, after the call's `TOOLOOP_EVENT_TOOL_USE` event and before
+/// the tool's input is checked against its schema, also for a tool name the agent does not know. Calls
+/// skipped because the run was cancelled or a tool aborted it are not asked about.
+///
+/// Threads: called on the thread that called `tooloop_agent_run` / `tooloop_agent_resume`, one call at a
+/// time. Same rules as `tooloop_tool_fn`.
+pub type tooloop_permission_fn = Option<
+    unsafe extern "C" fn(userdata: *mut c_void, call_json: *const c_char, answer: *mut tooloop_permission) -> i32,
+>;
 
 /// Receives the events of a run (see `tooloop_event`). `userdata` is the pointer given to the run call.
 ///
@@ -376,7 +408,13 @@ impl Drop for Busy<'_> {
 
 impl tooloop_agent {
     fn new(agent: Agent, model_failure: Arc<Mutex<Option<Failure>>>) -> Self {
-        tooloop_agent { agent, busy: AtomicBool::new(false), model_failure, session_path: Mutex::new(None) }
+        tooloop_agent {
+            agent,
+            busy: AtomicBool::new(false),
+            model_failure,
+            session_path: Mutex::new(None),
+            permission: Mutex::new(None),
+        }
     }
 
     fn begin(&self) -> FfiResult<Busy<'_>> {
@@ -630,6 +668,76 @@ pub extern "C" fn tooloop_agent_add_tool(
                 core_failure(&e)
             }
         })
+    })
+}
+
+/// The reason a denied call gets when the permission callback set none.
+const DEFAULT_DENIAL: &str = "the host denied this tool call";
+
+/// A permission hook implemented by a C callback.
+struct HostPermission {
+    f: unsafe extern "C" fn(*mut c_void, *const c_char, *mut tooloop_permission) -> i32,
+    userdata: UserData,
+}
+
+impl HostPermission {
+    fn check(&self, call: &ToolUseBlock) -> Permission {
+        let json = serde_json::json!({"id": call.id, "name": call.name, "input": call.input}).to_string();
+        // serde_json escapes control characters, so this never has to replace anything.
+        let json = c_string_lossy(&json);
+        let mut answer = tooloop_permission { reason: None };
+        // SAFETY: the host's callback with its own userdata; both pointers we pass live for the call.
+        let rc = unsafe { (self.f)(self.userdata.ptr, json.as_ptr(), &mut answer) };
+        if rc == 0 {
+            Permission::Allow
+        } else {
+            Permission::Deny(answer.reason.unwrap_or_else(|| DEFAULT_DENIAL.to_string()))
+        }
+    }
+}
+
+/// Set the permission hook of an agent: before each tool call, `fn(userdata, call_json, answer)` decides
+/// whether it may run (see `tooloop_permission_fn`); a denied call is answered with an error result the model
+/// reads, and the run goes on. A NULL `fn` clears the hook: every call runs. Setting a hook replaces the
+/// previous one. The hook applies from the next run or resume.
+///
+/// Ownership: `userdata` is the host's; tooloop calls `userdata_free(userdata)` (if not NULL) exactly once:
+/// when the hook is replaced or cleared by a later `tooloop_agent_set_permission`, or when the agent is
+/// freed. When this call fails for any reason (even a NULL argument), or when `fn` is NULL (there is then
+/// nothing to keep it for), it runs before this function returns. Replacing or clearing a hook runs the
+/// previous hook's destructor before this function returns, on this thread; a failed call leaves the
+/// previous hook in place.
+///
+/// Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent`), `TOOLOOP_BUSY` (a run or resume is in
+/// progress on the agent, or the call was made from inside one of its callbacks), `TOOLOOP_PANIC`.
+/// Threads: the agent's thread, not during a run.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_set_permission(
+    agent: *mut tooloop_agent,
+    r#fn: tooloop_permission_fn,
+    userdata: *mut c_void,
+    userdata_free: tooloop_free_fn,
+) -> tooloop_status {
+    // Owned from the first line, so every failure path below frees it exactly once.
+    let userdata = UserData::new(userdata, userdata_free);
+    boundary("tooloop_agent_set_permission", move || {
+        let a = handle(agent, "agent")?;
+        // Not during a run: the run holds its own clone of the hook, so a replaced hook's userdata would
+        // outlive this call; and one thread at a time is the agent's rule anyway.
+        let _busy = a.begin()?;
+        let host = match r#fn {
+            Some(f) => Some(Arc::new(HostPermission { f, userdata })),
+            None => {
+                drop(userdata);
+                None
+            }
+        };
+        let hook = host.clone().map(|h| -> PermissionHook { Arc::new(move |call: &ToolUseBlock| h.check(call)) });
+        a.agent.set_permission(hook);
+        let previous = std::mem::replace(&mut *lock(&a.permission), host);
+        // Outside every lock: the host's destructor may call back into tooloop.
+        drop(previous);
+        Ok(())
     })
 }
 
@@ -948,6 +1056,35 @@ fn set_outcome(result: *mut tooloop_tool_result, text: *const c_char, what: &str
             Err(f)
         }
     }
+}
+
+/// Give the reason of a denial: the model reads "Permission denied: <reason>" as the call's error result.
+/// `reason` is UTF-8, copied. A later set replaces an earlier one. The reason counts only when the
+/// permission callback returns non-zero (deny); without one the model reads "the host denied this tool call".
+///
+/// If this call fails on its `reason` (NULL or invalid UTF-8), the reason becomes the default one with a
+/// note saying the host's reason could not be set, unless a later set succeeds.
+///
+/// Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `answer` or `reason`), `TOOLOOP_INVALID_UTF8`,
+/// `TOOLOOP_PANIC`. Threads: only inside the permission callback that received `answer`.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_permission_set_reason(
+    answer: *mut tooloop_permission,
+    reason: *const c_char,
+) -> tooloop_status {
+    boundary("tooloop_permission_set_reason", || {
+        let a = handle_mut(answer, "answer")?;
+        match str_arg(reason, "reason") {
+            Ok(r) => {
+                a.reason = Some(r.to_string());
+                Ok(())
+            }
+            Err(f) => {
+                a.reason = Some(format!("{DEFAULT_DENIAL} (its reason could not be set: {})", f.message));
+                Err(f)
+            }
+        }
+    })
 }
 
 /// Whether the run this tool call belongs to was cancelled: a long-running tool should poll it and return
