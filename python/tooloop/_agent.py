@@ -208,6 +208,8 @@ class Agent:
     ``builtin_tools`` is True (bash, read_file, write_file, edit_file) or a list of their names, confined to
     ``workspace`` (default: the current directory). ``session`` is the path of a JSONL file: loaded when it
     exists, appended to as the conversation goes. ``permission(tool_call)`` returns True, False or a reason.
+    ``headers`` are added to every HTTP request (e.g. ``{"anthropic-beta": "..."}``) and ``extra`` request body
+    fields are passed through unchanged, so a new API feature never waits for a tooloop release.
 
     Threads: one run at a time (another concurrent run raises ConfigError); ``cancel()``, ``messages``,
     ``history`` and ``usage`` may be used from any thread during a run.
@@ -231,6 +233,8 @@ class Agent:
         workspace: Union[str, os.PathLike[str], None] = None,
         session: Union[str, os.PathLike[str], None] = None,
         permission: Optional[PermissionFn] = None,
+        headers: Optional[Dict[str, str]] = None,
+        extra: Optional[Dict[str, Any]] = None,
     ) -> None:
         if not isinstance(provider, str) and not callable(provider):
             raise ConfigError(f"provider must be 'anthropic', 'openai' or a callable, got {type(provider).__name__}")
@@ -248,6 +252,8 @@ class Agent:
             thinking=_thinking(thinking),
             timeout=float(timeout),
             max_retries=max_retries,
+            extra=extra,
+            headers=headers,
         )
         self._tools: Dict[str, Tool] = {}
         for t in tools:

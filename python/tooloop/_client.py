@@ -63,12 +63,18 @@ class Client:
         base_url: Optional[str] = None,
         timeout: float = 600.0,
         max_retries: int = 2,
+        headers: Optional[Dict[str, str]] = None,
     ) -> None:
         if not isinstance(provider, str) and not callable(provider):
             raise ConfigError(f"provider must be 'anthropic', 'openai' or a callable, got {type(provider).__name__}")
         core_provider: Any = provider if isinstance(provider, str) else _model_adapter(provider)
         self._core = _tooloop._Client(
-            core_provider, api_key=api_key, base_url=base_url, timeout=float(timeout), max_retries=max_retries
+            core_provider,
+            api_key=api_key,
+            base_url=base_url,
+            timeout=float(timeout),
+            max_retries=max_retries,
+            headers=headers,
         )
 
     def create(self, request: Dict[str, Any]) -> Dict[str, Any]:

@@ -43,6 +43,7 @@ class _Agent:
         timeout: float = 600.0,
         max_retries: int = 2,
         extra: Optional[Dict[str, Any]] = None,
+        headers: Optional[Dict[str, str]] = None,
     ) -> _Agent: ...
     def register_tool(
         self,
@@ -79,6 +80,7 @@ class _Client:
         base_url: Optional[str] = None,
         timeout: float = 600.0,
         max_retries: int = 2,
+        headers: Optional[Dict[str, str]] = None,
     ) -> _Client: ...
     def start_create(self, request: Dict[str, Any]) -> _Run: ...
     def start_stream(self, request: Dict[str, Any]) -> _Run: ...

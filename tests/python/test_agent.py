@@ -471,3 +471,16 @@ def test_permission_must_answer_true_false_or_a_reason() -> None:
     with pytest.raises(TypeError, match="True, False or a reason"):
         agent.run("go")
     assert_valid_view(agent.messages)
+
+
+def test_headers_and_extra_request_fields_pass_through_unchanged(mock: Any) -> None:
+    server = mock("anthropic_text")
+    agent = agent_for(server, headers={"anthropic-beta": "context-1m-2025-08-07", "x-trace": "t1"},
+                      extra={"metadata": {"user_id": "u-42"}, "service_tier": "auto"})
+    agent.run("hi")
+    sent = server.requests()[0]
+    assert sent["headers"]["anthropic-beta"] == "context-1m-2025-08-07"
+    assert sent["headers"]["x-trace"] == "t1"
+    assert sent["headers"]["x-api-key"] == "sk-ant-mock", "a custom header does not replace the key"
+    assert sent["body"]["metadata"] == {"user_id": "u-42"}
+    assert sent["body"]["service_tier"] == "auto"

@@ -61,6 +61,15 @@ def test_extra_request_fields_pass_through(mock: Any) -> None:
     assert body["temperature"] == 0.5 and body["system"][0]["cache_control"] == {"type": "ephemeral"}
 
 
+def test_client_headers_are_sent_with_every_request(mock: Any) -> None:
+    server = mock({"responses": [scenario("anthropic_text")["responses"][0]] * 2})
+    client = tooloop.Client(base_url=server.base_url, api_key="k", headers={"anthropic-beta": "b1,b2"})
+    client.create(REQUEST)
+    with client.stream(REQUEST) as s:
+        s.final_message()
+    assert [r["headers"]["anthropic-beta"] for r in server.requests()] == ["b1,b2", "b1,b2"]
+
+
 def test_openai_client_returns_chat_completion_shapes(mock: Any) -> None:
     server = mock("openai_tool_calls")
     client = tooloop.Client(provider="openai", base_url=server.base_url + "/v1", api_key="sk-mock")

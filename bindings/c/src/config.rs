@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tooloop::provider::Secret;
-use tooloop::{AgentConfig, Protocol, ProviderConfig};
+use tooloop::{AgentConfig, MaxTurnsPolicy, Protocol, ProviderConfig};
 
 use crate::ffi::{Failure, FfiResult};
 use crate::{TOOLOOP_INVALID_ARGUMENT, TOOLOOP_INVALID_JSON};
 
 /// Every key the config object may hold, in the order the header documents them.
-pub(crate) const KEYS: [&str; 14] = [
+pub(crate) const KEYS: [&str; 20] = [
     "provider",
     "model",
     "system",
@@ -30,6 +30,12 @@ pub(crate) const KEYS: [&str; 14] = [
     "builtin_tools",
     "workspace",
     "session",
+    "max_turns_policy",
+    "temperature",
+    "stop_sequences",
+    "tool_choice",
+    "headers",
+    "extra",
 ];
 
 /// Which model backend the config asks for.
@@ -161,6 +167,31 @@ pub(crate) fn parse(json: &str, host: bool) -> FfiResult<Parsed> {
     if let Some(v) = get("stream") {
         agent.stream = v.as_bool().ok_or_else(|| bad("stream", "true or false", v))?;
     }
+    if let Some(v) = get("max_turns_policy") {
+        agent.max_turns_policy = match v.as_str() {
+            Some("error") => MaxTurnsPolicy::Error,
+            Some("return") => MaxTurnsPolicy::Return,
+            _ => return Err(bad("max_turns_policy", "\"error\" or \"return\"", v)),
+        };
+    }
+    if let Some(v) = get("temperature") {
+        agent.temperature = Some(v.as_f64().filter(|t| t.is_finite()).ok_or_else(|| bad("temperature", "a number", v))?);
+    }
+    if let Some(v) = get("stop_sequences") {
+        let items: Option<Vec<String>> =
+            v.as_array().and_then(|a| a.iter().map(|i| i.as_str().map(str::to_string)).collect());
+        agent.stop_sequences = items.ok_or_else(|| bad("stop_sequences", "an array of strings", v))?;
+    }
+    if let Some(v) = get("tool_choice") {
+        if !v.is_object() {
+            return Err(bad("tool_choice", "an object such as {\"type\": \"auto\"}", v));
+        }
+        agent.tool_choice = Some(v.clone());
+    }
+    if let Some(v) = get("extra") {
+        // Request fields passed through unchanged, so a new API feature never waits for a release.
+        agent.extra = v.as_object().cloned().ok_or_else(|| bad("extra", "an object of request fields", v))?;
+    }
 
     let mut provider = ProviderConfig::new(match backend {
         Backend::Network(p) => p,
@@ -178,6 +209,12 @@ pub(crate) fn parse(json: &str, host: bool) -> FfiResult<Parsed> {
         let d = Duration::from_secs_f64(secs);
         provider.http.total_timeout = d;
         provider.http.idle_timeout = provider.http.idle_timeout.min(d);
+    }
+    if let Some(v) = get("headers") {
+        // Extra HTTP headers on every request, e.g. {"anthropic-beta": "a,b"}.
+        let pairs: Option<Vec<(String, String)>> =
+            v.as_object().and_then(|o| o.iter().map(|(k, x)| x.as_str().map(|x| (k.clone(), x.to_string()))).collect());
+        provider.headers = pairs.ok_or_else(|| bad("headers", "an object of string header values", v))?;
     }
     if let Some(v) = get("max_retries") {
         provider.http.max_retries = v
@@ -237,5 +274,25 @@ mod tests {
         assert_eq!(p.provider.http.total_timeout, Duration::from_millis(2500));
         assert_eq!(p.provider.http.max_retries, 0);
         assert_eq!(p.builtin_tools, Some(vec!["read_file".to_string()]));
+    }
+
+    #[test]
+    fn request_options_headers_and_extra_fields_map() {
+        let p = parse(
+            r#"{"model": "m", "max_turns_policy": "return", "temperature": 0.2, "stop_sequences": ["END"],
+                "tool_choice": {"type": "any"}, "headers": {"anthropic-beta": "b1"}, "extra": {"metadata": {"user_id": "u"}}}"#,
+            false,
+        )
+        .unwrap();
+        assert_eq!(p.agent.max_turns_policy, MaxTurnsPolicy::Return);
+        assert_eq!(p.agent.temperature, Some(0.2));
+        assert_eq!(p.agent.stop_sequences, vec!["END".to_string()]);
+        assert_eq!(p.agent.tool_choice, Some(json!({"type": "any"})));
+        assert_eq!(p.provider.headers, vec![("anthropic-beta".to_string(), "b1".to_string())]);
+        assert_eq!(p.agent.extra.get("metadata"), Some(&json!({"user_id": "u"})));
+        for bad_cfg in [r#"{"model":"m","headers":{"x":1}}"#, r#"{"model":"m","max_turns_policy":"maybe"}"#,
+                        r#"{"model":"m","stop_sequences":"END"}"#, r#"{"model":"m","extra":[1]}"#] {
+            assert_eq!(parse(bad_cfg, false).unwrap_err().status, TOOLOOP_INVALID_ARGUMENT, "{bad_cfg}");
+        }
     }
 }

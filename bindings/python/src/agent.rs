@@ -4,6 +4,7 @@
 //! `tooloop/_agent.py`; this side converts, maps errors and manages the GIL. Python callables run on the
 //! run's worker thread under `Python::attach`.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -39,6 +40,7 @@ pub fn build_provider(
     base_url: Option<String>,
     timeout: f64,
     max_retries: u32,
+    headers: Option<HashMap<String, String>>,
     slot: &ErrSlot,
 ) -> PyResult<Arc<dyn Provider>> {
     if let Ok(name) = provider.cast::<PyString>() {
@@ -51,6 +53,10 @@ pub fn build_provider(
         config.http.idle_timeout = config.http.idle_timeout.min(total);
         config.http.connect_timeout = config.http.connect_timeout.min(total);
         config.http.max_retries = max_retries;
+        // Sorted so requests are the same from run to run whatever the dict's hashing.
+        let mut headers: Vec<(String, String)> = headers.unwrap_or_default().into_iter().collect();
+        headers.sort();
+        config.headers = headers;
         return config.build().map_err(|e| to_pyerr(py, &e));
     }
     if !provider.is_callable() {
@@ -152,7 +158,7 @@ pub struct PyAgent {
 impl PyAgent {
     #[new]
     #[pyo3(signature = (provider, *, model, system=None, api_key=None, base_url=None, max_tokens=8192,
-        max_turns=Some(20), thinking=None, timeout=600.0, max_retries=2, extra=None))]
+        max_turns=Some(20), thinking=None, timeout=600.0, max_retries=2, extra=None, headers=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -167,10 +173,11 @@ impl PyAgent {
         timeout: f64,
         max_retries: u32,
         extra: Option<&Bound<'_, PyAny>>,
+        headers: Option<HashMap<String, String>>,
     ) -> PyResult<Self> {
         let slot = ErrSlot::default();
         let is_host = provider.cast::<PyString>().is_err();
-        let p = build_provider(py, provider, api_key, base_url, timeout, max_retries, &slot)?;
+        let p = build_provider(py, provider, api_key, base_url, timeout, max_retries, headers, &slot)?;
         let mut config = AgentConfig { model, max_tokens, max_turns, ..AgentConfig::default() };
         config.system = system.map(|s| from_py(s, "system")).transpose()?;
         config.thinking = thinking.map(|t| from_py(t, "thinking")).transpose()?;

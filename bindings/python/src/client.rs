@@ -1,5 +1,6 @@
 //! `_Client`: the wire layer alone — one request, the provider's own JSON back, raw stream events as received.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use pyo3::prelude::*;
@@ -47,7 +48,7 @@ impl PyClient {
 #[pymethods]
 impl PyClient {
     #[new]
-    #[pyo3(signature = (provider, *, api_key=None, base_url=None, timeout=600.0, max_retries=2))]
+    #[pyo3(signature = (provider, *, api_key=None, base_url=None, timeout=600.0, max_retries=2, headers=None))]
     fn new(
         py: Python<'_>,
         provider: &Bound<'_, PyAny>,
@@ -55,9 +56,10 @@ impl PyClient {
         base_url: Option<String>,
         timeout: f64,
         max_retries: u32,
+        headers: Option<HashMap<String, String>>,
     ) -> PyResult<Self> {
         let slot = ErrSlot::default();
-        let provider = build_provider(py, provider, api_key, base_url, timeout, max_retries, &slot)?;
+        let provider = build_provider(py, provider, api_key, base_url, timeout, max_retries, headers, &slot)?;
         Ok(PyClient { provider, slot })
     }
 
