@@ -432,6 +432,11 @@ void tooloop_string_free(char *s);
  *   their names; `"workspace"`: the folder they work in (default: the current folder). bash is not
  *   confined to the workspace.
  * - `"session"`: a JSONL session file: loaded if it exists, then every finished entry is appended.
+ * - `"max_turns_policy"`: `"error"` (default: the run fails with `TOOLOOP_MAX_TURNS`) or `"return"`
+ *   (the run succeeds with `"max_turns_reached": true`).
+ * - `"temperature"`, `"stop_sequences"` (array of strings), `"tool_choice"` (object): request options.
+ * - `"headers"`: extra HTTP headers on every request, e.g. `{"anthropic-beta": "..."}`.
+ * - `"extra"`: other request body fields, passed through unchanged.
  *
  * An unknown key is an error (a typo must not pass silently).
  *
