@@ -59,7 +59,6 @@ fn timed_tool(name: &str, schema: Value, ms: u64, spans: Spans) -> Tool {
     .unwrap()
 }
 
-
 /// Event kinds, consecutive repeats of streaming kinds folded into one.
 fn kinds(events: &[Event]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();

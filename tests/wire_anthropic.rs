@@ -37,8 +37,6 @@ fn request(stream: bool) -> Request {
     }
 }
 
-
-
 /// Serves `response` to a JSON request and then to a streaming one, checks both agree (message and raw),
 /// that nothing was lost against the scenario, and that the stream events rebuild the message.
 fn assert_json_and_stream_agree(response: &Value) -> (MessageResponse, Vec<StreamEvent>) {

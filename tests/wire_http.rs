@@ -42,7 +42,6 @@ fn request(stream: bool) -> Request {
     }
 }
 
-
 fn text_reply() -> Value {
     scenario("anthropic_text")["responses"][0].clone()
 }

@@ -40,8 +40,6 @@ fn request(stream: bool) -> Request {
     }
 }
 
-
-
 fn texts(events: &[StreamEvent]) -> String {
     events.iter().filter_map(|e| if let StreamEvent::TextDelta { text, .. } = e { Some(text.as_str()) } else { None }).collect()
 }

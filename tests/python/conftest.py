@@ -3,6 +3,9 @@ written in Python); every server or subprocess a test starts is stopped by its o
 
 from __future__ import annotations
 
+import shutil
+import sys
+from pathlib import Path
 from typing import Any, Iterator, List
 
 import pytest
@@ -45,3 +48,14 @@ def mock() -> Iterator[Mocks]:
         mocks.stop()
 
 
+@pytest.fixture(scope="session")
+def tooloop_exe() -> str:
+    """The installed `tooloop` console script (the CLI tests run the real command)."""
+    try:
+        import tooloop._tooloop  # noqa: F401
+    except ImportError as e:
+        pytest.fail(f"the tooloop package is not installed with its compiled module (pip install .): {e}")
+    exe = Path(sys.executable).parent / "tooloop"
+    found = str(exe) if exe.exists() else shutil.which("tooloop")
+    assert found, "the `tooloop` console script is not installed (pip install . declares it)"
+    return found

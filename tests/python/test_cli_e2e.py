@@ -7,7 +7,6 @@ The built-in tools really run: the file the scripted model writes exists, bash r
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,15 +25,8 @@ ANSI = re.compile(r"\x1b\[")
 
 
 @pytest.fixture(scope="module")
-def tooloop_cmd():
-    try:
-        import tooloop._tooloop  # noqa: F401
-    except ImportError as e:
-        pytest.fail(f"the tooloop package is not installed with its compiled module (pip install .): {e}")
-    exe = Path(sys.executable).parent / "tooloop"
-    found = str(exe) if exe.exists() else shutil.which("tooloop")
-    assert found, "the `tooloop` console script is not installed (pip install . declares it)"
-    return [found]
+def tooloop_cmd(tooloop_exe):
+    return [tooloop_exe]
 
 
 @pytest.fixture

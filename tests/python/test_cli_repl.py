@@ -6,7 +6,6 @@ import io
 import json
 import os
 import re
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -22,18 +21,6 @@ from mockctl import MockServer, mock_env  # noqa: E402
 
 PROMPT = "›"  # prompt_toolkit may draw the space after it as a cursor move
 SGR = re.compile(r"\x1b\[[0-9;]*m")
-
-
-@pytest.fixture(scope="module")
-def tooloop_exe():
-    try:
-        import tooloop._tooloop  # noqa: F401
-    except ImportError as e:
-        pytest.fail(f"the tooloop package is not installed with its compiled module (pip install .): {e}")
-    exe = Path(sys.executable).parent / "tooloop"
-    found = str(exe) if exe.exists() else shutil.which("tooloop")
-    assert found, "the `tooloop` console script is not installed (pip install . declares it)"
-    return found
 
 
 def term_env(tmp_path, mock, **extra):
