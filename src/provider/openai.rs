@@ -348,7 +348,12 @@ impl ChunkAccumulator {
                 entry.1 = id.to_string();
             }
             if let Some(n) = name {
-                entry.2.push_str(n);
+                // The name comes whole in the first fragment; some servers repeat it in every fragment.
+                if entry.2.is_empty() || n.starts_with(entry.2.as_str()) {
+                    entry.2 = n.to_string();
+                } else {
+                    entry.2.push_str(n);
+                }
             }
             if started && (id.is_some() || name.is_some()) {
                 on_event(StreamEvent::ToolUseStart { index, id: entry.1.clone(), name: entry.2.clone() });
@@ -542,5 +547,27 @@ impl OpenAiProvider {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_name_repeated_in_every_fragment_is_not_doubled() {
+        let mut acc = ChunkAccumulator::default();
+        let frag = |args: &str| {
+            json!({"id": "c1", "model": "m", "choices": [{"index": 0, "delta": {"tool_calls": [
+                {"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": args}}
+            ]}}]})
+        };
+        for piece in ["{\"city\":", " \"Paris\"}"] {
+            acc.apply(&frag(piece), &mut |_| {}).unwrap();
+        }
+        let calls = acc.snapshot();
+        let ContentBlock::ToolUse(t) = &calls.content[0] else { panic!("{calls:?}") };
+        assert_eq!((t.name.as_str(), &t.input), ("get_weather", &json!({"city": "Paris"})));
     }
 }
