@@ -103,6 +103,11 @@ pub fn render_request(request: &Request) -> Value {
     for (k, v) in &request.extra {
         body.insert(k.clone(), v.clone());
     }
+    // OpenAI's reasoning models refuse `max_tokens` next to its successor: a host that passes
+    // `max_completion_tokens` through `extra` gets that one alone.
+    if body.contains_key("max_completion_tokens") {
+        body.remove("max_tokens");
+    }
     Value::Object(body)
 }
 
@@ -569,5 +574,14 @@ mod tests {
         let calls = acc.snapshot();
         let ContentBlock::ToolUse(t) = &calls.content[0] else { panic!("{calls:?}") };
         assert_eq!((t.name.as_str(), &t.input), ("get_weather", &json!({"city": "Paris"})));
+    }
+
+    #[test]
+    fn max_completion_tokens_in_extra_replaces_max_tokens() {
+        let mut req = Request { model: "o3".into(), max_tokens: 100, messages: vec![Message::user("hi")], ..Default::default() };
+        assert_eq!(render_request(&req)["max_tokens"], json!(100));
+        req.extra.insert("max_completion_tokens".into(), json!(4000));
+        let body = render_request(&req);
+        assert_eq!((body.get("max_tokens"), &body["max_completion_tokens"]), (None, &json!(4000)));
     }
 }
