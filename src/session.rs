@@ -83,6 +83,32 @@ impl Session {
         Ok(read_lines(&mut file, &shown)?.0)
     }
 
+    /// Write `entries` (those still streaming are left out) as a complete session file at `path`, replacing
+    /// any file there atomically: a temporary file beside it is written and fsynced, then renamed over it,
+    /// so a crash leaves either the old file or the new one.
+    pub fn save(path: impl AsRef<Path>, entries: &[Entry]) -> Result<()> {
+        let path = path.as_ref();
+        let Some(name) = path.file_name() else {
+            return Err(Error::Config(format!("session path {} does not name a file", path.display())));
+        };
+        let mut tmp_name = name.to_os_string();
+        tmp_name.push(format!(".tmp-{}", std::process::id()));
+        let tmp = path.with_file_name(tmp_name);
+        let _ = std::fs::remove_file(&tmp);
+        let written = (|| {
+            let mut session = Session::open(&tmp)?;
+            for entry in entries.iter().filter(|e| e.status != crate::conversation::EntryStatus::Streaming) {
+                session.append(entry)?;
+            }
+            drop(session);
+            std::fs::rename(&tmp, path).map_err(io(format!("replacing session {}", path.display())))
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written
+    }
+
     /// The path.
     pub fn path(&self) -> &Path {
         &self.path

@@ -442,3 +442,25 @@ fn attaching_a_session_to_a_conversation_that_has_entries_is_refused() {
     let err = agent.attach_session(Session::open(dir.file("s.jsonl")).unwrap()).unwrap_err();
     assert!(matches!(err, Error::Config(_)), "{err:?}");
 }
+
+#[test]
+fn save_writes_the_whole_conversation_atomically_and_loads_back_without_streaming_entries() {
+    let dir = TempDir::new("save");
+    let path = dir.file("saved.jsonl");
+    std::fs::write(&path, "an older file that the save replaces\n").unwrap();
+    let mut streaming = Entry::new(EntryRole::Assistant, vec![ContentBlock::text("half")]);
+    streaming.status = EntryStatus::Streaming;
+    let entries = vec![
+        Entry::new(EntryRole::User, vec![ContentBlock::text("q")]),
+        Entry::new(EntryRole::Assistant, vec![ContentBlock::text("a")]),
+        streaming,
+    ];
+    Session::save(&path, &entries).unwrap();
+    assert_clean_jsonl(&path);
+    let report = Session::load(&path).unwrap();
+    assert_eq!(report.entries, entries[..2].to_vec());
+    assert!(report.skipped.is_empty() && report.torn_tail.is_none(), "{report:?}");
+    let left: Vec<_> = std::fs::read_dir(&dir.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("saved.jsonl")], "no temporary file is left behind");
+    assert!(Session::save(dir.0.join(".."), &entries).is_err(), "a path naming no file is refused");
+}

@@ -31,7 +31,7 @@ use tooloop::provider::FnProvider;
 use tooloop::tools::ToolHandler;
 use tooloop::types::ToolUseBlock;
 use tooloop::{
-    Agent, ApiErrorKind, CancelToken, Error, Event, EntryStatus, MessageResponse, Permission, PermissionHook, Provider,
+    Agent, ApiErrorKind, CancelToken, Error, Event, MessageResponse, Permission, PermissionHook, Provider,
     Request, Session, Tool, ToolContext, ToolError, ToolOutput,
 };
 
@@ -976,34 +976,10 @@ pub extern "C" fn tooloop_agent_save_session(agent: *const tooloop_agent, path: 
                 return Ok(());
             }
         }
-        save_session(&a.agent, &path)
+        Session::save(&path, &a.agent.conversation().snapshot()).map_err(|e| core_failure(&e))
     })
 }
 
-fn save_session(agent: &Agent, path: &Path) -> FfiResult<()> {
-    let io = |what: &str, e: std::io::Error| Failure::new(TOOLOOP_IO, format!("{what} {}: {e}", path.display()));
-    let Some(name) = path.file_name() else {
-        return Err(Failure::invalid(format!("path {} does not name a file", path.display())));
-    };
-    let mut tmp_name = name.to_os_string();
-    tmp_name.push(format!(".tmp-{}", std::process::id()));
-    let tmp = path.with_file_name(tmp_name);
-    let _ = std::fs::remove_file(&tmp);
-    let written = (|| {
-        let mut session = Session::open(&tmp).map_err(|e| core_failure(&e))?;
-        for entry in agent.conversation().snapshot() {
-            if entry.status != EntryStatus::Streaming {
-                session.append(&entry).map_err(|e| core_failure(&e))?;
-            }
-        }
-        drop(session);
-        std::fs::rename(&tmp, path).map_err(|e| io("replacing", e))
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
-}
 
 /// Clear the conversation (tools and configuration stay). An attached session file records the reset:
 /// loading it later gives the conversation after the reset.
