@@ -10,7 +10,7 @@ use crate::cancel::CancelToken;
 use crate::error::{ApiError, ApiErrorKind, Error, Result};
 use crate::http::{HttpClient, HttpRequest, HttpResponse, parse_api_error};
 use crate::sse::{SseDecoder, SseEvent};
-use crate::types::{ContentBlock, MessageResponse, Request, StopReason, Usage};
+use crate::types::{ContentBlock, MessageResponse, Request, StopReason};
 
 /// The official endpoint.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -399,9 +399,4 @@ fn merge_unknown_delta(raw: &mut Value, delta: &Value) {
             }
         }
     }
-}
-
-/// The usage a response reported, for accounting.
-pub fn usage_of(message: &MessageResponse) -> &Usage {
-    &message.usage
 }
