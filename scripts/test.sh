@@ -10,6 +10,10 @@ failed=()
 
 step() { printf '\n==== %s ====\n' "$*"; }
 
+step "Rust: cargo fmt --check, cargo clippy -D warnings"
+cargo fmt --all -- --check || failed+=("rustfmt (run: cargo fmt --all)")
+cargo clippy --workspace --all-targets -- -D warnings || failed+=("clippy")
+
 step "Rust: cargo test"
 cargo test --workspace --exclude tooloop-python || failed+=("rust")
 

@@ -275,7 +275,9 @@ impl Agent {
             self.conversation.push(e.clone());
         }
         *lock(&self.session) = Some(session);
-        self.answer_pending("interrupted: the previous session ended before this tool call finished; it may or may not have run")?;
+        self.answer_pending(
+            "interrupted: the previous session ended before this tool call finished; it may or may not have run",
+        )?;
         Ok(report)
     }
 
@@ -441,7 +443,9 @@ impl Agent {
                     // The turn was cut off (a call's input may be incomplete) or refused: never run its calls,
                     // and stop — asking again would hit the same wall. Each call still gets its one result.
                     let why = match stop {
-                        StopReason::MaxTokens => "not run: the response hit max_tokens before this tool call was complete",
+                        StopReason::MaxTokens => {
+                            "not run: the response hit max_tokens before this tool call was complete"
+                        }
                         StopReason::Refusal => "not run: the model refused in the turn that made this tool call",
                         _ => "not run: the response hit the context window limit before this tool call was complete",
                     };
@@ -588,7 +592,8 @@ impl Agent {
                 if let Some((tool, _)) = &fatal {
                     outcomes[k] = Some(CallOutcome::error(format!("not run: tool '{tool}' aborted the run first")));
                 } else if cancel.is_cancelled() {
-                    outcomes[k] = Some(CallOutcome::error("interrupted: the run was cancelled before this tool call ran"));
+                    outcomes[k] =
+                        Some(CallOutcome::error("interrupted: the run was cancelled before this tool call ran"));
                 } else if let Some(Permission::Deny(reason)) = permission.as_ref().map(|p| p(call)) {
                     outcomes[k] = Some(CallOutcome::error(format!("Permission denied: {reason}")));
                 } else {
@@ -600,10 +605,8 @@ impl Agent {
                 outcomes[k] = Some(self.tools.execute(&batch[k], cancel));
             } else if !to_run.is_empty() {
                 let results: Vec<(usize, CallOutcome)> = std::thread::scope(|s| {
-                    let handles: Vec<_> = to_run
-                        .iter()
-                        .map(|&k| (k, s.spawn(move || self.tools.execute(&batch[k], cancel))))
-                        .collect();
+                    let handles: Vec<_> =
+                        to_run.iter().map(|&k| (k, s.spawn(move || self.tools.execute(&batch[k], cancel)))).collect();
                     handles
                         .into_iter()
                         .map(|(k, h)| {

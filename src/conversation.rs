@@ -114,7 +114,9 @@ impl Entry {
 
     /// The ids this entry answers (its tool_result blocks).
     pub fn result_ids(&self) -> impl Iterator<Item = &str> {
-        self.content.iter().filter_map(|b| if let ContentBlock::ToolResult(r) = b { Some(r.tool_use_id.as_str()) } else { None })
+        self.content
+            .iter()
+            .filter_map(|b| if let ContentBlock::ToolResult(r) = b { Some(r.tool_use_id.as_str()) } else { None })
     }
 }
 
@@ -235,7 +237,8 @@ impl Conversation {
     /// run or answer before the next request).
     pub fn pending_tool_uses(&self) -> Vec<ToolUseBlock> {
         let entries = self.read();
-        let Some(pos) = entries.iter().rposition(|e| e.role == EntryRole::Assistant && e.status == EntryStatus::Complete)
+        let Some(pos) =
+            entries.iter().rposition(|e| e.role == EntryRole::Assistant && e.status == EntryStatus::Complete)
         else {
             return Vec::new();
         };
@@ -279,7 +282,9 @@ pub fn render_view(entries: &[Entry]) -> Vec<Message> {
             let calls: Vec<(String, String)> = msgs[i]
                 .content
                 .iter()
-                .filter_map(|b| if let ContentBlock::ToolUse(t) = b { Some((t.id.clone(), t.name.clone())) } else { None })
+                .filter_map(
+                    |b| if let ContentBlock::ToolUse(t) = b { Some((t.id.clone(), t.name.clone())) } else { None },
+                )
                 .collect();
             if !calls.is_empty() {
                 if msgs.get(i + 1).map(|m| m.role) != Some(Role::User) {
@@ -451,8 +456,13 @@ mod tests {
     fn thinking_and_tool_use_round_trip_verbatim_and_unknown_kept() {
         let c = Conversation::new();
         c.add(EntryRole::User, vec![ContentBlock::text("q")]);
-        let thinking = ContentBlock::Thinking(ThinkingBlock { thinking: "t".into(), signature: "S1g==".into(), extra: Map::new() });
-        let unknown = ContentBlock::Unknown(json!({"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {}}));
+        let thinking = ContentBlock::Thinking(ThinkingBlock {
+            thinking: "t".into(),
+            signature: "S1g==".into(),
+            extra: Map::new(),
+        });
+        let unknown =
+            ContentBlock::Unknown(json!({"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {}}));
         c.add(EntryRole::Assistant, vec![thinking.clone(), unknown.clone(), tool_use("a")]);
         c.push(Entry::tool_result("a", "f", json!("ok"), false));
         let v = c.api_view();
@@ -484,7 +494,8 @@ mod tests {
     fn a_paused_turn_and_its_continuation_merge_into_one_assistant_message() {
         let c = Conversation::new();
         c.add(EntryRole::User, vec![ContentBlock::text("q")]);
-        let server = ContentBlock::Unknown(json!({"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {}}));
+        let server =
+            ContentBlock::Unknown(json!({"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {}}));
         c.add(EntryRole::Assistant, vec![ContentBlock::text("searching"), server.clone()]);
         c.add(EntryRole::Assistant, vec![ContentBlock::text("found it")]);
         let v = c.api_view();
@@ -534,7 +545,9 @@ mod tests {
         c.push(Entry::tool_result("a", "f", json!("late"), false));
         let v = c.api_view();
         assert_eq!(roles(&v), vec![Role::User, Role::Assistant, Role::User, Role::Assistant, Role::User]);
-        assert!(matches!(&v[2].content[0], ContentBlock::ToolResult(r) if r.tool_use_id == "a" && r.is_error == Some(true)));
+        assert!(
+            matches!(&v[2].content[0], ContentBlock::ToolResult(r) if r.tool_use_id == "a" && r.is_error == Some(true))
+        );
         assert_eq!(v[4].content.len(), 1);
         assert!(matches!(&v[4].content[0], ContentBlock::Text(t) if t.text.contains("late")));
     }
@@ -555,14 +568,18 @@ mod tests {
     fn usage_sums_complete_and_error_entries_cache_fields_included() {
         let c = Conversation::new();
         let mut ok = Entry::new(EntryRole::Assistant, vec![ContentBlock::text("a")]);
-        ok.usage = Some(Usage { input_tokens: 10, output_tokens: 2, cache_read_input_tokens: Some(30), ..Default::default() });
+        ok.usage =
+            Some(Usage { input_tokens: 10, output_tokens: 2, cache_read_input_tokens: Some(30), ..Default::default() });
         let mut failed = Entry::new(EntryRole::Assistant, vec![]);
         failed.status = EntryStatus::Error;
         failed.usage = Some(Usage { input_tokens: 5, cache_creation_input_tokens: Some(7), ..Default::default() });
         c.push(ok);
         c.push(failed);
         let u = c.usage();
-        assert_eq!((u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens), (15, 2, Some(30), Some(7)));
+        assert_eq!(
+            (u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens),
+            (15, 2, Some(30), Some(7))
+        );
     }
 
     #[test]

@@ -245,10 +245,9 @@ impl fmt::Display for Error {
                 partial.content.len()
             ),
             Error::Cancelled { .. } => write!(f, "cancelled"),
-            Error::MaxTurns { turns } => write!(
-                f,
-                "stopped after max_turns={turns} model turns; the conversation is intact, resume to continue"
-            ),
+            Error::MaxTurns { turns } => {
+                write!(f, "stopped after max_turns={turns} model turns; the conversation is intact, resume to continue")
+            }
             Error::ToolAborted { tool, message } => write!(f, "tool '{tool}' aborted the run: {message}"),
             Error::InvalidResponse { message, request_id } => {
                 write!(f, "invalid response from the API: {message}")?;

@@ -314,12 +314,7 @@ impl HttpClient {
     /// Send with retries: connection errors and retryable statuses are retried with back-off (honouring
     /// `retry-after-ms`, `retry-after` and `x-should-retry`). Returns a response with a 2xx status whose body
     /// is still to be read, or the final error. `api_error` turns an error response into an [`ApiError`].
-    pub fn send(
-        &self,
-        req: &HttpRequest,
-        cancel: &CancelToken,
-        api_error: ApiErrorFn<'_>,
-    ) -> Result<HttpResponse> {
+    pub fn send(&self, req: &HttpRequest, cancel: &CancelToken, api_error: ApiErrorFn<'_>) -> Result<HttpResponse> {
         self.exchange(req, cancel, api_error, &mut |resp| Ok(resp))
     }
 
@@ -436,11 +431,8 @@ fn describe_ureq_error(e: &ureq::Error) -> String {
 pub fn parse_api_error(status: u16, headers: &[(String, String)], body: &[u8]) -> ApiError {
     let json: Option<serde_json::Value> = serde_json::from_slice(body).ok();
     let err = json.as_ref().and_then(|j| j.get("error"));
-    let error_type = err
-        .and_then(|e| e.get("type").or_else(|| e.get("code")))
-        .and_then(|t| t.as_str())
-        .unwrap_or("")
-        .to_string();
+    let error_type =
+        err.and_then(|e| e.get("type").or_else(|| e.get("code"))).and_then(|t| t.as_str()).unwrap_or("").to_string();
     let message = err
         .and_then(|e| e.get("message"))
         .and_then(|m| m.as_str())
@@ -456,7 +448,9 @@ pub fn parse_api_error(status: u16, headers: &[(String, String)], body: &[u8]) -
         status,
         error_type,
         message,
-        request_id: header_value(headers, "request-id").or_else(|| header_value(headers, "x-request-id")).map(str::to_string),
+        request_id: header_value(headers, "request-id")
+            .or_else(|| header_value(headers, "x-request-id"))
+            .map(str::to_string),
         retry_after: retry_after(headers),
         hint: None,
     }
@@ -484,7 +478,10 @@ mod tests {
 
     #[test]
     fn retry_after_ms_wins_over_seconds() {
-        assert_eq!(retry_after(&h(&[("retry-after-ms", "250"), ("retry-after", "9")])), Some(Duration::from_millis(250)));
+        assert_eq!(
+            retry_after(&h(&[("retry-after-ms", "250"), ("retry-after", "9")])),
+            Some(Duration::from_millis(250))
+        );
         assert_eq!(retry_after(&h(&[("retry-after", "2")])), Some(Duration::from_secs(2)));
         assert_eq!(retry_after(&h(&[("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT")])), None);
     }
@@ -514,7 +511,10 @@ mod tests {
             &h(&[("request-id", "req_1")]),
             br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
         );
-        assert_eq!((e.kind, e.error_type.as_str(), e.message.as_str()), (ApiErrorKind::Overloaded, "overloaded_error", "Overloaded"));
+        assert_eq!(
+            (e.kind, e.error_type.as_str(), e.message.as_str()),
+            (ApiErrorKind::Overloaded, "overloaded_error", "Overloaded")
+        );
         assert_eq!(e.request_id.as_deref(), Some("req_1"));
         let raw = parse_api_error(502, &[], b"<html>bad gateway</html>");
         assert_eq!(raw.kind, ApiErrorKind::InternalServer);

@@ -35,9 +35,9 @@ pub mod types;
 
 pub use agent::{Agent, AgentConfig, Event, MaxTurnsPolicy, Permission, PermissionHook, RunResult, ToolCallRecord};
 pub use cancel::CancelToken;
-pub use session::{LoadReport, Session};
 pub use conversation::{Conversation, Entry, EntryRole, EntryStatus};
 pub use error::{ApiError, ApiErrorKind, Error, Result};
 pub use provider::{Protocol, Provider, ProviderConfig, Response, StreamEvent};
+pub use session::{LoadReport, Session};
 pub use tools::{Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 pub use types::{ContentBlock, Message, MessageResponse, Request, Role, StopReason, ToolSpec, Usage};

@@ -21,10 +21,8 @@ const PRICES: &[(&str, f64, f64)] = &[
 /// Estimated cost in USD of `usage` on `model`: cache writes at 1.25× and cache reads at 0.1× the input
 /// price (Anthropic's rates). `None` for models not in the table.
 pub fn estimate_cost_usd(model: &str, usage: &Usage) -> Option<f64> {
-    let (_, input, output) = PRICES
-        .iter()
-        .filter(|(prefix, _, _)| model.starts_with(prefix))
-        .max_by_key(|(prefix, _, _)| prefix.len())?;
+    let (_, input, output) =
+        PRICES.iter().filter(|(prefix, _, _)| model.starts_with(prefix)).max_by_key(|(prefix, _, _)| prefix.len())?;
     let m = 1_000_000.0;
     let cache_write = usage.cache_creation_input_tokens.unwrap_or(0) as f64;
     let cache_read = usage.cache_read_input_tokens.unwrap_or(0) as f64;

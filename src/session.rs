@@ -160,8 +160,7 @@ fn read_lines(file: &mut File, shown: &str) -> Result<(LoadReport, u64)> {
         }
         line_no += 1;
         let complete = buf.last() == Some(&b'\n');
-        let parsed: std::result::Result<Value, String> =
-            serde_json::from_slice(&buf).map_err(|e| e.to_string());
+        let parsed: std::result::Result<Value, String> = serde_json::from_slice(&buf).map_err(|e| e.to_string());
         if !complete {
             // No newline: a crash tore this line, even if its bytes happen to parse.
             report.torn_tail = Some((line_no, n));

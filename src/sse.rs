@@ -128,11 +128,7 @@ impl SseDecoder {
     /// again returns None and further bytes are decoded as a new stream.
     pub fn finish(&mut self) -> Option<SseEvent> {
         let line = mem::take(&mut self.line);
-        let flushed = if line.is_empty() {
-            None
-        } else {
-            self.process_line(&line, 0)
-        };
+        let flushed = if line.is_empty() { None } else { self.process_line(&line, 0) };
         let event = flushed.or_else(|| self.take_event());
         *self = Self::default();
         event
@@ -172,10 +168,7 @@ impl SseDecoder {
         if line.is_empty() {
             return self.take_event();
         }
-        self.event_bytes = self
-            .event_bytes
-            .saturating_add(raw_len)
-            .saturating_add(terminator_len);
+        self.event_bytes = self.event_bytes.saturating_add(raw_len).saturating_add(terminator_len);
         if line.first() == Some(&b':') {
             return None;
         }
@@ -184,9 +177,7 @@ impl SseDecoder {
         // decoded text, and values are decoded only for fields we keep.
         let mut parts = line.splitn(2, |&b| b == b':');
         let name = parts.next().unwrap_or_default();
-        let value = parts
-            .next()
-            .map_or(&[][..], |v| v.strip_prefix(b" ").unwrap_or(v));
+        let value = parts.next().map_or(&[][..], |v| v.strip_prefix(b" ").unwrap_or(v));
         match name {
             b"event" => {
                 // An empty type means "message", the same as no `event` field.
@@ -221,12 +212,7 @@ impl SseDecoder {
         if !mem::take(&mut self.data_seen) {
             return None;
         }
-        Some(SseEvent {
-            event,
-            data: mem::take(&mut self.data),
-            id,
-            retry,
-        })
+        Some(SseEvent { event, data: mem::take(&mut self.data), id, retry })
     }
 }
 
@@ -241,11 +227,7 @@ fn parse_retry(value: &[u8]) -> Option<u64> {
         return None;
     }
     value.iter().try_fold(0u64, |acc, &b| {
-        if b.is_ascii_digit() {
-            acc.checked_mul(10)?.checked_add(u64::from(b - b'0'))
-        } else {
-            None
-        }
+        if b.is_ascii_digit() { acc.checked_mul(10)?.checked_add(u64::from(b - b'0')) } else { None }
     })
 }
 
@@ -309,10 +291,7 @@ data: {"type":"message_stop"}
     }
 
     fn data_event(data: &str) -> SseEvent {
-        SseEvent {
-            data: data.to_owned(),
-            ..SseEvent::default()
-        }
+        SseEvent { data: data.to_owned(), ..SseEvent::default() }
     }
 
     /// Deterministic pseudo-random numbers (Knuth's MMIX LCG), high bits only.
@@ -320,10 +299,7 @@ data: {"type":"message_stop"}
 
     impl Lcg {
         fn next(&mut self) -> u64 {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             self.0 >> 33
         }
     }
@@ -373,11 +349,7 @@ data: {"type":"message_stop"}
         );
         assert!(events[3].data.contains(r#""text":"héllo ""#));
         assert!(events[4].data.contains(r#""text":"✓ 日本 🎉""#));
-        assert!(
-            events[7]
-                .data
-                .contains(r#""partial_json":"{\"command\": \"ls""#)
-        );
+        assert!(events[7].data.contains(r#""partial_json":"{\"command\": \"ls""#));
         assert_eq!(events[11].data, r#"{"type":"message_stop"}"#);
         assert!(events.iter().all(|e| e.id.is_none() && e.retry.is_none()));
     }
@@ -469,10 +441,7 @@ data: {"type":"message_stop"}
 
     #[test]
     fn only_one_leading_space_is_stripped() {
-        assert_eq!(
-            decode_all(b"data:  two spaces \n\n"),
-            [data_event(" two spaces ")]
-        );
+        assert_eq!(decode_all(b"data:  two spaces \n\n"), [data_event(" two spaces ")]);
     }
 
     #[test]
@@ -480,10 +449,7 @@ data: {"type":"message_stop"}
         assert_eq!(decode_all(b"data\n\n"), [data_event("")]);
         assert_eq!(decode_all(b"data\ndata\n\n"), [data_event("\n")]);
         // `event` alone sets the empty type, i.e. the default "message".
-        assert_eq!(
-            decode_all(b"event: x\nevent\ndata: y\n\n"),
-            [data_event("y")]
-        );
+        assert_eq!(decode_all(b"event: x\nevent\ndata: y\n\n"), [data_event("y")]);
     }
 
     #[test]
@@ -499,12 +465,7 @@ data: {"type":"message_stop"}
         assert_eq!(
             events,
             [
-                SseEvent {
-                    event: Some("tick".into()),
-                    data: "x".into(),
-                    id: Some("2".into()),
-                    retry: Some(1500),
-                },
+                SseEvent { event: Some("tick".into()), data: "x".into(), id: Some("2".into()), retry: Some(1500) },
                 data_event("y"),
             ]
         );
@@ -563,12 +524,7 @@ data: {"type":"message_stop"}
         let mut out = Vec::new();
         decoder.feed(b"event: e\ndata: x\nid: 7", &mut out);
         assert!(out.is_empty());
-        let expected = SseEvent {
-            event: Some("e".into()),
-            data: "x".into(),
-            id: Some("7".into()),
-            retry: None,
-        };
+        let expected = SseEvent { event: Some("e".into()), data: "x".into(), id: Some("7".into()), retry: None };
         assert_eq!(decoder.finish(), Some(expected));
         // A complete last line, with any ending, is dispatched too.
         for tail in ["data: y\n", "data: y\r", "data: y\r\n", "data: y"] {
@@ -680,9 +636,7 @@ data: {"type":"message_stop"}
         let mut rng = Lcg(0x5EED);
         for _ in 0..300 {
             let len = (rng.next() % 200) as usize;
-            let bytes: Vec<u8> = (0..len)
-                .map(|_| alphabet[(rng.next() as usize) % alphabet.len()])
-                .collect();
+            let bytes: Vec<u8> = (0..len).map(|_| alphabet[(rng.next() as usize) % alphabet.len()]).collect();
             let expected = decode_all(&bytes);
             assert_eq!(decode_chunks(bytes.chunks(1)), expected);
             assert_eq!(decode_chunks(lcg_chunks(&bytes, rng.next(), 16)), expected);

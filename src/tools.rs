@@ -98,9 +98,7 @@ pub fn check_name(name: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Config(format!(
-            "invalid tool name {name:?}: names must match ^[a-zA-Z0-9_-]{{1,64}}$"
-        )))
+        Err(Error::Config(format!("invalid tool name {name:?}: names must match ^[a-zA-Z0-9_-]{{1,64}}$")))
     }
 }
 
@@ -116,14 +114,23 @@ impl Tool {
     }
 
     /// Like [`Tool::new`] with a shared handler.
-    pub fn from_arc(name: String, description: String, input_schema: Value, handler: Arc<dyn ToolHandler>) -> Result<Self> {
+    pub fn from_arc(
+        name: String,
+        description: String,
+        input_schema: Value,
+        handler: Arc<dyn ToolHandler>,
+    ) -> Result<Self> {
         check_name(&name)?;
         let Value::Object(schema) = &input_schema else {
-            return Err(Error::Config(format!("tool '{name}': input_schema must be a JSON object, got {input_schema}")));
+            return Err(Error::Config(format!(
+                "tool '{name}': input_schema must be a JSON object, got {input_schema}"
+            )));
         };
         if let Some(t) = schema.get("type") {
             if t != "object" {
-                return Err(Error::Config(format!("tool '{name}': input_schema must have \"type\": \"object\", got {t}")));
+                return Err(Error::Config(format!(
+                    "tool '{name}': input_schema must have \"type\": \"object\", got {t}"
+                )));
             }
         }
         let mut schema = schema.clone();
@@ -213,9 +220,10 @@ impl ToolRegistry {
     /// Read-only ones are parallel-safe. An unknown name is an error listing the known ones.
     pub fn register_builtins(&self, workspace: &std::path::Path, names: &[String]) -> Result<()> {
         use crate::builtin;
-        let ws = Arc::new(builtin::Workspace::new(workspace).map_err(|e| {
-            Error::Config(format!("workspace {}: {e}", workspace.display()))
-        })?);
+        let ws = Arc::new(
+            builtin::Workspace::new(workspace)
+                .map_err(|e| Error::Config(format!("workspace {}: {e}", workspace.display())))?,
+        );
         let wanted: Vec<String> =
             if names.is_empty() { builtin::NAMES.iter().map(|n| n.to_string()).collect() } else { names.to_vec() };
         for name in wanted {
@@ -261,7 +269,10 @@ impl ToolRegistry {
             ));
         };
         if let Err(msg) = validate_input(&tool.spec.input_schema, &call.input) {
-            return CallOutcome::error(format!("Invalid input for tool '{}': {msg}. Fix the arguments and call it again.", call.name));
+            return CallOutcome::error(format!(
+                "Invalid input for tool '{}': {msg}. Fix the arguments and call it again.",
+                call.name
+            ));
         }
         let ctx = ToolContext { tool_use_id: &call.id, tool_name: &call.name, cancel };
         let result = catch_unwind(AssertUnwindSafe(|| tool.handler.call(&call.input, &ctx)));
@@ -271,9 +282,12 @@ impl ToolRegistry {
             Ok(Ok(ToolOutput::Text(t))) => {
                 CallOutcome { content: Value::String(truncate_output(t, max)), is_error: false, fatal: None, duration }
             }
-            Ok(Ok(ToolOutput::Blocks(blocks))) => {
-                CallOutcome { content: Value::Array(truncate_blocks(blocks, max)), is_error: false, fatal: None, duration }
-            }
+            Ok(Ok(ToolOutput::Blocks(blocks))) => CallOutcome {
+                content: Value::Array(truncate_blocks(blocks, max)),
+                is_error: false,
+                fatal: None,
+                duration,
+            },
             Ok(Err(ToolError::Respond(m))) => CallOutcome::error(truncate_output(m, max)),
             Ok(Err(ToolError::Fatal(m))) => CallOutcome {
                 content: Value::String(format!("The tool aborted the run: {m}")),
@@ -287,7 +301,10 @@ impl ToolRegistry {
                     .map(|s| s.to_string())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "unknown panic".to_string());
-                CallOutcome::error(format!("Tool '{}' crashed (panic: {what}). Try different input or another approach.", call.name))
+                CallOutcome::error(format!(
+                    "Tool '{}' crashed (panic: {what}). Try different input or another approach.",
+                    call.name
+                ))
             }
         };
         out.duration = duration;
@@ -305,7 +322,11 @@ pub fn truncate_output(text: String, max: usize) -> String {
         end -= 1;
     }
     let cut = text.len() - end;
-    format!("{}\n[output truncated: {cut} of {} bytes were cut; ask for less output or a narrower range]", &text[..end], text.len())
+    format!(
+        "{}\n[output truncated: {cut} of {} bytes were cut; ask for less output or a narrower range]",
+        &text[..end],
+        text.len()
+    )
 }
 
 /// Cut the text of `blocks` to `max` bytes in all. Text blocks past the budget are dropped (one note says how
@@ -434,14 +455,33 @@ mod tests {
         let r = ToolRegistry::new();
         let schema = json!({"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
             "unit": {"type": "string", "enum": ["c", "f"]}}, "required": ["city"]});
-        r.register(Tool::new("weather", "w", schema, |i: &Value, _: &ToolContext<'_>| {
-            Ok(ToolOutput::Text(format!("sunny in {}", i["city"].as_str().unwrap_or("?"))))
-        }).unwrap()).unwrap();
-        r.register(Tool::new("boom", "", json!({"type": "object"}), |_: &Value, _: &ToolContext<'_>| -> std::result::Result<ToolOutput, ToolError> {
-            panic!("kaboom")
-        }).unwrap()).unwrap();
-        r.register(Tool::new("big", "", json!({}), |_: &Value, _: &ToolContext<'_>| Ok(ToolOutput::Text("é".repeat(40_000)))).unwrap()).unwrap();
-        r.register(Tool::new("stop", "", json!({}), |_: &Value, _: &ToolContext<'_>| Err(ToolError::Fatal("enough".into()))).unwrap()).unwrap();
+        r.register(
+            Tool::new("weather", "w", schema, |i: &Value, _: &ToolContext<'_>| {
+                Ok(ToolOutput::Text(format!("sunny in {}", i["city"].as_str().unwrap_or("?"))))
+            })
+            .unwrap(),
+        )
+        .unwrap();
+        r.register(
+            Tool::new(
+                "boom",
+                "",
+                json!({"type": "object"}),
+                |_: &Value, _: &ToolContext<'_>| -> std::result::Result<ToolOutput, ToolError> { panic!("kaboom") },
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        r.register(
+            Tool::new("big", "", json!({}), |_: &Value, _: &ToolContext<'_>| Ok(ToolOutput::Text("é".repeat(40_000))))
+                .unwrap(),
+        )
+        .unwrap();
+        r.register(
+            Tool::new("stop", "", json!({}), |_: &Value, _: &ToolContext<'_>| Err(ToolError::Fatal("enough".into())))
+                .unwrap(),
+        )
+        .unwrap();
         r
     }
 
@@ -486,7 +526,9 @@ mod tests {
         assert!(bad_enum.content.as_str().unwrap().contains("must be one of"));
         let not_json = r.execute(&call("weather", Value::String("{\"city\": \"Par".into())), &c);
         assert!(not_json.content.as_str().unwrap().contains("not a valid JSON object"));
-        assert!(r.execute(&call("weather", json!({"city": "Paris", "days": 2})), &c).content == json!("sunny in Paris"));
+        assert!(
+            r.execute(&call("weather", json!({"city": "Paris", "days": 2})), &c).content == json!("sunny in Paris")
+        );
     }
 
     #[test]

@@ -45,10 +45,9 @@ impl Message {
 fn de_content<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ContentBlock>, D::Error> {
     match Value::deserialize(d)? {
         Value::String(s) => Ok(vec![ContentBlock::text(s)]),
-        Value::Array(items) => items
-            .into_iter()
-            .map(|v| ContentBlock::from_value(v).map_err(D::Error::custom))
-            .collect(),
+        Value::Array(items) => {
+            items.into_iter().map(|v| ContentBlock::from_value(v).map_err(D::Error::custom)).collect()
+        }
         other => Err(D::Error::custom(format!("message content must be a string or an array, got {other}"))),
     }
 }
@@ -133,11 +132,9 @@ impl ToolResultBlock {
     pub fn text(&self) -> String {
         match &self.content {
             Value::String(s) => s.clone(),
-            Value::Array(items) => items
-                .iter()
-                .filter_map(|b| b.get("text").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join("\n"),
+            Value::Array(items) => {
+                items.iter().filter_map(|b| b.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n")
+            }
             other => other.to_string(),
         }
     }
@@ -367,9 +364,7 @@ impl Usage {
 
     /// All input tokens: uncached + cache writes + cache reads.
     pub fn total_input_tokens(&self) -> u64 {
-        self.input_tokens
-            + self.cache_creation_input_tokens.unwrap_or(0)
-            + self.cache_read_input_tokens.unwrap_or(0)
+        self.input_tokens + self.cache_creation_input_tokens.unwrap_or(0) + self.cache_read_input_tokens.unwrap_or(0)
     }
 }
 
@@ -540,7 +535,10 @@ mod tests {
     fn string_content_becomes_one_text_block() {
         let m: Message = serde_json::from_value(json!({"role": "user", "content": "hello"})).unwrap();
         assert_eq!(m.content, vec![ContentBlock::text("hello")]);
-        assert_eq!(serde_json::to_value(&m).unwrap(), json!({"role": "user", "content": [{"type": "text", "text": "hello"}]}));
+        assert_eq!(
+            serde_json::to_value(&m).unwrap(),
+            json!({"role": "user", "content": [{"type": "text", "text": "hello"}]})
+        );
     }
 
     #[test]

@@ -19,9 +19,8 @@ use tooloop::provider::host::reply;
 use tooloop::provider::{FnProvider, ScriptedProvider, Secret};
 use tooloop::types::ToolUseBlock;
 use tooloop::{
-    Agent, AgentConfig, ContentBlock, EntryRole, EntryStatus, Error, Event, MaxTurnsPolicy,
-    Message, MessageResponse, Permission, Protocol, ProviderConfig, Role, StopReason, Tool, ToolContext,
-    ToolError, ToolOutput, Usage,
+    Agent, AgentConfig, ContentBlock, EntryRole, EntryStatus, Error, Event, MaxTurnsPolicy, Message, MessageResponse,
+    Permission, Protocol, ProviderConfig, Role, StopReason, Tool, ToolContext, ToolError, ToolOutput, Usage,
 };
 
 #[path = "common/agent.rs"]

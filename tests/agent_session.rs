@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 use tooloop::provider::host::reply;
 use tooloop::provider::{FnProvider, ScriptedProvider};
 use tooloop::{
-    Agent, ApiErrorKind, ContentBlock, Entry, EntryRole, EntryStatus, Error, Event, LoadReport,
-    Message, Session, StopReason,
+    Agent, ApiErrorKind, ContentBlock, Entry, EntryRole, EntryStatus, Error, Event, LoadReport, Message, Session,
+    StopReason,
 };
 
 #[path = "common/agent.rs"]

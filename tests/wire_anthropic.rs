@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mock::{MockServer, scenario};
-use wire::{fast_http, provider_config, response_of, send};
 use serde_json::{Value, json};
 use tooloop::provider::{Protocol, Provider, ProviderConfig, StreamEvent};
 use tooloop::{ApiErrorKind, CancelToken, ContentBlock, Error, Message, MessageResponse, Request, StopReason};
+use wire::{fast_http, provider_config, response_of, send};
 
 fn config(mock: &MockServer) -> ProviderConfig {
     provider_config(Protocol::Anthropic, mock.base_url(), fast_http())
@@ -99,7 +99,8 @@ fn assert_events_rebuild(message: &MessageResponse, events: &[StreamEvent]) {
             ContentBlock::Thinking(t) => assert_eq!(thinking, t.thinking, "thinking deltas of block {i}"),
             ContentBlock::ToolUse(t) => {
                 assert_eq!(starts, [(t.id.as_str(), t.name.as_str())], "one ToolUseStart for block {i}");
-                let input: Value = if input_json.is_empty() { json!({}) } else { serde_json::from_str(&input_json).unwrap() };
+                let input: Value =
+                    if input_json.is_empty() { json!({}) } else { serde_json::from_str(&input_json).unwrap() };
                 assert_eq!(input, t.input, "tool input fragments of block {i}");
             }
             _ => assert!(text.is_empty() && thinking.is_empty() && starts.is_empty(), "no typed events for block {i}"),
@@ -127,7 +128,10 @@ fn assert_events_rebuild(message: &MessageResponse, events: &[StreamEvent]) {
 }
 
 fn raw_names(events: &[StreamEvent]) -> Vec<&str> {
-    events.iter().filter_map(|e| if let StreamEvent::Raw { event, .. } = e { Some(event.as_str()) } else { None }).collect()
+    events
+        .iter()
+        .filter_map(|e| if let StreamEvent::Raw { event, .. } = e { Some(event.as_str()) } else { None })
+        .collect()
 }
 
 #[test]
@@ -297,8 +301,10 @@ fn message_delta_usage_is_cumulative_so_the_final_usage_is_the_last_one_not_a_su
     assert_eq!(usage.cache_read_input_tokens, Some(0));
     // Fields only the last message_delta carries are kept too (server tool use is billed).
     assert_eq!(usage.extra.get("server_tool_use"), Some(&json!({"web_search_requests": 2})));
-    let outputs: Vec<u64> =
-        events.iter().filter_map(|e| if let StreamEvent::Usage(u) = e { Some(u.output_tokens) } else { None }).collect();
+    let outputs: Vec<u64> = events
+        .iter()
+        .filter_map(|e| if let StreamEvent::Usage(u) = e { Some(u.output_tokens) } else { None })
+        .collect();
     assert_eq!(outputs, [1, 10, 42], "each Usage event is the running total");
 }
 
@@ -315,8 +321,10 @@ fn error_event_mid_stream_is_stream_interrupted_overloaded_keeping_the_partial_t
     assert_eq!(partial.id, "msg_01Ee8sT3kWmP6zQc2nLbV9xR");
     assert_eq!(err.request_id(), Some("req_mock_0"), "the stream's request id is kept in the error");
     assert_eq!(err.api().map(|a| a.kind), Some(ApiErrorKind::Overloaded));
-    let streamed: String =
-        events.iter().filter_map(|e| if let StreamEvent::TextDelta { text, .. } = e { Some(text.as_str()) } else { None }).collect();
+    let streamed: String = events
+        .iter()
+        .filter_map(|e| if let StreamEvent::TextDelta { text, .. } = e { Some(text.as_str()) } else { None })
+        .collect();
     assert_eq!(streamed, partial.text(), "the partial message is what the caller saw");
     assert_eq!(mock.requests().len(), 1, "a stream that delivered content is never retried");
 }
@@ -347,10 +355,13 @@ fn a_stream_that_fails_before_its_first_event_is_retried_and_the_caller_sees_one
     let (result, events) = send(&*provider(&mock), &request(true));
     let message = result.unwrap().message;
     assert_eq!(mock.requests().len(), 3, "an error event, then a drop before any event, then the answer");
-    let starts = events.iter().filter(|e| matches!(e, StreamEvent::Raw { event, .. } if event == "message_start")).count();
+    let starts =
+        events.iter().filter(|e| matches!(e, StreamEvent::Raw { event, .. } if event == "message_start")).count();
     assert_eq!(starts, 1, "the caller saw exactly one stream");
-    let streamed: String =
-        events.iter().filter_map(|e| if let StreamEvent::TextDelta { text, .. } = e { Some(text.as_str()) } else { None }).collect();
+    let streamed: String = events
+        .iter()
+        .filter_map(|e| if let StreamEvent::TextDelta { text, .. } = e { Some(text.as_str()) } else { None })
+        .collect();
     assert_eq!(streamed, message.text());
 }
 
@@ -363,7 +374,13 @@ fn stream_that_ends_before_message_stop_is_interrupted() {
         let (_, events) = send(&*provider(&mock), &request(true));
         events
             .into_iter()
-            .filter_map(|e| if let StreamEvent::Raw { event, data } = e { Some(json!({"event": event, "data": data})) } else { None })
+            .filter_map(|e| {
+                if let StreamEvent::Raw { event, data } = e {
+                    Some(json!({"event": event, "data": data}))
+                } else {
+                    None
+                }
+            })
             .collect()
     };
     response = json!({"sse": full[..full.len() - 1]});

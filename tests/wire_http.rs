@@ -14,11 +14,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mock::{MockServer, scenario};
-use wire::{fast_http, provider_config, send};
 use serde_json::{Value, json};
 use tooloop::http::{HttpClient, HttpConfig};
 use tooloop::provider::{AnthropicProvider, Protocol, Provider, ProviderConfig, Response, Secret, StreamEvent};
 use tooloop::{ApiErrorKind, CancelToken, Error, Message, Request};
+use wire::{fast_http, provider_config, send};
 
 fn config(mock: &MockServer, http: HttpConfig) -> ProviderConfig {
     provider_config(Protocol::Anthropic, mock.base_url(), http)
@@ -51,7 +51,10 @@ fn api_error(status: u16, error_type: &str, message: &str) -> Value {
 }
 
 fn texts(events: &[StreamEvent]) -> String {
-    events.iter().filter_map(|e| if let StreamEvent::TextDelta { text, .. } = e { Some(text.as_str()) } else { None }).collect()
+    events
+        .iter()
+        .filter_map(|e| if let StreamEvent::TextDelta { text, .. } = e { Some(text.as_str()) } else { None })
+        .collect()
 }
 
 /// Fails when `secret` shows in the Display or Debug of `err`.
@@ -67,7 +70,10 @@ fn unauthorized_401_is_an_authentication_error_naming_the_env_var_and_never_the_
     let mock = MockServer::start(&scenario("anthropic_errors_401"));
     let err = send(&*provider(&mock), &request(false)).0.unwrap_err();
     let Error::Api(api) = &err else { panic!("{err:?}") };
-    assert_eq!((api.kind, api.status, api.error_type.as_str()), (ApiErrorKind::Authentication, 401, "authentication_error"));
+    assert_eq!(
+        (api.kind, api.status, api.error_type.as_str()),
+        (ApiErrorKind::Authentication, 401, "authentication_error")
+    );
     assert_eq!(api.message, "invalid x-api-key");
     let shown = err.to_string();
     assert!(shown.contains("ANTHROPIC_API_KEY"), "{shown}");
@@ -82,7 +88,8 @@ fn unauthorized_401_is_an_authentication_error_naming_the_env_var_and_never_the_
 fn provider_and_config_debug_output_never_shows_the_key() {
     let mock = MockServer::start(&json!({"responses": []}));
     let cfg = config(&mock, fast_http());
-    let direct = AnthropicProvider::new(HttpClient::new(fast_http()), mock.base_url(), Some(Secret::new("sk-test")), Vec::new());
+    let direct =
+        AnthropicProvider::new(HttpClient::new(fast_http()), mock.base_url(), Some(Secret::new("sk-test")), Vec::new());
     for shown in [format!("{cfg:?}"), format!("{direct:?}"), format!("{:?}", Secret::new("sk-test"))] {
         assert!(!shown.contains("sk-test"), "{shown}");
         assert!(shown.contains("***"), "the key is visibly hidden, not silently missing: {shown}");
@@ -92,7 +99,9 @@ fn provider_and_config_debug_output_never_shows_the_key() {
 #[test]
 fn an_error_body_that_echoes_the_key_is_redacted() {
     // Some proxies and compatible servers repeat the key they rejected.
-    let mock = MockServer::start(&json!({"responses": [api_error(401, "authentication_error", "invalid x-api-key: sk-test")]}));
+    let mock = MockServer::start(
+        &json!({"responses": [api_error(401, "authentication_error", "invalid x-api-key: sk-test")]}),
+    );
     let err = send(&*provider(&mock), &request(false)).0.unwrap_err();
     assert_eq!(err.api().map(|a| a.kind), Some(ApiErrorKind::Authentication));
     assert_no_secret(&err, "sk-test");
@@ -124,7 +133,9 @@ fn not_found_404_hints_at_the_model_name_and_base_url() {
 
 #[test]
 fn request_too_large_413_is_not_retried() {
-    let mock = MockServer::start(&json!({"responses": [api_error(413, "request_too_large", "Request exceeds the maximum allowed number of bytes.")]}));
+    let mock = MockServer::start(
+        &json!({"responses": [api_error(413, "request_too_large", "Request exceeds the maximum allowed number of bytes.")]}),
+    );
     let err = send(&*provider(&mock), &request(false)).0.unwrap_err();
     assert_eq!(err.api().map(|a| (a.kind, a.status)), Some((ApiErrorKind::RequestTooLarge, 413)));
     assert_eq!(mock.requests().len(), 1);
@@ -205,7 +216,8 @@ fn retry_after_longer_than_max_retry_after_returns_the_error_without_waiting() {
 
 #[test]
 fn internal_500_then_200_is_retried_and_succeeds() {
-    let mock = MockServer::start(&json!({"responses": [api_error(500, "api_error", "Internal server error"), text_reply()]}));
+    let mock =
+        MockServer::start(&json!({"responses": [api_error(500, "api_error", "Internal server error"), text_reply()]}));
     let (result, events) = send(&*provider(&mock), &request(true));
     let message = result.unwrap().message;
     assert!(message.text().starts_with("Hello!"));
@@ -233,7 +245,10 @@ fn overloaded_529_is_retried_max_retries_times_then_reported_as_overloaded() {
         let http = HttpConfig { max_retries, ..fast_http() };
         let err = send(&*provider_with(&mock, http), &request(false)).0.unwrap_err();
         let api = err.api().unwrap_or_else(|| panic!("{err:?}"));
-        assert_eq!((api.kind, api.status, api.error_type.as_str()), (ApiErrorKind::Overloaded, 529, "overloaded_error"));
+        assert_eq!(
+            (api.kind, api.status, api.error_type.as_str()),
+            (ApiErrorKind::Overloaded, 529, "overloaded_error")
+        );
         assert_eq!(mock.requests().len() as u32, max_retries + 1, "max_retries {max_retries}");
     }
 }
@@ -261,7 +276,11 @@ fn x_should_retry_true_retries_even_a_400() {
 fn back_off_between_retries_grows_without_retry_after() {
     let e = api_error(500, "api_error", "Internal server error");
     let mock = MockServer::start(&json!({"responses": [e, e, text_reply()]}));
-    let http = HttpConfig { initial_backoff: Duration::from_millis(200), max_backoff: Duration::from_secs(2), ..HttpConfig::default() };
+    let http = HttpConfig {
+        initial_backoff: Duration::from_millis(200),
+        max_backoff: Duration::from_secs(2),
+        ..HttpConfig::default()
+    };
     let start = Instant::now();
     send(&*provider_with(&mock, http), &request(false)).0.unwrap();
     let elapsed = start.elapsed();
@@ -284,7 +303,11 @@ fn connection_refused_is_a_connection_error_after_the_retries() {
         api_key: Some(Secret::new("sk-test")),
         base_url: Some(format!("http://127.0.0.1:{port}")),
         headers: Vec::new(),
-        http: HttpConfig { initial_backoff: Duration::from_millis(100), max_backoff: Duration::from_secs(1), ..HttpConfig::default() },
+        http: HttpConfig {
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(1),
+            ..HttpConfig::default()
+        },
     };
     let start = Instant::now();
     let err = send(&*cfg.build().unwrap(), &request(true)).0.unwrap_err();
@@ -375,7 +398,8 @@ fn total_timeout_bounds_a_stream_that_keeps_dripping() {
     // 16 writes 150 ms apart: never idle for long, but 2+ s in total.
     resp["delay_ms_between"] = json!(150);
     let mock = MockServer::start(&json!({"responses": [resp]}));
-    let http = HttpConfig { total_timeout: Duration::from_millis(800), idle_timeout: Duration::from_secs(5), ..fast_http() };
+    let http =
+        HttpConfig { total_timeout: Duration::from_millis(800), idle_timeout: Duration::from_secs(5), ..fast_http() };
     let start = Instant::now();
     let err = send(&*provider_with(&mock, http), &request(true)).0.unwrap_err();
     let elapsed = start.elapsed();
@@ -436,8 +460,12 @@ fn send_and_cancel(
 fn cancel_during_a_stalled_stream_returns_cancelled_promptly_with_the_partial() {
     let mock = MockServer::start(&scenario("anthropic_stream_stall"));
     let p = provider(&mock);
-    let (result, at, returned) =
-        send_and_cancel(&*p, &request(true), Some(|e| matches!(e, StreamEvent::TextDelta { .. })), Duration::from_millis(200));
+    let (result, at, returned) = send_and_cancel(
+        &*p,
+        &request(true),
+        Some(|e| matches!(e, StreamEvent::TextDelta { .. })),
+        Duration::from_millis(200),
+    );
     let took = returned.saturating_duration_since(at);
     println!("cancel during a stall: returned {took:?} after cancel()");
     let err = result.unwrap_err();

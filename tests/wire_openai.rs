@@ -14,13 +14,11 @@ mod wire;
 use std::sync::Arc;
 
 use mock::{MockServer, scenario};
-use wire::{fast_http, provider_config, response_of, send};
 use serde_json::{Map, Value, json};
 use tooloop::provider::{Protocol, Provider, ProviderConfig, Response, StreamEvent};
 use tooloop::types::{TextBlock, ToolResultBlock, ToolUseBlock};
-use tooloop::{
-    ApiErrorKind, ContentBlock, Error, Message, MessageResponse, Request, Role, StopReason, ToolSpec,
-};
+use tooloop::{ApiErrorKind, ContentBlock, Error, Message, MessageResponse, Request, Role, StopReason, ToolSpec};
+use wire::{fast_http, provider_config, response_of, send};
 
 fn config(mock: &MockServer) -> ProviderConfig {
     provider_config(Protocol::OpenAi, format!("{}/v1", mock.base_url()), fast_http())
@@ -41,7 +39,10 @@ fn request(stream: bool) -> Request {
 }
 
 fn texts(events: &[StreamEvent]) -> String {
-    events.iter().filter_map(|e| if let StreamEvent::TextDelta { text, .. } = e { Some(text.as_str()) } else { None }).collect()
+    events
+        .iter()
+        .filter_map(|e| if let StreamEvent::TextDelta { text, .. } = e { Some(text.as_str()) } else { None })
+        .collect()
 }
 
 /// Serves `response` to a JSON request and then to a streaming one; both must give the same neutral message
@@ -80,7 +81,10 @@ fn json_and_stream_agree_on_a_text_completion() {
     let (message, _, events) = assert_json_and_stream_agree(&response_of("openai_text", 0));
     assert_eq!(message.text(), "Hello! How can I help you today? — Bonjour ! 🙂");
     assert_eq!(message.stop_reason, Some(StopReason::EndTurn));
-    assert_eq!((message.id.as_str(), message.model.as_str()), ("chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT", "gpt-4o-mini"));
+    assert_eq!(
+        (message.id.as_str(), message.model.as_str()),
+        ("chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT", "gpt-4o-mini")
+    );
     assert_eq!((message.usage.input_tokens, message.usage.output_tokens), (19, 14));
     let raw_count = events.iter().filter(|e| matches!(e, StreamEvent::Raw { .. })).count();
     // role chunk, 6 text pieces, finish chunk, usage chunk ([DONE] is not JSON and is not reported).
@@ -101,8 +105,10 @@ fn parallel_tool_calls_interleaved_by_index_are_reassembled() {
         ("call_rfGbHxr0qTzGLSmZ9W8PwGi2", &json!({"city": "Tokyo", "units": "celsius"}))
     );
     // The fragments really were interleaved on the wire, and each reached the caller under its own index.
-    let order: Vec<usize> =
-        events.iter().filter_map(|e| if let StreamEvent::ToolInputDelta { index, .. } = e { Some(*index) } else { None }).collect();
+    let order: Vec<usize> = events
+        .iter()
+        .filter_map(|e| if let StreamEvent::ToolInputDelta { index, .. } = e { Some(*index) } else { None })
+        .collect();
     assert_eq!(&order[..4], [0, 1, 0, 1], "{order:?}");
     for (i, t) in uses.iter().enumerate() {
         let joined: String = events
@@ -116,7 +122,9 @@ fn parallel_tool_calls_interleaved_by_index_are_reassembled() {
     }
     let starts: Vec<(usize, &str)> = events
         .iter()
-        .filter_map(|e| if let StreamEvent::ToolUseStart { index, name, .. } = e { Some((*index, name.as_str())) } else { None })
+        .filter_map(|e| {
+            if let StreamEvent::ToolUseStart { index, name, .. } = e { Some((*index, name.as_str())) } else { None }
+        })
         .collect();
     assert_eq!(starts, [(0, "get_weather"), (1, "get_weather")]);
     // The reassembled completion carries the arguments as STRINGS, exactly as the JSON call does.
@@ -164,8 +172,12 @@ fn reasoning_content_becomes_a_thinking_block_before_the_text() {
     assert_eq!(kinds, ["thinking", "text"]);
     let ContentBlock::Thinking(t) = &message.content[0] else { unreachable!() };
     assert_eq!(t.thinking, "The user asks for the answer. Six times seven is 42; I'll say so.");
-    let thinking: String =
-        events.iter().filter_map(|e| if let StreamEvent::ThinkingDelta { thinking, .. } = e { Some(thinking.as_str()) } else { None }).collect();
+    let thinking: String = events
+        .iter()
+        .filter_map(
+            |e| if let StreamEvent::ThinkingDelta { thinking, .. } = e { Some(thinking.as_str()) } else { None },
+        )
+        .collect();
     assert_eq!(thinking, t.thinking);
     assert!(events.iter().all(|e| !matches!(e, StreamEvent::TextDelta { index: 0, .. })), "text is block 1");
     assert_eq!(stream_resp.raw["choices"][0]["message"]["reasoning_content"], json!(t.thinking));
@@ -209,7 +221,12 @@ fn finish_reasons_map_onto_neutral_stop_reasons_in_json_and_stream() {
         let p = provider(&mock);
         for (i, (reason, text)) in want.iter().enumerate() {
             let message = send(&*p, &request(stream)).0.unwrap().message;
-            assert_eq!(message.stop_reason.as_ref(), Some(reason), "{} (stream {stream})", responses[i]["openai"]["id"]);
+            assert_eq!(
+                message.stop_reason.as_ref(),
+                Some(reason),
+                "{} (stream {stream})",
+                responses[i]["openai"]["id"]
+            );
             assert_eq!(message.text(), *text);
         }
     }
@@ -227,7 +244,11 @@ fn invalid_arguments_json_arrives_as_a_tool_use_holding_the_raw_string() {
         let uses = message.tool_uses();
         assert_eq!(uses.len(), 1, "stream {stream}");
         assert_eq!(uses[0].name, "get_weather");
-        assert_eq!(uses[0].input, json!("{\"city\": \"Par"), "the raw string, for the registry to report (stream {stream})");
+        assert_eq!(
+            uses[0].input,
+            json!("{\"city\": \"Par"),
+            "the raw string, for the registry to report (stream {stream})"
+        );
         assert_eq!(message.stop_reason, Some(StopReason::ToolUse));
     }
 }
@@ -329,7 +350,10 @@ fn neutral_request_renders_as_chat_completions_with_string_arguments_and_one_too
 fn extra_body_fields_and_headers_pass_through() {
     let mock = MockServer::start(&json!({"responses": [response_of("openai_text", 0)]}));
     let mut cfg = config(&mock);
-    cfg.headers = vec![("OpenAI-Organization".into(), "org-123".into()), ("Content-Type".into(), "application/json; charset=utf-8".into())];
+    cfg.headers = vec![
+        ("OpenAI-Organization".into(), "org-123".into()),
+        ("Content-Type".into(), "application/json; charset=utf-8".into()),
+    ];
     let mut req = request(false);
     req.extra.insert("reasoning_effort".into(), json!("low"));
     req.extra.insert("seed".into(), json!(7));
@@ -424,7 +448,10 @@ fn stream_without_done_still_completes_once_finish_reason_arrived() {
         json!({"data": {"id": "c9", "object": "chat.completion.chunk", "created": 1, "model": "llama",
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}})
     };
-    let sse = json!([chunk(json!({"role": "assistant", "content": "Short"}), Value::Null), chunk(json!({"content": " answer."}), json!("length"))]);
+    let sse = json!([
+        chunk(json!({"role": "assistant", "content": "Short"}), Value::Null),
+        chunk(json!({"content": " answer."}), json!("length"))
+    ]);
     let mock = MockServer::start(&json!({"responses": [{"sse": sse}]}));
     let message = send(&*provider(&mock), &request(true)).0.unwrap().message;
     assert_eq!(message.text(), "Short answer.");

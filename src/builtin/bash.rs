@@ -76,12 +76,7 @@ impl Default for BashOptions {
 /// `Err(message for the model)` when the input is invalid, the shell cannot be started, the time limit
 /// is reached, or `cancel` fires (noticed within 10 ms, then the group is killed); after a timeout or a
 /// cancel the output gathered so far follows the message.
-pub fn run_bash(
-    ws: &Workspace,
-    input: &Value,
-    opts: &BashOptions,
-    cancel: &CancelToken,
-) -> ToolReply {
+pub fn run_bash(ws: &Workspace, input: &Value, opts: &BashOptions, cancel: &CancelToken) -> ToolReply {
     let args = Args::new("bash", input, &["command", "timeout"])?;
     let command = args.string("command")?;
     if command.trim().is_empty() {
@@ -91,9 +86,7 @@ pub fn run_bash(
     let timeout = match args.opt_int("timeout")? {
         None => opts.default_timeout,
         Some(secs) if secs < 1 => {
-            return Err(format!(
-                "bash timeout must be a number of seconds >= 1, got {secs}"
-            ));
+            return Err(format!("bash timeout must be a number of seconds >= 1, got {secs}"));
         }
         Some(secs) => {
             let asked = Duration::from_secs(secs as u64);
@@ -135,10 +128,7 @@ pub fn run_bash(
         readers += 1;
     }
     drop(done_tx);
-    let mut drained = Drained {
-        rx: done_rx,
-        pending: readers,
-    };
+    let mut drained = Drained { rx: done_rx, pending: readers };
 
     let started = Instant::now();
     let deadline = started + timeout;
@@ -164,10 +154,7 @@ pub fn run_bash(
                          killed; redirect their output (cmd > log 2>&1 &) to keep them running]"
                             .to_string(),
                     );
-                    incomplete = !matches!(
-                        drained.wait_until(Instant::now() + DRAIN_AFTER_KILL, cancel),
-                        Drain::Done
-                    );
+                    incomplete = !matches!(drained.wait_until(Instant::now() + DRAIN_AFTER_KILL, cancel), Drain::Done);
                 }
             }
             status
@@ -176,9 +163,7 @@ pub fn run_bash(
             drained.wait_until(Instant::now() + DRAIN_AFTER_KILL, &CancelToken::new());
             let output = render(&stdout, &stderr, opts.output_cap);
             return Err(if matches!(ending, Ending::Cancelled) {
-                format!(
-                    "cancelled: the command was stopped and its process group killed.\n{output}"
-                )
+                format!("cancelled: the command was stopped and its process group killed.\n{output}")
             } else {
                 format!(
                     "the command timed out after {} s and was killed with every process it started \
@@ -191,10 +176,7 @@ pub fn run_bash(
         Ending::Failed(e) => return Err(format!("lost track of the command: {e}")),
     };
     if incomplete {
-        notes.push(
-            "[output may be incomplete: a process outside the command's group holds the pipes]"
-                .to_string(),
-        );
+        notes.push("[output may be incomplete: a process outside the command's group holds the pipes]".to_string());
     }
 
     let mut reply = format!("exit code: {}", describe(status));
@@ -308,20 +290,13 @@ impl Drained {
     }
 }
 
-fn spawn_reader(
-    mut pipe: impl Read + Send + 'static,
-    capture: Arc<Mutex<Capture>>,
-    done: mpsc::Sender<()>,
-) {
+fn spawn_reader(mut pipe: impl Read + Send + 'static, capture: Arc<Mutex<Capture>>, done: mpsc::Sender<()>) {
     thread::spawn(move || {
         let mut chunk = [0u8; 8192];
         loop {
             match pipe.read(&mut chunk) {
                 Ok(0) => break,
-                Ok(n) => capture
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(&chunk[..n]),
+                Ok(n) => capture.lock().unwrap_or_else(|e| e.into_inner()).push(&chunk[..n]),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => break,
             }
@@ -389,12 +364,7 @@ impl Capture {
 /// Text of one stream: whole, or its two kept ends when the middle was dropped while reading.
 enum Text {
     Whole(String),
-    Ends {
-        head: String,
-        tail: String,
-        chars: u64,
-        newlines: u64,
-    },
+    Ends { head: String, tail: String, chars: u64, newlines: u64 },
 }
 
 impl Text {
@@ -409,9 +379,7 @@ impl Text {
             }
         } else {
             let (a, b) = capture.tail.as_slices();
-            Text::Whole(
-                String::from_utf8_lossy(&[capture.head.as_slice(), a, b].concat()).into_owned(),
-            )
+            Text::Whole(String::from_utf8_lossy(&[capture.head.as_slice(), a, b].concat()).into_owned())
         }
     }
 
@@ -433,30 +401,16 @@ impl Text {
         }
         let (head_src, tail_src, newlines) = match self {
             Text::Whole(s) => (s.as_str(), s.as_str(), s.matches('\n').count() as u64),
-            Text::Ends {
-                head,
-                tail,
-                newlines,
-                ..
-            } => (head.as_str(), tail.as_str(), *newlines),
+            Text::Ends { head, tail, newlines, .. } => (head.as_str(), tail.as_str(), *newlines),
         };
         let head_len = budget / 2;
         let tail_len = budget - head_len;
         let head: String = head_src.chars().take(head_len).collect();
-        let tail_start = tail_src
-            .char_indices()
-            .rev()
-            .nth(tail_len.saturating_sub(1))
-            .map_or(0, |(i, _)| i);
-        let tail = if tail_len == 0 {
-            ""
-        } else {
-            &tail_src[tail_start..]
-        };
+        let tail_start = tail_src.char_indices().rev().nth(tail_len.saturating_sub(1)).map_or(0, |(i, _)| i);
+        let tail = if tail_len == 0 { "" } else { &tail_src[tail_start..] };
         let kept = head.chars().count() as u64 + tail.chars().count() as u64;
         let cut_chars = total.saturating_sub(kept);
-        let cut_lines = newlines
-            .saturating_sub(head.matches('\n').count() as u64 + tail.matches('\n').count() as u64);
+        let cut_lines = newlines.saturating_sub(head.matches('\n').count() as u64 + tail.matches('\n').count() as u64);
         let mut out = head;
         if !out.ends_with('\n') {
             out.push('\n');
@@ -488,20 +442,14 @@ fn render(stdout: &Mutex<Capture>, stderr: &Mutex<Capture>, cap: usize) -> Strin
     };
     let mut text = String::new();
     if out_chars > 0 {
-        text.push_str(
-            out.fit(out_budget as usize, "stdout", cap)
-                .trim_end_matches('\n'),
-        );
+        text.push_str(out.fit(out_budget as usize, "stdout", cap).trim_end_matches('\n'));
     }
     if err_chars > 0 {
         if !text.is_empty() {
             text.push('\n');
         }
         text.push_str("[stderr]\n");
-        text.push_str(
-            err.fit(err_budget as usize, "stderr", cap)
-                .trim_end_matches('\n'),
-        );
+        text.push_str(err.fit(err_budget as usize, "stderr", cap).trim_end_matches('\n'));
     }
     text
 }
@@ -517,21 +465,14 @@ mod tests {
     use std::path::Path;
 
     fn bash(ws: &Workspace, command: &str) -> ToolReply {
-        run(
-            "bash",
-            ws,
-            &json!({"command": command}),
-            &CancelToken::new(),
-        )
+        run("bash", ws, &json!({"command": command}), &CancelToken::new())
     }
 
     /// Whether `pid` is gone (or a zombie waiting for init to reap it: dead all the same).
     fn is_dead(pid: &str) -> bool {
         match fs::read_to_string(format!("/proc/{pid}/stat")) {
             Err(_) => true,
-            Ok(stat) => stat
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+            Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
         }
     }
 
@@ -549,11 +490,7 @@ mod tests {
     }
 
     fn read_pids(path: &Path) -> Vec<String> {
-        fs::read_to_string(path)
-            .unwrap()
-            .split_whitespace()
-            .map(str::to_string)
-            .collect()
+        fs::read_to_string(path).unwrap().split_whitespace().map(str::to_string).collect()
     }
 
     #[test]
@@ -565,10 +502,7 @@ mod tests {
     #[test]
     fn non_zero_exit_is_not_a_tool_error() {
         let (_tmp, ws) = setup();
-        assert_eq!(
-            bash(&ws, "echo partial; exit 3").unwrap(),
-            "exit code: 3\npartial"
-        );
+        assert_eq!(bash(&ws, "echo partial; exit 3").unwrap(), "exit code: 3\npartial");
     }
 
     #[test]
@@ -576,10 +510,7 @@ mod tests {
         let (_tmp, ws) = setup();
         let out = bash(&ws, "echo out; echo err >&2; exit 1").unwrap();
         assert_eq!(out, "exit code: 1\nout\n[stderr]\nerr");
-        assert_eq!(
-            bash(&ws, "echo only-err >&2").unwrap(),
-            "exit code: 0\n[stderr]\nonly-err"
-        );
+        assert_eq!(bash(&ws, "echo only-err >&2").unwrap(), "exit code: 0\n[stderr]\nonly-err");
     }
 
     #[test]
@@ -592,10 +523,7 @@ mod tests {
     fn runs_in_the_workspace_root() {
         let (_tmp, ws) = setup();
         let out = bash(&ws, "pwd -P; cat sub/inside.txt").unwrap();
-        assert_eq!(
-            out,
-            format!("exit code: 0\n{}\ninside", ws.root().display())
-        );
+        assert_eq!(out, format!("exit code: 0\n{}\ninside", ws.root().display()));
     }
 
     #[test]
@@ -613,20 +541,9 @@ mod tests {
         let (_tmp, ws) = setup();
         // About 1.9 MB on stdout, plus a little stderr that must survive whole.
         let out = bash(&ws, "seq 1 300000; echo tail-of-stderr >&2").unwrap();
-        assert!(
-            out.starts_with("exit code: 0\n1\n2\n3\n"),
-            "{}",
-            &out[..100]
-        );
-        assert!(
-            out.ends_with("299999\n300000\n[stderr]\ntail-of-stderr"),
-            "{}",
-            &out[out.len() - 200..]
-        );
-        assert!(
-            out.contains("cut from the middle of stdout"),
-            "no cut marker"
-        );
+        assert!(out.starts_with("exit code: 0\n1\n2\n3\n"), "{}", &out[..100]);
+        assert!(out.ends_with("299999\n300000\n[stderr]\ntail-of-stderr"), "{}", &out[out.len() - 200..]);
+        assert!(out.contains("cut from the middle of stdout"), "no cut marker");
         assert!(out.contains("output is capped at 30000 characters"));
         let chars = out.chars().count();
         assert!(chars < OUTPUT_CAP_CHARS + 300, "{chars} characters");
@@ -652,16 +569,10 @@ mod tests {
         }
         assert!(capture.dropped);
         assert_eq!(capture.head, b"00\n01\n02\n03\n04\n0");
-        assert_eq!(
-            capture.tail.iter().copied().collect::<Vec<_>>(),
-            b"\n95\n96\n97\n98\n99\n"
-        );
+        assert_eq!(capture.tail.iter().copied().collect::<Vec<_>>(), b"\n95\n96\n97\n98\n99\n");
         assert_eq!((capture.chars, capture.newlines), (300, 100));
         let fitted = Text::of(&capture).fit(6, "stdout", 6);
-        assert!(
-            fitted.starts_with("00\n[... 294 characters (98 lines) cut"),
-            "{fitted}"
-        );
+        assert!(fitted.starts_with("00\n[... 294 characters (98 lines) cut"), "{fitted}");
         assert!(fitted.ends_with("...]\n99\n"), "{fitted}");
     }
 
@@ -669,27 +580,16 @@ mod tests {
     fn timeout_kills_the_whole_process_group() {
         let (tmp, ws) = setup();
         let pids = tmp.path().join("pids");
-        let command = format!(
-            "sleep 30 & echo $! > {p}; sleep 30 & echo $! >> {p}; echo $$ >> {p}; wait",
-            p = pids.display()
-        );
+        let command =
+            format!("sleep 30 & echo $! > {p}; sleep 30 & echo $! >> {p}; echo $$ >> {p}; wait", p = pids.display());
         let started = Instant::now();
-        let err = run(
-            "bash",
-            &ws,
-            &json!({"command": command, "timeout": 1}),
-            &CancelToken::new(),
-        )
-        .unwrap_err();
+        let err = run("bash", &ws, &json!({"command": command, "timeout": 1}), &CancelToken::new()).unwrap_err();
         let elapsed = started.elapsed();
         assert!(err.contains("timed out after 1 s"), "{err}");
         assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
         let pids = read_pids(&pids);
         assert_eq!(pids.len(), 3);
-        assert!(
-            all_dead_within(&pids, Duration::from_secs(2)),
-            "still alive: {pids:?}"
-        );
+        assert!(all_dead_within(&pids, Duration::from_secs(2)), "still alive: {pids:?}");
     }
 
     #[test]
@@ -704,10 +604,7 @@ mod tests {
     fn cancel_from_another_thread_stops_the_command_quickly() {
         let (tmp, ws) = setup();
         let pids = tmp.path().join("pids");
-        let command = format!(
-            "sleep 30 & echo $! > {p}; echo $$ >> {p}; wait",
-            p = pids.display()
-        );
+        let command = format!("sleep 30 & echo $! > {p}; echo $$ >> {p}; wait", p = pids.display());
         let cancel = CancelToken::new();
         let canceller = cancel.clone();
         let trigger = thread::spawn(move || {
@@ -719,16 +616,9 @@ mod tests {
         let returned = Instant::now();
         let cancelled_at = trigger.join().unwrap();
         assert!(err.starts_with("cancelled"), "{err}");
-        assert!(
-            returned - cancelled_at < Duration::from_secs(1),
-            "took {:?}",
-            returned - cancelled_at
-        );
+        assert!(returned - cancelled_at < Duration::from_secs(1), "took {:?}", returned - cancelled_at);
         let pids = read_pids(&pids);
-        assert!(
-            all_dead_within(&pids, Duration::from_secs(2)),
-            "still alive: {pids:?}"
-        );
+        assert!(all_dead_within(&pids, Duration::from_secs(2)), "still alive: {pids:?}");
     }
 
     #[test]
@@ -737,22 +627,9 @@ mod tests {
         let pids = tmp.path().join("pids");
         let command = format!("sleep 30 & echo $! > {}; echo started", pids.display());
         let started = Instant::now();
-        let out = run(
-            "bash",
-            &ws,
-            &json!({"command": command, "timeout": 20}),
-            &CancelToken::new(),
-        )
-        .unwrap();
-        assert!(
-            started.elapsed() < Duration::from_secs(3),
-            "took {:?}",
-            started.elapsed()
-        );
-        assert!(
-            out.starts_with("exit code: 0\nstarted\n[background processes"),
-            "{out}"
-        );
+        let out = run("bash", &ws, &json!({"command": command, "timeout": 20}), &CancelToken::new()).unwrap();
+        assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+        assert!(out.starts_with("exit code: 0\nstarted\n[background processes"), "{out}");
         assert!(all_dead_within(&read_pids(&pids), Duration::from_secs(2)));
     }
 
@@ -764,10 +641,7 @@ mod tests {
         let out = bash(&ws, &command).unwrap();
         assert_eq!(out, "exit code: 0");
         let pids = read_pids(&pids);
-        assert!(
-            !is_dead(&pids[0]),
-            "a detached server must survive the call"
-        );
+        assert!(!is_dead(&pids[0]), "a detached server must survive the call");
         for pid in &pids {
             let _ = nix::sys::signal::kill(Pid::from_raw(pid.parse().unwrap()), Signal::SIGKILL);
         }
@@ -776,29 +650,14 @@ mod tests {
     #[test]
     fn timeout_over_the_cap_is_clamped_and_said() {
         let (_tmp, ws) = setup();
-        let out = run(
-            "bash",
-            &ws,
-            &json!({"command": "echo hi", "timeout": 9000}),
-            &CancelToken::new(),
-        )
-        .unwrap();
-        assert_eq!(
-            out,
-            "exit code: 0\nhi\n[timeout 9000 s is over the 600 s maximum; used 600 s]"
-        );
+        let out = run("bash", &ws, &json!({"command": "echo hi", "timeout": 9000}), &CancelToken::new()).unwrap();
+        assert_eq!(out, "exit code: 0\nhi\n[timeout 9000 s is over the 600 s maximum; used 600 s]");
     }
 
     #[test]
     fn bad_timeout_and_empty_command_are_errors() {
         let (_tmp, ws) = setup();
-        let err = run(
-            "bash",
-            &ws,
-            &json!({"command": "true", "timeout": 0}),
-            &CancelToken::new(),
-        )
-        .unwrap_err();
+        let err = run("bash", &ws, &json!({"command": "true", "timeout": 0}), &CancelToken::new()).unwrap_err();
         assert!(err.contains("timeout must be"), "{err}");
         let err = run("bash", &ws, &json!({"command": "  "}), &CancelToken::new()).unwrap_err();
         assert!(err.contains("command is empty"), "{err}");
@@ -809,10 +668,7 @@ mod tests {
     #[test]
     fn killed_by_a_signal_is_reported() {
         let (_tmp, ws) = setup();
-        assert_eq!(
-            bash(&ws, "kill -9 $$").unwrap(),
-            "exit code: none (killed by signal 9)"
-        );
+        assert_eq!(bash(&ws, "kill -9 $$").unwrap(), "exit code: none (killed by signal 9)");
     }
 
     #[test]
@@ -829,17 +685,10 @@ mod tests {
     #[test]
     fn options_can_tighten_the_limits() {
         let (_tmp, ws) = setup();
-        let opts = BashOptions {
-            max_timeout: Duration::from_secs(1),
-            output_cap: 10,
-            ..BashOptions::default()
-        };
+        let opts = BashOptions { max_timeout: Duration::from_secs(1), output_cap: 10, ..BashOptions::default() };
         let input = json!({"command": "seq 1 100", "timeout": 5});
         let out = run_bash(&ws, &input, &opts, &CancelToken::new()).unwrap();
         assert!(out.starts_with("exit code: 0\n1\n2\n3\n[... "), "{out}");
-        assert!(
-            out.contains("[timeout 5 s is over the 1 s maximum; used 1 s]"),
-            "{out}"
-        );
+        assert!(out.contains("[timeout 5 s is over the 1 s maximum; used 1 s]"), "{out}");
     }
 }

@@ -41,18 +41,14 @@ pub(crate) fn read_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
     let offset = match args.opt_int("offset")? {
         None => 1,
         Some(n) if n < 0 => {
-            return Err(format!(
-                "read_file offset must be a line number >= 1, got {n}"
-            ));
+            return Err(format!("read_file offset must be a line number >= 1, got {n}"));
         }
         Some(n) => n.max(1) as u64,
     };
     let limit = match args.opt_int("limit")? {
         None => DEFAULT_READ_LIMIT,
         Some(n) if n < 1 => {
-            return Err(format!(
-                "read_file limit must be a number of lines >= 1, got {n}"
-            ));
+            return Err(format!("read_file limit must be a number of lines >= 1, got {n}"));
         }
         Some(n) => n as u64,
     };
@@ -61,10 +57,7 @@ pub(crate) fn read_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
 
     let mut file = File::open(&real).map_err(|e| format!("cannot open '{path}': {e}"))?;
     let mut probe = Vec::new();
-    (&mut file)
-        .take(BINARY_PROBE_BYTES)
-        .read_to_end(&mut probe)
-        .map_err(|e| format!("cannot read '{path}': {e}"))?;
+    (&mut file).take(BINARY_PROBE_BYTES).read_to_end(&mut probe).map_err(|e| format!("cannot read '{path}': {e}"))?;
     if probe.contains(&0) {
         return Err(binary_message(path, "it has a NUL byte in its first 8 KB"));
     }
@@ -77,13 +70,9 @@ pub(crate) fn read_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
     let mut count: u64 = 0;
     loop {
         let want = count + 1 >= offset && count < last_wanted;
-        let keep = if want || check_all {
-            MAX_LINE_CHARS * 4
-        } else {
-            0
-        };
-        let Some(info) = read_line_capped(&mut reader, &mut line, keep)
-            .map_err(|e| format!("cannot read '{path}': {e}"))?
+        let keep = if want || check_all { MAX_LINE_CHARS * 4 } else { 0 };
+        let Some(info) =
+            read_line_capped(&mut reader, &mut line, keep).map_err(|e| format!("cannot read '{path}': {e}"))?
         else {
             break;
         };
@@ -95,10 +84,7 @@ pub(crate) fn read_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
             continue;
         }
         let Some(text) = decode_line(&line, info.cut) else {
-            return Err(binary_message(
-                path,
-                &format!("line {count} is not valid UTF-8"),
-            ));
+            return Err(binary_message(path, &format!("line {count} is not valid UTF-8")));
         };
         if want {
             out.push_str(&format!("{count:>6}\t"));
@@ -116,21 +102,13 @@ pub(crate) fn read_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
         return Ok(format!("[{path} is empty]"));
     }
     if offset > count {
-        return Err(format!(
-            "offset {offset} is past the end of '{path}', which has {count} line{}",
-            plural(count)
-        ));
+        return Err(format!("offset {offset} is past the end of '{path}', which has {count} line{}", plural(count)));
     }
     let last_shown = last_wanted.min(count);
     if last_shown < count {
-        out.push_str(&format!(
-            "[lines {offset}-{last_shown} of {count}; use offset={} to continue]",
-            last_shown + 1
-        ));
+        out.push_str(&format!("[lines {offset}-{last_shown} of {count}; use offset={} to continue]", last_shown + 1));
     } else if offset > 1 {
-        out.push_str(&format!(
-            "[lines {offset}-{last_shown} of {count}; end of file]"
-        ));
+        out.push_str(&format!("[lines {offset}-{last_shown} of {count}; end of file]"));
     }
     Ok(out)
 }
@@ -143,50 +121,34 @@ pub(crate) fn write_file(ws: &Workspace, input: &Value, cancel: &CancelToken) ->
     let real = ws.resolve(path)?;
     let old = match fs::metadata(&real) {
         Ok(meta) if meta.is_dir() => {
-            return Err(format!(
-                "'{path}' is a folder; give the path of a file inside it"
-            ));
+            return Err(format!("'{path}' is a folder; give the path of a file inside it"));
         }
         Ok(meta) if !meta.is_file() => {
-            return Err(format!(
-                "'{path}' is not a regular file (a device, socket or pipe); not writing it"
-            ));
+            return Err(format!("'{path}' is not a regular file (a device, socket or pipe); not writing it"));
         }
         Ok(meta) => Some(meta),
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
         Err(e) => return Err(format!("cannot inspect '{path}': {e}")),
     };
     if let Some(parent) = real.parent() {
-        fs::create_dir_all(parent)
-            .map_err(|e| format!("cannot create the folders for '{path}': {e}"))?;
+        fs::create_dir_all(parent).map_err(|e| format!("cannot create the folders for '{path}': {e}"))?;
     }
     if cancel.is_cancelled() {
         return Err(format!("cancelled: '{path}' was not written"));
     }
-    write_atomic(
-        &real,
-        content.as_bytes(),
-        old.as_ref().map(|m| m.permissions()),
-    )
-    .map_err(|e| format!("cannot write '{path}': {e}"))?;
+    write_atomic(&real, content.as_bytes(), old.as_ref().map(|m| m.permissions()))
+        .map_err(|e| format!("cannot write '{path}': {e}"))?;
     let shown = ws.display(&real);
     let bytes = content.len();
     Ok(match old {
         None => format!("created {shown} ({bytes} bytes)"),
-        Some(meta) => format!(
-            "overwrote {shown} ({bytes} bytes; it had {} bytes)",
-            meta.len()
-        ),
+        Some(meta) => format!("overwrote {shown} ({bytes} bytes; it had {} bytes)", meta.len()),
     })
 }
 
 /// `edit_file(path, old_text, new_text, replace_all?)`.
 pub(crate) fn edit_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> ToolReply {
-    let args = Args::new(
-        "edit_file",
-        input,
-        &["path", "old_text", "new_text", "replace_all"],
-    )?;
+    let args = Args::new("edit_file", input, &["path", "old_text", "new_text", "replace_all"])?;
     let path = args.string("path")?;
     let old_text = args.string("old_text")?;
     let new_text = args.string("new_text")?;
@@ -197,17 +159,11 @@ pub(crate) fn edit_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
             .to_string());
     }
     if old_text == new_text {
-        return Err(
-            "old_text and new_text are the same: the edit would change nothing".to_string(),
-        );
+        return Err("old_text and new_text are the same: the edit would change nothing".to_string());
     }
     let real = ws.resolve(path)?;
     let meta = regular_file(ws, path, &real).map_err(|e| {
-        if e.starts_with("file not found") {
-            format!("{e}; to create a new file use write_file")
-        } else {
-            e
-        }
+        if e.starts_with("file not found") { format!("{e}; to create a new file use write_file") } else { e }
     })?;
     if meta.len() > MAX_EDIT_BYTES {
         return Err(format!(
@@ -216,22 +172,16 @@ pub(crate) fn edit_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
         ));
     }
     let bytes = fs::read(&real).map_err(|e| format!("cannot read '{path}': {e}"))?;
-    if bytes
-        .iter()
-        .take(BINARY_PROBE_BYTES as usize)
-        .any(|b| *b == 0)
-    {
+    if bytes.iter().take(BINARY_PROBE_BYTES as usize).any(|b| *b == 0) {
         return Err(binary_message(path, "it has a NUL byte in its first 8 KB"));
     }
-    let text =
-        String::from_utf8(bytes).map_err(|_| binary_message(path, "it is not valid UTF-8"))?;
+    let text = String::from_utf8(bytes).map_err(|_| binary_message(path, "it is not valid UTF-8"))?;
 
     // A file with CRLF line ends read back through read_file shows plain lines; accept old_text
     // written with LF and keep the file's CRLF.
     let (old, new) = if text.contains(old_text) {
         (old_text.to_string(), new_text.to_string())
-    } else if text.contains("\r\n") && old_text.contains('\n') && text.contains(&to_crlf(old_text))
-    {
+    } else if text.contains("\r\n") && old_text.contains('\n') && text.contains(&to_crlf(old_text)) {
         (to_crlf(old_text), to_crlf(new_text))
     } else {
         return Err(not_found_message(path, &text, old_text));
@@ -239,11 +189,7 @@ pub(crate) fn edit_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
 
     let starts: Vec<usize> = text.match_indices(&old).map(|(i, _)| i).collect();
     if starts.len() > 1 && !replace_all {
-        let mut lines: Vec<String> = starts
-            .iter()
-            .take(20)
-            .map(|i| line_of(&text, *i).to_string())
-            .collect();
+        let mut lines: Vec<String> = starts.iter().take(20).map(|i| line_of(&text, *i).to_string()).collect();
         if starts.len() > 20 {
             lines.push("…".to_string());
         }
@@ -274,36 +220,23 @@ pub(crate) fn edit_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
 
     let lines: Vec<&str> = edited.lines().collect();
     let shown = ws.display(&real);
-    let mut out = format!(
-        "edited {shown}: replaced {} occurrence{}",
-        starts.len(),
-        plural(starts.len() as u64)
-    );
+    let mut out = format!("edited {shown}: replaced {} occurrence{}", starts.len(), plural(starts.len() as u64));
     for (start, end) in regions.iter().take(EDIT_REGIONS_SHOWN) {
         let first = line_of(&edited, *start);
         // A replacement ending in a newline ends on the line before the next one.
-        let last = if end > start && new.ends_with('\n') {
-            line_of(&edited, end - 1)
-        } else {
-            line_of(&edited, *end)
-        };
+        let last = if end > start && new.ends_with('\n') { line_of(&edited, end - 1) } else { line_of(&edited, *end) };
         let last = last.max(first);
         if new.is_empty() {
             out.push_str(&format!("\n\nremoved text at line {first}; now:\n"));
         } else if first == last {
             out.push_str(&format!("\n\nline {first} now reads (with context):\n"));
         } else {
-            out.push_str(&format!(
-                "\n\nlines {first}-{last} now read (with context):\n"
-            ));
+            out.push_str(&format!("\n\nlines {first}-{last} now read (with context):\n"));
         }
         out.push_str(&snippet(&lines, first, last));
     }
     if regions.len() > EDIT_REGIONS_SHOWN {
-        out.push_str(&format!(
-            "\n… and {} more occurrences",
-            regions.len() - EDIT_REGIONS_SHOWN
-        ));
+        out.push_str(&format!("\n… and {} more occurrences", regions.len() - EDIT_REGIONS_SHOWN));
     }
     Ok(out.trim_end().to_string())
 }
@@ -311,18 +244,14 @@ pub(crate) fn edit_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
 /// Check that `real` is a regular file; messages name `path` as the model wrote it.
 fn regular_file(ws: &Workspace, path: &str, real: &Path) -> Result<fs::Metadata, String> {
     match fs::metadata(real) {
-        Ok(meta) if meta.is_dir() => Err(format!(
-            "'{path}' is a folder, not a file; list it with bash, e.g. `ls -la {}`",
-            ws.display(real)
-        )),
-        Ok(meta) if !meta.is_file() => Err(format!(
-            "'{path}' is not a regular file (a device, socket or pipe)"
-        )),
+        Ok(meta) if meta.is_dir() => {
+            Err(format!("'{path}' is a folder, not a file; list it with bash, e.g. `ls -la {}`", ws.display(real)))
+        }
+        Ok(meta) if !meta.is_file() => Err(format!("'{path}' is not a regular file (a device, socket or pipe)")),
         Ok(meta) => Ok(meta),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(format!(
-            "file not found: '{path}' (looked for {} in the workspace)",
-            ws.display(real)
-        )),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            Err(format!("file not found: '{path}' (looked for {} in the workspace)", ws.display(real)))
+        }
         Err(e) => Err(format!("cannot open '{path}': {e}")),
     }
 }
@@ -349,11 +278,7 @@ struct LineInfo {
 /// Read one line into `buf` (cleared first; `\n` and a `\r` before it stripped), keeping at most `keep`
 /// bytes so a giant line (minified code, a log without newlines) costs bounded memory.
 /// `None` at the end of the input.
-fn read_line_capped(
-    reader: &mut impl BufRead,
-    buf: &mut Vec<u8>,
-    keep: usize,
-) -> io::Result<Option<LineInfo>> {
+fn read_line_capped(reader: &mut impl BufRead, buf: &mut Vec<u8>, keep: usize) -> io::Result<Option<LineInfo>> {
     buf.clear();
     let mut chars: u64 = 0;
     let mut any = false;
@@ -413,9 +338,7 @@ fn push_capped(buf: &mut Vec<u8>, bytes: &[u8], keep: usize, cut: &mut bool) {
 fn decode_line(bytes: &[u8], cut: bool) -> Option<&str> {
     match std::str::from_utf8(bytes) {
         Ok(s) => Some(s),
-        Err(e) if cut && e.error_len().is_none() => {
-            std::str::from_utf8(&bytes[..e.valid_up_to()]).ok()
-        }
+        Err(e) if cut && e.error_len().is_none() => std::str::from_utf8(&bytes[..e.valid_up_to()]).ok(),
         Err(_) => None,
     }
 }
@@ -423,12 +346,10 @@ fn decode_line(bytes: &[u8], cut: bool) -> Option<&str> {
 /// Write `data` to `target` atomically: a new temporary file next to it, fsync, rename over it, then
 /// fsync the folder so the rename itself is durable. The temporary file is removed on any failure.
 fn write_atomic(target: &Path, data: &[u8], permissions: Option<Permissions>) -> io::Result<()> {
-    let dir = target.parent().ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, "the path has no parent folder")
-    })?;
-    let name = target
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path has no file name"))?;
+    let dir =
+        target.parent().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path has no parent folder"))?;
+    let name =
+        target.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path has no file name"))?;
     let (tmp_path, mut file) = create_temp(dir, &name.to_string_lossy())?;
     let written = (|| {
         file.write_all(data)?;
@@ -452,16 +373,10 @@ fn write_atomic(target: &Path, data: &[u8], permissions: Option<Permissions>) ->
 
 /// A new, empty, uniquely named file in `dir` (created with `create_new`, so never someone else's).
 fn create_temp(dir: &Path, name: &str) -> io::Result<(PathBuf, File)> {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     let mut last_error = None;
     for attempt in 0..100u32 {
-        let tmp = dir.join(format!(
-            ".{name}.{}-{nanos}-{attempt}.tooloop-tmp",
-            std::process::id()
-        ));
+        let tmp = dir.join(format!(".{name}.{}-{nanos}-{attempt}.tooloop-tmp", std::process::id()));
         match OpenOptions::new().write(true).create_new(true).open(&tmp) {
             Ok(file) => return Ok((tmp, file)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_error = Some(e),
@@ -477,11 +392,7 @@ fn to_crlf(text: &str) -> String {
 
 /// 1-based number of the line holding byte `index` of `text`.
 fn line_of(text: &str, index: usize) -> usize {
-    text.as_bytes()[..index.min(text.len())]
-        .iter()
-        .filter(|b| **b == b'\n')
-        .count()
-        + 1
+    text.as_bytes()[..index.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1
 }
 
 /// Lines `first..=last` of `lines` with context around them, numbered; a long region shows its two ends.
@@ -519,10 +430,7 @@ fn not_found_message(path: &str, text: &str, old_text: &str) -> String {
     let trimmed_old: Vec<&str> = {
         let all: Vec<&str> = old_lines.iter().map(|l| l.trim()).collect();
         let start = all.iter().position(|l| !l.is_empty()).unwrap_or(all.len());
-        let end = all
-            .iter()
-            .rposition(|l| !l.is_empty())
-            .map_or(start, |i| i + 1);
+        let end = all.iter().rposition(|l| !l.is_empty()).map_or(start, |i| i + 1);
         all[start..end].to_vec()
     };
     let file_lines: Vec<&str> = text.lines().collect();
@@ -530,12 +438,7 @@ fn not_found_message(path: &str, text: &str, old_text: &str) -> String {
         let hits: Vec<String> = file_lines
             .windows(trimmed_old.len())
             .enumerate()
-            .filter(|(_, window)| {
-                window
-                    .iter()
-                    .map(|l| l.trim())
-                    .eq(trimmed_old.iter().copied())
-            })
+            .filter(|(_, window)| window.iter().map(|l| l.trim()).eq(trimmed_old.iter().copied()))
             .map(|(i, _)| {
                 if trimmed_old.len() == 1 {
                     format!("{}", i + 1)
@@ -579,9 +482,7 @@ fn not_found_message(path: &str, text: &str, old_text: &str) -> String {
             return message;
         }
     }
-    message.push_str(
-        ". Read the file again (read_file) and copy the exact text to replace, whitespace included",
-    );
+    message.push_str(". Read the file again (read_file) and copy the exact text to replace, whitespace included");
     message
 }
 
@@ -621,21 +522,10 @@ mod tests {
         let (_tmp, ws) = setup();
         let text: String = (1..=10).map(|i| format!("line {i}\n")).collect();
         fs::write(ws.root().join("a.txt"), text).unwrap();
-        let out = call(
-            &ws,
-            "read_file",
-            json!({"path": "a.txt", "offset": 3, "limit": 2}),
-        )
-        .unwrap();
-        assert_eq!(
-            out,
-            "     3\tline 3\n     4\tline 4\n[lines 3-4 of 10; use offset=5 to continue]"
-        );
+        let out = call(&ws, "read_file", json!({"path": "a.txt", "offset": 3, "limit": 2})).unwrap();
+        assert_eq!(out, "     3\tline 3\n     4\tline 4\n[lines 3-4 of 10; use offset=5 to continue]");
         let out = call(&ws, "read_file", json!({"path": "a.txt", "offset": 9})).unwrap();
-        assert_eq!(
-            out,
-            "     9\tline 9\n    10\tline 10\n[lines 9-10 of 10; end of file]"
-        );
+        assert_eq!(out, "     9\tline 9\n    10\tline 10\n[lines 9-10 of 10; end of file]");
     }
 
     #[test]
@@ -646,10 +536,7 @@ mod tests {
         let out = call(&ws, "read_file", json!({"path": "big.txt"})).unwrap();
         assert!(out.contains("  2000\t2000\n"));
         assert!(!out.contains("\t2001\n"));
-        assert!(
-            out.ends_with("[lines 1-2000 of 2500; use offset=2001 to continue]"),
-            "{out}"
-        );
+        assert!(out.ends_with("[lines 1-2000 of 2500; use offset=2001 to continue]"), "{out}");
     }
 
     #[test]
@@ -657,59 +544,35 @@ mod tests {
         let (_tmp, ws) = setup();
         fs::write(ws.root().join("a.txt"), "x\ny\n").unwrap();
         let err = call(&ws, "read_file", json!({"path": "a.txt", "offset": 5})).unwrap_err();
-        assert!(
-            err.contains("past the end") && err.contains("2 lines"),
-            "{err}"
-        );
+        assert!(err.contains("past the end") && err.contains("2 lines"), "{err}");
     }
 
     #[test]
     fn read_file_bad_offset_or_limit_is_an_error() {
         let (_tmp, ws) = setup();
         fs::write(ws.root().join("a.txt"), "x\n").unwrap();
-        assert!(
-            call(&ws, "read_file", json!({"path": "a.txt", "limit": 0}))
-                .unwrap_err()
-                .contains("limit")
-        );
-        assert!(
-            call(&ws, "read_file", json!({"path": "a.txt", "offset": -2}))
-                .unwrap_err()
-                .contains("offset")
-        );
+        assert!(call(&ws, "read_file", json!({"path": "a.txt", "limit": 0})).unwrap_err().contains("limit"));
+        assert!(call(&ws, "read_file", json!({"path": "a.txt", "offset": -2})).unwrap_err().contains("offset"));
         // 0 is read as 1.
-        assert_eq!(
-            call(&ws, "read_file", json!({"path": "a.txt", "offset": 0})).unwrap(),
-            "     1\tx\n"
-        );
+        assert_eq!(call(&ws, "read_file", json!({"path": "a.txt", "offset": 0})).unwrap(), "     1\tx\n");
     }
 
     #[test]
     fn read_file_empty_file_says_so() {
         let (_tmp, ws) = setup();
         fs::write(ws.root().join("e.txt"), "").unwrap();
-        assert_eq!(
-            call(&ws, "read_file", json!({"path": "e.txt"})).unwrap(),
-            "[e.txt is empty]"
-        );
+        assert_eq!(call(&ws, "read_file", json!({"path": "e.txt"})).unwrap(), "[e.txt is empty]");
     }
 
     #[test]
     fn read_file_cuts_long_lines_with_a_marker() {
         let (_tmp, ws) = setup();
         let long = "é".repeat(50_000);
-        fs::write(
-            ws.root().join("long.txt"),
-            format!("short\n{long}\nafter\n"),
-        )
-        .unwrap();
+        fs::write(ws.root().join("long.txt"), format!("short\n{long}\nafter\n")).unwrap();
         let out = call(&ws, "read_file", json!({"path": "long.txt"})).unwrap();
         let second = out.lines().nth(1).unwrap();
         assert!(second.starts_with(&format!("     2\t{}", "é".repeat(MAX_LINE_CHARS))));
-        assert!(
-            second.ends_with(" … [line cut: 50000 characters in all]"),
-            "{second}"
-        );
+        assert!(second.ends_with(" … [line cut: 50000 characters in all]"), "{second}");
         assert!(out.ends_with("     3\tafter\n"));
     }
 
@@ -726,10 +589,7 @@ mod tests {
         let (_tmp, ws) = setup();
         fs::write(ws.root().join("latin1.txt"), b"ok\ncaf\xe9\n").unwrap();
         let err = call(&ws, "read_file", json!({"path": "latin1.txt"})).unwrap_err();
-        assert!(
-            err.contains("binary") && err.contains("line 2 is not valid UTF-8"),
-            "{err}"
-        );
+        assert!(err.contains("binary") && err.contains("line 2 is not valid UTF-8"), "{err}");
     }
 
     #[test]
@@ -749,11 +609,7 @@ mod tests {
     #[test]
     fn read_file_refuses_a_symlink_out_of_the_workspace() {
         let (tmp, ws) = setup();
-        symlink(
-            tmp.path().join("outside/secret.txt"),
-            ws.root().join("leak.txt"),
-        )
-        .unwrap();
+        symlink(tmp.path().join("outside/secret.txt"), ws.root().join("leak.txt")).unwrap();
         let err = call(&ws, "read_file", json!({"path": "leak.txt"})).unwrap_err();
         assert!(err.contains("outside the workspace"), "{err}");
         let err = call(&ws, "read_file", json!({"path": "../outside/secret.txt"})).unwrap_err();
@@ -763,15 +619,8 @@ mod tests {
     #[test]
     fn read_file_follows_a_symlink_that_stays_inside() {
         let (_tmp, ws) = setup();
-        symlink(
-            ws.root().join("sub/inside.txt"),
-            ws.root().join("alias.txt"),
-        )
-        .unwrap();
-        assert_eq!(
-            call(&ws, "read_file", json!({"path": "alias.txt"})).unwrap(),
-            "     1\tinside\n"
-        );
+        symlink(ws.root().join("sub/inside.txt"), ws.root().join("alias.txt")).unwrap();
+        assert_eq!(call(&ws, "read_file", json!({"path": "alias.txt"})).unwrap(), "     1\tinside\n");
     }
 
     #[test]
@@ -779,25 +628,11 @@ mod tests {
         let data = format!("{}\r\nb\rc\n", "x".repeat(100));
         let mut reader = BufReader::with_capacity(7, data.as_bytes());
         let mut buf = Vec::new();
-        let info = read_line_capped(&mut reader, &mut buf, 10)
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            (buf.as_slice(), info.chars, info.cut),
-            (&b"xxxxxxxxxx"[..], 100, true)
-        );
-        let info = read_line_capped(&mut reader, &mut buf, 10)
-            .unwrap()
-            .unwrap();
-        assert_eq!(
-            (buf.as_slice(), info.chars, info.cut),
-            (&b"b\rc"[..], 3, false)
-        );
-        assert!(
-            read_line_capped(&mut reader, &mut buf, 10)
-                .unwrap()
-                .is_none()
-        );
+        let info = read_line_capped(&mut reader, &mut buf, 10).unwrap().unwrap();
+        assert_eq!((buf.as_slice(), info.chars, info.cut), (&b"xxxxxxxxxx"[..], 100, true));
+        let info = read_line_capped(&mut reader, &mut buf, 10).unwrap().unwrap();
+        assert_eq!((buf.as_slice(), info.chars, info.cut), (&b"b\rc"[..], 3, false));
+        assert!(read_line_capped(&mut reader, &mut buf, 10).unwrap().is_none());
     }
 
     // ---- write_file
@@ -805,28 +640,15 @@ mod tests {
     #[test]
     fn write_file_creates_a_file_and_reports_bytes() {
         let (_tmp, ws) = setup();
-        let out = call(
-            &ws,
-            "write_file",
-            json!({"path": "new.txt", "content": "héllo\n"}),
-        )
-        .unwrap();
+        let out = call(&ws, "write_file", json!({"path": "new.txt", "content": "héllo\n"})).unwrap();
         assert_eq!(out, "created new.txt (7 bytes)");
-        assert_eq!(
-            fs::read_to_string(ws.root().join("new.txt")).unwrap(),
-            "héllo\n"
-        );
+        assert_eq!(fs::read_to_string(ws.root().join("new.txt")).unwrap(), "héllo\n");
     }
 
     #[test]
     fn write_file_creates_missing_parent_folders() {
         let (_tmp, ws) = setup();
-        let out = call(
-            &ws,
-            "write_file",
-            json!({"path": "a/b/c/new.rs", "content": "fn main() {}\n"}),
-        )
-        .unwrap();
+        let out = call(&ws, "write_file", json!({"path": "a/b/c/new.rs", "content": "fn main() {}\n"})).unwrap();
         assert_eq!(out, "created a/b/c/new.rs (13 bytes)");
         assert!(ws.root().join("a/b/c/new.rs").is_file());
     }
@@ -837,35 +659,17 @@ mod tests {
         let target = ws.root().join("run.sh");
         fs::write(&target, "old content\n").unwrap();
         fs::set_permissions(&target, Permissions::from_mode(0o755)).unwrap();
-        let out = call(
-            &ws,
-            "write_file",
-            json!({"path": "run.sh", "content": "new\n"}),
-        )
-        .unwrap();
+        let out = call(&ws, "write_file", json!({"path": "run.sh", "content": "new\n"})).unwrap();
         assert_eq!(out, "overwrote run.sh (4 bytes; it had 12 bytes)");
         assert_eq!(fs::read_to_string(&target).unwrap(), "new\n");
-        assert_eq!(
-            fs::metadata(&target).unwrap().permissions().mode() & 0o777,
-            0o755
-        );
+        assert_eq!(fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o755);
     }
 
     #[test]
     fn write_file_leaves_no_temporary_file_behind() {
         let (_tmp, ws) = setup();
-        call(
-            &ws,
-            "write_file",
-            json!({"path": "sub/a.txt", "content": "1"}),
-        )
-        .unwrap();
-        call(
-            &ws,
-            "write_file",
-            json!({"path": "sub/a.txt", "content": "2"}),
-        )
-        .unwrap();
+        call(&ws, "write_file", json!({"path": "sub/a.txt", "content": "1"})).unwrap();
+        call(&ws, "write_file", json!({"path": "sub/a.txt", "content": "2"})).unwrap();
         let mut names: Vec<String> = fs::read_dir(ws.root().join("sub"))
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -882,12 +686,7 @@ mod tests {
         let target = ws.root().join("swap.txt");
         fs::write(&target, "old").unwrap();
         let mut before = File::open(&target).unwrap();
-        call(
-            &ws,
-            "write_file",
-            json!({"path": "swap.txt", "content": "new"}),
-        )
-        .unwrap();
+        call(&ws, "write_file", json!({"path": "swap.txt", "content": "new"})).unwrap();
         let mut seen = String::new();
         before.read_to_string(&mut seen).unwrap();
         assert_eq!(seen, "old");
@@ -897,48 +696,23 @@ mod tests {
     #[test]
     fn write_file_through_an_inside_symlink_keeps_the_link() {
         let (_tmp, ws) = setup();
-        symlink(
-            ws.root().join("sub/inside.txt"),
-            ws.root().join("alias.txt"),
-        )
-        .unwrap();
-        call(
-            &ws,
-            "write_file",
-            json!({"path": "alias.txt", "content": "changed\n"}),
-        )
-        .unwrap();
-        assert!(
-            fs::symlink_metadata(ws.root().join("alias.txt"))
-                .unwrap()
-                .file_type()
-                .is_symlink()
-        );
-        assert_eq!(
-            fs::read_to_string(ws.root().join("sub/inside.txt")).unwrap(),
-            "changed\n"
-        );
+        symlink(ws.root().join("sub/inside.txt"), ws.root().join("alias.txt")).unwrap();
+        call(&ws, "write_file", json!({"path": "alias.txt", "content": "changed\n"})).unwrap();
+        assert!(fs::symlink_metadata(ws.root().join("alias.txt")).unwrap().file_type().is_symlink());
+        assert_eq!(fs::read_to_string(ws.root().join("sub/inside.txt")).unwrap(), "changed\n");
     }
 
     #[test]
     fn write_file_refuses_paths_out_of_the_workspace() {
         let (tmp, ws) = setup();
         symlink(tmp.path().join("outside"), ws.root().join("out")).unwrap();
-        for path in [
-            "../escape.txt",
-            "out/new/escape.txt",
-            "out/secret.txt",
-            "/tmp/escape-tooloop.txt",
-        ] {
+        for path in ["../escape.txt", "out/new/escape.txt", "out/secret.txt", "/tmp/escape-tooloop.txt"] {
             let err = call(&ws, "write_file", json!({"path": path, "content": "x"})).unwrap_err();
             assert!(err.contains("outside the workspace"), "{path}: {err}");
         }
         assert!(!tmp.path().join("escape.txt").exists());
         assert!(!tmp.path().join("outside/new").exists());
-        assert_eq!(
-            fs::read_to_string(tmp.path().join("outside/secret.txt")).unwrap(),
-            "secret\n"
-        );
+        assert_eq!(fs::read_to_string(tmp.path().join("outside/secret.txt")).unwrap(), "secret\n");
     }
 
     #[test]
@@ -970,20 +744,11 @@ mod tests {
         let text: String = (1..=10).map(|i| format!("line {i}\n")).collect();
         let path = code_file(&ws, &text);
         let out = edit(&ws, "line 5\n", "line five\nline 5.5\n", None).unwrap();
-        assert_eq!(
-            fs::read_to_string(&path).unwrap(),
-            text.replace("line 5\n", "line five\nline 5.5\n")
-        );
-        assert!(
-            out.starts_with("edited code.rs: replaced 1 occurrence\n"),
-            "{out}"
-        );
+        assert_eq!(fs::read_to_string(&path).unwrap(), text.replace("line 5\n", "line five\nline 5.5\n"));
+        assert!(out.starts_with("edited code.rs: replaced 1 occurrence\n"), "{out}");
         assert!(out.contains("lines 5-6 now read"), "{out}");
         assert!(out.contains("     2\tline 2\n"), "{out}");
-        assert!(
-            out.contains("     5\tline five\n     6\tline 5.5\n"),
-            "{out}"
-        );
+        assert!(out.contains("     5\tline five\n     6\tline 5.5\n"), "{out}");
         assert!(out.ends_with("     9\tline 8"), "{out}");
     }
 
@@ -992,14 +757,8 @@ mod tests {
         let (_tmp, ws) = setup();
         let path = code_file(&ws, "fn main() {\n    run();\n}\n");
         let err = edit(&ws, "stop();", "halt();", None).unwrap_err();
-        assert!(
-            err.starts_with("old_text was not found in 'code.rs'"),
-            "{err}"
-        );
-        assert_eq!(
-            fs::read_to_string(path).unwrap(),
-            "fn main() {\n    run();\n}\n"
-        );
+        assert!(err.starts_with("old_text was not found in 'code.rs'"), "{err}");
+        assert_eq!(fs::read_to_string(path).unwrap(), "fn main() {\n    run();\n}\n");
     }
 
     #[test]
@@ -1007,10 +766,7 @@ mod tests {
         let (_tmp, ws) = setup();
         code_file(&ws, "fn main() {\n\tif x {\n\t\trun();\n\t}\n}\n");
         let err = edit(&ws, "    if x {\n        run();", "if y {", None).unwrap_err();
-        assert!(
-            err.contains("matches lines 2-3 when leading and trailing whitespace is ignored"),
-            "{err}"
-        );
+        assert!(err.contains("matches lines 2-3 when leading and trailing whitespace is ignored"), "{err}");
     }
 
     #[test]
@@ -1026,15 +782,9 @@ mod tests {
         let (_tmp, ws) = setup();
         let path = code_file(&ws, "x = 1\ny = 2\nx = 1\n\nx = 1\n");
         let err = edit(&ws, "x = 1", "x = 9", None).unwrap_err();
-        assert!(
-            err.contains("matches 3 times") && err.contains("at lines 1, 3, 5"),
-            "{err}"
-        );
+        assert!(err.contains("matches 3 times") && err.contains("at lines 1, 3, 5"), "{err}");
         assert!(err.contains("replace_all=true"), "{err}");
-        assert_eq!(
-            fs::read_to_string(path).unwrap(),
-            "x = 1\ny = 2\nx = 1\n\nx = 1\n"
-        );
+        assert_eq!(fs::read_to_string(path).unwrap(), "x = 1\ny = 2\nx = 1\n\nx = 1\n");
     }
 
     #[test]
@@ -1042,10 +792,7 @@ mod tests {
         let (_tmp, ws) = setup();
         let path = code_file(&ws, "x = 1\ny = 2\nx = 1\n");
         let out = edit(&ws, "x = 1", "x = 9", Some(true)).unwrap();
-        assert!(
-            out.starts_with("edited code.rs: replaced 2 occurrences"),
-            "{out}"
-        );
+        assert!(out.starts_with("edited code.rs: replaced 2 occurrences"), "{out}");
         assert_eq!(fs::read_to_string(path).unwrap(), "x = 9\ny = 2\nx = 9\n");
     }
 
@@ -1085,10 +832,7 @@ mod tests {
     fn edit_file_missing_file_suggests_write_file() {
         let (_tmp, ws) = setup();
         let err = edit(&ws, "a", "b", None).unwrap_err();
-        assert!(
-            err.contains("file not found: 'code.rs'") && err.contains("write_file"),
-            "{err}"
-        );
+        assert!(err.contains("file not found: 'code.rs'") && err.contains("write_file"), "{err}");
     }
 
     #[test]
@@ -1097,10 +841,7 @@ mod tests {
         let path = code_file(&ws, "#!/bin/sh\necho a\n");
         fs::set_permissions(&path, Permissions::from_mode(0o750)).unwrap();
         edit(&ws, "echo a", "echo b", None).unwrap();
-        assert_eq!(
-            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o750
-        );
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o750);
         let count = fs::read_dir(ws.root()).unwrap().count();
         assert_eq!(count, 2, "only sub/ and code.rs");
     }
@@ -1108,16 +849,9 @@ mod tests {
     #[test]
     fn edit_file_refuses_a_symlink_out_of_the_workspace() {
         let (tmp, ws) = setup();
-        symlink(
-            tmp.path().join("outside/secret.txt"),
-            ws.root().join("code.rs"),
-        )
-        .unwrap();
+        symlink(tmp.path().join("outside/secret.txt"), ws.root().join("code.rs")).unwrap();
         let err = edit(&ws, "secret", "public", None).unwrap_err();
         assert!(err.contains("outside the workspace"), "{err}");
-        assert_eq!(
-            fs::read_to_string(tmp.path().join("outside/secret.txt")).unwrap(),
-            "secret\n"
-        );
+        assert_eq!(fs::read_to_string(tmp.path().join("outside/secret.txt")).unwrap(), "secret\n");
     }
 }

@@ -156,10 +156,7 @@ pub fn run(name: &str, ws: &Workspace, input: &Value, cancel: &CancelToken) -> T
         "read_file" => files::read_file(ws, input, cancel),
         "write_file" => files::write_file(ws, input, cancel),
         "edit_file" => files::edit_file(ws, input, cancel),
-        _ => Err(format!(
-            "unknown built-in tool '{name}' (built-in tools: {})",
-            NAMES.join(", ")
-        )),
+        _ => Err(format!("unknown built-in tool '{name}' (built-in tools: {})", NAMES.join(", "))),
     }
 }
 
@@ -178,11 +175,7 @@ pub(crate) struct Args<'a> {
 impl<'a> Args<'a> {
     /// `input` as an object whose keys are all in `allowed` (a misspelled parameter is an error, not
     /// silently ignored).
-    pub(crate) fn new(
-        tool: &'static str,
-        input: &'a Value,
-        allowed: &[&str],
-    ) -> Result<Self, String> {
+    pub(crate) fn new(tool: &'static str, input: &'a Value, allowed: &[&str]) -> Result<Self, String> {
         let Some(map) = input.as_object() else {
             return Err(format!(
                 "{tool} input must be a JSON object with the parameters {}, got {}",
@@ -192,10 +185,7 @@ impl<'a> Args<'a> {
         };
         for key in map.keys() {
             if !allowed.contains(&key.as_str()) {
-                return Err(format!(
-                    "{tool} has no parameter '{key}' (its parameters are: {})",
-                    allowed.join(", ")
-                ));
+                return Err(format!("{tool} has no parameter '{key}' (its parameters are: {})", allowed.join(", ")));
             }
         }
         Ok(Args { tool, map })
@@ -205,14 +195,8 @@ impl<'a> Args<'a> {
     pub(crate) fn string(&self, key: &str) -> Result<&'a str, String> {
         match self.map.get(key) {
             Some(Value::String(s)) => Ok(s),
-            None | Some(Value::Null) => {
-                Err(format!("{} needs the string parameter '{key}'", self.tool))
-            }
-            Some(other) => Err(format!(
-                "{} parameter '{key}' must be a string, got {}",
-                self.tool,
-                kind(other)
-            )),
+            None | Some(Value::Null) => Err(format!("{} needs the string parameter '{key}'", self.tool)),
+            Some(other) => Err(format!("{} parameter '{key}' must be a string, got {}", self.tool, kind(other))),
         }
     }
 
@@ -226,17 +210,10 @@ impl<'a> Args<'a> {
                 }
                 match n.as_f64() {
                     Some(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Ok(Some(f as i64)),
-                    _ => Err(format!(
-                        "{} parameter '{key}' must be a whole number, got {n}",
-                        self.tool
-                    )),
+                    _ => Err(format!("{} parameter '{key}' must be a whole number, got {n}", self.tool)),
                 }
             }
-            Some(other) => Err(format!(
-                "{} parameter '{key}' must be an integer, got {}",
-                self.tool,
-                kind(other)
-            )),
+            Some(other) => Err(format!("{} parameter '{key}' must be an integer, got {}", self.tool, kind(other))),
         }
     }
 
@@ -245,11 +222,7 @@ impl<'a> Args<'a> {
         match self.map.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(other) => Err(format!(
-                "{} parameter '{key}' must be true or false, got {}",
-                self.tool,
-                kind(other)
-            )),
+            Some(other) => Err(format!("{} parameter '{key}' must be true or false, got {}", self.tool, kind(other))),
         }
     }
 }
@@ -290,11 +263,7 @@ mod tests {
             assert!(!description.is_empty());
             assert_eq!(schema["type"], "object");
             for required in schema["required"].as_array().unwrap() {
-                assert!(
-                    schema["properties"]
-                        .get(required.as_str().unwrap())
-                        .is_some()
-                );
+                assert!(schema["properties"].get(required.as_str().unwrap()).is_some());
             }
         }
         assert!(spec("nope").is_none());
@@ -321,10 +290,7 @@ mod tests {
     fn unknown_tool_is_an_error_listing_the_names() {
         let (_tmp, ws) = setup();
         let err = run("grep", &ws, &json!({}), &CancelToken::new()).unwrap_err();
-        assert!(
-            err.contains("unknown built-in tool 'grep'") && err.contains("read_file"),
-            "{err}"
-        );
+        assert!(err.contains("unknown built-in tool 'grep'") && err.contains("read_file"), "{err}");
     }
 
     #[test]
@@ -337,13 +303,7 @@ mod tests {
     #[test]
     fn missing_field_is_an_error_naming_it() {
         let (_tmp, ws) = setup();
-        let err = run(
-            "write_file",
-            &ws,
-            &json!({"path": "a.txt"}),
-            &CancelToken::new(),
-        )
-        .unwrap_err();
+        let err = run("write_file", &ws, &json!({"path": "a.txt"}), &CancelToken::new()).unwrap_err();
         assert!(err.contains("'content'"), "{err}");
     }
 
@@ -351,25 +311,10 @@ mod tests {
     fn wrong_typed_field_is_an_error_naming_the_type() {
         let (_tmp, ws) = setup();
         let err = run("read_file", &ws, &json!({"path": 7}), &CancelToken::new()).unwrap_err();
-        assert!(
-            err.contains("'path' must be a string, got the number 7"),
-            "{err}"
-        );
-        let err = run(
-            "read_file",
-            &ws,
-            &json!({"path": "a", "limit": "ten"}),
-            &CancelToken::new(),
-        )
-        .unwrap_err();
+        assert!(err.contains("'path' must be a string, got the number 7"), "{err}");
+        let err = run("read_file", &ws, &json!({"path": "a", "limit": "ten"}), &CancelToken::new()).unwrap_err();
         assert!(err.contains("'limit' must be an integer"), "{err}");
-        let err = run(
-            "read_file",
-            &ws,
-            &json!({"path": "a", "limit": 2.5}),
-            &CancelToken::new(),
-        )
-        .unwrap_err();
+        let err = run("read_file", &ws, &json!({"path": "a", "limit": 2.5}), &CancelToken::new()).unwrap_err();
         assert!(err.contains("whole number"), "{err}");
         let input = json!({"path": "a", "old_text": "x", "new_text": "y", "replace_all": "yes"});
         let err = run("edit_file", &ws, &input, &CancelToken::new()).unwrap_err();
@@ -379,17 +324,8 @@ mod tests {
     #[test]
     fn misspelled_parameter_is_an_error_listing_the_right_ones() {
         let (_tmp, ws) = setup();
-        let err = run(
-            "read_file",
-            &ws,
-            &json!({"file_path": "a"}),
-            &CancelToken::new(),
-        )
-        .unwrap_err();
-        assert!(
-            err.contains("no parameter 'file_path'") && err.contains("path, offset, limit"),
-            "{err}"
-        );
+        let err = run("read_file", &ws, &json!({"file_path": "a"}), &CancelToken::new()).unwrap_err();
+        assert!(err.contains("no parameter 'file_path'") && err.contains("path, offset, limit"), "{err}");
     }
 
     #[test]
@@ -398,11 +334,7 @@ mod tests {
         let cancel = CancelToken::new();
         cancel.cancel();
         let input = json!({"path": "new.txt", "content": "x"});
-        assert!(
-            run("write_file", &ws, &input, &cancel)
-                .unwrap_err()
-                .contains("cancelled")
-        );
+        assert!(run("write_file", &ws, &input, &cancel).unwrap_err().contains("cancelled"));
         assert!(!ws.root().join("new.txt").exists());
     }
 }

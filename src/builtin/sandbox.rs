@@ -58,21 +58,13 @@ impl Workspace {
     /// through a dangling symlink, or cannot be resolved (e.g. a file used as a folder).
     pub fn resolve(&self, path: &str) -> Result<PathBuf, String> {
         if path.is_empty() {
-            return Err(
-                "path is empty: give a file path relative to the workspace root".to_string(),
-            );
+            return Err("path is empty: give a file path relative to the workspace root".to_string());
         }
         if path.contains('\0') {
-            return Err(format!(
-                "path {path:?} contains a NUL byte, which no file name may hold"
-            ));
+            return Err(format!("path {path:?} contains a NUL byte, which no file name may hold"));
         }
         let given = Path::new(path);
-        let candidate = if given.is_absolute() {
-            given.to_path_buf()
-        } else {
-            self.root.join(given)
-        };
+        let candidate = if given.is_absolute() { given.to_path_buf() } else { self.root.join(given) };
         let parts: Vec<Component<'_>> = candidate.components().collect();
 
         // Longest existing prefix: the first component is `/`, which always exists, so this ends.
@@ -109,10 +101,8 @@ impl Workspace {
                 Component::Normal(name) => rest.push(name),
                 Component::CurDir => {}
                 Component::ParentDir => {
-                    let missing = rest
-                        .first()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_else(|| "..".to_string());
+                    let missing =
+                        rest.first().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "..".to_string());
                     return Err(format!(
                         "path '{path}' uses '..' after '{missing}', which does not exist (write the path \
                          without '..')"
@@ -142,9 +132,7 @@ impl Workspace {
                  workspace root)"
             ))
         } else {
-            Err(format!(
-                "path '{path}' is outside the workspace {root} (paths must stay inside the workspace root)"
-            ))
+            Err(format!("path '{path}' is outside the workspace {root} (paths must stay inside the workspace root)"))
         }
     }
 
@@ -189,8 +177,7 @@ pub(crate) mod tests {
         pub(crate) fn new() -> TempDir {
             static COUNTER: AtomicUsize = AtomicUsize::new(0);
             let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-            let path = std::env::temp_dir()
-                .join(format!("tooloop-builtin-test-{}-{n}", std::process::id()));
+            let path = std::env::temp_dir().join(format!("tooloop-builtin-test-{}-{n}", std::process::id()));
             let _ = fs::remove_dir_all(&path);
             fs::create_dir_all(&path).unwrap();
             TempDir(path)
@@ -221,14 +208,8 @@ pub(crate) mod tests {
     #[test]
     fn relative_path_joins_the_root() {
         let (_tmp, ws) = setup();
-        assert_eq!(
-            ws.resolve("sub/inside.txt").unwrap(),
-            ws.root().join("sub/inside.txt")
-        );
-        assert_eq!(
-            ws.resolve("new/deep/file.txt").unwrap(),
-            ws.root().join("new/deep/file.txt")
-        );
+        assert_eq!(ws.resolve("sub/inside.txt").unwrap(), ws.root().join("sub/inside.txt"));
+        assert_eq!(ws.resolve("new/deep/file.txt").unwrap(), ws.root().join("new/deep/file.txt"));
         assert_eq!(ws.resolve(".").unwrap(), ws.root());
     }
 
@@ -237,10 +218,7 @@ pub(crate) mod tests {
         let (_tmp, ws) = setup();
         let err = ws.resolve("../outside/secret.txt").unwrap_err();
         assert!(err.contains("outside the workspace"), "{err}");
-        assert!(
-            err.contains("paths must stay inside the workspace root"),
-            "{err}"
-        );
+        assert!(err.contains("paths must stay inside the workspace root"), "{err}");
         let err = ws.resolve("sub/../../outside/new.txt").unwrap_err();
         assert!(err.contains("outside the workspace"), "{err}");
         assert!(ws.resolve("..").is_err());
@@ -249,14 +227,8 @@ pub(crate) mod tests {
     #[test]
     fn dot_dot_that_stays_inside_is_allowed() {
         let (_tmp, ws) = setup();
-        assert_eq!(
-            ws.resolve("sub/../sub/inside.txt").unwrap(),
-            ws.root().join("sub/inside.txt")
-        );
-        assert_eq!(
-            ws.resolve("sub/../created.txt").unwrap(),
-            ws.root().join("created.txt")
-        );
+        assert_eq!(ws.resolve("sub/../sub/inside.txt").unwrap(), ws.root().join("sub/inside.txt"));
+        assert_eq!(ws.resolve("sub/../created.txt").unwrap(), ws.root().join("created.txt"));
     }
 
     #[test]
@@ -270,10 +242,7 @@ pub(crate) mod tests {
     fn absolute_path_outside_is_refused() {
         let (tmp, ws) = setup();
         let err = ws.resolve("/etc/passwd").unwrap_err();
-        assert!(
-            err.contains("absolute paths are allowed only inside"),
-            "{err}"
-        );
+        assert!(err.contains("absolute paths are allowed only inside"), "{err}");
         let secret = tmp.path().join("outside/secret.txt");
         assert!(ws.resolve(secret.to_str().unwrap()).is_err());
     }
@@ -290,11 +259,7 @@ pub(crate) mod tests {
     #[test]
     fn symlinked_file_leading_out_is_refused() {
         let (tmp, ws) = setup();
-        symlink(
-            tmp.path().join("outside/secret.txt"),
-            ws.root().join("link.txt"),
-        )
-        .unwrap();
+        symlink(tmp.path().join("outside/secret.txt"), ws.root().join("link.txt")).unwrap();
         let err = ws.resolve("link.txt").unwrap_err();
         assert!(err.contains("resolves through a symlink to"), "{err}");
         assert!(err.contains("secret.txt"), "{err}");
@@ -320,24 +285,14 @@ pub(crate) mod tests {
     fn symlink_staying_inside_is_allowed() {
         let (_tmp, ws) = setup();
         symlink(ws.root().join("sub"), ws.root().join("alias")).unwrap();
-        assert_eq!(
-            ws.resolve("alias/inside.txt").unwrap(),
-            ws.root().join("sub/inside.txt")
-        );
-        assert_eq!(
-            ws.resolve("alias/new.txt").unwrap(),
-            ws.root().join("sub/new.txt")
-        );
+        assert_eq!(ws.resolve("alias/inside.txt").unwrap(), ws.root().join("sub/inside.txt"));
+        assert_eq!(ws.resolve("alias/new.txt").unwrap(), ws.root().join("sub/new.txt"));
     }
 
     #[test]
     fn dangling_symlink_is_refused() {
         let (tmp, ws) = setup();
-        symlink(
-            tmp.path().join("outside/not-yet"),
-            ws.root().join("dangling"),
-        )
-        .unwrap();
+        symlink(tmp.path().join("outside/not-yet"), ws.root().join("dangling")).unwrap();
         let err = ws.resolve("dangling").unwrap_err();
         assert!(err.contains("dangling"), "{err}");
         assert!(ws.resolve("dangling/x.txt").is_err());
@@ -357,10 +312,7 @@ pub(crate) mod tests {
         let ws = Workspace::new(tmp.path().join("ws-link")).unwrap();
         assert_eq!(ws.root(), fs::canonicalize(tmp.path().join("ws")).unwrap());
         let via_link = tmp.path().join("ws-link/sub/inside.txt");
-        assert_eq!(
-            ws.resolve(via_link.to_str().unwrap()).unwrap(),
-            ws.root().join("sub/inside.txt")
-        );
+        assert_eq!(ws.resolve(via_link.to_str().unwrap()).unwrap(), ws.root().join("sub/inside.txt"));
     }
 
     #[test]

@@ -122,7 +122,10 @@ impl AnthropicProvider {
         if !is_sse {
             let body = resp.read_all().map_err(|e| body_error(e, MessageResponse::default(), false))?;
             let raw: Value = serde_json::from_slice(&body).map_err(|e| Error::InvalidResponse {
-                message: format!("response is not JSON ({e}): {}", String::from_utf8_lossy(&body[..body.len().min(200)])),
+                message: format!(
+                    "response is not JSON ({e}): {}",
+                    String::from_utf8_lossy(&body[..body.len().min(200)])
+                ),
                 request_id: request_id.clone(),
             })?;
             let message: MessageResponse = serde_json::from_value(raw.clone()).map_err(|e| Error::InvalidResponse {
@@ -134,7 +137,7 @@ impl AnthropicProvider {
         let mut acc = MessageAccumulator::new();
         let mut decoder = SseDecoder::new();
         let mut events = Vec::new();
-                loop {
+        loop {
             let chunk = match resp.next_chunk() {
                 Ok(c) => c,
                 Err(e) => return Err(body_error(e, acc.snapshot(), *emitted)),
@@ -317,7 +320,13 @@ impl MessageAccumulator {
         Ok(())
     }
 
-    fn apply_delta(&mut self, index: usize, pos: usize, delta: &Value, on_event: &mut dyn FnMut(StreamEvent)) -> Result<()> {
+    fn apply_delta(
+        &mut self,
+        index: usize,
+        pos: usize,
+        delta: &Value,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<()> {
         let s = |k: &str| delta.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         let dtype = delta.get("type").and_then(Value::as_str).unwrap_or("");
         let block = &mut self.message.content[pos];

@@ -139,7 +139,10 @@ impl Provider for ScriptedProvider {
                 Ok(Response { message, raw, request_id: None })
             }
             Some(ScriptStep::Fail(e)) => Err(e),
-            None => Err(Error::InvalidResponse { message: "the scripted provider has no response left".into(), request_id: None }),
+            None => Err(Error::InvalidResponse {
+                message: "the scripted provider has no response left".into(),
+                request_id: None,
+            }),
         }
     }
 }

@@ -197,7 +197,9 @@ pub(crate) fn attempt(e: Error, emitted: bool) -> crate::http::Attempt {
     use crate::http::Attempt;
     let transient = match &e {
         Error::Connection { .. } | Error::Timeout { .. } => true,
-        Error::Api(a) => matches!(a.kind, ApiErrorKind::Overloaded | ApiErrorKind::RateLimit | ApiErrorKind::InternalServer),
+        Error::Api(a) => {
+            matches!(a.kind, ApiErrorKind::Overloaded | ApiErrorKind::RateLimit | ApiErrorKind::InternalServer)
+        }
         _ => false,
     };
     if transient && !emitted { Attempt::Retry(e) } else { Attempt::Fail(e) }
@@ -206,16 +208,16 @@ pub(crate) fn attempt(e: Error, emitted: bool) -> crate::http::Attempt {
 /// Turn a body read failure into the right error: before any event reached the caller a broken body is a
 /// `Connection` error (which [`attempt`] lets the HTTP layer retry); after, it is a `StreamInterrupted`
 /// carrying the partial message. Timeouts and cancels keep the partial when one exists.
-pub(crate) fn body_error(
-    e: crate::http::BodyError,
-    partial: MessageResponse,
-    emitted: bool,
-) -> Error {
+pub(crate) fn body_error(e: crate::http::BodyError, partial: MessageResponse, emitted: bool) -> Error {
     use crate::http::BodyError;
     match e {
         BodyError::Cancelled => Error::Cancelled { partial: Some(Box::new(partial)) },
-        BodyError::Timeout(phase, after) => Error::Timeout { phase, after, partial: emitted.then(|| Box::new(partial)) },
-        BodyError::Broken(message) if emitted => Error::StreamInterrupted { message, partial: Box::new(partial), api: None },
+        BodyError::Timeout(phase, after) => {
+            Error::Timeout { phase, after, partial: emitted.then(|| Box::new(partial)) }
+        }
+        BodyError::Broken(message) if emitted => {
+            Error::StreamInterrupted { message, partial: Box::new(partial), api: None }
+        }
         BodyError::Broken(message) => Error::Connection { message },
     }
 }

@@ -50,11 +50,9 @@ pub fn render_request(request: &Request) -> Value {
     if let Some(system) = &request.system {
         let text = match system {
             Value::String(s) => s.clone(),
-            Value::Array(blocks) => blocks
-                .iter()
-                .filter_map(|b| b.get("text").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join("\n"),
+            Value::Array(blocks) => {
+                blocks.iter().filter_map(|b| b.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n")
+            }
             other => other.to_string(),
         };
         messages.push(json!({"role": "system", "content": text}));
@@ -293,7 +291,8 @@ impl ChunkAccumulator {
     /// Apply one chunk (already parsed). A chunk carrying `error` ends the stream with that error.
     pub fn apply(&mut self, chunk: &Value, on_event: &mut dyn FnMut(StreamEvent)) -> std::result::Result<(), ApiError> {
         if let Some(err) = chunk.get("error") {
-            let error_type = err.get("type").or_else(|| err.get("code")).and_then(Value::as_str).unwrap_or("").to_string();
+            let error_type =
+                err.get("type").or_else(|| err.get("code")).and_then(Value::as_str).unwrap_or("").to_string();
             return Err(ApiError {
                 kind: ApiErrorKind::classify(200, &error_type),
                 status: 200,
@@ -484,7 +483,10 @@ impl OpenAiProvider {
         if !is_sse {
             let body = resp.read_all().map_err(|e| body_error(e, MessageResponse::default(), false))?;
             let raw: Value = serde_json::from_slice(&body).map_err(|e| {
-                invalid(format!("response is not JSON ({e}): {}", String::from_utf8_lossy(&body[..body.len().min(200)])))
+                invalid(format!(
+                    "response is not JSON ({e}): {}",
+                    String::from_utf8_lossy(&body[..body.len().min(200)])
+                ))
             })?;
             let message = parse_completion(&raw).map_err(invalid)?;
             return Ok(Response { message, raw, request_id });
@@ -492,7 +494,7 @@ impl OpenAiProvider {
         let mut acc = ChunkAccumulator::default();
         let mut decoder = SseDecoder::new();
         let mut events = Vec::new();
-                loop {
+        loop {
             let chunk = resp.next_chunk().map_err(|e| body_error(e, acc.snapshot(), *emitted))?;
             let finished = chunk.is_none();
             match chunk {
@@ -537,7 +539,10 @@ impl OpenAiProvider {
                     });
                 }
                 *emitted = true;
-                on_event(StreamEvent::Raw { event: ev.event.clone().unwrap_or_else(|| "message".into()), data: parsed });
+                on_event(StreamEvent::Raw {
+                    event: ev.event.clone().unwrap_or_else(|| "message".into()),
+                    data: parsed,
+                });
             }
             // Servers that omit [DONE] still end the body; a finish_reason means the turn is whole.
             if acc.done || (finished && acc.finish_reason.is_some()) {
@@ -578,7 +583,8 @@ mod tests {
 
     #[test]
     fn max_completion_tokens_in_extra_replaces_max_tokens() {
-        let mut req = Request { model: "o3".into(), max_tokens: 100, messages: vec![Message::user("hi")], ..Default::default() };
+        let mut req =
+            Request { model: "o3".into(), max_tokens: 100, messages: vec![Message::user("hi")], ..Default::default() };
         assert_eq!(render_request(&req)["max_tokens"], json!(100));
         req.extra.insert("max_completion_tokens".into(), json!(4000));
         let body = render_request(&req);

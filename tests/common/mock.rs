@@ -54,10 +54,7 @@ impl MockServer {
             // The server prints nothing after this line, so the pipe can be dropped with the reader.
             let _ = BufReader::new(stdout).read_line(&mut line);
         }
-        match line
-            .strip_prefix("PORT ")
-            .and_then(|p| p.trim().parse::<u16>().ok())
-        {
+        match line.strip_prefix("PORT ").and_then(|p| p.trim().parse::<u16>().ok()) {
             Some(port) => MockServer { child, port },
             None => {
                 reap(&mut child);
@@ -100,18 +97,12 @@ impl MockServer {
         );
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap_or_else(|e| fail(&e));
         let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-        stream
-            .write_all(request.as_bytes())
-            .unwrap_or_else(|e| fail(&e));
+        stream.write_all(request.as_bytes()).unwrap_or_else(|e| fail(&e));
         // HTTP/1.0 without keep-alive: the server closes after the response, so read to EOF.
         let mut response = Vec::new();
-        stream
-            .read_to_end(&mut response)
-            .unwrap_or_else(|e| fail(&e));
+        stream.read_to_end(&mut response).unwrap_or_else(|e| fail(&e));
         let text = String::from_utf8_lossy(&response);
-        let (head, body) = text
-            .split_once("\r\n\r\n")
-            .unwrap_or_else(|| fail(&"no end of headers"));
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| fail(&"no end of headers"));
         if head.split(' ').nth(1) != Some("200") {
             fail(&format!("{head} {body}"));
         }
@@ -128,8 +119,7 @@ impl Drop for MockServer {
 /// The scenario `tests/scenarios/<name>.json`.
 pub fn scenario(name: &str) -> Value {
     let path = repo_file(&format!("tests/scenarios/{name}.json"));
-    let text =
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("mock: {}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("mock: {}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("mock: {}: {e}", path.display()))
 }
 

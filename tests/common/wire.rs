@@ -11,12 +11,22 @@ use tooloop::{CancelToken, Request};
 
 /// Default timeouts with a fast back-off, so retry paths cost milliseconds.
 pub fn fast_http() -> HttpConfig {
-    HttpConfig { initial_backoff: Duration::from_millis(10), max_backoff: Duration::from_millis(50), ..HttpConfig::default() }
+    HttpConfig {
+        initial_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_millis(50),
+        ..HttpConfig::default()
+    }
 }
 
 /// A config for `protocol` at `base_url` with the test key `sk-test`.
 pub fn provider_config(protocol: Protocol, base_url: String, http: HttpConfig) -> ProviderConfig {
-    ProviderConfig { protocol, api_key: Some(Secret::new("sk-test")), base_url: Some(base_url), headers: Vec::new(), http }
+    ProviderConfig {
+        protocol,
+        api_key: Some(Secret::new("sk-test")),
+        base_url: Some(base_url),
+        headers: Vec::new(),
+        http,
+    }
 }
 
 /// Send `req`, collecting every event.

@@ -97,10 +97,7 @@ pub(crate) fn parse(json: &str, host: bool) -> FfiResult<Parsed> {
     };
     for key in map.keys() {
         if !KEYS.contains(&key.as_str()) {
-            return Err(Failure::invalid(format!(
-                "unknown config key \"{key}\" (known keys: {})",
-                KEYS.join(", ")
-            )));
+            return Err(Failure::invalid(format!("unknown config key \"{key}\" (known keys: {})", KEYS.join(", "))));
         }
     }
     let get = |k: &str| map.get(k).filter(|v| !v.is_null());
@@ -134,9 +131,7 @@ pub(crate) fn parse(json: &str, host: bool) -> FfiResult<Parsed> {
         Some(v) => agent.model = string("model", v)?,
         None if backend == Backend::Host => agent.model = "host".into(),
         None => {
-            return Err(Failure::invalid(
-                "config key \"model\" is required, e.g. {\"model\": \"claude-sonnet-4-6\"}",
-            ));
+            return Err(Failure::invalid("config key \"model\" is required, e.g. {\"model\": \"claude-sonnet-4-6\"}"));
         }
     }
     if let Some(v) = get("system") {
@@ -175,7 +170,8 @@ pub(crate) fn parse(json: &str, host: bool) -> FfiResult<Parsed> {
         };
     }
     if let Some(v) = get("temperature") {
-        agent.temperature = Some(v.as_f64().filter(|t| t.is_finite()).ok_or_else(|| bad("temperature", "a number", v))?);
+        agent.temperature =
+            Some(v.as_f64().filter(|t| t.is_finite()).ok_or_else(|| bad("temperature", "a number", v))?);
     }
     if let Some(v) = get("stop_sequences") {
         let items: Option<Vec<String>> =
@@ -229,7 +225,8 @@ pub(crate) fn parse(json: &str, host: bool) -> FfiResult<Parsed> {
         Some(Value::Bool(true)) => Some(Vec::new()),
         Some(Value::Array(items)) => {
             let names: Option<Vec<String>> = items.iter().map(|i| i.as_str().map(str::to_string)).collect();
-            let names = names.ok_or_else(|| bad("builtin_tools", "true, false or an array of tool names", &json!(items)))?;
+            let names =
+                names.ok_or_else(|| bad("builtin_tools", "true, false or an array of tool names", &json!(items)))?;
             if names.is_empty() { None } else { Some(names) }
         }
         Some(v) => return Err(bad("builtin_tools", "true, false or an array of tool names", v)),
@@ -290,8 +287,12 @@ mod tests {
         assert_eq!(p.agent.tool_choice, Some(json!({"type": "any"})));
         assert_eq!(p.provider.headers, vec![("anthropic-beta".to_string(), "b1".to_string())]);
         assert_eq!(p.agent.extra.get("metadata"), Some(&json!({"user_id": "u"})));
-        for bad_cfg in [r#"{"model":"m","headers":{"x":1}}"#, r#"{"model":"m","max_turns_policy":"maybe"}"#,
-                        r#"{"model":"m","stop_sequences":"END"}"#, r#"{"model":"m","extra":[1]}"#] {
+        for bad_cfg in [
+            r#"{"model":"m","headers":{"x":1}}"#,
+            r#"{"model":"m","max_turns_policy":"maybe"}"#,
+            r#"{"model":"m","stop_sequences":"END"}"#,
+            r#"{"model":"m","extra":[1]}"#,
+        ] {
             assert_eq!(parse(bad_cfg, false).unwrap_err().status, TOOLOOP_INVALID_ARGUMENT, "{bad_cfg}");
         }
     }

@@ -31,13 +31,13 @@ use tooloop::provider::FnProvider;
 use tooloop::tools::ToolHandler;
 use tooloop::types::ToolUseBlock;
 use tooloop::{
-    Agent, ApiErrorKind, CancelToken, Error, Event, MessageResponse, Permission, PermissionHook, Provider,
-    Request, Session, Tool, ToolContext, ToolError, ToolOutput,
+    Agent, ApiErrorKind, CancelToken, Error, Event, MessageResponse, Permission, PermissionHook, Provider, Request,
+    Session, Tool, ToolContext, ToolError, ToolOutput,
 };
 
 use crate::ffi::{
-    Failure, FfiResult, UserData, boundary, boundary_void, c_string_lossy, handle, handle_mut, last_error_ptr,
-    out_arg, owned_string, str_arg, write_out,
+    Failure, FfiResult, UserData, boundary, boundary_void, c_string_lossy, handle, handle_mut, last_error_ptr, out_arg,
+    owned_string, str_arg, write_out,
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -221,8 +221,9 @@ pub type tooloop_free_fn = Option<unsafe extern "C" fn(userdata: *mut c_void)>;
 /// Threads: called on the thread that called `tooloop_agent_run` / `tooloop_agent_resume`, one call at a
 /// time. It may call `tooloop_agent_cancel` and the `*_json` readers of its agent, but not run, reset or
 /// free it. A C++ callback must not let an exception escape.
-pub type tooloop_tool_fn =
-    Option<unsafe extern "C" fn(userdata: *mut c_void, input_json: *const c_char, result: *mut tooloop_tool_result) -> i32>;
+pub type tooloop_tool_fn = Option<
+    unsafe extern "C" fn(userdata: *mut c_void, input_json: *const c_char, result: *mut tooloop_tool_result) -> i32,
+>;
 
 /// Decides, before each tool call of a run, whether the call may run (see `tooloop_agent_set_permission`).
 ///
@@ -264,7 +265,11 @@ pub type tooloop_event_fn = Option<unsafe extern "C" fn(userdata: *mut c_void, e
 /// Threads: called on the thread that called `tooloop_agent_run` / `tooloop_agent_resume`, one call at a
 /// time. Same rules as `tooloop_tool_fn`.
 pub type tooloop_model_fn = Option<
-    unsafe extern "C" fn(userdata: *mut c_void, request_json: *const c_char, response: *mut tooloop_model_response) -> i32,
+    unsafe extern "C" fn(
+        userdata: *mut c_void,
+        request_json: *const c_char,
+        response: *mut tooloop_model_response,
+    ) -> i32,
 >;
 
 // ---------------------------------------------------------------------------------------------------------
@@ -565,7 +570,8 @@ pub extern "C" fn tooloop_agent_new_with_model(
         let parsed = config::parse(str_arg(config_json, "config_json")?, true)?;
         let failure = Arc::new(Mutex::new(None));
         let host = HostModel { f, userdata, failure: failure.clone() };
-        let provider: Arc<dyn Provider> = Arc::new(FnProvider::new(move |req: &Request, cancel: &CancelToken| host.call(req, cancel)));
+        let provider: Arc<dyn Provider> =
+            Arc::new(FnProvider::new(move |req: &Request, cancel: &CancelToken| host.call(req, cancel)));
         let agent = build_agent(provider, parsed, failure)?;
         write_out(out, Box::into_raw(Box::new(agent)));
         Ok(())
@@ -980,7 +986,6 @@ pub extern "C" fn tooloop_agent_save_session(agent: *const tooloop_agent, path: 
     })
 }
 
-
 /// Clear the conversation (tools and configuration stay). An attached session file records the reset:
 /// loading it later gives the conversation after the reset.
 ///
@@ -1007,7 +1012,10 @@ pub extern "C" fn tooloop_agent_reset(agent: *mut tooloop_agent) -> tooloop_stat
 /// Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `result` or `text`), `TOOLOOP_INVALID_UTF8`,
 /// `TOOLOOP_PANIC`. Threads: only inside the tool callback that received `result`.
 #[unsafe(no_mangle)]
-pub extern "C" fn tooloop_tool_result_set_text(result: *mut tooloop_tool_result, text: *const c_char) -> tooloop_status {
+pub extern "C" fn tooloop_tool_result_set_text(
+    result: *mut tooloop_tool_result,
+    text: *const c_char,
+) -> tooloop_status {
     boundary("tooloop_tool_result_set_text", || set_outcome(result, text, "text", true))
 }
 
@@ -1089,7 +1097,9 @@ fn parse_model_message(json: &str) -> FfiResult<MessageResponse> {
     let v: Value = serde_json::from_str(json)
         .map_err(|e| Failure::new(TOOLOOP_INVALID_JSON, format!("json is not valid JSON: {e}")))?;
     let Value::Object(obj) = &v else {
-        return Err(Failure::invalid("json must be a Messages API message object, e.g. {\"role\": \"assistant\", \"content\": [{\"type\": \"text\", \"text\": \"Hi\"}], \"stop_reason\": \"end_turn\"}"));
+        return Err(Failure::invalid(
+            "json must be a Messages API message object, e.g. {\"role\": \"assistant\", \"content\": [{\"type\": \"text\", \"text\": \"Hi\"}], \"stop_reason\": \"end_turn\"}",
+        ));
     };
     match obj.get("content") {
         Some(Value::Array(blocks)) => {
@@ -1182,7 +1192,11 @@ pub extern "C" fn tooloop_model_response_is_cancelled(response: *const tooloop_m
 /// `TOOLOOP_INVALID_UTF8`, `TOOLOOP_INVALID_JSON` (`json` does not parse), `TOOLOOP_PANIC`.
 /// Threads: any.
 #[unsafe(no_mangle)]
-pub extern "C" fn tooloop_json_get(json: *const c_char, pointer: *const c_char, out: *mut *mut c_char) -> tooloop_status {
+pub extern "C" fn tooloop_json_get(
+    json: *const c_char,
+    pointer: *const c_char,
+    out: *mut *mut c_char,
+) -> tooloop_status {
     boundary("tooloop_json_get", || {
         out_arg(out, "out")?;
         let text = str_arg(json, "json")?;

@@ -17,8 +17,8 @@ use tooloop::provider::FnProvider;
 use tooloop::tools::{ToolContext, ToolError, ToolOutput};
 use tooloop::types::ToolUseBlock;
 use tooloop::{
-    Agent, AgentConfig, CancelToken, ContentBlock, Error, MessageResponse, Permission, Protocol, Provider, ProviderConfig, Request,
-    Tool,
+    Agent, AgentConfig, CancelToken, ContentBlock, Error, MessageResponse, Permission, Protocol, Provider,
+    ProviderConfig, Request, Tool,
 };
 
 use crate::convert::{from_py, to_py};
@@ -33,6 +33,7 @@ fn secs(s: f64, what: &str, py: Python<'_>) -> PyResult<Duration> {
 }
 
 /// A provider from `"anthropic"`, `"openai"` or a Python callable `model(request: dict) -> dict`.
+#[allow(clippy::too_many_arguments)] // replaced by the core options type (issue 10)
 pub fn build_provider(
     py: Python<'_>,
     provider: &Bound<'_, PyAny>,
@@ -261,7 +262,8 @@ impl PyAgent {
         let agent: Weak<Agent> = Arc::downgrade(&self.core);
         self.core.set_permission(Some(Arc::new(move |call: &ToolUseBlock| {
             Python::attach(|py| {
-                let answer = to_py(py, &call.input).and_then(|input| check.bind(py).call1((&call.id, &call.name, input)));
+                let answer =
+                    to_py(py, &call.input).and_then(|input| check.bind(py).call1((&call.id, &call.name, input)));
                 match answer {
                     Ok(a) if a.is_none() => Permission::Allow,
                     Ok(a) => Permission::Deny(match a.cast::<PyString>() {

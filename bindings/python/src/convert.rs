@@ -71,9 +71,9 @@ fn convert(obj: &Bound<'_, PyAny>, path: &str, depth: usize) -> PyResult<Value> 
     }
     if let Ok(f) = obj.cast::<PyFloat>() {
         let x = f.value();
-        return Number::from_f64(x)
-            .map(Value::Number)
-            .ok_or_else(|| PyValueError::new_err(format!("{path}: {x} is not a finite number (JSON has no NaN or infinity)")));
+        return Number::from_f64(x).map(Value::Number).ok_or_else(|| {
+            PyValueError::new_err(format!("{path}: {x} is not a finite number (JSON has no NaN or infinity)"))
+        });
     }
     if let Ok(d) = obj.cast::<PyDict>() {
         let mut map = Map::new();
