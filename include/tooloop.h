@@ -376,6 +376,18 @@ typedef void (*tooloop_event_fn)(void *userdata, const tooloop_event *event);
  */
 #define TOOLOOP_EVENT_TURN_END 8
 
+/**
+ * The runaway guard answered a tool call instead of running it: the model repeated the same call with the
+ * same input too many times in a row (with `"stopped": true` the run then ends with stop_reason
+ * `"repetition"`). json: `{"type":"repetition","id":"...","name":"...","count":3,"stopped":false}`.
+ */
+#define TOOLOOP_EVENT_REPETITION 9
+
+/**
+ * An event of a kind without its own code in this version; its json's `"type"` names it.
+ */
+#define TOOLOOP_EVENT_OTHER 99
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -437,8 +449,14 @@ void tooloop_string_free(char *s);
  * - `"temperature"`, `"stop_sequences"` (array of strings), `"tool_choice"` (object): request options.
  * - `"headers"`: extra HTTP headers on every request, e.g. `{"anthropic-beta": "..."}`.
  * - `"extra"`: other request body fields, passed through unchanged.
+ * - `"tool_concurrency"`: most parallel-safe tools run at once in one turn (default 4).
+ * - `"repeat_guard"`: the runaway guard, `{"warn_after": 3, "stop_after": 2}` (default) or `false`: the
+ *   `warn_after`-th identical call in a row is answered with an error instead of run, and after
+ *   `stop_after` more the run ends with stop_reason `"repetition"`.
  *
- * An unknown key is an error (a typo must not pass silently).
+ * The keys, defaults and checks are the core's `AgentOptions`, shared with the Python `Agent(...)`.
+ * An unknown key is an error (a typo must not pass silently); so is a value that cannot work (a base URL
+ * that does not parse, a header with a line break, a negative or absurd number).
  *
  * On success `*out` receives the agent, which the caller owns and frees with `tooloop_agent_free`. On
  * failure `*out` is left unchanged.

@@ -5,6 +5,7 @@
 //! conversation that [`Agent::resume`] continues without re-running tools that already ran; every
 //! `tool_use` gets exactly one result — one that was cut off, denied, interrupted or never started says so.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -56,6 +57,55 @@ pub struct AgentConfig {
     pub extra: Map<String, Value>,
     /// Most parallel-safe tools run at once within one turn. Default 4.
     pub tool_concurrency: usize,
+    /// The runaway guard (`None`: off). Default on, see [`RepeatGuard`].
+    pub repeat_guard: Option<RepeatGuard>,
+}
+
+/// The runaway guard: a model that makes the same tool call (same name, same input) again and again in a
+/// row is told so instead of having the call run again, and is stopped if it keeps on.
+///
+/// Calls are counted per model turn: the `warn_after`-th turn in a row making the identical call does not
+/// have it run: its `is_error` result tells the model it repeated
+/// itself and that, if the task is done, it should answer without a tool. Identical calls go on being
+/// refused; after `stop_after` more of them the run ends normally with [`StopReason::Repetition`]. A call
+/// with a different name or input in between starts the count again, so legitimate repeated calls with
+/// different inputs are never touched. The count is per run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RepeatGuard {
+    /// Identical calls in a row before the guard answers instead of the tool (default 3, at least 2).
+    pub warn_after: u32,
+    /// Further refused repeats before the run is stopped (default 2).
+    pub stop_after: u32,
+}
+
+impl Default for RepeatGuard {
+    fn default() -> Self {
+        RepeatGuard { warn_after: 3, stop_after: 2 }
+    }
+}
+
+/// Consecutive identical calls seen in this run, counted once per model turn (several identical calls in
+/// one turn are one parallel batch, not a loop).
+#[derive(Default)]
+struct Repeats {
+    last: Option<(String, String)>,
+    turn: u32,
+    count: u32,
+}
+
+impl Repeats {
+    /// Count `call`, made in model turn `turn`; returns how many turns in a row made it.
+    fn see(&mut self, call: &ToolUseBlock, turn: u32) -> u32 {
+        let key = (call.name.clone(), call.input.to_string());
+        if self.last.as_ref() != Some(&key) {
+            self.last = Some(key);
+            self.count = 1;
+        } else if self.turn != turn {
+            self.count += 1;
+        }
+        self.turn = turn;
+        self.count
+    }
 }
 
 impl Default for AgentConfig {
@@ -73,6 +123,7 @@ impl Default for AgentConfig {
             stop_sequences: Vec::new(),
             extra: Map::new(),
             tool_concurrency: 4,
+            repeat_guard: Some(RepeatGuard::default()),
         }
     }
 }
@@ -89,8 +140,9 @@ pub enum Permission {
 /// Decides, before each tool call, whether it may run.
 pub type PermissionHook = Arc<dyn Fn(&ToolUseBlock) -> Permission + Send + Sync>;
 
-/// What a run reports as it goes. Serializes to `{"type": "...", ...}`.
+/// What a run reports as it goes. Serializes to `{"type": "...", ...}`. New kinds may be added.
 #[derive(Clone, Debug, PartialEq, Serialize)]
+#[non_exhaustive]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     /// A model request is about to go out.
@@ -145,6 +197,17 @@ pub enum Event {
         /// The run so far.
         run: Usage,
     },
+    /// The runaway guard answered a call instead of the tool (`stopped`: and ended the run).
+    Repetition {
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// Identical calls in a row, this one included.
+        count: u32,
+        /// Whether the run stops here.
+        stopped: bool,
+    },
     /// A model turn ended.
     TurnEnd {
         /// Turn number.
@@ -192,6 +255,21 @@ pub struct RunResult {
     pub message: Option<MessageResponse>,
 }
 
+/// What attaching a session file found (see [`Agent::session_info`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SessionInfo {
+    /// The session file.
+    pub path: std::path::PathBuf,
+    /// Entries loaded into the conversation.
+    pub entries: usize,
+    /// A torn last line that was cut off: (1-based line number, its byte length).
+    pub torn_tail: Option<(usize, usize)>,
+    /// Lines that did not parse and were skipped: (1-based line number, why).
+    pub skipped: Vec<(usize, String)>,
+    /// Whether the file was created by this open.
+    pub created: bool,
+}
+
 /// The agent: conversation + provider + tools + policy.
 ///
 /// # Threads and cloning
@@ -204,6 +282,7 @@ pub struct Agent {
     conversation: Conversation,
     config: Mutex<AgentConfig>,
     session: Mutex<Option<Session>>,
+    session_info: Mutex<Option<SessionInfo>>,
     permission: Mutex<Option<PermissionHook>>,
     current: Mutex<Option<CancelToken>>,
     running: Mutex<()>,
@@ -222,12 +301,16 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Agent {
     /// An agent with an empty conversation and no tools.
     pub fn new(provider: Arc<dyn Provider>, config: AgentConfig) -> Self {
+        let tools = ToolRegistry::new();
+        // The keys this agent sends never come back to the model through a tool result (`cat .env`).
+        tools.add_secrets(provider.secrets().iter().map(|s| s.expose().to_string()));
         Agent {
             provider,
-            tools: ToolRegistry::new(),
+            tools,
             conversation: Conversation::new(),
             config: Mutex::new(config),
             session: Mutex::new(None),
+            session_info: Mutex::new(None),
             permission: Mutex::new(None),
             current: Mutex::new(None),
             running: Mutex::new(()),
@@ -274,11 +357,23 @@ impl Agent {
         for e in &report.entries {
             self.conversation.push(e.clone());
         }
+        *lock(&self.session_info) = Some(SessionInfo {
+            path: session.path().to_path_buf(),
+            entries: report.entries.len(),
+            torn_tail: report.torn_tail,
+            skipped: report.skipped.clone(),
+            created: report.created,
+        });
         *lock(&self.session) = Some(session);
         self.answer_pending(
             "interrupted: the previous session ended before this tool call finished; it may or may not have run",
         )?;
         Ok(report)
+    }
+
+    /// The attached session file and what attaching it found (`None`: no session).
+    pub fn session_info(&self) -> Option<SessionInfo> {
+        lock(&self.session_info).clone()
     }
 
     /// Usage summed over the whole conversation.
@@ -408,6 +503,7 @@ impl Agent {
             max_turns_reached: false,
             message: None,
         };
+        let mut repeats = Repeats::default();
         loop {
             if cancel.is_cancelled() {
                 return Err(Error::Cancelled { partial: None });
@@ -433,7 +529,7 @@ impl Agent {
             run.turns += 1;
             let turn = run.turns;
             on_event(&Event::TurnStart { turn });
-            let message = self.model_turn(turn, &cancel, &mut run.usage, on_event)?;
+            let (message, bad_inputs) = self.model_turn(turn, &cancel, &mut run.usage, on_event)?;
             run.text = message.text();
             run.stop_reason = message.stop_reason.clone();
             run.message = Some(message.clone());
@@ -456,7 +552,10 @@ impl Agent {
                 }
                 Some(StopReason::PauseTurn) if calls.is_empty() => continue,
                 _ if !calls.is_empty() => {
-                    self.run_tools(&calls, &cancel, &mut run, on_event)?;
+                    if self.run_tools(&calls, &bad_inputs, &mut repeats, &cancel, &mut run, on_event)? {
+                        run.stop_reason = Some(StopReason::Repetition);
+                        return Ok(run);
+                    }
                 }
                 _ => return Ok(run),
             }
@@ -464,13 +563,15 @@ impl Agent {
     }
 
     /// One request/response. The assistant entry exists while streaming; it ends complete or error.
+    /// Returns the message with every tool input an object (what the API view holds and sends), and the
+    /// inputs that were not, by call id, so those calls are answered with an error instead of being run.
     fn model_turn(
         &self,
         turn: u32,
         cancel: &CancelToken,
         run_usage: &mut Usage,
         on_event: &mut dyn FnMut(&Event),
-    ) -> Result<MessageResponse> {
+    ) -> Result<(MessageResponse, HashMap<String, Value>)> {
         let request = self.request();
         let mut entry = Entry::new(EntryRole::Assistant, Vec::new());
         entry.status = EntryStatus::Streaming;
@@ -511,7 +612,8 @@ impl Agent {
                     // whether `stream` is on or off.
                     crate::provider::host::emit_message_events(&resp.message, &mut send_event);
                 }
-                let m = resp.message;
+                let mut m = resp.message;
+                let bad_inputs = object_inputs(&mut m.content);
                 self.conversation.update(&id, |e| {
                     e.content = m.content.clone();
                     e.status = EntryStatus::Complete;
@@ -531,7 +633,7 @@ impl Agent {
                 self.persist(&id)?;
                 run_usage.add(&m.usage);
                 on_event(&Event::TurnEnd { turn, stop_reason: m.stop_reason.clone(), usage: m.usage.clone() });
-                Ok(m)
+                Ok((m, bad_inputs))
             }
             Err(err) => {
                 let partial = err.partial().cloned();
@@ -541,6 +643,7 @@ impl Agent {
                     e.error = Some(err.to_string());
                     if let Some(p) = &partial {
                         e.content = p.content.clone();
+                        object_inputs(&mut e.content);
                         e.usage = Some(p.usage.clone());
                     }
                 });
@@ -562,15 +665,22 @@ impl Agent {
         Ok(())
     }
 
+    /// Run one turn's calls. Returns `true` when the runaway guard stops the run.
     fn run_tools(
         &self,
         calls: &[ToolUseBlock],
+        bad_inputs: &HashMap<String, Value>,
+        repeats: &mut Repeats,
         cancel: &CancelToken,
         run: &mut RunResult,
         on_event: &mut dyn FnMut(&Event),
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let permission = lock(&self.permission).clone();
-        let concurrency = lock(&self.config).tool_concurrency.max(1);
+        let (concurrency, guard) = {
+            let c = lock(&self.config);
+            (c.tool_concurrency.max(1), c.repeat_guard)
+        };
+        let mut stop = false;
         let mut i = 0;
         let mut fatal: Option<(String, String)> = None;
         while i < calls.len() {
@@ -589,8 +699,22 @@ impl Agent {
                 // Every call the model made is announced, also one that is then refused or not run, so a
                 // host sees a tool_use before each tool_result.
                 on_event(&Event::ToolUse { id: call.id.clone(), name: call.name.clone(), input: call.input.clone() });
+                let count = repeats.see(call, run.turns);
                 if let Some((tool, _)) = &fatal {
                     outcomes[k] = Some(CallOutcome::error(format!("not run: tool '{tool}' aborted the run first")));
+                } else if stop {
+                    outcomes[k] = Some(CallOutcome::error("not run: the run was stopped for repeating the same call"));
+                } else if let Some(raw) = bad_inputs.get(&call.id) {
+                    outcomes[k] = Some(CallOutcome::error(bad_input_message(raw)));
+                } else if let Some(g) = guard.filter(|g| count >= g.warn_after) {
+                    stop = count >= g.warn_after.saturating_add(g.stop_after);
+                    on_event(&Event::Repetition { id: call.id.clone(), name: call.name.clone(), count, stopped: stop });
+                    outcomes[k] = Some(CallOutcome::error(format!(
+                        "not run: same call and same input as the previous {} calls to {}, which already ran. If the \
+                         task is done, answer without calling a tool; otherwise change the input or try another way.",
+                        count - 1,
+                        call.name
+                    )));
                 } else if cancel.is_cancelled() {
                     outcomes[k] =
                         Some(CallOutcome::error("interrupted: the run was cancelled before this tool call ran"));
@@ -651,6 +775,37 @@ impl Agent {
         if cancel.is_cancelled() {
             return Err(Error::Cancelled { partial: None });
         }
-        Ok(())
+        Ok(stop)
     }
+}
+
+/// Make every `tool_use` input an object, in place, so the stored turn, the API view and the request are
+/// the same bytes (the Messages API takes only objects; weak models send `[1, 2]`, and OpenAI `arguments`
+/// may not parse). Returns the inputs replaced, by call id.
+fn object_inputs(content: &mut [ContentBlock]) -> HashMap<String, Value> {
+    let mut bad = HashMap::new();
+    for block in content {
+        if let ContentBlock::ToolUse(t) = block {
+            if !t.input.is_object() {
+                bad.insert(t.id.clone(), std::mem::replace(&mut t.input, Value::Object(Map::new())));
+            }
+        }
+    }
+    bad
+}
+
+fn bad_input_message(raw: &Value) -> String {
+    let shown = match raw {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let mut end = shown.len().min(200);
+    while !shown.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "not run: the tool input must be a JSON object with the parameters as keys, got {}{}",
+        &shown[..end],
+        if end < shown.len() { "…" } else { "" }
+    )
 }

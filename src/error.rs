@@ -161,6 +161,15 @@ pub enum Error {
     },
     /// A configuration or argument problem (missing API key, bad tool name, invalid schema, busy agent).
     Config(String),
+    /// An option given to build an agent ([`crate::options::AgentOptions`]: a Python keyword argument, a C
+    /// config key) is unknown or has a value that cannot work; `key` names it (empty when the options as a
+    /// whole are not an object). Raised at creation, before any request.
+    InvalidOption {
+        /// The option's name.
+        key: String,
+        /// What is wrong and what is expected.
+        message: String,
+    },
     /// Reading or writing a session file failed.
     Io {
         /// What was being done.
@@ -183,6 +192,7 @@ impl Error {
             Error::ToolAborted { .. } => "tool_aborted",
             Error::InvalidResponse { .. } => "invalid_response",
             Error::Config(_) => "config",
+            Error::InvalidOption { .. } => "invalid_option",
             Error::Io { .. } => "io",
         }
     }
@@ -257,6 +267,8 @@ impl fmt::Display for Error {
                 Ok(())
             }
             Error::Config(m) => write!(f, "configuration error: {m}"),
+            Error::InvalidOption { key, message } if key.is_empty() => write!(f, "invalid options: {message}"),
+            Error::InvalidOption { key, message } => write!(f, "invalid option {key}: {message}"),
             Error::Io { context, source } => write!(f, "{context}: {source}"),
         }
     }

@@ -8,6 +8,7 @@
 //! - [`conversation`]: the store of entries and the always-valid API view.
 //! - [`tools`]: the registry of tools and their handlers.
 //! - [`agent`]: the loop.
+//! - [`options`]: every option of an agent, with its default and checks, shared by every door.
 //! - [`session`]: append-only JSONL persistence, crash-tolerant load, resume.
 //! - [`builtin`]: coding tools (bash, read_file, write_file, edit_file) confined to a workspace.
 //!
@@ -26,6 +27,7 @@ pub mod cancel;
 pub mod conversation;
 pub mod error;
 pub mod http;
+pub mod options;
 pub mod pricing;
 pub mod provider;
 pub mod session;
@@ -33,10 +35,14 @@ pub mod sse;
 pub mod tools;
 pub mod types;
 
-pub use agent::{Agent, AgentConfig, Event, MaxTurnsPolicy, Permission, PermissionHook, RunResult, ToolCallRecord};
+pub use agent::{
+    Agent, AgentConfig, Event, MaxTurnsPolicy, Permission, PermissionHook, RepeatGuard, RunResult, SessionInfo,
+    ToolCallRecord,
+};
 pub use cancel::CancelToken;
 pub use conversation::{Conversation, Entry, EntryRole, EntryStatus};
 pub use error::{ApiError, ApiErrorKind, Error, Result};
+pub use options::AgentOptions;
 pub use provider::{Protocol, Provider, ProviderConfig, Response, StreamEvent};
 pub use session::{LoadReport, Session};
 pub use tools::{Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};

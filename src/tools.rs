@@ -177,7 +177,16 @@ impl CallOutcome {
 pub struct ToolRegistry {
     tools: Arc<RwLock<Vec<Tool>>>,
     max_output_bytes: Arc<std::sync::atomic::AtomicUsize>,
+    /// Values replaced by `[redacted]` in every result; held in memory only, never logged or written.
+    secrets: Arc<RwLock<Vec<String>>>,
 }
+
+/// What a secret value is replaced with in tool results.
+pub const REDACTED: &str = "[redacted]";
+
+/// Secrets shorter than this are not redacted: a value such as `1` or `true` cannot be told apart from
+/// ordinary text, and replacing it everywhere would garble every result. Real keys are far longer.
+pub const MIN_SECRET_LEN: usize = 8;
 
 impl std::fmt::Debug for ToolRegistry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -196,6 +205,42 @@ impl ToolRegistry {
     /// Set the cap on a result's text size (bytes).
     pub fn set_max_output_bytes(&self, n: usize) {
         self.max_output_bytes.store(n.max(1), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Redact these values from every tool result from now on: each exact occurrence becomes
+    /// [`REDACTED`] before the result is stored, sent, written to the session or shown in an event. Values
+    /// shorter than [`MIN_SECRET_LEN`] are ignored. The values stay in memory only.
+    pub fn add_secrets(&self, values: impl IntoIterator<Item = String>) {
+        let mut secrets = self.secrets.write().unwrap_or_else(|e| e.into_inner());
+        for v in values {
+            if v.len() >= MIN_SECRET_LEN && !secrets.contains(&v) {
+                secrets.push(v);
+            }
+        }
+        // Longest first, so a secret that contains another is replaced whole.
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    }
+
+    /// `text` with every registered secret replaced by [`REDACTED`].
+    pub fn redact(&self, text: String) -> String {
+        let secrets = self.secrets.read().unwrap_or_else(|e| e.into_inner());
+        redact_with(&secrets, text)
+    }
+
+    fn redact_output(&self, out: ToolOutput) -> ToolOutput {
+        let secrets = self.secrets.read().unwrap_or_else(|e| e.into_inner());
+        if secrets.is_empty() {
+            return out;
+        }
+        match out {
+            ToolOutput::Text(t) => ToolOutput::Text(redact_with(&secrets, t)),
+            ToolOutput::Blocks(mut blocks) => {
+                for b in &mut blocks {
+                    redact_json(&secrets, b);
+                }
+                ToolOutput::Blocks(blocks)
+            }
+        }
     }
 
     /// Add a tool. A duplicate name is an error (the old tool stays).
@@ -275,7 +320,12 @@ impl ToolRegistry {
             ));
         }
         let ctx = ToolContext { tool_use_id: &call.id, tool_name: &call.name, cancel };
-        let result = catch_unwind(AssertUnwindSafe(|| tool.handler.call(&call.input, &ctx)));
+        let result = catch_unwind(AssertUnwindSafe(|| tool.handler.call(&call.input, &ctx))).map(|r| match r {
+            // Secrets go before the size cap: a cut must never leave part of one behind.
+            Ok(out) => Ok(self.redact_output(out)),
+            Err(ToolError::Respond(m)) => Err(ToolError::Respond(self.redact(m))),
+            Err(ToolError::Fatal(m)) => Err(ToolError::Fatal(self.redact(m))),
+        });
         let duration = started.elapsed();
         let max = self.max_output_bytes.load(std::sync::atomic::Ordering::Relaxed);
         let mut out = match result {
@@ -301,6 +351,7 @@ impl ToolRegistry {
                     .map(|s| s.to_string())
                     .or_else(|| panic.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "unknown panic".to_string());
+                let what = self.redact(what);
                 CallOutcome::error(format!(
                     "Tool '{}' crashed (panic: {what}). Try different input or another approach.",
                     call.name
@@ -309,6 +360,26 @@ impl ToolRegistry {
         };
         out.duration = duration;
         out
+    }
+}
+
+fn redact_with(secrets: &[String], mut text: String) -> String {
+    for s in secrets {
+        if text.contains(s.as_str()) {
+            text = text.replace(s.as_str(), REDACTED);
+        }
+    }
+    text
+}
+
+fn redact_json(secrets: &[String], v: &mut Value) {
+    match v {
+        Value::String(s) if secrets.iter().any(|x| s.contains(x.as_str())) => {
+            *s = redact_with(secrets, std::mem::take(s));
+        }
+        Value::Array(items) => items.iter_mut().for_each(|i| redact_json(secrets, i)),
+        Value::Object(map) => map.values_mut().for_each(|i| redact_json(secrets, i)),
+        _ => {}
     }
 }
 

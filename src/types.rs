@@ -249,6 +249,9 @@ pub enum StopReason {
     Refusal,
     /// The context window is full.
     ModelContextWindowExceeded,
+    /// Not from the API: the loop's runaway guard stopped the run because the model kept repeating the same
+    /// tool call (see `agent::RepeatGuard`).
+    Repetition,
     /// A value this version does not know, kept verbatim.
     Other(String),
 }
@@ -264,6 +267,7 @@ impl StopReason {
             StopReason::PauseTurn => "pause_turn",
             StopReason::Refusal => "refusal",
             StopReason::ModelContextWindowExceeded => "model_context_window_exceeded",
+            StopReason::Repetition => "repetition",
             StopReason::Other(s) => s,
         }
     }
@@ -278,6 +282,7 @@ impl StopReason {
             "pause_turn" => StopReason::PauseTurn,
             "refusal" => StopReason::Refusal,
             "model_context_window_exceeded" => StopReason::ModelContextWindowExceeded,
+            "repetition" => StopReason::Repetition,
             other => StopReason::Other(other.to_string()),
         }
     }

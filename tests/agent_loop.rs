@@ -19,8 +19,8 @@ use tooloop::provider::host::reply;
 use tooloop::provider::{FnProvider, ScriptedProvider, Secret};
 use tooloop::types::ToolUseBlock;
 use tooloop::{
-    Agent, AgentConfig, ContentBlock, EntryRole, EntryStatus, Error, Event, MaxTurnsPolicy, Message, MessageResponse,
-    Permission, Protocol, ProviderConfig, Role, StopReason, Tool, ToolContext, ToolError, ToolOutput, Usage,
+    Agent, AgentConfig, ContentBlock, EntryRole, EntryStatus, Error, Event, MaxTurnsPolicy, Message, Permission,
+    Protocol, ProviderConfig, Role, StopReason, Tool, ToolContext, ToolError, ToolOutput, Usage,
 };
 
 #[path = "common/agent.rs"]
@@ -712,7 +712,7 @@ fn a_host_model_error_or_malformed_reply_fails_the_run_and_keeps_the_conversatio
     let k = n.clone();
     let provider =
         FnProvider::new(move |_: &tooloop::Request, _: &tooloop::CancelToken| match k.fetch_add(1, Ordering::SeqCst) {
-            0 => Ok(MessageResponse { content: vec![ContentBlock::text("no stop reason")], ..Default::default() }),
+            0 => Err(Error::InvalidResponse { message: "the host backend sent garbage".into(), request_id: None }),
             1 => Err(Error::Connection { message: "the host backend is down".into() }),
             _ => Ok(reply(vec![ContentBlock::text("back")], StopReason::EndTurn)),
         });
@@ -1017,7 +1017,7 @@ fn the_loop_runs_over_the_openai_protocol_with_one_tool_message_per_result_in_ca
 }
 
 #[test]
-fn invalid_openai_arguments_become_an_error_result_and_go_back_as_written() {
+fn invalid_openai_arguments_become_an_error_result_and_go_back_as_stored() {
     let mock = MockServer::start(&scenario("openai_bad_arguments"));
     let agent = openai(&mock, true);
     let calls = Arc::new(AtomicUsize::new(0));
@@ -1026,7 +1026,10 @@ fn invalid_openai_arguments_become_an_error_result_and_go_back_as_written() {
     assert_eq!(result.text, "Sorry, my tool call was malformed. Paris is currently 18 °C.");
     assert_eq!(calls.load(Ordering::SeqCst), 0);
     let msgs = mock.requests()[1]["body"]["messages"].clone();
-    assert_eq!(msgs[1]["tool_calls"][0]["function"]["arguments"], "{\"city\": \"Par");
-    assert!(msgs[2]["content"].as_str().unwrap().contains("not a valid JSON object"), "{}", msgs[2]);
+    // What was stored is what goes back: `{}` in place of the arguments that never parsed (the error result
+    // quotes them for the model).
+    assert_eq!(msgs[1]["tool_calls"][0]["function"]["arguments"], "{}");
+    let result = msgs[2]["content"].as_str().unwrap();
+    assert!(result.contains("must be a JSON object") && result.contains("{\"city\": \"Par"), "{}", msgs[2]);
     assert_valid_view(&agent.messages());
 }

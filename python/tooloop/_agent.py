@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 
 from . import _tooloop
 from ._tools import Tool, as_tool, tool as _make_tool
-from .errors import ConfigError, InvalidResponseError
+from .errors import ConfigError
 from .events import DoneEvent, Event, RunResult, ToolCall, Usage, _event_from
 
 __all__ = ["Agent", "AgentStream", "ModelFn", "PermissionFn", "DEFAULT_MODEL"]
@@ -26,63 +26,13 @@ PermissionFn = Callable[[ToolCall], Union[bool, str]]
 #: User input: text, or a list of content blocks (text, image, ...).
 Input = Union[str, List[Dict[str, Any]]]
 
-STOP_REASONS = (
-    "end_turn",
-    "tool_use",
-    "max_tokens",
-    "stop_sequence",
-    "pause_turn",
-    "refusal",
-    "model_context_window_exceeded",
-)
-
 _DEFAULT_DENIAL = "The user did not allow this tool call."
 
 
-def _check_reply(reply: Any) -> Dict[str, Any]:
-    """Validate what a Python model returned; a clear InvalidResponseError names what is wrong."""
-    if not isinstance(reply, dict):
-        raise InvalidResponseError(
-            f"the model callable must return a dict (an Anthropic message with 'content' and 'stop_reason'), "
-            f"got {type(reply).__name__}: {reply!r:.200}"
-        )
-    if "content" not in reply:
-        raise InvalidResponseError(
-            f"the model callable's reply has no 'content' (a list of content blocks); keys: {sorted(reply)}"
-        )
-    content = reply["content"]
-    if isinstance(content, str):
-        content = [{"type": "text", "text": content}]
-    if not isinstance(content, list):
-        raise InvalidResponseError(
-            f"the model callable's reply 'content' must be a list of content blocks, got {type(content).__name__}"
-        )
-    for i, block in enumerate(content):
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            raise InvalidResponseError(
-                f"the model callable's reply content[{i}] must be a dict with a 'type' string, got {block!r:.200}"
-            )
-    stop = reply.get("stop_reason")
-    if stop is None:
-        # A fake brain rarely cares: infer what the API would have said.
-        stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
-    elif stop not in STOP_REASONS:
-        raise InvalidResponseError(
-            f"the model callable's reply has an unknown stop_reason {stop!r}; expected one of {', '.join(STOP_REASONS)}"
-        )
-    out = dict(reply)
-    out["content"] = content
-    out["stop_reason"] = stop
-    out.setdefault("type", "message")
-    out.setdefault("role", "assistant")
-    return out
-
-
 def _model_adapter(model: ModelFn) -> Callable[[Dict[str, Any]], Dict[str, Any]]:
-    def call(request: Dict[str, Any]) -> Dict[str, Any]:
-        return _check_reply(model(request))
-
-    return call
+    """The callable the core calls: the model itself (its reply is checked by the core, the same rules as a C
+    host model's)."""
+    return model
 
 
 def _permission_adapter(check: PermissionFn) -> Callable[[str, str, Any], Optional[str]]:
@@ -100,20 +50,6 @@ def _permission_adapter(check: PermissionFn) -> Callable[[str, str, Any], Option
         )
 
     return call
-
-
-def _thinking(thinking: Union[int, Dict[str, Any], None]) -> Optional[Dict[str, Any]]:
-    if thinking is None:
-        return None
-    if isinstance(thinking, bool):
-        raise ConfigError("thinking takes a token budget (e.g. 2048) or a dict such as {'type': 'adaptive'}, not a bool")
-    if isinstance(thinking, int):
-        if thinking < 1:
-            raise ConfigError(f"thinking budget must be a positive number of tokens, got {thinking}")
-        return {"type": "enabled", "budget_tokens": thinking}
-    if isinstance(thinking, dict):
-        return thinking
-    raise ConfigError(f"thinking must be an int budget, a dict or None, got {type(thinking).__name__}")
 
 
 _H = TypeVar("_H", bound="_RunHandle")
@@ -238,35 +174,33 @@ class Agent:
     ) -> None:
         if not isinstance(provider, str) and not callable(provider):
             raise ConfigError(f"provider must be 'anthropic', 'openai' or a callable, got {type(provider).__name__}")
-        if max_turns is not None and max_turns < 1:
-            raise ConfigError(f"max_turns must be at least 1 (or None for no cap), got {max_turns}")
         core_provider: Any = provider if isinstance(provider, str) else _model_adapter(provider)
+        # Every option is read and checked by the core (the same keys as the C config), so the doors agree.
         self._core = _tooloop._Agent(
             core_provider,
-            model=model,
-            system=system,
-            api_key=api_key,
-            base_url=base_url,
-            max_tokens=max_tokens,
-            max_turns=max_turns,
-            thinking=_thinking(thinking),
-            timeout=float(timeout),
-            max_retries=max_retries,
-            extra=extra,
-            headers=headers,
+            {
+                "model": model,
+                "system": system,
+                "api_key": api_key,
+                "base_url": base_url,
+                "max_tokens": max_tokens,
+                "max_turns": max_turns,
+                "thinking": thinking,
+                "timeout": timeout,
+                "max_retries": max_retries,
+                "extra": extra,
+                "headers": headers,
+                "builtin_tools": list(builtin_tools) if not isinstance(builtin_tools, bool) else builtin_tools,
+                "workspace": os.fspath(workspace) if workspace is not None else None,
+                "session": os.fspath(session) if session is not None else None,
+            },
         )
         self._tools: Dict[str, Tool] = {}
         for t in tools:
             self.add_tool(t)
-        if builtin_tools:
-            names: List[str] = [] if builtin_tools is True else [str(n) for n in builtin_tools]
-            root = os.fspath(workspace) if workspace is not None else os.getcwd()
-            self._core.register_builtins(root, names)
         self.session_path: Optional[str] = os.fspath(session) if session is not None else None
         #: What loading the session found: entries, torn_tail, skipped, created (None without a session).
-        self.session_report: Optional[Dict[str, Any]] = None
-        if session is not None:
-            self.session_report = self._core.attach_session(os.fspath(session))
+        self.session_report: Optional[Dict[str, Any]] = self._core.session_report()
         if permission is not None:
             self.set_permission(permission)
 

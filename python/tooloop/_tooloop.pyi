@@ -11,7 +11,7 @@ __all__ = ["_Agent", "_Client", "_Run", "estimate_cost_usd", "__version__"]
 
 __version__: str
 
-#: A Python model: request dict -> message dict (already validated by tooloop._agent).
+#: A Python model: request dict -> message dict (checked by the core).
 _ModelFn = Callable[[Dict[str, Any]], Dict[str, Any]]
 
 @final
@@ -29,22 +29,8 @@ class _Run:
 
 @final
 class _Agent:
-    def __new__(
-        cls,
-        provider: Union[str, _ModelFn],
-        *,
-        model: str,
-        system: Union[str, List[Dict[str, Any]], None] = None,
-        api_key: Optional[str] = None,
-        base_url: Optional[str] = None,
-        max_tokens: int = 8192,
-        max_turns: Optional[int] = ...,
-        thinking: Optional[Dict[str, Any]] = None,
-        timeout: float = 600.0,
-        max_retries: int = 2,
-        extra: Optional[Dict[str, Any]] = None,
-        headers: Optional[Dict[str, str]] = None,
-    ) -> _Agent: ...
+    def __new__(cls, provider: Union[str, _ModelFn], options: Dict[str, Any]) -> _Agent: ...
+    def session_report(self) -> Optional[Dict[str, Any]]: ...
     def register_tool(
         self,
         name: str,
@@ -56,8 +42,6 @@ class _Agent:
     def unregister_tool(self, name: str) -> bool: ...
     def tool_names(self) -> List[str]: ...
     def tool_specs(self) -> List[Dict[str, Any]]: ...
-    def register_builtins(self, workspace: Union[str, os.PathLike[str]], names: List[str]) -> None: ...
-    def attach_session(self, path: Union[str, os.PathLike[str]]) -> Dict[str, Any]: ...
     def set_permission(self, check: Optional[Callable[[str, str, Any], Optional[str]]] = None) -> None: ...
     def start(self, input: Union[str, List[Dict[str, Any]], None], stream: bool = False) -> _Run: ...
     def cancel(self) -> None: ...

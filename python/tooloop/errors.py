@@ -314,7 +314,7 @@ def _from_core(info: Dict[str, Any]) -> BaseException:
     elif kind == "io":
         exc = _new(SessionError, message)
         exc.errno = info.get("errno")
-    elif kind == "config":
+    elif kind in ("config", "invalid_option"):
         exc = _new(ConfigError, message)
     else:
         exc = _new(Error, message)

@@ -93,6 +93,10 @@ pub(crate) fn api_error_with_hint(status: u16, headers: &[(String, String)], bod
 }
 
 impl Provider for AnthropicProvider {
+    fn secrets(&self) -> Vec<Secret> {
+        self.api_key.iter().cloned().collect()
+    }
+
     fn name(&self) -> &str {
         "anthropic"
     }

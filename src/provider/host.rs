@@ -11,6 +11,7 @@ use super::{Provider, Response, StreamEvent};
 use crate::cancel::CancelToken;
 use crate::error::{Error, Result};
 use crate::types::{ContentBlock, MessageResponse, Request, StopReason};
+use serde_json::{Value, json};
 
 /// Emit the typed events a stream of `message` would have produced.
 pub fn emit_message_events(message: &MessageResponse, on_event: &mut dyn FnMut(StreamEvent)) {
@@ -28,18 +29,86 @@ pub fn emit_message_events(message: &MessageResponse, on_event: &mut dyn FnMut(S
     on_event(StreamEvent::Usage(message.usage.clone()));
 }
 
-/// Check a host-produced message: a stop reason must be present.
-fn validate(mut message: MessageResponse) -> Result<MessageResponse> {
-    if message.stop_reason.is_none() {
-        return Err(Error::InvalidResponse {
-            message: "the host model returned a message without stop_reason".into(),
-            request_id: None,
-        });
+/// The stop reasons a host model may give (the API's own).
+const STOP_REASONS: [&str; 7] =
+    ["end_turn", "tool_use", "max_tokens", "stop_sequence", "pause_turn", "refusal", "model_context_window_exceeded"];
+
+/// Check a host model's reply, given as JSON (a Python dict, a C host's JSON): the one set of rules for
+/// every door. It must be a Messages API message object: `content` a list of blocks each with a `type`
+/// (a plain string stands for one text block); `role` and `type`, when present, `assistant` and `message`;
+/// `stop_reason` one of the API's values, or absent — then inferred as the API would have said it
+/// (`tool_use` when the reply calls a tool, else `end_turn`). The error says what is wrong.
+pub fn check_reply(reply: Value) -> std::result::Result<MessageResponse, String> {
+    let shorten = |v: &Value| {
+        let s = v.to_string();
+        if s.len() <= 120 { s } else { format!("{}…", s.chars().take(120).collect::<String>()) }
+    };
+    let Value::Object(mut obj) = reply else {
+        return Err(format!(
+            "the reply must be an object (a Messages API message with \"content\" and \"stop_reason\"), got {}",
+            shorten(&reply)
+        ));
+    };
+    let content = match obj.remove("content") {
+        None => {
+            let keys: Vec<&String> = obj.keys().collect();
+            return Err(format!("the reply has no \"content\" (a list of content blocks); keys: {keys:?}"));
+        }
+        Some(Value::String(text)) => vec![json!({"type": "text", "text": text})],
+        Some(Value::Array(blocks)) => blocks,
+        Some(other) => {
+            return Err(format!("the reply's \"content\" must be a list of content blocks, got {}", shorten(&other)));
+        }
+    };
+    if let Some(i) = content.iter().position(|b| b.get("type").and_then(Value::as_str).is_none()) {
+        return Err(format!("content[{i}] must be an object with a \"type\" string, got {}", shorten(&content[i])));
     }
+    match obj.get("role") {
+        None | Some(Value::Null) => {}
+        Some(r) if r == "assistant" => {}
+        Some(_) => return Err("\"role\" must be \"assistant\"".into()),
+    }
+    match obj.get("type") {
+        None | Some(Value::Null) => {}
+        Some(t) if t == "message" => {}
+        Some(_) => return Err("\"type\" must be \"message\"".into()),
+    }
+    let stop = match obj.get("stop_reason") {
+        None | Some(Value::Null) => {
+            let calls = content.iter().any(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"));
+            if calls { "tool_use" } else { "end_turn" }.to_string()
+        }
+        Some(Value::String(s)) if STOP_REASONS.contains(&s.as_str()) => s.clone(),
+        Some(Value::String(s)) => {
+            return Err(format!("unknown stop_reason {s:?}; expected one of {}", STOP_REASONS.join(", ")));
+        }
+        Some(other) => {
+            return Err(format!("\"stop_reason\" must be a string such as \"end_turn\", got {}", shorten(other)));
+        }
+    };
+    obj.insert("content".into(), Value::Array(content));
+    obj.insert("stop_reason".into(), Value::String(stop));
+    obj.entry("role").or_insert_with(|| json!("assistant"));
+    obj.entry("type").or_insert_with(|| json!("message"));
+    let message: MessageResponse =
+        serde_json::from_value(Value::Object(obj)).map_err(|e| format!("not a valid Messages API message: {e}"))?;
+    Ok(with_id(message))
+}
+
+fn with_id(mut message: MessageResponse) -> MessageResponse {
     if message.id.is_empty() {
         message.id = format!("msg_host_{}", crate::conversation::new_id());
     }
-    Ok(message)
+    message
+}
+
+/// A typed host message: a missing stop reason is inferred as [`check_reply`] does.
+fn validate(mut message: MessageResponse) -> Result<MessageResponse> {
+    if message.stop_reason.is_none() {
+        let calls = message.content.iter().any(|b| matches!(b, ContentBlock::ToolUse(_)));
+        message.stop_reason = Some(if calls { StopReason::ToolUse } else { StopReason::EndTurn });
+    }
+    Ok(with_id(message))
 }
 
 type ModelFn = dyn Fn(&Request, &CancelToken) -> Result<MessageResponse> + Send + Sync;
@@ -150,4 +219,39 @@ impl Provider for ScriptedProvider {
 /// Convenience for scripts: an assistant message from blocks and a stop reason.
 pub fn reply(content: Vec<ContentBlock>, stop: StopReason) -> MessageResponse {
     MessageResponse { content, stop_reason: Some(stop), model: "scripted".into(), ..Default::default() }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_without_stop_reason_gets_the_one_the_api_would_have_sent() {
+        let m = check_reply(json!({"content": "hi"})).unwrap();
+        assert_eq!((m.stop_reason.clone(), m.text()), (Some(StopReason::EndTurn), "hi".to_string()));
+        let m = check_reply(json!({"content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]})).unwrap();
+        assert_eq!(m.stop_reason, Some(StopReason::ToolUse));
+        assert!(m.id.starts_with("msg_host_"));
+        let typed = MessageResponse { content: vec![ContentBlock::text("x")], ..Default::default() };
+        assert_eq!(validate(typed).unwrap().stop_reason, Some(StopReason::EndTurn));
+    }
+
+    #[test]
+    fn every_rule_has_a_message_that_names_what_is_wrong() {
+        for (reply, expected) in [
+            (json!([1]), "must be an object"),
+            (json!(null), "must be an object"),
+            (json!({"stop_reason": "end_turn"}), "has no \"content\""),
+            (json!({"content": 42}), "\"content\" must be a list"),
+            (json!({"content": [{"text": "no type"}]}), "content[0] must be an object with a \"type\""),
+            (json!({"content": [], "stop_reason": "because"}), "unknown stop_reason \"because\""),
+            (json!({"content": [], "stop_reason": 5}), "\"stop_reason\" must be a string"),
+            (json!({"content": [], "role": "user"}), "\"role\" must be \"assistant\""),
+            (json!({"content": [], "type": "error"}), "\"type\" must be \"message\""),
+        ] {
+            let e = check_reply(reply.clone()).unwrap_err();
+            assert!(e.contains(expected), "{reply}: {e}");
+        }
+    }
 }

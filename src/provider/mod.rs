@@ -89,6 +89,12 @@ pub trait Provider: Send + Sync {
     /// Produce one assistant turn for `request`. Events go to `on_event` as they are decoded; the call
     /// returns when the turn is complete, failed, or `cancel` fired.
     fn send(&self, request: &Request, cancel: &CancelToken, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Response>;
+
+    /// The secret values this provider holds (its API key), so the agent can redact them from tool
+    /// results. None by default.
+    fn secrets(&self) -> Vec<Secret> {
+        Vec::new()
+    }
 }
 
 /// Which wire protocol a [`ProviderConfig`] speaks.
@@ -165,6 +171,10 @@ impl ProviderConfig {
         let api_key = self.api_key.clone().or_else(|| env(key_var).map(Secret::new));
         let base_url = self.base_url.clone().or_else(|| env(url_var)).unwrap_or_else(|| default_url.to_string());
         let base_url = base_url.trim_end_matches('/').to_string();
+        crate::options::check_base_url(&base_url).map_err(|m| Error::Config(format!("base URL {m}")))?;
+        for (name, value) in &self.headers {
+            crate::options::check_header(name, value).map_err(Error::Config)?;
+        }
         if api_key.is_none() && base_url == default_url {
             return Err(Error::Config(format!(
                 "no API key: set {key_var} (or pass api_key), or point base_url at a local server"

@@ -436,6 +436,10 @@ impl ChunkAccumulator {
 }
 
 impl Provider for OpenAiProvider {
+    fn secrets(&self) -> Vec<Secret> {
+        self.api_key.iter().cloned().collect()
+    }
+
     fn name(&self) -> &str {
         "openai"
     }

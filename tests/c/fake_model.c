@@ -53,9 +53,9 @@ static int32_t model(void *userdata, const char *request_json, tooloop_model_res
     case MODE_NOT_A_MESSAGE:
         /* A valid answer first, then a rejected one: the rejection wins (the last set counts). */
         CHECK_STATUS(tooloop_model_response_set_json(response, TOOL_TURN), TOOLOOP_OK);
-        CHECK_STATUS(tooloop_model_response_set_json(response, "{\"content\": [], \"role\": \"assistant\"}"),
+        CHECK_STATUS(tooloop_model_response_set_json(response, "{\"content\": [], \"stop_reason\": \"because\"}"),
                      TOOLOOP_INVALID_ARGUMENT);
-        CHECK_LAST_ERROR("stop_reason");
+        CHECK_LAST_ERROR("unknown stop_reason");
         CHECK_STATUS(tooloop_model_response_set_json(response, "[1, 2]"), TOOLOOP_INVALID_ARGUMENT);
         CHECK_STATUS(tooloop_model_response_set_json(
                          response, "{\"content\": [], \"stop_reason\": \"end_turn\", \"role\": \"user\"}"),
@@ -63,7 +63,7 @@ static int32_t model(void *userdata, const char *request_json, tooloop_model_res
         CHECK_LAST_ERROR("\"role\" must be \"assistant\"");
         CHECK_STATUS(tooloop_model_response_set_json(response, "{\"content\": [{\"text\": \"no type\"}], \"stop_reason\": \"end_turn\"}"),
                      TOOLOOP_INVALID_ARGUMENT);
-        CHECK_LAST_ERROR("content[0] must be an object with a \"type\"");
+        CHECK_LAST_ERROR("content[0] must be an object with a \"type\" string");
         return 0;
     case MODE_CANCEL:
         CHECK(!tooloop_model_response_is_cancelled(response));

@@ -75,12 +75,12 @@ def test_thinking_blocks_from_a_python_model_round_trip() -> None:
 
 
 @pytest.mark.parametrize("reply,expected", [
-    (["not", "a", "dict"], "must return a dict"),
-    (None, "must return a dict"),
-    ({"stop_reason": "end_turn"}, "has no 'content'"),
-    ({"content": 42, "stop_reason": "end_turn"}, "'content' must be a list"),
-    ({"content": [{"text": "no type"}]}, "content[0] must be a dict with a 'type'"),
-    ({"content": [], "stop_reason": "because"}, "unknown stop_reason 'because'"),
+    (["not", "a", "dict"], "must be an object"),
+    (None, "must be an object"),
+    ({"stop_reason": "end_turn"}, 'has no "content"'),
+    ({"content": 42, "stop_reason": "end_turn"}, '"content" must be a list'),
+    ({"content": [{"text": "no type"}]}, 'content[0] must be an object with a "type"'),
+    ({"content": [], "stop_reason": "because"}, 'unknown stop_reason "because"'),
     ({"content": [{"type": "text", "text": 5}], "stop_reason": "end_turn"}, "invalid text block"),
 ])
 def test_bad_replies_are_clear_errors(reply: Any, expected: str) -> None:

@@ -31,8 +31,8 @@ use tooloop::provider::FnProvider;
 use tooloop::tools::ToolHandler;
 use tooloop::types::ToolUseBlock;
 use tooloop::{
-    Agent, ApiErrorKind, CancelToken, Error, Event, MessageResponse, Permission, PermissionHook, Provider, Request,
-    Session, Tool, ToolContext, ToolError, ToolOutput,
+    Agent, AgentOptions, ApiErrorKind, CancelToken, Error, Event, MessageResponse, Permission, PermissionHook,
+    Provider, Request, Session, Tool, ToolContext, ToolError, ToolOutput,
 };
 
 use crate::ffi::{
@@ -143,6 +143,12 @@ pub const TOOLOOP_EVENT_TOOL_RESULT: tooloop_event_type = 6;
 pub const TOOLOOP_EVENT_USAGE: tooloop_event_type = 7;
 /// A model turn ended. json: `{"type":"turn_end","turn":1,"stop_reason":"tool_use","usage":{...}}`.
 pub const TOOLOOP_EVENT_TURN_END: tooloop_event_type = 8;
+/// The runaway guard answered a tool call instead of running it: the model repeated the same call with the
+/// same input too many times in a row (with `"stopped": true` the run then ends with stop_reason
+/// `"repetition"`). json: `{"type":"repetition","id":"...","name":"...","count":3,"stopped":false}`.
+pub const TOOLOOP_EVENT_REPETITION: tooloop_event_type = 9;
+/// An event of a kind without its own code in this version; its json's `"type"` names it.
+pub const TOOLOOP_EVENT_OTHER: tooloop_event_type = 99;
 
 // ---------------------------------------------------------------------------------------------------------
 // Types
@@ -161,8 +167,6 @@ pub struct tooloop_agent {
     /// A host model's own failure (non-zero return), which the core reports as an invalid response:
     /// kept here so the run returns TOOLOOP_MODEL_FAILED instead.
     model_failure: Arc<Mutex<Option<Failure>>>,
-    /// The session file this agent appends to, if any (saving onto it is then a no-op).
-    session_path: Mutex<Option<PathBuf>>,
     /// The host permission hook, also held by the core's hook closure. Kept here so that replacing or
     /// clearing it drops the host's userdata outside the core's lock (a destructor may call back into
     /// tooloop), on the thread that called set_permission.
@@ -391,6 +395,7 @@ fn core_failure(e: &Error) -> Failure {
         Error::ToolAborted { .. } => TOOLOOP_TOOL_ABORTED,
         Error::InvalidResponse { .. } => TOOLOOP_INVALID_RESPONSE,
         Error::Config(_) => TOOLOOP_CONFIG,
+        Error::InvalidOption { .. } => TOOLOOP_INVALID_ARGUMENT,
         Error::Io { .. } => TOOLOOP_IO,
         _ => TOOLOOP_ERROR,
     };
@@ -413,13 +418,7 @@ impl Drop for Busy<'_> {
 
 impl tooloop_agent {
     fn new(agent: Agent, model_failure: Arc<Mutex<Option<Failure>>>) -> Self {
-        tooloop_agent {
-            agent,
-            busy: AtomicBool::new(false),
-            model_failure,
-            session_path: Mutex::new(None),
-            permission: Mutex::new(None),
-        }
+        tooloop_agent { agent, busy: AtomicBool::new(false), model_failure, permission: Mutex::new(None) }
     }
 
     fn begin(&self) -> FfiResult<Busy<'_>> {
@@ -435,29 +434,21 @@ impl tooloop_agent {
     fn attach_session(&self, path: &Path) -> FfiResult<()> {
         let session = Session::open(path).map_err(|e| core_failure(&e))?;
         self.agent.attach_session(session).map_err(|e| core_failure(&e))?;
-        *lock(&self.session_path) = Some(path.to_path_buf());
         Ok(())
     }
 }
 
 fn build_agent(
-    provider: Arc<dyn Provider>,
-    parsed: config::Parsed,
+    provider: Option<Arc<dyn Provider>>,
+    options: AgentOptions,
     model_failure: Arc<Mutex<Option<Failure>>>,
 ) -> FfiResult<tooloop_agent> {
-    let agent = tooloop_agent::new(Agent::new(provider, parsed.agent), model_failure);
-    if let Some(names) = &parsed.builtin_tools {
-        let workspace = match parsed.workspace {
-            Some(w) => w,
-            None => std::env::current_dir()
-                .map_err(|e| Failure::new(TOOLOOP_CONFIG, format!("no workspace given and no current folder: {e}")))?,
-        };
-        agent.agent.tools().register_builtins(&workspace, names).map_err(|e| core_failure(&e))?;
+    let agent = match provider {
+        Some(p) => options.build_with(p),
+        None => options.build(),
     }
-    if let Some(path) = &parsed.session {
-        agent.attach_session(path)?;
-    }
-    Ok(agent)
+    .map_err(|e| core_failure(&e))?;
+    Ok(tooloop_agent::new(agent, model_failure))
 }
 
 /// Create an agent that talks to a model API (Anthropic Messages, or OpenAI-compatible Chat Completions).
@@ -481,8 +472,14 @@ fn build_agent(
 /// - `"temperature"`, `"stop_sequences"` (array of strings), `"tool_choice"` (object): request options.
 /// - `"headers"`: extra HTTP headers on every request, e.g. `{"anthropic-beta": "..."}`.
 /// - `"extra"`: other request body fields, passed through unchanged.
+/// - `"tool_concurrency"`: most parallel-safe tools run at once in one turn (default 4).
+/// - `"repeat_guard"`: the runaway guard, `{"warn_after": 3, "stop_after": 2}` (default) or `false`: the
+///   `warn_after`-th identical call in a row is answered with an error instead of run, and after
+///   `stop_after` more the run ends with stop_reason `"repetition"`.
 ///
-/// An unknown key is an error (a typo must not pass silently).
+/// The keys, defaults and checks are the core's `AgentOptions`, shared with the Python `Agent(...)`.
+/// An unknown key is an error (a typo must not pass silently); so is a value that cannot work (a base URL
+/// that does not parse, a header with a line break, a negative or absurd number).
 ///
 /// On success `*out` receives the agent, which the caller owns and frees with `tooloop_agent_free`. On
 /// failure `*out` is left unchanged.
@@ -495,9 +492,8 @@ fn build_agent(
 pub extern "C" fn tooloop_agent_new(config_json: *const c_char, out: *mut *mut tooloop_agent) -> tooloop_status {
     boundary("tooloop_agent_new", || {
         out_arg(out, "out")?;
-        let parsed = config::parse(str_arg(config_json, "config_json")?, false)?;
-        let provider = parsed.provider.build().map_err(|e| core_failure(&e))?;
-        let agent = build_agent(provider, parsed, Arc::new(Mutex::new(None)))?;
+        let options = config::parse(str_arg(config_json, "config_json")?, false)?;
+        let agent = build_agent(None, options, Arc::new(Mutex::new(None)))?;
         write_out(out, Box::into_raw(Box::new(agent)));
         Ok(())
     })
@@ -567,12 +563,12 @@ pub extern "C" fn tooloop_agent_new_with_model(
     boundary("tooloop_agent_new_with_model", move || {
         out_arg(out, "out")?;
         let f = model.ok_or_else(|| Failure::invalid("model is NULL"))?;
-        let parsed = config::parse(str_arg(config_json, "config_json")?, true)?;
+        let options = config::parse(str_arg(config_json, "config_json")?, true)?;
         let failure = Arc::new(Mutex::new(None));
         let host = HostModel { f, userdata, failure: failure.clone() };
         let provider: Arc<dyn Provider> =
             Arc::new(FnProvider::new(move |req: &Request, cancel: &CancelToken| host.call(req, cancel)));
-        let agent = build_agent(provider, parsed, failure)?;
+        let agent = build_agent(Some(provider), options, failure)?;
         write_out(out, Box::into_raw(Box::new(agent)));
         Ok(())
     })
@@ -770,6 +766,9 @@ impl EventSink {
             Event::ToolResult { .. } => (TOOLOOP_EVENT_TOOL_RESULT, None),
             Event::Usage { .. } => (TOOLOOP_EVENT_USAGE, None),
             Event::TurnEnd { .. } => (TOOLOOP_EVENT_TURN_END, None),
+            Event::Repetition { .. } => (TOOLOOP_EVENT_REPETITION, None),
+            // A kind this version of the C API has no code for yet: its JSON still says what it is.
+            _ => (TOOLOOP_EVENT_OTHER, None),
         };
         let json = serde_json::to_string(event).unwrap_or_else(|_| "{}".to_string());
         let json = c_string_lossy(&json);
@@ -973,8 +972,9 @@ pub extern "C" fn tooloop_agent_save_session(agent: *const tooloop_agent, path: 
         let a = handle(agent, "agent")?;
         let path = PathBuf::from(str_arg(path, "path")?);
         let _busy = a.begin()?;
-        if let Some(current) = lock(&a.session_path).as_ref() {
-            let same = match (std::fs::canonicalize(current), std::fs::canonicalize(&path)) {
+        // Saving onto the agent's own attached session file does nothing: that file is always current.
+        if let Some(current) = a.agent.session_info().map(|i| i.path) {
+            let same = match (std::fs::canonicalize(&current), std::fs::canonicalize(&path)) {
                 (Ok(x), Ok(y)) => x == y,
                 _ => false,
             };
@@ -1091,42 +1091,19 @@ pub extern "C" fn tooloop_tool_result_is_cancelled(result: *const tooloop_tool_r
     cancelled
 }
 
-/// Check a host model's answer: a Messages API message object with a `content` array of typed blocks and a
-/// `stop_reason`; `role` and `type`, when present, must be `assistant` and `message`.
+/// Check a host model's answer with the core's rules (`tooloop::provider::host::check_reply`), the same
+/// for every door.
 fn parse_model_message(json: &str) -> FfiResult<MessageResponse> {
     let v: Value = serde_json::from_str(json)
         .map_err(|e| Failure::new(TOOLOOP_INVALID_JSON, format!("json is not valid JSON: {e}")))?;
-    let Value::Object(obj) = &v else {
-        return Err(Failure::invalid(
-            "json must be a Messages API message object, e.g. {\"role\": \"assistant\", \"content\": [{\"type\": \"text\", \"text\": \"Hi\"}], \"stop_reason\": \"end_turn\"}",
-        ));
-    };
-    match obj.get("content") {
-        Some(Value::Array(blocks)) => {
-            if let Some(i) = blocks.iter().position(|b| b.get("type").and_then(Value::as_str).is_none()) {
-                return Err(Failure::invalid(format!("content[{i}] must be an object with a \"type\"")));
-            }
-        }
-        _ => return Err(Failure::invalid("json needs a \"content\" array of blocks")),
-    }
-    if !obj.get("stop_reason").is_some_and(Value::is_string) {
-        return Err(Failure::invalid(
-            "json needs a \"stop_reason\" string (\"end_turn\", or \"tool_use\" when it calls tools)",
-        ));
-    }
-    if obj.get("role").is_some_and(|r| r != "assistant") {
-        return Err(Failure::invalid("\"role\" must be \"assistant\""));
-    }
-    if obj.get("type").is_some_and(|t| t != "message") {
-        return Err(Failure::invalid("\"type\" must be \"message\""));
-    }
-    serde_json::from_value(v).map_err(|e| Failure::invalid(format!("json is not a valid Messages API message: {e}")))
+    tooloop::provider::host::check_reply(v).map_err(Failure::invalid)
 }
 
 /// Answer a host model call with `json`, an assistant message in the Anthropic Messages shape (copied and
 /// validated now): `{"content": [...blocks...], "stop_reason": "end_turn" | "tool_use" | ..., "usage":
 /// {"input_tokens": N, "output_tokens": N}}`; `id`, `model`, `role` ("assistant"), `type` ("message") and
-/// `usage` are optional. A `tool_use` block is `{"type": "tool_use", "id": "toolu_1", "name": "...",
+/// `usage` are optional, and so is `stop_reason` (then `"tool_use"` when a block calls a tool, else
+/// `"end_turn"`); `content` may also be a plain string (one text block). A `tool_use` block is `{"type": "tool_use", "id": "toolu_1", "name": "...",
 /// "input": {...}}`. A later set replaces an earlier one.
 ///
 /// If `json` is rejected, the response is marked invalid: unless a later set succeeds, the run fails with

@@ -5,35 +5,26 @@
 //! run's worker thread under `Python::attach`.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
 
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString, PyTuple};
-use serde_json::Value;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use serde_json::{Map, Value};
 use tooloop::provider::FnProvider;
 use tooloop::tools::{ToolContext, ToolError, ToolOutput};
 use tooloop::types::ToolUseBlock;
 use tooloop::{
-    Agent, AgentConfig, CancelToken, ContentBlock, Error, MessageResponse, Permission, Protocol, Provider,
-    ProviderConfig, Request, Tool,
+    Agent, AgentOptions, CancelToken, ContentBlock, Error, MessageResponse, Permission, Provider, Request, Tool,
 };
 
 use crate::convert::{from_py, to_py};
 use crate::errors::{config_error, to_pyerr};
 use crate::run::{ErrSlot, Run, lock, park};
 
-fn secs(s: f64, what: &str, py: Python<'_>) -> PyResult<Duration> {
-    if !(s.is_finite() && s > 0.0) {
-        return Err(config_error(py, format!("{what} must be a positive number of seconds, got {s}")));
-    }
-    Ok(Duration::from_secs_f64(s))
-}
-
-/// A provider from `"anthropic"`, `"openai"` or a Python callable `model(request: dict) -> dict`.
-#[allow(clippy::too_many_arguments)] // replaced by the core options type (issue 10)
+/// A provider from `"anthropic"`, `"openai"` or a Python callable `model(request: dict) -> dict`, for the
+/// raw `Client`: the network settings go through the core's options, so they are checked as for an Agent.
+#[allow(clippy::too_many_arguments)]
 pub fn build_provider(
     py: Python<'_>,
     provider: &Bound<'_, PyAny>,
@@ -45,20 +36,17 @@ pub fn build_provider(
     slot: &ErrSlot,
 ) -> PyResult<Arc<dyn Provider>> {
     if let Ok(name) = provider.cast::<PyString>() {
-        let protocol = Protocol::parse(&name.to_cow()?).map_err(|e| to_pyerr(py, &e))?;
-        let mut config = ProviderConfig::new(protocol);
-        config.api_key = api_key.map(tooloop::provider::Secret::new);
-        config.base_url = base_url;
-        let total = secs(timeout, "timeout", py)?;
-        config.http.total_timeout = total;
-        config.http.idle_timeout = config.http.idle_timeout.min(total);
-        config.http.connect_timeout = config.http.connect_timeout.min(total);
-        config.http.max_retries = max_retries;
-        // Sorted so requests are the same from run to run whatever the dict's hashing.
-        let mut headers: Vec<(String, String)> = headers.unwrap_or_default().into_iter().collect();
-        headers.sort();
-        config.headers = headers;
-        return config.build().map_err(|e| to_pyerr(py, &e));
+        let mut map = Map::new();
+        map.insert("provider".into(), Value::String(name.to_cow()?.into_owned()));
+        map.insert("api_key".into(), api_key.map_or(Value::Null, Value::String));
+        map.insert("base_url".into(), base_url.map_or(Value::Null, Value::String));
+        map.insert("timeout".into(), serde_json::Number::from_f64(timeout).map_or(Value::Null, Value::Number));
+        map.insert("max_retries".into(), Value::from(max_retries));
+        let headers: Map<String, Value> =
+            headers.unwrap_or_default().into_iter().map(|(k, v)| (k, Value::String(v))).collect();
+        map.insert("headers".into(), Value::Object(headers));
+        let options = AgentOptions::from_value(Value::Object(map)).map_err(|e| to_pyerr(py, &e))?;
+        return options.provider_config().build().map_err(|e| to_pyerr(py, &e));
     }
     if !provider.is_callable() {
         return Err(config_error(
@@ -66,9 +54,28 @@ pub fn build_provider(
             format!("provider must be \"anthropic\", \"openai\" or a callable, got {}", provider.get_type().name()?),
         ));
     }
-    let model = provider.clone().unbind();
+    Ok(host_provider(provider, slot))
+}
+
+fn host_provider(model: &Bound<'_, PyAny>, slot: &ErrSlot) -> Arc<dyn Provider> {
+    let model = model.clone().unbind();
     let slot = slot.clone();
-    Ok(Arc::new(FnProvider::new(move |request: &Request, _cancel| call_model(&model, request, &slot))))
+    Arc::new(FnProvider::new(move |request: &Request, _cancel| call_model(&model, request, &slot)))
+}
+
+/// Keyword arguments → the core's options: each value converted on its own, so an error names its key.
+fn options_from_kwargs(py: Python<'_>, kwargs: &Bound<'_, PyDict>) -> PyResult<Map<String, Value>> {
+    let mut map = Map::new();
+    for (k, v) in kwargs.iter() {
+        let key: String = k.extract()?;
+        let value = from_py(&v, &key).map_err(|e| {
+            // Never echo an API key, even one of the wrong type.
+            let detail = if key == "api_key" { "must be a string (value hidden)".to_string() } else { e.to_string() };
+            to_pyerr(py, &Error::InvalidOption { key: key.clone(), message: detail })
+        })?;
+        map.insert(key, value);
+    }
+    Ok(map)
 }
 
 /// Call the Python model. Its exceptions (including the validation errors `_agent.py` raises for a bad
@@ -77,19 +84,21 @@ fn call_model(model: &Py<PyAny>, request: &Request, slot: &ErrSlot) -> Result<Me
     Python::attach(|py| {
         let invalid = |message: String| Error::InvalidResponse { message, request_id: None };
         let body = serde_json::to_value(request).map_err(|e| invalid(format!("request not serializable: {e}")))?;
-        let reply = to_py(py, &body).and_then(|req| model.bind(py).call1((req,)));
-        let reply = match reply.and_then(|r| from_py(&r, "the model's reply")) {
-            Ok(v) => v,
+        let reply = match to_py(py, &body).and_then(|req| model.bind(py).call1((req,))) {
+            Ok(r) => r,
             Err(e) => {
                 let message = format!("the model callable raised: {e}");
                 park(slot, e);
                 return Err(invalid(message));
             }
         };
-        serde_json::from_value::<MessageResponse>(reply).map_err(|e| {
-            let message = format!("the model callable returned an invalid message: {e}");
-            park(slot, to_pyerr(py, &invalid(message.clone())));
-            invalid(message)
+        let checked = from_py(&reply, "the model callable's reply")
+            .map_err(|e| e.to_string())
+            .and_then(tooloop::provider::host::check_reply);
+        checked.map_err(|e| {
+            let e = invalid(format!("the model callable returned an invalid reply: {e}"));
+            park(slot, to_pyerr(py, &e));
+            e
         })
     })
 }
@@ -157,41 +166,50 @@ pub struct PyAgent {
 
 #[pymethods]
 impl PyAgent {
+    /// `provider`: a name (`"anthropic"`, `"openai"`) or a Python model callable; `options`: the keyword
+    /// arguments of `tooloop.Agent`, read by the core's `AgentOptions` (the C config's keys).
     #[new]
-    #[pyo3(signature = (provider, *, model, system=None, api_key=None, base_url=None, max_tokens=8192,
-        max_turns=Some(20), thinking=None, timeout=600.0, max_retries=2, extra=None, headers=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        provider: &Bound<'_, PyAny>,
-        model: String,
-        system: Option<&Bound<'_, PyAny>>,
-        api_key: Option<String>,
-        base_url: Option<String>,
-        max_tokens: u32,
-        max_turns: Option<u32>,
-        thinking: Option<&Bound<'_, PyAny>>,
-        timeout: f64,
-        max_retries: u32,
-        extra: Option<&Bound<'_, PyAny>>,
-        headers: Option<HashMap<String, String>>,
-    ) -> PyResult<Self> {
+    #[pyo3(signature = (provider, options))]
+    fn new(py: Python<'_>, provider: &Bound<'_, PyAny>, options: &Bound<'_, PyDict>) -> PyResult<Self> {
         let slot = ErrSlot::default();
-        let is_host = provider.cast::<PyString>().is_err();
-        let p = build_provider(py, provider, api_key, base_url, timeout, max_retries, headers, &slot)?;
-        let mut config = AgentConfig { model, max_tokens, max_turns, ..AgentConfig::default() };
-        config.system = system.map(|s| from_py(s, "system")).transpose()?;
-        config.thinking = thinking.map(|t| from_py(t, "thinking")).transpose()?;
-        // A Python model gets the whole reply at once: asking it to "stream" would only confuse it.
-        config.stream = !is_host;
-        if let Some(extra) = extra {
-            match from_py(extra, "extra")? {
-                Value::Object(m) => config.extra = m,
-                Value::Null => {}
-                other => return Err(config_error(py, format!("extra must be a dict, got {other}"))),
+        let mut map = options_from_kwargs(py, options)?;
+        let host = match provider.cast::<PyString>() {
+            Ok(name) => {
+                map.insert("provider".into(), Value::String(name.to_cow()?.into_owned()));
+                None
             }
-        }
-        Ok(PyAgent { core: Arc::new(Agent::new(p, config)), slot, latest: Mutex::new(None) })
+            Err(_) if provider.is_callable() => Some(host_provider(provider, &slot)),
+            Err(_) => {
+                return Err(config_error(
+                    py,
+                    format!(
+                        "provider must be \"anthropic\", \"openai\" or a callable, got {}",
+                        provider.get_type().name()?
+                    ),
+                ));
+            }
+        };
+        let options = AgentOptions::from_value(Value::Object(map)).map_err(|e| to_pyerr(py, &e))?;
+        // Building may open and read the session file: without the GIL.
+        let agent = py
+            .detach(move || match host {
+                Some(p) => options.build_with(p),
+                None => options.build(),
+            })
+            .map_err(|e| to_pyerr(py, &e))?;
+        Ok(PyAgent { core: Arc::new(agent), slot, latest: Mutex::new(None) })
+    }
+
+    /// What attaching the session file found: `{"entries", "torn_tail", "skipped", "created"}`, or None.
+    fn session_report(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let Some(info) = self.core.session_info() else { return Ok(py.None()) };
+        let v = serde_json::json!({
+            "entries": info.entries,
+            "torn_tail": info.torn_tail.map(|(line, len)| serde_json::json!({"line": line, "bytes": len})),
+            "skipped": info.skipped.iter().map(|(line, why)| serde_json::json!({"line": line, "reason": why})).collect::<Vec<_>>(),
+            "created": info.created,
+        });
+        Ok(to_py(py, &v)?.unbind())
     }
 
     /// Register a tool whose handler is `invoke(input: dict) -> (content, is_error)`.
@@ -226,26 +244,6 @@ impl PyAgent {
     /// The tool specs the model is offered (list of dicts).
     fn tool_specs(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let v = serde_json::to_value(self.core.tools().specs()).unwrap_or(Value::Null);
-        Ok(to_py(py, &v)?.unbind())
-    }
-
-    /// Register the built-in coding tools `names` (all when empty) confined to `workspace`.
-    fn register_builtins(&self, py: Python<'_>, workspace: PathBuf, names: Vec<String>) -> PyResult<()> {
-        self.core.tools().register_builtins(&workspace, &names).map_err(|e| to_pyerr(py, &e))
-    }
-
-    /// Open (or create) the JSONL session at `path`, load it, and append to it from now on.
-    fn attach_session(&self, py: Python<'_>, path: PathBuf) -> PyResult<Py<PyAny>> {
-        let core = self.core.clone();
-        let report = py
-            .detach(move || tooloop::Session::open(&path).and_then(|s| core.attach_session(s)))
-            .map_err(|e| to_pyerr(py, &e))?;
-        let v = serde_json::json!({
-            "entries": report.entries.len(),
-            "torn_tail": report.torn_tail.map(|(line, len)| serde_json::json!({"line": line, "bytes": len})),
-            "skipped": report.skipped.iter().map(|(line, why)| serde_json::json!({"line": line, "reason": why})).collect::<Vec<_>>(),
-            "created": report.created,
-        });
         Ok(to_py(py, &v)?.unbind())
     }
 

@@ -1,0 +1,796 @@
+//! Agent options: the one description of how to build an [`Agent`], shared by every door.
+//!
+//! The C binding parses its config JSON straight into [`AgentOptions`]; the Python binding turns its
+//! keyword arguments into the same JSON object; the `tooloop` command passes its flags through Python. So a
+//! key, its default and its checks are written once, here, and every door refuses the same bad values with
+//! the same message.
+//!
+//! Must never: accept a key it does not know (a typo such as `max_token` would otherwise pass silently),
+//! accept a value the first request would fail on (a base URL that does not parse, a header with a line
+//! break), or echo the API key in an error.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::de::{Deserializer, Error as _};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::agent::{Agent, AgentConfig, MaxTurnsPolicy, RepeatGuard};
+use crate::error::{Error, Result};
+use crate::provider::{Protocol, Provider, ProviderConfig, Secret};
+use crate::session::Session;
+
+/// Largest `max_tokens` accepted: far above any model's output limit, far below overflow.
+pub const MAX_TOKENS_LIMIT: u32 = 1 << 24;
+/// Longest `timeout` accepted, in seconds (one week): anything longer is a mistake, not a wish.
+pub const TIMEOUT_LIMIT_SECS: f64 = 7.0 * 24.0 * 3600.0;
+/// Most retries accepted.
+pub const MAX_RETRIES_LIMIT: u32 = 100;
+
+/// Which model backend an agent talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// A network API.
+    Network(Protocol),
+    /// A model function supplied by the host (Python callable, C callback, scripted provider).
+    #[default]
+    Host,
+}
+
+impl Backend {
+    /// `"anthropic"`, `"openai"` (or `"openai-compatible"`) or `"host"`.
+    pub fn parse(s: &str) -> Result<Self> {
+        if s == "host" {
+            return Ok(Backend::Host);
+        }
+        Protocol::parse(s)
+            .map(Backend::Network)
+            .map_err(|_| invalid("provider", format!("must be \"anthropic\", \"openai\" or \"host\", got {s:?}")))
+    }
+}
+
+/// Which built-in tools to register: none (`false`), all (`true`) or the named ones.
+#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize)]
+#[serde(untagged)]
+pub enum BuiltinTools {
+    /// None (the default).
+    #[default]
+    None,
+    /// All of them.
+    All,
+    /// These.
+    Named(Vec<String>),
+}
+
+impl BuiltinTools {
+    /// The names to register (`Some(empty)` means all), `None` for none.
+    pub fn names(&self) -> Option<Vec<String>> {
+        match self {
+            BuiltinTools::None => None,
+            BuiltinTools::All => Some(Vec::new()),
+            BuiltinTools::Named(n) if n.is_empty() => None,
+            BuiltinTools::Named(n) => Some(n.clone()),
+        }
+    }
+}
+
+/// Everything that configures an agent, with documented defaults. Build it from JSON
+/// ([`AgentOptions::from_json`]) or in Rust (`AgentOptions { model: Some(..), ..Default::default() }`),
+/// then [`AgentOptions::build`].
+///
+/// # Threads and cloning
+/// Plain data: `Clone + Send + Sync`. The API key inside is a [`Secret`] (never shown by Debug).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentOptions {
+    /// `"anthropic"` (default), `"openai"` (any OpenAI-compatible server) or `"host"` (a model function
+    /// the host supplies through [`AgentOptions::build_with`]).
+    #[serde(deserialize_with = "de_provider")]
+    pub provider: Option<Backend>,
+    /// Model name. Required for a network provider; `"host"` by default for a host model.
+    #[serde(deserialize_with = "de_string")]
+    pub model: Option<String>,
+    /// System prompt: a string or an array of text blocks.
+    #[serde(deserialize_with = "de_system")]
+    pub system: Option<Value>,
+    /// API key; default from `ANTHROPIC_API_KEY` / `OPENAI_API_KEY`.
+    #[serde(deserialize_with = "de_secret")]
+    pub api_key: Option<Secret>,
+    /// Base URL; default from `ANTHROPIC_BASE_URL` / `OPENAI_BASE_URL`, then the official endpoint.
+    #[serde(deserialize_with = "de_string")]
+    pub base_url: Option<String>,
+    /// Extra HTTP headers on every request (e.g. `anthropic-beta`).
+    #[serde(deserialize_with = "de_headers")]
+    pub headers: BTreeMap<String, String>,
+    /// Seconds for one whole request, retries excluded (default 600); the idle and connect timeouts
+    /// never exceed it.
+    #[serde(deserialize_with = "de_timeout")]
+    pub timeout: f64,
+    /// Retries of a failed request (default 2, at most 100).
+    #[serde(deserialize_with = "de_retries")]
+    pub max_retries: u32,
+    /// Output token cap per model turn (default 8192).
+    #[serde(deserialize_with = "de_positive")]
+    pub max_tokens: u32,
+    /// Cap on model requests per run (default 20; `null`: no cap).
+    #[serde(deserialize_with = "de_max_turns")]
+    pub max_turns: Option<u32>,
+    /// What reaching `max_turns` does: `"error"` (default) or `"return"`.
+    #[serde(deserialize_with = "de_policy")]
+    pub max_turns_policy: MaxTurnsPolicy,
+    /// Extended thinking: a budget in tokens, a thinking object passed through (e.g. `{"type":
+    /// "adaptive"}`), or `null` / `false` for off.
+    #[serde(deserialize_with = "de_thinking")]
+    pub thinking: Option<Value>,
+    /// Stream responses (default: true for a network provider, false for a host model).
+    #[serde(deserialize_with = "de_bool_opt")]
+    pub stream: Option<bool>,
+    /// Sampling temperature (0 to 2).
+    #[serde(deserialize_with = "de_temperature")]
+    pub temperature: Option<f64>,
+    /// Stop sequences.
+    #[serde(deserialize_with = "de_strings")]
+    pub stop_sequences: Vec<String>,
+    /// `tool_choice`, passed through (an object such as `{"type": "auto"}`).
+    #[serde(deserialize_with = "de_object_opt")]
+    pub tool_choice: Option<Value>,
+    /// Other request body fields, passed through unchanged.
+    #[serde(deserialize_with = "de_object")]
+    pub extra: Map<String, Value>,
+    /// Most parallel-safe tools run at once within one turn (default 4).
+    #[serde(deserialize_with = "de_concurrency")]
+    pub tool_concurrency: usize,
+    /// Built-in coding tools: `false` (default), `true` or a list of names.
+    #[serde(deserialize_with = "de_builtin")]
+    pub builtin_tools: BuiltinTools,
+    /// The folder the built-in tools work in (default: the current folder).
+    #[serde(deserialize_with = "de_path")]
+    pub workspace: Option<PathBuf>,
+    /// A JSONL session file: loaded if it exists, then every finished entry is appended.
+    #[serde(deserialize_with = "de_path")]
+    pub session: Option<PathBuf>,
+    /// The runaway guard: `{"warn_after": 3, "stop_after": 2}` (the default), or `false` for off. See
+    /// [`RepeatGuard`].
+    #[serde(deserialize_with = "de_repeat_guard")]
+    pub repeat_guard: Option<RepeatGuard>,
+}
+
+impl Default for AgentOptions {
+    fn default() -> Self {
+        AgentOptions {
+            provider: None,
+            model: None,
+            system: None,
+            api_key: None,
+            base_url: None,
+            headers: BTreeMap::new(),
+            timeout: 600.0,
+            max_retries: 2,
+            max_tokens: 8192,
+            max_turns: Some(20),
+            max_turns_policy: MaxTurnsPolicy::Error,
+            thinking: None,
+            stream: None,
+            temperature: None,
+            stop_sequences: Vec::new(),
+            tool_choice: None,
+            extra: Map::new(),
+            tool_concurrency: 4,
+            builtin_tools: BuiltinTools::None,
+            workspace: None,
+            session: None,
+            repeat_guard: Some(RepeatGuard::default()),
+        }
+    }
+}
+
+fn invalid(key: &str, message: impl Into<String>) -> Error {
+    Error::InvalidOption { key: key.to_string(), message: message.into() }
+}
+
+impl AgentOptions {
+    /// Every key the JSON form may hold.
+    pub const KEYS: [&'static str; 22] = [
+        "provider",
+        "model",
+        "system",
+        "api_key",
+        "base_url",
+        "headers",
+        "timeout",
+        "max_retries",
+        "max_tokens",
+        "max_turns",
+        "max_turns_policy",
+        "thinking",
+        "stream",
+        "temperature",
+        "stop_sequences",
+        "tool_choice",
+        "extra",
+        "tool_concurrency",
+        "builtin_tools",
+        "workspace",
+        "session",
+        "repeat_guard",
+    ];
+
+    /// Parse a JSON object of options. Errors are [`Error::InvalidOption`] naming the key.
+    pub fn from_json(json: &str) -> Result<Self> {
+        let value: Value = serde_json::from_str(json)
+            .map_err(|e| Error::InvalidOption { key: String::new(), message: format!("not valid JSON: {e}") })?;
+        Self::from_value(value)
+    }
+
+    /// Options from a JSON value (an object). Errors are [`Error::InvalidOption`] naming the key; the
+    /// options are then checked as a whole ([`AgentOptions::validate`]).
+    pub fn from_value(value: Value) -> Result<Self> {
+        let Value::Object(map) = value else {
+            return Err(Error::InvalidOption {
+                key: String::new(),
+                message: format!(
+                    "options must be a JSON object such as {{\"model\": \"claude-sonnet-4-6\"}}, got {}",
+                    shorten(&value.to_string())
+                ),
+            });
+        };
+        for key in map.keys() {
+            if !Self::KEYS.contains(&key.as_str()) {
+                return Err(invalid(key, format!("unknown option (known: {})", Self::KEYS.join(", "))));
+            }
+        }
+        let options = match AgentOptions::deserialize(Value::Object(map.clone())) {
+            Ok(o) => o,
+            Err(e) => {
+                // serde does not say which field failed: find it by reading each key alone (every field has
+                // a default), so the message can name it.
+                for (k, v) in &map {
+                    let one = Value::Object(Map::from_iter([(k.clone(), v.clone())]));
+                    if let Err(e) = AgentOptions::deserialize(one) {
+                        return Err(invalid(k, e.to_string()));
+                    }
+                }
+                return Err(invalid("", e.to_string()));
+            }
+        };
+        options.validate()?;
+        Ok(options)
+    }
+
+    /// Check what single fields cannot: the base URL parses as http(s), header names and values are
+    /// valid HTTP, the API key has no line break.
+    pub fn validate(&self) -> Result<()> {
+        if let Some(url) = &self.base_url {
+            check_base_url(url).map_err(|m| invalid("base_url", m))?;
+        }
+        for (name, value) in &self.headers {
+            check_header(name, value).map_err(|m| invalid("headers", m))?;
+        }
+        if let Some(k) = &self.api_key {
+            if k.expose().chars().any(|c| c.is_control()) || k.expose().trim().is_empty() {
+                return Err(invalid(
+                    "api_key",
+                    "must be a non-empty key without spaces at the ends or control characters",
+                ));
+            }
+        }
+        if let Some(t) = &self.thinking {
+            check_thinking_budget(t, self.max_tokens)?;
+        }
+        Ok(())
+    }
+
+    /// The backend these options ask for (`anthropic` when not given).
+    pub fn backend(&self) -> Backend {
+        self.provider.unwrap_or(Backend::Network(Protocol::Anthropic))
+    }
+
+    /// The provider configuration (protocol, key, URL, headers, timeouts and retries). For a host model
+    /// only the HTTP settings matter.
+    pub fn provider_config(&self) -> ProviderConfig {
+        let protocol = match self.backend() {
+            Backend::Network(p) => p,
+            Backend::Host => Protocol::Anthropic,
+        };
+        let mut config = ProviderConfig::new(protocol);
+        config.api_key = self.api_key.clone();
+        config.base_url = self.base_url.clone();
+        config.headers = self.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let total = Duration::from_secs_f64(self.timeout);
+        config.http.total_timeout = total;
+        config.http.idle_timeout = config.http.idle_timeout.min(total);
+        config.http.connect_timeout = config.http.connect_timeout.min(total);
+        config.http.max_retries = self.max_retries;
+        config
+    }
+
+    /// The loop's configuration. `host`: the model is a host function (model name optional, no streaming
+    /// unless asked for).
+    pub fn agent_config(&self, host: bool) -> Result<AgentConfig> {
+        let model = match (&self.model, host) {
+            (Some(m), _) => m.clone(),
+            (None, true) => "host".to_string(),
+            (None, false) => return Err(invalid("model", "is required, e.g. \"claude-sonnet-4-6\"")),
+        };
+        Ok(AgentConfig {
+            model,
+            system: self.system.clone(),
+            max_tokens: self.max_tokens,
+            max_turns: self.max_turns,
+            max_turns_policy: self.max_turns_policy,
+            thinking: self.thinking.clone(),
+            // A host model gets the whole reply at once: asking it to "stream" would only confuse it.
+            stream: self.stream.unwrap_or(!host),
+            tool_choice: self.tool_choice.clone(),
+            temperature: self.temperature,
+            stop_sequences: self.stop_sequences.clone(),
+            extra: self.extra.clone(),
+            tool_concurrency: self.tool_concurrency,
+            repeat_guard: self.repeat_guard,
+        })
+    }
+
+    /// Build an agent that talks to the network provider these options name.
+    pub fn build(&self) -> Result<Agent> {
+        if self.backend() == Backend::Host {
+            return Err(invalid("provider", "\"host\" needs a model function: build the agent with build_with"));
+        }
+        let config = self.agent_config(false)?;
+        let provider = self.provider_config().build()?;
+        self.finish(provider, config)
+    }
+
+    /// Build an agent around a model the host supplies (`provider` must be absent or `"host"`).
+    pub fn build_with(&self, provider: Arc<dyn Provider>) -> Result<Agent> {
+        if let Some(Backend::Network(_)) = self.provider {
+            return Err(invalid("provider", "a host model is given: leave \"provider\" out or set it to \"host\""));
+        }
+        let config = self.agent_config(true)?;
+        self.finish(provider, config)
+    }
+
+    fn finish(&self, provider: Arc<dyn Provider>, config: AgentConfig) -> Result<Agent> {
+        let agent = Agent::new(provider, config);
+        if let Some(names) = self.builtin_tools.names() {
+            let workspace = match &self.workspace {
+                Some(w) => w.clone(),
+                None => std::env::current_dir()
+                    .map_err(|e| Error::Config(format!("no workspace given and no current folder: {e}")))?,
+            };
+            agent.tools().register_builtins(&workspace, &names)?;
+        }
+        if let Some(path) = &self.session {
+            agent.attach_session(Session::open(path)?)?;
+        }
+        Ok(agent)
+    }
+}
+
+fn shorten(s: &str) -> String {
+    const MAX: usize = 80;
+    if s.len() <= MAX {
+        return s.to_string();
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// A base URL must be `http://` or `https://` with a host, and parse as a URI.
+pub(crate) fn check_base_url(url: &str) -> std::result::Result<(), String> {
+    let bad = |why: &str| format!("{why}, got {:?}; e.g. \"http://localhost:8080\"", shorten(url));
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(bad("must not contain spaces or control characters"));
+    }
+    let uri: ureq::http::Uri = url.parse().map_err(|_| bad("is not a valid URL"))?;
+    match uri.scheme_str() {
+        Some("http" | "https") => {}
+        _ => return Err(bad("must start with http:// or https://")),
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(bad("has no host"));
+    }
+    Ok(())
+}
+
+/// A header name must be a valid HTTP token and its value free of CR, LF and other control characters.
+pub(crate) fn check_header(name: &str, value: &str) -> std::result::Result<(), String> {
+    if ureq::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+        return Err(format!("{:?} is not a valid header name (letters, digits and -, no spaces)", shorten(name)));
+    }
+    if ureq::http::HeaderValue::from_str(value).is_err() || value.contains(['\r', '\n']) {
+        return Err(format!("the value of header {name:?} must be printable text without line breaks"));
+    }
+    Ok(())
+}
+
+fn check_thinking_budget(thinking: &Value, max_tokens: u32) -> Result<()> {
+    if let Some(b) = thinking.get("budget_tokens").and_then(Value::as_u64) {
+        if b >= u64::from(max_tokens) {
+            return Err(invalid(
+                "thinking",
+                format!("budget_tokens ({b}) must be less than max_tokens ({max_tokens}); raise max_tokens"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+// ---- field readers: each refuses with a message that says what is expected and shows what came ----
+
+fn got(v: &Value) -> String {
+    shorten(&v.to_string())
+}
+
+fn value<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Value, D::Error> {
+    Value::deserialize(d)
+}
+
+fn de_provider<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Backend>, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(None),
+        Value::String(s) => Backend::parse(&s)
+            .map(Some)
+            .map_err(|_| D::Error::custom(format!("must be \"anthropic\", \"openai\" or \"host\", got {s:?}"))),
+        v => Err(D::Error::custom(format!("must be a string such as \"anthropic\", got {}", got(&v)))),
+    }
+}
+
+fn de_string<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<String>, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(s)),
+        v => Err(D::Error::custom(format!("must be a string, got {}", got(&v)))),
+    }
+}
+
+fn de_secret<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Secret>, D::Error> {
+    // Never echo the value: a key is a secret even when it has the wrong type.
+    match value(d)? {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(Secret::new(s))),
+        _ => Err(D::Error::custom("must be a string (value hidden)")),
+    }
+}
+
+fn de_system<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Value>, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(None),
+        v @ Value::String(_) => Ok(Some(v)),
+        Value::Array(items) => {
+            if let Some(i) = items.iter().position(|b| b.get("type").and_then(Value::as_str).is_none()) {
+                return Err(D::Error::custom(format!("system[{i}] must be a block with a \"type\" such as \"text\"")));
+            }
+            Ok(Some(Value::Array(items)))
+        }
+        v => Err(D::Error::custom(format!("must be a string or an array of text blocks, got {}", got(&v)))),
+    }
+}
+
+fn de_headers<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<BTreeMap<String, String>, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(BTreeMap::new()),
+        Value::Object(o) => o
+            .into_iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => Ok((k, s)),
+                v => Err(D::Error::custom(format!("the value of header {k:?} must be a string, got {}", got(&v)))),
+            })
+            .collect(),
+        v => Err(D::Error::custom(format!("must be an object of string header values, got {}", got(&v)))),
+    }
+}
+
+fn number<E: serde::de::Error>(v: &Value, what: &str) -> std::result::Result<f64, E> {
+    v.as_f64().filter(|x| x.is_finite()).ok_or_else(|| E::custom(format!("must be {what}, got {}", got(v))))
+}
+
+fn de_timeout<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    let v = value(d)?;
+    if v.is_null() {
+        return Ok(600.0);
+    }
+    let what = "a positive number of seconds (at most one week)";
+    let s = number::<D::Error>(&v, what)?;
+    if s > 0.0 && s <= TIMEOUT_LIMIT_SECS {
+        Ok(s)
+    } else {
+        Err(D::Error::custom(format!("must be {what}, got {}", got(&v))))
+    }
+}
+
+fn integer<E: serde::de::Error>(v: &Value, min: u64, max: u64, what: &str) -> std::result::Result<u64, E> {
+    v.as_u64().filter(|n| (min..=max).contains(n)).ok_or_else(|| E::custom(format!("must be {what}, got {}", got(v))))
+}
+
+fn de_retries<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u32, D::Error> {
+    let v = value(d)?;
+    if v.is_null() {
+        return Ok(2);
+    }
+    integer::<D::Error>(&v, 0, u64::from(MAX_RETRIES_LIMIT), "an integer from 0 to 100").map(|n| n as u32)
+}
+
+fn de_positive<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u32, D::Error> {
+    let v = value(d)?;
+    if v.is_null() {
+        return Ok(8192);
+    }
+    let what = format!("a positive integer (at most {MAX_TOKENS_LIMIT})");
+    integer::<D::Error>(&v, 1, u64::from(MAX_TOKENS_LIMIT), &what).map(|n| n as u32)
+}
+
+fn de_max_turns<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<u32>, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(None),
+        v => integer::<D::Error>(&v, 1, u64::from(u32::MAX), "a positive integer, or null for no cap")
+            .map(|n| Some(n as u32)),
+    }
+}
+
+fn de_policy<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<MaxTurnsPolicy, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(MaxTurnsPolicy::Error),
+        Value::String(s) if s == "error" => Ok(MaxTurnsPolicy::Error),
+        Value::String(s) if s == "return" => Ok(MaxTurnsPolicy::Return),
+        v => Err(D::Error::custom(format!("must be \"error\" or \"return\", got {}", got(&v)))),
+    }
+}
+
+fn de_thinking<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Value>, D::Error> {
+    let what = "a budget in tokens (an integer of at least 1024), a thinking object such as {\"type\": \"adaptive\"}, \
+                or null/false for off";
+    match value(d)? {
+        Value::Null | Value::Bool(false) => Ok(None),
+        Value::Object(o) => {
+            if !o.get("type").is_some_and(Value::is_string) {
+                return Err(D::Error::custom(format!("a thinking object needs a \"type\"; it must be {what}")));
+            }
+            Ok(Some(Value::Object(o)))
+        }
+        v => {
+            let budget = integer::<D::Error>(&v, 1, u64::from(MAX_TOKENS_LIMIT), what)?;
+            Ok(Some(json!({"type": "enabled", "budget_tokens": budget})))
+        }
+    }
+}
+
+fn de_bool_opt<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<bool>, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(None),
+        Value::Bool(b) => Ok(Some(b)),
+        v => Err(D::Error::custom(format!("must be true or false, got {}", got(&v)))),
+    }
+}
+
+fn de_temperature<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<f64>, D::Error> {
+    let v = value(d)?;
+    if v.is_null() {
+        return Ok(None);
+    }
+    let what = "a number from 0 to 2";
+    let t = number::<D::Error>(&v, what)?;
+    if (0.0..=2.0).contains(&t) { Ok(Some(t)) } else { Err(D::Error::custom(format!("must be {what}, got {t}"))) }
+}
+
+fn de_strings<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<String>, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(items) => items
+            .into_iter()
+            .map(|i| match i {
+                Value::String(s) => Ok(s),
+                v => Err(D::Error::custom(format!("must be an array of strings, got an item {}", got(&v)))),
+            })
+            .collect(),
+        v => Err(D::Error::custom(format!("must be an array of strings, got {}", got(&v)))),
+    }
+}
+
+fn de_object_opt<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Value>, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(None),
+        v @ Value::Object(_) => Ok(Some(v)),
+        v => Err(D::Error::custom(format!("must be an object such as {{\"type\": \"auto\"}}, got {}", got(&v)))),
+    }
+}
+
+fn de_object<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Map<String, Value>, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(Map::new()),
+        Value::Object(o) => Ok(o),
+        v => Err(D::Error::custom(format!("must be an object of request fields, got {}", got(&v)))),
+    }
+}
+
+fn de_concurrency<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<usize, D::Error> {
+    let v = value(d)?;
+    if v.is_null() {
+        return Ok(4);
+    }
+    integer::<D::Error>(&v, 1, 256, "an integer from 1 to 256").map(|n| n as usize)
+}
+
+fn de_builtin<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<BuiltinTools, D::Error> {
+    let what = "true, false or an array of built-in tool names";
+    match value(d)? {
+        Value::Null | Value::Bool(false) => Ok(BuiltinTools::None),
+        Value::Bool(true) => Ok(BuiltinTools::All),
+        Value::Array(items) => items
+            .into_iter()
+            .map(|i| match i {
+                Value::String(s) => Ok(s),
+                v => Err(D::Error::custom(format!("must be {what}, got an item {}", got(&v)))),
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map(BuiltinTools::Named),
+        v => Err(D::Error::custom(format!("must be {what}, got {}", got(&v)))),
+    }
+}
+
+fn de_path<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<PathBuf>, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(None),
+        Value::String(s) if !s.is_empty() && !s.contains('\0') => Ok(Some(PathBuf::from(s))),
+        v => Err(D::Error::custom(format!("must be a path (a non-empty string), got {}", got(&v)))),
+    }
+}
+
+fn de_repeat_guard<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<RepeatGuard>, D::Error> {
+    let what = "false, true, or {\"warn_after\": N, \"stop_after\": M} (N ≥ 2, M ≥ 1)";
+    match value(d)? {
+        Value::Null | Value::Bool(true) => Ok(Some(RepeatGuard::default())),
+        Value::Bool(false) => Ok(None),
+        Value::Object(o) => {
+            let mut g = RepeatGuard::default();
+            for (k, v) in o {
+                match k.as_str() {
+                    "warn_after" => g.warn_after = integer::<D::Error>(&v, 2, 1000, what)? as u32,
+                    "stop_after" => g.stop_after = integer::<D::Error>(&v, 1, 1000, what)? as u32,
+                    _ => return Err(D::Error::custom(format!("unknown key {k:?}; must be {what}"))),
+                }
+            }
+            Ok(Some(g))
+        }
+        v => Err(D::Error::custom(format!("must be {what}, got {}", got(&v)))),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn err(json: &str) -> (String, String) {
+        match AgentOptions::from_json(json).unwrap_err() {
+            Error::InvalidOption { key, message } => (key, message),
+            other => panic!("expected InvalidOption, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let (key, message) = err(r#"{"model": "m", "max_token": 5}"#);
+        assert_eq!(key, "max_token");
+        assert!(message.contains("known: provider"), "{message}");
+    }
+
+    #[test]
+    fn each_bad_value_names_its_key() {
+        for (json, key) in [
+            (r#"{"max_tokens": -1}"#, "max_tokens"),
+            (r#"{"max_tokens": 0}"#, "max_tokens"),
+            (r#"{"max_tokens": 1e300}"#, "max_tokens"),
+            (r#"{"max_tokens": 99999999999}"#, "max_tokens"),
+            (r#"{"timeout": -1}"#, "timeout"),
+            (r#"{"timeout": 1e12}"#, "timeout"),
+            (r#"{"max_retries": 1000}"#, "max_retries"),
+            (r#"{"temperature": 7}"#, "temperature"),
+            (r#"{"thinking": true}"#, "thinking"),
+            (r#"{"thinking": 0}"#, "thinking"),
+            (r#"{"thinking": {"budget_tokens": 5}}"#, "thinking"),
+            (r#"{"max_turns": 0}"#, "max_turns"),
+            (r#"{"max_turns_policy": "maybe"}"#, "max_turns_policy"),
+            (r#"{"headers": {"x": 1}}"#, "headers"),
+            (r#"{"headers": {"bad name": "v"}}"#, "headers"),
+            (r#"{"headers": {"x-a": "line\r\nInjected: 1"}}"#, "headers"),
+            (r#"{"base_url": "not a url"}"#, "base_url"),
+            (r#"{"base_url": "ftp://example.com"}"#, "base_url"),
+            (r#"{"base_url": "http://"}"#, "base_url"),
+            (r#"{"stop_sequences": "END"}"#, "stop_sequences"),
+            (r#"{"extra": [1]}"#, "extra"),
+            (r#"{"provider": "gemini"}"#, "provider"),
+            (r#"{"builtin_tools": "yes"}"#, "builtin_tools"),
+            (r#"{"repeat_guard": {"warn_after": 1}}"#, "repeat_guard"),
+            (r#"{"model": "m", "max_tokens": 100, "thinking": 2048}"#, "thinking"),
+        ] {
+            let (k, message) = err(json);
+            assert_eq!(k, key, "{json}: {message}");
+        }
+    }
+
+    #[test]
+    fn api_key_value_never_appears_in_errors() {
+        let (key, message) = err(r#"{"model": "m", "api_key": 12345}"#);
+        assert_eq!(key, "api_key");
+        assert!(!message.contains("12345"), "{message}");
+        let (_, message) = err("{\"api_key\": \"sk-secret\\n\"}");
+        assert!(!message.contains("sk-secret"), "{message}");
+        let o = AgentOptions::from_json(r#"{"api_key": "sk-abcdef"}"#).unwrap();
+        assert!(!format!("{o:?}").contains("sk-abcdef"));
+    }
+
+    #[test]
+    fn defaults_are_documented_values() {
+        let o = AgentOptions::from_json("{}").unwrap();
+        assert_eq!(o.max_tokens, 8192);
+        assert_eq!(o.max_turns, Some(20));
+        assert_eq!(o.timeout, 600.0);
+        assert_eq!(o.max_retries, 2);
+        assert_eq!(o.backend(), Backend::Network(Protocol::Anthropic));
+        assert_eq!(o.repeat_guard, Some(RepeatGuard::default()));
+        // null means "no cap" for max_turns, the default elsewhere.
+        let o = AgentOptions::from_json(r#"{"max_turns": null, "max_tokens": null}"#).unwrap();
+        assert_eq!(o.max_turns, None);
+        assert_eq!(o.max_tokens, 8192);
+    }
+
+    #[test]
+    fn every_key_maps() {
+        let o = AgentOptions::from_json(
+            r#"{"provider": "openai", "model": "gpt", "system": "s", "api_key": "k", "base_url": "http://x:1/v1",
+                "max_tokens": 10, "max_turns": null, "thinking": false, "timeout": 2.5, "max_retries": 0,
+                "stream": false, "builtin_tools": ["read_file"], "workspace": "/tmp", "session": "/tmp/s.jsonl",
+                "max_turns_policy": "return", "temperature": 0.2, "stop_sequences": ["END"],
+                "tool_choice": {"type": "any"}, "headers": {"anthropic-beta": "b1"},
+                "extra": {"metadata": {"user_id": "u"}}, "tool_concurrency": 2, "repeat_guard": false}"#,
+        )
+        .unwrap();
+        let p = o.provider_config();
+        assert_eq!(p.protocol, Protocol::OpenAi);
+        assert_eq!(p.http.total_timeout, Duration::from_millis(2500));
+        assert!(p.http.connect_timeout <= p.http.total_timeout && p.http.idle_timeout <= p.http.total_timeout);
+        assert_eq!(p.http.max_retries, 0);
+        assert_eq!(p.headers, vec![("anthropic-beta".to_string(), "b1".to_string())]);
+        let a = o.agent_config(false).unwrap();
+        assert_eq!((a.max_tokens, a.max_turns, a.thinking.clone(), a.stream), (10, None, None, false));
+        assert_eq!(a.max_turns_policy, MaxTurnsPolicy::Return);
+        assert_eq!(a.temperature, Some(0.2));
+        assert_eq!(a.stop_sequences, vec!["END".to_string()]);
+        assert_eq!(a.tool_choice, Some(json!({"type": "any"})));
+        assert_eq!(a.extra.get("metadata"), Some(&json!({"user_id": "u"})));
+        assert_eq!(a.tool_concurrency, 2);
+        assert_eq!(a.repeat_guard, None);
+        assert_eq!(o.builtin_tools.names(), Some(vec!["read_file".to_string()]));
+    }
+
+    #[test]
+    fn thinking_budget_becomes_the_api_object() {
+        let o = AgentOptions::from_json(r#"{"thinking": 2048}"#).unwrap();
+        assert_eq!(o.thinking, Some(json!({"type": "enabled", "budget_tokens": 2048})));
+        let o = AgentOptions::from_json(r#"{"thinking": {"type": "adaptive"}}"#).unwrap();
+        assert_eq!(o.thinking, Some(json!({"type": "adaptive"})));
+    }
+
+    #[test]
+    fn model_is_required_for_a_network_provider_only() {
+        let o = AgentOptions::from_json("{}").unwrap();
+        assert!(matches!(o.agent_config(false), Err(Error::InvalidOption { key, .. }) if key == "model"));
+        assert_eq!(o.agent_config(true).unwrap().model, "host");
+        assert!(o.agent_config(true).map(|c| !c.stream).unwrap());
+    }
+
+    #[test]
+    fn every_listed_key_is_a_field() {
+        // A key in KEYS but not a field (or the reverse) would be refused or ignored: read each with null.
+        for key in AgentOptions::KEYS {
+            let one = Value::Object(Map::from_iter([(key.to_string(), Value::Null)]));
+            AgentOptions::from_value(one).unwrap_or_else(|e| panic!("{key}: {e}"));
+        }
+    }
+}
