@@ -723,7 +723,8 @@ bool tooloop_tool_result_is_cancelled(const tooloop_tool_result *result);
  * Answer a host model call with `json`, an assistant message in the Anthropic Messages shape (copied and
  * validated now): `{"content": [...blocks...], "stop_reason": "end_turn" | "tool_use" | ..., "usage":
  * {"input_tokens": N, "output_tokens": N}}`; `id`, `model`, `role` ("assistant"), `type` ("message") and
- * `usage` are optional. A `tool_use` block is `{"type": "tool_use", "id": "toolu_1", "name": "...",
+ * `usage` are optional, and so is `stop_reason` (then `"tool_use"` when a block calls a tool, else
+ * `"end_turn"`); `content` may also be a plain string (one text block). A `tool_use` block is `{"type": "tool_use", "id": "toolu_1", "name": "...",
  * "input": {...}}`. A later set replaces an earlier one.
  *
  * If `json` is rejected, the response is marked invalid: unless a later set succeeds, the run fails with
@@ -733,7 +734,8 @@ bool tooloop_tool_result_is_cancelled(const tooloop_tool_result *result);
  * `TOOLOOP_INVALID_UTF8`, `TOOLOOP_INVALID_JSON`, `TOOLOOP_PANIC`. Threads: only inside the model
  * callback that received `response`.
  */
-tooloop_status tooloop_model_response_set_json(tooloop_model_response *response, const char *json);
+tooloop_status tooloop_model_response_set_json(tooloop_model_response *response,
+                                               const char *json);
 
 /**
  * Whether the run this model call belongs to was cancelled: a slow host model should poll it and return

@@ -197,6 +197,9 @@ fn wait(
         match rx.recv_timeout(SLICE) {
             Ok(m) => return Ok(m),
             Err(RecvTimeoutError::Timeout) => continue,
+            // The worker also stops when it sees the cancel, which may land between the check above and
+            // this receive: that is a cancel, not a broken stream.
+            Err(RecvTimeoutError::Disconnected) if cancel.is_cancelled() => return Err(BodyError::Cancelled),
             Err(RecvTimeoutError::Disconnected) => {
                 return Err(BodyError::Broken("the HTTP worker stopped unexpectedly".into()));
             }

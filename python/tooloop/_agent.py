@@ -190,7 +190,7 @@ class Agent:
                 "max_retries": max_retries,
                 "extra": extra,
                 "headers": headers,
-                "builtin_tools": list(builtin_tools) if not isinstance(builtin_tools, bool) else builtin_tools,
+                "builtin_tools": builtin_tools if isinstance(builtin_tools, (bool, str)) else list(builtin_tools),
                 "workspace": os.fspath(workspace) if workspace is not None else None,
                 "session": os.fspath(session) if session is not None else None,
             },

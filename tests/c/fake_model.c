@@ -14,7 +14,7 @@ typedef struct {
     char last_request[4096];
 } model_state;
 
-enum { MODE_CALCULATOR, MODE_FAIL, MODE_NOTHING, MODE_BAD_JSON, MODE_NOT_A_MESSAGE, MODE_CANCEL, MODE_ALWAYS_TOOL };
+enum { MODE_CALCULATOR, MODE_FAIL, MODE_NOTHING, MODE_BAD_JSON, MODE_NOT_A_MESSAGE, MODE_CANCEL, MODE_ALWAYS_TOOL, MODE_ARRAY_INPUT };
 
 static const char *TOOL_TURN =
     "{\"id\": \"msg_fake_1\", \"role\": \"assistant\", \"model\": \"fake\", \"content\": ["
@@ -70,6 +70,16 @@ static int32_t model(void *userdata, const char *request_json, tooloop_model_res
         CHECK_STATUS(tooloop_agent_cancel(st->agent), TOOLOOP_OK);
         CHECK(tooloop_model_response_is_cancelled(response));
         return 1;
+    case MODE_ARRAY_INPUT:
+        /* A weak model's call whose input is not an object: stored (and sent back) as {}, never run. */
+        if (st->calls == 1) {
+            return tooloop_model_response_set_json(
+                       response, "{\"content\": [{\"type\": \"tool_use\", \"id\": \"toolu_arr\", \"name\": \"add\","
+                                 " \"input\": [1, 2]}], \"stop_reason\": \"tool_use\"}") == TOOLOOP_OK
+                       ? 0
+                       : 1;
+        }
+        return tooloop_model_response_set_json(response, "{\"content\": \"ok\"}") == TOOLOOP_OK ? 0 : 1;
     case MODE_ALWAYS_TOOL:
     default:
         return tooloop_model_response_set_json(response, TOOL_TURN) == TOOLOOP_OK ? 0 : 1;
@@ -189,6 +199,19 @@ int main(void) {
     CHECK(st.calls == 4 && tool.calls == 4);
     tooloop_agent_free(agent);
 
+    /* 8. A tool input that is not an object: the messages view holds exactly what the next request sent. */
+    agent = fake_agent(&st, &tool, MODE_ARRAY_INPUT, config);
+    tool.calls = 0;
+    CHECK_STATUS(tooloop_agent_run(agent, "add", NULL, NULL, NULL), TOOLOOP_OK);
+    CHECK(tool.calls == 0 && st.calls == 2);
+    CHECK_CONTAINS(st.last_request, "\"name\":\"add\",\"input\":{}}");
+    CHECK_CONTAINS(st.last_request, "must be a JSON object");
+    CHECK_STATUS(tooloop_agent_messages_json(agent, &messages), TOOLOOP_OK);
+    CHECK_CONTAINS(messages, "\"name\":\"add\",\"input\":{}}");
+    CHECK_NOT_CONTAINS(messages, "[1,2]}");
+    tooloop_string_free(messages);
+    tooloop_agent_free(agent);
+
     /* 7. The model's userdata_free runs exactly once when creating the agent fails, whatever the reason. */
     memset(&st, 0, sizeof st);
     agent = NULL;
@@ -198,7 +221,7 @@ int main(void) {
     CHECK(st.freed == 1 && agent == NULL);
     CHECK_STATUS(tooloop_agent_new_with_model("{\"modle\": \"x\"}", model, &st, model_free, &agent),
                  TOOLOOP_INVALID_ARGUMENT);
-    CHECK_LAST_ERROR("unknown config key \"modle\"");
+    CHECK_LAST_ERROR("config key \"modle\": unknown option");
     CHECK(st.freed == 2);
     CHECK_STATUS(tooloop_agent_new_with_model("{}", NULL, &st, model_free, &agent), TOOLOOP_INVALID_ARGUMENT);
     CHECK_LAST_ERROR("model is NULL");

@@ -27,7 +27,7 @@ int main() {
         fail("a bad config did not throw");
     } catch (const tooloop::Error &e) {
         if (e.status() != TOOLOOP_INVALID_ARGUMENT) fail("bad config status");
-        if (std::strstr(e.what(), "\"max_tokens\" must be a positive integer") == nullptr) fail(e.what());
+        if (std::strstr(e.what(), "\"max_tokens\": must be a positive integer") == nullptr) fail(e.what());
     }
     std::printf("hpp_alone: %s\n", failures ? "FAILED" : "all checks passed");
     return failures ? 1 : 0;

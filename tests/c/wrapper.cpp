@@ -149,7 +149,7 @@ void fake_model() {
         CHECK(!"a bad config did not throw");
     } catch (const tooloop::Error &e) {
         CHECK(e.status() == TOOLOOP_INVALID_ARGUMENT);
-        CHECK_CONTAINS(e.what(), "\"stream\" must be true or false");
+        CHECK_CONTAINS(e.what(), "\"stream\": must be true or false");
     }
     try {
         tooloop::Agent bad(R"({"provider": "openai"})", model);

@@ -274,11 +274,19 @@ def test_keyboard_interrupt_is_not_swallowed_in_the_main_thread(mock: Any) -> No
 
 
 def test_cancel_right_after_starting_is_not_lost() -> None:
-    # The run may not have begun on its worker when cancel() comes; it must still be cancelled.
-    for _ in range(20):
-        agent = tooloop.Agent(provider=lambda req: {"content": "answered"})
-        stream = agent.stream("hi")
-        agent.cancel()
-        with pytest.raises(tooloop.Cancelled):
-            list(stream)
-        assert_valid_view(agent.messages)
+    # The run may not have begun on its worker when cancel() comes; it must still be cancelled. The worker
+    # needs the GIL to call the Python model: a long switch interval keeps a loaded machine from handing it
+    # over between stream() and cancel(), which would let the run finish first (a race of the test, not of
+    # the library).
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(5.0)
+    try:
+        for _ in range(20):
+            agent = tooloop.Agent(provider=lambda req: {"content": "answered"})
+            stream = agent.stream("hi")
+            agent.cancel()
+            with pytest.raises(tooloop.Cancelled):
+                list(stream)
+            assert_valid_view(agent.messages)
+    finally:
+        sys.setswitchinterval(interval)

@@ -15,6 +15,13 @@ use crate::{TOOLOOP_INVALID_ARGUMENT, TOOLOOP_INVALID_JSON};
 pub(crate) fn parse(json: &str, host: bool) -> FfiResult<AgentOptions> {
     let value: Value = serde_json::from_str(json)
         .map_err(|e| Failure::new(TOOLOOP_INVALID_JSON, format!("config_json is not valid JSON: {e}")))?;
+    if !value.is_object() {
+        let mut shown = value.to_string();
+        shown.truncate(shown.floor_char_boundary(80));
+        return Err(Failure::invalid(format!(
+            "config_json must be a JSON object such as {{\"model\": \"claude-sonnet-4-6\"}}, got {shown}"
+        )));
+    }
     let options = AgentOptions::from_value(value).map_err(|e| match e {
         tooloop::Error::InvalidOption { key, message } if key.is_empty() => Failure::invalid(message),
         tooloop::Error::InvalidOption { key, message } => {
