@@ -54,6 +54,16 @@ def _thinking_budget(text: str) -> int:
     return n
 
 
+def _temperature(text: str) -> float:
+    try:
+        t = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number such as 0.2, got {text!r}") from None
+    if not 0 <= t <= 2:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 2, got {t}")
+    return t
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tooloop", description=DESCRIPTION, epilog=EPILOG,
@@ -71,12 +81,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="most model requests per task (default: $TOOLOOP_MAX_TURNS or 50)")
     p.add_argument("--thinking", type=_thinking_budget, metavar="N",
                    help="extended thinking with a budget of N tokens (0: off)")
+    p.add_argument("--context-window", type=_positive_int, metavar="TOKENS",
+                   help="the model's context size, for the status bar and small-model settings (default: "
+                   "known models, or what a local server reports)")
+    p.add_argument("--temperature", type=_temperature, metavar="T",
+                   help="sampling temperature (default: the API's, or 0.2 for a custom --base-url)")
+    p.add_argument("--prompt", choices=["full", "compact"], dest="prompt_style",
+                   help="system prompt: full, or compact for small local models (default: compact when "
+                   "the context window is under 16k tokens)")
+    p.add_argument("--sandbox", choices=["off", "workspace-write", "read-only"],
+                   help="confine bash (needs a tooloop library with sandbox support)")
     p.add_argument("--workspace", "-w", metavar="DIR",
                    help="the project folder the agent works in (default: the current folder)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--continue", "-c", dest="continue_", action="store_true",
                    help="continue the latest session of this workspace")
-    g.add_argument("--resume", "-r", metavar="ID", help="continue session ID (or a session file)")
+    g.add_argument("--resume", "-r", metavar="ID",
+                   help="continue session ID (a unique prefix is enough; or a session file)")
+    g.add_argument("--list", "-l", dest="list_sessions", action="store_true",
+                   help="list this workspace's sessions (id, start, turns, cost, task) and exit")
     perm = p.add_mutually_exclusive_group()
     perm.add_argument("--yes", "-y", action="store_true",
                       help="allow every tool call without asking")
