@@ -95,7 +95,11 @@ def test_checkpoints_restore_bytes_and_modes_across_tasks(tmp_path):
     assert cp.diff()[0] == "--- a/a.txt"
     # A new process (a resumed session) sees the same checkpoints.
     again = Checkpoints.for_session(tmp_path / "s" / "20260101-000000-abcd.jsonl", ws)
-    assert len(again.tasks) == 1   # the change-less second task was never written
+    assert [t["text"] for t in again.tasks] == ["first", "second, no changes"]
+    # A run that changes nothing leaves no folder behind.
+    idle = Checkpoints.for_session(tmp_path / "s" / "20260101-000000-ffff.jsonl", ws)
+    idle.begin_task("just a question")
+    assert not (tmp_path / "s" / "20260101-000000-ffff.checkpoints").exists()
     with pytest.raises(ValueError):
         cp.undo(3)
     n, restored = cp.undo(2)

@@ -546,3 +546,29 @@ def test_markdown_stays_plain_with_no_color(tooloop_exe, ws, tmp_path):
     raw = term.log.getvalue()
     assert not re.search(r"\x1b\[", raw), "NO_COLOR output has escape codes"
     assert "# Plan" in raw and "**bold**" in raw and "```python" in raw and "- item one" in raw
+
+
+def test_a_spinner_with_elapsed_time_shows_until_the_first_token(tooloop_exe, ws, tmp_path):
+    scenario = {"responses": [{"delay_ms": 1500, "anthropic": {
+        "id": "msg_slow", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+        "content": [{"type": "text", "text": "Slow but here."}], "stop_reason": "end_turn",
+        "stop_sequence": None, "usage": {"input_tokens": 5, "output_tokens": 3}}}]}
+    with MockServer(scenario) as mock:
+        term = Term(tooloop_exe, ["--yes", "take your time"], ws, term_env(tmp_path, mock))
+        try:
+            term.expect(r"waiting for the model · \d\.\ds")
+            term.expect("Slow but here.")
+            assert term.finish() == 0
+        finally:
+            term.kill()
+    raw = term.log.getvalue()
+    # Erased before the answer is written: the answer starts on a clean line.
+    assert "\r\x1b[K" in raw[raw.rindex("waiting for the model"):raw.index("Slow but here.")]
+    with MockServer(scenario) as mock:   # the plain face has no spinner
+        term = Term(tooloop_exe, ["--yes", "take your time"], ws, term_env(tmp_path, mock, NO_COLOR="1"))
+        try:
+            term.expect("Slow but here.")
+            assert term.finish() == 0
+        finally:
+            term.kill()
+    assert "waiting for the model" not in term.text

@@ -91,6 +91,13 @@ class Checkpoints:
         first = (text.strip().splitlines() or [""])[0]
         with self._lock:
             self.tasks.append({"text": first[:200], "at": int(time.time() * 1000), "files": {}})
+            if self.folder.is_dir():
+                # Written once there is something to undo (a task without changes creates no folder), so
+                # that a resumed session counts its messages as this one did.
+                try:
+                    self._save()
+                except OSError:
+                    pass
 
     def _relative(self, raw: Any) -> Optional[str]:
         if not isinstance(raw, str) or not raw:
