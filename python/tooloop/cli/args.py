@@ -11,7 +11,8 @@ session where you type tasks. The agent reads and edits files in the workspace a
 with bash (asking you first on a terminal)."""
 
 EPILOG = """\
-keys and defaults (environment, or a .env file in the workspace; the environment wins):
+keys and defaults (environment, or a .env file in the workspace; the environment wins; a base URL
+from .env is used only with a key from the same .env, so a repository cannot redirect your key):
   ANTHROPIC_API_KEY, OPENAI_API_KEY   API keys
   ANTHROPIC_BASE_URL, OPENAI_BASE_URL  API endpoints (OpenAI-compatible URLs end in /v1)
   TOOLOOP_PROVIDER, TOOLOOP_MODEL      defaults for --provider and --model
@@ -21,7 +22,8 @@ keys and defaults (environment, or a .env file in the workspace; the environment
   NO_COLOR                             plain output
 
 permissions:
-  on a terminal, bash, write_file and edit_file ask first (y / n / always); read_file never asks.
+  on a terminal, bash, write_file and edit_file ask first: press y (yes), n (no) or a (always), no
+  Enter needed, or type a reason for refusing; read_file never asks.
   When stdin is not a terminal the agent is read-only unless --yes is given.
 
 exit codes: 0 done, 1 the task failed (API error, turn limit, ...), 2 usage or configuration error,
@@ -31,7 +33,10 @@ examples:
   tooloop "add a --verbose flag to cli.py and test it"
   git diff | tooloop -p "review this diff"
   tooloop --continue "now update the README"
-  tooloop --provider openai --base-url http://localhost:11434/v1 --model qwen2.5-coder"""
+  tooloop --list                      this workspace's sessions (then: tooloop --resume ID-PREFIX)
+  tooloop --provider openai --base-url http://localhost:11434/v1 --model qwen2.5-coder
+
+in the session: /undo [N], /diff, /retry, /sessions, /clear, /usage, /help, /quit"""
 
 
 def _positive_int(text: str) -> int:
