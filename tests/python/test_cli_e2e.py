@@ -412,3 +412,44 @@ def test_bench_counts_a_failed_check(tooloop_cmd, ws, tmp_path):
                               stdin=subprocess.DEVNULL)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "overall: 0/1 passed" in proc.stdout and "calc.add is still wrong" in proc.stdout
+
+
+def test_sandbox_is_passed_only_to_an_agent_that_accepts_it(tooloop_cmd, ws, tmp_path, monkeypatch):
+    import tooloop
+    from tooloop.cli import app
+    from tooloop.cli.config import Settings
+
+    has_sandbox = app.agent_accepts("sandbox")
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        proc = run(tooloop_cmd, ws, clean_env(tmp_path, mock), "-p", "--sandbox", "read-only", "hi")
+    if not has_sandbox:
+        # Confinement that was asked for but cannot be given is refused, not silently dropped.
+        assert proc.returncode == 2 and "--sandbox read-only" in proc.stderr and "unconfined" in proc.stderr
+        with MockServer(SCENARIOS / "cli_continue.json") as mock:
+            assert run(tooloop_cmd, ws, clean_env(tmp_path, mock), "-p", "--sandbox", "off", "hi").returncode == 0
+    else:
+        assert proc.returncode == 0, proc.stderr
+
+    # An Agent that takes sandbox= gets it (the core's option, detected by signature).
+    seen = {}
+
+    class SandboxAgent:
+        def __init__(self, model, system=None, *, sandbox="off", api_key=None, **kwargs):
+            seen.update(kwargs, sandbox=sandbox)
+
+    class PlainAgent:
+        def __init__(self, model, system=None, *, api_key=None):
+            pass
+
+    monkeypatch.setattr(tooloop, "Agent", PlainAgent)
+    assert not app.agent_accepts("sandbox")
+    monkeypatch.setattr(tooloop, "Agent", SandboxAgent)
+    assert app.agent_accepts("sandbox")
+    settings = Settings(provider="anthropic", model="m", api_key="k", base_url=None, max_turns=3,
+                        thinking=None, max_tokens=1024, workspace=ws, sandbox="workspace-write")
+
+    class Policy:
+        mode = "auto"
+
+    app.build_agent(settings, Policy(), tmp_path / "s.jsonl")
+    assert seen["sandbox"] == "workspace-write"

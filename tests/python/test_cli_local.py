@@ -110,3 +110,19 @@ def test_checkpoints_restore_bytes_and_modes_across_tasks(tmp_path):
     folder = tmp_path / "s" / "20260101-000000-abcd.checkpoints"
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in folder.rglob("*") if p.is_file())
+
+
+def test_undo_never_writes_through_a_folder_that_now_leads_out_of_the_workspace(tmp_path):
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    (ws / "d").mkdir(parents=True)
+    outside.mkdir()
+    (ws / "d" / "f.txt").write_text("before\n")
+    cp = Checkpoints.for_session(tmp_path / "s" / "x.jsonl", ws)
+    cp.begin_task("t")
+    cp.before_call("write_file", {"path": "d/f.txt"})
+    (ws / "d" / "f.txt").unlink()
+    (ws / "d").rmdir()
+    (ws / "d").symlink_to(outside)
+    _, restored = cp.undo(1)
+    assert [(r.path, r.action) for r in restored] == [("d/f.txt", "skipped")]
+    assert list(outside.iterdir()) == []

@@ -34,7 +34,7 @@ Record = Dict[str, Any]   # {"existed": bool, "mode": int | None, "blob": str | 
 @dataclass
 class Restored:
     path: str
-    action: str          # "restored" | "removed" | "unchanged"
+    action: str          # "restored" | "removed" | "unchanged" | "skipped"
     added: int = 0       # lines the undo adds back
     removed: int = 0     # lines the undo takes away
 
@@ -173,6 +173,10 @@ class Checkpoints:
             undone = self.tasks[-n:]
             out: List[Restored] = []
             for rel, record in sorted(self._earliest(undone).items()):
+                if self._relative(rel) != rel:
+                    # A folder on the way became a symlink out of the workspace since: never write there.
+                    out.append(Restored(rel, "skipped"))
+                    continue
                 path = self.workspace / rel
                 before = self._blob(record)
                 now = path.read_bytes() if path.is_file() else None
@@ -233,4 +237,6 @@ def summary(restored: List[Restored]) -> List[str]:
             lines.append(f"removed {r.path} (the agent created it)")
         elif r.action == "restored":
             lines.append(f"restored {r.path} (+{r.added} -{r.removed} lines)")
+        elif r.action == "skipped":
+            lines.append(f"skipped {r.path}: its folder now leads out of the workspace")
     return lines
