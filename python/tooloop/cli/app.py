@@ -69,6 +69,8 @@ def make_policy(args: Any, stdin_tty: bool, renderer: Renderer, abort: threading
         if not _isatty(renderer.out) and _isatty(sys.stderr):
             # `tooloop "task" > log`: the questions must reach the person at the terminal, not the log.
             asker = Renderer(sys.stderr, color=use_color(args, stream=sys.stderr), unicode=_unicode_ok(sys.stderr))
+            asker.asks_for(renderer)
+            asker.abort = abort
         policy = AskPolicy(asker.permission_request, TerminalReader(sys.stdin.fileno(), abort, echo=asker.echo))
     return Observed(policy, renderer.note_call)
 
@@ -195,6 +197,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = sys.stdout
     renderer = Renderer(out, color=color, unicode=_unicode_ok(out))
     abort = threading.Event()
+    renderer.abort = abort
     policy = make_policy(args, stdin_tty, renderer, abort)
     try:
         session = session_path(args, settings.workspace)

@@ -157,6 +157,30 @@ def call_details(name: str, inp: Dict[str, Any], max_lines: int = DETAIL_LINES) 
     return [("", "    " + ln) for ln in json.dumps(inp, indent=2, ensure_ascii=False).splitlines()[:max_lines]]
 
 
+class DrawnCalls:
+    """Ids of the calls whose tool_use event has been drawn, and a way to wait for one."""
+
+    def __init__(self) -> None:
+        self._ids: Set[str] = set()
+        self._cond = threading.Condition()
+
+    def add(self, call_id: str) -> None:
+        with self._cond:
+            self._ids.add(call_id)
+            self._cond.notify_all()
+
+    def wait(self, call_id: str, abort: Optional[threading.Event] = None, timeout: float = 3.0) -> bool:
+        """Whether `call_id` was drawn within `timeout` seconds (False also when `abort` was set)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while call_id not in self._ids:
+                left = deadline - time.monotonic()
+                if left <= 0 or (abort is not None and abort.is_set()):
+                    return False
+                self._cond.wait(min(left, 0.05))
+            return True
+
+
 def _last_block_end(text: str) -> int:
     """Where the last complete Markdown block of `text` ends: after a blank line outside a code fence, or
     after a fence's closing line. 0 when no block is complete yet."""
@@ -215,6 +239,13 @@ class Renderer:
         self._thinking_cut = False
         self._calls: Dict[str, Tuple[str, Dict[str, Any]]] = {}
         self._shown: Set[str] = set()
+        #: Calls whose tool_use event the main thread has drawn. Shared with a second renderer that asks
+        #: the questions elsewhere (stderr), see `asks_for`.
+        self.drawn = DrawnCalls()
+        #: Set on Ctrl+C: a question waiting for its call's event stops waiting.
+        self.abort: Optional[threading.Event] = None
+        #: How long a question waits for its call's tool_use event to be drawn (seconds).
+        self.question_wait = 3.0
         self._spin_since: Optional[float] = None   # waiting for the model since (monotonic), or None
         self._spin_shown = False
         self._spin_thread: Optional[threading.Thread] = None
@@ -385,12 +416,20 @@ class Renderer:
             self._calls[call_id] = (name, inp)
 
     def tool_use(self, name: str, inp: Dict[str, Any], call_id: str = "") -> None:
-        with self._lock:
-            self._switch(None)
-            if call_id and call_id in self._shown:
-                return  # already on screen, in the permission question
-            self._shown.add(call_id)
-            self._line(f"{self.glyph['tool']} {summarize_call(name, inp, self.width)}", "bold cyan")
+        try:
+            with self._lock:
+                self._switch(None)
+                if call_id and call_id in self._shown:
+                    return  # already on screen, in the permission question
+                self._shown.add(call_id)
+                self._line(f"{self.glyph['tool']} {summarize_call(name, inp, self.width)}", "bold cyan")
+        finally:
+            self.drawn.add(call_id)
+
+    def asks_for(self, main: Renderer) -> None:
+        """This renderer asks the questions of calls that `main` draws (stdout redirected: questions go
+        to the terminal on stderr)."""
+        self.drawn = main.drawn
 
     def tool_result(self, name: str, content: Any, is_error: bool, duration_ms: Optional[int] = None,
                     call_id: str = "") -> None:
@@ -449,8 +488,12 @@ class Renderer:
                 self._line(ln, style)
 
     def permission_request(self, name: str, inp: Dict[str, Any], call_id: str = "") -> None:
-        """The question before a call. Runs on the agent's worker thread while the main thread may be
-        printing the same call's tool_use event: whichever comes first prints the call's line, once."""
+        """The question before a call. Runs on the agent's worker thread, which can be ahead of the main
+        thread still drawing this turn's text: the core emits a call's tool_use event before it asks, so
+        wait (briefly, and not past a Ctrl+C) until the main thread has drawn it. Then the question comes
+        after the text it follows, and the call's line is printed once."""
+        if call_id:
+            self.drawn.wait(call_id, self.abort, self.question_wait)
         self.arrived()
         with self._lock:
             self._switch(None)
