@@ -327,6 +327,9 @@ def test_single_key_answers_and_the_call_line_is_shown_once(tooloop_exe, ws, tmp
         reqs = mock.requests()
     out = term.text
     assert out.count("bash(echo hi > made_by_bash.txt)") == 1, out
+    # The question comes after the turn's text and the call's line, never in the middle of them.
+    assert out.index("Let me create the file with bash.") < out.index("bash(echo hi") < out.index("allow bash?")
+    assert out.index("Then I'll use write_file.") < out.index("allow write_file?")
     assert out.count("write_file(a.txt, 1 line)") == 1, out
     assert (ws / "a.txt").read_text() == "first\n" and (ws / "b.txt").read_text() == "second\n"
     assert not (ws / "made_by_bash.txt").exists()
