@@ -167,8 +167,8 @@ def test_a_question_waits_until_the_main_thread_has_drawn_the_turn():
     r.text("at the folder.")
     r.tool_use("bash", {"command": "ls"}, "t1")
     asked.join(5)
-    assert out.getvalue() == ("Let me look at the folder.\n● bash(ls)\n"
-                              "  ▶ waiting for you allow bash? [y]es / [n]o / [a]lways (or type a reason to refuse): ")
+    assert out.getvalue() == ("Let me look at the folder.\n● bash(ls)\n  ▶ waiting for you allow bash? "
+                              "[y]es / [n]o / [a]lways (or type a reason to refuse): ")
     # Ctrl+C frees a question still waiting for its event.
     abort = threading.Event()
     r.abort = abort

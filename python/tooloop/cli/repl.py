@@ -226,7 +226,7 @@ class Repl:
             self.r.info(f"files put back as they were before {which}:")
             for ln in lines:
                 self.r.info("  " + ln)
-            self.undo_note = self.undo_note + ("[Note from the user's tool: the user undid the file changes of their last "
+            self.undo_note += ("[Note from the user's tool: the user undid the file changes of their last "
                               f"{count} message{'s' if count != 1 else ''}: " + "; ".join(lines) +
                               ". The files no longer hold those changes.]")
         self.r.info("commands run with bash are not undone (their effects are not tracked); "
