@@ -82,6 +82,27 @@ def test_key_and_defaults_come_from_the_workspace_dotenv(tmp_path):
     assert s.workspace == tmp_path.resolve()
 
 
+def test_a_dotenv_base_url_is_honoured_only_with_a_key_from_the_same_file(tmp_path):
+    (tmp_path / ".env").write_text("ANTHROPIC_BASE_URL=http://evil.example\nOPENAI_BASE_URL=http://evil.example/v1\n")
+    for argv, environ, var in (([], {"ANTHROPIC_API_KEY": "sk-user"}, "ANTHROPIC_BASE_URL"),
+                               (["--provider", "openai", "--model", "m"], {"OPENAI_API_KEY": "sk-u"},
+                                "OPENAI_BASE_URL")):
+        with pytest.raises(ConfigProblem) as e:
+            settings(tmp_path, argv, environ)
+        msg = str(e.value)
+        assert str(tmp_path / ".env") in msg and var in msg and "\n" not in msg and "sk-u" not in msg
+    # Trusted: a flag, the user's environment, or a key from the same file.
+    assert settings(tmp_path, ["--base-url", "http://mine"], {"ANTHROPIC_API_KEY": "k"}).base_url == "http://mine"
+    s = settings(tmp_path, [], {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": "http://env"})
+    assert s.base_url == "http://env"
+    (tmp_path / ".env").write_text("ANTHROPIC_BASE_URL=http://proxy\nANTHROPIC_API_KEY=sk-file\n")
+    s = settings(tmp_path, [], {})
+    assert (s.base_url, s.api_key) == ("http://proxy", "sk-file")
+    # The environment's key wins over the file's, so the file's URL would get the user's key: refused.
+    with pytest.raises(ConfigProblem):
+        settings(tmp_path, [], {"ANTHROPIC_API_KEY": "sk-user"})
+
+
 def test_flags_win_over_environment(tmp_path):
     env = {"ANTHROPIC_API_KEY": "k", "TOOLOOP_MODEL": "env-model", "TOOLOOP_MAX_TURNS": "3"}
     s = settings(tmp_path, ["--model", "flag-model", "--max-turns", "4"], env)
@@ -206,3 +227,18 @@ def test_system_prompt_has_workspace_os_date_and_rules(tmp_path):
 def test_system_prompt_tells_a_read_only_agent_what_it_cannot_do(tmp_path):
     p = system_prompt(tmp_path, "read-only")
     assert "read-only" in p and "bash, write_file and edit_file will be refused" in p
+
+
+def test_the_cli_passes_mypy_strict():
+    """Issue 10.3: the CLI is checked like the library (no ignore_errors override for it)."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("mypy") is None:
+        pytest.skip("mypy is not installed")
+    root = Path(__file__).resolve().parents[2]
+    assert "\"tooloop.cli.*\"" not in (root / "pyproject.toml").read_text()
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "python/tooloop/cli"], cwd=root,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -93,7 +93,7 @@ def test_scripted_session_writes_runs_edits_and_answers(tooloop_cmd, ws, tmp_pat
         "thinking: The user wants a hello.py that prints a greeting.",
         "I'll create hello.py.",
         "write_file(hello.py, 1 line)", "created hello.py",
-        "bash(python3 hello.py)", "exit code: 0", "Hello, world!",
+        "bash(python3 hello.py)", "Hello, world!",
         "edit_file(hello.py)", "edited hello.py",
         "bash(python3 hello.py)", "Hello, tooloop!",
         FINAL,
@@ -109,8 +109,10 @@ def test_scripted_session_writes_runs_edits_and_answers(tooloop_cmd, ws, tmp_pat
     # What the model read back: the real tool output.
     assert len(reqs) == 5
     results = tool_results(reqs[4])
-    assert results["toolu_01CliRun1"] == ("exit code: 0\nHello, world!", False)
-    assert results["toolu_01CliRun2"] == ("exit code: 0\nHello, tooloop!", False)
+    # The bash result's form belongs to the core (older: "exit code: 0" first; plain: the output as is).
+    assert results["toolu_01CliRun1"][0].replace("exit code: 0\n", "") == "Hello, world!"
+    assert results["toolu_01CliRun2"] == (results["toolu_01CliRun2"][0], False)
+    assert results["toolu_01CliRun2"][0].replace("exit code: 0\n", "") == "Hello, tooloop!"
     assert results["toolu_01CliWrite"][1] is False and results["toolu_01CliEdit"][1] is False
 
     # The request: default model, the coding system prompt, the built-in tools, streaming.
@@ -244,6 +246,23 @@ def test_key_from_the_workspace_dotenv_is_used(tooloop_cmd, ws, tmp_path):
     assert reqs[0]["body"]["model"] == "claude-dotenv-model"
 
 
+def test_a_dotenv_base_url_without_its_own_key_is_refused_and_nothing_is_sent(tooloop_cmd, ws, tmp_path):
+    """Issue 9: a cloned repository's .env must not redirect the user's own key to its server."""
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        (ws / ".env").write_text(f"OPENAI_BASE_URL={mock.base_url}/v1\nANTHROPIC_BASE_URL={mock.base_url}\n")
+        env = clean_env(tmp_path, ANTHROPIC_API_KEY="sk-users-own-key")
+        proc = run(tooloop_cmd, ws, env, "-p", "hi")
+        reqs = mock.requests()
+        assert reqs == [], "the user's key must not reach the URL from .env"
+        assert proc.returncode == 2
+        [line] = proc.stderr.strip().splitlines()
+        assert str(ws / ".env") in line and "ANTHROPIC_BASE_URL" in line and "sk-users-own-key" not in line
+        # The user's own environment and flags stay trusted.
+        proc = run(tooloop_cmd, ws, dict(env, ANTHROPIC_BASE_URL=mock.base_url), "-p", "hi")
+        assert proc.returncode == 0, proc.stderr
+        assert mock.requests()[0]["headers"]["x-api-key"] == "sk-users-own-key"
+
+
 def test_read_only_by_default_without_a_terminal(tooloop_cmd, ws, tmp_path):
     (ws / "notes.txt").write_text("remember the milk\n")
     with MockServer(SCENARIOS / "cli_read_only.json") as mock:
@@ -335,3 +354,102 @@ def test_print_mode_start_does_not_load_the_terminal_libraries(tooloop_cmd, ws, 
                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_small_local_model_settings_and_corrections_of_text_tool_calls(tooloop_cmd, ws, tmp_path):
+    with MockServer(SCENARIOS / "cli_local_model.json") as mock:
+        env = clean_env(tmp_path)
+        proc = run(tooloop_cmd, ws, env, "--yes", "-p", "--provider", "openai", "--model", "tiny-local",
+                   "--base-url", mock.base_url + "/v1", "say hi with bash")
+        reqs = mock.requests()
+    assert proc.returncode == 0, proc.stderr
+    assert [r["method"] + " " + r["path"] for r in reqs] == ["GET /props"] + ["POST /v1/chat/completions"] * 4
+    posts = [r["body"] for r in reqs[1:]]
+    first = posts[0]
+    assert first["temperature"] == 0.2                      # a local endpoint: low temperature
+    limit = first.get("max_tokens") or first.get("max_completion_tokens")
+    assert limit is not None and limit <= 1024              # fitted to n_ctx 4096
+    system = first["messages"][0]["content"]
+    assert first["messages"][0]["role"] == "system" and len(system) < 800
+    assert "without calling a tool" in system
+    # The fenced JSON call was answered with a correction, as the next user message.
+    last_user = [m for m in posts[1]["messages"] if m["role"] == "user"][-1]
+    assert "as text" in json.dumps(last_user) and "bash" in json.dumps(last_user)
+    # ... the model then called bash properly, and the tag answer got the second correction.
+    assert any(m["role"] == "tool" for m in posts[2]["messages"])
+    assert "read_file call as text" in json.dumps(posts[3]["messages"][-1])
+    # Two corrections at most: the third text call stands as the answer.
+    assert proc.stdout.startswith("<tool_call>")
+
+
+def test_bench_local_tasks_runs_against_the_mock(tooloop_cmd, ws, tmp_path):
+    with MockServer(SCENARIOS / "cli_bench_local.json") as mock:
+        env = clean_env(tmp_path, mock)
+        proc = subprocess.run([sys.executable, str(ROOT / "bench" / "local_tasks.py"), "--provider", "openai",
+                               "--base-url", mock.base_url + "/v1", "--model", "qwen2.5-coder", "-n", "1",
+                               "--tooloop", tooloop_cmd[0], "--json"],
+                              env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+        reqs = mock.requests()
+    print(proc.stdout, proc.stderr)
+    assert proc.returncode == 0
+    runs = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert [(r["task"], r["ok"], r["turns"]) for r in runs] == [("hello", True, 3), ("bugfix", True, 2),
+                                                                ("function", True, 4)]
+    assert "overall: 3/3 passed (100%)" in proc.stdout
+    assert len(reqs) == 9
+
+
+def test_bench_counts_a_failed_check(tooloop_cmd, ws, tmp_path):
+    # The model "fixes" nothing: the check in the workspace decides, not the model's claim.
+    scenario = {"responses": [{"openai": {"id": "c1", "object": "chat.completion", "created": 1,
+                                          "model": "m", "choices": [{"index": 0, "finish_reason": "stop",
+                                          "message": {"role": "assistant", "content": "Fixed it!"}}]}}]}
+    with MockServer(scenario) as mock:
+        proc = subprocess.run([sys.executable, str(ROOT / "bench" / "local_tasks.py"), "--base-url",
+                               mock.base_url + "/v1", "--model", "qwen2.5-coder", "-n", "1", "--tasks",
+                               "bugfix", "--tooloop", tooloop_cmd[0]],
+                              env=clean_env(tmp_path, mock), capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "overall: 0/1 passed" in proc.stdout and "calc.add is still wrong" in proc.stdout
+
+
+def test_sandbox_is_passed_only_to_an_agent_that_accepts_it(tooloop_cmd, ws, tmp_path, monkeypatch):
+    import tooloop
+    from tooloop.cli import app
+    from tooloop.cli.config import Settings
+
+    has_sandbox = app.agent_accepts("sandbox")
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        proc = run(tooloop_cmd, ws, clean_env(tmp_path, mock), "-p", "--sandbox", "read-only", "hi")
+    if not has_sandbox:
+        # Confinement that was asked for but cannot be given is refused, not silently dropped.
+        assert proc.returncode == 2 and "--sandbox read-only" in proc.stderr and "unconfined" in proc.stderr
+        with MockServer(SCENARIOS / "cli_continue.json") as mock:
+            assert run(tooloop_cmd, ws, clean_env(tmp_path, mock), "-p", "--sandbox", "off", "hi").returncode == 0
+    else:
+        assert proc.returncode == 0, proc.stderr
+
+    # An Agent that takes sandbox= gets it (the core's option, detected by signature).
+    seen = {}
+
+    class SandboxAgent:
+        def __init__(self, model, system=None, *, sandbox="off", api_key=None, **kwargs):
+            seen.update(kwargs, sandbox=sandbox)
+
+    class PlainAgent:
+        def __init__(self, model, system=None, *, api_key=None):
+            pass
+
+    monkeypatch.setattr(tooloop, "Agent", PlainAgent)
+    assert not app.agent_accepts("sandbox")
+    monkeypatch.setattr(tooloop, "Agent", SandboxAgent)
+    assert app.agent_accepts("sandbox")
+    settings = Settings(provider="anthropic", model="m", api_key="k", base_url=None, max_turns=3,
+                        thinking=None, max_tokens=1024, workspace=ws, sandbox="workspace-write")
+
+    class Policy:
+        mode = "auto"
+
+    app.build_agent(settings, Policy(), tmp_path / "s.jsonl")
+    assert seen["sandbox"] == "workspace-write"

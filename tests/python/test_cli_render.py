@@ -35,7 +35,11 @@ def test_summarize_call_is_clipped_to_the_width():
 
 
 def test_preview_shows_first_lines_and_counts_the_rest():
-    assert preview_lines("exit code: 0\nHello, world!") == ["exit code: 0", "Hello, world!"]
+    # Both bash result forms: the plain one, and the older one that led with "exit code: 0".
+    assert preview_lines("Hello, world!") == ["Hello, world!"]
+    assert preview_lines("exit code: 0\nHello, world!") == ["Hello, world!"]
+    assert preview_lines("oops\nexit code: 2") == ["oops", "exit code: 2"]
+    assert preview_lines("") == ["(no output)"]
     lines = preview_lines("\n".join(f"line {i}" for i in range(10)))
     assert lines == ["line 0", "line 1", "line 2", "… +7 lines"]
     assert preview_lines("") == ["(no output)"]
@@ -59,7 +63,7 @@ def events(r):
     r.text("Answer ")
     r.text("streamed.")
     r.tool_use("bash", {"command": "ls"})
-    r.tool_result("bash", "exit code: 0\na\nb\nc\nd", False, 1500)
+    r.tool_result("bash", "a\nb\nc\nd\ne", False, 1500)
     r.tool_result("write_file", "cannot write 'x': denied", True)
     r.text("Done.")
     r.status("model · 1 turn")
@@ -74,7 +78,7 @@ def test_plain_renderer_writes_no_escape_codes_and_cuts_thinking():
         "thinking: line one\n  line two\n  line three …\n"
         "Answer streamed.\n"
         "● bash(ls)\n"
-        "  ⎿ exit code: 0  (1.5s)\n    a\n    b\n    … +2 lines\n"
+        "  ⎿ a  (1.5s)\n    b\n    c\n    … +2 lines\n"
         "  ⎿ error: cannot write 'x': denied\n"
         "Done.\n"
         "─ model · 1 turn\n")
@@ -83,7 +87,7 @@ def test_plain_renderer_writes_no_escape_codes_and_cuts_thinking():
 def test_ascii_renderer_for_terminals_without_utf8():
     out = io.StringIO()
     events(Renderer(out, color=False, unicode=False))
-    assert "* bash(ls)" in out.getvalue() and "  -> exit code: 0" in out.getvalue()
+    assert "* bash(ls)" in out.getvalue() and "  -> a  (1.5s)" in out.getvalue()
     out.getvalue().encode("ascii")
 
 
@@ -130,7 +134,45 @@ def test_refused_call_is_shown_with_what_was_refused():
 def test_call_asked_about_is_not_repeated_when_it_runs():
     out = io.StringIO()
     r = Renderer(out, color=False)
+    r.question_wait = 0   # the event never comes before: don't wait for it
     r.permission_request("bash", {"command": "ls"}, "t1")
     r.tool_use("bash", {"command": "ls"}, "t1")
-    r.tool_result("bash", "exit code: 0", False, 5, "t1")
+    r.tool_result("bash", "(no output)", False, 5, "t1")
     assert out.getvalue().count("bash(ls)") == 1
+
+
+def test_call_shown_by_its_event_is_not_repeated_in_the_question():
+    """Issue 15.1: in ask mode the tool_use event usually arrives before the question."""
+    out = io.StringIO()
+    r = Renderer(out, color=False)
+    r.text("Let me run it.")
+    r.tool_use("bash", {"command": "python3 hello.py"}, "t1")
+    r.permission_request("bash", {"command": "python3 hello.py"}, "t1")
+    assert out.getvalue().count("bash(python3 hello.py)") == 1
+    assert "waiting for you allow bash? [y]es / [n]o / [a]lways" in out.getvalue()
+
+
+def test_a_question_waits_until_the_main_thread_has_drawn_the_turn():
+    """The worker thread asks as soon as the core emitted tool_use; the main thread may still be drawing
+    the text before it. The question must come after that text, not in the middle of it."""
+    import threading
+    import time
+
+    out = io.StringIO()
+    r = Renderer(out, color=False)
+    asked = threading.Thread(target=r.permission_request, args=("bash", {"command": "ls"}, "t1"))
+    asked.start()
+    time.sleep(0.2)
+    r.text("Let me look ")
+    r.text("at the folder.")
+    r.tool_use("bash", {"command": "ls"}, "t1")
+    asked.join(5)
+    assert out.getvalue() == ("Let me look at the folder.\n● bash(ls)\n  ▶ waiting for you allow bash? "
+                              "[y]es / [n]o / [a]lways (or type a reason to refuse): ")
+    # Ctrl+C frees a question still waiting for its event.
+    abort = threading.Event()
+    r.abort = abort
+    start = time.monotonic()
+    abort.set()
+    r.permission_request("bash", {"command": "pwd"}, "t2")
+    assert time.monotonic() - start < 0.5

@@ -305,3 +305,273 @@ def test_ctrl_c_in_a_one_shot_run_exits_130(tooloop_exe, ws, tmp_path):
             assert term.finish(timeout=10) == 130
         finally:
             term.kill()
+
+
+def test_single_key_answers_and_the_call_line_is_shown_once(tooloop_exe, ws, tmp_path):
+    """y / n / a answer without Enter; the question says it waits; the call's line is printed once."""
+    with MockServer(SCENARIOS / "cli_repl_ask.json") as mock:
+        term = Term(tooloop_exe, [], ws, term_env(tmp_path, mock, NO_COLOR="1"))
+        try:
+            term.expect(PROMPT)
+            term.type("create the files")
+            term.expect(r"waiting for you allow bash\?")
+            term.child.send("n")                            # no Enter
+            term.expect(r"waiting for you allow write_file\?")
+            term.child.send("a")
+            term.expect("Wrote a.txt and b.txt; the bash call was refused.")
+            term.expect(PROMPT)
+            term.type("/q")
+            assert term.finish() == 0
+        finally:
+            term.kill()
+        reqs = mock.requests()
+    out = term.text
+    assert out.count("bash(echo hi > made_by_bash.txt)") == 1, out
+    # The question comes after the turn's text and the call's line, never in the middle of them.
+    assert out.index("Let me create the file with bash.") < out.index("bash(echo hi") < out.index("allow bash?")
+    assert out.index("Then I'll use write_file.") < out.index("allow write_file?")
+    assert out.count("write_file(a.txt, 1 line)") == 1, out
+    assert (ws / "a.txt").read_text() == "first\n" and (ws / "b.txt").read_text() == "second\n"
+    assert not (ws / "made_by_bash.txt").exists()
+    assert len(reqs) == 4
+
+
+def test_any_other_text_is_the_reason_for_a_refusal(tooloop_exe, ws, tmp_path):
+    with MockServer(SCENARIOS / "cli_repl_ask.json") as mock:
+        term = Term(tooloop_exe, [], ws, term_env(tmp_path, mock, NO_COLOR="1"))
+        try:
+            term.expect(PROMPT)
+            term.type("create the files")
+            term.expect(r"allow bash\?")
+            term.child.send("use write_fx")
+            term.child.send("\x7f")                         # Backspace works inside the reason
+            term.type("ile instead")
+            term.expect(r"allow write_file\?")
+            term.child.send("y")
+            term.expect(r"allow write_file\?")              # "y" was once: the second call asks again
+            term.child.send("Y")
+            term.expect("Wrote a.txt and b.txt")
+            term.expect(PROMPT)
+            term.type("/q")
+            assert term.finish() == 0
+        finally:
+            term.kill()
+        reqs = mock.requests()
+    bash_result = [b for m in reqs[1]["body"]["messages"] if isinstance(m["content"], list)
+                   for b in m["content"] if b.get("type") == "tool_result"][0]
+    assert bash_result["is_error"] is True
+    assert "use write_file instead" in json.dumps(bash_result["content"])
+    assert "use write_file instead" in term.text          # the typed reason was echoed
+
+
+def test_retry_after_a_500_sends_the_conversation_again(tooloop_exe, ws, tmp_path):
+    with MockServer(SCENARIOS / "cli_repl_retry.json") as mock:
+        term = Term(tooloop_exe, [], ws, term_env(tmp_path, mock))
+        try:
+            term.expect(PROMPT)
+            term.type("/retry")
+            term.expect("nothing to retry")
+            term.expect(PROMPT)
+            term.type("hello there")
+            term.expect(r"error: [^\r\n]*Internal server error")
+            term.expect(PROMPT)
+            term.type("/retry")
+            term.expect("Answer after the retry.")
+            term.expect("cache read")
+            term.expect(PROMPT)
+            term.type("/q")
+            assert term.finish() == 0
+        finally:
+            term.kill()
+        reqs = mock.requests()
+    assert len(reqs) == 2
+    messages = reqs[1]["body"]["messages"]
+    assert [m["role"] for m in messages] == ["user"]
+    assert json.dumps(messages).count("hello there") == 1   # re-sent, not sent twice
+
+
+def test_sessions_are_listed_and_resumed_by_a_unique_prefix(tooloop_exe, ws, tmp_path):
+    import subprocess
+
+    with MockServer(SCENARIOS / "cli_hello_py.json") as mock:
+        env = term_env(tmp_path, mock)
+        done = subprocess.run([tooloop_exe, "--yes", "-p", "Create hello.py\nand run it"], cwd=ws, env=env,
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    [session] = (tmp_path / "home").glob("sessions/*/*.jsonl")
+    listed = subprocess.run([tooloop_exe, "--list"], cwd=ws, env=env, stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    [row] = [ln for ln in listed.stdout.splitlines() if ln.startswith(session.stem)]
+    assert "Create hello.py" in row and "and run it" not in row and "5 turns" in row and "$" in row
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d", row)
+    # Another workspace has none.
+    other = tmp_path / "other"
+    other.mkdir()
+    empty = subprocess.run([tooloop_exe, "--list"], cwd=other, env=env, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=60)
+    assert empty.returncode == 0 and "no sessions" in empty.stdout
+
+    prefix = session.stem[:17]   # date, time and the first random digit
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        term = Term(tooloop_exe, ["--resume", prefix], ws, term_env(tmp_path, mock))
+        try:
+            term.expect(f"resumed session {session.stem}")
+            term.expect(PROMPT)
+            term.type("/sessions")
+            term.expect(f"{session.stem}[^\r\n]*Create hello.py[^\r\n]*\\(this one\\)")
+            term.expect(PROMPT)
+            term.type("what did you change?")
+            term.expect("I created hello.py and changed its greeting")
+            term.expect(PROMPT)
+            term.type("/q")
+            assert term.finish() == 0
+        finally:
+            term.kill()
+        [req] = mock.requests()
+    assert "Create hello.py" in json.dumps(req["body"]["messages"])
+
+
+def test_undo_restores_files_byte_for_byte_and_diff_shows_the_changes(tooloop_exe, ws, tmp_path):
+    import stat
+
+    app = b"# app\nprint('v1')\r\nno newline at end"
+    (ws / "app.py").write_bytes(app)
+    (ws / "run.sh").write_bytes(b"#!/bin/sh\necho original\n")
+    os.chmod(ws / "run.sh", 0o754)
+    with MockServer(SCENARIOS / "cli_repl_undo.json") as mock:
+        term = Term(tooloop_exe, ["--yes"], ws, term_env(tmp_path, mock, NO_COLOR="1"))
+        try:
+            term.expect(PROMPT)
+            term.type("first task")
+            term.expect("Task one done.")
+            term.expect(PROMPT)
+            assert (ws / "sub" / "new.txt").read_text() == "brand new\n"
+            assert b"print('v2')" in (ws / "app.py").read_bytes()
+            term.type("second task")
+            term.expect("Task two done.")
+            term.expect(PROMPT)
+            term.type("/diff")
+            term.expect(r"\+\+\+ b/app.py")
+            term.expect(r"\+print\('v3'\)")
+            term.expect(r"\+echo replaced")
+            term.expect(PROMPT)
+            term.type("/undo")                           # before "second task": task one's state
+            term.expect(r"restored app.py \(\+3 -1 lines\)")
+            term.expect("bash are not undone")
+            term.expect(PROMPT)
+            assert b"print('v2')" in (ws / "app.py").read_bytes()
+            assert (ws / "sub" / "new.txt").exists()
+            term.type("/undo 3")
+            term.expect("nothing to undo: there is only 1 message")
+            term.expect(PROMPT)
+            term.type("/undo 1")                         # before "first task": as at the start
+            term.expect(r"restored run.sh")
+            term.expect("removed sub/new.txt")
+            term.expect(PROMPT)
+            term.type("/diff")
+            term.expect("no file changes by the agent")
+            term.expect(PROMPT)
+            term.type("and now?")
+            term.expect("Noted the undo.")
+            term.expect(PROMPT)
+            term.type("/q")
+            assert term.finish() == 0
+        finally:
+            term.kill()
+        reqs = mock.requests()
+    assert (ws / "app.py").read_bytes() == app
+    assert (ws / "run.sh").read_bytes() == b"#!/bin/sh\necho original\n"
+    assert stat.S_IMODE((ws / "run.sh").stat().st_mode) == 0o754
+    assert not (ws / "sub" / "new.txt").exists()
+    # The model is told its changes are gone.
+    last = json.dumps(reqs[-1]["body"]["messages"][-1])
+    assert "undid the file changes" in last and "and now?" in last
+    # Checkpoints live beside the session, owner-only.
+    [folder] = (tmp_path / "home").glob("sessions/*/*.checkpoints")
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    assert files and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in files)
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in folder.rglob("*") if p.is_dir())
+
+
+def expect_answering_cpr(term, pattern, timeout=20):
+    """prompt_toolkit draws its bottom toolbar only once it knows where the cursor is: answer its cursor
+    position requests (ESC [ 6 n) as a terminal would, until `pattern` shows."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if term.expect(["\x1b\\[6n", pattern], timeout=max(deadline - time.monotonic(), 0.1)) == 1:
+            return
+        term.child.send("\x1b[20;1R")
+
+
+def test_answers_are_rendered_as_markdown_and_the_status_bar_shows_the_turn(tooloop_exe, ws, tmp_path):
+    with MockServer(SCENARIOS / "cli_markdown.json") as mock:
+        env = term_env(tmp_path, mock)
+        del env["PROMPT_TOOLKIT_NO_CPR"]
+        term = Term(tooloop_exe, [], ws, env)
+        try:
+            expect_answering_cpr(term, "sandbox")
+            time.sleep(0.5)
+            term.type("plan it")
+            term.expect("Last line")
+            expect_answering_cpr(term, r"ctx 2% of 200k[^\r\n]*" + re.escape("cached"))
+            term.type("/q")
+            assert term.finish() == 0
+        finally:
+            term.kill()
+    raw = term.log.getvalue()
+    [session] = (tmp_path / "home").glob("sessions/*/*.jsonl")
+    # The status bar after the turn: model · provider · context used · tokens · cache · cost · sandbox · id.
+    bar = SGR.sub("", raw[raw.rindex("ctx 2% of 200k") - 200:])
+    assert re.search(r"claude-sonnet-4-6 · anthropic · ctx 2% of 200k · 1k in / 50 out · 3k cached"
+                     r" · \$0\.\d{4} · sandbox off · " + re.escape(session.stem), bar), bar
+    first_bar = SGR.sub("", raw[raw.index("ctx 0% of 200k") - 60:])
+    assert "0 in / 0 out · 0 cached · $0.0000" in first_bar      # before the turn
+    # Streamed as plain text first, then each complete block drawn again, rendered.
+    answer = raw[raw.index("# Plan"):]
+    assert "**bold**" in answer and "# Plan\r\n\r\n\r\x1b[2A\x1b[J" in answer   # up to the block, erase
+    assert "Last line.\r\x1b[JLast line." in answer        # the last block: erased and drawn again
+    rendered = answer[answer.index("\x1b[J"):]
+    assert "**bold**" not in rendered.split("Last line")[-1]
+    assert re.search(r"\x1b\[[0-9;]*1[;m][^\x1b]*bold", rendered)      # **bold** became bold text
+    assert re.search(r"•\s*item one", SGR.sub("", rendered))            # a list, with bullets
+    assert re.search(r"\x1b\[[0-9;]*38;[25];[0-9;]+m[^\x1b]*print", rendered)   # highlighted code
+
+
+def test_markdown_stays_plain_with_no_color(tooloop_exe, ws, tmp_path):
+    with MockServer(SCENARIOS / "cli_markdown.json") as mock:
+        term = Term(tooloop_exe, ["--yes", "plan it"], ws, term_env(tmp_path, mock, NO_COLOR="1"))
+        try:
+            assert term.finish() == 0
+        finally:
+            term.kill()
+    raw = term.log.getvalue()
+    assert not re.search(r"\x1b\[", raw), "NO_COLOR output has escape codes"
+    assert "# Plan" in raw and "**bold**" in raw and "```python" in raw and "- item one" in raw
+
+
+def test_a_spinner_with_elapsed_time_shows_until_the_first_token(tooloop_exe, ws, tmp_path):
+    scenario = {"responses": [{"delay_ms": 1500, "anthropic": {
+        "id": "msg_slow", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+        "content": [{"type": "text", "text": "Slow but here."}], "stop_reason": "end_turn",
+        "stop_sequence": None, "usage": {"input_tokens": 5, "output_tokens": 3}}}]}
+    with MockServer(scenario) as mock:
+        term = Term(tooloop_exe, ["--yes", "take your time"], ws, term_env(tmp_path, mock))
+        try:
+            term.expect(r"waiting for the model · \d\.\ds")
+            term.expect("Slow but here.")
+            assert term.finish() == 0
+        finally:
+            term.kill()
+    raw = term.log.getvalue()
+    # Erased before the answer is written: the answer starts on a clean line.
+    assert "\r\x1b[K" in raw[raw.rindex("waiting for the model"):raw.index("Slow but here.")]
+    with MockServer(scenario) as mock:   # the plain face has no spinner
+        term = Term(tooloop_exe, ["--yes", "take your time"], ws, term_env(tmp_path, mock, NO_COLOR="1"))
+        try:
+            term.expect("Slow but here.")
+            assert term.finish() == 0
+        finally:
+            term.kill()
+    assert "waiting for the model" not in term.text

@@ -8,11 +8,12 @@ one line on stderr, never a traceback (an unexpected bug still shows its traceba
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import sys
 import threading
 from pathlib import Path
-from typing import Any, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from . import paths
 from .args import parse_args
@@ -20,7 +21,7 @@ from .config import ConfigProblem, Settings, resolve
 from .permissions import AskPolicy, AutoPolicy, Observed, ReadOnlyPolicy, TerminalReader, choose
 from .prompt import system_prompt
 from .render import Renderer, status_line
-from .runner import Outcome, run_task
+from .runner import Outcome, run_with_corrections
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -68,7 +69,9 @@ def make_policy(args: Any, stdin_tty: bool, renderer: Renderer, abort: threading
         if not _isatty(renderer.out) and _isatty(sys.stderr):
             # `tooloop "task" > log`: the questions must reach the person at the terminal, not the log.
             asker = Renderer(sys.stderr, color=use_color(args, stream=sys.stderr), unicode=_unicode_ok(sys.stderr))
-        policy = AskPolicy(asker.permission_request, TerminalReader(sys.stdin.fileno(), abort))
+            asker.asks_for(renderer)
+            asker.abort = abort
+        policy = AskPolicy(asker.permission_request, TerminalReader(sys.stdin.fileno(), abort, echo=asker.echo))
     return Observed(policy, renderer.note_call)
 
 
@@ -87,14 +90,57 @@ def session_path(args: Any, workspace: Path) -> Path:
     return paths.new_session_path(workspace)
 
 
+def agent_accepts(name: str) -> bool:
+    """Whether this tooloop.Agent takes the keyword `name` (features landing from the core, e.g. sandbox)."""
+    import inspect
+
+    import tooloop
+
+    try:
+        params = inspect.signature(tooloop.Agent.__init__).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def local_settings(settings: Settings, args: Any) -> None:
+    """Context window, temperature, max_tokens and prompt style; may ask a local server its context size."""
+    from . import local
+
+    window = args.context_window or local.known_window(settings.model)
+    custom = local.is_custom_endpoint(settings.base_url)
+    if window is None and custom and settings.provider == "openai" and settings.base_url:
+        window = local.probe_context(settings.base_url, settings.api_key)
+    settings.context_window = window
+    if args.temperature is not None:
+        settings.temperature = args.temperature
+    elif custom and settings.thinking is None:   # thinking requires the API's default temperature
+        settings.temperature = local.DEFAULT_LOCAL_TEMPERATURE
+    if settings.thinking is None:
+        settings.max_tokens = local.fit_max_tokens(settings.max_tokens, window)
+    settings.prompt_style = args.prompt_style or (
+        "compact" if window is not None and window < local.COMPACT_BELOW else "full")
+    settings.sandbox = args.sandbox
+
+
 def build_agent(settings: Settings, policy: Any, session: Path) -> Any:
     import tooloop
 
-    kwargs = dict(model=settings.model, system=system_prompt(settings.workspace, policy.mode),
-                  provider=settings.provider, api_key=settings.api_key, base_url=settings.base_url,
-                  max_tokens=settings.max_tokens, max_turns=settings.max_turns, thinking=settings.thinking,
-                  builtin_tools=True, workspace=str(settings.workspace), session=str(session),
-                  permission=policy)
+    from .local import extra_body
+    from .prompt import compact_system_prompt
+
+    system = (compact_system_prompt(settings.workspace, policy.mode) if settings.prompt_style == "compact"
+              else system_prompt(settings.workspace, policy.mode))
+    kwargs: Dict[str, Any] = dict(
+        model=settings.model, system=system, provider=settings.provider, api_key=settings.api_key,
+        base_url=settings.base_url, max_tokens=settings.max_tokens, max_turns=settings.max_turns,
+        thinking=settings.thinking, builtin_tools=True, workspace=str(settings.workspace),
+        session=str(session), permission=policy)
+    extra = extra_body(settings.temperature)
+    if extra:
+        kwargs["extra"] = extra
+    if settings.sandbox is not None:
+        kwargs["sandbox"] = settings.sandbox   # only reached when agent_accepts("sandbox"): see main
     return tooloop.Agent(**kwargs)
 
 
@@ -122,6 +168,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"tooloop {version()}")
         return EXIT_OK
     stdin_tty = _isatty(sys.stdin)
+    if args.list_sessions:
+        return list_sessions(args)
 
     task = args.task
     if task is None and stdin_tty and args.print_mode:
@@ -149,6 +197,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = sys.stdout
     renderer = Renderer(out, color=color, unicode=_unicode_ok(out))
     abort = threading.Event()
+    renderer.abort = abort
     policy = make_policy(args, stdin_tty, renderer, abort)
     try:
         session = session_path(args, settings.workspace)
@@ -156,12 +205,22 @@ def main(argv: Optional[List[str]] = None) -> int:
         _say(str(e))
         return EXIT_USAGE
     resumed = session.exists()
+    from .checkpoints import Checkpoints
+    checkpoints = Checkpoints.for_session(session, settings.workspace)
+    policy.before_run = checkpoints.before_call
 
     try:
         import tooloop
     except ImportError as e:
         _say(f"the tooloop module cannot be loaded ({e}); reinstall with `pip install tooloop`")
         return EXIT_FAILED
+    local_settings(settings, args)
+    if settings.sandbox is not None and not agent_accepts("sandbox"):
+        if settings.sandbox != "off":
+            _say(f"--sandbox {settings.sandbox}: this tooloop library has no sandbox support yet, and bash "
+                 "would run unconfined; run without --sandbox to accept that")
+            return EXIT_USAGE
+        settings.sandbox = None   # "off" is what this library does anyway
     try:
         agent = build_agent(settings, policy, session)
     except tooloop.Error as e:
@@ -170,9 +229,11 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     try:
         if task is not None:
+            checkpoints.begin_task(task)
             return one_shot(agent, task, settings, renderer, abort, args.print_mode)
         from .repl import Repl
-        return Repl(agent, settings, renderer, policy, session, abort, resumed=resumed).run()
+        return Repl(agent, settings, renderer, policy, session, abort, resumed=resumed,
+                    checkpoints=checkpoints).run()
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     finally:
@@ -180,9 +241,27 @@ def main(argv: Optional[List[str]] = None) -> int:
             paths.remove_if_empty(session)
 
 
+def list_sessions(args: Any) -> int:
+    """`tooloop --list`: needs no key, only the workspace."""
+    from .sessions import list_infos, table
+
+    workspace = Path(args.workspace or os.getcwd()).expanduser()
+    if not workspace.is_dir():
+        _say(f"workspace {str(workspace)!r} is not a folder")
+        return EXIT_USAGE
+    rows = table(list_infos(workspace.resolve()), width=shutil.get_terminal_size((120, 24)).columns)
+    if not rows:
+        print(f"no sessions in {workspace.resolve()} yet")
+    for row in rows:
+        print(row)
+    if rows:
+        print("continue one with: tooloop --resume ID (a unique prefix of the id is enough)")
+    return EXIT_OK
+
+
 def one_shot(agent: Any, task: str, settings: Settings, renderer: Renderer, abort: threading.Event,
              print_mode: bool) -> int:
-    outcome: Outcome = run_task(agent, task, None if print_mode else renderer, abort, settings)
+    outcome: Outcome = run_with_corrections(agent, task, None if print_mode else renderer, abort, settings)
     if outcome.status == "cancelled":
         return EXIT_INTERRUPTED
     if outcome.status == "error":

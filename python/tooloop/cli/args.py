@@ -11,7 +11,8 @@ session where you type tasks. The agent reads and edits files in the workspace a
 with bash (asking you first on a terminal)."""
 
 EPILOG = """\
-keys and defaults (environment, or a .env file in the workspace; the environment wins):
+keys and defaults (environment, or a .env file in the workspace; the environment wins; a base URL
+from .env is used only with a key from the same .env, so a repository cannot redirect your key):
   ANTHROPIC_API_KEY, OPENAI_API_KEY   API keys
   ANTHROPIC_BASE_URL, OPENAI_BASE_URL  API endpoints (OpenAI-compatible URLs end in /v1)
   TOOLOOP_PROVIDER, TOOLOOP_MODEL      defaults for --provider and --model
@@ -21,7 +22,8 @@ keys and defaults (environment, or a .env file in the workspace; the environment
   NO_COLOR                             plain output
 
 permissions:
-  on a terminal, bash, write_file and edit_file ask first (y / n / always); read_file never asks.
+  on a terminal, bash, write_file and edit_file ask first: press y (yes), n (no) or a (always), no
+  Enter needed, or type a reason for refusing; read_file never asks.
   When stdin is not a terminal the agent is read-only unless --yes is given.
 
 exit codes: 0 done, 1 the task failed (API error, turn limit, ...), 2 usage or configuration error,
@@ -31,7 +33,10 @@ examples:
   tooloop "add a --verbose flag to cli.py and test it"
   git diff | tooloop -p "review this diff"
   tooloop --continue "now update the README"
-  tooloop --provider openai --base-url http://localhost:11434/v1 --model qwen2.5-coder"""
+  tooloop --list                      this workspace's sessions (then: tooloop --resume ID-PREFIX)
+  tooloop --provider openai --base-url http://localhost:11434/v1 --model qwen2.5-coder
+
+in the session: /undo [N], /diff, /retry, /sessions, /clear, /usage, /help, /quit"""
 
 
 def _positive_int(text: str) -> int:
@@ -54,6 +59,16 @@ def _thinking_budget(text: str) -> int:
     return n
 
 
+def _temperature(text: str) -> float:
+    try:
+        t = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number such as 0.2, got {text!r}") from None
+    if not 0 <= t <= 2:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 2, got {t}")
+    return t
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tooloop", description=DESCRIPTION, epilog=EPILOG,
@@ -71,12 +86,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="most model requests per task (default: $TOOLOOP_MAX_TURNS or 50)")
     p.add_argument("--thinking", type=_thinking_budget, metavar="N",
                    help="extended thinking with a budget of N tokens (0: off)")
+    p.add_argument("--context-window", type=_positive_int, metavar="TOKENS",
+                   help="the model's context size, for the status bar and small-model settings (default: "
+                   "known models, or what a local server reports)")
+    p.add_argument("--temperature", type=_temperature, metavar="T",
+                   help="sampling temperature (default: the API's, or 0.2 for a custom --base-url)")
+    p.add_argument("--prompt", choices=["full", "compact"], dest="prompt_style",
+                   help="system prompt: full, or compact for small local models (default: compact when "
+                   "the context window is under 16k tokens)")
+    p.add_argument("--sandbox", choices=["off", "workspace-write", "read-only"],
+                   help="confine bash (needs a tooloop library with sandbox support)")
     p.add_argument("--workspace", "-w", metavar="DIR",
                    help="the project folder the agent works in (default: the current folder)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--continue", "-c", dest="continue_", action="store_true",
                    help="continue the latest session of this workspace")
-    g.add_argument("--resume", "-r", metavar="ID", help="continue session ID (or a session file)")
+    g.add_argument("--resume", "-r", metavar="ID",
+                   help="continue session ID (a unique prefix is enough; or a session file)")
+    g.add_argument("--list", "-l", dest="list_sessions", action="store_true",
+                   help="list this workspace's sessions (id, start, turns, cost, task) and exit")
     perm = p.add_mutually_exclusive_group()
     perm.add_argument("--yes", "-y", action="store_true",
                       help="allow every tool call without asking")

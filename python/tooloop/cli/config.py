@@ -3,7 +3,8 @@
 Keys and defaults the CLI reads (from the environment or the workspace's .env file):
 ANTHROPIC_API_KEY, OPENAI_API_KEY, ANTHROPIC_BASE_URL, OPENAI_BASE_URL, TOOLOOP_PROVIDER, TOOLOOP_MODEL,
 TOOLOOP_MAX_TURNS, TOOLOOP_THINKING. The real environment wins over .env, as with python-dotenv and
-docker compose. Must never print or log a key. Standard library only.
+docker compose. A base URL from .env counts only with the key from that same file (issue 9: a cloned
+repository must not redirect the user's own key). Must never print or log a key. Standard library only.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
 DEFAULT_MAX_TURNS = 50
@@ -58,10 +59,19 @@ def load_dotenv(workspace: Path) -> Dict[str, str]:
 
 def merged_env(workspace: Path, environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     """.env values overlaid by the real environment (empty variables count as unset)."""
+    return _sources(workspace, environ)[0]
+
+
+def _sources(workspace: Path, environ: Optional[Mapping[str, str]] = None) -> Tuple[Dict[str, str], Dict[str, str]]:
+    """(merged, dotenv_only): the merged settings, and the names whose value came from the workspace's .env
+    file (not overridden by the real environment) with those values."""
     environ = os.environ if environ is None else environ
-    env = load_dotenv(workspace)
-    env.update({k: v for k, v in environ.items() if v != ""})
-    return env
+    dotenv = load_dotenv(workspace)
+    real = {k: v for k, v in environ.items() if v != ""}
+    env = dict(dotenv)
+    env.update(real)
+    from_file = {k: v for k, v in dotenv.items() if k not in real}
+    return env, from_file
 
 
 @dataclass
@@ -75,6 +85,10 @@ class Settings:
     max_tokens: int
     workspace: Path
     env: Dict[str, str] = field(repr=False, default_factory=dict)
+    context_window: Optional[int] = None     # tokens, when known (table, flag or the server)
+    temperature: Optional[float] = None      # None: the API's default
+    prompt_style: str = "full"               # "full" | "compact"
+    sandbox: Optional[str] = None            # what --sandbox asked for (None: not given)
 
 
 def _int_setting(value: Optional[str], name: str, minimum: int) -> Optional[int]:
@@ -99,7 +113,7 @@ def resolve(args: Any, environ: Optional[Mapping[str, str]] = None) -> Settings:
     if not workspace.is_dir():
         raise ConfigProblem(f"workspace {str(workspace)!r} is not a folder")
     workspace = workspace.resolve()
-    env = merged_env(workspace, environ)
+    env, from_file = _sources(workspace, environ)
 
     provider = (args.provider or env.get("TOOLOOP_PROVIDER") or "anthropic").lower()
     if provider not in PROVIDERS:
@@ -116,6 +130,13 @@ def resolve(args: Any, environ: Optional[Mapping[str, str]] = None) -> Settings:
     prefix = "OPENAI" if provider == "openai" else "ANTHROPIC"
     base_url = args.base_url or env.get(f"{prefix}_BASE_URL") or None
     api_key = env.get(key_variable(provider)) or None
+    url_var, key_var = f"{prefix}_BASE_URL", key_variable(provider)
+    if not args.base_url and from_file.get(url_var) and api_key is not None and key_var not in from_file:
+        # A cloned repository must not be able to send the user's own key to a server of its choosing: a
+        # base URL from the workspace's .env counts only with a key from that same file.
+        raise ConfigProblem(
+            f"{workspace / '.env'} sets {url_var} but not {key_var}: refusing to send your {key_var} "
+            f"to that URL (put the key in the same file, or pass --base-url)")
     if api_key is None and base_url is None:
         raise ConfigProblem(no_key_message(provider, workspace))
 

@@ -8,7 +8,7 @@ tool's error result. Three policies:
 - ``read-only``: read_file runs; bash, write_file, edit_file and unknown tools are refused with a reason
   that tells the model what to do instead (``--read-only``; the default when stdin is not a terminal).
 - ``ask``: read_file runs; anything else is shown to the user, who answers y (once), n (or a reason), or
-  a (always allow this tool for the rest of the process).
+  a (always allow this tool for the rest of the process) with a single key, or types a reason.
 
 Must never: let a mutating call run in read-only mode, or block forever once the run is cancelled.
 Standard library only.
@@ -16,11 +16,12 @@ Standard library only.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import select
 import threading
-from typing import Any, Callable, Dict, Optional, Set, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 #: Tools that change nothing: they never need asking.
 SAFE_TOOLS = frozenset({"read_file"})
@@ -115,6 +116,9 @@ class AskPolicy:
         with self._lock:
             if name in self.always:  # answered "always" while this call waited for the lock
                 return True
+            begin = getattr(self._read, "begin", None)
+            if begin is not None:
+                begin()
             self._show(name, inp, ident)
             try:
                 line = self._read()
@@ -135,26 +139,110 @@ class AskPolicy:
 
 
 class TerminalReader:
-    """Reads one answer line from a terminal file descriptor, giving up when `abort` is set.
+    """Reads one answer from a terminal file descriptor, giving up when `abort` is set.
 
-    Polls with select so that a Ctrl+C handled on another thread (which sets `abort`) frees a question
-    that is waiting for Enter, instead of leaving a thread blocked in read() forever."""
+    On a terminal the answer is a single key: y, n or a answer at once, without Enter; any other key starts
+    a line of text (the reason for a refusal), ended by Enter, with Backspace working. Keys typed before
+    the question appeared are discarded (`begin`), so typeahead never approves a call. Without termios (not
+    a terminal) it reads a line. Polls with select so that a Ctrl+C handled on another thread (which sets
+    `abort`) frees a question that is waiting, instead of leaving a thread blocked in read() forever."""
 
-    def __init__(self, fd: int = 0, abort: Optional[threading.Event] = None, poll: float = 0.05):
+    def __init__(self, fd: int = 0, abort: Optional[threading.Event] = None, poll: float = 0.05,
+                 echo: Optional[Callable[[str], None]] = None):
         self.fd = fd
         self.abort = abort or threading.Event()
         self.poll = poll
+        self.echo = echo or self._echo_to_fd
+        self._saved: Optional[List[Any]] = None
+
+    def _echo_to_fd(self, text: str) -> None:
+        try:
+            os.write(self.fd, text.encode("utf-8", "replace"))
+        except OSError:
+            pass
+
+    def begin(self) -> None:
+        """Before the question is shown: keys on, echo off, line buffering off; pending input dropped."""
+        try:
+            import termios
+
+            saved = termios.tcgetattr(self.fd)
+            keys = termios.tcgetattr(self.fd)
+            keys[3] &= ~(termios.ICANON | termios.ECHO)   # ISIG stays: Ctrl+C still interrupts
+            keys[6][termios.VMIN] = 1
+            keys[6][termios.VTIME] = 0
+            termios.tcflush(self.fd, termios.TCIFLUSH)
+            termios.tcsetattr(self.fd, termios.TCSANOW, keys)
+            self._saved = saved
+        except Exception:  # ImportError, termios.error (not a terminal), OSError: read a line instead
+            self._saved = None
+
+    def _restore(self) -> None:
+        if self._saved is None:
+            return
+        try:
+            import termios
+
+            termios.tcsetattr(self.fd, termios.TCSANOW, self._saved)
+        except Exception:
+            pass
+        self._saved = None
 
     def __call__(self) -> Optional[str]:
+        try:
+            if self._saved is not None:
+                return self._read_keys()
+            return self._read_line()
+        finally:
+            self._restore()
+
+    def _wait(self) -> bool:
+        if self.abort.is_set():
+            raise Interrupted()
+        try:
+            ready, _, _ = select.select([self.fd], [], [], self.poll)
+        except InterruptedError:
+            return False
+        return bool(ready)
+
+    def _read_keys(self) -> Optional[str]:
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        typed = ""
+        while True:
+            if not self._wait():
+                continue
+            chunk = os.read(self.fd, 1024)
+            if not chunk:
+                return typed or None
+            text = decoder.decode(chunk)
+            i = 0
+            while i < len(text):
+                ch = text[i]
+                i += 1
+                if not typed and ch.lower() in ("y", "n", "a"):
+                    self.echo(ch + "\n")
+                    return ch
+                if ch in ("\r", "\n"):
+                    self.echo("\n")
+                    return typed
+                if ch in ("\x7f", "\b"):
+                    if typed:
+                        typed = typed[:-1]
+                        self.echo("\b \b")
+                elif ch == "\x04":  # Ctrl+D
+                    if not typed:
+                        self.echo("\n")
+                        return None
+                elif ch == "\x1b":  # an arrow or function key: ignore its whole sequence
+                    break
+                elif ch.isprintable():
+                    typed += ch
+                    self.echo(ch)
+
+    def _read_line(self) -> Optional[str]:
         buf = b""
         while True:
-            if self.abort.is_set():
-                raise Interrupted()
-            try:
-                ready, _, _ = select.select([self.fd], [], [], self.poll)
-            except InterruptedError:
-                continue
-            if not ready:
+            if not self._wait():
                 continue
             chunk = os.read(self.fd, 1024)
             if not chunk:
@@ -175,9 +263,12 @@ class Observed:
     """Wraps a policy so every call it sees is also reported to `note(id, name, input)` (the renderer
     uses it to show refused calls, which get no tool_use event). Keeps the policy's `mode`."""
 
-    def __init__(self, policy: Callable[[Any], Decision], note: Callable[[str, str, Dict[str, Any]], None]):
+    def __init__(self, policy: Callable[[Any], Decision], note: Callable[[str, str, Dict[str, Any]], None],
+                 before_run: Optional[Callable[[str, Dict[str, Any]], None]] = None):
         self.policy = policy
         self.note = note
+        #: Called with (name, input) once a call is allowed, before it runs (the undo checkpoints).
+        self.before_run = before_run
         self.mode = getattr(policy, "mode", "custom")
 
     def __call__(self, call: Any) -> Decision:
@@ -186,4 +277,10 @@ class Observed:
             self.note(ident, name, inp)
         except Exception:
             pass
-        return self.policy(call)
+        decision = self.policy(call)
+        if decision is True and self.before_run is not None:
+            try:
+                self.before_run(name, inp)
+            except Exception:
+                pass
+        return decision

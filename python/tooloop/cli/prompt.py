@@ -63,3 +63,18 @@ def system_prompt(workspace: Path, permission_mode: str = "ask", today: Optional
         lines += ["", "The user approves each command and file change as you make it; a refusal comes "
                   "back as the tool's result, sometimes with the user's reason."]
     return "\n".join(lines)
+
+
+COMPACT_RULES = """\
+Rules: use the tools to look and act; never guess file contents or command output. Make only the change \
+asked for. Call tools through the tool-calling interface, never by writing a call as text. When the task \
+is done, answer in one or two plain sentences without calling a tool."""
+
+
+def compact_system_prompt(workspace: Path, permission_mode: str = "ask") -> str:
+    """A short prompt for small local models: their context is small and long rules distract them."""
+    lines = [f"You are a coding agent in {Path(workspace)}. Tools: bash, read_file, write_file, edit_file "
+             "(paths relative to the workspace).", COMPACT_RULES]
+    if permission_mode == "read-only":
+        lines.append("Read-only: bash, write_file and edit_file are refused; describe changes instead.")
+    return "\n".join(lines)

@@ -9,6 +9,9 @@ Must never: raise while rendering (a display problem must not kill a run), or bu
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 from typing import Any, Dict, List, Optional, Set, TextIO, Tuple
 
 DENIED = "Permission denied: "   # how the core words a refused call's result
@@ -120,7 +123,11 @@ def summarize_call(name: str, inp: Dict[str, Any], width: int = 100) -> str:
 def preview_lines(content: Any, max_lines: int = PREVIEW_LINES, width: int = 100) -> List[str]:
     """The first lines of a tool result, clipped, with a count of what was left out."""
     lines = [ln.rstrip().expandtabs(4) for ln in content_text(content).strip("\n").splitlines()]
-    lines = [ln for ln in lines if ln.strip()] or ["(no output)"]
+    lines = [ln for ln in lines if ln.strip()]
+    if lines and lines[0] == "exit code: 0":
+        # The older bash result form led with the exit code even on success; the output is what matters.
+        lines = lines[1:]
+    lines = lines or ["(no output)"]
     shown = [_clip(ln, width) for ln in lines[:max_lines]]
     if len(lines) > max_lines:
         rest = len(lines) - max_lines
@@ -150,6 +157,61 @@ def call_details(name: str, inp: Dict[str, Any], max_lines: int = DETAIL_LINES) 
     return [("", "    " + ln) for ln in json.dumps(inp, indent=2, ensure_ascii=False).splitlines()[:max_lines]]
 
 
+class DrawnCalls:
+    """Ids of the calls whose tool_use event has been drawn, and a way to wait for one."""
+
+    def __init__(self) -> None:
+        self._ids: Set[str] = set()
+        self._cond = threading.Condition()
+
+    def add(self, call_id: str) -> None:
+        with self._cond:
+            self._ids.add(call_id)
+            self._cond.notify_all()
+
+    def wait(self, call_id: str, abort: Optional[threading.Event] = None, timeout: float = 3.0) -> bool:
+        """Whether `call_id` was drawn within `timeout` seconds (False also when `abort` was set)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while call_id not in self._ids:
+                left = deadline - time.monotonic()
+                if left <= 0 or (abort is not None and abort.is_set()):
+                    return False
+                self._cond.wait(min(left, 0.05))
+            return True
+
+
+def _last_block_end(text: str) -> int:
+    """Where the last complete Markdown block of `text` ends: after a blank line outside a code fence, or
+    after a fence's closing line. 0 when no block is complete yet."""
+    pos, cut, fence = 0, 0, False
+    for line in text.splitlines(keepends=True):
+        pos += len(line)
+        if not line.endswith("\n"):
+            break
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            fence = not fence
+            if not fence:
+                cut = pos
+        elif not fence and not stripped and pos > 1 and text[:pos].rstrip("\n"):
+            cut = pos
+    return cut
+
+
+def _rows(text: str, columns: Optional[int]) -> Optional[int]:
+    """Terminal rows `text` took when printed from the start of a row (the cursor's row included)."""
+    if not columns:
+        return None
+    from rich.cells import cell_len
+
+    rows = 0
+    for line in text.split("\n"):
+        width = cell_len(line.expandtabs(8))
+        rows += max(1, -(-width // columns))
+    return rows
+
+
 _ASCII = str.maketrans({"…": "...", "·": "|", "─": "-", "⎿": "->", "●": "*", "✻": "~", "›": ">"})
 
 
@@ -163,8 +225,9 @@ class Renderer:
         self.unicode = unicode
         self.width = width
         self.show_thinking = show_thinking
-        self.glyph = {"tool": "●", "result": "⎿", "think": "✻", "rule": "─", "user": "›"} if unicode else \
-            {"tool": "*", "result": "->", "think": "~", "rule": "-", "user": ">"}
+        self.glyph = {"tool": "●", "result": "⎿", "think": "✻", "rule": "─", "user": "›",
+                      "wait": "▶"} if unicode else \
+            {"tool": "*", "result": "->", "think": "~", "rule": "-", "user": ">", "wait": ">>"}
         self._console = None
         if color:
             from rich.console import Console  # the colored face only: keeps plain starts light
@@ -176,6 +239,21 @@ class Renderer:
         self._thinking_cut = False
         self._calls: Dict[str, Tuple[str, Dict[str, Any]]] = {}
         self._shown: Set[str] = set()
+        #: Calls whose tool_use event the main thread has drawn. Shared with a second renderer that asks
+        #: the questions elsewhere (stderr), see `asks_for`.
+        self.drawn = DrawnCalls()
+        #: Set on Ctrl+C: a question waiting for its call's event stops waiting.
+        self.abort: Optional[threading.Event] = None
+        #: How long a question waits for its call's tool_use event to be drawn (seconds).
+        self.question_wait = 3.0
+        self._spin_since: Optional[float] = None   # waiting for the model since (monotonic), or None
+        self._spin_shown = False
+        self._spin_thread: Optional[threading.Thread] = None
+        #: Answers are drawn as Markdown once each block is complete (colored face only).
+        self.markdown = color
+        self._md = ""   # the answer's text since the last rendered block
+        # The permission question is printed from the agent's worker thread, events from the main one.
+        self._lock = threading.RLock()
 
     # -- low level -------------------------------------------------------------------------------
     def _write(self, text: str, style: str = "") -> None:
@@ -186,15 +264,18 @@ class Renderer:
             text = text.translate(_ASCII)
             enc = getattr(self.out, "encoding", None) or "ascii"
             text = text.encode(enc, "replace").decode(enc, "replace")
-        try:
-            if self._console is not None and style:
-                self._console.print(text, style=style, end="")
-            else:
-                self.out.write(text)
-            self.out.flush()
-        except (OSError, ValueError):
-            pass
-        self._at_line_start = text.endswith("\n")
+        with self._lock:
+            if self._spin_shown:
+                self._spin_erase()
+            try:
+                if self._console is not None and style:
+                    self._console.print(text, style=style, end="")
+                else:
+                    self.out.write(text)
+                self.out.flush()
+            except (OSError, ValueError):
+                pass
+            self._at_line_start = text.endswith("\n")
 
     def _line(self, text: str, style: str = "") -> None:
         self._newline()
@@ -207,15 +288,107 @@ class Renderer:
 
     def _switch(self, block: Optional[str]) -> None:
         if self._block != block:
+            if self._block == "text":
+                self._markdown_flush(final=True)
             self._newline()
             self._block = block
             self._thinking_lines = 0
             self._thinking_cut = False
 
+    # -- the spinner: while a request waits for its first token (terminal, colored face only) -------------
+    def waiting(self) -> None:
+        """A request went out: show elapsed time until something arrives."""
+        if not self.color:
+            return
+        with self._lock:
+            self._spin_since = time.monotonic()
+            if self._spin_thread is None:
+                self._spin_thread = threading.Thread(target=self._spin, name="tooloop-spinner", daemon=True)
+                self._spin_thread.start()
+
+    def arrived(self) -> None:
+        with self._lock:
+            self._spin_since = None
+            if self._spin_shown:
+                self._spin_erase()
+
+    def _spin_erase(self) -> None:
+        self._spin_shown = False
+        try:
+            self.out.write("\r\x1b[K")
+            self.out.flush()
+        except (OSError, ValueError):
+            pass
+
+    def _spin(self) -> None:
+        frames = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏" if self.unicode else "|/-\\"
+        i = 0
+        while True:
+            time.sleep(0.1)
+            with self._lock:
+                since = self._spin_since
+                if since is None or not self._at_line_start or time.monotonic() - since < 0.3:
+                    continue
+                i += 1
+                try:
+                    self.out.write(f"\r\x1b[2m{frames[i % len(frames)]} waiting for the model · "
+                                   f"{time.monotonic() - since:.1f}s\x1b[0m\x1b[K")
+                    self.out.flush()
+                except (OSError, ValueError):
+                    continue
+                self._spin_shown = True
+
     # -- events ----------------------------------------------------------------------------------
     def text(self, delta: str) -> None:
-        self._switch("text")
-        self._write(delta)
+        with self._lock:
+            self._switch("text")
+            self._write(delta)
+            if self.markdown:
+                self._md += delta
+                self._markdown_flush(final=False)
+
+    # -- Markdown: the answer streams as plain text; each block, once complete, is drawn again rendered ---
+    def _markdown_flush(self, final: bool) -> None:
+        if not self._md:
+            return
+        cut = len(self._md) if final else _last_block_end(self._md)
+        if cut <= 0:
+            return
+        block, rest = self._md[:cut], self._md[cut:]
+        self._md = ""
+        rows = _rows(block + rest, self._columns())
+        height = self._lines()
+        if rows is None or height is None or rows >= height or not block.strip():
+            self._md = "" if final else rest   # scrolled out of reach (or unknown size): stays plain
+            return
+        try:
+            from rich.markdown import Markdown
+
+            assert self._console is not None
+            # Back to the block's first row, clear to the end of the screen, draw it rendered.
+            self.out.write("\r" + (f"\x1b[{rows - 1}A" if rows > 1 else "") + "\x1b[J")
+            self._console.print(Markdown(block.strip("\n")), soft_wrap=False, end="\n")
+            if block.endswith("\n\n"):
+                self.out.write("\n")
+            self._at_line_start = True
+            self.out.flush()
+        except Exception:
+            return
+        if rest and not final:
+            self._md = rest
+            self._write(rest)
+
+    def _columns(self) -> Optional[int]:
+        try:
+            return os.get_terminal_size(self.out.fileno()).columns
+        except (AttributeError, ValueError, OSError):
+            return None
+
+    def _lines(self) -> Optional[int]:
+        try:
+            return os.get_terminal_size(self.out.fileno()).lines
+        except (AttributeError, ValueError, OSError):
+            return None
 
     def thinking(self, delta: str) -> None:
         if not self.show_thinking:
@@ -243,38 +416,48 @@ class Renderer:
             self._calls[call_id] = (name, inp)
 
     def tool_use(self, name: str, inp: Dict[str, Any], call_id: str = "") -> None:
-        self._switch(None)
-        if call_id and call_id in self._shown:
-            return  # already on screen, in the permission question
-        self._shown.add(call_id)
-        self._line(f"{self.glyph['tool']} {summarize_call(name, inp, self.width)}", "bold cyan")
+        try:
+            with self._lock:
+                self._switch(None)
+                if call_id and call_id in self._shown:
+                    return  # already on screen, in the permission question
+                self._shown.add(call_id)
+                self._line(f"{self.glyph['tool']} {summarize_call(name, inp, self.width)}", "bold cyan")
+        finally:
+            self.drawn.add(call_id)
+
+    def asks_for(self, main: Renderer) -> None:
+        """This renderer asks the questions of calls that `main` draws (stdout redirected: questions go
+        to the terminal on stderr)."""
+        self.drawn = main.drawn
 
     def tool_result(self, name: str, content: Any, is_error: bool, duration_ms: Optional[int] = None,
                     call_id: str = "") -> None:
-        self._switch(None)
-        if call_id and call_id not in self._shown:
-            # No tool_use event came (the call was refused): show what was refused.
-            self._shown.add(call_id)
-            called, inp = self._calls.get(call_id, (name, None))
-            shown = summarize_call(called, inp, self.width) if inp is not None else name
-            self._line(f"{self.glyph['tool']} {shown}", "bold cyan")
-        text = content_text(content)
-        if is_error and text.startswith(DENIED):
-            text = "denied: " + text[len(DENIED):]
-            is_error, style_denied = False, True
-        else:
-            style_denied = False
-        lines = preview_lines(text, width=self.width - 6)
-        if duration_ms and duration_ms >= 1000:
-            lines[0] += f"  ({duration_ms / 1000:.1f}s)"
-        lead = f"  {self.glyph['result']} "
-        pad = " " * len(lead)
-        for i, ln in enumerate(lines):
-            prefix = lead if i == 0 else pad
-            if is_error:
-                self._line(prefix + ("error: " if i == 0 else "") + ln, "red")
+        with self._lock:
+            self._switch(None)
+            if call_id and call_id not in self._shown:
+                # No tool_use event came (the call was refused): show what was refused.
+                self._shown.add(call_id)
+                called, inp = self._calls.get(call_id, (name, None))
+                shown = summarize_call(called, inp, self.width) if inp is not None else name
+                self._line(f"{self.glyph['tool']} {shown}", "bold cyan")
+            text = content_text(content)
+            if is_error and text.startswith(DENIED):
+                text = "denied: " + text[len(DENIED):]
+                is_error, style_denied = False, True
             else:
-                self._line(prefix + ln, "yellow" if style_denied else "dim")
+                style_denied = False
+            lines = preview_lines(text, width=self.width - 6)
+            if duration_ms and duration_ms >= 1000:
+                lines[0] += f"  ({duration_ms / 1000:.1f}s)"
+            lead = f"  {self.glyph['result']} "
+            pad = " " * len(lead)
+            for i, ln in enumerate(lines):
+                prefix = lead if i == 0 else pad
+                if is_error:
+                    self._line(prefix + ("error: " if i == 0 else "") + ln, "red")
+                else:
+                    self._line(prefix + ln, "yellow" if style_denied else "dim")
 
     def end_turn(self) -> None:
         self._switch(None)
@@ -295,12 +478,40 @@ class Renderer:
         self._switch(None)
         self._line(line, "bold red")
 
+    def diff(self, lines: List[str]) -> None:
+        """A unified diff, colored by line kind on a terminal."""
+        with self._lock:
+            self._switch(None)
+            for ln in lines:
+                style = ("bold" if ln.startswith(("+++", "---")) else "green" if ln.startswith("+")
+                         else "red" if ln.startswith("-") else "cyan" if ln.startswith("@@") else "")
+                self._line(ln, style)
+
     def permission_request(self, name: str, inp: Dict[str, Any], call_id: str = "") -> None:
-        self._switch(None)
-        self._shown.add(call_id)
-        self._line(f"{self.glyph['tool']} {summarize_call(name, inp, self.width)}", "bold yellow")
-        styles = {"+": "green", "-": "red", "$": "bold", "": ""}
-        for mark, ln in call_details(name, inp):
-            self._line(ln, styles.get(mark, ""))
-        self._write(f"  allow {name}? [y]es / [n]o / [a]lways (or type a reason to refuse): ", "bold yellow")
-        self._at_line_start = True  # the user's Enter ends the line
+        """The question before a call. Runs on the agent's worker thread, which can be ahead of the main
+        thread still drawing this turn's text: the core emits a call's tool_use event before it asks, so
+        wait (briefly, and not past a Ctrl+C) until the main thread has drawn it. Then the question comes
+        after the text it follows, and the call's line is printed once."""
+        if call_id:
+            self.drawn.wait(call_id, self.abort, self.question_wait)
+        self.arrived()
+        with self._lock:
+            self._switch(None)
+            if not call_id or call_id not in self._shown:
+                self._shown.add(call_id)
+                self._line(f"{self.glyph['tool']} {summarize_call(name, inp, self.width)}", "bold yellow")
+            styles = {"+": "green", "-": "red", "$": "bold", "": ""}
+            for mark, ln in call_details(name, inp):
+                self._line(ln, styles.get(mark, ""))
+            self._write(f"  {self.glyph['wait']} waiting for you", "bold reverse yellow")
+            self._write(f" allow {name}? [y]es / [n]o / [a]lways (or type a reason to refuse): ", "bold yellow")
+            self._at_line_start = True  # the answer's echo ends the line
+
+    def echo(self, text: str) -> None:
+        """The user's keys while answering a question (the terminal's own echo is off then)."""
+        with self._lock:
+            try:
+                self.out.write(text)
+                self.out.flush()
+            except (OSError, ValueError):
+                pass

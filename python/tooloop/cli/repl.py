@@ -12,21 +12,35 @@ from pathlib import Path
 from typing import Any, Optional
 
 from . import paths
-from .render import Renderer, estimate_cost, status_line, usage_numbers, usage_report
-from .runner import run_task
+from .checkpoints import Checkpoints, summary
+from .render import Renderer, estimate_cost, format_cost, status_line, usage_numbers, usage_report
+from .runner import run_with_corrections
 
 HELP = """\
 Type a task and press Enter (Alt+Enter or Esc Enter for a new line). Commands:
   /help         this help
   /clear        start a new conversation (the session file keeps the old one)
   /usage        tokens and estimated cost of this session
+  /undo [N]     put the files back as they were before your last (N-th last) message
+  /diff         what the agent changed in files during this session
+  /retry        send the last request again (after an error or a cancel)
+  /sessions     this workspace's sessions (continue one with tooloop --resume ID)
   /quit, /q     leave (Ctrl+D works too)
 Ctrl+C stops the running task and returns here."""
 
 
+def _short(n: int) -> str:
+    """Token counts for the status bar: 950, 12.3k, 200k, 1.2M."""
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k".replace(".0k", "k") if n < 100_000 else f"{n // 1000}k"
+    return f"{n / 1_000_000:.1f}M".replace(".0M", "M")
+
+
 class Repl:
     def __init__(self, agent: Any, settings: Any, renderer: Renderer, policy: Any, session: Path,
-                 abort: threading.Event, resumed: bool = False):
+                 abort: threading.Event, resumed: bool = False, checkpoints: Optional[Checkpoints] = None):
         self.agent = agent
         self.settings = settings
         self.r = renderer
@@ -34,6 +48,10 @@ class Repl:
         self.session = session
         self.abort = abort
         self.resumed = resumed
+        self.can_retry = False   # the last task ended in an error or a cancel
+        self.checkpoints = checkpoints or Checkpoints.for_session(session, settings.workspace)
+        self.last_context = 0    # input tokens of the last model turn: how full the context is
+        self.undo_note = ""      # told to the model with the next message: the files changed under it
 
     def _prompt_session(self) -> Any:
         from prompt_toolkit import PromptSession
@@ -53,8 +71,36 @@ class Repl:
         def _newline(event: Any) -> None:  # Alt+Enter: a new line inside the same message
             event.current_buffer.insert_text("\n")
 
+        from prompt_toolkit.styles import Style
+
+        # Plain face: the bar keeps its text but no reverse video or colors.
+        style = Style.from_dict({"bottom-toolbar": "noreverse" if not self.r.color else "reverse"})
         return PromptSession(history=history, key_bindings=keys, multiline=False,
-                             enable_history_search=False)
+                             enable_history_search=False, bottom_toolbar=self.toolbar, style=style)
+
+    def toolbar(self) -> str:
+        """The status bar under the prompt: model · provider · context used · tokens · cost · sandbox ·
+        session. Recomputed whenever the prompt is drawn (so after each task)."""
+        s = self.settings
+        u = usage_numbers(getattr(self.agent, "usage", None))
+        window = getattr(s, "context_window", None)
+        if window:
+            ctx = f"ctx {min(100.0, 100.0 * self.last_context / window):.0f}% of {_short(window)}"
+        else:
+            ctx = "ctx ?"
+        cost = format_cost(estimate_cost(s.model, u))
+        parts = [s.model, s.provider, ctx, f"{_short(u['input_tokens'])} in / {_short(u['output_tokens'])} out",
+                 f"{_short(u['cache_read_input_tokens'])} cached", cost, f"sandbox {self.sandbox_label()}",
+                 self.session.stem]
+        return " " + " · ".join(parts) + " "
+
+    def sandbox_label(self) -> str:
+        mode = getattr(self.settings, "sandbox", None)
+        if mode:
+            return str(mode)
+        from .app import agent_accepts
+
+        return "default" if agent_accepts("sandbox") else "off"
 
     def _message(self) -> Any:
         if self.r.color:
@@ -93,10 +139,24 @@ class Repl:
             self.r.info(f"session {self.session.stem} saved; continue with: tooloop --continue")
         return 0
 
-    def task(self, text: str) -> None:
-        outcome = run_task(self.agent, text, self.r, self.abort, self.settings)
+    def task(self, text: Optional[str]) -> None:
+        if text is not None:
+            self.checkpoints.begin_task(text)
+            if self.undo_note:
+                text = f"{self.undo_note}\n\n{text}"
+                self.undo_note = ""
+        outcome = run_with_corrections(self.agent, text, self.r, self.abort, self.settings)
+        if outcome.last_turn is not None:
+            t = usage_numbers(outcome.last_turn)
+            self.last_context = (t["input_tokens"] + t["cache_read_input_tokens"]
+                                 + t["cache_creation_input_tokens"])
+        for problem in self.checkpoints.errors:
+            self.r.notice(f"warning: {problem} (/undo cannot restore it)")
+        self.checkpoints.errors.clear()
+        self.can_retry = outcome.status in ("error", "cancelled")
         if outcome.status == "error":
             self.r.error(f"error: {outcome.message}")
+            self.r.info("/retry sends the request again")
             return
         if outcome.status == "cancelled":
             return
@@ -121,6 +181,60 @@ class Repl:
         elif name == "/usage":
             for ln in usage_report(self.settings.model, getattr(self.agent, "usage", None)):
                 self.r.info(ln)
+        elif name == "/undo":
+            self.undo(text)
+        elif name == "/diff":
+            self.diff()
+        elif name == "/retry":
+            if not self.can_retry:
+                self.r.notice("nothing to retry: the last task did not fail")
+                return None
+            self.task(None)
+        elif name == "/sessions":
+            from .sessions import list_infos, table
+
+            rows = table(list_infos(self.settings.workspace), width=self.r.width)
+            if not rows:
+                self.r.info("no saved sessions in this workspace yet")
+            for row in rows:
+                mark = "  (this one)" if row.startswith(self.session.stem) else ""
+                self.r.info(row + mark)
         else:
             self.r.notice(f"unknown command {name}; /help lists the commands")
         return None
+
+    def undo(self, text: str) -> None:
+        words = text.split()
+        try:
+            n = int(words[1]) if len(words) > 1 else 1
+        except ValueError:
+            self.r.notice("usage: /undo or /undo N (N: how many of your messages to go back)")
+            return
+        try:
+            count, restored = self.checkpoints.undo(n)
+        except ValueError as e:
+            self.r.notice(f"nothing to undo: {e}")
+            return
+        except OSError as e:
+            self.r.error(f"error: undo failed: {e}")
+            return
+        lines = summary(restored)
+        which = "your last message" if count == 1 else f"your last {count} messages"
+        if not lines:
+            self.r.info(f"no file changes to undo since {which}")
+        else:
+            self.r.info(f"files put back as they were before {which}:")
+            for ln in lines:
+                self.r.info("  " + ln)
+            self.undo_note += ("[Note from the user's tool: the user undid the file changes of their last "
+                              f"{count} message{'s' if count != 1 else ''}: " + "; ".join(lines) +
+                              ". The files no longer hold those changes.]")
+        self.r.info("commands run with bash are not undone (their effects are not tracked); "
+                    "the conversation keeps its messages")
+
+    def diff(self) -> None:
+        lines = self.checkpoints.diff()
+        if not lines:
+            self.r.info("no file changes by the agent in this session")
+            return
+        self.r.diff(lines)

@@ -25,6 +25,7 @@ class Outcome:
     message: str = ""                # one line for the user when status is "error"
     turns: int = 0
     usage: Any = None                # this task's usage (a tooloop.Usage, or a dict of counts)
+    last_turn: Any = None            # the usage of the task's last model turn (its context size)
 
 
 def _sub(after: Dict[str, int], before: Dict[str, int]) -> Dict[str, int]:
@@ -58,9 +59,21 @@ def one_line(exc: BaseException, settings: Any = None, limit: int = 400) -> str:
     return f"{type(exc).__name__}: {msg}"
 
 
-def run_task(agent: Any, text: str, renderer: Optional[Renderer], abort: threading.Event,
+def start_stream(agent: Any, text: Optional[str]) -> Any:
+    """The run's event stream; `text` None continues the conversation without new input (after an error:
+    unanswered calls are answered as interrupted, then the request goes again)."""
+    if text is not None:
+        return agent.stream(text)
+    # The library's resume() blocks without events; its streaming form is start(None) underneath, which
+    # stream(None) reaches. Replace with agent.resume_stream() (or stream(None) documented) when it exists.
+    resume_stream = getattr(agent, "resume_stream", None)
+    return resume_stream() if resume_stream is not None else agent.stream(None)
+
+
+def run_task(agent: Any, text: Optional[str], renderer: Optional[Renderer], abort: threading.Event,
              settings: Any = None) -> Outcome:
-    """Run `text` on `agent`, rendering as it goes (renderer None: show nothing)."""
+    """Run `text` on `agent` (None: retry the last request), rendering as it goes (renderer None: show
+    nothing)."""
     import tooloop
 
     abort.clear()
@@ -68,11 +81,19 @@ def run_task(agent: Any, text: str, renderer: Optional[Renderer], abort: threadi
     result = None
     turns = 0
     stream = None
+    last_turn: Any = None
     try:
         with _sigint_sets(abort):
-            stream = agent.stream(text)
+            if renderer is not None:
+                renderer.waiting()
+            stream = start_stream(agent, text)
             for event in stream:
                 kind = field(event, "type")
+                if renderer is not None:
+                    if kind in ("text", "thinking", "tool_use", "done"):
+                        renderer.arrived()
+                if kind == "turn":
+                    last_turn = field(event, "usage", None)
                 if kind == "done":
                     result = field(event, "result", None)
                     if result is None:
@@ -82,6 +103,8 @@ def run_task(agent: Any, text: str, renderer: Optional[Renderer], abort: threadi
                     turns = max(turns, int(field(event, "turn", 0) or 0))
                 if renderer is not None:
                     show(renderer, kind, event)
+                    if kind == "tool_result":
+                        renderer.waiting()
     except BaseException as exc:  # KeyboardInterrupt included: Ctrl+C cancels the run, not the program
         abort.set()  # frees a permission question that may still wait for an answer
         if isinstance(exc, KeyboardInterrupt) or isinstance(exc, getattr(tooloop, "Cancelled", ())):
@@ -95,12 +118,15 @@ def run_task(agent: Any, text: str, renderer: Optional[Renderer], abort: threadi
                        usage=_sub(usage_numbers(agent.usage), before))
     finally:
         abort.set()
+        if renderer is not None:
+            renderer.arrived()
     if renderer is not None:
         renderer.end_turn()
     turns = int(field(result, "turns", 0) or 0) or turns
     usage = field(result, "usage", None)
     return Outcome("ok", result=result, turns=turns,
-                   usage=usage if usage is not None else _sub(usage_numbers(agent.usage), before))
+                   usage=usage if usage is not None else _sub(usage_numbers(agent.usage), before),
+                   last_turn=last_turn)
 
 
 @contextmanager
@@ -153,3 +179,39 @@ def show(renderer: Renderer, kind: Any, event: Any) -> None:
                              str(field(event, "id", "") or ""))
     elif kind == "turn":
         renderer.end_turn()
+
+
+#: How many times a tool call written as text is answered with a correction before the answer stands.
+MAX_CORRECTIONS = 2
+
+
+def run_with_corrections(agent: Any, text: Optional[str], renderer: Optional[Renderer], abort: threading.Event,
+                         settings: Any = None) -> Outcome:
+    """`run_task`, then, for a local or small model whose final answer is a tool call written as text
+    (JSON in a fence, <tool_call> tags, an echoed <tools> block): send a one-line correction as the next
+    user message and continue, at most MAX_CORRECTIONS times."""
+    from .local import correction, is_custom_endpoint, text_tool_call
+
+    outcome = run_task(agent, text, renderer, abort, settings)
+    watch = getattr(settings, "prompt_style", "full") == "compact" or is_custom_endpoint(
+        getattr(settings, "base_url", None))
+    tries = 0
+    while watch and outcome.status == "ok" and tries < MAX_CORRECTIONS:
+        try:
+            names = [str(n) for n in getattr(agent, "tools", [])]
+        except Exception:
+            names = []
+        name = text_tool_call(str(field(outcome.result, "text", "") or ""), names)
+        if name is None:
+            break
+        tries += 1
+        if renderer is not None:
+            renderer.notice(f"the model wrote a tool call as text; asking it to use the tool ({tries}/"
+                            f"{MAX_CORRECTIONS})")
+        nxt = run_task(agent, correction(name), renderer, abort, settings)
+        total = {k: usage_numbers(outcome.usage)[k] + usage_numbers(nxt.usage)[k]
+                 for k in usage_numbers(nxt.usage)}
+        nxt.turns += outcome.turns
+        nxt.usage = total
+        outcome = nxt
+    return outcome

@@ -1,0 +1,164 @@
+"""What the CLI knows about models and servers: context windows (a small table, `--context-window`, or
+what a local llama.cpp-style server reports), defaults that help small local models (low temperature,
+max_tokens that fit the context, a compact prompt), and tool calls that such models write as text.
+
+The core will get a proper model table (DESIGN: `context_window=`); until then this module is the one
+place to replace. Must never: fail a start because a server did not answer a probe (it falls back
+quietly), or send a key anywhere but the configured endpoint. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+from typing import Any, Dict, List, Optional, Tuple
+from urllib.parse import urlsplit, urlunsplit
+
+DEFAULT_LOCAL_TEMPERATURE = 0.2
+#: Below this context size (tokens) the compact prompt is used unless --prompt says otherwise.
+COMPACT_BELOW = 16_384
+
+# Prefix → context window in tokens, longest prefix first wins. Sizes as the providers publish them.
+_WINDOWS: List[Tuple[str, int]] = [
+    ("claude-", 200_000),
+    ("gpt-4.1", 1_047_576),
+    ("gpt-4o", 128_000),
+    ("gpt-5", 400_000),
+    ("o3", 200_000),
+    ("o4", 200_000),
+    ("deepseek", 128_000),
+    ("qwen2.5-coder", 32_768),
+    ("qwen3", 32_768),
+    ("llama3", 8_192),
+]
+
+_OFFICIAL_HOSTS = ("api.anthropic.com", "api.openai.com")
+
+
+def known_window(model: str) -> Optional[int]:
+    name = model.lower().rsplit("/", 1)[-1]
+    best: Optional[Tuple[str, int]] = None
+    for prefix, size in _WINDOWS:
+        if name.startswith(prefix) and (best is None or len(prefix) > len(best[0])):
+            best = (prefix, size)
+    return best[1] if best else None
+
+
+def is_custom_endpoint(base_url: Optional[str]) -> bool:
+    """A base URL that is not the provider's own API: a local or self-hosted server."""
+    if not base_url:
+        return False
+    host = (urlsplit(base_url).hostname or "").lower()
+    return host not in _OFFICIAL_HOSTS
+
+
+def probe_context(base_url: str, api_key: Optional[str] = None, timeout: float = 2.0) -> Optional[int]:
+    """The context size a llama.cpp-style server reports: ``GET /props`` →
+    ``default_generation_settings.n_ctx``, else ``GET /v1/models`` → ``data[0].meta.n_ctx_train``.
+    None when the server does not say (any error, quietly)."""
+    parts = urlsplit(base_url)
+    root = urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+    path = parts.path.rstrip("/")
+    models_url = urlunsplit((parts.scheme, parts.netloc, (path or "/v1") + "/models", "", ""))
+    for url, pick in ((root + "/props", _n_ctx_props), (models_url, _n_ctx_models)):
+        data = _get_json(url, api_key, timeout)
+        n = pick(data) if data is not None else None
+        if n:
+            return n
+    return None
+
+
+def _get_json(url: str, api_key: Optional[str], timeout: float) -> Any:
+    req = urllib.request.Request(url, headers={"Accept": "application/json"})
+    if api_key:
+        req.add_header("Authorization", f"Bearer {api_key}")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read(1_000_000).decode("utf-8", "replace"))
+    except Exception:
+        return None
+
+
+def _n_ctx_props(data: Any) -> Optional[int]:
+    try:
+        n = data["default_generation_settings"]["n_ctx"]
+    except (KeyError, TypeError):
+        try:
+            n = data["n_ctx"]
+        except (KeyError, TypeError):
+            return None
+    return int(n) if isinstance(n, int) and n > 0 else None
+
+
+def _n_ctx_models(data: Any) -> Optional[int]:
+    try:
+        meta = data["data"][0].get("meta") or {}
+        n = meta.get("n_ctx") or meta.get("n_ctx_train")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return None
+    return int(n) if isinstance(n, int) and n > 0 else None
+
+
+def fit_max_tokens(max_tokens: int, window: Optional[int]) -> int:
+    """max_tokens no larger than the context can hold: at most a quarter of a small window (the prompt
+    and the tools' definitions need the rest), never below 256."""
+    if not window:
+        return max_tokens
+    return max(256, min(max_tokens, window // 4))
+
+
+# -- tool calls written as text ----------------------------------------------------------------------------
+
+_TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+_FENCED = re.compile(r"```(?:json|tool_call|tool)?\s*\n(\{.*?\})\s*\n```", re.S)
+_TOOLS_ECHO = re.compile(r"<tools>.*?</tools>|<tools>", re.S)
+
+
+def text_tool_call(text: str, tool_names: List[str]) -> Optional[str]:
+    """If an answer is a tool call written as text (small models do this), the name of the tool (or
+    "tools" for an echoed <tools> block); else None."""
+    if not text:
+        return None
+    if _TOOLS_ECHO.search(text):
+        return "tools"
+    for m in _TAGGED.finditer(text):
+        name = _call_name(m.group(1))
+        if name:
+            return name
+    for m in _FENCED.finditer(text):
+        name = _call_name(m.group(1))
+        if name and name in tool_names:
+            return name
+    stripped = text.strip()
+    if stripped.startswith("{") and stripped.endswith("}"):
+        name = _call_name(stripped)
+        if name and name in tool_names:
+            return name
+    return None
+
+
+def _call_name(blob: str) -> Optional[str]:
+    try:
+        data = json.loads(blob)
+    except ValueError:
+        m = re.search(r'"name"\s*:\s*"([A-Za-z0-9_.-]+)"', blob)
+        return m.group(1) if m else None
+    if not isinstance(data, dict):
+        return None
+    fn = data.get("function")
+    name = data.get("name") or (fn.get("name") if isinstance(fn, dict) else None) or data.get("tool")
+    return str(name) if isinstance(name, str) and name else None
+
+
+def correction(name: str) -> str:
+    """The one line sent back when a tool call arrived as text."""
+    if name == "tools":
+        return ("Your last answer repeated the tool list as text. Call a tool through the tool-calling "
+                "interface, or, if the task is done, answer in plain words without calling a tool.")
+    return (f"Your last answer wrote a {name} call as text, so it did not run. Call the tool through the "
+            "tool-calling interface (not as text), or, if the task is done, answer without calling a tool.")
+
+
+def extra_body(temperature: Optional[float]) -> Optional[Dict[str, Any]]:
+    return None if temperature is None else {"temperature": temperature}
