@@ -187,6 +187,8 @@ pub enum Event {
         content: Value,
         /// Whether the model reads it as an error.
         is_error: bool,
+        /// Whether the permission hook refused the call (it did not run; `content` holds the reason).
+        denied: bool,
         /// How long it ran.
         duration_ms: u64,
     },
@@ -232,6 +234,8 @@ pub struct ToolCallRecord {
     pub output: Value,
     /// Whether it was an error result.
     pub is_error: bool,
+    /// Whether the permission hook refused it.
+    pub denied: bool,
     /// Duration.
     pub duration_ms: u64,
 }
@@ -253,6 +257,9 @@ pub struct RunResult {
     pub max_turns_reached: bool,
     /// The last assistant message.
     pub message: Option<MessageResponse>,
+    /// Estimated cost in USD of this run (list prices, cache rates included; `None` for a model without a
+    /// known price).
+    pub cost_usd: Option<f64>,
 }
 
 /// What attaching a session file found (see [`Agent::session_info`]).
@@ -374,6 +381,11 @@ impl Agent {
     /// The attached session file and what attaching it found (`None`: no session).
     pub fn session_info(&self) -> Option<SessionInfo> {
         lock(&self.session_info).clone()
+    }
+
+    /// Estimated cost in USD of the whole conversation (see [`Conversation::cost_usd`]).
+    pub fn cost_usd(&self) -> Option<f64> {
+        self.conversation.cost_usd()
     }
 
     /// Usage summed over the whole conversation.
@@ -502,6 +514,7 @@ impl Agent {
             tool_calls: Vec::new(),
             max_turns_reached: false,
             message: None,
+            cost_usd: None,
         };
         let mut repeats = Repeats::default();
         loop {
@@ -529,7 +542,7 @@ impl Agent {
             run.turns += 1;
             let turn = run.turns;
             on_event(&Event::TurnStart { turn });
-            let (message, bad_inputs) = self.model_turn(turn, &cancel, &mut run.usage, on_event)?;
+            let (message, bad_inputs) = self.model_turn(turn, &cancel, &mut run.usage, &mut run.cost_usd, on_event)?;
             run.text = message.text();
             run.stop_reason = message.stop_reason.clone();
             run.message = Some(message.clone());
@@ -570,6 +583,7 @@ impl Agent {
         turn: u32,
         cancel: &CancelToken,
         run_usage: &mut Usage,
+        run_cost: &mut Option<f64>,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<(MessageResponse, HashMap<String, Value>)> {
         let request = self.request();
@@ -632,6 +646,11 @@ impl Agent {
                 });
                 self.persist(&id)?;
                 run_usage.add(&m.usage);
+                // Priced like the stored turn: by the model that answered, else the one asked for.
+                let priced = if m.model.is_empty() { &request.model } else { &m.model };
+                if let Some(c) = crate::pricing::estimate_cost_usd(priced, &m.usage) {
+                    *run_cost.get_or_insert(0.0) += c;
+                }
                 on_event(&Event::TurnEnd { turn, stop_reason: m.stop_reason.clone(), usage: m.usage.clone() });
                 Ok((m, bad_inputs))
             }
@@ -649,6 +668,9 @@ impl Agent {
                 });
                 if let Some(p) = &partial {
                     run_usage.add(&p.usage);
+                    if let Some(c) = crate::pricing::estimate_cost_usd(&request.model, &p.usage) {
+                        *run_cost.get_or_insert(0.0) += c;
+                    }
                 }
                 self.persist(&id)?;
                 Err(err)
@@ -694,6 +716,7 @@ impl Agent {
             }
             let batch = &calls[i..end];
             let mut outcomes: Vec<Option<CallOutcome>> = vec![None; batch.len()];
+            let mut denied = vec![false; batch.len()];
             let mut to_run = Vec::new();
             for (k, call) in batch.iter().enumerate() {
                 // Every call the model made is announced, also one that is then refused or not run, so a
@@ -719,6 +742,7 @@ impl Agent {
                     outcomes[k] =
                         Some(CallOutcome::error("interrupted: the run was cancelled before this tool call ran"));
                 } else if let Some(Permission::Deny(reason)) = permission.as_ref().map(|p| p(call)) {
+                    denied[k] = true;
                     outcomes[k] = Some(CallOutcome::error(format!("Permission denied: {reason}")));
                 } else {
                     to_run.push(k);
@@ -742,7 +766,7 @@ impl Agent {
                     outcomes[k] = Some(o);
                 }
             }
-            for (call, outcome) in batch.iter().zip(outcomes) {
+            for ((call, outcome), denied) in batch.iter().zip(outcomes).zip(denied) {
                 let outcome = outcome.unwrap_or_else(|| CallOutcome::error("not run"));
                 if let (Some(m), None) = (&outcome.fatal, &fatal) {
                     fatal = Some((call.name.clone(), m.clone()));
@@ -756,6 +780,7 @@ impl Agent {
                     name: call.name.clone(),
                     content: outcome.content.clone(),
                     is_error: outcome.is_error,
+                    denied,
                     duration_ms: outcome.duration.as_millis() as u64,
                 });
                 run.tool_calls.push(ToolCallRecord {
@@ -764,6 +789,7 @@ impl Agent {
                     input: call.input.clone(),
                     output: outcome.content,
                     is_error: outcome.is_error,
+                    denied,
                     duration_ms: outcome.duration.as_millis() as u64,
                 });
             }

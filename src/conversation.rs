@@ -233,6 +233,20 @@ impl Conversation {
         total
     }
 
+    /// Estimated cost in USD of the whole conversation: each turn priced with its own model
+    /// ([`crate::pricing`]). `None` when no turn's model has a known price.
+    pub fn cost_usd(&self) -> Option<f64> {
+        let mut total = None;
+        for e in self.read().iter() {
+            if let (Some(u), Some(m)) = (&e.usage, &e.model) {
+                if let Some(c) = crate::pricing::estimate_cost_usd(m, u) {
+                    *total.get_or_insert(0.0) += c;
+                }
+            }
+        }
+        total
+    }
+
     /// The tool calls of the last complete assistant turn that have no result yet (what a resume must
     /// run or answer before the next request).
     pub fn pending_tool_uses(&self) -> Vec<ToolUseBlock> {

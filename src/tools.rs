@@ -82,11 +82,18 @@ pub struct Tool {
     pub handler: Arc<dyn ToolHandler>,
     /// Whether calls may run concurrently with other parallel-safe calls of the same turn.
     pub parallel_safe: bool,
+    /// Whether the tool only reads: it changes no file, state or anything outside (codex's `is_mutating`,
+    /// inverted). Hosts use it for policies such as "ask before anything that writes"; default false.
+    pub read_only: bool,
 }
 
 impl std::fmt::Debug for Tool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tool").field("name", &self.spec.name).field("parallel_safe", &self.parallel_safe).finish()
+        f.debug_struct("Tool")
+            .field("name", &self.spec.name)
+            .field("parallel_safe", &self.parallel_safe)
+            .field("read_only", &self.read_only)
+            .finish()
     }
 }
 
@@ -139,12 +146,19 @@ impl Tool {
             spec: ToolSpec { name, description, input_schema: Value::Object(schema), extra: Map::new() },
             handler,
             parallel_safe: false,
+            read_only: false,
         })
     }
 
     /// Mark the tool as safe to run concurrently with other parallel-safe tools.
     pub fn parallel_safe(mut self, yes: bool) -> Self {
         self.parallel_safe = yes;
+        self
+    }
+
+    /// Mark the tool as read-only (it changes nothing).
+    pub fn read_only(mut self, yes: bool) -> Self {
+        self.read_only = yes;
         self
     }
 }
@@ -282,7 +296,10 @@ impl ToolRegistry {
             let handler = move |input: &Value, ctx: &ToolContext<'_>| {
                 builtin::run(name, &ws, input, ctx.cancel).map(ToolOutput::Text).map_err(ToolError::Respond)
             };
-            self.register(Tool::new(name, description, schema, handler)?.parallel_safe(builtin::is_read_only(name)))?;
+            let read_only = builtin::is_read_only(name);
+            self.register(
+                Tool::new(name, description, schema, handler)?.parallel_safe(read_only).read_only(read_only),
+            )?;
         }
         Ok(())
     }

@@ -510,6 +510,12 @@ fn permission_deny_reason_reaches_the_model_in_the_next_request_and_allowed_tool
             assert!(denied.2 && denied.1.contains("weather lookups are disabled for this user"), "{denied:?}");
         }
         assert_eq!(results[2], (PARALLEL_IDS[2].to_string(), "14:05 UTC".to_string(), false));
+        // The denial is a structured outcome, not a text prefix to match.
+        let denied: Vec<bool> = events
+            .iter()
+            .filter_map(|e| if let Event::ToolResult { denied, .. } = e { Some(*denied) } else { None })
+            .collect();
+        assert_eq!(denied, vec![true, true, false]);
         // Every call is announced and answered, denied ones too: a UI sees each tool_use, then its result.
         let ids = |want_use: bool| -> Vec<String> {
             events
@@ -629,11 +635,18 @@ fn events_arrive_in_order_turn_start_deltas_usage_turn_end_tool_use_tool_result(
 
 #[test]
 fn events_serialize_as_tagged_snake_case_objects() {
-    let e =
-        Event::ToolResult { id: "t1".into(), name: "f".into(), content: json!("ok"), is_error: false, duration_ms: 7 };
+    let e = Event::ToolResult {
+        id: "t1".into(),
+        name: "f".into(),
+        content: json!("ok"),
+        is_error: false,
+        denied: false,
+        duration_ms: 7,
+    };
     assert_eq!(
         serde_json::to_value(&e).unwrap(),
-        json!({"type": "tool_result", "id": "t1", "name": "f", "content": "ok", "is_error": false, "duration_ms": 7})
+        json!({"type": "tool_result", "id": "t1", "name": "f", "content": "ok", "is_error": false, "denied": false,
+               "duration_ms": 7})
     );
     let e = Event::TurnEnd { turn: 2, stop_reason: Some(StopReason::EndTurn), usage: Usage::default() };
     assert_eq!(serde_json::to_value(&e).unwrap()["stop_reason"], "end_turn");
@@ -1032,4 +1045,25 @@ fn invalid_openai_arguments_become_an_error_result_and_go_back_as_stored() {
     let result = msgs[2]["content"].as_str().unwrap();
     assert!(result.contains("must be a JSON object") && result.contains("{\"city\": \"Par"), "{}", msgs[2]);
     assert_valid_view(&agent.messages());
+}
+
+#[test]
+fn the_run_and_the_conversation_report_their_cost_from_the_core_price_table() {
+    let turn = |i: u64, o: u64| {
+        let mut m = reply(vec![ContentBlock::text("hi")], StopReason::EndTurn);
+        m.usage = Usage { input_tokens: i, output_tokens: o, ..Default::default() };
+        m.model = String::new(); // priced by the model asked for
+        m
+    };
+    let agent = Agent::new(Arc::new(ScriptedProvider::new([turn(1_000_000, 0), turn(0, 1_000_000)])), config());
+    let first = agent.run("a", &mut |_| {}).unwrap();
+    assert!((first.cost_usd.unwrap() - 3.0).abs() < 1e-9, "{:?}", first.cost_usd);
+    let second = agent.run("b", &mut |_| {}).unwrap();
+    assert!((second.cost_usd.unwrap() - 15.0).abs() < 1e-9);
+    assert!((agent.cost_usd().unwrap() - 18.0).abs() < 1e-9);
+    let unknown = Agent::new(
+        Arc::new(ScriptedProvider::new([turn(5, 5)])),
+        AgentConfig { model: "my-local-model".into(), ..config() },
+    );
+    assert_eq!(unknown.run("a", &mut |_| {}).unwrap().cost_usd, None);
 }

@@ -101,6 +101,11 @@ def test_a_dotenv_base_url_is_honoured_only_with_a_key_from_the_same_file(tmp_pa
     # The environment's key wins over the file's, so the file's URL would get the user's key: refused.
     with pytest.raises(ConfigProblem):
         settings(tmp_path, [], {"ANTHROPIC_API_KEY": "sk-user"})
+    # No key anywhere: still refused (a key exported later would go to the file's URL without a word).
+    (tmp_path / ".env").write_text("OPENAI_BASE_URL=http://localhost:11434/v1\n")
+    with pytest.raises(ConfigProblem) as e:
+        settings(tmp_path, ["--provider", "openai", "--model", "m"], {})
+    assert "OPENAI_BASE_URL" in str(e.value) and "OPENAI_API_KEY" in str(e.value)
 
 
 def test_flags_win_over_environment(tmp_path):

@@ -131,9 +131,10 @@ def resolve(args: Any, environ: Optional[Mapping[str, str]] = None) -> Settings:
     base_url = args.base_url or env.get(f"{prefix}_BASE_URL") or None
     api_key = env.get(key_variable(provider)) or None
     url_var, key_var = f"{prefix}_BASE_URL", key_variable(provider)
-    if not args.base_url and from_file.get(url_var) and api_key is not None and key_var not in from_file:
+    if not args.base_url and from_file.get(url_var) and key_var not in from_file:
         # A cloned repository must not be able to send the user's own key to a server of its choosing: a
-        # base URL from the workspace's .env counts only with a key from that same file.
+        # base URL from the workspace's .env counts only with a key from that same file (also when no key is
+        # set yet: one set later, in the shell, would then go to the repository's URL without a word).
         raise ConfigProblem(
             f"{workspace / '.env'} sets {url_var} but not {key_var}: refusing to send your {key_var} "
             f"to that URL (put the key in the same file, or pass --base-url)")
