@@ -16,8 +16,7 @@ pub(crate) fn parse(json: &str, host: bool) -> FfiResult<AgentOptions> {
     let value: Value = serde_json::from_str(json)
         .map_err(|e| Failure::new(TOOLOOP_INVALID_JSON, format!("config_json is not valid JSON: {e}")))?;
     if !value.is_object() {
-        let mut shown = value.to_string();
-        shown.truncate(shown.floor_char_boundary(80));
+        let shown: String = value.to_string().chars().take(80).collect();
         return Err(Failure::invalid(format!(
             "config_json must be a JSON object such as {{\"model\": \"claude-sonnet-4-6\"}}, got {shown}"
         )));
