@@ -384,6 +384,12 @@ typedef void (*tooloop_event_fn)(void *userdata, const tooloop_event *event);
 #define TOOLOOP_EVENT_REPETITION 9
 
 /**
+ * The todo list changed (`"planning": true`). json: `{"type":"todo","todos":[{"content":"...","status":
+ * "in_progress"}, ...]}`; `tooloop_agent_todos_json` reads the current list at any time.
+ */
+#define TOOLOOP_EVENT_TODO 10
+
+/**
  * An event of a kind without its own code in this version; its json's `"type"` names it.
  */
 #define TOOLOOP_EVENT_OTHER 99
@@ -449,6 +455,9 @@ void tooloop_string_free(char *s);
  * - `"temperature"`, `"stop_sequences"` (array of strings), `"tool_choice"` (object): request options.
  * - `"headers"`: extra HTTP headers on every request, e.g. `{"anthropic-beta": "..."}`.
  * - `"extra"`: other request body fields, passed through unchanged.
+ * - `"planning"`: `true` adds the `todo_write` tool, a todo list the model keeps (read it with
+ *   `tooloop_agent_todos_json`; `TOOLOOP_EVENT_TODO` when it changes); `{"remind_after": N}` sets after
+ *   how many turns an unfinished list left alone gets a reminder (default 3, `null`: never).
  * - `"tool_concurrency"`: most parallel-safe tools run at once in one turn (default 4).
  * - `"repeat_guard"`: the runaway guard, `{"warn_after": 3, "stop_after": 2}` (default) or `false`: the
  *   `warn_after`-th identical call in a row is answered with an error instead of run, and after
@@ -642,6 +651,15 @@ tooloop_status tooloop_agent_history_json(const tooloop_agent *agent, char **out
  * Ownership, statuses and threads as `tooloop_agent_messages_json`.
  */
 tooloop_status tooloop_agent_usage_json(const tooloop_agent *agent, char **out);
+
+/**
+ * The current todo list (with `"planning": true`): `[{"content": "...", "status": "pending" | "in_progress" |
+ * "completed", "active_form": "..."}]`, `[]` before the model wrote one. Read from the conversation, so it
+ * is restored with a session.
+ *
+ * Ownership, statuses and threads as `tooloop_agent_messages_json`.
+ */
+tooloop_status tooloop_agent_todos_json(const tooloop_agent *agent, char **out);
 
 /**
  * Attach a session file to an agent whose conversation is empty: the file's conversation is loaded (a

@@ -59,6 +59,10 @@ pub struct AgentConfig {
     pub tool_concurrency: usize,
     /// The runaway guard (`None`: off). Default on, see [`RepeatGuard`].
     pub repeat_guard: Option<RepeatGuard>,
+    /// With the `todo_write` tool registered (`planning`): after this many model turns with tool calls in a
+    /// row that left an unfinished todo list alone, a short reminder is added to the turn's last tool result
+    /// (`None`: never). Default 3.
+    pub todo_reminder_after: Option<u32>,
 }
 
 /// The runaway guard: a model that makes the same tool call (same name, same input) again and again in a
@@ -82,6 +86,14 @@ impl Default for RepeatGuard {
     fn default() -> Self {
         RepeatGuard { warn_after: 3, stop_after: 2 }
     }
+}
+
+/// What one run tracks across its turns.
+#[derive(Default)]
+struct RunState {
+    repeats: Repeats,
+    /// Model turns with tool calls since the last `todo_write`.
+    since_todo: u32,
 }
 
 /// Consecutive identical calls seen in this run, counted once per model turn (several identical calls in
@@ -124,6 +136,7 @@ impl Default for AgentConfig {
             extra: Map::new(),
             tool_concurrency: 4,
             repeat_guard: Some(RepeatGuard::default()),
+            todo_reminder_after: Some(3),
         }
     }
 }
@@ -198,6 +211,11 @@ pub enum Event {
         turn: Usage,
         /// The run so far.
         run: Usage,
+    },
+    /// The todo list changed (a `todo_write` call succeeded): the whole new list.
+    Todo {
+        /// The list, in order.
+        todos: Vec<crate::todo::TodoItem>,
     },
     /// The runaway guard answered a call instead of the tool (`stopped`: and ended the run).
     Repetition {
@@ -383,6 +401,12 @@ impl Agent {
         lock(&self.session_info).clone()
     }
 
+    /// The current todo list (see [`crate::todo`]): empty without planning or before the first
+    /// `todo_write`.
+    pub fn todos(&self) -> Vec<crate::todo::TodoItem> {
+        crate::todo::current(&self.conversation.snapshot())
+    }
+
     /// Estimated cost in USD of the whole conversation (see [`Conversation::cost_usd`]).
     pub fn cost_usd(&self) -> Option<f64> {
         self.conversation.cost_usd()
@@ -516,7 +540,7 @@ impl Agent {
             message: None,
             cost_usd: None,
         };
-        let mut repeats = Repeats::default();
+        let mut state = RunState::default();
         loop {
             if cancel.is_cancelled() {
                 return Err(Error::Cancelled { partial: None });
@@ -565,7 +589,7 @@ impl Agent {
                 }
                 Some(StopReason::PauseTurn) if calls.is_empty() => continue,
                 _ if !calls.is_empty() => {
-                    if self.run_tools(&calls, &bad_inputs, &mut repeats, &cancel, &mut run, on_event)? {
+                    if self.run_tools(&calls, &bad_inputs, &mut state, &cancel, &mut run, on_event)? {
                         run.stop_reason = Some(StopReason::Repetition);
                         return Ok(run);
                     }
@@ -692,16 +716,31 @@ impl Agent {
         &self,
         calls: &[ToolUseBlock],
         bad_inputs: &HashMap<String, Value>,
-        repeats: &mut Repeats,
+        state: &mut RunState,
         cancel: &CancelToken,
         run: &mut RunResult,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<bool> {
         let permission = lock(&self.permission).clone();
-        let (concurrency, guard) = {
+        let (concurrency, guard, remind_after) = {
             let c = lock(&self.config);
-            (c.tool_concurrency.max(1), c.repeat_guard)
+            (c.tool_concurrency.max(1), c.repeat_guard, c.todo_reminder_after)
         };
+        // The todo reminder: due when the model has left an unfinished list alone for a while.
+        let planning = self.tools.get(crate::todo::TOOL_NAME).is_some();
+        let mut reminder = None;
+        if planning && calls.iter().any(|c| c.name == crate::todo::TOOL_NAME) {
+            state.since_todo = 0;
+        } else if planning {
+            state.since_todo += 1;
+            if remind_after.is_some_and(|n| state.since_todo >= n.max(1)) {
+                let list = crate::todo::current(&self.conversation.snapshot());
+                if crate::todo::unfinished(&list) > 0 {
+                    reminder = Some(crate::todo::reminder(&list));
+                    state.since_todo = 0;
+                }
+            }
+        }
         let mut stop = false;
         let mut i = 0;
         let mut fatal: Option<(String, String)> = None;
@@ -722,7 +761,7 @@ impl Agent {
                 // Every call the model made is announced, also one that is then refused or not run, so a
                 // host sees a tool_use before each tool_result.
                 on_event(&Event::ToolUse { id: call.id.clone(), name: call.name.clone(), input: call.input.clone() });
-                let count = repeats.see(call, run.turns);
+                let count = state.repeats.see(call, run.turns);
                 if let Some((tool, _)) = &fatal {
                     outcomes[k] = Some(CallOutcome::error(format!("not run: tool '{tool}' aborted the run first")));
                 } else if stop {
@@ -766,8 +805,15 @@ impl Agent {
                     outcomes[k] = Some(o);
                 }
             }
-            for ((call, outcome), denied) in batch.iter().zip(outcomes).zip(denied) {
-                let outcome = outcome.unwrap_or_else(|| CallOutcome::error("not run"));
+            let last_batch = end == calls.len();
+            let batch_len = batch.len();
+            for (k, ((call, outcome), denied)) in batch.iter().zip(outcomes).zip(denied).enumerate() {
+                let mut outcome = outcome.unwrap_or_else(|| CallOutcome::error("not run"));
+                if last_batch && k + 1 == batch_len {
+                    if let Some(text) = reminder.take() {
+                        append_text(&mut outcome.content, &text);
+                    }
+                }
                 if let (Some(m), None) = (&outcome.fatal, &fatal) {
                     fatal = Some((call.name.clone(), m.clone()));
                 }
@@ -783,6 +829,9 @@ impl Agent {
                     denied,
                     duration_ms: outcome.duration.as_millis() as u64,
                 });
+                if call.name == crate::todo::TOOL_NAME && !outcome.is_error && planning {
+                    on_event(&Event::Todo { todos: crate::todo::current(&self.conversation.snapshot()) });
+                }
                 run.tool_calls.push(ToolCallRecord {
                     id: call.id.clone(),
                     name: call.name.clone(),
@@ -802,6 +851,18 @@ impl Agent {
             return Err(Error::Cancelled { partial: None });
         }
         Ok(stop)
+    }
+}
+
+/// Add `text` at the end of a tool result's content (a string or blocks).
+fn append_text(content: &mut Value, text: &str) {
+    match content {
+        Value::String(s) => {
+            s.push_str("\n\n");
+            s.push_str(text);
+        }
+        Value::Array(blocks) => blocks.push(serde_json::json!({"type": "text", "text": text})),
+        other => *other = Value::String(format!("{other}\n\n{text}")),
     }
 }
 

@@ -156,6 +156,10 @@ pub struct AgentOptions {
     /// [`RepeatGuard`].
     #[serde(deserialize_with = "de_repeat_guard")]
     pub repeat_guard: Option<RepeatGuard>,
+    /// The todo list (`todo_write` tool): `false` (default), `true`, or `{"remind_after": N}` — the model
+    /// turns an unfinished list may be left alone before a reminder (default 3; `null`: never).
+    #[serde(deserialize_with = "de_planning")]
+    pub planning: Option<Option<u32>>,
 }
 
 impl Default for AgentOptions {
@@ -183,6 +187,7 @@ impl Default for AgentOptions {
             workspace: None,
             session: None,
             repeat_guard: Some(RepeatGuard::default()),
+            planning: None,
         }
     }
 }
@@ -193,7 +198,7 @@ fn invalid(key: &str, message: impl Into<String>) -> Error {
 
 impl AgentOptions {
     /// Every key the JSON form may hold.
-    pub const KEYS: [&'static str; 22] = [
+    pub const KEYS: [&'static str; 23] = [
         "provider",
         "model",
         "system",
@@ -216,6 +221,7 @@ impl AgentOptions {
         "workspace",
         "session",
         "repeat_guard",
+        "planning",
     ];
 
     /// Parse a JSON object of options. Errors are [`Error::InvalidOption`] naming the key.
@@ -330,6 +336,7 @@ impl AgentOptions {
             extra: self.extra.clone(),
             tool_concurrency: self.tool_concurrency,
             repeat_guard: self.repeat_guard,
+            todo_reminder_after: self.planning.unwrap_or(Some(3)),
         })
     }
 
@@ -361,6 +368,9 @@ impl AgentOptions {
                     .map_err(|e| Error::Config(format!("no workspace given and no current folder: {e}")))?,
             };
             agent.tools().register_builtins(&workspace, &names)?;
+        }
+        if self.planning.is_some() {
+            agent.tools().register(crate::todo::tool())?;
         }
         if let Some(path) = &self.session {
             agent.attach_session(Session::open(path)?)?;
@@ -656,6 +666,26 @@ fn de_repeat_guard<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Optio
                 }
             }
             Ok(Some(g))
+        }
+        v => Err(D::Error::custom(format!("must be {what}, got {}", got(&v)))),
+    }
+}
+
+fn de_planning<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Option<u32>>, D::Error> {
+    let what = "true, false, or {\"remind_after\": N} (N ≥ 1, or null for no reminder)";
+    match value(d)? {
+        Value::Null | Value::Bool(false) => Ok(None),
+        Value::Bool(true) => Ok(Some(Some(3))),
+        Value::Object(o) => {
+            let mut after = Some(3);
+            for (k, v) in o {
+                match (k.as_str(), v) {
+                    ("remind_after", Value::Null) => after = None,
+                    ("remind_after", v) => after = Some(integer::<D::Error>(&v, 1, 1000, what)? as u32),
+                    _ => return Err(D::Error::custom(format!("unknown key {k:?}; must be {what}"))),
+                }
+            }
+            Ok(Some(after))
         }
         v => Err(D::Error::custom(format!("must be {what}, got {}", got(&v)))),
     }

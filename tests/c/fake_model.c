@@ -14,7 +14,7 @@ typedef struct {
     char last_request[4096];
 } model_state;
 
-enum { MODE_CALCULATOR, MODE_FAIL, MODE_NOTHING, MODE_BAD_JSON, MODE_NOT_A_MESSAGE, MODE_CANCEL, MODE_ALWAYS_TOOL, MODE_ARRAY_INPUT };
+enum { MODE_CALCULATOR, MODE_FAIL, MODE_NOTHING, MODE_BAD_JSON, MODE_NOT_A_MESSAGE, MODE_CANCEL, MODE_ALWAYS_TOOL, MODE_ARRAY_INPUT, MODE_TODO };
 
 static const char *TOOL_TURN =
     "{\"id\": \"msg_fake_1\", \"role\": \"assistant\", \"model\": \"fake\", \"content\": ["
@@ -80,6 +80,19 @@ static int32_t model(void *userdata, const char *request_json, tooloop_model_res
                        : 1;
         }
         return tooloop_model_response_set_json(response, "{\"content\": \"ok\"}") == TOOLOOP_OK ? 0 : 1;
+    case MODE_TODO:
+        /* Plans with the todo tool (config "planning": true), then answers. */
+        if (st->calls == 1) {
+            CHECK_CONTAINS(request_json, "\"name\":\"todo_write\"");
+            return tooloop_model_response_set_json(
+                       response,
+                       "{\"content\": [{\"type\": \"tool_use\", \"id\": \"toolu_todo\", \"name\": \"todo_write\","
+                       " \"input\": {\"todos\": [{\"content\": \"Add the numbers\", \"status\": \"completed\"},"
+                       " {\"content\": \"Report the sum\", \"status\": \"in_progress\"}]}}]}") == TOOLOOP_OK
+                       ? 0
+                       : 1;
+        }
+        return tooloop_model_response_set_json(response, "{\"content\": \"5\"}") == TOOLOOP_OK ? 0 : 1;
     case MODE_ALWAYS_TOOL:
     default:
         return tooloop_model_response_set_json(response, TOOL_TURN) == TOOLOOP_OK ? 0 : 1;
@@ -121,10 +134,14 @@ static tooloop_agent *fake_agent(model_state *st, add_state *tool, int mode, con
     return agent;
 }
 
-static int text_events;
+static int text_events, todo_events;
 static void count_text(void *userdata, const tooloop_event *ev) {
     (void)userdata;
     if (ev->type == TOOLOOP_EVENT_TEXT) text_events++;
+    if (ev->type == TOOLOOP_EVENT_TODO) {
+        todo_events++;
+        CHECK_CONTAINS(ev->json, "\"type\":\"todo\",\"todos\":[{\"content\":\"Add the numbers\"");
+    }
 }
 
 int main(void) {
@@ -210,6 +227,19 @@ int main(void) {
     CHECK_CONTAINS(messages, "\"name\":\"add\",\"input\":{}}");
     CHECK_NOT_CONTAINS(messages, "[1,2]}");
     tooloop_string_free(messages);
+    tooloop_agent_free(agent);
+
+    /* 9. Planning: the host reads the todo list the model wrote, and saw it change in the events. */
+    agent = fake_agent(&st, &tool, MODE_TODO, "{\"planning\": true}");
+    CHECK_STATUS(tooloop_agent_todos_json(agent, &messages), TOOLOOP_OK);
+    CHECK(messages != NULL && strcmp(messages, "[]") == 0);
+    tooloop_string_free(messages);
+    CHECK_STATUS(tooloop_agent_run(agent, "plan", count_text, NULL, NULL), TOOLOOP_OK);
+    CHECK(todo_events == 1);
+    CHECK_STATUS(tooloop_agent_todos_json(agent, &messages), TOOLOOP_OK);
+    CHECK_CONTAINS(messages, "{\"content\":\"Report the sum\",\"status\":\"in_progress\"}");
+    tooloop_string_free(messages);
+    CHECK_STATUS(tooloop_agent_todos_json(NULL, &messages), TOOLOOP_INVALID_ARGUMENT);
     tooloop_agent_free(agent);
 
     /* 7. The model's userdata_free runs exactly once when creating the agent fails, whatever the reason. */

@@ -147,6 +147,9 @@ pub const TOOLOOP_EVENT_TURN_END: tooloop_event_type = 8;
 /// same input too many times in a row (with `"stopped": true` the run then ends with stop_reason
 /// `"repetition"`). json: `{"type":"repetition","id":"...","name":"...","count":3,"stopped":false}`.
 pub const TOOLOOP_EVENT_REPETITION: tooloop_event_type = 9;
+/// The todo list changed (`"planning": true`). json: `{"type":"todo","todos":[{"content":"...","status":
+/// "in_progress"}, ...]}`; `tooloop_agent_todos_json` reads the current list at any time.
+pub const TOOLOOP_EVENT_TODO: tooloop_event_type = 10;
 /// An event of a kind without its own code in this version; its json's `"type"` names it.
 pub const TOOLOOP_EVENT_OTHER: tooloop_event_type = 99;
 
@@ -472,6 +475,9 @@ fn build_agent(
 /// - `"temperature"`, `"stop_sequences"` (array of strings), `"tool_choice"` (object): request options.
 /// - `"headers"`: extra HTTP headers on every request, e.g. `{"anthropic-beta": "..."}`.
 /// - `"extra"`: other request body fields, passed through unchanged.
+/// - `"planning"`: `true` adds the `todo_write` tool, a todo list the model keeps (read it with
+///   `tooloop_agent_todos_json`; `TOOLOOP_EVENT_TODO` when it changes); `{"remind_after": N}` sets after
+///   how many turns an unfinished list left alone gets a reminder (default 3, `null`: never).
 /// - `"tool_concurrency"`: most parallel-safe tools run at once in one turn (default 4).
 /// - `"repeat_guard"`: the runaway guard, `{"warn_after": 3, "stop_after": 2}` (default) or `false`: the
 ///   `warn_after`-th identical call in a row is answered with an error instead of run, and after
@@ -767,6 +773,7 @@ impl EventSink {
             Event::Usage { .. } => (TOOLOOP_EVENT_USAGE, None),
             Event::TurnEnd { .. } => (TOOLOOP_EVENT_TURN_END, None),
             Event::Repetition { .. } => (TOOLOOP_EVENT_REPETITION, None),
+            Event::Todo { .. } => (TOOLOOP_EVENT_TODO, None),
             // A kind this version of the C API has no code for yet: its JSON still says what it is.
             _ => (TOOLOOP_EVENT_OTHER, None),
         };
@@ -936,6 +943,20 @@ pub extern "C" fn tooloop_agent_usage_json(agent: *const tooloop_agent, out: *mu
         let a = handle(agent, "agent")?;
         out_arg(out, "out")?;
         json_out(&a.agent.usage(), out)
+    })
+}
+
+/// The current todo list (with `"planning": true`): `[{"content": "...", "status": "pending" | "in_progress" |
+/// "completed", "active_form": "..."}]`, `[]` before the model wrote one. Read from the conversation, so it
+/// is restored with a session.
+///
+/// Ownership, statuses and threads as `tooloop_agent_messages_json`.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_todos_json(agent: *const tooloop_agent, out: *mut *mut c_char) -> tooloop_status {
+    boundary("tooloop_agent_todos_json", || {
+        let a = handle(agent, "agent")?;
+        out_arg(out, "out")?;
+        json_out(&a.agent.todos(), out)
     })
 }
 
