@@ -308,6 +308,7 @@ pub struct Agent {
     config: Mutex<AgentConfig>,
     session: Mutex<Option<Session>>,
     session_info: Mutex<Option<SessionInfo>>,
+    skills: Mutex<Option<crate::skills::SkillSet>>,
     permission: Mutex<Option<PermissionHook>>,
     current: Mutex<Option<CancelToken>>,
     running: Mutex<()>,
@@ -336,6 +337,7 @@ impl Agent {
             config: Mutex::new(config),
             session: Mutex::new(None),
             session_info: Mutex::new(None),
+            skills: Mutex::new(None),
             permission: Mutex::new(None),
             current: Mutex::new(None),
             running: Mutex::new(()),
@@ -399,6 +401,16 @@ impl Agent {
     /// The attached session file and what attaching it found (`None`: no session).
     pub fn session_info(&self) -> Option<SessionInfo> {
         lock(&self.session_info).clone()
+    }
+
+    /// The skills found at creation, and the ones skipped with why (`None`: no skill folders given).
+    pub fn skills(&self) -> Option<crate::skills::SkillSet> {
+        lock(&self.skills).clone()
+    }
+
+    /// Record the skills this agent offers (done by [`crate::AgentOptions::build`]).
+    pub fn set_skills(&self, set: crate::skills::SkillSet) {
+        *lock(&self.skills) = Some(set);
     }
 
     /// The current todo list (see [`crate::todo`]): empty without planning or before the first

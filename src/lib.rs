@@ -9,6 +9,7 @@
 //! - [`tools`]: the registry of tools and their handlers.
 //! - [`agent`]: the loop.
 //! - [`options`]: every option of an agent, with its default and checks, shared by every door.
+//! - [`skills`]: skill folders (SKILL.md) the model loads on demand.
 //! - [`todo`]: the todo list the model keeps (`planning`).
 //! - [`session`]: append-only JSONL persistence, crash-tolerant load, resume.
 //! - [`builtin`]: coding tools (bash, read_file, write_file, edit_file) confined to a workspace.
@@ -32,6 +33,7 @@ pub mod options;
 pub mod pricing;
 pub mod provider;
 pub mod session;
+pub mod skills;
 pub mod sse;
 pub mod todo;
 pub mod tools;

@@ -160,6 +160,10 @@ pub struct AgentOptions {
     /// turns an unfinished list may be left alone before a reminder (default 3; `null`: never).
     #[serde(deserialize_with = "de_planning")]
     pub planning: Option<Option<u32>>,
+    /// Folders holding skills (`<name>/SKILL.md`): their names and descriptions join the system prompt
+    /// and the `skill` tool loads one when the model asks (see [`crate::skills`]).
+    #[serde(deserialize_with = "de_paths")]
+    pub skills: Vec<PathBuf>,
 }
 
 impl Default for AgentOptions {
@@ -188,6 +192,7 @@ impl Default for AgentOptions {
             session: None,
             repeat_guard: Some(RepeatGuard::default()),
             planning: None,
+            skills: Vec::new(),
         }
     }
 }
@@ -198,7 +203,7 @@ fn invalid(key: &str, message: impl Into<String>) -> Error {
 
 impl AgentOptions {
     /// Every key the JSON form may hold.
-    pub const KEYS: [&'static str; 23] = [
+    pub const KEYS: [&'static str; 24] = [
         "provider",
         "model",
         "system",
@@ -222,6 +227,7 @@ impl AgentOptions {
         "session",
         "repeat_guard",
         "planning",
+        "skills",
     ];
 
     /// Parse a JSON object of options. Errors are [`Error::InvalidOption`] naming the key.
@@ -372,10 +378,32 @@ impl AgentOptions {
         if self.planning.is_some() {
             agent.tools().register(crate::todo::tool())?;
         }
+        if !self.skills.is_empty() {
+            let set = crate::skills::SkillSet::discover(&self.skills);
+            if let Some(lines) = set.prompt() {
+                agent.tools().register(set.tool())?;
+                agent.update_config(|c| c.system = Some(with_text(c.system.take(), &lines)));
+            }
+            agent.set_skills(set);
+        }
         if let Some(path) = &self.session {
             agent.attach_session(Session::open(path)?)?;
         }
         Ok(agent)
+    }
+}
+
+/// A system prompt (string or text blocks) with `text` added at the end.
+pub fn with_text(system: Option<Value>, text: &str) -> Value {
+    match system {
+        None => Value::String(text.to_string()),
+        Some(Value::String(s)) if s.is_empty() => Value::String(text.to_string()),
+        Some(Value::String(s)) => Value::String(format!("{s}\n\n{text}")),
+        Some(Value::Array(mut blocks)) => {
+            blocks.push(json!({"type": "text", "text": text}));
+            Value::Array(blocks)
+        }
+        Some(other) => other,
     }
 }
 
@@ -668,6 +696,21 @@ fn de_repeat_guard<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Optio
             Ok(Some(g))
         }
         v => Err(D::Error::custom(format!("must be {what}, got {}", got(&v)))),
+    }
+}
+
+fn de_paths<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<PathBuf>, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(Vec::new()),
+        Value::String(s) if !s.is_empty() => Ok(vec![PathBuf::from(s)]),
+        Value::Array(items) => items
+            .into_iter()
+            .map(|i| match i {
+                Value::String(s) if !s.is_empty() => Ok(PathBuf::from(s)),
+                v => Err(D::Error::custom(format!("must be a list of folder paths, got an item {}", got(&v)))),
+            })
+            .collect(),
+        v => Err(D::Error::custom(format!("must be a list of folder paths, got {}", got(&v)))),
     }
 }
 
