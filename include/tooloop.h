@@ -390,6 +390,12 @@ typedef void (*tooloop_event_fn)(void *userdata, const tooloop_event *event);
 #define TOOLOOP_EVENT_TODO 10
 
 /**
+ * An event of a child agent started by the `task` tool (`"subagents"` config): json
+ * `{"type":"subagent","parent_id":"<the task call id>","agent_type":"explore","event":{...the child's event...}}`.
+ */
+#define TOOLOOP_EVENT_SUBAGENT 11
+
+/**
  * An event of a kind without its own code in this version; its json's `"type"` names it.
  */
 #define TOOLOOP_EVENT_OTHER 99
@@ -458,6 +464,11 @@ void tooloop_string_free(char *s);
  * - `"planning"`: `true` adds the `todo_write` tool, a todo list the model keeps (read it with
  *   `tooloop_agent_todos_json`; `TOOLOOP_EVENT_TODO` when it changes); `{"remind_after": N}` sets after
  *   how many turns an unfinished list left alone gets a reminder (default 3, `null`: never).
+ * - `"skills"`: folders holding skills (`<name>/SKILL.md` with `name` and `description` front matter):
+ *   their names join the system prompt and the `skill` tool loads one on demand.
+ * - `"subagents"`: child agent types for the `task` tool, e.g. `{"explore": {"description": "Searches the
+ *   code", "system": "...", "tools": ["read_file"], "max_turns": 10}}` (`"tools"` names tools of this
+ *   agent, default all; `"model"` default this agent's). Child events arrive as TOOLOOP_EVENT_SUBAGENT.
  * - `"tool_concurrency"`: most parallel-safe tools run at once in one turn (default 4).
  * - `"repeat_guard"`: the runaway guard, `{"warn_after": 3, "stop_after": 2}` (default) or `false`: the
  *   `warn_after`-th identical call in a row is answered with an error instead of run, and after

@@ -212,6 +212,15 @@ pub enum Event {
         /// The run so far.
         run: Usage,
     },
+    /// An event of a child agent started by a `task` call.
+    Subagent {
+        /// The parent's `task` call id.
+        parent_id: String,
+        /// The child's agent type.
+        agent_type: String,
+        /// The child's own event.
+        event: Box<Event>,
+    },
     /// The todo list changed (a `todo_write` call succeeded): the whole new list.
     Todo {
         /// The list, in order.
@@ -309,6 +318,7 @@ pub struct Agent {
     session: Mutex<Option<Session>>,
     session_info: Mutex<Option<SessionInfo>>,
     skills: Mutex<Option<crate::skills::SkillSet>>,
+    subagents: Mutex<std::collections::BTreeMap<String, crate::subagent::SubAgent>>,
     permission: Mutex<Option<PermissionHook>>,
     current: Mutex<Option<CancelToken>>,
     running: Mutex<()>,
@@ -338,6 +348,7 @@ impl Agent {
             session: Mutex::new(None),
             session_info: Mutex::new(None),
             skills: Mutex::new(None),
+            subagents: Mutex::new(std::collections::BTreeMap::new()),
             permission: Mutex::new(None),
             current: Mutex::new(None),
             running: Mutex::new(()),
@@ -411,6 +422,147 @@ impl Agent {
     /// Record the skills this agent offers (done by [`crate::AgentOptions::build`]).
     pub fn set_skills(&self, set: crate::skills::SkillSet) {
         *lock(&self.skills) = Some(set);
+    }
+
+    /// Offer these child agent types through the `task` tool (registered here; replaced if it was). An
+    /// empty map removes the tool. See [`crate::subagent`].
+    pub fn set_subagents(&self, types: std::collections::BTreeMap<String, crate::subagent::SubAgent>) -> Result<()> {
+        self.tools.unregister(crate::subagent::TOOL_NAME);
+        if !types.is_empty() {
+            self.tools.register(crate::subagent::tool(&types))?;
+        }
+        *lock(&self.subagents) = types;
+        Ok(())
+    }
+
+    /// The child agent types offered (see [`Agent::set_subagents`]).
+    pub fn subagents(&self) -> std::collections::BTreeMap<String, crate::subagent::SubAgent> {
+        lock(&self.subagents).clone()
+    }
+
+    /// Run one `task` call: a fresh child agent, its events forwarded tagged with the call's id.
+    fn run_child(
+        &self,
+        call: &ToolUseBlock,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> (CallOutcome, Option<crate::subagent::ChildRun>) {
+        let started = Instant::now();
+        let fail = |m: String| (CallOutcome { duration: started.elapsed(), ..CallOutcome::error(m) }, None);
+        // The same input check as every registered tool gets.
+        if let Some(t) = self.tools.get(crate::subagent::TOOL_NAME) {
+            if let Err(m) = crate::tools::validate_input(&t.spec.input_schema, &call.input) {
+                return fail(format!("Invalid input for tool 'task': {m}. Fix the arguments and call it again."));
+            }
+        }
+        let agent_type = call.input.get("agent_type").and_then(Value::as_str).unwrap_or("").to_string();
+        let prompt = call.input.get("prompt").and_then(Value::as_str).unwrap_or("").to_string();
+        let Some(kind) = lock(&self.subagents).get(&agent_type).cloned() else {
+            let known: Vec<String> = lock(&self.subagents).keys().cloned().collect();
+            return fail(format!("no agent type {agent_type:?}; the types are: {}", known.join(", ")));
+        };
+        if prompt.trim().is_empty() {
+            return fail("`prompt` is empty: give the agent the full instructions".into());
+        }
+        let parent = self.config();
+        let config = AgentConfig {
+            model: kind.model.clone().unwrap_or(parent.model),
+            system: kind.system.clone().map(Value::String),
+            max_turns: Some(kind.max_turns.unwrap_or(20)),
+            max_turns_policy: MaxTurnsPolicy::Error,
+            tool_choice: None,
+            todo_reminder_after: None,
+            ..parent
+        };
+        let model = config.model.clone();
+        let child = Agent::new(self.provider.clone(), config);
+        child.tools.share_secrets(&self.tools);
+        let wanted: Vec<String> = match &kind.tools {
+            Some(names) => names.clone(),
+            None => self.tools.names(),
+        };
+        for name in wanted.iter().filter(|n| n.as_str() != crate::subagent::TOOL_NAME) {
+            match self.tools.get(name) {
+                Some(t) => {
+                    if let Err(e) = child.tools.register(t) {
+                        return fail(format!("agent type {agent_type}: {e}"));
+                    }
+                }
+                None => return fail(format!("agent type {agent_type} names tool {name:?}, which does not exist")),
+            }
+        }
+        for t in kind.own_tools {
+            if let Err(e) = child.tools.register(t) {
+                return fail(format!("agent type {agent_type}: {e}"));
+            }
+        }
+        child.set_permission(lock(&self.permission).clone());
+        let parent_id = call.id.clone();
+        let mut forward = |ev: &Event| {
+            on_event(&Event::Subagent {
+                parent_id: parent_id.clone(),
+                agent_type: agent_type.clone(),
+                event: Box::new(ev.clone()),
+            })
+        };
+        let result = child.run_cancellable(vec![ContentBlock::text(prompt)], cancel.clone(), &mut forward);
+        let transcript = serde_json::to_value(child.conversation().snapshot()).unwrap_or(Value::Null);
+        let turns = child
+            .conversation()
+            .snapshot()
+            .iter()
+            .filter(|e| e.role == EntryRole::Assistant && e.status != EntryStatus::Streaming)
+            .count() as u32;
+        let info = crate::subagent::ChildRun {
+            agent_type: agent_type.clone(),
+            model,
+            usage: child.usage(),
+            turns,
+            transcript,
+        };
+        let duration = started.elapsed();
+        let outcome = match result {
+            Ok(r) => {
+                let text = if r.text.trim().is_empty() { "(the agent gave no answer)".to_string() } else { r.text };
+                CallOutcome {
+                    content: Value::String(self.tools.redact(format!("{text}\n\n{}", info.summary()))),
+                    is_error: false,
+                    fatal: None,
+                    duration,
+                }
+            }
+            Err(Error::Cancelled { .. }) => CallOutcome {
+                duration,
+                ..CallOutcome::error("interrupted: the run was cancelled while the agent worked on this task")
+            },
+            Err(Error::MaxTurns { turns }) => {
+                let last = child
+                    .conversation()
+                    .snapshot()
+                    .iter()
+                    .rev()
+                    .find(|e| e.role == EntryRole::Assistant)
+                    .map(|e| {
+                        e.content
+                            .iter()
+                            .filter_map(|b| if let ContentBlock::Text(t) = b { Some(t.text.as_str()) } else { None })
+                            .collect::<Vec<_>>()
+                            .join("")
+                    })
+                    .unwrap_or_default();
+                CallOutcome {
+                    duration,
+                    ..CallOutcome::error(self.tools.redact(format!(
+                        "the agent stopped after max_turns={turns} without finishing. Its last words: {}",
+                        if last.is_empty() { "(none)".to_string() } else { last }
+                    )))
+                }
+            }
+            Err(e) => {
+                CallOutcome { duration, ..CallOutcome::error(self.tools.redact(format!("the agent failed: {e}"))) }
+            }
+        };
+        (outcome, Some(info))
     }
 
     /// The current todo list (see [`crate::todo`]): empty without planning or before the first
@@ -799,9 +951,18 @@ impl Agent {
                     to_run.push(k);
                 }
             }
+            let mut children: Vec<Option<crate::subagent::ChildRun>> = vec![None; batch.len()];
             if to_run.len() == 1 {
                 let k = to_run[0];
-                outcomes[k] = Some(self.tools.execute(&batch[k], cancel));
+                // `task` is not parallel-safe, so it always runs alone, here, where its child's events can
+                // reach the host as they happen.
+                if batch[k].name == crate::subagent::TOOL_NAME && !lock(&self.subagents).is_empty() {
+                    let (o, child) = self.run_child(&batch[k], cancel, on_event);
+                    outcomes[k] = Some(o);
+                    children[k] = child;
+                } else {
+                    outcomes[k] = Some(self.tools.execute(&batch[k], cancel));
+                }
             } else if !to_run.is_empty() {
                 let results: Vec<(usize, CallOutcome)> = std::thread::scope(|s| {
                     let handles: Vec<_> =
@@ -819,7 +980,9 @@ impl Agent {
             }
             let last_batch = end == calls.len();
             let batch_len = batch.len();
-            for (k, ((call, outcome), denied)) in batch.iter().zip(outcomes).zip(denied).enumerate() {
+            for (k, (((call, outcome), denied), child)) in
+                batch.iter().zip(outcomes).zip(denied).zip(children).enumerate()
+            {
                 let mut outcome = outcome.unwrap_or_else(|| CallOutcome::error("not run"));
                 if last_batch && k + 1 == batch_len {
                     if let Some(text) = reminder.take() {
@@ -831,6 +994,16 @@ impl Agent {
                 }
                 let mut entry = Entry::tool_result(&call.id, &call.name, outcome.content.clone(), outcome.is_error);
                 entry.duration_ms = Some(outcome.duration.as_millis() as u64);
+                if let Some(c) = &child {
+                    // The child's usage rolls into the conversation's (and the session's) through this entry.
+                    entry.usage = Some(c.usage.clone());
+                    entry.model = Some(c.model.clone());
+                    entry.meta.insert("subagent".into(), c.meta());
+                    run.usage.add(&c.usage);
+                    if let Some(cost) = crate::pricing::estimate_cost_usd(&c.model, &c.usage) {
+                        *run.cost_usd.get_or_insert(0.0) += cost;
+                    }
+                }
                 entry.created_at = now_ms();
                 self.record(entry)?;
                 on_event(&Event::ToolResult {

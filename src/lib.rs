@@ -10,6 +10,7 @@
 //! - [`agent`]: the loop.
 //! - [`options`]: every option of an agent, with its default and checks, shared by every door.
 //! - [`skills`]: skill folders (SKILL.md) the model loads on demand.
+//! - [`subagent`]: the task tool's child agents.
 //! - [`todo`]: the todo list the model keeps (`planning`).
 //! - [`session`]: append-only JSONL persistence, crash-tolerant load, resume.
 //! - [`builtin`]: coding tools (bash, read_file, write_file, edit_file) confined to a workspace.
@@ -35,6 +36,7 @@ pub mod provider;
 pub mod session;
 pub mod skills;
 pub mod sse;
+pub mod subagent;
 pub mod todo;
 pub mod tools;
 pub mod types;

@@ -164,6 +164,11 @@ pub struct AgentOptions {
     /// and the `skill` tool loads one when the model asks (see [`crate::skills`]).
     #[serde(deserialize_with = "de_paths")]
     pub skills: Vec<PathBuf>,
+    /// Child agent types for the `task` tool: `{"explore": {"description": "...", "system": "...", "tools":
+    /// ["read_file"], "model": null, "max_turns": 10}}` (see [`crate::subagent`]). Children cannot spawn
+    /// children.
+    #[serde(deserialize_with = "de_subagents")]
+    pub subagents: BTreeMap<String, crate::subagent::SubAgent>,
 }
 
 impl Default for AgentOptions {
@@ -193,6 +198,7 @@ impl Default for AgentOptions {
             repeat_guard: Some(RepeatGuard::default()),
             planning: None,
             skills: Vec::new(),
+            subagents: BTreeMap::new(),
         }
     }
 }
@@ -203,7 +209,7 @@ fn invalid(key: &str, message: impl Into<String>) -> Error {
 
 impl AgentOptions {
     /// Every key the JSON form may hold.
-    pub const KEYS: [&'static str; 24] = [
+    pub const KEYS: [&'static str; 25] = [
         "provider",
         "model",
         "system",
@@ -228,6 +234,7 @@ impl AgentOptions {
         "repeat_guard",
         "planning",
         "skills",
+        "subagents",
     ];
 
     /// Parse a JSON object of options. Errors are [`Error::InvalidOption`] naming the key.
@@ -385,6 +392,9 @@ impl AgentOptions {
                 agent.update_config(|c| c.system = Some(with_text(c.system.take(), &lines)));
             }
             agent.set_skills(set);
+        }
+        if !self.subagents.is_empty() {
+            agent.set_subagents(self.subagents.clone())?;
         }
         if let Some(path) = &self.session {
             agent.attach_session(Session::open(path)?)?;
@@ -711,6 +721,33 @@ fn de_paths<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<PathBuf>
             })
             .collect(),
         v => Err(D::Error::custom(format!("must be a list of folder paths, got {}", got(&v)))),
+    }
+}
+
+fn de_subagents<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<BTreeMap<String, crate::subagent::SubAgent>, D::Error> {
+    let what = "an object of agent types, e.g. {\"explore\": {\"description\": \"...\", \"tools\": [\"read_file\"]}}";
+    match value(d)? {
+        Value::Null => Ok(BTreeMap::new()),
+        Value::Object(o) => o
+            .into_iter()
+            .map(|(name, v)| {
+                if crate::tools::check_name(&name).is_err() {
+                    return Err(D::Error::custom(format!("agent type {name:?} must be letters, digits, _ or -")));
+                }
+                let t: crate::subagent::SubAgent = serde_json::from_value(v)
+                    .map_err(|e| D::Error::custom(format!("agent type {name:?}: {e}; it must be {what}")))?;
+                if t.description.trim().is_empty() {
+                    return Err(D::Error::custom(format!("agent type {name:?} needs a \"description\"")));
+                }
+                if t.max_turns == Some(0) {
+                    return Err(D::Error::custom(format!("agent type {name:?}: max_turns must be at least 1")));
+                }
+                Ok((name, t))
+            })
+            .collect(),
+        v => Err(D::Error::custom(format!("must be {what}, got {}", got(&v)))),
     }
 }
 

@@ -235,6 +235,12 @@ impl ToolRegistry {
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
     }
 
+    /// Redact `other`'s secrets here too (a child agent's tools hide what the parent's hide).
+    pub fn share_secrets(&self, other: &ToolRegistry) {
+        let theirs = other.secrets.read().unwrap_or_else(|e| e.into_inner()).clone();
+        self.add_secrets(theirs);
+    }
+
     /// `text` with every registered secret replaced by [`REDACTED`].
     pub fn redact(&self, text: String) -> String {
         let secrets = self.secrets.read().unwrap_or_else(|e| e.into_inner());
