@@ -4,6 +4,7 @@
 //! The Python interpreter comes from TOOLOOP_TEST_PYTHON (default `python3`) and needs the `mcp` package
 //! (`pip install 'mcp>=2.3,<3'`; scripts/test.sh prepares one). Without it the tests fail when CI=true and
 //! are skipped with a printed reason otherwise. Every process a test starts is stopped, checked by pid.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;

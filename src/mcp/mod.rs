@@ -460,6 +460,7 @@ fn convert_result(r: &Value) -> std::result::Result<ToolOutput, ToolError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -47,6 +47,7 @@ pub fn tool_name(server: &str, tool: &str, taken: &dyn Fn(&str) -> bool) -> Stri
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::tools::check_name;
