@@ -126,6 +126,7 @@ fn stdio_server_tools_are_registered_with_prefixed_names_schemas_and_description
     assert_eq!(echo.spec.description, "Echo the text back.");
     assert_eq!(echo.spec.input_schema["required"], json!(["text"]));
     assert!(!echo.parallel_safe);
+    assert!(registry.get("mcp__test__pid").unwrap().parallel_safe, "readOnlyHint tools are parallel-safe");
     let status = servers.status();
     assert_eq!(status[0].state, McpState::Connected);
     assert_eq!(status[0].protocol_version.as_deref(), Some("2025-11-25"));
@@ -301,6 +302,10 @@ fn garbage_output_is_ignored_and_unsupported_server_requests_get_an_error() {
 fn a_server_that_never_answers_initialize_is_reported_by_name_and_skipped() {
     let Some(py) = python() else { return };
     let m = marker("silent");
+    let grandchild_started = {
+        let m = m.clone();
+        move || procs_with(&m).len() >= 2
+    };
     let good = marker("silent-good");
     let registry = ToolRegistry::new();
     let configs = BTreeMap::from([
@@ -313,8 +318,19 @@ fn a_server_that_never_answers_initialize_is_reported_by_name_and_skipped() {
         ("unset".to_string(), stdio_config(&py, &[], json!({"env": {"X": "${TOOLOOP_SURELY_UNSET_VAR}"}}))),
     ]);
     let started = Instant::now();
+    let watcher = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if grandchild_started() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    });
     let servers = McpServers::start(&configs, &registry).unwrap();
     assert!(started.elapsed() < Duration::from_secs(20));
+    assert!(watcher.join().unwrap(), "the silent server started its grandchild");
     let failures = servers.failures();
     let reason = |n: &str| failures.iter().find(|f| f.server == n).map(|f| f.reason.clone()).unwrap_or_default();
     assert!(reason("mute").contains("'mute'") && reason("mute").contains("initialize"), "{failures:?}");
@@ -338,6 +354,10 @@ struct HttpServer {
 impl HttpServer {
     fn start(py: &str, m: &str) -> HttpServer {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        Self::start_on(py, m, port)
+    }
+
+    fn start_on(py: &str, m: &str, port: u16) -> HttpServer {
         let child = Command::new(py)
             .args([&script("fastmcp_server.py"), "http", &port.to_string(), m])
             .stdin(Stdio::null())
@@ -436,6 +456,51 @@ fn an_agent_run_calls_an_mcp_tool_end_to_end() {
     assert_eq!((result.tool_calls[0].output.clone(), result.tool_calls[0].is_error), (json!("echo: agent"), false));
     let requests = provider.requests();
     assert!(requests[0].tools.iter().any(|t| t.name == "mcp__test__echo"), "the model was offered the MCP tool");
+    drop(servers);
+    assert_no_orphans(&m);
+}
+
+#[test]
+fn an_http_server_that_went_away_is_an_error_result_then_a_new_session_is_opened() {
+    let Some(py) = python() else { return };
+    let m = marker("http-restart");
+    let server = HttpServer::start(&py, &m);
+    let port: u16 = server.url.rsplit(':').next().unwrap().trim_end_matches("/mcp").parse().unwrap();
+    let config: McpServerConfig = serde_json::from_value(json!({"url": server.url})).unwrap();
+    let (servers, registry) = start("web", config);
+    assert_eq!(call(&registry, "mcp__web__echo", json!({"text": "one"})), (json!("echo: one"), false));
+    drop(server);
+    let (content, is_error) = call(&registry, "mcp__web__echo", json!({"text": "two"}));
+    assert!(is_error && text(&content).contains("restarted"), "{content}");
+    let server = HttpServer::start_on(&py, &m, port);
+    assert_eq!(call(&registry, "mcp__web__echo", json!({"text": "three"})), (json!("echo: three"), false));
+    assert_eq!(servers.status()[0].restarts, 1);
+    // A server restarted between two calls answers 404 for the old session: the call was not processed, so
+    // a new session is opened and the call sent again, without an error.
+    drop(server);
+    let server = HttpServer::start_on(&py, &m, port);
+    assert_eq!(call(&registry, "mcp__web__echo", json!({"text": "four"})), (json!("echo: four"), false));
+    assert_eq!(servers.status()[0].restarts, 2);
+    servers.close();
+    drop(server);
+    assert_no_orphans(&m);
+}
+
+#[test]
+fn calls_to_one_server_run_concurrently() {
+    let Some((servers, registry, m)) = fastmcp("concurrent") else { return };
+    let started = Instant::now();
+    let workers: Vec<_> = (0..3)
+        .map(|_| {
+            let r = registry.clone();
+            std::thread::spawn(move || call(&r, "mcp__test__slow", json!({"seconds": 1.0})))
+        })
+        .collect();
+    for w in workers {
+        assert_eq!(w.join().unwrap(), (json!("done sleeping"), false));
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(2500), "three 1 s calls took {took:?}: not multiplexed");
     drop(servers);
     assert_no_orphans(&m);
 }

@@ -36,6 +36,9 @@ pub(crate) enum CallError {
     Timeout(Duration),
     /// Our run was cancelled.
     Cancelled,
+    /// The HTTP server no longer knows our session (404): the request was not processed; a new session
+    /// must be opened (and the request may be sent again).
+    Expired(String),
 }
 
 impl std::fmt::Display for CallError {
@@ -45,6 +48,7 @@ impl std::fmt::Display for CallError {
             CallError::Closed(why) => write!(f, "{why}"),
             CallError::Timeout(d) => write!(f, "no answer within {:.1} s", d.as_secs_f64()),
             CallError::Cancelled => write!(f, "cancelled"),
+            CallError::Expired(why) => write!(f, "{why}"),
         }
     }
 }
@@ -192,6 +196,13 @@ impl Shared {
 trait Wire: Send + Sync {
     /// Send one message; for HTTP a request's answer comes back through `Shared::dispatch`.
     fn send(&self, msg: &Value, request_id: Option<u64>) -> Result<(), String>;
+    /// Send a notification that must reach the server before anything sent after it
+    /// (`notifications/initialized`). HTTP posts it on the caller's thread; stdio lines are ordered anyway.
+    fn send_ordered(&self, msg: &Value) -> Result<(), String> {
+        self.send(msg, None)
+    }
+    /// Stop reading the answer to an abandoned request (HTTP closes its stream).
+    fn abandon(&self, _id: u64) {}
     /// Tell the server the protocol revision (HTTP sends it as a header).
     fn set_protocol(&self, _version: &str) {}
     /// Stop: end the process (group) or the HTTP session.
@@ -258,6 +269,7 @@ impl Conn {
 
     fn abandon(&self, id: u64, reason: &str) {
         self.shared.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        self.wire.abandon(id);
         if self.shared.dead().is_none() {
             self.notify("notifications/cancelled", json!({"requestId": id, "reason": reason}));
         }
@@ -330,7 +342,8 @@ impl Conn {
         self.protocol_version = version;
         self.instructions =
             result.get("instructions").and_then(Value::as_str).filter(|s| !s.trim().is_empty()).map(str::to_string);
-        self.notify("notifications/initialized", json!({}));
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        self.wire.send_ordered(&initialized).map_err(|e| format!("sending notifications/initialized: {e}"))?;
         Ok(())
     }
 
@@ -374,17 +387,37 @@ impl Drop for Conn {
 // stdio
 
 struct StdioWire {
-    stdin: Arc<Mutex<Option<ChildStdin>>>,
+    /// Lines for the writer thread; `None` once closed (dropping the sender closes the server's stdin).
+    stdin: Arc<Mutex<Option<mpsc::Sender<Vec<u8>>>>>,
     child: Arc<Mutex<Option<Child>>>,
     pgid: i32,
 }
 
-fn write_line(stdin: &Mutex<Option<ChildStdin>>, msg: &Value) -> Result<(), String> {
+/// Queue one line for the server. Never blocks: a server that stops reading its stdin fills the pipe and
+/// stalls only the writer thread, while callers still time out or cancel.
+fn write_line(stdin: &Mutex<Option<mpsc::Sender<Vec<u8>>>>, msg: &Value) -> Result<(), String> {
     let mut line = serde_json::to_vec(msg).map_err(|e| e.to_string())?;
     line.push(b'\n');
-    let mut guard = stdin.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(w) = guard.as_mut() else { return Err("the server's stdin is closed".into()) };
-    w.write_all(&line).and_then(|_| w.flush()).map_err(|e| format!("writing to the server's stdin: {e}"))
+    let guard = stdin.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(tx) = guard.as_ref() else { return Err("the server's stdin is closed".into()) };
+    tx.send(line).map_err(|_| "the server's stdin is closed".to_string())
+}
+
+fn spawn_writer(mut pipe: ChildStdin, log: Arc<Log>) -> Result<mpsc::Sender<Vec<u8>>, String> {
+    let (tx, rx) = mpsc::channel::<Vec<u8>>();
+    std::thread::Builder::new()
+        .name("tooloop-mcp-stdin".into())
+        .spawn(move || {
+            // Ends when every sender is gone (close) or the pipe breaks; dropping `pipe` closes stdin.
+            for line in rx {
+                if let Err(e) = pipe.write_all(&line).and_then(|_| pipe.flush()) {
+                    log.push(format!("[stdin] writing to the server failed: {e}"));
+                    return;
+                }
+            }
+        })
+        .map_err(|e| format!("could not start the writer thread: {e}"))?;
+    Ok(tx)
 }
 
 impl StdioWire {
@@ -406,7 +439,16 @@ impl StdioWire {
         cmd.process_group(0);
         let mut child = cmd.spawn().map_err(|e| format!("could not start {program:?}: {e}"))?;
         let pgid = i32::try_from(child.id()).map_err(|_| "process id out of range".to_string())?;
-        let stdin = Arc::new(Mutex::new(child.stdin.take()));
+        let writer = match child.stdin.take().map(|p| spawn_writer(p, shared.log.clone())) {
+            Some(Ok(tx)) => Some(tx),
+            Some(Err(e)) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+            None => None,
+        };
+        let stdin = Arc::new(Mutex::new(writer));
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let child = Arc::new(Mutex::new(Some(child)));
@@ -539,6 +581,8 @@ struct HttpInner {
     protocol: Mutex<Option<String>>,
     shared: Arc<Shared>,
     closing: CancelToken,
+    /// The cancel token of each request's POST, so an abandoned request's stream is dropped at once.
+    inflight: Mutex<HashMap<u64, CancelToken>>,
 }
 
 struct HttpWire {
@@ -564,6 +608,7 @@ impl HttpWire {
                 protocol: Mutex::new(None),
                 shared,
                 closing: CancelToken::new(),
+                inflight: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -588,7 +633,40 @@ impl HttpInner {
     /// POST one message and feed whatever comes back (JSON or an SSE stream) to the dispatcher.
     fn post(self: &Arc<Self>, body: Vec<u8>, request_id: Option<u64>) -> Result<(), String> {
         let req = HttpRequest { url: self.url.clone(), headers: self.request_headers(), body };
-        let mut resp = self.client.send_once(&req, &self.closing).map_err(|e| e.to_string())?;
+        let token = CancelToken::new();
+        if let Some(id) = request_id {
+            self.inflight.lock().unwrap_or_else(|e| e.into_inner()).insert(id, token.clone());
+        }
+        if self.closing.is_cancelled() {
+            token.cancel();
+        }
+        let result = self.post_with(&req, request_id, &token);
+        if let Some(id) = request_id {
+            self.inflight.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        }
+        result
+    }
+
+    fn post_with(
+        self: &Arc<Self>,
+        req: &HttpRequest,
+        request_id: Option<u64>,
+        token: &CancelToken,
+    ) -> Result<(), String> {
+        let mut resp = match self.client.send_once(req, token) {
+            Ok(r) => r,
+            Err(e) => {
+                // The server is unreachable: this connection is over (the next use opens a new one).
+                let why = format!("the HTTP server is unreachable: {e}");
+                if let Some(id) = request_id {
+                    self.shared.resolve(id, Err(CallError::Closed(why.clone())));
+                }
+                if !token.is_cancelled() {
+                    self.shared.fail_all(why.clone());
+                }
+                return Err(why);
+            }
+        };
         if let Some(s) = resp.header("mcp-session-id") {
             let mut slot = self.session.lock().unwrap_or_else(|e| e.into_inner());
             if slot.is_none() {
@@ -602,6 +680,9 @@ impl HttpInner {
             let mut why = format!("HTTP {status}: {}", text.chars().take(500).collect::<String>());
             if status == 404 && self.session.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
                 why = format!("the server ended the session (HTTP 404); {why}");
+                if let Some(id) = request_id {
+                    self.shared.resolve(id, Err(CallError::Expired(why.clone())));
+                }
                 self.shared.fail_all(why.clone());
             }
             return Err(why);
@@ -681,6 +762,17 @@ impl Wire for HttpWire {
             .map_err(|e| format!("could not start an HTTP thread: {e}"))
     }
 
+    fn send_ordered(&self, msg: &Value) -> Result<(), String> {
+        let body = serde_json::to_vec(msg).map_err(|e| e.to_string())?;
+        self.inner.post(body, None)
+    }
+
+    fn abandon(&self, id: u64) {
+        if let Some(t) = self.inner.inflight.lock().unwrap_or_else(|e| e.into_inner()).remove(&id) {
+            t.cancel();
+        }
+    }
+
     fn set_protocol(&self, version: &str) {
         *self.inner.protocol.lock().unwrap_or_else(|e| e.into_inner()) = Some(version.to_string());
     }
@@ -690,6 +782,9 @@ impl Wire for HttpWire {
             return;
         }
         self.inner.closing.cancel();
+        for (_, t) in self.inner.inflight.lock().unwrap_or_else(|e| e.into_inner()).drain() {
+            t.cancel();
+        }
         // End the session on the server (best effort, short timeout).
         let session = self.inner.session.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(s) = session {

@@ -367,9 +367,14 @@ impl Server {
 
     fn call(&self, tool: &str, input: &Value, ctx: &ToolContext<'_>) -> std::result::Result<ToolOutput, ToolError> {
         let name = &self.name;
-        let conn = self.ready().map_err(ToolError::Respond)?;
         let params = json!({"name": tool, "arguments": input});
-        let result = conn.request("tools/call", params, self.call_timeout, Some(ctx.cancel));
+        let mut conn = self.ready().map_err(ToolError::Respond)?;
+        let mut result = conn.request("tools/call", params.clone(), self.call_timeout, Some(ctx.cancel));
+        if let Err(CallError::Expired(_)) = &result {
+            // The HTTP session expired before the server saw the call: open a new one and send it again.
+            conn = self.ready().map_err(ToolError::Respond)?;
+            result = conn.request("tools/call", params, self.call_timeout, Some(ctx.cancel));
+        }
         // A list_changed sent during the call: re-list now, before the model's next request.
         if !conn.is_dead() && conn.shared.tools_changed.load(Ordering::SeqCst) && !self.closed.load(Ordering::SeqCst) {
             let mut inner = self.lock();
@@ -387,7 +392,7 @@ impl Server {
                 d.as_secs_f64()
             ))),
             Err(CallError::Cancelled) => Err(ToolError::Respond(format!("MCP tool '{tool}' was cancelled"))),
-            Err(CallError::Closed(why)) => Err(ToolError::Respond(format!(
+            Err(CallError::Closed(why) | CallError::Expired(why)) => Err(ToolError::Respond(format!(
                 "MCP server '{name}' failed during the call to '{tool}': {why}. It will be restarted on its next use."
             ))),
         }

@@ -1,15 +1,20 @@
 """A hand-written misbehaving MCP server (no SDK), used by tests/mcp.rs. Mode from argv[1]:
 
-- silent:  reads stdin and never answers (initialize times out)
+- silent:  starts a grandchild (which also holds our stdout), reads stdin and never answers
+           (initialize times out; closing must stop the whole process group)
 - garbage: answers initialize, then writes a non-JSON line, invalid UTF-8 and a stray response before
            every real answer; sends a request of its own (sampling) and records our reply on stderr.
 """
 
 import json
+import subprocess
 import sys
 
 mode = sys.argv[1] if len(sys.argv) > 1 else "silent"
 out = sys.stdout.buffer
+if mode == "silent":
+    marker = sys.argv[2] if len(sys.argv) > 2 else ""
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", marker])
 
 
 def send(obj):

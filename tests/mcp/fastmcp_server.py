@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 
 mcp = MCPServer("tooloop-test", instructions="Use echo to repeat text. The add tool adds integers.")
 
@@ -54,7 +55,7 @@ async def slow(seconds: float) -> str:
     return "done sleeping"
 
 
-@mcp.tool()
+@mcp.tool(annotations=ToolAnnotations(read_only_hint=True))
 def pid() -> int:
     """The server's process id."""
     return os.getpid()
