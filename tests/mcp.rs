@@ -411,6 +411,13 @@ fn streamable_http_lists_calls_errors_and_cancels() {
     assert!(returned_at - cancelled_at < Duration::from_millis(200));
     assert!(is_error && text(&content).contains("cancelled"), "{content}");
     assert_eq!(call(&registry, "mcp__web__echo", json!({"text": "again"})), (json!("echo: again"), false));
+    // The SDK sends list_changed on the GET event stream, apart from the call: the tool appears shortly after.
+    assert_eq!(call(&registry, "mcp__web__grow", json!({})), (json!("grown"), false));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while registry.get("mcp__web__late").is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(call(&registry, "mcp__web__late", json!({})), (json!("late tool here"), false));
     servers.close();
     drop(server);
     assert_no_orphans(&m);

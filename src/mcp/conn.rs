@@ -96,6 +96,8 @@ pub(crate) struct Shared {
     dead: Mutex<Option<String>>,
     pub(crate) tools_changed: AtomicBool,
     pub(crate) log: Arc<Log>,
+    /// Run (on the reader's thread: it must not block) when `tools/list_changed` arrives.
+    on_tools_changed: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
 }
 
 impl Shared {
@@ -105,6 +107,7 @@ impl Shared {
             dead: Mutex::new(None),
             tools_changed: AtomicBool::new(false),
             log,
+            on_tools_changed: Mutex::new(None),
         })
     }
 
@@ -162,7 +165,12 @@ impl Shared {
                 answer(reply);
             }
             (Some(method), None) => match method {
-                "notifications/tools/list_changed" => self.tools_changed.store(true, Ordering::SeqCst),
+                "notifications/tools/list_changed" => {
+                    self.tools_changed.store(true, Ordering::SeqCst);
+                    if let Some(hook) = self.on_tools_changed.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                        hook();
+                    }
+                }
                 "notifications/message" => {
                     let p = msg.get("params").cloned().unwrap_or(Value::Null);
                     let level = p.get("level").and_then(Value::as_str).unwrap_or("info");
@@ -203,6 +211,8 @@ trait Wire: Send + Sync {
     }
     /// Stop reading the answer to an abandoned request (HTTP closes its stream).
     fn abandon(&self, _id: u64) {}
+    /// The handshake is done (HTTP opens its GET event stream).
+    fn ready(&self) {}
     /// Tell the server the protocol revision (HTTP sends it as a header).
     fn set_protocol(&self, _version: &str) {}
     /// Stop: end the process (group) or the HTTP session.
@@ -283,6 +293,11 @@ impl Conn {
         }
     }
 
+    /// Set what runs when the server says its tool list changed (must not block).
+    pub(crate) fn on_tools_changed(&self, hook: Box<dyn Fn() + Send + Sync>) {
+        *self.shared.on_tools_changed.lock().unwrap_or_else(|e| e.into_inner()) = Some(hook);
+    }
+
     /// Whether the connection is gone.
     pub(crate) fn is_dead(&self) -> bool {
         self.shared.dead().is_some()
@@ -344,6 +359,7 @@ impl Conn {
             result.get("instructions").and_then(Value::as_str).filter(|s| !s.trim().is_empty()).map(str::to_string);
         let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         self.wire.send_ordered(&initialized).map_err(|e| format!("sending notifications/initialized: {e}"))?;
+        self.wire.ready();
         Ok(())
     }
 
@@ -689,16 +705,7 @@ impl HttpInner {
         }
         let Some(id) = request_id else { return Ok(()) };
         let ctype = resp.header("content-type").unwrap_or("").to_ascii_lowercase();
-        let answer = |reply: Value| {
-            let me = self.clone();
-            let _ = std::thread::Builder::new().name("tooloop-mcp-http".into()).spawn(move || {
-                if let Ok(b) = serde_json::to_vec(&reply) {
-                    if let Err(e) = me.post(b, None) {
-                        me.shared.log.push(format!("[send failed] reply to the server: {e}"));
-                    }
-                }
-            });
-        };
+        let answer = |reply: Value| self.answer(reply);
         let answered = |msg: &Value| msg.get("id").and_then(Value::as_u64) == Some(id) && msg.get("method").is_none();
         if ctype.starts_with("text/event-stream") {
             let mut decoder = SseDecoder::new();
@@ -741,6 +748,70 @@ impl HttpInner {
     }
 }
 
+impl HttpInner {
+    /// Send our reply to a request of the server (on its own thread: we may be inside a read loop).
+    fn answer(self: &Arc<Self>, reply: Value) {
+        let me = self.clone();
+        let _ = std::thread::Builder::new().name("tooloop-mcp-http".into()).spawn(move || {
+            if let Ok(b) = serde_json::to_vec(&reply) {
+                if let Err(e) = me.post(b, None) {
+                    me.shared.log.push(format!("[send failed] reply to the server: {e}"));
+                }
+            }
+        });
+    }
+
+    /// Open the GET event stream on which the server sends what is not tied to a request
+    /// (`tools/list_changed` among others). A server without one answers 405: nothing is lost but those.
+    /// The thread ends when the stream does: `close` ends the session (DELETE), which ends the stream.
+    fn listen(self: &Arc<Self>) {
+        let me = self.clone();
+        let _ = std::thread::Builder::new().name("tooloop-mcp-http-get".into()).spawn(move || {
+            let agent: ureq::Agent = ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_connect(Some(me.client.config().connect_timeout))
+                .build()
+                .into();
+            let mut req = agent.get(&me.url);
+            for (k, v) in me.request_headers() {
+                if !k.eq_ignore_ascii_case("content-type") && !k.eq_ignore_ascii_case("accept") {
+                    req = req.header(k.as_str(), v.as_str());
+                }
+            }
+            let resp = match req.header("Accept", "text/event-stream").call() {
+                Ok(r) => r,
+                Err(e) => {
+                    me.shared.log.push(format!("[GET stream] not opened: {e}"));
+                    return;
+                }
+            };
+            if resp.status().as_u16() != 200 {
+                me.shared.log.push(format!("[GET stream] not offered (HTTP {})", resp.status().as_u16()));
+                return;
+            }
+            let mut reader = resp.into_body().into_with_config().limit(u64::MAX).reader();
+            let (mut decoder, mut events, mut buf) = (SseDecoder::new(), Vec::new(), vec![0u8; 8192]);
+            loop {
+                let n = match std::io::Read::read(&mut reader, &mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
+                };
+                if me.closing.is_cancelled() {
+                    return;
+                }
+                decoder.feed(&buf[..n], &mut events);
+                for ev in events.drain(..) {
+                    match serde_json::from_str::<Value>(&ev.data) {
+                        Ok(msg) => me.shared.dispatch(msg, &|reply| me.answer(reply)),
+                        Err(_) if ev.data.trim().is_empty() => {}
+                        Err(_) => me.shared.log.push(format!("[event, not JSON, ignored] {}", ev.data)),
+                    }
+                }
+            }
+        });
+    }
+}
+
 impl Wire for HttpWire {
     fn send(&self, msg: &Value, request_id: Option<u64>) -> Result<(), String> {
         let body = serde_json::to_vec(msg).map_err(|e| e.to_string())?;
@@ -765,6 +836,10 @@ impl Wire for HttpWire {
     fn send_ordered(&self, msg: &Value) -> Result<(), String> {
         let body = serde_json::to_vec(msg).map_err(|e| e.to_string())?;
         self.inner.post(body, None)
+    }
+
+    fn ready(&self) {
+        self.inner.listen();
     }
 
     fn abandon(&self, id: u64) {

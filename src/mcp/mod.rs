@@ -270,6 +270,18 @@ impl Server {
         let conn = Conn::open(&transport, self.init_timeout, self.call_timeout, self.log.clone())
             .map_err(|e| self.with_log(format!("MCP server '{name}' did not start: {e}")))?;
         let conn = Arc::new(conn);
+        // A list_changed outside a call (HTTP's GET stream, or an idle server): re-list on a short-lived
+        // thread so the registry is current before the model's next request.
+        let me = self.me.clone();
+        let weak_conn = Arc::downgrade(&conn);
+        conn.on_tools_changed(Box::new(move || {
+            let (me, weak_conn) = (me.clone(), weak_conn.clone());
+            let _ = std::thread::Builder::new().name("tooloop-mcp-relist".into()).spawn(move || {
+                if let (Some(server), Some(conn)) = (me.upgrade(), weak_conn.upgrade()) {
+                    server.refresh(&conn);
+                }
+            });
+        }));
         let tools = conn
             .list_tools(self.init_timeout)
             .map_err(|e| self.with_log(format!("MCP server '{name}': tools/list failed: {e}")))?;
@@ -358,6 +370,18 @@ impl Server {
         Ok(conn)
     }
 
+    /// Re-list if the server said its tools changed and `conn` is still the live connection.
+    fn refresh(&self, conn: &Arc<Conn>) {
+        if conn.is_dead() || self.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut inner = self.lock();
+        let current = inner.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn));
+        if current && conn.shared.tools_changed.load(Ordering::SeqCst) && !self.closed.load(Ordering::SeqCst) {
+            self.relist(&mut inner, conn);
+        }
+    }
+
     fn relist(&self, inner: &mut Inner, conn: &Conn) {
         match conn.list_tools(self.init_timeout) {
             Ok(tools) => self.sync_tools(inner, &tools),
@@ -376,12 +400,7 @@ impl Server {
             result = conn.request("tools/call", params, self.call_timeout, Some(ctx.cancel));
         }
         // A list_changed sent during the call: re-list now, before the model's next request.
-        if !conn.is_dead() && conn.shared.tools_changed.load(Ordering::SeqCst) && !self.closed.load(Ordering::SeqCst) {
-            let mut inner = self.lock();
-            if inner.conn.as_ref().is_some_and(|c| Arc::ptr_eq(c, &conn)) {
-                self.relist(&mut inner, &conn);
-            }
-        }
+        self.refresh(&conn);
         match result {
             Ok(r) => convert_result(&r),
             Err(CallError::Rpc { code, message }) => Err(ToolError::Respond(format!(
