@@ -183,7 +183,12 @@ fn stdio_slow_tool_is_cancelled_within_200ms_and_the_server_keeps_serving() {
     eprintln!("MCP cancel latency: {:?}", latency);
     assert!(latency < Duration::from_millis(200), "cancel took {latency:?}");
     assert!(is_error && text(&content).contains("cancelled"), "{content}");
-    // The server got notifications/cancelled and goes on serving the next call at once.
+    // The server got notifications/cancelled (its handler was cancelled) and goes on serving.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !servers.status()[0].log_tail.contains("slow was cancelled") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(servers.status()[0].log_tail.contains("slow was cancelled"), "{}", servers.status()[0].log_tail);
     assert_eq!(call(&registry, "mcp__test__echo", json!({"text": "after"})), (json!("echo: after"), false));
     assert_eq!(servers.status()[0].restarts, 0);
     drop(servers);

@@ -107,6 +107,23 @@ struct Server {
 
 /// The running MCP servers of one agent, and their tools in its registry.
 ///
+/// ```no_run
+/// use std::collections::BTreeMap;
+/// use tooloop::mcp::{McpServerConfig, McpServers};
+/// use tooloop::ToolRegistry;
+///
+/// let configs: BTreeMap<String, McpServerConfig> =
+///     serde_json::from_str(r#"{"files": {"command": "mcp-files", "args": ["--root", "."]}}"#).unwrap();
+/// let registry = ToolRegistry::new();
+/// let servers = McpServers::start(&configs, &registry).unwrap();
+/// for f in servers.failures() {
+///     eprintln!("{}", f.reason); // e.g. "MCP server 'files' did not start: could not start \"mcp-files\": …"
+/// }
+/// let extra_system_prompt = servers.instructions();
+/// // … run the agent with `registry`; tools are named mcp__files__<tool> …
+/// servers.close(); // also on drop
+/// ```
+///
 /// # Threads and cloning
 /// `Send + Sync`; not `Clone` (it owns the server processes): share it in an `Arc`. Tool calls may run on
 /// any thread, concurrently. [`McpServers::close`] (also run on drop) unregisters the tools and stops every

@@ -51,7 +51,11 @@ def fail(message: str) -> str:
 @mcp.tool()
 async def slow(seconds: float) -> str:
     """Sleep for the given number of seconds."""
-    await anyio.sleep(seconds)
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        print("slow was cancelled", file=sys.stderr, flush=True)
+        raise
     return "done sleeping"
 
 
