@@ -222,6 +222,14 @@ fn a_server_killed_mid_call_gives_an_error_result_and_is_restarted_before_its_ne
     assert!(is_error, "{content}");
     assert!(text(&content).contains("failed during the call") && text(&content).contains("restarted"), "{content}");
     assert_eq!(servers.status()[0].state, McpState::Disconnected);
+    // A run cancelled while the server is being restarted returns at once and does not use up a restart.
+    let cancelled = CancelToken::new();
+    cancelled.cancel();
+    let started = Instant::now();
+    let (content, is_error) = call_with(&registry, "mcp__test__pid", json!({}), &cancelled);
+    assert!(is_error && text(&content).contains("cancelled while restarting"), "{content}");
+    assert!(started.elapsed() < Duration::from_millis(200), "took {:?}", started.elapsed());
+    assert_eq!(servers.status()[0].restarts, 0);
     let (again, is_error) = call(&registry, "mcp__test__pid", json!({}));
     assert!(!is_error, "{again}");
     let second: u32 = text(&again).parse().unwrap();

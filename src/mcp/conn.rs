@@ -309,12 +309,13 @@ impl Conn {
         self.wire.close();
     }
 
-    /// Open a connection and run the `initialize` handshake within `timeout`.
+    /// Open a connection and run the `initialize` handshake within `timeout` (or until `cancel`).
     pub(crate) fn open(
         transport: &super::config::Transport,
         timeout: Duration,
         call_timeout: Duration,
         log: Arc<Log>,
+        cancel: Option<&CancelToken>,
     ) -> Result<Conn, String> {
         let shared = Shared::new(log);
         let wire: Box<dyn Wire> = match transport {
@@ -327,8 +328,13 @@ impl Conn {
         };
         let mut conn =
             Conn { shared, wire, next_id: AtomicU64::new(0), protocol_version: String::new(), instructions: None };
-        match conn.initialize(timeout) {
+        match conn.initialize(timeout, cancel) {
             Ok(()) => Ok(conn),
+            Err(e) if cancel.is_some_and(CancelToken::is_cancelled) => {
+                // Stopping the process may take a second (stdin, SIGTERM, SIGKILL): not on a cancelled caller.
+                let _ = std::thread::Builder::new().name("tooloop-mcp-close".into()).spawn(move || conn.close());
+                Err(e)
+            }
             Err(e) => {
                 conn.close();
                 Err(e)
@@ -336,13 +342,13 @@ impl Conn {
         }
     }
 
-    fn initialize(&mut self, timeout: Duration) -> Result<(), String> {
+    fn initialize(&mut self, timeout: Duration, cancel: Option<&CancelToken>) -> Result<(), String> {
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
             "capabilities": {},
             "clientInfo": {"name": "tooloop", "version": env!("CARGO_PKG_VERSION")},
         });
-        let result = self.request("initialize", params, timeout, None).map_err(|e| match e {
+        let result = self.request("initialize", params, timeout, cancel).map_err(|e| match e {
             CallError::Timeout(d) => format!("no answer to initialize within {:.1} s", d.as_secs_f64()),
             other => format!("initialize failed: {other}"),
         })?;
@@ -364,7 +370,7 @@ impl Conn {
     }
 
     /// Every tool of the server, following `nextCursor` (at most 100 pages, against a looping server).
-    pub(crate) fn list_tools(&self, timeout: Duration) -> Result<Vec<Value>, CallError> {
+    pub(crate) fn list_tools(&self, timeout: Duration, cancel: Option<&CancelToken>) -> Result<Vec<Value>, CallError> {
         self.shared.tools_changed.store(false, Ordering::SeqCst);
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
@@ -373,7 +379,7 @@ impl Conn {
                 Some(c) => json!({"cursor": c}),
                 None => json!({}),
             };
-            let page = self.request("tools/list", params, timeout, None)?;
+            let page = self.request("tools/list", params, timeout, cancel)?;
             if let Some(list) = page.get("tools").and_then(Value::as_array) {
                 tools.extend(list.iter().cloned());
             }

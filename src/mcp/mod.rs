@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 pub use config::{DEFAULT_CALL_TIMEOUT, DEFAULT_INIT_TIMEOUT, McpCommand, McpServerConfig};
 use conn::{CallError, Conn, Log};
 
+use crate::cancel::CancelToken;
 use crate::error::Result;
 use crate::tools::{Tool, ToolContext, ToolError, ToolHandler, ToolOutput, ToolRegistry};
 
@@ -178,7 +179,7 @@ impl McpServers {
             });
             {
                 let mut inner = server.lock();
-                if let Err(reason) = server.connect(&mut inner) {
+                if let Err(reason) = server.connect(&mut inner, None) {
                     inner.failed = true;
                     inner.error = Some(reason.clone());
                     failures.push(McpStartError { server: name.clone(), reason });
@@ -280,11 +281,11 @@ impl Server {
     }
 
     /// Start (or restart) the server, list its tools and register them. Errors name the server.
-    fn connect(&self, inner: &mut Inner) -> std::result::Result<(), String> {
+    fn connect(&self, inner: &mut Inner, cancel: Option<&CancelToken>) -> std::result::Result<(), String> {
         let name = &self.name;
         let lookup = |var: &str| std::env::var(var).ok();
         let transport = self.config.transport(&lookup).map_err(|e| format!("MCP server '{name}': {e}"))?;
-        let conn = Conn::open(&transport, self.init_timeout, self.call_timeout, self.log.clone())
+        let conn = Conn::open(&transport, self.init_timeout, self.call_timeout, self.log.clone(), cancel)
             .map_err(|e| self.with_log(format!("MCP server '{name}' did not start: {e}")))?;
         let conn = Arc::new(conn);
         // A list_changed outside a call (HTTP's GET stream, or an idle server): re-list on a short-lived
@@ -300,7 +301,7 @@ impl Server {
             });
         }));
         let tools = conn
-            .list_tools(self.init_timeout)
+            .list_tools(self.init_timeout, cancel)
             .map_err(|e| self.with_log(format!("MCP server '{name}': tools/list failed: {e}")))?;
         inner.protocol_version = Some(conn.protocol_version.clone());
         inner.instructions = conn.instructions.clone();
@@ -348,7 +349,7 @@ impl Server {
     }
 
     /// The live connection: restarted when it died (bounded), re-listed when the tool list changed.
-    fn ready(&self) -> std::result::Result<Arc<Conn>, String> {
+    fn ready(&self, cancel: &CancelToken) -> std::result::Result<Arc<Conn>, String> {
         let name = &self.name;
         let mut inner = self.lock();
         if self.closed.load(Ordering::SeqCst) {
@@ -372,7 +373,12 @@ impl Server {
                 if let Some(old) = inner.conn.take() {
                     old.close();
                 }
-                if let Err(e) = self.connect(&mut inner) {
+                if let Err(e) = self.connect(&mut inner, Some(cancel)) {
+                    if cancel.is_cancelled() {
+                        // Our run was cancelled during the restart: not the server's failure.
+                        inner.restarts -= 1;
+                        return Err(format!("MCP server '{name}': cancelled while restarting"));
+                    }
                     inner.failed = true;
                     inner.error = Some(e.clone());
                     return Err(e);
@@ -400,7 +406,7 @@ impl Server {
     }
 
     fn relist(&self, inner: &mut Inner, conn: &Conn) {
-        match conn.list_tools(self.init_timeout) {
+        match conn.list_tools(self.init_timeout, None) {
             Ok(tools) => self.sync_tools(inner, &tools),
             Err(e) => self.log.push(format!("[tools/list after list_changed failed] {e}")),
         }
@@ -409,11 +415,11 @@ impl Server {
     fn call(&self, tool: &str, input: &Value, ctx: &ToolContext<'_>) -> std::result::Result<ToolOutput, ToolError> {
         let name = &self.name;
         let params = json!({"name": tool, "arguments": input});
-        let mut conn = self.ready().map_err(ToolError::Respond)?;
+        let mut conn = self.ready(ctx.cancel).map_err(ToolError::Respond)?;
         let mut result = conn.request("tools/call", params.clone(), self.call_timeout, Some(ctx.cancel));
         if let Err(CallError::Expired(_)) = &result {
             // The HTTP session expired before the server saw the call: open a new one and send it again.
-            conn = self.ready().map_err(ToolError::Respond)?;
+            conn = self.ready(ctx.cancel).map_err(ToolError::Respond)?;
             result = conn.request("tools/call", params, self.call_timeout, Some(ctx.cancel));
         }
         // A list_changed sent during the call: re-list now, before the model's next request.
