@@ -134,6 +134,8 @@ fn stdio_server_tools_are_registered_with_prefixed_names_schemas_and_description
     assert!(servers.instructions().contains("## MCP server test\nUse echo to repeat text."));
     let pid = servers.server_pid("test").unwrap();
     assert_eq!(procs_with(&m), vec![pid]);
+    assert!(servers.ping("test", Duration::from_secs(5)).is_ok());
+    assert!(servers.ping("other", Duration::from_secs(5)).unwrap_err().contains("no MCP server named 'other'"));
     servers.close();
     assert!(registry.names().is_empty(), "close unregisters the tools");
     assert_no_orphans(&m);

@@ -9,7 +9,9 @@
 //!   (POSTs answered with JSON or an SSE stream, `Mcp-Session-Id`, `MCP-Protocol-Version`).
 //! - Blocking and small on purpose, on the crate's own HTTP and SSE layers rather than the async `rmcp` SDK:
 //!   no async runtime enters the core, and requests are multiplexed by id, so calls may run concurrently
-//!   (tools the server marks `readOnlyHint` are parallel-safe).
+//!   (tools the server marks `readOnlyHint` are parallel-safe). Cost: no new crate (the core's normal
+//!   dependency tree stays at 39 distinct crates), where `rmcp` 3.11 with its child-process and
+//!   Streamable-HTTP client transports plus tokio resolves to 109 (tokio, reqwest, hyper, futures, …).
 //!
 //! Must never: let a misbehaving server hang a run (every wait has a timeout and honours cancel), turn a
 //! server failure into anything but an `is_error` result, or leave a server process running after
@@ -244,6 +246,16 @@ impl McpServers {
                 }
             })
             .collect()
+    }
+
+    /// Send `ping` to server `name` and wait up to `timeout` for its answer; returns the round-trip time.
+    /// Does not restart a dead server (that happens on the next tool call).
+    pub fn ping(&self, name: &str, timeout: Duration) -> std::result::Result<Duration, String> {
+        let s = self.servers.iter().find(|s| s.name == name).ok_or_else(|| format!("no MCP server named '{name}'"))?;
+        let conn = s.lock().conn.clone().ok_or_else(|| format!("MCP server '{name}' is not connected"))?;
+        let started = std::time::Instant::now();
+        conn.request("ping", json!({}), timeout, None).map_err(|e| format!("MCP server '{name}': ping failed: {e}"))?;
+        Ok(started.elapsed())
     }
 
     /// The process id of a stdio server's current process (for tests and diagnostics).
