@@ -526,3 +526,18 @@ fn calls_to_one_server_run_concurrently() {
     drop(servers);
     assert_no_orphans(&m);
 }
+
+#[test]
+fn a_server_that_exits_while_a_grandchild_holds_its_stdout_is_noticed() {
+    let Some(py) = python() else { return };
+    let m = marker("orphan");
+    let (servers, registry) = start("bad", stdio_config(&py, &[&script("bad_server.py"), "orphan", &m], json!({})));
+    let name = servers.status()[0].tools[0].clone();
+    let started = Instant::now();
+    let (content, is_error) = call(&registry, &name, json!({}));
+    assert!(is_error && text(&content).contains("exit status: 3"), "{content}");
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(!procs_with(&m).is_empty(), "the grandchild still runs until close");
+    drop(servers);
+    assert_no_orphans(&m);
+}

@@ -7,7 +7,7 @@
 //! `close`.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
@@ -19,6 +19,9 @@ use serde_json::{Value, json};
 use crate::cancel::CancelToken;
 use crate::http::{HttpClient, HttpConfig, HttpRequest};
 use crate::sse::SseDecoder;
+
+/// Longest stdout line (one JSON-RPC message) kept from a stdio server; longer ones are dropped.
+const MAX_LINE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// The revision we ask for: the newest one reached through the `initialize` handshake.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
@@ -213,6 +216,10 @@ trait Wire: Send + Sync {
     fn abandon(&self, _id: u64) {}
     /// The handshake is done (HTTP opens its GET event stream).
     fn ready(&self) {}
+    /// Why the server is gone, when its process has exited (stdio).
+    fn exited(&self) -> Option<String> {
+        None
+    }
     /// Tell the server the protocol revision (HTTP sends it as a header).
     fn set_protocol(&self, _version: &str) {}
     /// Stop: end the process (group) or the HTTP session.
@@ -269,7 +276,13 @@ impl Conn {
             }
             match rx.recv_timeout((deadline - now).min(Duration::from_millis(20))) {
                 Ok(reply) => return reply,
-                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Timeout) => {
+                    // The process may be gone while a grandchild still holds its stdout open (no EOF).
+                    if let Some(why) = self.wire.exited() {
+                        self.shared.fail_all(why);
+                    }
+                    continue;
+                }
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(CallError::Closed(self.shared.dead().unwrap_or_else(|| "connection closed".into())));
                 }
@@ -493,9 +506,26 @@ impl StdioWire {
             let mut buf = Vec::new();
             loop {
                 buf.clear();
-                match r.read_until(b'\n', &mut buf) {
+                match (&mut r).take(MAX_LINE_BYTES).read_until(b'\n', &mut buf) {
                     Ok(0) | Err(_) => break,
                     Ok(_) => {}
+                }
+                if buf.len() as u64 == MAX_LINE_BYTES && buf.last() != Some(&b'\n') {
+                    // A line past the cap: skip the rest of it rather than hold it all in memory.
+                    let mut skipped = 0usize;
+                    loop {
+                        buf.clear();
+                        match (&mut r).take(MAX_LINE_BYTES).read_until(b'\n', &mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => skipped += n,
+                        }
+                        if buf.last() == Some(&b'\n') {
+                            break;
+                        }
+                    }
+                    let total = MAX_LINE_BYTES as usize + skipped;
+                    shared.log.push(format!("[stdout] a line of {total} bytes (over the cap) was dropped"));
+                    continue;
                 }
                 let line = String::from_utf8_lossy(&buf);
                 let line = line.trim();
@@ -563,6 +593,14 @@ impl Wire for StdioWire {
 
     fn pid(&self) -> Option<u32> {
         u32::try_from(self.pgid).ok()
+    }
+
+    fn exited(&self) -> Option<String> {
+        let mut guard = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        match guard.as_mut().map(Child::try_wait) {
+            Some(Ok(Some(status))) => Some(format!("the server process ended ({status})")),
+            _ => None,
+        }
     }
 
     fn close(&self) {
@@ -680,11 +718,11 @@ impl HttpInner {
             Err(e) => {
                 // The server is unreachable: this connection is over (the next use opens a new one).
                 let why = format!("the HTTP server is unreachable: {e}");
-                if let Some(id) = request_id {
-                    self.shared.resolve(id, Err(CallError::Closed(why.clone())));
-                }
                 if !token.is_cancelled() {
                     self.shared.fail_all(why.clone());
+                }
+                if let Some(id) = request_id {
+                    self.shared.resolve(id, Err(CallError::Closed(why.clone())));
                 }
                 return Err(why);
             }
@@ -702,10 +740,16 @@ impl HttpInner {
             let mut why = format!("HTTP {status}: {}", text.chars().take(500).collect::<String>());
             if status == 404 && self.session.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
                 why = format!("the server ended the session (HTTP 404); {why}");
-                if let Some(id) = request_id {
-                    self.shared.resolve(id, Err(CallError::Expired(why.clone())));
-                }
+                // Mark the connection dead before our caller wakes, so its retry opens a new session.
+                let ours =
+                    request_id.and_then(|id| self.shared.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id));
                 self.shared.fail_all(why.clone());
+                if let Some(tx) = ours {
+                    let _ = tx.try_send(Err(CallError::Expired(why.clone())));
+                }
+            } else if let Some(id) = request_id {
+                // The server refused this request; the connection itself is fine.
+                self.shared.resolve(id, Err(CallError::Rpc { code: i64::from(status), message: why.clone() }));
             }
             return Err(why);
         }

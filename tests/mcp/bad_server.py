@@ -2,6 +2,8 @@
 
 - silent:  starts a grandchild (which also holds our stdout), reads stdin and never answers
            (initialize times out; closing must stop the whole process group)
+- orphan:  like garbage, but a tools/call starts a grandchild that keeps our stdout open, then exits
+           (no EOF reaches the client: it must notice the exit by itself)
 - garbage: answers initialize, then writes a non-JSON line, invalid UTF-8 and a stray response before
            every real answer; sends a request of its own (sampling) and records our reply on stderr.
 """
@@ -44,6 +46,10 @@ for raw in sys.stdin.buffer:
         send({"jsonrpc": "2.0", "id": "srv-1", "method": "sampling/createMessage", "params": {"messages": []}})
         send({"jsonrpc": "2.0", "id": mid, "result": {"tools": [
             {"name": "hello.world", "description": "says hi", "inputSchema": {"type": "object"}}]}})
+    elif method == "tools/call" and mode == "orphan":
+        marker = sys.argv[2] if len(sys.argv) > 2 else ""
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", marker])
+        sys.exit(3)
     elif method == "tools/call":
         send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": "hi"}]}})
     else:
