@@ -1,7 +1,8 @@
 """A hand-written misbehaving MCP server (no SDK), used by tests/mcp.rs. Mode from argv[1]:
 
-- silent:  starts a grandchild (which also holds our stdout), reads stdin and never answers
-           (initialize times out; closing must stop the whole process group)
+- silent:  starts a grandchild (which also holds our stdout), reads stdin and never answers, ignores
+           SIGTERM and outlives its stdin (initialize times out; closing must escalate to SIGKILL and stop
+           the whole process group)
 - orphan:  like garbage, but a tools/call starts a grandchild that keeps our stdout open, then exits
            (no EOF reaches the client: it must notice the exit by itself)
 - garbage: answers initialize, then writes a non-JSON line, invalid UTF-8 and a stray response before
@@ -9,14 +10,17 @@
 """
 
 import json
+import signal
 import subprocess
 import sys
+import time
 
 mode = sys.argv[1] if len(sys.argv) > 1 else "silent"
 out = sys.stdout.buffer
 if mode == "silent":
     marker = sys.argv[2] if len(sys.argv) > 2 else ""
     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", marker])
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def send(obj):
@@ -54,3 +58,7 @@ for raw in sys.stdin.buffer:
         send({"jsonrpc": "2.0", "id": mid, "result": {"content": [{"type": "text", "text": "hi"}]}})
     else:
         send({"jsonrpc": "2.0", "id": mid, "error": {"code": -32601, "message": "nope"}})
+
+if mode == "silent":
+    print("stdin closed; staying up", file=sys.stderr, flush=True)
+    time.sleep(300)
