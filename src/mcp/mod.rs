@@ -148,7 +148,8 @@ impl std::fmt::Debug for McpServers {
 impl McpServers {
     /// Start every server of `configs` (in name order), register its tools into `registry`. A server that
     /// fails to start is skipped and reported in [`McpServers::failures`] (name and reason); it is kept in
-    /// [`McpServers::status`] as `Failed`. Servers start one after another, each within its `init_timeout`.
+    /// [`McpServers::status`] as `Failed`. Servers start in parallel, each within its `init_timeout`; their
+    /// tools are registered in name order.
     pub fn start(configs: &BTreeMap<String, McpServerConfig>, registry: &ToolRegistry) -> Result<McpServers> {
         let mut servers = Vec::new();
         let mut failures = Vec::new();
@@ -179,15 +180,27 @@ impl McpServers {
                 }),
                 me: me.clone(),
             });
-            {
-                let mut inner = server.lock();
-                if let Err(reason) = server.connect(&mut inner, None) {
+            servers.push(server);
+        }
+        // Start them all at once (each within its own init_timeout), then register in name order, so tool
+        // names never depend on which server answered first.
+        let opened: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = servers.iter().map(|s| scope.spawn(move || s.open(None))).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err("the start thread panicked".to_string())))
+                .collect()
+        });
+        for (server, result) in servers.iter().zip(opened) {
+            let mut inner = server.lock();
+            match result {
+                Ok((conn, tools)) => server.install(&mut inner, conn, &tools),
+                Err(reason) => {
                     inner.failed = true;
                     inner.error = Some(reason.clone());
-                    failures.push(McpStartError { server: name.clone(), reason });
+                    failures.push(McpStartError { server: server.name.clone(), reason });
                 }
             }
-            servers.push(server);
         }
         Ok(McpServers { servers, failures })
     }
@@ -294,6 +307,13 @@ impl Server {
 
     /// Start (or restart) the server, list its tools and register them. Errors name the server.
     fn connect(&self, inner: &mut Inner, cancel: Option<&CancelToken>) -> std::result::Result<(), String> {
+        let (conn, tools) = self.open(cancel)?;
+        self.install(inner, conn, &tools);
+        Ok(())
+    }
+
+    /// Start the server and list its tools (no lock held: servers start in parallel).
+    fn open(&self, cancel: Option<&CancelToken>) -> std::result::Result<(Arc<Conn>, Vec<Value>), String> {
         let name = &self.name;
         let lookup = |var: &str| std::env::var(var).ok();
         let transport = self.config.transport(&lookup).map_err(|e| format!("MCP server '{name}': {e}"))?;
@@ -315,12 +335,16 @@ impl Server {
         let tools = conn
             .list_tools(self.init_timeout, cancel)
             .map_err(|e| self.with_log(format!("MCP server '{name}': tools/list failed: {e}")))?;
+        Ok((conn, tools))
+    }
+
+    /// Make `conn` the live connection and register `tools`.
+    fn install(&self, inner: &mut Inner, conn: Arc<Conn>, tools: &[Value]) {
         inner.protocol_version = Some(conn.protocol_version.clone());
         inner.instructions = conn.instructions.clone();
         inner.conn = Some(conn);
         inner.error = None;
-        self.sync_tools(inner, &tools);
-        Ok(())
+        self.sync_tools(inner, tools);
     }
 
     fn with_log(&self, mut msg: String) -> String {
