@@ -266,12 +266,12 @@ impl Conn {
         let deadline = Instant::now() + timeout;
         loop {
             if cancel.is_some_and(CancelToken::is_cancelled) {
-                self.abandon(id, "the client's run was cancelled");
+                self.abandon(id, method, "the client's run was cancelled");
                 return Err(CallError::Cancelled);
             }
             let now = Instant::now();
             if now >= deadline {
-                self.abandon(id, "timeout");
+                self.abandon(id, method, "timeout");
                 return Err(CallError::Timeout(timeout));
             }
             match rx.recv_timeout((deadline - now).min(Duration::from_millis(20))) {
@@ -290,10 +290,11 @@ impl Conn {
         }
     }
 
-    fn abandon(&self, id: u64, reason: &str) {
+    fn abandon(&self, id: u64, method: &str, reason: &str) {
         self.shared.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
         self.wire.abandon(id);
-        if self.shared.dead().is_none() {
+        // The spec forbids cancelling initialize (the connection is closed instead).
+        if self.shared.dead().is_none() && method != "initialize" {
             self.notify("notifications/cancelled", json!({"requestId": id, "reason": reason}));
         }
     }
