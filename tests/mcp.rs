@@ -232,7 +232,19 @@ fn a_server_killed_mid_call_gives_an_error_result_and_is_restarted_before_its_ne
     assert!(is_error && text(&content).contains("cancelled while restarting"), "{content}");
     assert!(started.elapsed() < Duration::from_millis(200), "took {:?}", started.elapsed());
     assert_eq!(servers.status()[0].restarts, 0);
-    let (again, is_error) = call(&registry, "mcp__test__pid", json!({}));
+    // status() does not wait for a restart under way.
+    let r = registry.clone();
+    let restarting = std::thread::spawn(move || call(&r, "mcp__test__pid", json!({})));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen_starting = false;
+    while !restarting.is_finished() && Instant::now() < deadline {
+        let t = Instant::now();
+        seen_starting |= servers.status()[0].state == McpState::Starting;
+        assert!(t.elapsed() < Duration::from_millis(100), "status() blocked for {:?}", t.elapsed());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(seen_starting, "the restart (a Python start, seconds) was seen as Starting");
+    let (again, is_error) = restarting.join().unwrap();
     assert!(!is_error, "{again}");
     let second: u32 = text(&again).parse().unwrap();
     assert_ne!(first, second);

@@ -50,11 +50,13 @@ pub enum McpState {
     Disconnected,
     /// It could not be started (or restarted): its tools answer with an error.
     Failed,
+    /// Being restarted right now (other fields of its status are left empty meanwhile).
+    Starting,
     /// Closed by [`McpServers::close`].
     Closed,
 }
 
-/// A server's state, for a `/mcp` command.
+/// A server's state, for a `/mcp` command. Reading it never waits for a restart in progress.
 #[derive(Clone, Debug)]
 pub struct McpServerStatus {
     /// The configured name.
@@ -104,6 +106,8 @@ struct Server {
     init_timeout: Duration,
     log: Arc<Log>,
     closed: AtomicBool,
+    /// A restart is under way (it holds `inner`): status reports it without waiting.
+    starting: AtomicBool,
     inner: Mutex<Inner>,
     me: Weak<Server>,
 }
@@ -169,6 +173,7 @@ impl McpServers {
                 init_timeout,
                 log: Arc::new(Log::default()),
                 closed: AtomicBool::new(false),
+                starting: AtomicBool::new(false),
                 inner: Mutex::new(Inner {
                     conn: None,
                     tools: Vec::new(),
@@ -237,6 +242,17 @@ impl McpServers {
         self.servers
             .iter()
             .map(|s| {
+                if s.starting.load(Ordering::SeqCst) {
+                    return McpServerStatus {
+                        name: s.name.clone(),
+                        state: McpState::Starting,
+                        tools: Vec::new(),
+                        protocol_version: None,
+                        restarts: 0,
+                        error: None,
+                        log_tail: s.log.tail(20),
+                    };
+                }
                 let inner = s.lock();
                 let state = if s.closed.load(Ordering::SeqCst) {
                     McpState::Closed
@@ -405,11 +421,14 @@ impl Server {
                     inner.failed = true;
                     return Err(format!("MCP server '{name}' died and was already restarted {MAX_RESTARTS} times"));
                 }
+                self.starting.store(true, Ordering::SeqCst);
                 inner.restarts += 1;
                 if let Some(old) = inner.conn.take() {
                     old.close();
                 }
-                if let Err(e) = self.connect(&mut inner, Some(cancel)) {
+                let connected = self.connect(&mut inner, Some(cancel));
+                self.starting.store(false, Ordering::SeqCst);
+                if let Err(e) = connected {
                     if cancel.is_cancelled() {
                         // Our run was cancelled during the restart: not the server's failure.
                         inner.restarts -= 1;
