@@ -6,6 +6,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 venv="${TOOLOOP_TEST_VENV:-$root/.venv-test}"
+mcp_venv="${TOOLOOP_MCP_VENV:-$root/.venv-mcp}"
 failed=()
 
 step() { printf '\n==== %s ====\n' "$*"; }
@@ -13,6 +14,18 @@ step() { printf '\n==== %s ====\n' "$*"; }
 step "Rust: cargo fmt --check, cargo clippy -D warnings"
 cargo fmt --all -- --check || failed+=("rustfmt (run: cargo fmt --all)")
 cargo clippy --workspace --all-targets -- -D warnings || failed+=("clippy")
+
+step "Rust: a Python with the official MCP SDK for tests/mcp.rs (venv at $mcp_venv)"
+# A small dedicated venv, kept between runs (reused when it already imports mcp), so the Rust suite can run
+# real MCP servers without waiting for the package's own venv below. Without it tests/mcp.rs fails under CI.
+if [ -z "${TOOLOOP_TEST_PYTHON:-}" ]; then
+  if ! "$mcp_venv/bin/python" -c 'import mcp.server.mcpserver, uvicorn' 2>/dev/null; then
+    rm -rf "$mcp_venv"
+    python3 -m venv "$mcp_venv" && "$mcp_venv/bin/python" -m pip install -q 'mcp>=2.3,<3' \
+      || echo "could not install the mcp package: tests/mcp.rs will say so"
+  fi
+  export TOOLOOP_TEST_PYTHON="$mcp_venv/bin/python"
+fi
 
 step "Rust: cargo test"
 cargo test --workspace --exclude tooloop-python || failed+=("rust")

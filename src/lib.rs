@@ -14,6 +14,7 @@
 //! - [`todo`]: the todo list the model keeps (`planning`).
 //! - [`session`]: append-only JSONL persistence, crash-tolerant load, resume.
 //! - [`builtin`]: coding tools (bash, read_file, write_file, edit_file) confined to a workspace.
+//! - [`mcp`]: MCP client (stdio and Streamable HTTP); server tools registered as `mcp__<server>__<tool>`.
 //!
 //! ## Why blocking
 //! tooloop is embedded in Python scripts and C/C++ apps: a synchronous API with no async runtime is the one
@@ -30,6 +31,7 @@ pub mod cancel;
 pub mod conversation;
 pub mod error;
 pub mod http;
+pub mod mcp;
 pub mod options;
 pub mod pricing;
 pub mod provider;
