@@ -93,7 +93,7 @@ def test_scripted_session_writes_runs_edits_and_answers(tooloop_cmd, ws, tmp_pat
         "thinking: The user wants a hello.py that prints a greeting.",
         "I'll create hello.py.",
         "write_file(hello.py, 1 line)", "created hello.py",
-        "bash(python3 hello.py)", "exit code: 0", "Hello, world!",
+        "bash(python3 hello.py)", "Hello, world!",
         "edit_file(hello.py)", "edited hello.py",
         "bash(python3 hello.py)", "Hello, tooloop!",
         FINAL,
@@ -109,8 +109,8 @@ def test_scripted_session_writes_runs_edits_and_answers(tooloop_cmd, ws, tmp_pat
     # What the model read back: the real tool output.
     assert len(reqs) == 5
     results = tool_results(reqs[4])
-    assert results["toolu_01CliRun1"] == ("exit code: 0\nHello, world!", False)
-    assert results["toolu_01CliRun2"] == ("exit code: 0\nHello, tooloop!", False)
+    assert results["toolu_01CliRun1"] == ("Hello, world!", False)
+    assert results["toolu_01CliRun2"] == ("Hello, tooloop!", False)
     assert results["toolu_01CliWrite"][1] is False and results["toolu_01CliEdit"][1] is False
 
     # The request: default model, the coding system prompt, the built-in tools, streaming.
