@@ -3,8 +3,9 @@
 //!
 //! # Process tree
 //! The command runs as `bash -c <command>` (`sh -c` where there is no bash) under a small wrapper shell.
-//! Where the kernel allows an unprivileged user namespace, the wrapper is started by util-linux
-//! `unshare --user --map-current-user --pid --fork --kill-child` and is process 1 of a new PID namespace:
+//! Where the kernel allows it (root, or an unprivileged user namespace), the wrapper is started by
+//! util-linux `unshare [--user --map-current-user] --pid --fork --kill-child` and is process 1 of a new
+//! PID namespace:
 //! when it dies the kernel kills every process in the namespace, so `setsid cmd &`, double forks and
 //! `set -m` jobs cannot outlive the call. Elsewhere the command gets a process group of its own and only
 //! what stays in that group is killed (the reply says so when processes left it).
@@ -107,7 +108,7 @@ pub fn process_containment() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();
     *OK.get_or_init(|| {
         Command::new("unshare")
-            .args(UNSHARE_ARGS)
+            .args(unshare_args())
             .arg("true")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -117,7 +118,19 @@ pub fn process_containment() -> bool {
     })
 }
 
-const UNSHARE_ARGS: [&str; 6] = ["--user", "--map-current-user", "--pid", "--fork", "--kill-child", "--"];
+/// Arguments of `unshare` before the program: root may create a PID namespace directly; anyone else
+/// needs a user namespace (mapping their own uid, so files and `id` look the same inside).
+fn unshare_args() -> &'static [&'static str] {
+    if running_as_root() {
+        &["--pid", "--fork", "--kill-child", "--"]
+    } else {
+        &["--user", "--map-current-user", "--pid", "--fork", "--kill-child", "--"]
+    }
+}
+
+pub(crate) fn running_as_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
 
 /// The `bash` tool with explicit options: `input` is `{"command": string, "timeout"?: integer seconds}`.
 ///
@@ -325,7 +338,7 @@ fn start(ws: &Workspace, command: &str, opts: &BashOptions, temp: &Path) -> Resu
     let shell = shell();
     let mut cmd = if contained {
         let mut c = Command::new("unshare");
-        c.args(UNSHARE_ARGS).arg(shell);
+        c.args(unshare_args()).arg(shell);
         c
     } else {
         Command::new(shell)
@@ -340,7 +353,9 @@ fn start(ws: &Workspace, command: &str, opts: &BashOptions, temp: &Path) -> Resu
     for name in dropped_names(&opts.env_passthrough) {
         cmd.env_remove(name);
     }
-    let policy = Policy { mode: opts.sandbox, network: opts.network, workspace: ws.root(), temp };
+    // unshare writes its own /proc/<pid>/uid_map when it makes a user namespace (not as root).
+    let proc_write = contained && !running_as_root();
+    let policy = Policy { mode: opts.sandbox, network: opts.network, workspace: ws.root(), temp, proc_write };
     let (child, enforced) = match sandbox::spawn(cmd, &policy) {
         Ok(spawned) => spawned,
         Err(SpawnError::Sandbox(why)) => return Err(why),

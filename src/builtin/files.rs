@@ -99,12 +99,21 @@ pub(crate) fn read_file_bounded(ws: &Workspace, input: &Value, cancel: &CancelTo
             Ok(None) => break,
             Err(ScanStop::Io(e)) => return Err(format!("cannot read '{path}': {e}")),
             Err(ScanStop::Cancelled) => return Err(format!("cancelled while reading '{path}'")),
-            Err(ScanStop::Limit) if count >= last_wanted || (count >= offset && !out.is_empty()) => {
+            Err(ScanStop::Limit) if want || count >= last_wanted || (count >= offset && !out.is_empty()) => {
+                let mut next = count + 1;
+                if want {
+                    // The wanted line itself is longer than the budget: show its kept start.
+                    let text = decode_line(&line, true).unwrap_or("");
+                    out.push_str(&format!("{next:>6}\t"));
+                    out.extend(text.chars().take(MAX_LINE_CHARS));
+                    out.push_str(&format!(" … [line cut: over {} bytes]\n", scan.scanned));
+                    next += 1;
+                }
                 out.push_str(&format!(
-                    "[stopped after scanning {} MB of '{path}'; the line count is not known. Use offset={} to \
+                    "[stopped after scanning {} MB of '{path}'; the line count is not known; use offset={} to \
                      continue]",
                     scan.max / (1024 * 1024),
-                    count + 1
+                    next
                 ));
                 return Ok(out);
             }

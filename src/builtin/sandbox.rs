@@ -108,6 +108,10 @@ pub(crate) struct Policy<'a> {
     pub(crate) network: bool,
     pub(crate) workspace: &'a Path,
     pub(crate) temp: &'a Path,
+    /// Allow writing files under /proc: `unshare` must write its new user namespace's uid_map. Only
+    /// granted to non-root users, for whom /proc holds nothing writable but their own processes' files
+    /// (and Landlock keeps ptrace-style access to processes outside the sandbox denied).
+    pub(crate) proc_write: bool,
 }
 
 /// Spawn `command` confined by `policy`: from a fresh thread that restricts itself first, so the host's
@@ -207,6 +211,12 @@ mod imp {
                 for dir in writable {
                     let fd = PathFd::new(dir).map_err(|e| fail(&e))?;
                     created = created.add_rule(PathBeneath::new(fd, all)).map_err(|e| fail(&e))?;
+                }
+                if policy.proc_write {
+                    let fd = PathFd::new("/proc").map_err(|e| fail(&e))?;
+                    created = created
+                        .add_rule(PathBeneath::new(fd, AccessFs::WriteFile | AccessFs::ReadFile))
+                        .map_err(|e| fail(&e))?;
                 }
                 for dev in DEV_WRITABLE {
                     // A device this system lacks is simply not granted.
