@@ -370,10 +370,10 @@ fn read_file_of_a_huge_line_stops_at_the_scan_cap_with_a_message() {
     let fx = Fixture::new();
     let registry = fx.registry(SandboxMode::Off, true);
     sparse(&fx.ws.join("huge.txt"), 64 * 1024 * 1024 * 1024);
-    let started = Instant::now();
+    // Without the cap this would scan 64 GB of zeros; how fast the cap is reached depends on the build
+    // (the cancel test above pins the latency), so only the message is checked.
     let err = call(&registry, "read_file", json!({"path": "huge.txt", "offset": 2})).unwrap_err();
     assert!(err.contains(&format!("stopped after scanning {} MB", builtin::MAX_SCAN_BYTES >> 20)), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
     // The first line is still shown, cut, with a note that the count is unknown.
     let out = call(&registry, "read_file", json!({"path": "huge.txt", "limit": 1})).unwrap();
     assert!(
