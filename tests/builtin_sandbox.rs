@@ -418,3 +418,60 @@ fn bash_output_of_gigabytes_stays_bounded_and_cancellable() {
     assert!(returned.saturating_duration_since(cancelled_at) < Duration::from_millis(500));
     assert!(err.chars().count() < builtin::OUTPUT_CAP_CHARS + 1000);
 }
+
+/// Run only as a child of `a_non_root_user_gets_the_sandbox_and_the_pid_namespace_too`, as uid 65534.
+#[test]
+fn nonroot_child() {
+    let Some(base) = std::env::var_os("TOOLOOP_NONROOT_BASE") else { return };
+    let base = PathBuf::from(base);
+    let registry = ToolRegistry::new();
+    let opts = BuiltinOptions { workspace: base.join("ws"), ..BuiltinOptions::default() };
+    builtin::register(&registry, &opts).unwrap();
+    assert_eq!(bash(&registry, "id -u; echo x > f && cat f"), "65534\nx");
+    let out = bash(&registry, &format!("echo x > {}", base.join("outside/escape.txt").display()));
+    assert!(out.contains("Permission denied") && out.contains("[sandbox:"), "{out}");
+    let err = call(&registry, "bash", json!({"command": "setsid sleep 91 & sleep 30", "timeout": 1})).unwrap_err();
+    assert!(err.contains("timed out"), "{err}");
+    if builtin::process_containment() {
+        assert!(err.contains("sleep (pid"), "{err}");
+    }
+    println!("NONROOT-OK");
+}
+
+#[test]
+fn a_non_root_user_gets_the_sandbox_and_the_pid_namespace_too() {
+    // As root, unshare needs no user namespace; this runs the non-root path (a user namespace whose
+    // uid_map unshare writes under Landlock) as uid 65534 through util-linux setpriv.
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: not root, so the other tests already run the non-root path");
+        return;
+    }
+    if !landlock() {
+        return;
+    }
+    let fx = Fixture::new();
+    for dir in [&fx.base, &fx.ws, &fx.base.join("outside")] {
+        std::os::unix::fs::chown(dir, Some(65534), Some(65534)).unwrap();
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = match std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(exe)
+        .args(["--exact", "nonroot_child", "--nocapture", "--test-threads=1"])
+        .env("TOOLOOP_NONROOT_BASE", &fx.base)
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            println!("skipped: setpriv could not be run ({e})");
+            return;
+        }
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("NONROOT-OK"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!fx.base.join("outside/escape.txt").exists());
+}
