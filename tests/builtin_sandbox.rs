@@ -475,3 +475,16 @@ fn a_non_root_user_gets_the_sandbox_and_the_pid_namespace_too() {
     );
     assert!(!fx.base.join("outside/escape.txt").exists());
 }
+
+#[test]
+fn write_file_of_large_identical_content_compares_in_bounded_work() {
+    let fx = Fixture::new();
+    let registry = fx.registry(SandboxMode::Off, true);
+    let content = "0123456789abcdef\n".repeat(2 * 1024 * 1024); // 34 MB
+    let out = call(&registry, "write_file", json!({"path": "big.txt", "content": content})).unwrap();
+    assert!(out.starts_with("created big.txt"), "{out}");
+    let started = Instant::now();
+    let out = call(&registry, "write_file", json!({"path": "big.txt", "content": content})).unwrap();
+    assert!(out.starts_with("unchanged big.txt"), "{out}");
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+}

@@ -427,6 +427,30 @@ mod tests {
     }
 
     #[test]
+    fn builtin_options_deserialize_with_defaults_and_refuse_unknown_fields() {
+        let opts: BuiltinOptions = serde_json::from_value(json!({"sandbox": "read-only", "network": false})).unwrap();
+        assert_eq!(opts.sandbox, SandboxMode::ReadOnly);
+        assert!(!opts.network && opts.names.is_empty() && opts.env_passthrough.is_empty());
+        let opts: BuiltinOptions = serde_json::from_value(json!({})).unwrap();
+        assert_eq!(opts, BuiltinOptions::default());
+        assert_eq!(opts.sandbox, SandboxMode::WorkspaceWrite);
+        assert!(serde_json::from_value::<BuiltinOptions>(json!({"sandbx": "off"})).is_err());
+    }
+
+    #[test]
+    fn register_adds_handler_types_and_refuses_unknown_names() {
+        let (_tmp, ws) = setup();
+        let registry = ToolRegistry::new();
+        let opts = BuiltinOptions { workspace: ws.root().to_path_buf(), ..BuiltinOptions::default() };
+        register(&registry, &opts).unwrap();
+        assert_eq!(registry.names(), NAMES);
+        assert!(registry.get("read_file").unwrap().parallel_safe);
+        let other = ToolRegistry::new();
+        let bad = BuiltinOptions { names: vec!["grep".to_string()], ..opts };
+        assert!(register(&other, &bad).unwrap_err().to_string().contains("unknown built-in tool 'grep'"));
+    }
+
+    #[test]
     fn only_read_file_is_read_only() {
         assert!(is_read_only("read_file"));
         assert!(!is_read_only("bash"));

@@ -3,9 +3,9 @@
 //! Every path the file tools (`read_file`, `write_file`, `edit_file`) touch goes through
 //! [`Workspace::resolve`] first. It must never hand out a path outside the root: not through `..`, not
 //! through an absolute path, not through a symlink (a symlinked file, a symlinked folder on the way, or a
-//! symlinked folder under which a new file would be created). What it cannot check — a symlink swapped in
-//! by another process between `resolve` and the use of the path — is out of scope: the sandbox guards
-//! against the model's mistakes and prompt-injected paths, not against a hostile local process.
+//! symlinked folder under which a new file would be created). Its answer is a check and the wording of a
+//! refusal; the file tools then open the resolved path relative to a directory handle on the root
+//! (`cap-std`), so a symlink swapped in between the check and the use is refused by the lookup itself.
 
 use std::ffi::OsStr;
 use std::fs;
