@@ -194,10 +194,10 @@ pub fn run_bash(ws: &Workspace, input: &Value, opts: &BashOptions, cancel: &Canc
                 }
                 reply.push_str(&format!("exit code: {code}"));
             }
-            if let Some(killed) = killed {
+            if let Some((count, names)) = killed {
                 notes.push(format!(
-                    "[killed {killed} still running when the command ended; every process a command starts \
-                     ends with it, so start a server and use it within one command]"
+                    "[killed {count} still running when the command ended: {names}. Every process a command \
+                     starts ends with it: start a server and use it within one command]"
                 ));
             }
             if !running.contained && running.escaped {
@@ -220,14 +220,14 @@ pub fn run_bash(ws: &Workspace, input: &Value, opts: &BashOptions, cancel: &Canc
         }
         Ending::Failed(why) => Err(format!("could not run the command: {why}")),
         Ending::TimedOut | Ending::Cancelled => {
-            let killed = killed.map(|k| format!(" ({k})")).unwrap_or_default();
+            let killed = killed.map(|(count, names)| format!(" ({count}: {names})")).unwrap_or_default();
             let output = if output.is_empty() { "(no output)".to_string() } else { output };
             Err(if matches!(ending, Ending::Cancelled) {
                 format!("cancelled: the command was stopped and every process it started killed{killed}.\n{output}")
             } else {
                 format!(
-                    "the command timed out after {} s and was killed with every process it started{killed} \
-                     (raise `timeout`, up to {} s, or run less at once). Output so far:\n{output}",
+                    "the command timed out after {} s; it and every process it started were killed{killed}. \
+                     Raise `timeout` (up to {} s) or run less at once. Output so far:\n{output}",
                     timeout.as_secs(),
                     opts.max_timeout.as_secs()
                 )
@@ -565,8 +565,8 @@ fn namespace_of_self() -> Option<String> {
     fs::read_link("/proc/self/ns/pid").ok().map(|p| p.to_string_lossy().into_owned())
 }
 
-/// "2 background processes: sleep (pid 12), python3 (pid 13)", or `None` for none.
-fn describe_processes(procs: &[(i32, String)]) -> Option<String> {
+/// `("2 processes", "sleep (pid 12), python3 (pid 13)")`, or `None` for none.
+fn describe_processes(procs: &[(i32, String)]) -> Option<(String, String)> {
     if procs.is_empty() {
         return None;
     }
@@ -576,7 +576,7 @@ fn describe_processes(procs: &[(i32, String)]) -> Option<String> {
         named.push(format!("and {} more", procs.len() - NAMED_PROCESSES));
     }
     let n = procs.len();
-    Some(format!("{n} process{}: {}", if n == 1 { "" } else { "es" }, named.join(", ")))
+    Some((format!("{n} process{}", if n == 1 { "" } else { "es" }), named.join(", ")))
 }
 
 /// One output stream, kept in bounded memory: the first bytes, the last bytes, and counts of the whole.
@@ -896,7 +896,10 @@ mod tests {
         let out = bash(&ws, &format!("setsid sleep {m} > /dev/null 2>&1 & echo started")).unwrap();
         assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
         if process_containment() {
-            assert!(out.starts_with("started\n[killed 1 process: sleep (pid "), "{out}");
+            assert!(
+                out.starts_with("started\n[killed 1 process still running when the command ended: sleep (pid "),
+                "{out}"
+            );
             assert!(none_left_within(&m, Duration::from_secs(2)));
         } else {
             println!("skipped: no unprivileged PID namespace here");
@@ -917,7 +920,10 @@ mod tests {
         )
         .unwrap();
         assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
-        assert!(out.starts_with("started\n[killed 1 process: sleep (pid "), "{out}");
+        assert!(
+            out.starts_with("started\n[killed 1 process still running when the command ended: sleep (pid "),
+            "{out}"
+        );
         assert!(none_left_within(&m, Duration::from_secs(2)));
     }
 
