@@ -488,3 +488,19 @@ fn write_file_of_large_identical_content_compares_in_bounded_work() {
     assert!(out.starts_with("unchanged big.txt"), "{out}");
     assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
 }
+
+#[test]
+fn a_descriptor_the_host_leaked_is_closed_before_the_sandboxed_command_runs() {
+    let fx = Fixture::new();
+    let registry = fx.registry(SandboxMode::WorkspaceWrite, true);
+    let file = fs::File::create(fx.outside().join("host.log")).unwrap();
+    // Like a host that opened its log without close-on-exec: the descriptor is inherited by children.
+    // (A high number: the wrapper itself uses 3.)
+    let log = rustix::io::fcntl_dupfd_cloexec(&file, 40).unwrap();
+    rustix::io::fcntl_setfd(&log, rustix::io::FdFlags::empty()).unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&log);
+    let out = bash(&registry, &format!("echo leaked >&{fd} && echo wrote"));
+    assert!(!out.contains("wrote"), "{out}");
+    drop(log);
+    assert_eq!(fs::read_to_string(fx.outside().join("host.log")).unwrap(), "");
+}

@@ -61,7 +61,13 @@ const NAMED_PROCESSES: usize = 8;
 /// its closing, marks the exit, since `unshare` holds the pipe too), and waits on stdin (a pipe the host
 /// holds) so that, as PID 1 of the namespace, it keeps the background jobs alive until the host has
 /// listed them.
+///
+/// With bash, [`CLOSE_INHERITED`] runs first.
 const WRAPPER: &str = r#"exec 3>&2 2>/dev/null; "$2" -c "$1" </dev/null 2>&1 3>&-; s=$?; exec >&-; printf '%s\n' "$s" >&3; exec 3>&-; read -r _ || :"#;
+
+/// Closes every descriptor above 2 the wrapper inherited. The glob is expanded by the shell itself, so
+/// `/proc/self` is the wrapper (its pid in a new namespace would not name it in the host's /proc).
+const CLOSE_INHERITED: &str = r#"for f in /proc/self/fd/*; do n=${f##*/}; if [ "$n" -gt 2 ] 2>/dev/null; then eval "exec $n>&-" 2>/dev/null; fi; done; "#;
 
 /// Limits and confinement of the `bash` tool. [`Default`] gives the documented limits, the
 /// [`SandboxMode::WorkspaceWrite`] sandbox and the network on; hosts and tests may change them.
@@ -345,7 +351,11 @@ fn start(ws: &Workspace, command: &str, opts: &BashOptions, temp: &Path) -> Resu
     } else {
         Command::new(shell)
     };
-    cmd.arg("-c").arg(WRAPPER).arg("tooloop-bash").arg(command).arg(shell);
+    // A descriptor the host opened without close-on-exec (a log file, a socket) would let the command
+    // write past the sandbox, which checks paths only when files are opened: bash closes them first (sh
+    // cannot name descriptors above 9, and a failed `exec` would end it).
+    let script = if shell == "bash" { format!("{CLOSE_INHERITED}{WRAPPER}") } else { WRAPPER.to_string() };
+    cmd.arg("-c").arg(script).arg("tooloop-bash").arg(command).arg(shell);
     cmd.current_dir(ws.root())
         .env("TMPDIR", temp)
         .stdin(Stdio::from(sync_r))
