@@ -281,33 +281,18 @@ impl ToolRegistry {
         before != tools.len()
     }
 
-    /// Register the built-in coding tools `names` (all of them when empty), confined to `workspace`.
-    /// Read-only ones are parallel-safe. An unknown name is an error listing the known ones.
+    /// Register the built-in coding tools `names` (all of them when empty), confined to `workspace`, with
+    /// `bash` unsandboxed ([`builtin::SandboxMode::Off`](crate::builtin::SandboxMode)): a thin shim over
+    /// [`builtin::register`](crate::builtin::register), which takes the sandbox and the rest.
     pub fn register_builtins(&self, workspace: &std::path::Path, names: &[String]) -> Result<()> {
-        use crate::builtin;
-        let ws = Arc::new(
-            builtin::Workspace::new(workspace)
-                .map_err(|e| Error::Config(format!("workspace {}: {e}", workspace.display())))?,
-        );
-        let wanted: Vec<String> =
-            if names.is_empty() { builtin::NAMES.iter().map(|n| n.to_string()).collect() } else { names.to_vec() };
-        for name in wanted {
-            let Some((name, description, schema)) = builtin::spec(&name) else {
-                return Err(Error::Config(format!(
-                    "unknown built-in tool '{name}' (known: {})",
-                    builtin::NAMES.join(", ")
-                )));
-            };
-            let ws = ws.clone();
-            let handler = move |input: &Value, ctx: &ToolContext<'_>| {
-                builtin::run(name, &ws, input, ctx.cancel).map(ToolOutput::Text).map_err(ToolError::Respond)
-            };
-            let read_only = builtin::is_read_only(name);
-            self.register(
-                Tool::new(name, description, schema, handler)?.parallel_safe(read_only).read_only(read_only),
-            )?;
-        }
-        Ok(())
+        use crate::builtin::{BuiltinOptions, SandboxMode, register};
+        let opts = BuiltinOptions {
+            workspace: workspace.to_path_buf(),
+            names: names.to_vec(),
+            sandbox: SandboxMode::Off,
+            ..BuiltinOptions::default()
+        };
+        register(self, &opts)
     }
 
     /// The tool called `name`.

@@ -1,19 +1,23 @@
 //! The file tools: `read_file`, `write_file` and `edit_file`.
 //!
-//! Every path goes through [`Workspace::resolve`] before it is touched; nothing here may open a path
-//! that did not. Writes are atomic (a temporary file in the same folder, fsync, rename), so a crash or a
-//! cancel never leaves a half-written file, and a file's permissions survive an edit.
+//! Every path is checked by [`Workspace::resolve`] (for a message the model can act on) and then opened
+//! relative to a `cap-std` directory handle on the workspace root, never by its absolute path: each step
+//! of the lookup stays beneath the root, so a folder swapped for a symlink between the check and the use
+//! is refused, not followed. The atomic replace (a temporary file in the same folder, fsync, rename) works
+//! on a handle to the parent folder too. A file with more than one hard link, or without write
+//! permission, is not written: the other names would change too, or the user marked it read-only.
 //!
-//! `read_file` streams the file line by line, so a file of any size can be paged through with
-//! `offset`/`limit` in bounded memory. Files up to [`FULL_CHECK_BYTES`] are checked whole for UTF-8;
-//! larger ones only in their first 8 KB (for NUL bytes) and in the lines returned. `edit_file` loads the
-//! file, so it refuses files over [`MAX_EDIT_BYTES`].
+//! `read_file` streams the file, so a file of any size can be paged through with `offset`/`limit` in
+//! bounded memory; it checks the cancel token every 64 KB and stops after [`MAX_SCAN_BYTES`]. Files up to
+//! [`FULL_CHECK_BYTES`] are checked whole for UTF-8; larger ones only in their first 8 KB (for NUL bytes)
+//! and in the lines returned. `edit_file` loads the file, so it refuses files over [`MAX_EDIT_BYTES`];
+//! its not-found diagnostics do bounded work.
 
-use super::sandbox::Workspace;
+use super::workspace::Workspace;
 use super::{Args, ToolReply, numbered};
 use crate::cancel::CancelToken;
+use cap_std::fs::{Dir, MetadataExt, OpenOptions, OpenOptionsExt, Permissions};
 use serde_json::Value;
-use std::fs::{self, File, OpenOptions, Permissions};
 use std::io::{self, BufRead, BufReader, Cursor, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -26,6 +30,13 @@ pub(crate) const MAX_LINE_CHARS: usize = 2000;
 pub(crate) const FULL_CHECK_BYTES: u64 = 10 * 1024 * 1024;
 /// The largest file `edit_file` loads.
 pub(crate) const MAX_EDIT_BYTES: u64 = 10 * 1024 * 1024;
+/// The most bytes a file tool scans in one call (read_file skipping to `offset`, edit_file searching);
+/// past it the tool stops and says so.
+pub const MAX_SCAN_BYTES: u64 = 256 * 1024 * 1024;
+/// Bytes read at a time by `read_file`; the cancel token is checked after each.
+const SCAN_CHUNK: usize = 64 * 1024;
+/// Line comparisons `edit_file`'s not-found diagnostics may make before giving up on a hint.
+const HINT_BUDGET: usize = 2_000_000;
 /// Bytes at the start of a file searched for NUL to tell binary from text.
 const BINARY_PROBE_BYTES: u64 = 8 * 1024;
 /// Lines of context shown around an edit.
@@ -35,6 +46,11 @@ const EDIT_REGIONS_SHOWN: usize = 3;
 
 /// `read_file(path, offset?, limit?)`.
 pub(crate) fn read_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> ToolReply {
+    read_file_bounded(ws, input, cancel, MAX_SCAN_BYTES)
+}
+
+/// [`read_file`] that stops after scanning `max_scan` bytes.
+pub(crate) fn read_file_bounded(ws: &Workspace, input: &Value, cancel: &CancelToken, max_scan: u64) -> ToolReply {
     let args = Args::new("read_file", input, &["path", "offset", "limit"])?;
     let path = args.string("path")?;
     // offset 0 is read as 1: models often count from 0, and the answer's line numbers show what was read.
@@ -52,16 +68,17 @@ pub(crate) fn read_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
         }
         Some(n) => n as u64,
     };
-    let real = ws.resolve(path)?;
-    let meta = regular_file(ws, path, &real)?;
-
-    let mut file = File::open(&real).map_err(|e| format!("cannot open '{path}': {e}"))?;
+    let (root, rel) = open_root(ws, path)?;
+    let real = ws.root().join(&rel);
+    let (file, meta) = open_regular(&root, ws, path, &rel, &real)?;
+    let mut file = file.into_std();
     let mut probe = Vec::new();
     (&mut file).take(BINARY_PROBE_BYTES).read_to_end(&mut probe).map_err(|e| format!("cannot read '{path}': {e}"))?;
     if probe.contains(&0) {
         return Err(binary_message(path, "it has a NUL byte in its first 8 KB"));
     }
-    let mut reader = BufReader::new(Cursor::new(probe).chain(file));
+    let mut reader = BufReader::with_capacity(SCAN_CHUNK, Cursor::new(probe).chain(file));
+    let mut scan = Scan { cancel, scanned: 0, max: max_scan };
 
     let check_all = meta.len() <= FULL_CHECK_BYTES;
     let last_wanted = offset.saturating_add(limit - 1);
@@ -70,16 +87,46 @@ pub(crate) fn read_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
     let mut count: u64 = 0;
     loop {
         let want = count + 1 >= offset && count < last_wanted;
+        if count >= last_wanted && !check_all {
+            // Past the wanted lines of a large file: count the rest only while the scan budget lasts.
+            if scan.scanned >= scan.max {
+                break;
+            }
+        }
         let keep = if want || check_all { MAX_LINE_CHARS * 4 } else { 0 };
-        let Some(info) =
-            read_line_capped(&mut reader, &mut line, keep).map_err(|e| format!("cannot read '{path}': {e}"))?
-        else {
-            break;
+        let info = match read_line_capped(&mut reader, &mut line, keep, &mut scan) {
+            Ok(Some(info)) => info,
+            Ok(None) => break,
+            Err(ScanStop::Io(e)) => return Err(format!("cannot read '{path}': {e}")),
+            Err(ScanStop::Cancelled) => return Err(format!("cancelled while reading '{path}'")),
+            Err(ScanStop::Limit) if want || count >= last_wanted || (count >= offset && !out.is_empty()) => {
+                let mut next = count + 1;
+                if want {
+                    // The wanted line itself is longer than the budget: show its kept start.
+                    let text = decode_line(&line, true).unwrap_or("");
+                    out.push_str(&format!("{next:>6}\t"));
+                    out.extend(text.chars().take(MAX_LINE_CHARS));
+                    out.push_str(&format!(" … [line cut: over {} bytes]\n", scan.scanned));
+                    next += 1;
+                }
+                out.push_str(&format!(
+                    "[stopped after scanning {} MB of '{path}'; the line count is not known; use offset={} to \
+                     continue]",
+                    scan.max / (1024 * 1024),
+                    next
+                ));
+                return Ok(out);
+            }
+            Err(ScanStop::Limit) => {
+                return Err(format!(
+                    "read_file stopped after scanning {} MB of '{path}' without reaching line {offset} (a \
+                     line may be enormous); inspect the file with bash, e.g. `head -c 2000 {path}` or \
+                     `split`/`fold`",
+                    scan.max / (1024 * 1024)
+                ));
+            }
         };
         count += 1;
-        if count % 4096 == 0 && cancel.is_cancelled() {
-            return Err(format!("cancelled while reading '{path}'"));
-        }
         if !(want || check_all) {
             continue;
         }
@@ -101,12 +148,16 @@ pub(crate) fn read_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
     if count == 0 {
         return Ok(format!("[{path} is empty]"));
     }
+    let counted = if scan.scanned >= scan.max && count >= last_wanted { "at least " } else { "" };
     if offset > count {
         return Err(format!("offset {offset} is past the end of '{path}', which has {count} line{}", plural(count)));
     }
     let last_shown = last_wanted.min(count);
-    if last_shown < count {
-        out.push_str(&format!("[lines {offset}-{last_shown} of {count}; use offset={} to continue]", last_shown + 1));
+    if last_shown < count || !counted.is_empty() {
+        out.push_str(&format!(
+            "[lines {offset}-{last_shown} of {counted}{count}; use offset={} to continue]",
+            last_shown + 1
+        ));
     } else if offset > 1 {
         out.push_str(&format!("[lines {offset}-{last_shown} of {count}; end of file]"));
     }
@@ -118,8 +169,10 @@ pub(crate) fn write_file(ws: &Workspace, input: &Value, cancel: &CancelToken) ->
     let args = Args::new("write_file", input, &["path", "content"])?;
     let path = args.string("path")?;
     let content = args.string("content")?;
-    let real = ws.resolve(path)?;
-    let old = match fs::metadata(&real) {
+    let (root, rel) = open_root(ws, path)?;
+    let real = ws.root().join(&rel);
+    let (parent_rel, name) = split_parent(&rel, path)?;
+    let old = match root.metadata(&rel) {
         Ok(meta) if meta.is_dir() => {
             return Err(format!("'{path}' is a folder; give the path of a file inside it"));
         }
@@ -128,17 +181,34 @@ pub(crate) fn write_file(ws: &Workspace, input: &Value, cancel: &CancelToken) ->
         }
         Ok(meta) => Some(meta),
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(e) => return Err(format!("cannot inspect '{path}': {e}")),
+        Err(e) => return Err(refusal(path, "inspect", &e)),
     };
-    if let Some(parent) = real.parent() {
-        fs::create_dir_all(parent).map_err(|e| format!("cannot create the folders for '{path}': {e}"))?;
+    if !parent_rel.as_os_str().is_empty() {
+        root.create_dir_all(&parent_rel).map_err(|e| refusal(path, "create the folders for", &e))?;
+    }
+    let parent = open_parent(&root, &parent_rel, path)?;
+    let shown = ws.display(&real);
+    if let Some(meta) = &old {
+        check_writable(&parent, &name, meta, path)?;
+        if meta.len() == content.len() as u64 {
+            let same = parent
+                .open(&name)
+                .and_then(|f| {
+                    let mut now = Vec::with_capacity(content.len());
+                    f.into_std().take(content.len() as u64 + 1).read_to_end(&mut now)?;
+                    Ok(now == content.as_bytes())
+                })
+                .unwrap_or(false);
+            if same {
+                return Ok(format!("unchanged {shown} ({} bytes; it already had this content)", content.len()));
+            }
+        }
     }
     if cancel.is_cancelled() {
         return Err(format!("cancelled: '{path}' was not written"));
     }
-    write_atomic(&real, content.as_bytes(), old.as_ref().map(|m| m.permissions()))
-        .map_err(|e| format!("cannot write '{path}': {e}"))?;
-    let shown = ws.display(&real);
+    write_atomic(&parent, &name, content.as_bytes(), old.as_ref().map(|m| m.permissions()))
+        .map_err(|e| refusal(path, "write", &e))?;
     let bytes = content.len();
     Ok(match old {
         None => format!("created {shown} ({bytes} bytes)"),
@@ -161,8 +231,10 @@ pub(crate) fn edit_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
     if old_text == new_text {
         return Err("old_text and new_text are the same: the edit would change nothing".to_string());
     }
-    let real = ws.resolve(path)?;
-    let meta = regular_file(ws, path, &real).map_err(|e| {
+    let (root, rel) = open_root(ws, path)?;
+    let real = ws.root().join(&rel);
+    let (parent_rel, name) = split_parent(&rel, path)?;
+    let (file, meta) = open_regular(&root, ws, path, &rel, &real).map_err(|e| {
         if e.starts_with("file not found") { format!("{e}; to create a new file use write_file") } else { e }
     })?;
     if meta.len() > MAX_EDIT_BYTES {
@@ -171,7 +243,13 @@ pub(crate) fn edit_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
             meta.len()
         ));
     }
-    let bytes = fs::read(&real).map_err(|e| format!("cannot read '{path}': {e}"))?;
+    let parent = open_parent(&root, &parent_rel, path)?;
+    check_writable(&parent, &name, &meta, path)?;
+    let mut bytes = Vec::new();
+    file.into_std()
+        .take(MAX_EDIT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read '{path}': {e}"))?;
     if bytes.iter().take(BINARY_PROBE_BYTES as usize).any(|b| *b == 0) {
         return Err(binary_message(path, "it has a NUL byte in its first 8 KB"));
     }
@@ -184,12 +262,13 @@ pub(crate) fn edit_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
     } else if text.contains("\r\n") && old_text.contains('\n') && text.contains(&to_crlf(old_text)) {
         (to_crlf(old_text), to_crlf(new_text))
     } else {
-        return Err(not_found_message(path, &text, old_text));
+        return Err(not_found_message(path, &text, old_text, cancel));
     };
 
     let starts: Vec<usize> = text.match_indices(&old).map(|(i, _)| i).collect();
     if starts.len() > 1 && !replace_all {
-        let mut lines: Vec<String> = starts.iter().take(20).map(|i| line_of(&text, *i).to_string()).collect();
+        let mut lines: Vec<String> =
+            line_numbers(&text, starts.iter().take(20).copied()).iter().map(|n| n.to_string()).collect();
         if starts.len() > 20 {
             lines.push("…".to_string());
         }
@@ -215,8 +294,8 @@ pub(crate) fn edit_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
     if cancel.is_cancelled() {
         return Err(format!("cancelled: '{path}' was not edited"));
     }
-    write_atomic(&real, edited.as_bytes(), Some(meta.permissions()))
-        .map_err(|e| format!("cannot write '{path}': {e}"))?;
+    write_atomic(&parent, &name, edited.as_bytes(), Some(meta.permissions()))
+        .map_err(|e| refusal(path, "write", &e))?;
 
     let lines: Vec<&str> = edited.lines().collect();
     let shown = ws.display(&real);
@@ -241,18 +320,98 @@ pub(crate) fn edit_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
     Ok(out.trim_end().to_string())
 }
 
-/// Check that `real` is a regular file; messages name `path` as the model wrote it.
-fn regular_file(ws: &Workspace, path: &str, real: &Path) -> Result<fs::Metadata, String> {
-    match fs::metadata(real) {
-        Ok(meta) if meta.is_dir() => {
-            Err(format!("'{path}' is a folder, not a file; list it with bash, e.g. `ls -la {}`", ws.display(real)))
-        }
-        Ok(meta) if !meta.is_file() => Err(format!("'{path}' is not a regular file (a device, socket or pipe)")),
-        Ok(meta) => Ok(meta),
+/// A handle on the workspace root and `path` resolved relative to it (empty for the root itself).
+fn open_root(ws: &Workspace, path: &str) -> Result<(Dir, PathBuf), String> {
+    let real = ws.resolve(path)?;
+    let rel = real.strip_prefix(ws.root()).map(Path::to_path_buf).map_err(|_| {
+        format!(
+            "path '{path}' is outside the workspace {} (paths must stay inside the workspace root)",
+            ws.root().display()
+        )
+    })?;
+    let root = Dir::open_ambient_dir(ws.root(), cap_std::ambient_authority())
+        .map_err(|e| format!("cannot open the workspace {}: {e}", ws.root().display()))?;
+    Ok((root, rel))
+}
+
+/// `(parent folder, file name)` of a path relative to the root.
+fn split_parent(rel: &Path, path: &str) -> Result<(PathBuf, PathBuf), String> {
+    match (rel.parent(), rel.file_name()) {
+        (Some(parent), Some(name)) => Ok((parent.to_path_buf(), PathBuf::from(name))),
+        _ => Err(format!("'{path}' is the workspace folder itself; give the path of a file inside it")),
+    }
+}
+
+fn open_parent(root: &Dir, parent_rel: &Path, path: &str) -> Result<Dir, String> {
+    if parent_rel.as_os_str().is_empty() {
+        root.try_clone().map_err(|e| format!("cannot open the folder of '{path}': {e}"))
+    } else {
+        root.open_dir(parent_rel).map_err(|e| refusal(path, "open the folder of", &e))
+    }
+}
+
+/// An I/O failure on `path` as a message; a lookup that tried to leave the root says so.
+fn refusal(path: &str, doing: &str, e: &io::Error) -> String {
+    if e.kind() == io::ErrorKind::PermissionDenied && e.to_string().contains("outside") {
+        format!("path '{path}' leads outside the workspace (a symlink or '..' changed while the tool ran): {e}")
+    } else {
+        format!("cannot {doing} '{path}': {e}")
+    }
+}
+
+/// Open `rel` for reading (without blocking on a FIFO swapped in) and check that it is a regular file;
+/// the checks are on the open handle, so they describe what will be read.
+fn open_regular(
+    root: &Dir,
+    ws: &Workspace,
+    path: &str,
+    rel: &Path,
+    real: &Path,
+) -> Result<(cap_std::fs::File, cap_std::fs::Metadata), String> {
+    let mut options = OpenOptions::new();
+    options.read(true).custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
+    let file = match root.open_with(if rel.as_os_str().is_empty() { Path::new(".") } else { rel }, &options) {
+        Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            Err(format!("file not found: '{path}' (looked for {} in the workspace)", ws.display(real)))
+            return Err(format!("file not found: '{path}' (looked for {} in the workspace)", ws.display(real)));
         }
-        Err(e) => Err(format!("cannot open '{path}': {e}")),
+        Err(e) => return Err(refusal(path, "open", &e)),
+    };
+    let meta = file.metadata().map_err(|e| format!("cannot open '{path}': {e}"))?;
+    if meta.is_dir() {
+        return Err(format!("'{path}' is a folder, not a file; list it with bash, e.g. `ls -la {}`", ws.display(real)));
+    }
+    if !meta.is_file() {
+        return Err(format!("'{path}' is not a regular file (a device, socket or pipe)"));
+    }
+    Ok((file, meta))
+}
+
+/// Refuse to replace a file the user cannot write, or one with other hard links (they would keep the old
+/// content while this name got the new one, or, written in place, change under their other names).
+fn check_writable(parent: &Dir, name: &Path, meta: &cap_std::fs::Metadata, path: &str) -> Result<(), String> {
+    if meta.nlink() > 1 {
+        return Err(format!(
+            "'{path}' has {} hard links; not writing it, since its other names would not follow. Copy it \
+             (cp) or edit it with bash if that is what you want",
+            meta.nlink()
+        ));
+    }
+    let mode = meta.mode();
+    let writable = if rustix::process::geteuid().is_root() {
+        // Root may write anything; like an editor, respect a file marked read-only for everyone.
+        mode & 0o222 != 0
+    } else {
+        rustix::fs::accessat(parent, name, rustix::fs::Access::WRITE_OK, rustix::fs::AtFlags::empty()).is_ok()
+    };
+    if writable {
+        Ok(())
+    } else {
+        Err(format!(
+            "'{path}' is read-only (mode {:o}); not writing it. Ask the user, or change its mode with chmod \
+             first if that is intended",
+            mode & 0o7777
+        ))
     }
 }
 
@@ -275,20 +434,46 @@ struct LineInfo {
     cut: bool,
 }
 
+/// Bytes scanned by one call, its budget, and the cancel token checked at each chunk.
+struct Scan<'a> {
+    cancel: &'a CancelToken,
+    scanned: u64,
+    max: u64,
+}
+
+/// Why [`read_line_capped`] stopped before the end of a line.
+enum ScanStop {
+    Io(io::Error),
+    Cancelled,
+    Limit,
+}
+
 /// Read one line into `buf` (cleared first; `\n` and a `\r` before it stripped), keeping at most `keep`
-/// bytes so a giant line (minified code, a log without newlines) costs bounded memory.
-/// `None` at the end of the input.
-fn read_line_capped(reader: &mut impl BufRead, buf: &mut Vec<u8>, keep: usize) -> io::Result<Option<LineInfo>> {
+/// bytes so a giant line (minified code, a log without newlines) costs bounded memory. Checks `scan`'s
+/// cancel token after every chunk and stops at its byte budget, so a line of gigabytes cannot hang the
+/// call. `None` at the end of the input.
+fn read_line_capped(
+    reader: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    keep: usize,
+    scan: &mut Scan<'_>,
+) -> Result<Option<LineInfo>, ScanStop> {
     buf.clear();
     let mut chars: u64 = 0;
     let mut any = false;
     let mut cut = false;
     let mut pending_cr = false;
     loop {
+        if scan.cancel.is_cancelled() {
+            return Err(ScanStop::Cancelled);
+        }
+        if scan.scanned >= scan.max {
+            return Err(ScanStop::Limit);
+        }
         let available = match reader.fill_buf() {
             Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+            Err(e) => return Err(ScanStop::Io(e)),
         };
         if available.is_empty() {
             break;
@@ -314,6 +499,7 @@ fn read_line_capped(reader: &mut impl BufRead, buf: &mut Vec<u8>, keep: usize) -
         }
         let consumed = done.unwrap_or(chunk.len());
         reader.consume(consumed);
+        scan.scanned += consumed as u64;
         if done.is_some() {
             return Ok(Some(LineInfo { chars, cut }));
         }
@@ -343,41 +529,41 @@ fn decode_line(bytes: &[u8], cut: bool) -> Option<&str> {
     }
 }
 
-/// Write `data` to `target` atomically: a new temporary file next to it, fsync, rename over it, then
-/// fsync the folder so the rename itself is durable. The temporary file is removed on any failure.
-fn write_atomic(target: &Path, data: &[u8], permissions: Option<Permissions>) -> io::Result<()> {
-    let dir =
-        target.parent().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path has no parent folder"))?;
-    let name =
-        target.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "the path has no file name"))?;
-    let (tmp_path, mut file) = create_temp(dir, &name.to_string_lossy())?;
+/// Write `data` to `name` in `dir` atomically: a new temporary file in the same folder, fsync, rename
+/// over `name` (all relative to the `dir` handle), then fsync the folder so the rename itself is durable.
+/// The temporary file is removed on any failure.
+fn write_atomic(dir: &Dir, name: &Path, data: &[u8], permissions: Option<Permissions>) -> io::Result<()> {
+    let (tmp_name, file) = create_temp(dir, &name.to_string_lossy())?;
     let written = (|| {
-        file.write_all(data)?;
+        let mut std_file = file.into_std();
+        std_file.write_all(data)?;
         if let Some(permissions) = permissions {
-            file.set_permissions(permissions)?;
+            cap_std::fs::File::from_std(std_file.try_clone()?).set_permissions(permissions)?;
         }
-        file.sync_all()?;
-        drop(file);
-        fs::rename(&tmp_path, target)
+        std_file.sync_all()?;
+        drop(std_file);
+        dir.rename(&tmp_name, dir, name)
     })();
     if let Err(e) = written {
-        let _ = fs::remove_file(&tmp_path);
+        let _ = dir.remove_file(&tmp_name);
         return Err(e);
     }
     // Best effort: some file systems cannot fsync a folder, and the data itself is already safe.
-    if let Ok(folder) = File::open(dir) {
-        let _ = folder.sync_all();
+    if let Ok(folder) = dir.try_clone() {
+        let _ = folder.into_std_file().sync_all();
     }
     Ok(())
 }
 
 /// A new, empty, uniquely named file in `dir` (created with `create_new`, so never someone else's).
-fn create_temp(dir: &Path, name: &str) -> io::Result<(PathBuf, File)> {
+fn create_temp(dir: &Dir, name: &str) -> io::Result<(PathBuf, cap_std::fs::File)> {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     let mut last_error = None;
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
     for attempt in 0..100u32 {
-        let tmp = dir.join(format!(".{name}.{}-{nanos}-{attempt}.tooloop-tmp", std::process::id()));
-        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+        let tmp = PathBuf::from(format!(".{name}.{}-{nanos}-{attempt}.tooloop-tmp", std::process::id()));
+        match dir.open_with(&tmp, &options) {
             Ok(file) => return Ok((tmp, file)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last_error = Some(e),
             Err(e) => return Err(e),
@@ -395,6 +581,20 @@ fn line_of(text: &str, index: usize) -> usize {
     text.as_bytes()[..index.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1
 }
 
+/// 1-based line numbers of the ascending byte offsets `indices`, in one pass over `text`.
+fn line_numbers(text: &str, indices: impl Iterator<Item = usize>) -> Vec<usize> {
+    let bytes = text.as_bytes();
+    let (mut line, mut pos) = (1, 0);
+    indices
+        .map(|index| {
+            let index = index.min(bytes.len()).max(pos);
+            line += bytes[pos..index].iter().filter(|b| **b == b'\n').count();
+            pos = index;
+            line
+        })
+        .collect()
+}
+
 /// Lines `first..=last` of `lines` with context around them, numbered; a long region shows its two ends.
 fn snippet(lines: &[&str], first: usize, last: usize) -> String {
     let from = first.saturating_sub(EDIT_CONTEXT_LINES).max(1);
@@ -409,7 +609,7 @@ fn snippet(lines: &[&str], first: usize, last: usize) -> String {
 }
 
 /// Why `old_text` did not match, with the nearest thing that would have.
-fn not_found_message(path: &str, text: &str, old_text: &str) -> String {
+fn not_found_message(path: &str, text: &str, old_text: &str, cancel: &CancelToken) -> String {
     let mut message = format!("old_text was not found in '{path}'");
     let old_lines: Vec<&str> = old_text.lines().collect();
 
@@ -435,19 +635,26 @@ fn not_found_message(path: &str, text: &str, old_text: &str) -> String {
     };
     let file_lines: Vec<&str> = text.lines().collect();
     if !trimmed_old.is_empty() {
-        let hits: Vec<String> = file_lines
-            .windows(trimmed_old.len())
-            .enumerate()
-            .filter(|(_, window)| window.iter().map(|l| l.trim()).eq(trimmed_old.iter().copied()))
-            .map(|(i, _)| {
-                if trimmed_old.len() == 1 {
+        // Candidates start where the first trimmed line matches (one linear pass, not a comparison of
+        // every window), and the comparisons are capped, so a pathological file cannot make this slow.
+        let candidates: Vec<usize> =
+            file_lines.iter().enumerate().filter(|(_, l)| l.trim() == trimmed_old[0]).map(|(i, _)| i).collect();
+        let mut budget = HINT_BUDGET;
+        let mut hits = Vec::new();
+        for i in candidates {
+            if hits.len() == 5 || budget < trimmed_old.len() || cancel.is_cancelled() {
+                break;
+            }
+            budget -= trimmed_old.len();
+            let window = file_lines.get(i..i + trimmed_old.len());
+            if window.is_some_and(|w| w.iter().map(|l| l.trim()).eq(trimmed_old.iter().copied())) {
+                hits.push(if trimmed_old.len() == 1 {
                     format!("{}", i + 1)
                 } else {
                     format!("{}-{}", i + 1, i + trimmed_old.len())
-                }
-            })
-            .take(5)
-            .collect();
+                });
+            }
+        }
         if !hits.is_empty() {
             message.push_str(&format!(
                 ", but it matches line{} {} when leading and trailing whitespace is ignored: the \
@@ -458,6 +665,9 @@ fn not_found_message(path: &str, text: &str, old_text: &str) -> String {
             ));
             return message;
         }
+    }
+    if cancel.is_cancelled() {
+        return format!("cancelled while searching '{path}'");
     }
 
     // Same words, different line breaks or spacing.
@@ -490,9 +700,10 @@ fn not_found_message(path: &str, text: &str, old_text: &str) -> String {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::super::run;
-    use super::super::sandbox::tests::setup;
+    use super::super::workspace::tests::setup;
     use super::*;
     use serde_json::json;
+    use std::fs::{self, File, Permissions};
     use std::os::unix::fs::{PermissionsExt, symlink};
 
     fn call(ws: &Workspace, name: &str, input: Value) -> ToolReply {
@@ -628,11 +839,13 @@ mod tests {
         let data = format!("{}\r\nb\rc\n", "x".repeat(100));
         let mut reader = BufReader::with_capacity(7, data.as_bytes());
         let mut buf = Vec::new();
-        let info = read_line_capped(&mut reader, &mut buf, 10).unwrap().unwrap();
+        let cancel = CancelToken::new();
+        let mut scan = Scan { cancel: &cancel, scanned: 0, max: u64::MAX };
+        let info = read_line_capped(&mut reader, &mut buf, 10, &mut scan).ok().unwrap().unwrap();
         assert_eq!((buf.as_slice(), info.chars, info.cut), (&b"xxxxxxxxxx"[..], 100, true));
-        let info = read_line_capped(&mut reader, &mut buf, 10).unwrap().unwrap();
+        let info = read_line_capped(&mut reader, &mut buf, 10, &mut scan).ok().unwrap().unwrap();
         assert_eq!((buf.as_slice(), info.chars, info.cut), (&b"b\rc"[..], 3, false));
-        assert!(read_line_capped(&mut reader, &mut buf, 10).unwrap().is_none());
+        assert!(read_line_capped(&mut reader, &mut buf, 10, &mut scan).ok().unwrap().is_none());
     }
 
     // ---- write_file

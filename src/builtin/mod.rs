@@ -1,49 +1,196 @@
 //! Built-in coding tools: `bash`, `read_file`, `write_file` and `edit_file`, working in a [`Workspace`].
 //!
-//! Each tool takes a JSON object and answers with a [`ToolReply`]: `Ok(text)` for the model, or
-//! `Err(message)` that the registry sends as an `is_error` tool result. Messages are written for the model:
-//! they say what was wrong and what to do instead. Tools never panic on bad input.
+//! [`register`] adds them to a [`ToolRegistry`] as [`ToolHandler`] types ([`Bash`], [`ReadFile`],
+//! [`WriteFile`], [`EditFile`]) configured by one [`BuiltinOptions`]. Each tool takes a JSON object and
+//! answers with a [`ToolReply`]: `Ok(text)` for the model, or `Err(message)` sent as an `is_error` tool
+//! result. Messages are written for the model: they say what was wrong and what to do instead. Tools
+//! never panic on bad input.
 //!
-//! # What is confined, and what is not
-//! The file tools resolve every path with [`Workspace::resolve`]: relative paths are taken from the
-//! workspace root, and `..`, absolute paths and symlinks that lead outside the root are refused.
+//! # What is confined, and how
+//! The file tools open every path relative to a directory handle on the workspace root (`cap-std`): `..`,
+//! absolute paths outside the root and symlinks that lead out are refused at each step of the lookup, so
+//! a symlink swapped in while a tool runs cannot redirect it. They refuse to write files with more than
+//! one hard link and files without write permission.
 //!
-//! **`bash` is not confined.** It runs `bash -c <command>` with the workspace root as its working folder,
-//! as the user running the host, with the host's environment: the command can read, write and delete any
-//! file that user can, and reach the network. The workspace only sets where it starts. A host that needs
-//! a real boundary must run tooloop inside one (a container, a VM, a separate user) or leave `bash` out
-//! of the tool set — [`is_read_only`] helps a read-only policy do that.
+//! `bash` runs `bash -c <command>` in the workspace root, with secret-looking environment variables
+//! removed ([`is_secret_name`]). Under [`SandboxMode::WorkspaceWrite`] (the default of
+//! [`BuiltinOptions`]) or [`SandboxMode::ReadOnly`] the kernel (Landlock, Linux 5.13+) confines the
+//! command and everything it starts: reads anywhere, writes only in the workspace (not in read-only
+//! mode) and a private `$TMPDIR`; with `network: false` and Landlock ABI 4+, no TCP connect or bind.
+//! Where [`sandbox_support`] is `None` the command runs unconfined, as the user running the host.
+//! Every process the command starts is killed when the call ends (see [`run_bash`]).
 //!
 //! # Cancellation
-//! [`run`] polls the [`CancelToken`]: `bash` at least every 10 ms (then kills the command's whole process
-//! group), `read_file` while it scans a file, `write_file` and `edit_file` before they write.
+//! `bash` checks the [`CancelToken`] at least every 10 ms and then kills every process the command
+//! started. The file tools check it every 64 KB they scan, and before they write; input they scan is
+//! bounded ([`MAX_SCAN_BYTES`]).
 
 mod bash;
+mod env;
 mod files;
 mod sandbox;
+mod workspace;
 
-pub use bash::{BashOptions, DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS, OUTPUT_CAP_CHARS, run_bash};
-pub use sandbox::Workspace;
+pub use bash::{BashOptions, DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS, OUTPUT_CAP_CHARS, process_containment, run_bash};
+pub use env::{is_secret_name, secret_env_values};
+pub use files::MAX_SCAN_BYTES;
+pub use sandbox::{SandboxMode, sandbox_prompt, sandbox_support};
+pub use workspace::Workspace;
 
 use crate::cancel::CancelToken;
+use crate::error::{Error, Result};
+use crate::tools::{Tool, ToolContext, ToolError, ToolHandler, ToolOutput, ToolRegistry};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use std::path::PathBuf;
+use std::sync::Arc;
 
 /// What a built-in tool returns: `Ok(text for the model)` or `Err(message for the model, sent as an
 /// is_error result)`.
-pub type ToolReply = Result<String, String>;
+pub type ToolReply = std::result::Result<String, String>;
 
 /// Names of all built-in tools, in a stable order.
 pub const NAMES: [&str; 4] = ["bash", "read_file", "write_file", "edit_file"];
 
+/// How [`register`] sets up the built-in tools. Deserializes from JSON / config with every field optional
+/// (`{"sandbox": "read-only", "network": false}`); [`Default`] is the whole tool set in the current
+/// folder, sandboxed [`SandboxMode::WorkspaceWrite`], network on, no secrets passed through.
+///
+/// # Threads and cloning
+/// Plain data: `Send + Sync`, cheap to clone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BuiltinOptions {
+    /// Root folder of the tools (must exist).
+    pub workspace: PathBuf,
+    /// Tools to register; empty means all of [`NAMES`].
+    pub names: Vec<String>,
+    /// Kernel confinement of `bash`.
+    pub sandbox: SandboxMode,
+    /// Whether `bash` commands may use TCP (turning it off needs Landlock ABI 4).
+    pub network: bool,
+    /// Names of secret-looking environment variables `bash` keeps anyway (e.g. `"GITHUB_TOKEN"`).
+    pub env_passthrough: Vec<String>,
+}
+
+impl Default for BuiltinOptions {
+    fn default() -> Self {
+        BuiltinOptions {
+            workspace: PathBuf::from("."),
+            names: Vec::new(),
+            sandbox: SandboxMode::WorkspaceWrite,
+            network: true,
+            env_passthrough: Vec::new(),
+        }
+    }
+}
+
+/// Register the built-in tools chosen by `opts` in `registry`. `read_file` is parallel-safe.
+///
+/// # Errors
+/// [`Error::Config`] when the workspace does not exist or is not a folder, a name is unknown (the message
+/// lists the known ones), or a tool of that name is already registered.
+pub fn register(registry: &ToolRegistry, opts: &BuiltinOptions) -> Result<()> {
+    let ws = Arc::new(
+        Workspace::new(&opts.workspace)
+            .map_err(|e| Error::Config(format!("workspace {}: {e}", opts.workspace.display())))?,
+    );
+    let wanted: Vec<String> =
+        if opts.names.is_empty() { NAMES.iter().map(|n| n.to_string()).collect() } else { opts.names.clone() };
+    for name in wanted {
+        let Some((name, description, schema)) = spec(&name) else {
+            return Err(Error::Config(format!("unknown built-in tool '{name}' (known: {})", NAMES.join(", "))));
+        };
+        let ws = Arc::clone(&ws);
+        let tool = match name {
+            "bash" => {
+                let bash = BashOptions {
+                    sandbox: opts.sandbox,
+                    network: opts.network,
+                    env_passthrough: opts.env_passthrough.clone(),
+                    ..BashOptions::default()
+                };
+                Tool::new(name, description, schema, Bash { ws, opts: bash })?
+            }
+            "read_file" => Tool::new(name, description, schema, ReadFile { ws })?,
+            "write_file" => Tool::new(name, description, schema, WriteFile { ws })?,
+            _ => Tool::new(name, description, schema, EditFile { ws })?,
+        };
+        registry.register(tool.parallel_safe(is_read_only(name)).read_only(is_read_only(name)))?;
+    }
+    Ok(())
+}
+
+fn reply(result: ToolReply) -> std::result::Result<ToolOutput, ToolError> {
+    result.map(ToolOutput::Text).map_err(ToolError::Respond)
+}
+
+/// The `bash` tool as a [`ToolHandler`] (see [`run_bash`]).
+#[derive(Clone, Debug)]
+pub struct Bash {
+    /// Where commands start.
+    pub ws: Arc<Workspace>,
+    /// Limits and confinement.
+    pub opts: BashOptions,
+}
+
+impl ToolHandler for Bash {
+    fn call(&self, input: &Value, ctx: &ToolContext<'_>) -> std::result::Result<ToolOutput, ToolError> {
+        if ctx.cancel.is_cancelled() {
+            return reply(Err("cancelled: bash was not run".to_string()));
+        }
+        reply(run_bash(&self.ws, input, &self.opts, ctx.cancel))
+    }
+}
+
+/// The `read_file` tool as a [`ToolHandler`].
+#[derive(Clone, Debug)]
+pub struct ReadFile {
+    /// The folder paths are resolved in.
+    pub ws: Arc<Workspace>,
+}
+
+impl ToolHandler for ReadFile {
+    fn call(&self, input: &Value, ctx: &ToolContext<'_>) -> std::result::Result<ToolOutput, ToolError> {
+        reply(run("read_file", &self.ws, input, ctx.cancel))
+    }
+}
+
+/// The `write_file` tool as a [`ToolHandler`].
+#[derive(Clone, Debug)]
+pub struct WriteFile {
+    /// The folder paths are resolved in.
+    pub ws: Arc<Workspace>,
+}
+
+impl ToolHandler for WriteFile {
+    fn call(&self, input: &Value, ctx: &ToolContext<'_>) -> std::result::Result<ToolOutput, ToolError> {
+        reply(run("write_file", &self.ws, input, ctx.cancel))
+    }
+}
+
+/// The `edit_file` tool as a [`ToolHandler`].
+#[derive(Clone, Debug)]
+pub struct EditFile {
+    /// The folder paths are resolved in.
+    pub ws: Arc<Workspace>,
+}
+
+impl ToolHandler for EditFile {
+    fn call(&self, input: &Value, ctx: &ToolContext<'_>) -> std::result::Result<ToolOutput, ToolError> {
+        reply(run("edit_file", &self.ws, input, ctx.cancel))
+    }
+}
+
 const BASH_DESCRIPTION: &str = "\
-Run a shell command with `bash -c` and return its exit code, stdout and stderr. The command starts in the \
-workspace root. Standard input is closed: interactive programs see end-of-file at once, so pass flags that \
-make them non-interactive. The command and everything it started are killed after `timeout` seconds \
-(default 120, at most 600). Output over 30000 characters keeps its beginning and end and says how much \
-was cut from the middle: filter long output yourself (grep, head, tail, wc). A non-zero exit code is \
-reported in the result, not treated as a failure. Background processes that still hold stdout or stderr \
-shortly after the command exits are killed; to keep a server running, redirect its output \
-(`cmd > log.txt 2>&1 &`). Prefer read_file, write_file and edit_file for files.";
+Run a shell command with `bash -c` and return its output (stdout and stderr together, as a terminal \
+shows them), followed by `exit code: N` when the command fails. The command starts in the workspace root. \
+Standard input is closed: interactive programs see end-of-file at once, so pass flags that make them \
+non-interactive. The command and everything it started are killed after `timeout` seconds (default 120, \
+at most 600). Output over 30000 characters keeps its beginning and end and says how much was cut from the \
+middle: filter long output yourself (grep, head, tail, wc). Every process the command starts, background \
+ones included, is killed when the command ends: to test a server, start it, use it and stop it within one \
+command. Prefer read_file, write_file and edit_file for files.";
 
 const READ_FILE_DESCRIPTION: &str = "\
 Read a UTF-8 text file in the workspace. Returns its lines numbered like `cat -n` (a right-aligned line \
@@ -54,7 +201,8 @@ longer than 2000 characters are cut with a marker. Binary files are refused; use
 const WRITE_FILE_DESCRIPTION: &str = "\
 Write `content` to a file in the workspace, creating the file and any missing parent folders, or \
 replacing the whole file if it exists. The write is atomic: readers see the old or the new content, \
-never a mix. Returns the number of bytes written and whether the file was created or overwritten. \
+never a mix. Returns the number of bytes written and whether the file was created, overwritten or \
+unchanged. Files without write permission are refused. \
 For small changes to an existing file prefer edit_file.";
 
 const EDIT_FILE_DESCRIPTION: &str = "\
@@ -142,7 +290,8 @@ pub fn spec(name: &str) -> Option<(&'static str, &'static str, Value)> {
 }
 
 /// Run built-in `name` with `input` (a JSON object) in `ws`. `cancel` is polled (bash: at least every
-/// 50 ms); a cancelled call returns `Err`.
+/// 10 ms); a cancelled call returns `Err`. `bash` runs here with [`SandboxMode::Off`] and otherwise
+/// default [`BashOptions`]; use [`run_bash`] or [`register`] to confine it.
 ///
 /// # Errors
 /// `Err(message for the model)` for an unknown name, invalid input, a path the sandbox refuses, an I/O
@@ -152,7 +301,7 @@ pub fn run(name: &str, ws: &Workspace, input: &Value, cancel: &CancelToken) -> T
         return Err(format!("cancelled: {name} was not run"));
     }
     match name {
-        "bash" => run_bash(ws, input, &BashOptions::default(), cancel),
+        "bash" => run_bash(ws, input, &BashOptions { sandbox: SandboxMode::Off, ..BashOptions::default() }, cancel),
         "read_file" => files::read_file(ws, input, cancel),
         "write_file" => files::write_file(ws, input, cancel),
         "edit_file" => files::edit_file(ws, input, cancel),
@@ -252,7 +401,7 @@ pub(crate) fn numbered(lines: &[&str], first: usize, last: usize) -> String {
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
-    use super::sandbox::tests::setup;
+    use super::workspace::tests::setup;
     use super::*;
 
     #[test]
@@ -275,6 +424,30 @@ mod tests {
         assert!(description.contains(&format!("default {DEFAULT_TIMEOUT_SECS}")));
         assert!(description.contains(&format!("at most {MAX_TIMEOUT_SECS}")));
         assert!(description.contains(&format!("{OUTPUT_CAP_CHARS} characters")));
+    }
+
+    #[test]
+    fn builtin_options_deserialize_with_defaults_and_refuse_unknown_fields() {
+        let opts: BuiltinOptions = serde_json::from_value(json!({"sandbox": "read-only", "network": false})).unwrap();
+        assert_eq!(opts.sandbox, SandboxMode::ReadOnly);
+        assert!(!opts.network && opts.names.is_empty() && opts.env_passthrough.is_empty());
+        let opts: BuiltinOptions = serde_json::from_value(json!({})).unwrap();
+        assert_eq!(opts, BuiltinOptions::default());
+        assert_eq!(opts.sandbox, SandboxMode::WorkspaceWrite);
+        assert!(serde_json::from_value::<BuiltinOptions>(json!({"sandbx": "off"})).is_err());
+    }
+
+    #[test]
+    fn register_adds_handler_types_and_refuses_unknown_names() {
+        let (_tmp, ws) = setup();
+        let registry = ToolRegistry::new();
+        let opts = BuiltinOptions { workspace: ws.root().to_path_buf(), ..BuiltinOptions::default() };
+        register(&registry, &opts).unwrap();
+        assert_eq!(registry.names(), NAMES);
+        assert!(registry.get("read_file").unwrap().parallel_safe);
+        let other = ToolRegistry::new();
+        let bad = BuiltinOptions { names: vec!["grep".to_string()], ..opts };
+        assert!(register(&other, &bad).unwrap_err().to_string().contains("unknown built-in tool 'grep'"));
     }
 
     #[test]

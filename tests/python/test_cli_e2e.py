@@ -109,10 +109,8 @@ def test_scripted_session_writes_runs_edits_and_answers(tooloop_cmd, ws, tmp_pat
     # What the model read back: the real tool output.
     assert len(reqs) == 5
     results = tool_results(reqs[4])
-    # The bash result's form belongs to the core (older: "exit code: 0" first; plain: the output as is).
-    assert results["toolu_01CliRun1"][0].replace("exit code: 0\n", "") == "Hello, world!"
-    assert results["toolu_01CliRun2"] == (results["toolu_01CliRun2"][0], False)
-    assert results["toolu_01CliRun2"][0].replace("exit code: 0\n", "") == "Hello, tooloop!"
+    assert results["toolu_01CliRun1"] == ("Hello, world!", False)
+    assert results["toolu_01CliRun2"] == ("Hello, tooloop!", False)
     assert results["toolu_01CliWrite"][1] is False and results["toolu_01CliEdit"][1] is False
 
     # The request: default model, the coding system prompt, the built-in tools, streaming.
