@@ -56,6 +56,10 @@ pub struct AgentConfig {
     pub extra: Map<String, Value>,
     /// Most parallel-safe tools run at once within one turn. Default 4.
     pub tool_concurrency: usize,
+    /// Tools the API runs itself (`{"type": "web_search_20250305", "name": "web_search"}`, code execution,
+    /// …), appended to the registered tools as given. Their `server_tool_use` / `*_tool_result` blocks stay
+    /// in the conversation verbatim and are never run here. Values that are not objects are skipped.
+    pub server_tools: Vec<Value>,
 }
 
 impl Default for AgentConfig {
@@ -73,6 +77,7 @@ impl Default for AgentConfig {
             stop_sequences: Vec::new(),
             extra: Map::new(),
             tool_concurrency: 4,
+            server_tools: Vec::new(),
         }
     }
 }
@@ -386,7 +391,12 @@ impl Agent {
             max_tokens: c.max_tokens,
             messages: self.conversation.api_view(),
             system: c.system,
-            tools: self.tools.specs(),
+            tools: self
+                .tools
+                .specs()
+                .into_iter()
+                .chain(c.server_tools.iter().filter_map(|t| serde_json::from_value(t.clone()).ok()))
+                .collect(),
             tool_choice: c.tool_choice,
             thinking: c.thinking,
             stop_sequences: c.stop_sequences,

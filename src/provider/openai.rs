@@ -68,9 +68,12 @@ pub fn render_request(request: &Request) -> Value {
         let tools: Vec<Value> = request
             .tools
             .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.input_schema}})
+            .map(|t| match t.server_type() {
+                // A tool the API defines by its `type` goes out as given (OpenAI-compatible servers
+                // have their own, e.g. `{"type": "web_search"}`); only ours become functions.
+                Some(_) => serde_json::to_value(t).unwrap_or(Value::Null),
+                None => json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.input_schema}}),
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
