@@ -443,6 +443,10 @@ impl Provider for OpenAiProvider {
         "openai"
     }
 
+    fn secrets(&self) -> Vec<Secret> {
+        self.api_key.iter().cloned().collect()
+    }
+
     fn send(&self, request: &Request, cancel: &CancelToken, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Response> {
         let body = serde_json::to_vec(&render_request(request))
             .map_err(|e| Error::Config(format!("request not serializable: {e}")))?;
