@@ -203,7 +203,8 @@ impl EventStreamDecoder {
     }
 
     /// Feed bytes; every frame they complete is pushed to `out`. A bad prelude or message CRC, or a frame
-    /// that cannot be parsed, is an error (the stream cannot be resynchronized after it).
+    /// that cannot be parsed, is an error (the stream cannot be resynchronized after it); the frames before
+    /// it are in `out` all the same.
     pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<Frame>) -> std::result::Result<(), String> {
         self.buf.extend_from_slice(bytes);
         loop {
@@ -493,13 +494,8 @@ impl BedrockProvider {
                     Error::Connection { message }
                 });
             };
-            if let Err(message) = decoder.feed(&bytes, &mut frames) {
-                return Err(if *emitted {
-                    Error::StreamInterrupted { message, partial: Box::new(acc.snapshot()), api: None }
-                } else {
-                    Error::InvalidResponse { message, request_id }
-                });
-            }
+            // Frames that completed before a corrupt one are still delivered (one read can hold several).
+            let fed = decoder.feed(&bytes, &mut frames);
             for frame in frames.drain(..) {
                 let step = self.apply_frame(&frame, &mut acc, &mut |e| {
                     *emitted = true;
@@ -513,6 +509,13 @@ impl BedrockProvider {
                     let raw = serde_json::to_value(&message).unwrap_or(Value::Null);
                     return Ok(Response { message, raw, request_id });
                 }
+            }
+            if let Err(message) = fed {
+                return Err(if *emitted {
+                    Error::StreamInterrupted { message, partial: Box::new(acc.snapshot()), api: None }
+                } else {
+                    Error::InvalidResponse { message, request_id }
+                });
             }
         }
     }
@@ -641,6 +644,19 @@ mod tests {
         let mut bad = FOO_CT;
         bad[50] ^= 1; // a payload byte
         assert!(all_frames(&bad).is_err());
+    }
+
+    #[test]
+    fn frames_before_a_corrupt_one_are_still_delivered() {
+        let mut stream = FOO.to_vec();
+        let mut bad = FOO_CT;
+        bad[61] ^= 1;
+        stream.extend_from_slice(&bad);
+        let mut d = EventStreamDecoder::new();
+        let mut out = Vec::new();
+        assert!(d.feed(&stream, &mut out).is_err());
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].payload, br#"{"foo": "bar"}"#);
     }
 
     #[test]
