@@ -93,6 +93,27 @@ pub trait Provider: Send + Sync {
     /// returns when the turn is complete, failed, or `cancel` fired.
     fn send(&self, request: &Request, cancel: &CancelToken, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Response>;
 
+    /// Send a request body in the provider's own wire shape and return its response JSON in that shape:
+    /// what a raw client (`tooloop.Client`) needs. Stream chunks reach `on_event` as [`StreamEvent::Raw`]
+    /// (typed events may come too). The default parses a Messages API body into a [`Request`] and returns
+    /// [`Response::raw`]; OpenAI sends a Chat Completions body as given and rebuilds the whole
+    /// `chat.completion` (every choice) from a stream.
+    fn send_raw(
+        &self,
+        body: &Value,
+        stream: bool,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<Value> {
+        if !body.is_object() {
+            return Err(Error::Config("the request must be an object (a Messages API request body)".into()));
+        }
+        let mut request: Request =
+            serde_json::from_value(body.clone()).map_err(|e| Error::Config(format!("invalid request: {e}")))?;
+        request.stream = stream;
+        self.send(&request, cancel, on_event).map(|r| r.raw)
+    }
+
     /// The secret values this provider holds (API key; AWS secret key, session token and key id), so a host
     /// can redact them from tool output and logs. Empty by default.
     fn secrets(&self) -> Vec<Secret> {
