@@ -218,13 +218,20 @@ def openai_chunks(completion: Dict[str, Any], delta_chars: int, include_usage: b
             return chunk([{"index": index, "delta": d, "logprobs": None, "finish_reason": finish}])
 
         msg = choice.get("message") or {}
-        yield delta({"role": "assistant", "content": ""})
+        # The first delta opens content as OpenAI does: "" for a text answer, null for a tool-call-only one;
+        # and says "refusal": null when the message has that key.
+        first = {"role": "assistant", "content": "" if isinstance(msg.get("content"), str) else None}
+        if "refusal" in msg:
+            first["refusal"] = None
+        yield delta(first)
         for key in ("reasoning_content", "reasoning"):
             # DeepSeek style: reasoning chunks carry an explicit null content.
             for p in pieces(msg.get(key) or "", delta_chars):
                 yield delta({"content": None, key: p})
         for p in pieces(msg.get("content") or "", delta_chars):
             yield delta({"content": p})
+        for p in pieces(msg.get("refusal") or "", delta_chars):
+            yield delta({"refusal": p})
         per_call = [tool_call_fragments(k, call) for k, call in enumerate(msg.get("tool_calls") or [])]
         ordered = itertools.chain.from_iterable(
             itertools.zip_longest(*per_call) if interleave else per_call)

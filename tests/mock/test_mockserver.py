@@ -416,7 +416,11 @@ def test_openai_stream_reconstructs_completion(mock, completion, include_usage):
     rebuilt = reassemble_openai(datas)
     assert normalized(rebuilt) == normalized(completion)
     assert rebuilt["model"] == completion["model"]
-    assert json.loads(datas[0])["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    first = {"role": "assistant", "content": "" if isinstance(completion["choices"][0]["message"].get("content"), str)
+             else None}
+    if "refusal" in completion["choices"][0]["message"]:
+        first["refusal"] = None
+    assert json.loads(datas[0])["choices"][0]["delta"] == first
     if include_usage:
         assert rebuilt["usage"] == completion["usage"]
         assert all("usage" in json.loads(d) for d in datas[:-1])
