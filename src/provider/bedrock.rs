@@ -130,12 +130,15 @@ impl AwsCredentials {
     }
 }
 
+/// `key = value` pairs of one INI section, in file order.
+type Pairs = Vec<(String, String)>;
+
 /// The `key = value` pairs of `[profile]` in an INI text (`None` if there is no such section). Strict: a
 /// line that is not a section, a pair, a comment (`#`, `;`) or blank is an error naming its line number.
 /// Values are not echoed in errors (they are secrets).
-fn parse_profile(text: &str, profile: &str) -> std::result::Result<Option<Vec<(String, String)>>, (usize, String)> {
+fn parse_profile(text: &str, profile: &str) -> std::result::Result<Option<Pairs>, (usize, String)> {
     let mut current: Option<String> = None;
-    let mut found: Option<Vec<(String, String)>> = None;
+    let mut found: Option<Pairs> = None;
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if line.is_empty() || line.starts_with('#') || line.starts_with(';') {

@@ -582,6 +582,9 @@ impl OpenAiProvider {
     }
 }
 
+/// One choice being rebuilt: its index, the choice object, and its tool calls by stream index.
+type RawChoice = (u64, Map<String, Value>, Vec<(u64, Map<String, Value>)>);
+
 /// Folds `chat.completion.chunk`s into the `chat.completion` they make up, in the API's own shape: every
 /// choice (`n > 1`), `content` and `refusal` as the deltas give them (`""` stays `""`, never-sent stays
 /// absent, `null` stays `null`), tool calls with their argument strings joined, `logprobs` joined, and the
@@ -589,8 +592,8 @@ impl OpenAiProvider {
 #[derive(Debug, Default)]
 pub struct CompletionAccumulator {
     top: Map<String, Value>,
-    /// (choice index, choice object); the message's tool calls are kept by their stream index.
-    choices: Vec<(u64, Map<String, Value>, Vec<(u64, Map<String, Value>)>)>,
+    /// (choice index, choice object, the message's tool calls by their stream index).
+    choices: Vec<RawChoice>,
     /// Whether `[DONE]` arrived (set by the reader).
     pub done: bool,
 }
@@ -691,8 +694,7 @@ impl CompletionAccumulator {
                 out.insert(k.into(), v.clone());
             }
         }
-        let mut choices: Vec<&(u64, Map<String, Value>, Vec<(u64, Map<String, Value>)>)> =
-            self.choices.iter().collect();
+        let mut choices: Vec<&RawChoice> = self.choices.iter().collect();
         choices.sort_by_key(|(i, _, _)| *i);
         let choices: Vec<Value> = choices
             .into_iter()
