@@ -197,6 +197,9 @@ fn wait(
         match rx.recv_timeout(SLICE) {
             Ok(m) => return Ok(m),
             Err(RecvTimeoutError::Timeout) => continue,
+            // The worker also watches the token and quits between reads: a cancel that lands while we wait
+            // shows up as a closed channel, and must still read as a cancel.
+            Err(RecvTimeoutError::Disconnected) if cancel.is_cancelled() => return Err(BodyError::Cancelled),
             Err(RecvTimeoutError::Disconnected) => {
                 return Err(BodyError::Broken("the HTTP worker stopped unexpectedly".into()));
             }
@@ -493,6 +496,29 @@ mod tests {
         assert!(should_retry(429, &[]));
         assert!(should_retry(408, &[]));
         assert!(!should_retry(404, &[]));
+    }
+
+    #[test]
+    fn a_worker_that_quit_on_cancel_reads_as_cancelled_not_broken() {
+        // The worker sees the token between two reads and drops its end while the caller is inside
+        // recv_timeout: the caller finds a closed channel, not the token, first.
+        let (tx, rx) = mpsc::sync_channel::<Msg>(1);
+        let cancel = CancelToken::new();
+        let worker_cancel = cancel.clone();
+        let worker = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(60));
+            worker_cancel.cancel();
+            drop(tx);
+        });
+        let far = Instant::now() + Duration::from_secs(5);
+        let r = wait(&rx, &cancel, Duration::from_secs(5), far, Duration::from_secs(5));
+        worker.join().unwrap();
+        assert!(matches!(r, Err(BodyError::Cancelled)), "{:?}", r.err());
+        // Without a cancel, a vanished worker is a broken body.
+        let (tx, rx) = mpsc::sync_channel::<Msg>(1);
+        drop(tx);
+        let r = wait(&rx, &CancelToken::new(), Duration::from_secs(5), far, Duration::from_secs(5));
+        assert!(matches!(r, Err(BodyError::Broken(_))));
     }
 
     #[test]
