@@ -394,3 +394,15 @@ fn no_region_is_a_config_error_naming_the_variable() {
     assert!(err.to_string().contains("AWS_REGION"), "{err}");
     let _ = SystemTime::now();
 }
+
+#[test]
+fn the_shared_bedrock_scenarios_work_with_any_credentials() {
+    for name in ["bedrock_text", "bedrock_tool_then_text"] {
+        let mock = MockServer::start(&scenario(name));
+        let p = config(&mock, "anyOtherSecretKey/0000000000000000000000", None).build_bedrock().unwrap();
+        let resp = send(&p, &request(true)).0.unwrap();
+        let want: MessageResponse =
+            serde_json::from_value(scenario(name)["responses"][0]["anthropic"].clone()).unwrap();
+        assert_eq!(resp.message, want, "{name}");
+    }
+}
