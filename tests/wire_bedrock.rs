@@ -406,3 +406,30 @@ fn the_shared_bedrock_scenarios_work_with_any_credentials() {
         assert_eq!(resp.message, want, "{name}");
     }
 }
+
+#[test]
+fn cancel_mid_stream_returns_within_200ms_with_the_partial() {
+    let mut r = bedrock(response_of("anthropic_text", 0), json!({}));
+    r["fault"] = json!({"type": "stall", "after_events": 5, "ms": 30000});
+    let mock = MockServer::start(&json!({"responses": [r]}));
+    let p = provider(&mock);
+    let cancel = tooloop::CancelToken::new();
+    let canceller = cancel.clone();
+    let mut cancelled_at = None;
+    let result = p.send(&request(true), &cancel, &mut |e| {
+        if matches!(e, StreamEvent::TextDelta { .. }) && cancelled_at.is_none() {
+            let c = canceller.clone();
+            cancelled_at = Some(std::time::Instant::now());
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(100));
+                c.cancel();
+            });
+        }
+    });
+    let elapsed = cancelled_at.unwrap().elapsed();
+    match result {
+        Err(Error::Cancelled { partial: Some(partial) }) => assert!(!partial.text().is_empty()),
+        other => panic!("expected Cancelled with a partial, got {other:?}"),
+    }
+    assert!(elapsed < Duration::from_millis(100 + 200), "took {elapsed:?}");
+}
