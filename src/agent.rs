@@ -63,6 +63,10 @@ pub struct AgentConfig {
     /// row that left an unfinished todo list alone, a short reminder is added to the turn's last tool result
     /// (`None`: never). Default 3.
     pub todo_reminder_after: Option<u32>,
+    /// Tools the API runs itself (`{"type": "web_search_20250305", "name": "web_search"}`, code execution,
+    /// …), appended to the registered tools as given. Their `server_tool_use` / `*_tool_result` blocks stay
+    /// in the conversation verbatim and are never run here. Values that are not objects are skipped.
+    pub server_tools: Vec<Value>,
 }
 
 /// The runaway guard: a model that makes the same tool call (same name, same input) again and again in a
@@ -137,6 +141,7 @@ impl Default for AgentConfig {
             tool_concurrency: 4,
             repeat_guard: Some(RepeatGuard::default()),
             todo_reminder_after: Some(3),
+            server_tools: Vec::new(),
         }
     }
 }
@@ -681,7 +686,12 @@ impl Agent {
             max_tokens: c.max_tokens,
             messages: self.conversation.api_view(),
             system: c.system,
-            tools: self.tools.specs(),
+            tools: self
+                .tools
+                .specs()
+                .into_iter()
+                .chain(c.server_tools.iter().filter_map(|t| serde_json::from_value(t.clone()).ok()))
+                .collect(),
             tool_choice: c.tool_choice,
             thinking: c.thinking,
             stop_sequences: c.stop_sequences,

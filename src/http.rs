@@ -499,6 +499,29 @@ mod tests {
     }
 
     #[test]
+    fn a_worker_that_quit_on_cancel_reads_as_cancelled_not_broken() {
+        // The worker sees the token between two reads and drops its end while the caller is inside
+        // recv_timeout: the caller finds a closed channel, not the token, first.
+        let (tx, rx) = mpsc::sync_channel::<Msg>(1);
+        let cancel = CancelToken::new();
+        let worker_cancel = cancel.clone();
+        let worker = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(60));
+            worker_cancel.cancel();
+            drop(tx);
+        });
+        let far = Instant::now() + Duration::from_secs(5);
+        let r = wait(&rx, &cancel, Duration::from_secs(5), far, Duration::from_secs(5));
+        worker.join().unwrap();
+        assert!(matches!(r, Err(BodyError::Cancelled)), "{:?}", r.err());
+        // Without a cancel, a vanished worker is a broken body.
+        let (tx, rx) = mpsc::sync_channel::<Msg>(1);
+        drop(tx);
+        let r = wait(&rx, &CancelToken::new(), Duration::from_secs(5), far, Duration::from_secs(5));
+        assert!(matches!(r, Err(BodyError::Broken(_))));
+    }
+
+    #[test]
     fn backoff_doubles_and_caps() {
         let c = HttpClient::new(HttpConfig::default());
         let d0 = c.backoff(0);

@@ -46,9 +46,9 @@ impl Backend {
         if s == "host" {
             return Ok(Backend::Host);
         }
-        Protocol::parse(s)
-            .map(Backend::Network)
-            .map_err(|_| invalid("provider", format!("must be \"anthropic\", \"openai\" or \"host\", got {s:?}")))
+        Protocol::parse(s).map(Backend::Network).map_err(|_| {
+            invalid("provider", format!("must be \"anthropic\", \"openai\", \"bedrock\" or \"host\", got {s:?}"))
+        })
     }
 }
 
@@ -169,6 +169,24 @@ pub struct AgentOptions {
     /// children.
     #[serde(deserialize_with = "de_subagents")]
     pub subagents: BTreeMap<String, crate::subagent::SubAgent>,
+    /// Kernel confinement of the built-in `bash` (Linux, Landlock): `"workspace-write"` (default),
+    /// `"read-only"` or `"off"`. See [`crate::builtin`].
+    #[serde(deserialize_with = "de_sandbox")]
+    pub sandbox: crate::builtin::SandboxMode,
+    /// Whether `bash` may use the network (TCP); `false` needs Landlock ABI 4. Default true.
+    #[serde(deserialize_with = "de_network")]
+    pub network: bool,
+    /// Names of secret-looking environment variables `bash` keeps anyway (default none: every variable whose
+    /// name holds KEY, SECRET, TOKEN, PASSWORD or CREDENTIAL, and the AWS ones, is dropped and its value
+    /// redacted from tool results).
+    #[serde(deserialize_with = "de_strings")]
+    pub env_passthrough: Vec<String>,
+    /// AWS region for `provider: "bedrock"` (default from `AWS_REGION` / `AWS_DEFAULT_REGION`).
+    #[serde(deserialize_with = "de_string")]
+    pub region: Option<String>,
+    /// Tools the API runs itself, sent as given (`{"type": "web_search_20250305", "name": "web_search"}`).
+    #[serde(deserialize_with = "de_server_tools")]
+    pub server_tools: Vec<Value>,
 }
 
 impl Default for AgentOptions {
@@ -199,6 +217,11 @@ impl Default for AgentOptions {
             planning: None,
             skills: Vec::new(),
             subagents: BTreeMap::new(),
+            region: None,
+            server_tools: Vec::new(),
+            sandbox: crate::builtin::SandboxMode::WorkspaceWrite,
+            network: true,
+            env_passthrough: Vec::new(),
         }
     }
 }
@@ -209,7 +232,7 @@ fn invalid(key: &str, message: impl Into<String>) -> Error {
 
 impl AgentOptions {
     /// Every key the JSON form may hold.
-    pub const KEYS: [&'static str; 25] = [
+    pub const KEYS: [&'static str; 30] = [
         "provider",
         "model",
         "system",
@@ -235,6 +258,11 @@ impl AgentOptions {
         "planning",
         "skills",
         "subagents",
+        "region",
+        "server_tools",
+        "sandbox",
+        "network",
+        "env_passthrough",
     ];
 
     /// Parse a JSON object of options. Errors are [`Error::InvalidOption`] naming the key.
@@ -317,6 +345,7 @@ impl AgentOptions {
         let mut config = ProviderConfig::new(protocol);
         config.api_key = self.api_key.clone();
         config.base_url = self.base_url.clone();
+        config.region = self.region.clone();
         config.headers = self.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         let total = Duration::from_secs_f64(self.timeout);
         config.http.total_timeout = total;
@@ -350,6 +379,7 @@ impl AgentOptions {
             tool_concurrency: self.tool_concurrency,
             repeat_guard: self.repeat_guard,
             todo_reminder_after: self.planning.unwrap_or(Some(3)),
+            server_tools: self.server_tools.clone(),
         })
     }
 
@@ -380,7 +410,19 @@ impl AgentOptions {
                 None => std::env::current_dir()
                     .map_err(|e| Error::Config(format!("no workspace given and no current folder: {e}")))?,
             };
-            agent.tools().register_builtins(&workspace, &names)?;
+            let builtin = crate::builtin::BuiltinOptions {
+                workspace,
+                names,
+                sandbox: self.sandbox,
+                network: self.network,
+                env_passthrough: self.env_passthrough.clone(),
+            };
+            crate::builtin::register(agent.tools(), &builtin)?;
+            // The model is told what bash may do, so a refused write is no surprise.
+            let prompt = crate::builtin::sandbox_prompt(self.sandbox, self.network);
+            if !prompt.is_empty() && agent.tools().get("bash").is_some() {
+                agent.update_config(|c| c.system = Some(with_text(c.system.take(), &prompt)));
+            }
         }
         if self.planning.is_some() {
             agent.tools().register(crate::todo::tool())?;
@@ -482,9 +524,9 @@ fn value<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Value, D::Error
 fn de_provider<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Backend>, D::Error> {
     match value(d)? {
         Value::Null => Ok(None),
-        Value::String(s) => Backend::parse(&s)
-            .map(Some)
-            .map_err(|_| D::Error::custom(format!("must be \"anthropic\", \"openai\" or \"host\", got {s:?}"))),
+        Value::String(s) => Backend::parse(&s).map(Some).map_err(|_| {
+            D::Error::custom(format!("must be \"anthropic\", \"openai\", \"bedrock\" or \"host\", got {s:?}"))
+        }),
         v => Err(D::Error::custom(format!("must be a string such as \"anthropic\", got {}", got(&v)))),
     }
 }
@@ -748,6 +790,43 @@ fn de_subagents<'de, D: Deserializer<'de>>(
             })
             .collect(),
         v => Err(D::Error::custom(format!("must be {what}, got {}", got(&v)))),
+    }
+}
+
+fn de_server_tools<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<Value>, D::Error> {
+    let what = "a list of server tool objects with a \"type\", e.g. {\"type\": \"web_search_20250305\", \"name\": \"web_search\"}";
+    match value(d)? {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(items) => items
+            .into_iter()
+            .map(|t| {
+                if t.get("type").and_then(Value::as_str).is_some() && t.get("name").and_then(Value::as_str).is_some() {
+                    Ok(t)
+                } else {
+                    Err(D::Error::custom(format!("must be {what}, got an item {}", got(&t))))
+                }
+            })
+            .collect(),
+        v => Err(D::Error::custom(format!("must be {what}, got {}", got(&v)))),
+    }
+}
+
+fn de_sandbox<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<crate::builtin::SandboxMode, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(crate::builtin::SandboxMode::WorkspaceWrite),
+        Value::Bool(false) => Ok(crate::builtin::SandboxMode::Off),
+        Value::String(s) => s
+            .parse()
+            .map_err(|_| D::Error::custom(format!("must be \"workspace-write\", \"read-only\" or \"off\", got {s:?}"))),
+        v => Err(D::Error::custom(format!("must be \"workspace-write\", \"read-only\" or \"off\", got {}", got(&v)))),
+    }
+}
+
+fn de_network<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(true),
+        Value::Bool(b) => Ok(b),
+        v => Err(D::Error::custom(format!("must be true or false, got {}", got(&v)))),
     }
 }
 

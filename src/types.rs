@@ -456,18 +456,32 @@ impl MessageResponse {
 }
 
 /// A tool as the model sees it: name, description and the JSON schema of its input.
+///
+/// A tool that carries a `type` (kept in `extra`) is a server tool or a versioned client tool defined by the
+/// API itself (`{"type": "web_search_20250305", "name": "web_search"}`, code execution, `bash_20250124`,
+/// text editor versions): it has no `input_schema` and is sent exactly as given.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
 pub struct ToolSpec {
     /// `^[a-zA-Z0-9_-]{1,64}$`
+    #[serde(default)]
     pub name: String,
     /// What the tool does, for the model.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
-    /// JSON schema of the input object.
+    /// JSON schema of the input object (`null`, and then not sent, for tools defined by a `type`).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
     pub input_schema: Value,
     /// Unmodelled fields (e.g. `cache_control`), verbatim.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+impl ToolSpec {
+    /// The tool's `type` when the API defines it (server tools, versioned client tools); `None` for an
+    /// ordinary custom tool.
+    pub fn server_type(&self) -> Option<&str> {
+        self.extra.get("type").and_then(Value::as_str).filter(|t| *t != "custom")
+    }
 }
 
 /// A neutral request: what the agent asks a provider for. Serializes to a Messages API request body.
@@ -561,6 +575,21 @@ mod tests {
         let out = serde_json::to_value(&req).unwrap();
         assert_eq!(out["betas_field"], json!({"x": 1}));
         assert_eq!(out["thinking"], json!({"type": "adaptive"}));
+    }
+
+    #[test]
+    fn server_tool_without_input_schema_parses_and_is_sent_as_given() {
+        let wire = json!({
+            "model": "m", "max_tokens": 10, "messages": [],
+            "tools": [
+                {"type": "web_search_20250305", "name": "web_search", "max_uses": 3},
+                {"name": "f", "description": "d", "input_schema": {"type": "object"}}
+            ]
+        });
+        let req: Request = serde_json::from_value(wire.clone()).unwrap();
+        assert_eq!(req.tools[0].server_type(), Some("web_search_20250305"));
+        assert_eq!(req.tools[1].server_type(), None);
+        assert_eq!(serde_json::to_value(&req).unwrap(), wire);
     }
 
     #[test]

@@ -326,3 +326,34 @@ fn options_build_an_agent_with_builtins_and_a_session() {
     assert_eq!(agent.config().model, "host");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn builtin_tools_from_options_are_sandboxed_by_default_and_the_model_is_told() {
+    if tooloop::builtin::sandbox_support().is_none() {
+        println!("skipped: this kernel has no Landlock");
+        return;
+    }
+    let ws = std::env::temp_dir().join(format!("tooloop-opts-sandbox-{}", std::process::id()));
+    let outside = std::env::temp_dir().join(format!("tooloop-opts-outside-{}", std::process::id()));
+    std::fs::create_dir_all(&ws).unwrap();
+    let _ = std::fs::remove_file(&outside);
+    let cmd = format!("touch {} ; touch inside.txt", outside.display());
+    let provider = Arc::new(ScriptedProvider::new([
+        reply(vec![call("b1", "bash", json!({"command": cmd}))], StopReason::ToolUse),
+        reply(vec![ContentBlock::text("done")], StopReason::EndTurn),
+    ]));
+    let agent = AgentOptions::from_value(json!({"builtin_tools": ["bash"], "workspace": ws}))
+        .unwrap()
+        .build_with(provider.clone())
+        .unwrap();
+    let result = agent.run("go", &mut |_| {}).unwrap();
+    assert!(!outside.exists(), "the sandbox let bash write outside the workspace");
+    assert!(ws.join("inside.txt").exists());
+    assert!(result.tool_calls[0].output.as_str().unwrap().contains("Permission denied"), "{:?}", result.tool_calls[0]);
+    let system = provider.requests()[0].system.clone().unwrap().to_string();
+    assert!(system.contains("workspace"), "{system}");
+    for bad in [r#"{"sandbox": "strict"}"#, r#"{"network": "no"}"#, r#"{"env_passthrough": "X"}"#] {
+        assert!(matches!(AgentOptions::from_json(bad), Err(Error::InvalidOption { .. })), "{bad}");
+    }
+    let _ = std::fs::remove_dir_all(&ws);
+}

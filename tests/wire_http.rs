@@ -308,6 +308,7 @@ fn connection_refused_is_a_connection_error_after_the_retries() {
             max_backoff: Duration::from_secs(1),
             ..HttpConfig::default()
         },
+        ..ProviderConfig::new(Protocol::Anthropic)
     };
     let start = Instant::now();
     let err = send(&*cfg.build().unwrap(), &request(true)).0.unwrap_err();
@@ -563,6 +564,7 @@ fn openai_errors_go_through_the_same_http_layer() {
         base_url: Some(format!("{}/v1", mock.base_url())),
         headers: Vec::new(),
         http: fast_http(),
+        ..ProviderConfig::new(Protocol::OpenAi)
     };
     let err = send(&*cfg.build().unwrap(), &request(false)).0.unwrap_err();
     assert_eq!(err.api().map(|a| a.kind), Some(ApiErrorKind::Overloaded), "{err:?}");

@@ -1,8 +1,11 @@
 """``tooloop.Client``: the wire layer on its own, like the official SDKs' clients.
 
-``create()`` returns the provider's response JSON as a dict; ``stream()`` yields every wire event as a dict,
-as received (ping and unknown events included), and ``final_message()`` the dict ``create()`` would have
-returned. Requests run on a worker thread with the GIL released; Ctrl+C cancels them.
+Requests and responses are dicts in the API's own shape: a Messages API request in and a Message out for
+``provider="anthropic"`` and ``"bedrock"``; a Chat Completions request in and a ``chat.completion`` out for
+``provider="openai"``. ``stream()`` yields every wire event as a dict, as received (Anthropic events, ping and
+unknown ones included; ``chat.completion.chunk`` dicts), and ``final_message()`` the dict ``create()`` would
+have returned (for OpenAI: every choice, ``content`` and ``refusal`` as the API sent them). Requests run on a
+worker thread with the GIL released; Ctrl+C cancels them.
 """
 
 from __future__ import annotations
@@ -42,18 +45,26 @@ class MessageStream(_RunHandle):
         return self._run.result()
 
     def get_final_text(self) -> str:
-        """The text blocks of the final message, joined (Anthropic shape only)."""
+        """The text of the final message: its text blocks joined (Anthropic shape), or the first choice's
+        ``content`` (Chat Completions shape)."""
         message = self.final_message()
+        if message.get("object") == "chat.completion":
+            choices = message.get("choices") or [{}]
+            return (choices[0].get("message") or {}).get("content") or ""
         return "".join(b.get("text", "") for b in message.get("content") or [] if b.get("type") == "text")
 
 
 class Client:
     """One provider, one request at a time per call: ``create(request)`` and ``stream(request)``.
 
-    ``request`` is a Messages API request body (``model``, ``max_tokens``, ``messages``, ...; unknown fields
-    pass through). With ``provider="openai"`` it is translated to Chat Completions and the results are in
-    the OpenAI shape. Errors are the same exceptions as the agent's. Thread-safe: calls from several threads
-    run concurrently.
+    ``request`` is a body in the API's own shape: a Messages API request (``model``, ``max_tokens``,
+    ``messages``, ...) for ``"anthropic"`` and ``"bedrock"`` (``model`` is then the Bedrock model id or
+    inference profile id, sent in the path), a Chat Completions request (``messages`` with system/user/
+    assistant/tool roles, ``tools`` in the OpenAI format, ``max_tokens`` optional, ``n``, ...) for
+    ``"openai"``. Unknown fields pass through; tools without ``input_schema`` (server tools) are sent as
+    given. ``region`` is for Bedrock only (default ``AWS_REGION`` / ``AWS_DEFAULT_REGION``; credentials come
+    from the AWS environment variables or ``~/.aws/credentials``). Errors are the same exceptions as the
+    agent's. Thread-safe: calls from several threads run concurrently.
     """
 
     def __init__(
@@ -64,9 +75,12 @@ class Client:
         timeout: float = 600.0,
         max_retries: int = 2,
         headers: Optional[Dict[str, str]] = None,
+        region: Optional[str] = None,
     ) -> None:
         if not isinstance(provider, str) and not callable(provider):
-            raise ConfigError(f"provider must be 'anthropic', 'openai' or a callable, got {type(provider).__name__}")
+            raise ConfigError(
+                f"provider must be 'anthropic', 'openai', 'bedrock' or a callable, got {type(provider).__name__}"
+            )
         core_provider: Any = provider if isinstance(provider, str) else _model_adapter(provider)
         self._core = _tooloop._Client(
             core_provider,
@@ -75,6 +89,7 @@ class Client:
             timeout=float(timeout),
             max_retries=max_retries,
             headers=headers,
+            region=region,
         )
 
     def create(self, request: Dict[str, Any]) -> Dict[str, Any]:

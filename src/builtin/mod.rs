@@ -91,6 +91,9 @@ impl Default for BuiltinOptions {
 /// [`Error::Config`] when the workspace does not exist or is not a folder, a name is unknown (the message
 /// lists the known ones), or a tool of that name is already registered.
 pub fn register(registry: &ToolRegistry, opts: &BuiltinOptions) -> Result<()> {
+    // What bash no longer sees must not come back through any tool either (`cat .env`, `read_file`): the
+    // dropped variables' values are redacted from every result.
+    registry.add_secrets(secret_env_values(&opts.env_passthrough));
     let ws = Arc::new(
         Workspace::new(&opts.workspace)
             .map_err(|e| Error::Config(format!("workspace {}: {e}", opts.workspace.display())))?,

@@ -64,7 +64,7 @@ impl AnthropicProvider {
 /// The Messages API takes only objects as `tool_use.input`. A call cut off by max_tokens (or one whose JSON
 /// never parsed) holds the raw string; it was never run, and its error result explains why, so `{}` stands
 /// in for it on this wire. Returns `None` (no copy) when every input is already an object.
-fn with_object_tool_inputs(request: &Request) -> Option<Request> {
+pub(crate) fn with_object_tool_inputs(request: &Request) -> Option<Request> {
     let bad = |b: &ContentBlock| matches!(b, ContentBlock::ToolUse(t) if !t.input.is_object());
     if !request.messages.iter().any(|m| m.content.iter().any(bad)) {
         return None;
@@ -93,12 +93,12 @@ pub(crate) fn api_error_with_hint(status: u16, headers: &[(String, String)], bod
 }
 
 impl Provider for AnthropicProvider {
-    fn secrets(&self) -> Vec<Secret> {
-        self.api_key.iter().cloned().collect()
-    }
-
     fn name(&self) -> &str {
         "anthropic"
+    }
+
+    fn secrets(&self) -> Vec<Secret> {
+        self.api_key.iter().cloned().collect()
     }
 
     fn send(&self, request: &Request, cancel: &CancelToken, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Response> {
@@ -124,19 +124,7 @@ impl AnthropicProvider {
         let request_id = resp.header("request-id").map(str::to_string);
         let is_sse = resp.header("content-type").is_some_and(|c| c.starts_with("text/event-stream"));
         if !is_sse {
-            let body = resp.read_all().map_err(|e| body_error(e, MessageResponse::default(), false))?;
-            let raw: Value = serde_json::from_slice(&body).map_err(|e| Error::InvalidResponse {
-                message: format!(
-                    "response is not JSON ({e}): {}",
-                    String::from_utf8_lossy(&body[..body.len().min(200)])
-                ),
-                request_id: request_id.clone(),
-            })?;
-            let message: MessageResponse = serde_json::from_value(raw.clone()).map_err(|e| Error::InvalidResponse {
-                message: format!("response is not a Messages API message: {e}"),
-                request_id: request_id.clone(),
-            })?;
-            return Ok(Response { message, raw, request_id });
+            return read_json(&mut resp, request_id);
         }
         let mut acc = MessageAccumulator::new();
         let mut decoder = SseDecoder::new();
@@ -156,16 +144,8 @@ impl AnthropicProvider {
                     *emitted = true;
                     on_event(e)
                 });
-                if let Err(mut e) = step {
-                    if let Error::StreamInterrupted { api: Some(a), .. } = &mut e {
-                        a.request_id = a.request_id.clone().or_else(|| request_id.clone());
-                    }
-                    if !*emitted {
-                        if let Error::StreamInterrupted { api: Some(a), .. } = e {
-                            return Err(Error::Api(a));
-                        }
-                    }
-                    return Err(e);
+                if let Err(e) = step {
+                    return Err(stream_failure(e, *emitted, &request_id));
                 }
                 if acc.is_complete() {
                     let message = acc.snapshot();
@@ -186,6 +166,35 @@ impl AnthropicProvider {
             }
         }
     }
+}
+
+/// Read a whole JSON Messages API message (the non-streaming answer; Bedrock's InvokeModel too).
+pub(crate) fn read_json(resp: &mut HttpResponse, request_id: Option<String>) -> Result<Response> {
+    let body = resp.read_all().map_err(|e| body_error(e, MessageResponse::default(), false))?;
+    let raw: Value = serde_json::from_slice(&body).map_err(|e| Error::InvalidResponse {
+        message: format!("response is not JSON ({e}): {}", String::from_utf8_lossy(&body[..body.len().min(200)])),
+        request_id: request_id.clone(),
+    })?;
+    let message: MessageResponse = serde_json::from_value(raw.clone()).map_err(|e| Error::InvalidResponse {
+        message: format!("response is not a Messages API message: {e}"),
+        request_id: request_id.clone(),
+    })?;
+    Ok(Response { message, raw, request_id })
+}
+
+/// An error event (or a malformed one) that ended a stream: the request id is attached, and an API error
+/// that came before any event reached the caller is reported as that API error (so the HTTP layer may
+/// retry it) rather than as an interrupted stream with an empty partial.
+pub(crate) fn stream_failure(mut e: Error, emitted: bool, request_id: &Option<String>) -> Error {
+    if let Error::StreamInterrupted { api: Some(a), .. } = &mut e {
+        a.request_id = a.request_id.clone().or_else(|| request_id.clone());
+    }
+    if !emitted {
+        if let Error::StreamInterrupted { api: Some(a), .. } = e {
+            return Error::Api(a);
+        }
+    }
+    e
 }
 
 /// Folds Messages API stream events into a [`MessageResponse`], emitting typed [`StreamEvent`]s.

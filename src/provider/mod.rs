@@ -1,6 +1,6 @@
 //! Providers: one trait that turns a neutral [`Request`] into a complete assistant turn, streaming events
-//! to the caller as they are decoded. Anthropic Messages, OpenAI-compatible Chat Completions, and a model
-//! supplied by the host (a function, or a scripted list of replies).
+//! to the caller as they are decoded. Anthropic Messages, Claude on Amazon Bedrock, OpenAI-compatible Chat
+//! Completions, and a model supplied by the host (a function, or a scripted list of replies).
 //!
 //! Must never: retry after an event reached the caller, or put the API key in any output.
 
@@ -14,10 +14,13 @@ use crate::http::{HttpClient, HttpConfig};
 use crate::types::{MessageResponse, Request, Usage};
 
 pub mod anthropic;
+pub mod bedrock;
 pub mod host;
 pub mod openai;
+mod sigv4;
 
 pub use anthropic::AnthropicProvider;
+pub use bedrock::{AwsCredentials, BedrockProvider};
 pub use host::{FnProvider, ScriptedProvider};
 pub use openai::OpenAiProvider;
 
@@ -90,8 +93,29 @@ pub trait Provider: Send + Sync {
     /// returns when the turn is complete, failed, or `cancel` fired.
     fn send(&self, request: &Request, cancel: &CancelToken, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Response>;
 
-    /// The secret values this provider holds (its API key), so the agent can redact them from tool
-    /// results. None by default.
+    /// Send a request body in the provider's own wire shape and return its response JSON in that shape:
+    /// what a raw client (`tooloop.Client`) needs. Stream chunks reach `on_event` as [`StreamEvent::Raw`]
+    /// (typed events may come too). The default parses a Messages API body into a [`Request`] and returns
+    /// [`Response::raw`]; OpenAI sends a Chat Completions body as given and rebuilds the whole
+    /// `chat.completion` (every choice) from a stream.
+    fn send_raw(
+        &self,
+        body: &Value,
+        stream: bool,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<Value> {
+        if !body.is_object() {
+            return Err(Error::Config("the request must be an object (a Messages API request body)".into()));
+        }
+        let mut request: Request =
+            serde_json::from_value(body.clone()).map_err(|e| Error::Config(format!("invalid request: {e}")))?;
+        request.stream = stream;
+        self.send(&request, cancel, on_event).map(|r| r.raw)
+    }
+
+    /// The secret values this provider holds (API key; AWS secret key, session token and key id), so a host
+    /// can redact them from tool output and logs. Empty by default.
     fn secrets(&self) -> Vec<Secret> {
         Vec::new()
     }
@@ -104,15 +128,20 @@ pub enum Protocol {
     Anthropic,
     /// OpenAI-compatible Chat Completions.
     OpenAi,
+    /// Claude on Amazon Bedrock Runtime (SigV4, AWS credentials; see [`bedrock`]).
+    Bedrock,
 }
 
 impl Protocol {
-    /// Parse `anthropic` or `openai`.
+    /// Parse `anthropic`, `openai` or `bedrock`.
     pub fn parse(s: &str) -> Result<Self> {
         match s {
             "anthropic" => Ok(Protocol::Anthropic),
             "openai" | "openai-compatible" => Ok(Protocol::OpenAi),
-            other => Err(Error::Config(format!("unknown provider '{other}': use \"anthropic\" or \"openai\""))),
+            "bedrock" => Ok(Protocol::Bedrock),
+            other => {
+                Err(Error::Config(format!("unknown provider '{other}': use \"anthropic\", \"openai\" or \"bedrock\"")))
+            }
         }
     }
 }
@@ -140,6 +169,8 @@ impl std::fmt::Debug for Secret {
 
 /// Everything needed to build a network provider. Missing `api_key` / `base_url` fall back to the
 /// environment: `ANTHROPIC_API_KEY` / `ANTHROPIC_BASE_URL`, or `OPENAI_API_KEY` / `OPENAI_BASE_URL`.
+/// Bedrock uses `region` (else `AWS_REGION` / `AWS_DEFAULT_REGION`) and `aws_credentials` (else the
+/// environment keys, then the shared credentials file; see [`AwsCredentials::resolve`]); `api_key` is unused.
 #[derive(Clone, Debug)]
 pub struct ProviderConfig {
     /// Which protocol.
@@ -152,20 +183,35 @@ pub struct ProviderConfig {
     pub headers: Vec<(String, String)>,
     /// Timeouts and retries.
     pub http: HttpConfig,
+    /// Bedrock: the AWS region (env fallback).
+    pub region: Option<String>,
+    /// Bedrock: explicit AWS credentials (default chain when `None`).
+    pub aws_credentials: Option<AwsCredentials>,
 }
 
 impl ProviderConfig {
     /// A config for `protocol` with defaults everywhere.
     pub fn new(protocol: Protocol) -> Self {
-        ProviderConfig { protocol, api_key: None, base_url: None, headers: Vec::new(), http: HttpConfig::default() }
+        ProviderConfig {
+            protocol,
+            api_key: None,
+            base_url: None,
+            headers: Vec::new(),
+            http: HttpConfig::default(),
+            region: None,
+            aws_credentials: None,
+        }
     }
 
     /// Build the provider. Fails with a message naming the environment variable when no key is available
     /// for the official endpoint (a custom base URL, e.g. a local server, may need none).
     pub fn build(&self) -> Result<Arc<dyn Provider>> {
+        if self.protocol == Protocol::Bedrock {
+            return Ok(Arc::new(self.build_bedrock()?));
+        }
         let (key_var, url_var, default_url) = match self.protocol {
             Protocol::Anthropic => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", anthropic::DEFAULT_BASE_URL),
-            Protocol::OpenAi => ("OPENAI_API_KEY", "OPENAI_BASE_URL", openai::DEFAULT_BASE_URL),
+            Protocol::OpenAi | Protocol::Bedrock => ("OPENAI_API_KEY", "OPENAI_BASE_URL", openai::DEFAULT_BASE_URL),
         };
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
         let api_key = self.api_key.clone().or_else(|| env(key_var).map(Secret::new));
@@ -183,8 +229,30 @@ impl ProviderConfig {
         let http = HttpClient::new(self.http.clone());
         Ok(match self.protocol {
             Protocol::Anthropic => Arc::new(AnthropicProvider::new(http, base_url, api_key, self.headers.clone())),
-            Protocol::OpenAi => Arc::new(OpenAiProvider::new(http, base_url, api_key, self.headers.clone())),
+            Protocol::OpenAi | Protocol::Bedrock => {
+                Arc::new(OpenAiProvider::new(http, base_url, api_key, self.headers.clone()))
+            }
         })
+    }
+
+    /// Build a [`BedrockProvider`]: region and credentials from the config, else from the environment
+    /// (and the shared credentials file). Fails with a message naming what to set.
+    pub fn build_bedrock(&self) -> Result<BedrockProvider> {
+        let region =
+            self.region.clone().filter(|r| !r.trim().is_empty()).or_else(bedrock::region_from_env).ok_or_else(
+                || {
+                    Error::Config(
+                        "no AWS region for Bedrock: set AWS_REGION (or AWS_DEFAULT_REGION), or pass region".into(),
+                    )
+                },
+            )?;
+        let credentials = match &self.aws_credentials {
+            Some(c) => c.clone(),
+            None => AwsCredentials::resolve()?,
+        };
+        let base_url = self.base_url.clone().unwrap_or_else(|| bedrock::default_base_url(&region));
+        let http = HttpClient::new(self.http.clone());
+        Ok(BedrockProvider::new(http, base_url, region, credentials, self.headers.clone()))
     }
 }
 

@@ -68,9 +68,12 @@ pub fn render_request(request: &Request) -> Value {
         let tools: Vec<Value> = request
             .tools
             .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.input_schema}})
+            .map(|t| match t.server_type() {
+                // A tool the API defines by its `type` goes out as given (OpenAI-compatible servers
+                // have their own, e.g. `{"type": "web_search"}`); only ours become functions.
+                Some(_) => serde_json::to_value(t).unwrap_or(Value::Null),
+                None => json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.input_schema}}),
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
@@ -436,17 +439,52 @@ impl ChunkAccumulator {
 }
 
 impl Provider for OpenAiProvider {
-    fn secrets(&self) -> Vec<Secret> {
-        self.api_key.iter().cloned().collect()
-    }
-
     fn name(&self) -> &str {
         "openai"
     }
 
+    fn secrets(&self) -> Vec<Secret> {
+        self.api_key.iter().cloned().collect()
+    }
+
     fn send(&self, request: &Request, cancel: &CancelToken, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Response> {
-        let body = serde_json::to_vec(&render_request(request))
-            .map_err(|e| Error::Config(format!("request not serializable: {e}")))?;
+        let req = self.http_request(&render_request(request))?;
+        let on_error = |s: u16, h: &[(String, String)], b: &[u8]| self.api_error(s, h, b);
+        self.http.exchange(&req, cancel, &on_error, &mut |resp| {
+            let mut emitted = false;
+            self.read(resp, on_event, &mut emitted).map_err(|e| super::attempt(e, emitted))
+        })
+    }
+
+    fn send_raw(
+        &self,
+        body: &Value,
+        stream: bool,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<Value> {
+        let Some(obj) = body.as_object() else {
+            return Err(Error::Config("the request must be an object (a Chat Completions request body)".into()));
+        };
+        let mut obj = obj.clone();
+        if stream {
+            obj.insert("stream".into(), Value::Bool(true));
+        } else {
+            obj.remove("stream");
+            obj.remove("stream_options");
+        }
+        let req = self.http_request(&Value::Object(obj))?;
+        let on_error = |s: u16, h: &[(String, String)], b: &[u8]| self.api_error(s, h, b);
+        self.http.exchange(&req, cancel, &on_error, &mut |resp| {
+            let mut emitted = false;
+            self.read_raw(resp, on_event, &mut emitted).map_err(|e| super::attempt(e, emitted))
+        })
+    }
+}
+
+impl OpenAiProvider {
+    fn http_request(&self, body: &Value) -> Result<HttpRequest> {
+        let body = serde_json::to_vec(body).map_err(|e| Error::Config(format!("request not serializable: {e}")))?;
         let mut headers = vec![("content-type".to_string(), "application/json".to_string())];
         if let Some(key) = &self.api_key {
             headers.push(("authorization".to_string(), format!("Bearer {}", key.expose())));
@@ -457,19 +495,271 @@ impl Provider for OpenAiProvider {
             headers.retain(|(existing, _)| *existing != k);
             headers.push((k, v.clone()));
         }
-        let req = HttpRequest { url: format!("{}/chat/completions", self.base_url), headers, body };
-        let on_error = |s: u16, h: &[(String, String)], b: &[u8]| {
-            let mut e = super::anthropic::api_error_with_hint(s, h, b, "OPENAI_API_KEY");
-            // OpenAI's header is x-request-id (as on success below); a proxy's request-id must not win.
-            if let Some(id) = crate::http::header_value(h, "x-request-id") {
-                e.request_id = Some(id.to_string());
-            }
-            redact_key(e, self.api_key.as_ref())
+        Ok(HttpRequest { url: format!("{}/chat/completions", self.base_url), headers, body })
+    }
+
+    fn api_error(&self, s: u16, h: &[(String, String)], b: &[u8]) -> ApiError {
+        let mut e = super::anthropic::api_error_with_hint(s, h, b, "OPENAI_API_KEY");
+        // OpenAI's header is x-request-id (as on success below); a proxy's request-id must not win.
+        if let Some(id) = crate::http::header_value(h, "x-request-id") {
+            e.request_id = Some(id.to_string());
+        }
+        redact_key(e, self.api_key.as_ref())
+    }
+
+    /// Read one 2xx response of a raw request: the JSON body as received, or the stream's chunks (each
+    /// emitted as it is decoded) folded into the `chat.completion` they make up.
+    fn read_raw(
+        &self,
+        mut resp: HttpResponse,
+        on_event: &mut dyn FnMut(StreamEvent),
+        emitted: &mut bool,
+    ) -> Result<Value> {
+        let request_id = resp.header("x-request-id").or_else(|| resp.header("request-id")).map(str::to_string);
+        let is_sse = resp.header("content-type").is_some_and(|c| c.starts_with("text/event-stream"));
+        let invalid = |message: String| Error::InvalidResponse { message, request_id: request_id.clone() };
+        if !is_sse {
+            let body = resp.read_all().map_err(|e| body_error(e, MessageResponse::default(), false))?;
+            return serde_json::from_slice(&body).map_err(|e| {
+                invalid(format!(
+                    "response is not JSON ({e}): {}",
+                    String::from_utf8_lossy(&body[..body.len().min(200)])
+                ))
+            });
+        }
+        let mut acc = CompletionAccumulator::default();
+        let mut typed = ChunkAccumulator::default();
+        let mut decoder = SseDecoder::new();
+        let mut events = Vec::new();
+        let interrupted = |message: String, typed: &ChunkAccumulator, api: Option<ApiError>| Error::StreamInterrupted {
+            message,
+            partial: Box::new(typed.snapshot()),
+            api,
         };
-        self.http.exchange(&req, cancel, &on_error, &mut |resp| {
-            let mut emitted = false;
-            self.read(resp, on_event, &mut emitted).map_err(|e| super::attempt(e, emitted))
-        })
+        loop {
+            let chunk = resp.next_chunk().map_err(|e| body_error(e, typed.snapshot(), *emitted))?;
+            let finished = chunk.is_none();
+            match chunk {
+                Some(bytes) => decoder.feed(&bytes, &mut events),
+                None => events.extend(decoder.finish()),
+            }
+            for ev in events.drain(..) {
+                let data = ev.data.trim();
+                if data.is_empty() {
+                    continue;
+                }
+                if data == "[DONE]" {
+                    acc.done = true;
+                    break;
+                }
+                let parsed: Value = match serde_json::from_str(data) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        let message = format!("stream chunk is not JSON: {e}");
+                        return Err(if *emitted { interrupted(message, &typed, None) } else { invalid(message) });
+                    }
+                };
+                if let Err(mut api) = typed.apply(&parsed, &mut |_| {}) {
+                    api.request_id = request_id.clone();
+                    return Err(if *emitted {
+                        interrupted(format!("error in stream: {}", api.message), &typed, Some(api))
+                    } else {
+                        Error::Api(api)
+                    });
+                }
+                acc.apply(&parsed);
+                *emitted = true;
+                on_event(StreamEvent::Raw { event: ev.event.clone().unwrap_or_else(|| "chunk".into()), data: parsed });
+            }
+            if acc.done || (finished && acc.finished()) {
+                return Ok(acc.completion());
+            }
+            if finished {
+                let message = "the stream ended before [DONE]".to_string();
+                return Err(if *emitted { interrupted(message, &typed, None) } else { Error::Connection { message } });
+            }
+        }
+    }
+}
+
+/// One choice being rebuilt: its index, the choice object, and its tool calls by stream index.
+type RawChoice = (u64, Map<String, Value>, Vec<(u64, Map<String, Value>)>);
+
+/// Folds `chat.completion.chunk`s into the `chat.completion` they make up, in the API's own shape: every
+/// choice (`n > 1`), `content` and `refusal` as the deltas give them (`""` stays `""`, never-sent stays
+/// absent, `null` stays `null`), tool calls with their argument strings joined, `logprobs` joined, and the
+/// other fields of the chunks and deltas kept.
+#[derive(Debug, Default)]
+pub struct CompletionAccumulator {
+    top: Map<String, Value>,
+    /// (choice index, choice object, the message's tool calls by their stream index).
+    choices: Vec<RawChoice>,
+    /// Whether `[DONE]` arrived (set by the reader).
+    pub done: bool,
+}
+
+impl CompletionAccumulator {
+    /// Apply one chunk.
+    pub fn apply(&mut self, chunk: &Value) {
+        let Some(obj) = chunk.as_object() else { return };
+        for (k, v) in obj {
+            match k.as_str() {
+                "choices" | "object" => {}
+                "usage" if v.is_null() => {}
+                _ => {
+                    self.top.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        for (position, c) in obj.get("choices").and_then(Value::as_array).into_iter().flatten().enumerate() {
+            let index = c.get("index").and_then(Value::as_u64).unwrap_or(position as u64);
+            let slot = match self.choices.iter().position(|(i, _, _)| *i == index) {
+                Some(p) => p,
+                None => {
+                    let mut choice = Map::new();
+                    choice.insert("index".into(), json!(index));
+                    choice.insert("message".into(), json!({"role": "assistant"}));
+                    choice.insert("logprobs".into(), Value::Null);
+                    choice.insert("finish_reason".into(), Value::Null);
+                    self.choices.push((index, choice, Vec::new()));
+                    self.choices.len() - 1
+                }
+            };
+            let (_, choice, calls) = &mut self.choices[slot];
+            if let Some(delta) = c.get("delta").and_then(Value::as_object) {
+                let Some(message) = choice.get_mut("message").and_then(Value::as_object_mut) else { continue };
+                for (k, v) in delta {
+                    match (k.as_str(), v) {
+                        ("tool_calls", Value::Array(frags)) => {
+                            for frag in frags {
+                                merge_tool_call(calls, frag);
+                            }
+                        }
+                        (_, Value::String(more)) if k != "role" => match message.get_mut(k) {
+                            Some(Value::String(existing)) => existing.push_str(more),
+                            _ => {
+                                message.insert(k.clone(), v.clone());
+                            }
+                        },
+                        (_, Value::Null) if message.contains_key(k) => {}
+                        _ => {
+                            message.insert(k.clone(), v.clone());
+                        }
+                    }
+                }
+            }
+            for (k, v) in c.as_object().into_iter().flatten() {
+                match (k.as_str(), v) {
+                    ("index" | "delta", _) | (_, Value::Null) => {}
+                    ("logprobs", Value::Object(more)) => match choice.get_mut("logprobs") {
+                        Some(Value::Object(existing)) => {
+                            for (lk, lv) in more {
+                                match (existing.get_mut(lk), lv) {
+                                    (Some(Value::Array(a)), Value::Array(b)) => a.extend(b.iter().cloned()),
+                                    _ => {
+                                        existing.insert(lk.clone(), lv.clone());
+                                    }
+                                }
+                            }
+                        }
+                        _ => {
+                            choice.insert(k.clone(), v.clone());
+                        }
+                    },
+                    _ => {
+                        choice.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether every choice has a finish_reason (a stream that ends without `[DONE]` is still whole then).
+    pub fn finished(&self) -> bool {
+        !self.choices.is_empty()
+            && self.choices.iter().all(|(_, c, _)| c.get("finish_reason").is_some_and(|f| !f.is_null()))
+    }
+
+    /// The `chat.completion` so far.
+    pub fn completion(&self) -> Value {
+        let mut out = Map::new();
+        for k in ["id"] {
+            if let Some(v) = self.top.get(k) {
+                out.insert(k.into(), v.clone());
+            }
+        }
+        out.insert("object".into(), json!("chat.completion"));
+        for k in ["created", "model"] {
+            if let Some(v) = self.top.get(k) {
+                out.insert(k.into(), v.clone());
+            }
+        }
+        let mut choices: Vec<&RawChoice> = self.choices.iter().collect();
+        choices.sort_by_key(|(i, _, _)| *i);
+        let choices: Vec<Value> = choices
+            .into_iter()
+            .map(|(_, choice, calls)| {
+                let mut choice = choice.clone();
+                if !calls.is_empty() {
+                    if let Some(Value::Object(m)) = choice.get_mut("message") {
+                        let mut calls = calls.clone();
+                        calls.sort_by_key(|(i, _)| *i);
+                        m.insert(
+                            "tool_calls".into(),
+                            Value::Array(calls.into_iter().map(|(_, c)| Value::Object(c)).collect()),
+                        );
+                    }
+                }
+                Value::Object(choice)
+            })
+            .collect();
+        out.insert("choices".into(), Value::Array(choices));
+        for (k, v) in &self.top {
+            if !out.contains_key(k) {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+        Value::Object(out)
+    }
+}
+
+/// Fold one `tool_calls` fragment: the first of an index brings id, type and name; later ones append
+/// `arguments` (a name repeated in every fragment, as some compatible servers send it, is not doubled).
+fn merge_tool_call(calls: &mut Vec<(u64, Map<String, Value>)>, frag: &Value) {
+    let Some(f) = frag.as_object() else { return };
+    let index = f.get("index").and_then(Value::as_u64).unwrap_or(calls.len() as u64);
+    let pos = match calls.iter().position(|(i, _)| *i == index) {
+        Some(p) => p,
+        None => {
+            calls.push((index, Map::new()));
+            calls.len() - 1
+        }
+    };
+    let call = &mut calls[pos].1;
+    for (k, v) in f {
+        match (k.as_str(), v) {
+            ("index", _) | (_, Value::Null) => {}
+            ("function", Value::Object(func)) => {
+                let entry = call.entry("function").or_insert_with(|| json!({}));
+                let Some(existing) = entry.as_object_mut() else { continue };
+                for (fk, fv) in func {
+                    match (fk.as_str(), existing.get_mut(fk), fv) {
+                        ("arguments", Some(Value::String(a)), Value::String(b)) => a.push_str(b),
+                        (_, Some(Value::String(a)), Value::String(b)) if a == b => {}
+                        (_, Some(Value::String(a)), Value::String(b)) if fk != "name" => a.push_str(b),
+                        (_, Some(_), _) if fk == "name" => {}
+                        _ => {
+                            existing.insert(fk.clone(), fv.clone());
+                        }
+                    }
+                }
+            }
+            _ => {
+                if !call.contains_key(k) {
+                    call.insert(k.clone(), v.clone());
+                }
+            }
+        }
     }
 }
 
@@ -583,6 +873,41 @@ mod tests {
         let calls = acc.snapshot();
         let ContentBlock::ToolUse(t) = &calls.content[0] else { panic!("{calls:?}") };
         assert_eq!((t.name.as_str(), &t.input), ("get_weather", &json!({"city": "Paris"})));
+    }
+
+    #[test]
+    fn completion_accumulator_keeps_every_choice_refusal_and_tool_calls() {
+        let mut acc = CompletionAccumulator::default();
+        let chunk = |choices: Value| json!({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": choices});
+        for c in [
+            chunk(
+                json!([{"index": 0, "delta": {"role": "assistant", "content": "", "refusal": null}, "finish_reason": null}]),
+            ),
+            chunk(json!([{"index": 1, "delta": {"role": "assistant", "content": null}, "finish_reason": null}])),
+            chunk(json!([{"index": 0, "delta": {"refusal": "No, "}}])),
+            chunk(json!([{"index": 0, "delta": {"refusal": "sorry."}}])),
+            chunk(
+                json!([{"index": 1, "delta": {"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}}]}}]),
+            ),
+            chunk(
+                json!([{"index": 1, "delta": {"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": "{\"a\":"}}]}}]),
+            ),
+            chunk(json!([{"index": 1, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "1}"}}]}}])),
+            chunk(json!([{"index": 0, "delta": {}, "finish_reason": "stop"}])),
+            chunk(json!([{"index": 1, "delta": {}, "finish_reason": "tool_calls"}])),
+        ] {
+            acc.apply(&c);
+        }
+        assert!(acc.finished());
+        assert_eq!(
+            acc.completion(),
+            json!({"id": "c", "object": "chat.completion", "created": 1, "model": "m", "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": "", "refusal": "No, sorry."}, "logprobs": null, "finish_reason": "stop"},
+                {"index": 1, "message": {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{\"a\":1}"}}]},
+                 "logprobs": null, "finish_reason": "tool_calls"}
+            ]})
+        );
     }
 
     #[test]

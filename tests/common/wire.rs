@@ -26,6 +26,7 @@ pub fn provider_config(protocol: Protocol, base_url: String, http: HttpConfig) -
         base_url: Some(base_url),
         headers: Vec::new(),
         http,
+        ..ProviderConfig::new(protocol)
     }
 }
 

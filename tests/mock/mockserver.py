@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Scripted mock of the Anthropic Messages API and OpenAI-compatible Chat Completions.
+"""Scripted mock of the Anthropic Messages API, Claude on Amazon Bedrock Runtime (SigV4-checked, AWS
+event-stream framing) and OpenAI-compatible Chat Completions.
 
 Every tooloop test suite (Rust, Python, C) talks to this one server, so it speaks the real wire formats
 and writes bytes exactly as the scenario says: chunk boundaries, delays and faults are the point, which is
@@ -13,15 +14,22 @@ Standard library only, Python >= 3.9.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import itertools
 import json
 import os
+import re
 import signal
+import struct
 import socket
 import sys
 import threading
 import time
+import zlib
 from http import HTTPStatus
+from urllib.parse import quote
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 CONTROL_PREFIX = "/_mock/"
@@ -32,8 +40,14 @@ SSE_CT = "text/event-stream; charset=utf-8"
 BODY_KINDS = ("json", "raw", "sse", "anthropic", "openai")
 RESPONSE_KEYS = set(BODY_KINDS) | {
     "status", "headers", "delay_ms", "content_type", "line_ending", "chunk_size", "delay_ms_between",
-    "delta_chars", "fault", "expect", "interleave_tool_calls", "description",
+    "delta_chars", "fault", "expect", "interleave_tool_calls", "description", "bedrock",
 }
+BEDROCK_KEYS = {"exception", "corrupt_crc_after_events", "secret_access_key", "check"}
+EVENTSTREAM_CT = "application/vnd.amazon.eventstream"
+BEDROCK_VERSION = "bedrock-2023-05-31"
+BEDROCK_PATH = re.compile(r"^/model/([^/]+)/(invoke|invoke-with-response-stream)$")
+AUTH_RE = re.compile(r"^AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/bedrock/aws4_request, "
+                     r"SignedHeaders=([a-z0-9;-]+), Signature=([0-9a-f]{64})$")
 FAULT_TYPES = ("drop", "stall", "close", "stall_headers")
 LINE_ENDINGS = ("\n", "\r\n", "\r")
 # Blocks whose `input` the real API streams as input_json_delta fragments.
@@ -119,6 +133,16 @@ def check_response(resp: Any) -> None:
             raise ScenarioError(f"fault {fault['type']} needs ms")
     if not isinstance(resp.get("expect", {}), dict):
         raise ScenarioError("expect must be an object")
+    bedrock = resp.get("bedrock")
+    if bedrock is not None:
+        if bedrock is True:
+            return
+        if not isinstance(bedrock, dict) or set(bedrock) - BEDROCK_KEYS:
+            raise ScenarioError(f"bedrock must be true or an object with keys among {sorted(BEDROCK_KEYS)}")
+        exc = bedrock.get("exception")
+        if exc is not None and (not isinstance(exc, dict) or not isinstance(exc.get("type"), str)
+                                or not isinstance(exc.get("after_events", 0), int)):
+            raise ScenarioError("bedrock.exception is {\"type\": str, \"message\": str, \"after_events\": int}")
 
 
 def pieces(text: str, size: int) -> List[str]:
@@ -194,13 +218,20 @@ def openai_chunks(completion: Dict[str, Any], delta_chars: int, include_usage: b
             return chunk([{"index": index, "delta": d, "logprobs": None, "finish_reason": finish}])
 
         msg = choice.get("message") or {}
-        yield delta({"role": "assistant", "content": ""})
+        # The first delta opens content as OpenAI does: "" for a text answer, null for a tool-call-only one;
+        # and says "refusal": null when the message has that key.
+        first = {"role": "assistant", "content": "" if isinstance(msg.get("content"), str) else None}
+        if "refusal" in msg:
+            first["refusal"] = None
+        yield delta(first)
         for key in ("reasoning_content", "reasoning"):
             # DeepSeek style: reasoning chunks carry an explicit null content.
             for p in pieces(msg.get(key) or "", delta_chars):
                 yield delta({"content": None, key: p})
         for p in pieces(msg.get("content") or "", delta_chars):
             yield delta({"content": p})
+        for p in pieces(msg.get("refusal") or "", delta_chars):
+            yield delta({"refusal": p})
         per_call = [tool_call_fragments(k, call) for k, call in enumerate(msg.get("tool_calls") or [])]
         ordered = itertools.chain.from_iterable(
             itertools.zip_longest(*per_call) if interleave else per_call)
@@ -237,6 +268,118 @@ def encode_sse(item: Dict[str, Any], eol: str) -> bytes:
         data = item["data"] if isinstance(item["data"], str) else compact(item["data"])
         lines += [f"data: {line}" for line in data.split("\n")]
     return "".join(line + eol for line in lines).encode() + eol.encode()
+
+
+# ------------------------------------------------------------------------------------------- bedrock
+
+def es_frame(headers: List[Tuple[str, str]], payload: bytes) -> bytes:
+    """One AWS event-stream frame: prelude (total and headers lengths) + its CRC, string headers (type 7),
+    payload, and the CRC32 of everything before it."""
+    hbytes = b"".join(bytes([len(k.encode())]) + k.encode() + b"\x07" + struct.pack(">H", len(v.encode()))
+                      + v.encode() for k, v in headers)
+    prelude = struct.pack(">II", 16 + len(hbytes) + len(payload), len(hbytes))
+    message = prelude + struct.pack(">I", zlib.crc32(prelude)) + hbytes + payload
+    return message + struct.pack(">I", zlib.crc32(message))
+
+
+def chunk_frame(event: Any) -> bytes:
+    """An Anthropic stream event as Bedrock sends it: a `chunk` event of base64 JSON (plus the padding
+    field `p` the real service adds)."""
+    data = base64.b64encode(compact(event).encode()).decode()
+    payload = compact({"bytes": data, "p": "abcdefghijklmnopqrstuvwxyzABCDEF"[:len(data) % 32]}).encode()
+    return es_frame([(":event-type", "chunk"), (":content-type", "application/json"),
+                     (":message-type", "event")], payload)
+
+
+def exception_frame(kind: str, message: str) -> bytes:
+    return es_frame([(":exception-type", kind), (":content-type", "application/json"),
+                     (":message-type", "exception")], compact({"message": message}).encode())
+
+
+def bedrock_events(resp: Dict[str, Any]) -> List[Any]:
+    """The Anthropic event JSONs of a bedrock response (`anthropic` synthesized, or the data of `sse` items)."""
+    if "anthropic" in resp:
+        events = [d for _, d in anthropic_events(resp["anthropic"], resp.get("delta_chars", DEFAULT_DELTA_CHARS))]
+        usage = resp["anthropic"].get("usage") or {}
+        events[-1] = dict(events[-1], **{"amazon-bedrock-invocationMetrics": {
+            "inputTokenCount": usage.get("input_tokens", 0), "outputTokenCount": usage.get("output_tokens", 0),
+            "invocationLatency": 1, "firstByteLatency": 1}})
+        return events
+    return [item["data"] for item in resp.get("sse", []) if "data" in item]
+
+
+def bedrock_body(resp: Dict[str, Any], stream: bool) -> "Body":
+    opts = resp["bedrock"] if isinstance(resp["bedrock"], dict) else {}
+    if "json" in resp or "raw" in resp or not stream:
+        if "anthropic" in resp:
+            return Body(resp.get("content_type", JSON_CT), [compact(resp["anthropic"]).encode()], False)
+        return build_body({k: v for k, v in resp.items() if k != "bedrock"}, None)
+    frames = [chunk_frame(e) for e in bedrock_events(resp)]
+    corrupt = opts.get("corrupt_crc_after_events")
+    if isinstance(corrupt, int) and corrupt < len(frames):
+        bad = bytearray(frames[corrupt])
+        bad[-1] ^= 0xFF  # the message CRC no longer matches
+        frames[corrupt] = bytes(bad)
+    exc = opts.get("exception")
+    if exc:
+        at = min(exc.get("after_events", len(frames)), len(frames))
+        frames = frames[:at] + [exception_frame(exc["type"], exc.get("message", ""))]
+    return Body(resp.get("content_type", EVENTSTREAM_CT), frames, True)
+
+
+def bedrock_error(status: int, kind: str, message: str) -> Dict[str, Any]:
+    return {"status": status, "headers": {"x-amzn-ErrorType": f"{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/",
+                                          "x-should-retry": "false"}, "json": {"message": f"mock: {message}"}}
+
+
+def check_bedrock(req: "Request", opts: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The request as Bedrock Runtime would judge it: None if fine, else the error response it would get."""
+    if not BEDROCK_PATH.match(req.path):
+        return bedrock_error(404, "UnknownOperationException", f"no Bedrock operation at {req.path}")
+    h = req.headers
+    auth = h.get("authorization", "")
+    if not auth:
+        return bedrock_error(403, "MissingAuthenticationTokenException", "no Authorization header")
+    m = AUTH_RE.match(auth)
+    if not m:
+        return bedrock_error(403, "IncompleteSignatureException", f"malformed Authorization header: {auth[:40]}...")
+    _key_id, date, region, signed, signature = m.groups()
+    amz_date = h.get("x-amz-date", "")
+    if not re.match(r"^\d{8}T\d{6}Z$", amz_date) or amz_date[:8] != date:
+        return bedrock_error(403, "IncompleteSignatureException", f"x-amz-date {amz_date!r} does not match {date}")
+    names = signed.split(";")
+    must = ["host", "x-amz-date"] + (["x-amz-security-token"] if "x-amz-security-token" in h else [])
+    missing = [n for n in must if n not in names]
+    if missing or names != sorted(names) or any(n not in h for n in names):
+        return bedrock_error(403, "IncompleteSignatureException", f"SignedHeaders {signed} (must sign {must})")
+    if "x-amz-content-sha256" in h and h["x-amz-content-sha256"] != hashlib.sha256(req.body).hexdigest():
+        return bedrock_error(400, "XAmzContentSHA256Mismatch", "x-amz-content-sha256 does not match the body")
+    secret = opts.get("secret_access_key")
+    if secret is not None:
+        canonical_uri = "/".join(quote(seg, safe="-_.~") for seg in req.path.split("/"))
+        query = "&".join(sorted(p for p in req.query.split("&") if p))
+        canonical_headers = "".join(f"{n}:{' '.join(h[n].split())}\n" for n in names)
+        creq = "\n".join([req.method, canonical_uri, query, canonical_headers, signed,
+                          hashlib.sha256(req.body).hexdigest()])
+        scope = f"{date}/{region}/bedrock/aws4_request"
+        to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(creq.encode()).hexdigest()])
+        key = ("AWS4" + secret).encode()
+        for part in (date, region, "bedrock", "aws4_request"):
+            key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+        if hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest() != signature:
+            return bedrock_error(403, "InvalidSignatureException",
+                                 "The request signature we calculated does not match the signature you provided")
+    body = req.json
+    if not isinstance(body, dict):
+        return bedrock_error(400, "ValidationException", "the body is not a JSON object")
+    wrong = []
+    if body.get("anthropic_version") != BEDROCK_VERSION:
+        wrong.append(f"anthropic_version must be {BEDROCK_VERSION!r}")
+    wrong += [f"extraneous key [{k}] is not permitted" for k in ("model", "stream") if k in body]
+    wrong += [f"{k} is required" for k in ("max_tokens", "messages") if k not in body]
+    if wrong:
+        return bedrock_error(400, "ValidationException", "; ".join(wrong))
+    return None
 
 
 # ---------------------------------------------------------------------------------------------- HTTP
@@ -448,6 +591,15 @@ class MockServer:
             msg = "; ".join(f"expected {k} {want!r}, got {got!r}" for k, want, got in wrong)
             resp = {"status": 400, "headers": {"x-should-retry": "false"},
                     "json": error_body("invalid_request_error", f"mock: request {index}: {msg}")}
+        if "bedrock" in resp and not wrong:
+            opts = resp["bedrock"] if isinstance(resp["bedrock"], dict) else {}
+            refused = check_bedrock(req, opts) if opts.get("check", True) else None
+            if refused is not None:
+                resp = refused
+            else:
+                stream = req.path.endswith("/invoke-with-response-stream")
+                body = bedrock_body(resp, stream)
+                resp = dict(resp, bedrock_body=body)
         return self.send_response(sock, resp, req.json, req.keep_alive(), f"req_mock_{index}")
 
     def control(self, req: Request) -> Tuple[int, Any]:
@@ -479,9 +631,11 @@ class MockServer:
             sock.shutdown(socket.SHUT_RDWR)
             return False
 
-        body = build_body(resp, request_json)
+        body = resp["bedrock_body"] if "bedrock_body" in resp else build_body(resp, request_json)
         writes, fault_at = plan_writes(body, resp.get("chunk_size"), fault)
         defaults = [("request-id", request_id), ("content-type", body.content_type)]
+        if "bedrock" in resp or "x-amzn-ErrorType" in resp.get("headers", {}):
+            defaults.append(("x-amzn-requestid", request_id))
         if body.streamed:
             defaults += [("transfer-encoding", "chunked"), ("cache-control", "no-cache")]
         else:

@@ -5,6 +5,7 @@ Run with: python3 -m pytest tests/mock -q
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import re
@@ -415,7 +416,11 @@ def test_openai_stream_reconstructs_completion(mock, completion, include_usage):
     rebuilt = reassemble_openai(datas)
     assert normalized(rebuilt) == normalized(completion)
     assert rebuilt["model"] == completion["model"]
-    assert json.loads(datas[0])["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    first = {"role": "assistant", "content": "" if isinstance(completion["choices"][0]["message"].get("content"), str)
+             else None}
+    if "refusal" in completion["choices"][0]["message"]:
+        first["refusal"] = None
+    assert json.loads(datas[0])["choices"][0]["delta"] == first
     if include_usage:
         assert rebuilt["usage"] == completion["usage"]
         assert all("usage" in json.loads(d) for d in datas[:-1])
@@ -717,3 +722,87 @@ def test_concurrent_clients_each_get_one_response(mock):
         t.join()
     assert sorted(got) == list(range(n))
     assert sorted(r["index"] for r in mock.requests()) == list(range(n))
+
+
+# ----------------------------------------------------------------------------------------------- bedrock
+
+def parse_frames(data: bytes):
+    """Reference AWS event-stream decoder: [(headers dict, payload)], checking both CRCs."""
+    import struct
+    import zlib
+    frames, pos = [], 0
+    while pos < len(data):
+        total, hlen, pcrc = struct.unpack(">III", data[pos:pos + 12])
+        assert zlib.crc32(data[pos:pos + 8]) == pcrc, "prelude CRC"
+        frame = data[pos:pos + total]
+        assert zlib.crc32(frame[:-4]) == struct.unpack(">I", frame[-4:])[0], "message CRC"
+        headers, h = {}, 12
+        while h < 12 + hlen:
+            n = frame[h]
+            name = frame[h + 1:h + 1 + n].decode()
+            assert frame[h + 1 + n] == 7, "string header"
+            vlen = struct.unpack(">H", frame[h + 2 + n:h + 4 + n])[0]
+            headers[name] = frame[h + 4 + n:h + 4 + n + vlen].decode()
+            h += 4 + n + vlen
+        frames.append((headers, frame[12 + hlen:-4]))
+        pos += total
+    return frames
+
+
+BEDROCK_MSG = {"id": "msg_b1", "type": "message", "role": "assistant", "model": "claude",
+               "content": [{"type": "text", "text": "Hello from Bedrock \u2014 \U0001F642"}],
+               "stop_reason": "end_turn", "stop_sequence": None, "usage": {"input_tokens": 3, "output_tokens": 5}}
+BEDROCK_BODY = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 10,
+                "messages": [{"role": "user", "content": "hi"}]}
+STREAM_PATH = "/model/us.anthropic.claude-v1%3A0/invoke-with-response-stream"
+
+
+def test_bedrock_stream_is_event_stream_frames_of_the_anthropic_events(mock):
+    serve(mock, {"anthropic": BEDROCK_MSG, "bedrock": {"check": False}, "chunk_size": 5})
+    with Wire(mock.port) as w:
+        r = w.exchange(path=STREAM_PATH, body=BEDROCK_BODY)
+    assert r.status == 200 and r.headers["content-type"] == "application/vnd.amazon.eventstream"
+    assert r.headers["x-amzn-requestid"] == "req_mock_0"
+    frames = parse_frames(r.body)
+    events = [json.loads(base64.b64decode(json.loads(p)["bytes"])) for _, p in frames]
+    want = [d for _, d in mockserver.anthropic_events(BEDROCK_MSG, mockserver.DEFAULT_DELTA_CHARS)]
+    assert [e["type"] for e in events] == [e["type"] for e in want]
+    assert events[:-1] == want[:-1]
+    assert "amazon-bedrock-invocationMetrics" in events[-1]
+    assert all(h == {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}
+               for h, _ in frames)
+
+
+def test_bedrock_exception_frame_and_corrupt_crc(mock):
+    serve(mock, {"anthropic": BEDROCK_MSG, "bedrock": {"check": False, "exception": {
+        "type": "throttlingException", "message": "slow down", "after_events": 2}}},
+        {"anthropic": BEDROCK_MSG, "bedrock": {"check": False, "corrupt_crc_after_events": 1}})
+    with Wire(mock.port) as w:
+        frames = parse_frames(w.exchange(path=STREAM_PATH, body=BEDROCK_BODY).body)
+        assert len(frames) == 3
+        assert frames[2][0][":message-type"] == "exception"
+        assert frames[2][0][":exception-type"] == "throttlingException"
+        assert json.loads(frames[2][1]) == {"message": "slow down"}
+        body = w.exchange(path=STREAM_PATH, body=BEDROCK_BODY).body
+    with pytest.raises(AssertionError, match="message CRC"):
+        parse_frames(body)
+
+
+def test_bedrock_checks_the_signed_request(mock):
+    good_auth = ("AWS4-HMAC-SHA256 Credential=AKID/20251130/us-west-2/bedrock/aws4_request, "
+                 "SignedHeaders=host;x-amz-date, Signature=" + "0" * 64)
+    serve(mock, *[{"anthropic": BEDROCK_MSG, "bedrock": True}] * 5)
+    with Wire(mock.port) as w:
+        r = w.exchange(path=STREAM_PATH, body=BEDROCK_BODY)
+        assert r.status == 403 and r.headers["x-amzn-errortype"].startswith("MissingAuthenticationTokenException")
+        r = w.exchange(path=STREAM_PATH, body=BEDROCK_BODY,
+                       headers={"Authorization": good_auth, "X-Amz-Date": "20251130T123000Z"})
+        assert r.status == 200
+        r = w.exchange(path=STREAM_PATH, body=BEDROCK_BODY, headers={
+            "Authorization": good_auth, "X-Amz-Date": "20251130T123000Z", "X-Amz-Security-Token": "t"})
+        assert r.status == 403 and b"x-amz-security-token" in r.body, "a session token must be signed"
+        r = w.exchange(path=STREAM_PATH, body=dict(BEDROCK_BODY, model="m", stream=True),
+                       headers={"Authorization": good_auth, "X-Amz-Date": "20251130T123000Z"})
+        assert r.status == 400 and b"[model]" in r.body and b"[stream]" in r.body
+        r = w.exchange(path="/v1/messages", body=BEDROCK_BODY)
+        assert r.status == 404

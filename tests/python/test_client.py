@@ -70,19 +70,123 @@ def test_client_headers_are_sent_with_every_request(mock: Any) -> None:
     assert [r["headers"]["anthropic-beta"] for r in server.requests()] == ["b1,b2", "b1,b2"]
 
 
-def test_openai_client_returns_chat_completion_shapes(mock: Any) -> None:
-    server = mock("openai_tool_calls")
+OA_TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+OA_REQUEST: Dict[str, Any] = {
+    "model": "gpt-4o-mini",
+    "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"}],
+    "tools": OA_TOOLS, "temperature": 0.2, "future_field": {"x": 1},
+}
+
+
+def completion(*messages: Dict[str, Any], finish: str = "stop") -> Dict[str, Any]:
+    return {"id": "chatcmpl-T1", "object": "chat.completion", "created": 1741570283, "model": "gpt-4o-mini",
+            "system_fingerprint": "fp_1",
+            "choices": [{"index": i, "message": m, "logprobs": None, "finish_reason": finish}
+                        for i, m in enumerate(messages)],
+            "usage": {"prompt_tokens": 9, "completion_tokens": 7, "total_tokens": 16}}
+
+
+def openai_both_ways(mock: Any, answer: Dict[str, Any], request: Dict[str, Any]) -> Any:
+    """create() and stream() of `request` against `answer`: (created, chunks, streamed, request bodies)."""
+    server = mock({"responses": [{"openai": answer}, {"openai": answer}]})
     client = tooloop.Client(provider="openai", base_url=server.base_url + "/v1", api_key="sk-mock")
-    created = client.create({**REQUEST, "model": "gpt-4o-mini"})
-    assert created["object"] == "chat.completion"
-    assert created["choices"][0]["finish_reason"] == "tool_calls"
-    server.load(scenario("openai_tool_calls"))
-    with client.stream({**REQUEST, "model": "gpt-4o-mini"}) as stream:
+    created = client.create(request)
+    with client.stream({**request, "stream_options": {"include_usage": True}}) as stream:
         chunks = list(stream)
-        final = stream.final_message()
+        streamed = stream.final_message()
+    return created, chunks, streamed, [r["body"] for r in server.requests()]
+
+
+def test_openai_create_sends_the_chat_completions_request_as_given(mock: Any) -> None:
+    answer = completion({"role": "assistant", "content": "Sunny, 18 °C.", "refusal": None})
+    created, chunks, streamed, bodies = openai_both_ways(mock, answer, OA_REQUEST)
+    assert bodies[0] == OA_REQUEST, "no translation: the body goes out as given (no max_tokens added)"
+    assert bodies[1] == {**OA_REQUEST, "stream": True, "stream_options": {"include_usage": True}}
+    assert created == answer
+    assert streamed == answer
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
-    assert final["choices"][0]["message"]["tool_calls"] == created["choices"][0]["message"]["tool_calls"]
-    assert server.requests()[0]["path"] == "/v1/chat/completions"
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]) == "Sunny, 18 °C."
+
+
+def test_openai_tool_calls_and_tool_results_round_trip_in_openai_shape(mock: Any) -> None:
+    answer = scenario("openai_tool_calls")["responses"][0]["openai"]
+    created, _, streamed, _ = openai_both_ways(mock, answer, OA_REQUEST)
+    assert created == answer and streamed == answer, "content null and refusal null kept, calls rebuilt"
+    calls = created["choices"][0]["message"]["tool_calls"]
+    follow_up = {**OA_REQUEST, "messages": OA_REQUEST["messages"] + [
+        created["choices"][0]["message"],
+        *({"role": "tool", "tool_call_id": c["id"], "content": "18 °C"} for c in calls)]}
+    final = scenario("openai_tool_calls")["responses"][1]["openai"]
+    _, _, streamed2, bodies = openai_both_ways(mock, final, follow_up)
+    assert bodies[0]["messages"] == follow_up["messages"]
+    assert [m["role"] for m in bodies[0]["messages"]] == ["system", "user", "assistant", "tool", "tool"]
+    assert streamed2 == final
+
+
+def test_openai_n2_keeps_every_choice_streamed_and_not(mock: Any) -> None:
+    answer = completion({"role": "assistant", "content": "First answer.", "refusal": None},
+                        {"role": "assistant", "content": "Second, longer answer.", "refusal": None})
+    created, chunks, streamed, bodies = openai_both_ways(mock, answer, {**OA_REQUEST, "n": 2})
+    assert bodies[0]["n"] == 2
+    assert created == answer
+    assert streamed == answer
+    assert {c["choices"][0]["index"] for c in chunks if c["choices"]} == {0, 1}
+
+
+def test_openai_refusal_keeps_content_and_refusal_as_given(mock: Any) -> None:
+    answer = completion({"role": "assistant", "content": "", "refusal": "I can't help with that request."})
+    created, _, streamed, _ = openai_both_ways(mock, answer, OA_REQUEST)
+    assert created == answer
+    assert streamed == answer
+    assert streamed["choices"][0]["message"]["content"] == ""
+
+
+def test_openai_client_refuses_a_non_dict_request(mock: Any) -> None:
+    server = mock({"responses": []})
+    client = tooloop.Client(provider="openai", base_url=server.base_url + "/v1", api_key="sk-mock")
+    with pytest.raises(tooloop.ConfigError):
+        client.create([1, 2])  # type: ignore[arg-type]
+
+
+def test_server_tools_pass_through_the_anthropic_client(mock: Any) -> None:
+    server = mock("anthropic_text")
+    tools = [{"type": "web_search_20250305", "name": "web_search", "max_uses": 2},
+             {"name": "f", "description": "d", "input_schema": {"type": "object"}}]
+    tooloop.Client(base_url=server.base_url, api_key="k").create({**REQUEST, "tools": tools})
+    assert server.requests()[0]["body"]["tools"] == tools
+
+
+BEDROCK_SECRET = "mockSecretKey/abcdefghijklmnopqrstuvwxyz01"
+
+
+def test_bedrock_client_messages_in_message_out(mock: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDMOCKPY0001")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", BEDROCK_SECRET)
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "mockSessionTokenPy")
+    answer = scenario("anthropic_text")["responses"][0]["anthropic"]
+    reply = {"anthropic": answer, "bedrock": {"secret_access_key": BEDROCK_SECRET}}
+    server = mock({"responses": [reply, reply]})
+    client = tooloop.Client(provider="bedrock", region="us-west-2", base_url=server.base_url)
+    request = {**REQUEST, "model": "us.anthropic.claude-sonnet-4-6-v1:0"}
+    created = client.create(request)
+    with client.stream(request) as stream:
+        events = list(stream)
+        streamed = stream.final_message()
+    assert created == answer and streamed == answer
+    assert [e["type"] for e in events][0] == "message_start" and events[-1]["type"] == "message_stop"
+    reqs = server.requests()
+    assert reqs[0]["path"] == "/model/us.anthropic.claude-sonnet-4-6-v1%3A0/invoke"
+    assert reqs[1]["path"].endswith("/invoke-with-response-stream")
+    assert reqs[0]["body"]["anthropic_version"] == "bedrock-2023-05-31" and "model" not in reqs[0]["body"]
+    assert reqs[0]["headers"]["x-amz-security-token"] == "mockSessionTokenPy"
+    assert "Client(provider='bedrock')" == repr(client)
+
+
+def test_region_is_only_for_bedrock() -> None:
+    with pytest.raises(tooloop.ConfigError, match="region"):
+        tooloop.Client(provider="openai", region="us-west-2", api_key="k")
 
 
 def test_leaving_the_with_block_early_cancels_the_request(mock: Any) -> None:

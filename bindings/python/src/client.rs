@@ -1,14 +1,19 @@
-//! `_Client`: the wire layer alone — one request, the provider's own JSON back, raw stream events as received.
+//! `_Client`: the wire layer alone — one request in the provider's own shape (Messages API; Chat Completions
+//! for OpenAI), its own JSON back, raw stream events as received.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use pyo3::prelude::*;
-use tooloop::{CancelToken, Provider, Request, StreamEvent};
+use pyo3::types::PyString;
+use serde_json::Value;
+use tooloop::provider::{Protocol, ProviderConfig};
+use tooloop::{CancelToken, Provider, StreamEvent};
 
 use crate::agent::build_provider;
 use crate::convert::from_py;
-use crate::errors::config_error;
+use crate::errors::{config_error, to_pyerr};
 use crate::run::{ErrSlot, Run, lock};
 
 #[pyclass(module = "tooloop._tooloop", name = "_Client", frozen)]
@@ -18,18 +23,15 @@ pub struct PyClient {
 }
 
 impl PyClient {
-    fn request(py: Python<'_>, request: &Bound<'_, PyAny>, stream: bool) -> PyResult<Request> {
+    fn request(py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<Value> {
         let v = from_py(request, "the request")?;
         if !v.is_object() {
-            return Err(config_error(py, "the request must be a dict (a Messages API request body)"));
+            return Err(config_error(py, "the request must be a dict (a request body in the API's own shape)"));
         }
-        let mut req: Request =
-            serde_json::from_value(v).map_err(|e| config_error(py, format!("invalid request: {e}")))?;
-        req.stream = stream;
-        Ok(req)
+        Ok(v)
     }
 
-    fn send(&self, py: Python<'_>, request: Request, stream: bool) -> PyResult<Run> {
+    fn send(&self, py: Python<'_>, body: Value, stream: bool) -> PyResult<Run> {
         let cancel = CancelToken::new();
         let canceller = cancel.clone();
         let provider = self.provider.clone();
@@ -40,15 +42,43 @@ impl PyClient {
                     emit(data);
                 }
             };
-            provider.send(&request, &cancel, &mut on_event).map(|r| r.raw)
+            provider.send_raw(&body, stream, &cancel, &mut on_event)
         })
     }
+}
+
+/// A Bedrock provider: region from the argument or the environment, AWS credentials from the environment
+/// or the shared credentials file.
+fn build_bedrock(
+    py: Python<'_>,
+    region: Option<String>,
+    base_url: Option<String>,
+    timeout: f64,
+    max_retries: u32,
+    headers: Option<HashMap<String, String>>,
+) -> PyResult<Arc<dyn Provider>> {
+    if !(timeout.is_finite() && timeout > 0.0) {
+        return Err(config_error(py, format!("timeout must be a positive number of seconds, got {timeout}")));
+    }
+    let mut config = ProviderConfig::new(Protocol::Bedrock);
+    config.region = region;
+    config.base_url = base_url;
+    let total = Duration::from_secs_f64(timeout);
+    config.http.total_timeout = total;
+    config.http.idle_timeout = config.http.idle_timeout.min(total);
+    config.http.connect_timeout = config.http.connect_timeout.min(total);
+    config.http.max_retries = max_retries;
+    let mut headers: Vec<(String, String)> = headers.unwrap_or_default().into_iter().collect();
+    headers.sort();
+    config.headers = headers;
+    config.build().map_err(|e| to_pyerr(py, &e))
 }
 
 #[pymethods]
 impl PyClient {
     #[new]
-    #[pyo3(signature = (provider, *, api_key=None, base_url=None, timeout=600.0, max_retries=2, headers=None))]
+    #[pyo3(signature = (provider, *, api_key=None, base_url=None, timeout=600.0, max_retries=2, headers=None, region=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         provider: &Bound<'_, PyAny>,
@@ -57,22 +87,33 @@ impl PyClient {
         timeout: f64,
         max_retries: u32,
         headers: Option<HashMap<String, String>>,
+        region: Option<String>,
     ) -> PyResult<Self> {
         let slot = ErrSlot::default();
-        let provider = build_provider(py, provider, api_key, base_url, timeout, max_retries, headers, &slot)?;
+        let bedrock = provider.cast::<PyString>().is_ok_and(|s| s.to_cow().is_ok_and(|n| n == "bedrock"));
+        let provider = if bedrock {
+            if api_key.is_some() {
+                return Err(config_error(py, "provider=\"bedrock\" signs with AWS credentials, not api_key"));
+            }
+            build_bedrock(py, region, base_url, timeout, max_retries, headers)?
+        } else if region.is_some() {
+            return Err(config_error(py, "region is only for provider=\"bedrock\""));
+        } else {
+            build_provider(py, provider, api_key, base_url, timeout, max_retries, headers, &slot)?
+        };
         Ok(PyClient { provider, slot })
     }
 
     /// Start a non-streaming request; the handle's result is the response dict.
     fn start_create(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<Run> {
-        let req = Self::request(py, request, false)?;
-        self.send(py, req, false)
+        let body = Self::request(py, request)?;
+        self.send(py, body, false)
     }
 
     /// Start a streaming request; the handle yields raw event dicts, its result is the final message dict.
     fn start_stream(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<Run> {
-        let req = Self::request(py, request, true)?;
-        self.send(py, req, true)
+        let body = Self::request(py, request)?;
+        self.send(py, body, true)
     }
 
     /// The provider's name.
