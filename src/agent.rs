@@ -324,9 +324,16 @@ pub struct Agent {
     session_info: Mutex<Option<SessionInfo>>,
     skills: Mutex<Option<crate::skills::SkillSet>>,
     subagents: Mutex<std::collections::BTreeMap<String, crate::subagent::SubAgent>>,
+    mcp: Mutex<Option<crate::mcp::McpServers>>,
     permission: Mutex<Option<PermissionHook>>,
     current: Mutex<Option<CancelToken>>,
     running: Mutex<()>,
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.close();
+    }
 }
 
 impl std::fmt::Debug for Agent {
@@ -354,6 +361,7 @@ impl Agent {
             session_info: Mutex::new(None),
             skills: Mutex::new(None),
             subagents: Mutex::new(std::collections::BTreeMap::new()),
+            mcp: Mutex::new(None),
             permission: Mutex::new(None),
             current: Mutex::new(None),
             running: Mutex::new(()),
@@ -438,6 +446,34 @@ impl Agent {
         }
         *lock(&self.subagents) = types;
         Ok(())
+    }
+
+    /// Hand the agent its MCP servers (their tools are already in [`Agent::tools`]): they are stopped by
+    /// [`Agent::close`] or when the agent is dropped. Replaces (and closes) earlier ones.
+    pub fn set_mcp(&self, servers: crate::mcp::McpServers) {
+        let old = lock(&self.mcp).replace(servers);
+        if let Some(old) = old {
+            old.close();
+        }
+    }
+
+    /// Each MCP server's name, state and tools (empty without MCP servers).
+    pub fn mcp_status(&self) -> Vec<crate::mcp::McpServerStatus> {
+        lock(&self.mcp).as_ref().map(|m| m.status()).unwrap_or_default()
+    }
+
+    /// MCP servers that failed to start, with why.
+    pub fn mcp_failures(&self) -> Vec<crate::mcp::McpStartError> {
+        lock(&self.mcp).as_ref().map(|m| m.failures().to_vec()).unwrap_or_default()
+    }
+
+    /// Stop what the agent started outside this process: its MCP servers (their tools go away). The
+    /// conversation stays usable. Idempotent; also done on drop.
+    pub fn close(&self) {
+        let servers = lock(&self.mcp).take();
+        if let Some(s) = servers {
+            s.close();
+        }
     }
 
     /// The child agent types offered (see [`Agent::set_subagents`]).

@@ -181,6 +181,12 @@ pub struct AgentOptions {
     /// redacted from tool results).
     #[serde(deserialize_with = "de_strings")]
     pub env_passthrough: Vec<String>,
+    /// MCP servers whose tools the agent gets, as `mcp__<server>__<tool>`: `{"name": {"command": [...],
+    /// "args": [...], "env": {...}, "cwd": ...} | {"url": "http://...", "headers": {...}}}` (Claude Code's
+    /// shape; see [`crate::mcp`]). A server that fails to start is skipped and reported
+    /// ([`Agent::mcp_failures`]).
+    #[serde(deserialize_with = "de_mcp")]
+    pub mcp_servers: BTreeMap<String, crate::mcp::McpServerConfig>,
     /// AWS region for `provider: "bedrock"` (default from `AWS_REGION` / `AWS_DEFAULT_REGION`).
     #[serde(deserialize_with = "de_string")]
     pub region: Option<String>,
@@ -222,6 +228,7 @@ impl Default for AgentOptions {
             sandbox: crate::builtin::SandboxMode::WorkspaceWrite,
             network: true,
             env_passthrough: Vec::new(),
+            mcp_servers: BTreeMap::new(),
         }
     }
 }
@@ -232,7 +239,7 @@ fn invalid(key: &str, message: impl Into<String>) -> Error {
 
 impl AgentOptions {
     /// Every key the JSON form may hold.
-    pub const KEYS: [&'static str; 30] = [
+    pub const KEYS: [&'static str; 31] = [
         "provider",
         "model",
         "system",
@@ -263,6 +270,7 @@ impl AgentOptions {
         "sandbox",
         "network",
         "env_passthrough",
+        "mcp_servers",
     ];
 
     /// Parse a JSON object of options. Errors are [`Error::InvalidOption`] naming the key.
@@ -437,6 +445,19 @@ impl AgentOptions {
         }
         if !self.subagents.is_empty() {
             agent.set_subagents(self.subagents.clone())?;
+        }
+        if !self.mcp_servers.is_empty() {
+            // Secrets handed to a server (its env and headers) never come back through a result either.
+            for c in self.mcp_servers.values() {
+                let named = c.env.iter().chain(c.headers.iter());
+                agent.tools().add_secrets(named.filter(|(k, _)| is_secret_key(k)).map(|(_, v)| v.clone()));
+            }
+            let servers = crate::mcp::McpServers::start(&self.mcp_servers, agent.tools())?;
+            let text = servers.instructions();
+            if !text.is_empty() {
+                agent.update_config(|c| c.system = Some(with_text(c.system.take(), &text)));
+            }
+            agent.set_mcp(servers);
         }
         if let Some(path) = &self.session {
             agent.attach_session(Session::open(path)?)?;
@@ -827,6 +848,30 @@ fn de_network<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::E
         Value::Null => Ok(true),
         Value::Bool(b) => Ok(b),
         v => Err(D::Error::custom(format!("must be true or false, got {}", got(&v)))),
+    }
+}
+
+fn is_secret_key(name: &str) -> bool {
+    crate::builtin::is_secret_name(name) || name.eq_ignore_ascii_case("authorization")
+}
+
+fn de_mcp<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<BTreeMap<String, crate::mcp::McpServerConfig>, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(BTreeMap::new()),
+        Value::Object(o) => o
+            .into_iter()
+            .map(|(name, v)| {
+                serde_json::from_value(v).map(|c| (name.clone(), c)).map_err(|e| {
+                    D::Error::custom(format!(
+                        "server {name:?}: {e}; a server is {{\"command\": [...], \"args\": [...], \"env\": {{...}}}} \
+                         or {{\"url\": \"http://...\", \"headers\": {{...}}}}"
+                    ))
+                })
+            })
+            .collect(),
+        v => Err(D::Error::custom(format!("must be an object of servers by name, got {}", got(&v)))),
     }
 }
 

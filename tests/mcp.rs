@@ -553,3 +553,41 @@ fn a_server_that_exits_while_a_grandchild_holds_its_stdout_is_noticed() {
     drop(servers);
     assert_no_orphans(&m);
 }
+
+#[test]
+fn mcp_servers_from_the_agent_options_start_with_the_agent_and_stop_on_close_or_drop() {
+    let Some(py) = python() else { return };
+    let m = marker("options");
+    let options = tooloop::AgentOptions::from_value(json!({
+        "system": "Be brief.",
+        "mcp_servers": {
+            "test": {"command": py, "args": [script("fastmcp_server.py"), m], "env": {"SERVICE_TOKEN": "tok-1234567890"}},
+            "broken": {"command": "/nonexistent/tooloop-mcp-server"}
+        }
+    }))
+    .unwrap();
+    let provider = Arc::new(ScriptedProvider::new([]));
+    let agent = options.build_with(provider.clone()).unwrap();
+    assert!(agent.tools().get("mcp__test__echo").is_some());
+    let failures = agent.mcp_failures();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0].server, "broken");
+    assert_eq!(agent.mcp_status().len(), 2);
+    assert_eq!(agent.tools().redact("tok-1234567890".into()), "[redacted]", "a secret in a server's env is redacted");
+    assert!(!procs_with(&m).is_empty());
+    agent.close();
+    assert!(agent.tools().get("mcp__test__echo").is_none(), "close removes the server's tools");
+    assert_no_orphans(&m);
+    agent.close(); // idempotent
+
+    // Dropping the agent stops them too (what the C API's tooloop_agent_free and Python's GC rely on).
+    let m2 = marker("options-drop");
+    let options = tooloop::AgentOptions::from_value(json!({
+        "mcp_servers": {"test": {"command": py, "args": [script("fastmcp_server.py"), m2]}}
+    }))
+    .unwrap();
+    let agent = options.build_with(provider).unwrap();
+    assert!(!procs_with(&m2).is_empty());
+    drop(agent);
+    assert_no_orphans(&m2);
+}

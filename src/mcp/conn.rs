@@ -444,6 +444,13 @@ fn spawn_writer(mut pipe: ChildStdin, log: Arc<Log>) -> Result<mpsc::Sender<Vec<
     std::thread::Builder::new()
         .name("tooloop-mcp-stdin".into())
         .spawn(move || {
+            // A host that is not a Rust program (a C app) keeps SIGPIPE's default action, which ends the
+            // whole process when a server that died is written to. Blocked on this thread (ours alone), the
+            // write fails with EPIPE instead; the pending signal goes away with the thread.
+            let mut pipe_signal = nix::sys::signal::SigSet::empty();
+            pipe_signal.add(nix::sys::signal::Signal::SIGPIPE);
+            let _ =
+                nix::sys::signal::pthread_sigmask(nix::sys::signal::SigmaskHow::SIG_BLOCK, Some(&pipe_signal), None);
             // Ends when every sender is gone (close) or the pipe breaks; dropping `pipe` closes stdin.
             for line in rx {
                 if let Err(e) = pipe.write_all(&line).and_then(|_| pipe.flush()) {

@@ -41,7 +41,8 @@ pub const MAX_RESTARTS: u32 = 3;
 pub const MAX_INSTRUCTIONS_BYTES: usize = 2048;
 
 /// Where a server stands.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum McpState {
     /// Started and answering.
@@ -57,7 +58,7 @@ pub enum McpState {
 }
 
 /// A server's state, for a `/mcp` command. Reading it never waits for a restart in progress.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct McpServerStatus {
     /// The configured name.
     pub name: String,
@@ -76,7 +77,7 @@ pub struct McpServerStatus {
 }
 
 /// A server that could not be started: reported and skipped.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct McpStartError {
     /// The configured name.
     pub server: String,

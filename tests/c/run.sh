@@ -27,7 +27,10 @@ tests=(
   "permission_hpp     c_permission.json"
   "example_c          c_example_time.json"
   "example_cpp        c_example_time.json"
+  "mcp_server         -"
 )
+# mcp_server starts tests/mcp/fastmcp_server.py with $TOOLOOP_TEST_PYTHON.
+export TOOLOOP_REPO_ROOT="$root"
 
 use_valgrind=0
 if [ "${VALGRIND:-1}" != "0" ]; then

@@ -460,7 +460,7 @@ fn build_agent(
 /// Create an agent that talks to a model API (Anthropic Messages, or OpenAI-compatible Chat Completions).
 ///
 /// `config_json` is a JSON object; every key is optional except `model`:
-/// - `"provider"`: `"anthropic"` (default) or `"openai"` (any OpenAI-compatible server).
+/// - `"provider"`: `"anthropic"` (default), `"openai"` (any OpenAI-compatible server) or `"bedrock"`.
 /// - `"model"`: the model name, e.g. `"claude-sonnet-4-6"`.
 /// - `"system"`: the system prompt, a string or an array of text blocks.
 /// - `"api_key"`, `"base_url"`: default from the environment: `ANTHROPIC_API_KEY` / `ANTHROPIC_BASE_URL`,
@@ -470,8 +470,8 @@ fn build_agent(
 /// - `"timeout"`: seconds for one whole request (default 600); `"max_retries"` (default 2).
 /// - `"stream"`: stream responses (default true; events arrive as the bytes do).
 /// - `"builtin_tools"`: `true` for bash, read_file, write_file and edit_file, or an array of some of
-///   their names; `"workspace"`: the folder they work in (default: the current folder). bash is not
-///   confined to the workspace.
+///   their names; `"workspace"`: the folder they work in (default: the current folder). bash runs in the
+///   `"sandbox"` below.
 /// - `"session"`: a JSONL session file: loaded if it exists, then every finished entry is appended.
 /// - `"max_turns_policy"`: `"error"` (default: the run fails with `TOOLOOP_MAX_TURNS`) or `"return"`
 ///   (the run succeeds with `"max_turns_reached": true`).
@@ -486,6 +486,18 @@ fn build_agent(
 /// - `"subagents"`: child agent types for the `task` tool, e.g. `{"explore": {"description": "Searches the
 ///   code", "system": "...", "tools": ["read_file"], "max_turns": 10}}` (`"tools"` names tools of this
 ///   agent, default all; `"model"` default this agent's). Child events arrive as TOOLOOP_EVENT_SUBAGENT.
+/// - `"sandbox"`: kernel confinement of the built-in `bash` (Linux Landlock): `"workspace-write"` (default:
+///   writes only inside the workspace and a private temp folder), `"read-only"` or `"off"`; `"network"`:
+///   `false` refuses bash's TCP connections (Landlock ABI 4); `"env_passthrough"`: names of secret-looking
+///   environment variables bash keeps (by default every variable whose name holds KEY, SECRET, TOKEN,
+///   PASSWORD or CREDENTIAL, and the AWS ones, is dropped and its value redacted from tool results).
+/// - `"mcp_servers"`: MCP servers whose tools the agent gets as `mcp__<server>__<tool>`, e.g.
+///   `{"docs": {"command": ["python3", "server.py"], "env": {"TOKEN": "${DOCS_TOKEN}"}}, "tracker": {"url":
+///   "http://localhost:8000/mcp"}}`; they stop when the agent is freed. A server that cannot start is
+///   skipped: `tooloop_agent_mcp_status_json` says which and why.
+/// - `"provider": "bedrock"` with `"region"` (default from `AWS_REGION`): Claude on Amazon Bedrock, AWS
+///   credentials from the environment or `~/.aws/credentials`; `"server_tools"`: tools the API runs itself,
+///   sent as given (`[{"type": "web_search_20250305", "name": "web_search"}]`).
 /// - `"tool_concurrency"`: most parallel-safe tools run at once in one turn (default 4).
 /// - `"repeat_guard"`: the runaway guard, `{"warn_after": 3, "stop_after": 2}` (default) or `false`: the
 ///   `warn_after`-th identical call in a row is answered with an error instead of run, and after
@@ -966,6 +978,20 @@ pub extern "C" fn tooloop_agent_todos_json(agent: *const tooloop_agent, out: *mu
         let a = handle(agent, "agent")?;
         out_arg(out, "out")?;
         json_out(&a.agent.todos(), out)
+    })
+}
+
+/// The agent's MCP servers: `{"servers": [{"name", "state": "connected" | "disconnected" | "failed" |
+/// "starting" | "closed", "tools": [...], "protocol_version", "restarts", "error", "log_tail"}],
+/// "failures": [{"server", "reason"}]}` (`"failures"`: servers that could not start and were skipped).
+///
+/// Ownership, statuses and threads as `tooloop_agent_messages_json`.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_mcp_status_json(agent: *const tooloop_agent, out: *mut *mut c_char) -> tooloop_status {
+    boundary("tooloop_agent_mcp_status_json", || {
+        let a = handle(agent, "agent")?;
+        out_arg(out, "out")?;
+        json_out(&serde_json::json!({"servers": a.agent.mcp_status(), "failures": a.agent.mcp_failures()}), out)
     })
 }
 
