@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Overhead of the bash sandbox (benches/bash_sandbox.rs): median and p90 wall time of `true` through
+# Overhead of the bash sandbox (bench/rust/bash_sandbox.rs): median and p90 wall time of `true` through
 # builtin::run_bash with the sandbox off, workspace-write, read-only and without network, next to a bare
 # `bash -c true`. The difference between "sandbox off" and the others is the Landlock cost; between the
 # bare spawn and "sandbox off", the wrapper, the PID namespace and the process accounting.

@@ -858,7 +858,7 @@ impl Agent {
                     // A provider that answered in one piece (a JSON response) reported nothing as it went:
                     // give the host the events a stream would have, so a UI shows the text and the usage
                     // whether `stream` is on or off.
-                    crate::provider::host::emit_message_events(&resp.message, &mut send_event);
+                    crate::provider::emit_message_events(&resp.message, &mut send_event);
                 }
                 let mut m = resp.message;
                 let bad_inputs = object_inputs(&mut m.content);

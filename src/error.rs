@@ -109,7 +109,7 @@ pub struct ApiError {
 #[non_exhaustive]
 pub enum Error {
     /// The API answered with an error (after any retries).
-    Api(ApiError),
+    Api(Box<ApiError>),
     /// The connection could not be made or broke before any content reached the caller
     /// (DNS, refused, reset, TLS), after any retries.
     Connection {
@@ -133,7 +133,7 @@ pub enum Error {
         /// What had arrived before it broke.
         partial: Box<MessageResponse>,
         /// The API error carried by an `error` event, when that is what ended the stream.
-        api: Option<ApiError>,
+        api: Option<Box<ApiError>>,
     },
     /// `cancel()` was called. A run's conversation stays valid.
     Cancelled {
@@ -201,7 +201,7 @@ impl Error {
     pub fn api(&self) -> Option<&ApiError> {
         match self {
             Error::Api(e) => Some(e),
-            Error::StreamInterrupted { api, .. } => api.as_ref(),
+            Error::StreamInterrupted { api, .. } => api.as_deref(),
             _ => None,
         }
     }
@@ -285,3 +285,15 @@ impl std::error::Error for Error {
 
 /// `Result<T, tooloop::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod size {
+    /// Every `Result` in the crate carries an `Error`: keep it small (ureq keeps its own under 100 bytes),
+    /// so the happy path does not move a large value around. Large parts (the API error, a partial message)
+    /// are boxed.
+    #[test]
+    fn the_error_type_stays_under_100_bytes() {
+        let size = std::mem::size_of::<super::Error>();
+        assert!(size <= 64, "Error is {size} bytes: box the variant that grew");
+    }
+}

@@ -358,10 +358,10 @@ impl HttpClient {
                     let e = api_error(resp.status, &resp.headers, &body);
                     let should = should_retry(resp.status, &resp.headers);
                     if !should {
-                        return Err(Error::Api(e));
+                        return Err(Error::Api(Box::new(e)));
                     }
                     let wait = e.retry_after;
-                    (Error::Api(e), wait)
+                    (Error::Api(Box::new(e)), wait)
                 }
                 Err(e @ (Error::Connection { .. } | Error::Timeout { .. })) => (e, None),
                 Err(e) => return Err(e),

@@ -22,8 +22,6 @@
 //! [`CancelToken`], within 200 ms.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
-// Errors carry the partial message of a broken stream by design; boxing every variant would only move the cost.
-#![allow(clippy::result_large_err)]
 
 pub mod agent;
 pub mod builtin;

@@ -2,7 +2,9 @@
 //! trait. Input is checked before the handler runs; every failure a model can fix becomes an `is_error`
 //! result it can read, while a handler may also end the run on purpose ([`ToolError::Fatal`]).
 //!
-//! Must never: let a handler panic escape, or send a result larger than the configured limit.
+//! Must never: let a handler panic escape, send a result whose own text is larger than the configured limit
+//! (a cut result keeps `limit` bytes of it and adds a one-line note saying how much was cut), or let a
+//! registered secret through (see [`ToolRegistry::add_secrets`]).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, RwLock};

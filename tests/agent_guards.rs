@@ -2,7 +2,7 @@
 //! again), tool inputs that are not objects (the stored view and the request must be the same bytes), and
 //! secrets in tool results (redacted before they are stored, sent or written). Also the core options type
 //! that every door builds agents from.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "common/mock.rs"]
 mod mock;

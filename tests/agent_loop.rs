@@ -4,7 +4,7 @@
 //! usage, cancellation. Sessions and failure/resume live in `tests/agent_session.rs`.
 //!
 //! Every scenario ends with `assert_valid_view` on the agent's view AND on every request that went out.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "common/mock.rs"]
 mod mock;

@@ -3,7 +3,7 @@
 //! (tools, stop reasons, events, cancel) is in `tests/agent_loop.rs`.
 //!
 //! Every scenario ends with `assert_valid_view` on the agent's view AND on every request that went out.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "common/mock.rs"]
 mod mock;

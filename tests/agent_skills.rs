@@ -1,6 +1,6 @@
 //! Skills through the agent: discovery from folders, bad skills reported with their path and skipped,
 //! names and descriptions in the system prompt, the body loaded only when the model asks.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

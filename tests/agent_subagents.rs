@@ -2,7 +2,7 @@
 //! the parent's tools), only its answer returns; child events reach the host tagged with the parent's call
 //! id; usage rolls up; failures and max_turns become error results; cancel reaches the child; a resume
 //! after a crash never runs a finished child again.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,6 @@
 //! Planning: the `todo_write` tool through the loop — the one-in-progress rule, the `todo` event, the
 //! reminder when the model leaves an unfinished list alone, and the list restored from a session file.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 

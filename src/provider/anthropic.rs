@@ -246,7 +246,7 @@ impl MessageAccumulator {
     }
 
     fn broken(&self, message: String, api: Option<ApiError>) -> Error {
-        Error::StreamInterrupted { message, partial: Box::new(self.snapshot()), api }
+        Error::StreamInterrupted { message, partial: Box::new(self.snapshot()), api: api.map(Box::new) }
     }
 
     /// Apply one decoded event (`name` is the SSE event name; the data's own `type` wins when present).

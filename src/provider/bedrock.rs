@@ -534,7 +534,7 @@ impl BedrockProvider {
         let interrupted = |acc: &MessageAccumulator, message: String, api: Option<ApiError>| Error::StreamInterrupted {
             message,
             partial: Box::new(acc.snapshot()),
-            api,
+            api: api.map(Box::new),
         };
         let payload: Option<Value> = serde_json::from_slice(&frame.payload).ok();
         let field = |k: &str| payload.as_ref().and_then(|p| p.get(k)).and_then(Value::as_str).map(str::to_string);

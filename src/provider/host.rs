@@ -7,27 +7,11 @@
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-use super::{Provider, Response, StreamEvent};
+use super::{Provider, Response, StreamEvent, emit_message_events};
 use crate::cancel::CancelToken;
 use crate::error::{Error, Result};
 use crate::types::{ContentBlock, MessageResponse, Request, StopReason};
 use serde_json::{Value, json};
-
-/// Emit the typed events a stream of `message` would have produced.
-pub fn emit_message_events(message: &MessageResponse, on_event: &mut dyn FnMut(StreamEvent)) {
-    for (index, block) in message.content.iter().enumerate() {
-        match block {
-            ContentBlock::Text(t) => on_event(StreamEvent::TextDelta { index, text: t.text.clone() }),
-            ContentBlock::Thinking(t) => on_event(StreamEvent::ThinkingDelta { index, thinking: t.thinking.clone() }),
-            ContentBlock::ToolUse(t) => {
-                on_event(StreamEvent::ToolUseStart { index, id: t.id.clone(), name: t.name.clone() });
-                on_event(StreamEvent::ToolInputDelta { index, partial_json: t.input.to_string() });
-            }
-            _ => {}
-        }
-    }
-    on_event(StreamEvent::Usage(message.usage.clone()));
-}
 
 /// The stop reasons a host model may give (the API's own).
 const STOP_REASONS: [&str; 7] =
@@ -145,6 +129,7 @@ impl Provider for FnProvider {
 }
 
 /// One scripted step: a message to return, or an error to fail with.
+#[allow(clippy::large_enum_variant)] // a test script: a few steps, built once
 pub enum ScriptStep {
     /// Return this message.
     Reply(MessageResponse),

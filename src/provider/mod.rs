@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::cancel::CancelToken;
 use crate::error::{ApiError, Error, Result};
 use crate::http::{HttpClient, HttpConfig};
-use crate::types::{MessageResponse, Request, Usage};
+use crate::types::{ContentBlock, MessageResponse, Request, Usage};
 
 pub mod anthropic;
 pub mod bedrock;
@@ -165,6 +165,23 @@ impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Secret(***)")
     }
+}
+
+/// Emit the typed events a stream of `message` would have produced: what a provider that answered in one
+/// piece (a JSON response, a host model) reports, so hosts see the same events whichever way it came.
+pub fn emit_message_events(message: &MessageResponse, on_event: &mut dyn FnMut(StreamEvent)) {
+    for (index, block) in message.content.iter().enumerate() {
+        match block {
+            ContentBlock::Text(t) => on_event(StreamEvent::TextDelta { index, text: t.text.clone() }),
+            ContentBlock::Thinking(t) => on_event(StreamEvent::ThinkingDelta { index, thinking: t.thinking.clone() }),
+            ContentBlock::ToolUse(t) => {
+                on_event(StreamEvent::ToolUseStart { index, id: t.id.clone(), name: t.name.clone() });
+                on_event(StreamEvent::ToolInputDelta { index, partial_json: t.input.to_string() });
+            }
+            _ => {}
+        }
+    }
+    on_event(StreamEvent::Usage(message.usage.clone()));
 }
 
 /// Everything needed to build a network provider. Missing `api_key` / `base_url` fall back to the

@@ -534,7 +534,7 @@ impl OpenAiProvider {
         let interrupted = |message: String, typed: &ChunkAccumulator, api: Option<ApiError>| Error::StreamInterrupted {
             message,
             partial: Box::new(typed.snapshot()),
-            api,
+            api: api.map(Box::new),
         };
         loop {
             let chunk = resp.next_chunk().map_err(|e| body_error(e, typed.snapshot(), *emitted))?;
@@ -564,7 +564,7 @@ impl OpenAiProvider {
                     return Err(if *emitted {
                         interrupted(format!("error in stream: {}", api.message), &typed, Some(api))
                     } else {
-                        Error::Api(api)
+                        Error::Api(Box::new(api))
                     });
                 }
                 acc.apply(&parsed);
@@ -826,10 +826,10 @@ impl OpenAiProvider {
                         Error::StreamInterrupted {
                             message: format!("error in stream: {}", api.message),
                             partial: Box::new(acc.snapshot()),
-                            api: Some(api),
+                            api: Some(Box::new(api)),
                         }
                     } else {
-                        Error::Api(api)
+                        Error::Api(Box::new(api))
                     });
                 }
                 *emitted = true;

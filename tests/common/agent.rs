@@ -120,7 +120,7 @@ pub fn scripted_steps(scenario: &Value) -> Vec<ScriptStep> {
             } else {
                 let status = r["status"].as_u64().unwrap_or(500) as u16;
                 let error_type = r["json"]["error"]["type"].as_str().unwrap_or("").to_string();
-                ScriptStep::Fail(Error::Api(ApiError {
+                ScriptStep::Fail(Error::Api(Box::new(ApiError {
                     kind: ApiErrorKind::classify(status, &error_type),
                     status,
                     error_type,
@@ -128,7 +128,7 @@ pub fn scripted_steps(scenario: &Value) -> Vec<ScriptStep> {
                     request_id: None,
                     retry_after: None,
                     hint: None,
-                }))
+                })))
             }
         })
         .collect()

@@ -15,8 +15,6 @@
 // documented in the header, which is where C programmers read it — Rust's `unsafe fn` marker would not
 // reach them. Each dereference goes through a checked helper in ffi.rs.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
-// The core's Error carries partial messages by design.
-#![allow(clippy::result_large_err)]
 
 mod config;
 mod ffi;

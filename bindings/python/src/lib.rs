@@ -5,10 +5,6 @@
 //! The agent logic stays in the core crate; the Python-facing API (argument handling, result objects,
 //! events) is the pure-Python package around this module.
 
-// The core's Error carries a stream's partial message by design (see the core crate); boxing it here would
-// only move the cost.
-#![allow(clippy::result_large_err)]
-
 mod agent;
 mod client;
 mod convert;
