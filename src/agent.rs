@@ -67,6 +67,9 @@ pub struct AgentConfig {
     /// …), appended to the registered tools as given. Their `server_tool_use` / `*_tool_result` blocks stay
     /// in the conversation verbatim and are never run here. Values that are not objects are skipped.
     pub server_tools: Vec<Value>,
+    /// Prompt caching: `cache_control` breakpoints on the last tool, the system prompt and the newest turns,
+    /// where the provider takes them (Anthropic, Bedrock). Default true. See [`crate::cache`].
+    pub cache: bool,
 }
 
 /// The runaway guard: a model that makes the same tool call (same name, same input) again and again in a
@@ -142,6 +145,7 @@ impl Default for AgentConfig {
             repeat_guard: Some(RepeatGuard::default()),
             todo_reminder_after: Some(3),
             server_tools: Vec::new(),
+            cache: true,
         }
     }
 }
@@ -717,7 +721,8 @@ impl Agent {
 
     fn request(&self) -> Request {
         let c = lock(&self.config).clone();
-        Request {
+        let cache = c.cache && self.provider.supports_cache();
+        let mut request = Request {
             model: c.model,
             max_tokens: c.max_tokens,
             messages: self.conversation.api_view(),
@@ -735,7 +740,11 @@ impl Agent {
             metadata: None,
             stream: c.stream,
             extra: c.extra,
+        };
+        if cache {
+            crate::cache::add_breakpoints(&mut request);
         }
+        request
     }
 
     fn drive(&self, on_event: &mut dyn FnMut(&Event)) -> Result<RunResult> {

@@ -8,6 +8,7 @@
 //! - [`conversation`]: the store of entries and the always-valid API view.
 //! - [`tools`]: the registry of tools and their handlers.
 //! - [`agent`]: the loop.
+//! - [`cache`]: where prompt-caching breakpoints go.
 //! - [`options`]: every option of an agent, with its default and checks, shared by every door.
 //! - [`skills`]: skill folders (SKILL.md) the model loads on demand.
 //! - [`subagent`]: the task tool's child agents.
@@ -25,6 +26,7 @@
 
 pub mod agent;
 pub mod builtin;
+pub mod cache;
 pub mod cancel;
 pub mod conversation;
 pub mod error;

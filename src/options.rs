@@ -187,6 +187,10 @@ pub struct AgentOptions {
     /// ([`Agent::mcp_failures`]).
     #[serde(deserialize_with = "de_mcp")]
     pub mcp_servers: BTreeMap<String, crate::mcp::McpServerConfig>,
+    /// Prompt caching on the Anthropic API and Bedrock (default true): breakpoints on the last tool, the
+    /// system prompt and the newest turns (see [`crate::cache`]).
+    #[serde(deserialize_with = "de_cache")]
+    pub cache: bool,
     /// AWS region for `provider: "bedrock"` (default from `AWS_REGION` / `AWS_DEFAULT_REGION`).
     #[serde(deserialize_with = "de_string")]
     pub region: Option<String>,
@@ -229,6 +233,7 @@ impl Default for AgentOptions {
             network: true,
             env_passthrough: Vec::new(),
             mcp_servers: BTreeMap::new(),
+            cache: true,
         }
     }
 }
@@ -239,7 +244,7 @@ fn invalid(key: &str, message: impl Into<String>) -> Error {
 
 impl AgentOptions {
     /// Every key the JSON form may hold.
-    pub const KEYS: [&'static str; 31] = [
+    pub const KEYS: [&'static str; 32] = [
         "provider",
         "model",
         "system",
@@ -271,6 +276,7 @@ impl AgentOptions {
         "network",
         "env_passthrough",
         "mcp_servers",
+        "cache",
     ];
 
     /// Parse a JSON object of options. Errors are [`Error::InvalidOption`] naming the key.
@@ -388,6 +394,7 @@ impl AgentOptions {
             repeat_guard: self.repeat_guard,
             todo_reminder_after: self.planning.unwrap_or(Some(3)),
             server_tools: self.server_tools.clone(),
+            cache: self.cache,
         })
     }
 
@@ -840,6 +847,14 @@ fn de_sandbox<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<crate::bui
             .parse()
             .map_err(|_| D::Error::custom(format!("must be \"workspace-write\", \"read-only\" or \"off\", got {s:?}"))),
         v => Err(D::Error::custom(format!("must be \"workspace-write\", \"read-only\" or \"off\", got {}", got(&v)))),
+    }
+}
+
+fn de_cache<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(true),
+        Value::Bool(b) => Ok(b),
+        v => Err(D::Error::custom(format!("must be true or false, got {}", got(&v)))),
     }
 }
 

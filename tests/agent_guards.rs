@@ -203,9 +203,10 @@ fn on_both_wires_the_messages_view_equals_what_the_next_request_sent() {
             let ContentBlock::ToolUse(t) = &view[1].content[0] else { panic!("{view:?}") };
             assert_eq!(t.input, json!({}), "{protocol:?} stream={stream}");
             if protocol == Protocol::Anthropic {
-                // The Anthropic request carries the neutral view itself: byte for byte the same messages.
-                let sent = &mock.requests()[1]["body"]["messages"];
-                assert_eq!(sent, &serde_json::to_value(&view[..3]).unwrap(), "stream={stream}");
+                // The request carries the neutral view itself: byte for byte the same messages, once the
+                // prompt-caching markers (wire-only, see tooloop::cache) are taken off.
+                let sent = without_cache_markers(mock.requests()[1]["body"]["messages"].clone());
+                assert_eq!(sent, serde_json::to_value(&view[..3]).unwrap(), "stream={stream}");
             } else {
                 let sent = &mock.requests()[1]["body"]["messages"];
                 assert_eq!(sent[1]["tool_calls"][0]["function"]["arguments"], "{}", "stream={stream}");
@@ -356,4 +357,92 @@ fn builtin_tools_from_options_are_sandboxed_by_default_and_the_model_is_told() {
         assert!(matches!(AgentOptions::from_json(bad), Err(Error::InvalidOption { .. })), "{bad}");
     }
     let _ = std::fs::remove_dir_all(&ws);
+}
+
+/// `v` without any `cache_control` key.
+fn without_cache_markers(mut v: Value) -> Value {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(o) => {
+                o.remove("cache_control");
+                o.values_mut().for_each(strip);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut v);
+    v
+}
+
+#[test]
+fn caching_breakpoints_sit_on_the_last_tool_the_system_and_the_newest_turn_and_the_prefix_is_byte_stable() {
+    let scen = json!({"responses": [
+        {"anthropic": {"id": "m1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+            "content": [{"type": "text", "text": "Let me check."},
+                        {"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {"text": "one"}}],
+            "stop_reason": "tool_use", "usage": {"input_tokens": 50, "output_tokens": 3, "cache_creation_input_tokens": 900}}},
+        {"anthropic": {"id": "m2", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+            "content": [{"type": "tool_use", "id": "toolu_2", "name": "echo", "input": {"text": "two"}}],
+            "stop_reason": "tool_use", "usage": {"input_tokens": 20, "output_tokens": 3, "cache_read_input_tokens": 900}}},
+        {"anthropic": {"id": "m3", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+            "content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 10, "output_tokens": 1, "cache_read_input_tokens": 950}}}
+    ]});
+    for (cache, stream) in [(true, true), (true, false), (false, true)] {
+        let mock = MockServer::start(&scen);
+        let options = AgentOptions::from_value(json!({
+            "model": "claude-sonnet-4-6", "api_key": KEY, "base_url": mock.base_url(), "system": "Be brief.",
+            "cache": cache, "stream": stream
+        }))
+        .unwrap();
+        let agent = options.build().unwrap();
+        agent.tools().register(echo_tool(Arc::new(AtomicUsize::new(0)))).unwrap();
+        agent.tools().register(echo_tool_named("echo2")).unwrap();
+        let result = agent.run("go", &mut |_| {}).unwrap();
+        let bodies: Vec<Value> = mock.requests().into_iter().map(|r| r["body"].clone()).collect();
+        assert_eq!(bodies.len(), 3);
+        let marked = |v: &Value| v.get("cache_control") == Some(&json!({"type": "ephemeral"}));
+        for (i, b) in bodies.iter().enumerate() {
+            let tools = b["tools"].as_array().unwrap();
+            let messages = b["messages"].as_array().unwrap();
+            let last_block = messages.last().unwrap()["content"].as_array().unwrap().last().unwrap();
+            if cache {
+                assert!(marked(&tools[1]) && !marked(&tools[0]), "request {i}: the last tool");
+                assert!(marked(&b["system"][0]), "request {i}: the system prompt");
+                assert!(marked(last_block), "request {i}: the newest turn");
+                let count = b.to_string().matches("cache_control").count();
+                assert!(count <= 4, "request {i}: {count} breakpoints");
+            } else {
+                assert!(!b.to_string().contains("cache_control"), "caching off: no marker");
+            }
+        }
+        // Nothing in the prefix changes between turns: request N+1 starts with request N's bytes.
+        for n in 0..2 {
+            let before = without_cache_markers(bodies[n].clone());
+            let after = without_cache_markers(bodies[n + 1].clone());
+            for key in ["system", "tools", "model", "max_tokens"] {
+                assert_eq!(before[key].to_string(), after[key].to_string(), "{key} changed between turns");
+            }
+            let prev = before["messages"].as_array().unwrap();
+            let next = after["messages"].as_array().unwrap();
+            for (i, m) in prev.iter().enumerate() {
+                assert_eq!(m.to_string(), next[i].to_string(), "message {i} changed between turn {n} and {}", n + 1);
+            }
+        }
+        // Usage: the cache tokens per turn and in total, priced at the cache rates.
+        assert_eq!(result.usage.cache_read_input_tokens, Some(1850));
+        assert_eq!(result.usage.cache_creation_input_tokens, Some(900));
+        let expected = (80.0 * 3.0 + 900.0 * 3.0 * 1.25 + 1850.0 * 3.0 * 0.1 + 7.0 * 15.0) / 1e6;
+        assert!((result.cost_usd.unwrap() - expected).abs() < 1e-12, "{:?} vs {expected}", result.cost_usd);
+        // The stored view never holds a marker.
+        assert!(!serde_json::to_string(&agent.messages()).unwrap().contains("cache_control"));
+    }
+}
+
+fn echo_tool_named(name: &str) -> Tool {
+    Tool::new(name, "Echo.", json!({"type": "object"}), |_: &Value, _: &ToolContext<'_>| {
+        Ok(ToolOutput::Text("ok".into()))
+    })
+    .unwrap()
 }

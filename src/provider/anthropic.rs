@@ -93,6 +93,10 @@ pub(crate) fn api_error_with_hint(status: u16, headers: &[(String, String)], bod
 }
 
 impl Provider for AnthropicProvider {
+    fn supports_cache(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "anthropic"
     }

@@ -446,6 +446,10 @@ fn request_id(headers: &[(String, String)]) -> Option<String> {
 }
 
 impl Provider for BedrockProvider {
+    fn supports_cache(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "bedrock"
     }

@@ -119,6 +119,12 @@ pub trait Provider: Send + Sync {
     fn secrets(&self) -> Vec<Secret> {
         Vec::new()
     }
+
+    /// Whether the API takes prompt-caching breakpoints (`cache_control`), which the agent then places
+    /// (see [`crate::cache`]). False by default.
+    fn supports_cache(&self) -> bool {
+        false
+    }
 }
 
 /// Which wire protocol a [`ProviderConfig`] speaks.

@@ -92,8 +92,11 @@ pub fn results_of(message: &Value) -> Vec<(String, String, bool)> {
         .collect()
 }
 
+/// The agent config of these tests. Prompt caching is off: they compare request bytes with the stored view
+/// and with earlier requests; the caching markers and their byte-stable prefix are tested on their own
+/// (tests/agent_guards.rs).
 pub fn config() -> AgentConfig {
-    AgentConfig { model: "claude-sonnet-4-6".into(), max_tokens: 1024, ..Default::default() }
+    AgentConfig { model: "claude-sonnet-4-6".into(), max_tokens: 1024, cache: false, ..Default::default() }
 }
 
 pub fn anthropic(mock: &MockServer) -> Arc<dyn Provider> {
