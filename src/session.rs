@@ -65,7 +65,8 @@ pub struct LoadReport {
     pub torn_tail: Option<(usize, usize)>,
     /// Lines that did not parse and were skipped: (1-based line number, why).
     pub skipped: Vec<(usize, String)>,
-    /// Whether the file was created by this open.
+    /// Whether this open started the file: it was missing or empty, or held only a session header torn while
+    /// it was being created.
     pub created: bool,
 }
 
@@ -176,7 +177,9 @@ impl Session {
         self
     }
 
-    /// Read a session file without opening it for writing.
+    /// Read a session file without opening it for writing (and without taking its lock: reading what another
+    /// agent is appending to is fine). Refuses, like [`Session::open`], a file that is not a tooloop session
+    /// or was written in a newer format version.
     pub fn load(path: impl AsRef<Path>) -> Result<LoadReport> {
         let shown = path.as_ref().display().to_string();
         let mut file = File::open(path.as_ref()).map_err(io(format!("opening session {shown}")))?;
@@ -185,7 +188,8 @@ impl Session {
 
     /// Write `entries` (those still streaming are left out) as a complete session file at `path`, replacing
     /// any file there atomically: a temporary file beside it is written and fsynced, then renamed over it,
-    /// so a crash leaves either the old file or the new one.
+    /// so a crash leaves either the old file or the new one. The new file is 0600. Fails with [`Error::Io`]
+    /// when another open `Session` holds the file at `path` (its later lines would go to the replaced file).
     pub fn save(path: impl AsRef<Path>, entries: &[Entry]) -> Result<()> {
         let path = path.as_ref();
         let Some(name) = path.file_name() else {
