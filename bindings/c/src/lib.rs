@@ -435,6 +435,12 @@ impl tooloop_agent {
     }
 
     fn attach_session(&self, path: &Path) -> FfiResult<()> {
+        if !self.agent.conversation().is_empty() {
+            // Checked before opening: the open would lock the file, and this agent may be the one holding it,
+            // which would read as "in use" rather than the real reason.
+            let refused = Error::Config("attach the session before the conversation has entries".into());
+            return Err(core_failure(&refused));
+        }
         let session = Session::open(path).map_err(|e| core_failure(&e))?;
         self.agent.attach_session(session).map_err(|e| core_failure(&e))?;
         *lock(&self.session_path) = Some(path.to_path_buf());
