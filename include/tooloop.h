@@ -223,7 +223,9 @@ typedef void (*tooloop_event_fn)(void *userdata, const tooloop_event *event);
 #define TOOLOOP_CONFIG 6
 
 /**
- * Reading or writing a session file failed (the OS error is in `tooloop_last_error()`).
+ * Reading or writing a session file failed (the OS error is in `tooloop_last_error()`), or the file was
+ * refused: it is not a tooloop session, it was written in a newer format version, or another agent (in
+ * this or another process) has it open.
  */
 #define TOOLOOP_IO 7
 
@@ -697,12 +699,14 @@ tooloop_status tooloop_agent_mcp_status_json(const tooloop_agent *agent, char **
  * Attach a session file to an agent whose conversation is empty: the file's conversation is loaded (a
  * torn last line from a crash is cut off; a tool call left without a result is answered as
  * interrupted), then every finished entry is appended to it as the conversation goes on (flushed and
- * synced before the next request). The file and its folders are created if missing. Same as the
- * `"session"` config key. `tooloop_agent_resume` continues a loaded conversation; `tooloop_agent_run`
- * adds to it.
+ * synced before the next request). The file (0600) and its folders (0700) are created if missing. Same
+ * as the `"session"` config key. `tooloop_agent_resume` continues a loaded conversation;
+ * `tooloop_agent_run` adds to it. The agent holds the file locked until `tooloop_agent_free`.
  *
  * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `path`), `TOOLOOP_INVALID_UTF8`,
- * `TOOLOOP_BUSY`, `TOOLOOP_CONFIG` (the conversation is not empty), `TOOLOOP_IO`, `TOOLOOP_PANIC`.
+ * `TOOLOOP_BUSY`, `TOOLOOP_CONFIG` (the conversation is not empty), `TOOLOOP_IO` (cannot be read or
+ * written; not a tooloop session or a newer format version, left untouched; in use by another agent),
+ * `TOOLOOP_PANIC`.
  * Threads: the agent's thread.
  */
 tooloop_status tooloop_agent_open_session(tooloop_agent *agent, const char *path);

@@ -471,13 +471,15 @@ impl Agent {
         lock(&self.mcp).as_ref().map(|m| m.failures().to_vec()).unwrap_or_default()
     }
 
-    /// Stop what the agent started outside this process: its MCP servers (their tools go away). The
-    /// conversation stays usable. Idempotent; also done on drop.
+    /// Let go of what the agent holds outside its memory: its MCP servers are stopped (their tools go away)
+    /// and its session file is detached (its lock released, so another agent may open it; later entries
+    /// are not written to it). The conversation stays usable. Idempotent; also done on drop.
     pub fn close(&self) {
         let servers = lock(&self.mcp).take();
         if let Some(s) = servers {
             s.close();
         }
+        lock(&self.session).take();
     }
 
     /// The child agent types offered (see [`Agent::set_subagents`]).

@@ -479,6 +479,27 @@ mod tests {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
+    /// The worker stops when it sees the cancel, dropping its sender: if that lands while the reader is in
+    /// `recv_timeout`, the reader must report the cancel, not "the HTTP worker stopped unexpectedly" (a
+    /// race that made the cancel tests of the agent, Python and C suites flaky).
+    #[test]
+    fn a_worker_that_stops_on_cancel_reads_as_cancelled_not_broken() {
+        for _ in 0..20 {
+            let (tx, rx) = std::sync::mpsc::channel::<Msg>();
+            let cancel = CancelToken::new();
+            let worker_cancel = cancel.clone();
+            let worker = std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(3));
+                worker_cancel.cancel();
+                drop(tx);
+            });
+            let got =
+                wait(&rx, &cancel, Duration::from_secs(5), Instant::now() + Duration::from_secs(5), Duration::ZERO);
+            worker.join().unwrap();
+            assert!(matches!(got, Err(BodyError::Cancelled)), "{:?}", got.err());
+        }
+    }
+
     #[test]
     fn retry_after_ms_wins_over_seconds() {
         assert_eq!(

@@ -203,11 +203,14 @@ fn a_request_failing_after_retries_keeps_everything_and_resume_does_not_rerun_th
         );
         rig.check();
 
-        // The file alone gives back the same conversation.
+        // The file alone gives back the same conversation (once the first agent, which holds the session's
+        // lock, is gone, as after a crash).
+        let (messages, entries) = (rig.agent.messages(), rig.agent.conversation().snapshot());
+        drop(rig);
         let reloaded = Agent::new(Arc::new(ScriptedProvider::new([])), config());
         reloaded.attach_session(Session::open(&path).unwrap()).unwrap();
-        assert_eq!(reloaded.messages(), rig.agent.messages());
-        assert_eq!(reloaded.conversation().snapshot(), rig.agent.conversation().snapshot());
+        assert_eq!(reloaded.messages(), messages);
+        assert_eq!(reloaded.conversation().snapshot(), entries);
     }
 }
 
@@ -242,6 +245,8 @@ fn a_session_truncated_mid_line_keeps_every_complete_line_reports_the_torn_one_a
     let dir = TempDir::new("torn");
     let path = dir.file("s.jsonl");
     let (first_mock, first, _) = first_run_with_session(&path);
+    let first_entries = first.conversation().snapshot();
+    drop(first); // the crashed process: its lock on the session is gone
     let lines = lines_of(&path);
     assert_eq!(lines.len(), 5, "header, user, tool turn, tool result, final turn: {lines:#?}");
     // A crash while the final turn's line was being written: half of it made it to disk.
@@ -255,7 +260,7 @@ fn a_session_truncated_mid_line_keeps_every_complete_line_reports_the_torn_one_a
     assert_eq!(report.torn_tail, Some((5, torn)), "the torn line is reported (line number, bytes)");
     assert!(report.skipped.is_empty());
     assert_eq!(report.entries.len(), 3);
-    assert_eq!(report.entries, first.conversation().snapshot()[..3].to_vec(), "every complete line is kept");
+    assert_eq!(report.entries, first_entries[..3].to_vec(), "every complete line is kept");
     // The torn line is gone from the file, so the next line starts on a line of its own.
     assert_clean_jsonl(&path);
 
@@ -327,15 +332,17 @@ fn a_reloaded_session_resumes_exactly_where_it_stopped() {
     let dir = TempDir::new("exact");
     let path = dir.file("s.jsonl");
     let (_m, first, _) = first_run_with_session(&path);
+    let (entries, messages, usage) = (first.conversation().snapshot(), first.messages(), first.usage());
+    drop(first); // releases the session's lock
     let (mock, agent, _, report) = reload(&path, json!([text_response("Yes, still 18 °C.")]));
     assert_eq!(report.torn_tail, None);
     assert!(!report.created);
-    assert_eq!(agent.conversation().snapshot(), first.conversation().snapshot(), "entries come back identical");
-    assert_eq!(agent.messages(), first.messages());
-    assert_eq!(agent.usage(), first.usage(), "usage, cache fields included, survives the reload");
+    assert_eq!(agent.conversation().snapshot(), entries, "entries come back identical");
+    assert_eq!(agent.messages(), messages);
+    assert_eq!(agent.usage(), usage, "usage, cache fields included, survives the reload");
 
     agent.run("Still?", &mut |_| {}).unwrap();
-    let mut expected = serde_json::to_value(first.messages()).unwrap();
+    let mut expected = serde_json::to_value(messages).unwrap();
     expected.as_array_mut().unwrap().push(json!({"role": "user", "content": [{"type": "text", "text": "Still?"}]}));
     assert_eq!(body_messages(&mock.requests()[0]["body"]), expected);
     assert_valid_view(&agent.messages());
@@ -387,7 +394,8 @@ fn a_cancelled_run_is_recorded_in_the_session_and_a_reload_resumes_it() {
     rx.recv_timeout(Duration::from_secs(10)).unwrap();
     let t0 = Instant::now();
     rig.agent.cancel();
-    assert!(matches!(handle.join().unwrap(), Err(Error::Cancelled { .. })));
+    let outcome = handle.join().unwrap();
+    assert!(matches!(outcome, Err(Error::Cancelled { .. })), "{outcome:?}");
     println!("cancelled mid-stream in {} ms", t0.elapsed().as_millis());
     let on_disk = Session::load(&path).unwrap();
     assert_eq!(on_disk.entries.len(), 2);
@@ -396,6 +404,7 @@ fn a_cancelled_run_is_recorded_in_the_session_and_a_reload_resumes_it() {
         (EntryStatus::Error, Some("cancelled"))
     );
     rig.check();
+    drop(rig); // the first agent lets go of the session's lock
 
     let (mock, reloaded, _, _) = reload(&path, json!([text_response("Here is something.")]));
     reloaded.resume(&mut |_| {}).unwrap();

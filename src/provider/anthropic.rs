@@ -262,6 +262,11 @@ impl MessageAccumulator {
                 let msg = data.get("message").cloned().unwrap_or(Value::Null);
                 let parsed: MessageResponse = serde_json::from_value(msg)
                     .map_err(|e| self.broken(format!("invalid message_start: {e}"), None))?;
+                if !self.positions.is_empty() {
+                    // A second message_start after blocks began would orphan their positions (found by fuzzing:
+                    // a later delta indexed past the emptied content and panicked).
+                    return Err(self.broken("message_start after content blocks had started".into(), None));
+                }
                 self.message = MessageResponse { content: Vec::new(), ..parsed };
                 on_event(StreamEvent::Usage(self.message.usage.clone()));
             }

@@ -20,6 +20,7 @@ tests=(
   "cancel_thread      c_slow_stream.json"
   "fake_model         -"
   "session_resume     c_tool_fail_resume.json"
+  "session_files      -"
   "bad_input          c_bad_input.json"
   "openai_provider    openai_text.json"
   "wrapper            c_two_tools.json"

@@ -3,6 +3,7 @@ the tool that already ran."""
 
 from __future__ import annotations
 
+import gc
 import json
 import textwrap
 from typing import Any
@@ -88,6 +89,8 @@ def test_session_records_reset_and_a_new_agent_starts_from_it(tmp_path: Any) -> 
     agent.run("one")
     agent.reset()
     agent.run("two")
+    del agent  # it holds the session's lock until it is gone
+    gc.collect()
     again = tooloop.Agent(provider=brain, session=str(path))
     assert [m["content"][0]["text"] for m in again.messages] == ["two", "seen 1 messages"]
     assert again.session_report is not None and again.session_report["entries"] == 2

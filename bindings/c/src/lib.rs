@@ -65,7 +65,9 @@ pub const TOOLOOP_BUSY: tooloop_status = 5;
 /// A configuration problem found by the core: no API key available, an unknown built-in tool, a workspace
 /// that does not exist, a session opened on a non-empty conversation, nothing to resume.
 pub const TOOLOOP_CONFIG: tooloop_status = 6;
-/// Reading or writing a session file failed (the OS error is in `tooloop_last_error()`).
+/// Reading or writing a session file failed (the OS error is in `tooloop_last_error()`), or the file was
+/// refused: it is not a tooloop session, it was written in a newer format version, or another agent (in
+/// this or another process) has it open.
 pub const TOOLOOP_IO: tooloop_status = 7;
 /// A bug inside libtooloop was caught at the API boundary (a Rust panic); nothing unwound into C. The
 /// handle involved is still safe to free.
@@ -436,6 +438,12 @@ impl tooloop_agent {
     }
 
     fn attach_session(&self, path: &Path) -> FfiResult<()> {
+        if !self.agent.conversation().is_empty() {
+            // Checked before opening: the open would lock the file, and this agent may be the one holding it,
+            // which would read as "in use" rather than the real reason.
+            let refused = Error::Config("attach the session before the conversation has entries".into());
+            return Err(core_failure(&refused));
+        }
         let session = Session::open(path).map_err(|e| core_failure(&e))?;
         self.agent.attach_session(session).map_err(|e| core_failure(&e))?;
         Ok(())
@@ -996,12 +1004,14 @@ pub extern "C" fn tooloop_agent_mcp_status_json(agent: *const tooloop_agent, out
 /// Attach a session file to an agent whose conversation is empty: the file's conversation is loaded (a
 /// torn last line from a crash is cut off; a tool call left without a result is answered as
 /// interrupted), then every finished entry is appended to it as the conversation goes on (flushed and
-/// synced before the next request). The file and its folders are created if missing. Same as the
-/// `"session"` config key. `tooloop_agent_resume` continues a loaded conversation; `tooloop_agent_run`
-/// adds to it.
+/// synced before the next request). The file (0600) and its folders (0700) are created if missing. Same
+/// as the `"session"` config key. `tooloop_agent_resume` continues a loaded conversation;
+/// `tooloop_agent_run` adds to it. The agent holds the file locked until `tooloop_agent_free`.
 ///
 /// Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `path`), `TOOLOOP_INVALID_UTF8`,
-/// `TOOLOOP_BUSY`, `TOOLOOP_CONFIG` (the conversation is not empty), `TOOLOOP_IO`, `TOOLOOP_PANIC`.
+/// `TOOLOOP_BUSY`, `TOOLOOP_CONFIG` (the conversation is not empty), `TOOLOOP_IO` (cannot be read or
+/// written; not a tooloop session or a newer format version, left untouched; in use by another agent),
+/// `TOOLOOP_PANIC`.
 /// Threads: the agent's thread.
 #[unsafe(no_mangle)]
 pub extern "C" fn tooloop_agent_open_session(agent: *mut tooloop_agent, path: *const c_char) -> tooloop_status {

@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Build the fuzz seed corpora (fuzz/corpus/<target>/) from tests/scenarios/*.json, through the mock server's
+own encoders, so the seeds are the exact bytes the suites' mock sends. Run from anywhere; idempotent."""
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "mock"))
+import mockserver  # noqa: E402
+
+CORPUS = ROOT / "fuzz" / "corpus"
+STREAM = {"stream": True, "stream_options": {"include_usage": True}}
+
+
+def put(target: str, data: bytes) -> None:
+    folder = CORPUS / target
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / hashlib.sha1(data).hexdigest()).write_bytes(data)
+
+
+def main() -> None:
+    for path in sorted((ROOT / "tests" / "scenarios").glob("*.json")):
+        for resp in json.loads(path.read_text()).get("responses", []):
+            for kind in ("anthropic", "openai"):
+                if kind not in resp and not ("sse" in resp or "json" in resp):
+                    continue
+                target = f"{kind}_response"
+                # Mode byte: even = a JSON body, odd = an SSE stream (see the fuzz targets).
+                for mode, request in ((0, {}), (1, STREAM)):
+                    body = b"".join(mockserver.build_body(resp, request).segments)
+                    put(target, bytes([mode]) + body)
+                    if mode == 1:
+                        put("sse_decoder", bytes([len(body) % 7]) + body)
+    # Session files: a header, entries, a reset, a torn tail, a line without its newline.
+    header = b'{"type":"session","version":1,"created_at":1}\n'
+    entry = (b'{"type":"entry","entry":{"id":"e1","role":"user","content":[{"type":"text","text":"hi"}],'
+             b'"status":"complete","created_at":1}}')
+    put("session_load", header + entry + b"\n")
+    put("session_load", header + entry)
+    put("session_load", header + entry + b"\n" + b'{"type":"reset","at":2}\n' + entry[:30])
+    put("session_load", b"")
+    # C configs.
+    for cfg in ({"model": "m", "max_tokens": 10, "session": "/tmp/x.jsonl", "thinking": 2048},
+                {"provider": "openai", "model": "gpt", "headers": {"a": "b"}, "extra": {"x": 1},
+                 "stop_sequences": ["s"], "tool_choice": "auto", "builtin_tools": ["bash"]},
+                {"api_key": 5, "timeout": 1.5, "max_turns_policy": "stop", "temperature": 0.2}):
+        put("c_config", b"\x00" + json.dumps(cfg).encode())
+        put("c_config", b"\x01" + json.dumps(cfg).encode())
+
+
+if __name__ == "__main__":
+    main()
