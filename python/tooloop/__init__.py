@@ -20,7 +20,8 @@ from here.
 
 from ._tooloop import __version__
 from ._tools import Tool, as_tool, tool
-from ._agent import Agent, AgentStream
+from ._agent import Agent, AgentStream, ToolInfo
+from ._session import SessionInfo, load_session
 from ._client import Client, MessageStream
 from .errors import (
     APIConnectionError,
@@ -67,6 +68,9 @@ __all__ = [
     "Tool",
     "tool",
     "as_tool",
+    "ToolInfo",
+    "SessionInfo",
+    "load_session",
     "RunResult",
     "Usage",
     "ToolCall",
