@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import statistics
 import subprocess
 import sys
@@ -20,9 +21,14 @@ import time
 from typing import Dict, List
 
 
+# Installed packages run from their .pyc files: a PYTHONDONTWRITEBYTECODE inherited from a CI or sandbox
+# would make every child compile the sources again and measure the compiler instead.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def once(code: str) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True)
+    subprocess.run([sys.executable, "-c", code], check=True, env=ENV)
     return time.perf_counter() - start
 
 
@@ -35,7 +41,7 @@ def main() -> int:
     if importlib.util.find_spec("anthropic") is not None:
         candidates["import anthropic"] = "import anthropic"
     for code in candidates.values():
-        once(code)  # warm the file-system cache and the .pyc files
+        once(code)  # warm the file-system cache and write the .pyc files
     times: Dict[str, List[float]] = {name: [] for name in candidates}
     names = list(candidates)
     for i in range(args.runs):

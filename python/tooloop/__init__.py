@@ -22,7 +22,6 @@ from ._tooloop import __version__
 from ._tools import Tool, as_tool, tool
 from ._agent import Agent, AgentStream, ToolInfo
 from ._session import SessionInfo, load_session
-from ._client import Client, MessageStream
 from .errors import (
     APIConnectionError,
     APIError,
@@ -46,7 +45,6 @@ from .errors import (
 )
 from .events import (
     DoneEvent,
-    Event,
     RunResult,
     TextEvent,
     ThinkingEvent,
@@ -103,3 +101,25 @@ __all__ = [
     "SessionError",
     "ConfigError",
 ]
+
+# `Client` (the wire layer) and `Event` (a typing.Union) load on first use: `import tooloop` stays free of
+# `typing` (bench/import_time.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._client import Client, MessageStream
+    from .events import Event
+
+
+def __getattr__(name: str) -> object:
+    if name in ("Client", "MessageStream"):
+        from . import _client
+
+        value: object = getattr(_client, name)
+    elif name == "Event":
+        from . import events
+
+        value = events.Event
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value

@@ -8,23 +8,46 @@ that the core has, or import the CLI's dependencies.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TypeVar, Union, overload
 
 from . import _tooloop
 from ._tools import Tool, as_tool, tool as _make_tool
 from .errors import ConfigError
-from .events import DoneEvent, Event, RunResult, ToolCall, Usage, _event_from, _Record
+from .events import DoneEvent, RunResult, ToolCall, Usage, _event_from, _Record
 
 __all__ = ["Agent", "AgentStream", "ModelFn", "PermissionFn", "ToolInfo", "DEFAULT_MODEL"]
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 
-#: A model written in Python: takes the request (a Messages API request dict), returns a message dict.
-ModelFn = Callable[[Dict[str, Any]], Dict[str, Any]]
-#: A permission check: True allows the call, False denies it, a string denies it with that reason.
-PermissionFn = Callable[[ToolCall], Union[bool, str]]
-#: User input: text, or a list of content blocks (text, image, ...).
-Input = Union[str, List[Dict[str, Any]]]
+# `typing` is for the type checker only: importing it costs more than the rest of `import tooloop`.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TypeVar, Union, overload
+
+    from .events import Event
+
+    #: A model written in Python: takes the request (a Messages API request dict), returns a message dict.
+    ModelFn = Callable[[Dict[str, Any]], Dict[str, Any]]
+    #: A permission check: True allows the call, False denies it, a string denies it with that reason.
+    PermissionFn = Callable[[ToolCall], Union[bool, str]]
+    #: User input: text, or a list of content blocks (text, image, ...).
+    Input = Union[str, List[Dict[str, Any]]]
+    _H = TypeVar("_H", bound="_RunHandle")
+else:
+    def overload(fn: object) -> object:  # typing.overload without typing: the last definition is the one
+        return fn
+
+
+def __getattr__(name: str) -> object:
+    # The type aliases, for code that uses them at run time (tooloop._client does): built on first use.
+    if name in ("ModelFn", "PermissionFn", "Input"):
+        from typing import Any, Callable, Dict, List, Union
+
+        aliases = {"ModelFn": Callable[[Dict[str, Any]], Dict[str, Any]],
+                   "PermissionFn": Callable[[ToolCall], Union[bool, str]],
+                   "Input": Union[str, List[Dict[str, Any]]]}
+        globals().update(aliases)
+        return aliases[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _DEFAULT_DENIAL = "The user did not allow this tool call."
 
@@ -69,9 +92,6 @@ def _permission_adapter(check: PermissionFn) -> Callable[[str, str, Any], Option
         )
 
     return call
-
-
-_H = TypeVar("_H", bound="_RunHandle")
 
 
 class _RunHandle:

@@ -8,13 +8,15 @@ business), or write to it.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
 from . import _tooloop
 from .events import _Record
 
+# `typing` is for the type checker only: importing it costs more than the rest of `import tooloop`.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import datetime
+    from typing import Any, Dict, List, Optional, Union
 
 __all__ = ["SessionInfo", "load_session"]
 

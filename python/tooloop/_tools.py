@@ -17,10 +17,11 @@ reads the message, the developer needs the stack.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
-
+# `typing` is for the type checker only: importing it costs more than the rest of `import tooloop`.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import inspect
+    from typing import Any, Callable, Dict, List, Optional, Tuple
 
 __all__ = ["Tool", "tool", "as_tool", "function_schema"]
 

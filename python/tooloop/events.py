@@ -12,7 +12,10 @@ They are plain classes with ``__slots__`` rather than dataclasses on purpose: ``
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Literal, Optional, Tuple, Union
+# `typing` is for the type checker only: importing it costs more than the rest of `import tooloop`.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
 __all__ = [
     "Usage",
@@ -294,7 +297,19 @@ class DoneEvent(_Record):
         self._init(result=result)
 
 
-Event = Union[TextEvent, ThinkingEvent, ToolUseEvent, ToolResultEvent, TurnEvent, UsageEvent, DoneEvent]
+if TYPE_CHECKING:
+    Event = Union[TextEvent, ThinkingEvent, ToolUseEvent, ToolResultEvent, TurnEvent, UsageEvent, DoneEvent]
+
+
+def __getattr__(name: str) -> object:
+    # ``Event`` (the Union of the event classes) is built on first use: it needs ``typing``.
+    if name == "Event":
+        from typing import Union
+
+        event = Union[TextEvent, ThinkingEvent, ToolUseEvent, ToolResultEvent, TurnEvent, UsageEvent, DoneEvent]
+        globals()["Event"] = event
+        return event
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _event_from(d: Dict[str, Any]) -> Optional[Event]:

@@ -8,7 +8,8 @@ import json
 import subprocess
 import sys
 
-HEAVY = ("inspect", "logging", "dataclasses", "asyncio", "pathlib", "uuid", "datetime", "copy",
+HEAVY = ("typing", "inspect", "logging", "dataclasses", "asyncio", "pathlib", "uuid", "datetime", "copy",
+         "tooloop._client",
          "tooloop._schema", "tooloop._docstring", "tooloop.cli")
 
 
