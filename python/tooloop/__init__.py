@@ -16,6 +16,10 @@
 The wire layer alone is ``tooloop.Client``. Errors form one tree under ``tooloop.Error``. The compiled half
 is the private ``tooloop._tooloop``; the ``tooloop`` command lives in ``tooloop.cli`` and is never imported
 from here.
+
+``import tooloop`` must stay cheap (bench/import_time.py; tests/python/test_import_cost.py pins it): nothing
+here imports ``typing``, ``inspect``, ``dataclasses`` or ``logging`` at import time; they load when a tool
+is built or first needs them.
 """
 
 from ._tooloop import __version__

@@ -4,8 +4,8 @@ This module is pure Python and imports nothing from the compiled ``tooloop._tool
 ``Tool`` for its spec (``to_spec()``) and, when the model calls it, for its result (``invoke(input)``). The
 schema from type hints is built by ``_schema`` (its choices are documented there), the description from the
 docstring by ``_docstring``; both load on the first tool built from a function, so ``import tooloop`` stays
-cheap: this module imports no more than ``sys`` at import time, and ``inspect``, ``json``, ``logging`` and
-``copy`` where a tool is made or run.
+cheap: this module imports nothing at import time (not even ``typing``), and ``inspect``, ``json``,
+``logging`` and ``copy`` where a tool is made, run or fails.
 
 What it must never do: let an ``Exception`` raised by a tool escape ``invoke`` (the model gets an ``is_error``
 result instead, DESIGN invariant 3), or swallow a ``BaseException`` that is not an ``Exception``
