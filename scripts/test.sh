@@ -34,7 +34,7 @@ step "Python: fresh venv at $venv, pip install ."
 rm -rf "$venv"
 if python3 -m venv "$venv" \
   && "$venv/bin/python" -m pip install -q --upgrade pip \
-  && "$venv/bin/python" -m pip install -q pytest pexpect mypy \
+  && "$venv/bin/python" -m pip install -q pytest pexpect mypy pydantic \
   && "$venv/bin/python" -m pip install -q "$root"; then
   step "Python: pytest (mock server self-tests + tests/python)"
   "$venv/bin/python" -m pytest tests/mock tests/python -q

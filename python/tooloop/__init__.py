@@ -16,12 +16,16 @@
 The wire layer alone is ``tooloop.Client``. Errors form one tree under ``tooloop.Error``. The compiled half
 is the private ``tooloop._tooloop``; the ``tooloop`` command lives in ``tooloop.cli`` and is never imported
 from here.
+
+``import tooloop`` must stay cheap (bench/import_time.py; tests/python/test_import_cost.py pins it): nothing
+here imports ``typing``, ``inspect``, ``dataclasses`` or ``logging`` at import time; they load when a tool
+is built or first needs them.
 """
 
 from ._tooloop import __version__
 from ._tools import Tool, as_tool, tool
-from ._agent import Agent, AgentStream
-from ._client import Client, MessageStream
+from ._agent import Agent, AgentStream, ToolInfo
+from ._session import SessionInfo, load_session
 from .errors import (
     APIConnectionError,
     APIError,
@@ -45,7 +49,6 @@ from .errors import (
 )
 from .events import (
     DoneEvent,
-    Event,
     RunResult,
     TextEvent,
     ThinkingEvent,
@@ -67,6 +70,9 @@ __all__ = [
     "Tool",
     "tool",
     "as_tool",
+    "ToolInfo",
+    "SessionInfo",
+    "load_session",
     "RunResult",
     "Usage",
     "ToolCall",
@@ -99,3 +105,25 @@ __all__ = [
     "SessionError",
     "ConfigError",
 ]
+
+# `Client` (the wire layer) and `Event` (a typing.Union) load on first use: `import tooloop` stays free of
+# `typing` (bench/import_time.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ._client import Client, MessageStream
+    from .events import Event
+
+
+def __getattr__(name: str) -> object:
+    if name in ("Client", "MessageStream"):
+        from . import _client
+
+        value: object = getattr(_client, name)
+    elif name == "Event":
+        from . import events
+
+        value = events.Event
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value

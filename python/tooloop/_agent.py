@@ -8,25 +8,67 @@ that the core has, or import the CLI's dependencies.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TypeVar, Union, overload
 
 from . import _tooloop
 from ._tools import Tool, as_tool, tool as _make_tool
 from .errors import ConfigError
-from .events import DoneEvent, Event, RunResult, ToolCall, Usage, _event_from
+from .events import DoneEvent, RunResult, ToolCall, Usage, _event_from, _Record
 
-__all__ = ["Agent", "AgentStream", "ModelFn", "PermissionFn", "DEFAULT_MODEL"]
+__all__ = ["Agent", "AgentStream", "ModelFn", "PermissionFn", "ToolInfo", "DEFAULT_MODEL"]
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 
-#: A model written in Python: takes the request (a Messages API request dict), returns a message dict.
-ModelFn = Callable[[Dict[str, Any]], Dict[str, Any]]
-#: A permission check: True allows the call, False denies it, a string denies it with that reason.
-PermissionFn = Callable[[ToolCall], Union[bool, str]]
-#: User input: text, or a list of content blocks (text, image, ...).
-Input = Union[str, List[Dict[str, Any]]]
+# `typing` is for the type checker only: importing it costs more than the rest of `import tooloop`.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TypeVar, Union, overload
+
+    from .events import Event
+
+    #: A model written in Python: takes the request (a Messages API request dict), returns a message dict.
+    ModelFn = Callable[[Dict[str, Any]], Dict[str, Any]]
+    #: A permission check: True allows the call, False denies it, a string denies it with that reason.
+    PermissionFn = Callable[[ToolCall], Union[bool, str]]
+    #: User input: text, or a list of content blocks (text, image, ...).
+    Input = Union[str, List[Dict[str, Any]]]
+    _H = TypeVar("_H", bound="_RunHandle")
+else:
+    def overload(fn: object) -> object:  # typing.overload without typing: the last definition is the one
+        return fn
+
+
+def __getattr__(name: str) -> object:
+    # The type aliases, for code that uses them at run time (tooloop._client does): built on first use.
+    if name in ("ModelFn", "PermissionFn", "Input"):
+        from typing import Any, Callable, Dict, List, Union
+
+        aliases = {"ModelFn": Callable[[Dict[str, Any]], Dict[str, Any]],
+                   "PermissionFn": Callable[[ToolCall], Union[bool, str]],
+                   "Input": Union[str, List[Dict[str, Any]]]}
+        globals().update(aliases)
+        return aliases[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _DEFAULT_DENIAL = "The user did not allow this tool call."
+
+
+class ToolInfo(_Record):
+    """A registered tool as the core sees it (``Agent.tool_info``): ``read_only`` tools change nothing, so a
+    host may run them without asking; ``parallel_safe`` ones may run concurrently within a turn."""
+
+    __slots__ = ("name", "description", "input_schema", "parallel_safe", "read_only")
+    _fields = __slots__
+
+    name: str
+    description: str
+    input_schema: Dict[str, Any]
+    parallel_safe: bool
+    read_only: bool
+
+    def __init__(self, name: str, description: str, input_schema: Dict[str, Any], parallel_safe: bool,
+                 read_only: bool) -> None:
+        self._init(name=name, description=description, input_schema=input_schema, parallel_safe=parallel_safe,
+                   read_only=read_only)
 
 
 def _model_adapter(model: ModelFn) -> Callable[[Dict[str, Any]], Dict[str, Any]]:
@@ -50,9 +92,6 @@ def _permission_adapter(check: PermissionFn) -> Callable[[str, str, Any], Option
         )
 
     return call
-
-
-_H = TypeVar("_H", bound="_RunHandle")
 
 
 class _RunHandle:
@@ -114,7 +153,7 @@ class AgentStream(_RunHandle):
             d = self._run.next_event()
             if d is None:
                 self._finished = True
-                self.result = RunResult._from(self._run.result(), self._model)
+                self.result = RunResult._from(self._run.result())
                 return DoneEvent(self.result)
             event = _event_from(d)
             if event is not None:
@@ -209,7 +248,7 @@ class Agent:
     def add_tool(self, tool: Union[Tool, Callable[..., Any]]) -> Tool:
         """Register a tool (a ``Tool`` or a plain function); returns the Tool."""
         t = as_tool(tool)
-        self._core.register_tool(t.name, t.description, t.input_schema, t.invoke, t.parallel_safe)
+        self._core.register_tool(t.name, t.description, t.input_schema, t.invoke, t.parallel_safe, t.read_only)
         self._tools[t.name] = t
         return t
 
@@ -226,6 +265,7 @@ class Agent:
         name: Optional[str] = None,
         description: Optional[str] = None,
         parallel_safe: bool = False,
+        read_only: bool = False,
     ) -> Tool: ...
 
     @overload
@@ -236,6 +276,7 @@ class Agent:
         name: Optional[str] = None,
         description: Optional[str] = None,
         parallel_safe: bool = False,
+        read_only: bool = False,
     ) -> Callable[[Callable[..., Any]], Tool]: ...
 
     def tool(
@@ -245,18 +286,30 @@ class Agent:
         name: Optional[str] = None,
         description: Optional[str] = None,
         parallel_safe: bool = False,
+        read_only: bool = False,
     ) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
-        """Decorator registering a function as a tool: ``@agent.tool`` or ``@agent.tool(name=...)``.
+        """Decorator registering a function as a tool: ``@agent.tool`` or ``@agent.tool(name=...,
+        read_only=True)``.
 
         Returns the ``Tool``, which stays callable like the function.
         """
 
         def register(f: Callable[..., Any]) -> Tool:
-            return self.add_tool(_make_tool(f, name=name, description=description, parallel_safe=parallel_safe))
+            made = _make_tool(f, name=name, description=description, parallel_safe=parallel_safe, read_only=read_only)
+            return self.add_tool(made)
 
         if fn is None:
             return register
         return register(fn)
+
+    def tool_info(self, name: str) -> Optional[ToolInfo]:
+        """What the core's registry knows of the tool ``name`` (built-ins included), or None when there is no
+        such tool: e.g. ``agent.tool_info("read_file").read_only`` is True."""
+        d = self._core.tool_info(name)
+        if d is None:
+            return None
+        return ToolInfo(str(d["name"]), str(d.get("description") or ""), dict(d.get("input_schema") or {}),
+                        bool(d.get("parallel_safe")), bool(d.get("read_only")))
 
     @property
     def tools(self) -> List[str]:
@@ -273,7 +326,7 @@ class Agent:
         """Run until the model stops: send ``input``, run the tools it asks for, repeat. Blocks (the GIL is
         released while waiting); Ctrl+C cancels the run within 200 ms and raises KeyboardInterrupt with the
         conversation intact."""
-        return RunResult._from(self._core.start(input, False).result(), self.model)
+        return RunResult._from(self._core.start(input, False).result())
 
     def stream(self, input: Input) -> AgentStream:
         """Like ``run`` but yields events as they happen (see ``AgentStream``)."""
@@ -283,7 +336,7 @@ class Agent:
         """Continue after a failure, a cancel or max_turns, without new input: unanswered tool calls are
         answered as interrupted (a tool that already ran is never run again), then the conversation is sent
         again."""
-        return RunResult._from(self._core.start(None, False).result(), self.model)
+        return RunResult._from(self._core.start(None, False).result())
 
     def cancel(self) -> None:
         """Cancel the current run, if any (from any thread); it raises ``tooloop.Cancelled``."""
@@ -316,6 +369,12 @@ class Agent:
     def usage(self) -> Usage:
         """Tokens used by the whole conversation, with an estimated cost when the model's price is known."""
         return Usage._from(self._core.usage())
+
+    @property
+    def cost_usd(self) -> Optional[float]:
+        """Estimated cost in USD of the whole conversation, each turn priced with its own model from the
+        core's price table (None when no turn's model has a known price)."""
+        return self._core.cost_usd()
 
     def __repr__(self) -> str:
         return f"Agent(model={self.model!r}, provider={self._core.provider_name!r}, tools={self.tools!r})"

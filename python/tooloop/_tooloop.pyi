@@ -7,7 +7,7 @@ here (tools, a model, a permission check) are called on that worker thread.
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union, final
 
-__all__ = ["_Agent", "_Client", "_Run", "estimate_cost_usd", "__version__"]
+__all__ = ["_Agent", "_Client", "_Run", "estimate_cost_usd", "load_session", "__version__"]
 
 __version__: str
 
@@ -38,7 +38,10 @@ class _Agent:
         input_schema: Dict[str, Any],
         invoke: Callable[[Dict[str, Any]], Tuple[Any, bool]],
         parallel_safe: bool = False,
+        read_only: bool = False,
     ) -> None: ...
+    def tool_info(self, name: str) -> Optional[Dict[str, Any]]: ...
+    def cost_usd(self) -> Optional[float]: ...
     def unregister_tool(self, name: str) -> bool: ...
     def tool_names(self) -> List[str]: ...
     def tool_specs(self) -> List[Dict[str, Any]]: ...
@@ -74,3 +77,7 @@ class _Client:
 
 def estimate_cost_usd(model: str, usage: Dict[str, Any]) -> Optional[float]:
     """Estimated cost in USD of ``usage`` on ``model``; None when the model's price is unknown."""
+
+def load_session(path: Union[str, os.PathLike[str]]) -> Dict[str, Any]:
+    """Read a session file without opening it for writing: ``{"path", "entries", "torn_tail", "skipped",
+    "cost_usd"}``."""

@@ -33,7 +33,10 @@ The compiled module raises these through ``_from_core``; a Python tool's ``Keybo
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple, Type
+# `typing` is for the type checker only: importing it costs more than the rest of `import tooloop`.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, Optional, Tuple, Type
 
 __all__ = [
     "Error",

@@ -1,15 +1,21 @@
 """What a run reports: the typed events of ``Agent.stream()`` and the values they carry (``Usage``,
 ``RunResult``, ``ToolCallRecord``), plus ``ToolCall``, what a permission callable is asked about.
 
-Plain frozen dataclasses built from the dicts the compiled module produces; every event has a ``type``
-string (``text``, ``thinking``, ``tool_use``, ``tool_result``, ``turn``, ``usage``, ``done``) so code may
-switch on ``event.type`` or on the class.
+Immutable records built from the dicts the compiled module produces; every event has a ``type`` string
+(``text``, ``thinking``, ``tool_use``, ``tool_result``, ``turn``, ``usage``, ``done``) so code may switch on
+``event.type`` or on the class. They compare by value, print like dataclasses and pickle.
+
+They are plain classes with ``__slots__`` rather than dataclasses on purpose: ``dataclasses`` pulls in
+``inspect`` and generates each class's methods through ``exec`` at import, which made up about a third of
+``import tooloop`` (see bench/import_time.py). Must never: import anything heavier than ``typing``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Literal, Optional, Union
+# `typing` is for the type checker only: importing it costs more than the rest of `import tooloop`.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
 __all__ = [
     "Usage",
@@ -27,16 +33,62 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Usage:
+class _Record:
+    """Frozen value semantics for the classes below: fields set once in ``__init__`` (through ``_init``),
+    equality and hash by field values, a dataclass-like repr, pickling through the constructor."""
+
+    __slots__ = ()
+    _fields: Tuple[str, ...] = ()
+
+    def _init(self, **values: Any) -> None:
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable: cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable: cannot delete field {name!r}")
+
+    def _values(self) -> Tuple[Any, ...]:
+        return tuple(getattr(self, f) for f in self._fields)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
+        return f"{type(self).__name__}({inner})"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, _Record)
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__,) + self._values())
+
+    def __reduce__(self) -> Tuple[Any, Tuple[Any, ...]]:
+        return (type(self), self._values())
+
+
+class Usage(_Record):
     """Token counts (of a turn, a run or the whole conversation) and, where the model's price is known,
     an estimated cost in USD."""
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-    cost_usd: Optional[float] = None
+    __slots__ = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
+                 "cost_usd")
+    _fields = __slots__
+
+    input_tokens: int
+    output_tokens: int
+    cache_creation_input_tokens: int
+    cache_read_input_tokens: int
+    cost_usd: Optional[float]
+
+    def __init__(self, input_tokens: int = 0, output_tokens: int = 0, cache_creation_input_tokens: int = 0,
+                 cache_read_input_tokens: int = 0, cost_usd: Optional[float] = None) -> None:
+        self._init(input_tokens=input_tokens, output_tokens=output_tokens,
+                   cache_creation_input_tokens=cache_creation_input_tokens,
+                   cache_read_input_tokens=cache_read_input_tokens, cost_usd=cost_usd)
 
     @property
     def total_tokens(self) -> int:
@@ -56,18 +108,26 @@ class Usage:
         )
 
 
-@dataclass(frozen=True)
-class ToolCall:
+class ToolCall(_Record):
     """A tool call the model asked for (what a permission callable decides about)."""
+
+    __slots__ = ("id", "name", "input")
+    _fields = __slots__
 
     id: str
     name: str
     input: Any
 
+    def __init__(self, id: str, name: str, input: Any) -> None:
+        self._init(id=id, name=name, input=input)
 
-@dataclass(frozen=True)
-class ToolCallRecord:
-    """One tool call of a run and its result."""
+
+class ToolCallRecord(_Record):
+    """One tool call of a run and its result. ``denied``: the permission callable refused the call (its
+    ``output`` is then the reason the model was given, and ``is_error`` is true)."""
+
+    __slots__ = ("id", "name", "input", "output", "is_error", "duration_ms", "denied")
+    _fields = __slots__
 
     id: str
     name: str
@@ -75,112 +135,181 @@ class ToolCallRecord:
     output: Any
     is_error: bool
     duration_ms: int
+    denied: bool
+
+    def __init__(self, id: str, name: str, input: Any, output: Any, is_error: bool, duration_ms: int,
+                 denied: bool = False) -> None:
+        self._init(id=id, name=name, input=input, output=output, is_error=is_error, duration_ms=duration_ms,
+                   denied=denied)
 
     @classmethod
     def _from(cls, d: Dict[str, Any]) -> ToolCallRecord:
         return cls(id=d["id"], name=d["name"], input=d.get("input"), output=d.get("output"),
-                   is_error=bool(d.get("is_error")), duration_ms=int(d.get("duration_ms") or 0))
+                   is_error=bool(d.get("is_error")), duration_ms=int(d.get("duration_ms") or 0),
+                   denied=bool(d.get("denied")))
 
 
-@dataclass(frozen=True)
-class RunResult:
+class RunResult(_Record):
     """The outcome of a run that ended normally.
 
     ``text`` is the text of the last assistant turn; ``stop_reason`` why it stopped (None when max_turns
     stopped the run first); ``turns`` the model requests made; ``usage`` this run's tokens; ``tool_calls``
-    the calls made, in order; ``message`` the last assistant message as a dict.
+    the calls made, in order; ``message`` the last assistant message as a dict; ``cost_usd`` this run's
+    estimated cost in USD from the core's price table (None for a model without a known price; also in
+    ``usage.cost_usd``).
     """
+
+    __slots__ = ("text", "stop_reason", "turns", "usage", "tool_calls", "max_turns_reached", "message",
+                 "cost_usd")
+    _fields = __slots__
 
     text: str
     stop_reason: Optional[str]
     turns: int
     usage: Usage
     tool_calls: List[ToolCallRecord]
-    max_turns_reached: bool = False
-    message: Optional[Dict[str, Any]] = None
+    max_turns_reached: bool
+    message: Optional[Dict[str, Any]]
+    cost_usd: Optional[float]
+
+    def __init__(self, text: str, stop_reason: Optional[str], turns: int, usage: Usage,
+                 tool_calls: List[ToolCallRecord], max_turns_reached: bool = False,
+                 message: Optional[Dict[str, Any]] = None, cost_usd: Optional[float] = None) -> None:
+        self._init(text=text, stop_reason=stop_reason, turns=turns, usage=usage, tool_calls=tool_calls,
+                   max_turns_reached=max_turns_reached, message=message, cost_usd=cost_usd)
 
     @classmethod
-    def _from(cls, d: Dict[str, Any], model: str = "") -> RunResult:
-        from ._tooloop import estimate_cost_usd
-
-        usage = d.get("usage") or {}
+    def _from(cls, d: Dict[str, Any]) -> RunResult:
+        cost = d.get("cost_usd")
+        cost_usd = float(cost) if cost is not None else None
         return cls(
             text=d.get("text", ""),
             stop_reason=d.get("stop_reason"),
             turns=int(d.get("turns") or 0),
-            usage=Usage._from(usage, estimate_cost_usd(model, usage) if model else None),
+            usage=Usage._from(d.get("usage"), cost_usd),
             tool_calls=[ToolCallRecord._from(c) for c in d.get("tool_calls") or []],
             max_turns_reached=bool(d.get("max_turns_reached")),
             message=d.get("message"),
+            cost_usd=cost_usd,
         )
 
 
-@dataclass(frozen=True)
-class TextEvent:
+class TextEvent(_Record):
     """Text arrived (a delta: concatenate them)."""
 
+    __slots__ = ("text",)
+    _fields = __slots__
+    type: Literal["text"] = "text"
+
     text: str
-    type: Literal["text"] = field(default="text", init=False)
+
+    def __init__(self, text: str) -> None:
+        self._init(text=text)
 
 
-@dataclass(frozen=True)
-class ThinkingEvent:
+class ThinkingEvent(_Record):
     """Thinking arrived (a delta)."""
 
+    __slots__ = ("thinking",)
+    _fields = __slots__
+    type: Literal["thinking"] = "thinking"
+
     thinking: str
-    type: Literal["thinking"] = field(default="thinking", init=False)
+
+    def __init__(self, thinking: str) -> None:
+        self._init(thinking=thinking)
 
 
-@dataclass(frozen=True)
-class ToolUseEvent:
+class ToolUseEvent(_Record):
     """The model called a tool; its ToolResultEvent follows (also when the call is denied or not run)."""
+
+    __slots__ = ("id", "name", "input")
+    _fields = __slots__
+    type: Literal["tool_use"] = "tool_use"
 
     id: str
     name: str
     input: Any
-    type: Literal["tool_use"] = field(default="tool_use", init=False)
+
+    def __init__(self, id: str, name: str, input: Any) -> None:
+        self._init(id=id, name=name, input=input)
 
 
-@dataclass(frozen=True)
-class ToolResultEvent:
-    """A tool call has its result (also a denied, interrupted or not-run call)."""
+class ToolResultEvent(_Record):
+    """A tool call has its result (also a denied, interrupted or not-run call). ``denied``: the permission
+    callable refused the call, and ``content`` is the reason the model was given."""
+
+    __slots__ = ("id", "name", "content", "is_error", "duration_ms", "denied")
+    _fields = __slots__
+    type: Literal["tool_result"] = "tool_result"
 
     id: str
     name: str
     content: Any
     is_error: bool
     duration_ms: int
-    type: Literal["tool_result"] = field(default="tool_result", init=False)
+    denied: bool
+
+    def __init__(self, id: str, name: str, content: Any, is_error: bool, duration_ms: int,
+                 denied: bool = False) -> None:
+        self._init(id=id, name=name, content=content, is_error=is_error, duration_ms=duration_ms, denied=denied)
 
 
-@dataclass(frozen=True)
-class TurnEvent:
+class TurnEvent(_Record):
     """A model turn ended: its number in the run, why it stopped and its usage."""
+
+    __slots__ = ("turn", "stop_reason", "usage")
+    _fields = __slots__
+    type: Literal["turn"] = "turn"
 
     turn: int
     stop_reason: Optional[str]
     usage: Usage
-    type: Literal["turn"] = field(default="turn", init=False)
+
+    def __init__(self, turn: int, stop_reason: Optional[str], usage: Usage) -> None:
+        self._init(turn=turn, stop_reason=stop_reason, usage=usage)
 
 
-@dataclass(frozen=True)
-class UsageEvent:
+class UsageEvent(_Record):
     """Usage so far: of the current turn, and of the run including it."""
+
+    __slots__ = ("turn", "run")
+    _fields = __slots__
+    type: Literal["usage"] = "usage"
 
     turn: Usage
     run: Usage
-    type: Literal["usage"] = field(default="usage", init=False)
+
+    def __init__(self, turn: Usage, run: Usage) -> None:
+        self._init(turn=turn, run=run)
 
 
-@dataclass(frozen=True)
-class DoneEvent:
+class DoneEvent(_Record):
     """The run ended normally; always the last event."""
 
+    __slots__ = ("result",)
+    _fields = __slots__
+    type: Literal["done"] = "done"
+
     result: RunResult
-    type: Literal["done"] = field(default="done", init=False)
+
+    def __init__(self, result: RunResult) -> None:
+        self._init(result=result)
 
 
-Event = Union[TextEvent, ThinkingEvent, ToolUseEvent, ToolResultEvent, TurnEvent, UsageEvent, DoneEvent]
+if TYPE_CHECKING:
+    Event = Union[TextEvent, ThinkingEvent, ToolUseEvent, ToolResultEvent, TurnEvent, UsageEvent, DoneEvent]
+
+
+def __getattr__(name: str) -> object:
+    # ``Event`` (the Union of the event classes) is built on first use: it needs ``typing``.
+    if name == "Event":
+        from typing import Union
+
+        event = Union[TextEvent, ThinkingEvent, ToolUseEvent, ToolResultEvent, TurnEvent, UsageEvent, DoneEvent]
+        globals()["Event"] = event
+        return event
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _event_from(d: Dict[str, Any]) -> Optional[Event]:
@@ -194,7 +323,7 @@ def _event_from(d: Dict[str, Any]) -> Optional[Event]:
         return ToolUseEvent(d["id"], d["name"], d.get("input"))
     if kind == "tool_result":
         return ToolResultEvent(d["id"], d["name"], d.get("content"), bool(d.get("is_error")),
-                               int(d.get("duration_ms") or 0))
+                               int(d.get("duration_ms") or 0), bool(d.get("denied")))
     if kind == "turn_end":
         return TurnEvent(int(d["turn"]), d.get("stop_reason"), Usage._from(d.get("usage")))
     if kind == "usage":

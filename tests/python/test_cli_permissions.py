@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
+import tooloop
 from tooloop.cli.permissions import (
-    MUTATING_TOOLS,
     AskPolicy,
     AutoPolicy,
     Interrupted,
@@ -25,8 +25,21 @@ from tooloop.cli.permissions import (
 )
 
 
+MUTATING_TOOLS = ("bash", "write_file", "edit_file")
+
+
 def call(name, **inp):
     return SimpleNamespace(name=name, input=inp, id=f"toolu_{name}")
+
+
+def bound(policy, **tools):
+    """`policy` bound to a real agent with the built-in tools (plus `tools`: name -> read_only), as
+    app.build_agent binds the CLI's: which tools are read-only is the agent's answer."""
+    agent = tooloop.Agent(provider=lambda r: {"content": "x"}, builtin_tools=True)
+    for name, read_only in tools.items():
+        agent.add_tool(tooloop.tool(lambda: "", name=name, read_only=read_only))
+    policy.bind(agent)
+    return policy
 
 
 class ScriptedAsk:
@@ -54,7 +67,7 @@ def test_auto_policy_allows_every_tool():
 
 @pytest.mark.parametrize("name", MUTATING_TOOLS + ("unknown_tool",))
 def test_read_only_denies_mutating_tools_with_a_reason_the_model_can_act_on(name):
-    decision = ReadOnlyPolicy()(call(name, path="x"))
+    decision = bound(ReadOnlyPolicy())(call(name, path="x"))
     assert isinstance(decision, str)
     assert name in decision and "read-only" in decision
     assert "read_file" in decision  # says what still works
@@ -62,12 +75,27 @@ def test_read_only_denies_mutating_tools_with_a_reason_the_model_can_act_on(name
 
 
 def test_read_only_allows_read_file():
-    assert ReadOnlyPolicy()(call("read_file", path="notes.txt")) is True
+    assert bound(ReadOnlyPolicy())(call("read_file", path="notes.txt")) is True
+
+
+def test_read_only_asks_the_agent_which_tools_only_read():
+    policy = bound(ReadOnlyPolicy(), lookup=True, store=False)
+    assert policy(call("lookup", key="a")) is True
+    decision = policy(call("store", key="a"))
+    assert isinstance(decision, str) and "lookup" in decision and "read_file" in decision
+
+
+def test_an_unbound_policy_counts_nothing_as_read_only():
+    """Before it knows the agent, a policy must not guess: read_file too is refused or asked about."""
+    assert isinstance(ReadOnlyPolicy()(call("read_file", path="a")), str)
+    ask = ScriptedAsk("n")
+    assert isinstance(AskPolicy(ask.show, ask.read)(call("read_file", path="a")), str)
+    assert [n for n, _ in ask.shown] == ["read_file"]
 
 
 def test_ask_never_asks_for_read_file():
     ask = ScriptedAsk()
-    assert AskPolicy(ask.show, ask.read)(call("read_file", path="a")) is True
+    assert bound(AskPolicy(ask.show, ask.read))(call("read_file", path="a")) is True
     assert ask.shown == []
 
 
@@ -143,11 +171,14 @@ def test_ask_shows_one_question_at_a_time_for_parallel_calls():
 
 def test_observed_policy_reports_every_call_and_keeps_the_decision():
     seen = []
-    policy = Observed(ReadOnlyPolicy(), lambda *a: seen.append(a))
+    denials = []
+    policy = Observed(ReadOnlyPolicy(), lambda *a: seen.append(a), denied=lambda *a: denials.append(a))
+    bound(policy)  # passed on to the wrapped policy
     assert policy.mode == "read-only"
     assert policy(call("read_file", path="a")) is True
     assert isinstance(policy(call("bash", command="ls")), str)
     assert seen == [("toolu_read_file", "read_file", {"path": "a"}), ("toolu_bash", "bash", {"command": "ls"})]
+    assert [ident for ident, _ in denials] == ["toolu_bash"] and "read-only" in denials[0][1]
 
 
 def test_call_parts_accepts_objects_dicts_and_json_input():

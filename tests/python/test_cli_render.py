@@ -6,9 +6,9 @@ import re
 
 import pytest
 
+import tooloop
 from tooloop.cli.render import (
     Renderer,
-    estimate_cost,
     preview_lines,
     status_line,
     summarize_call,
@@ -46,16 +46,14 @@ def test_preview_shows_first_lines_and_counts_the_rest():
     assert preview_lines([{"type": "text", "text": "a"}, {"type": "image"}]) == ["a", "[image]"]
 
 
-def test_status_line_has_model_turns_tokens_cache_and_cost():
-    usage = {"input_tokens": 2483, "output_tokens": 301, "cache_read_input_tokens": 5600,
-             "cache_creation_input_tokens": 1400}
+def test_status_line_has_model_turns_tokens_cache_and_the_librarys_cost():
+    usage = tooloop.Usage(input_tokens=2483, output_tokens=301, cache_read_input_tokens=5600,
+                          cache_creation_input_tokens=1400, cost_usd=0.0171)
     line = status_line("claude-sonnet-4-6", 5, usage)
-    assert line.startswith("claude-sonnet-4-6 · 5 turns · 2,483 in / 301 out · 5,600 cache read · $")
-    cost = estimate_cost("claude-sonnet-4-6", usage)
-    # 3 $/M in, 15 $/M out, cache writes 1.25×, reads 0.1× the input price
-    assert cost == pytest.approx((2483 * 3 + 1400 * 3.75 + 5600 * 0.3 + 301 * 15) / 1e6)
-    assert status_line("my-llama", 1, usage).endswith("cost n/a")
-    assert "1 turn ·" in status_line("my-llama", 1, usage)
+    assert line == "claude-sonnet-4-6 · 5 turns · 2,483 in / 301 out · 5,600 cache read · $0.0171"
+    unpriced = tooloop.Usage(input_tokens=1, cost_usd=None)
+    assert status_line("my-llama", 1, unpriced).endswith("cost n/a")
+    assert "1 turn ·" in status_line("my-llama", 1, unpriced)
 
 
 def events(r):
@@ -127,8 +125,19 @@ def test_refused_call_is_shown_with_what_was_refused():
     out = io.StringIO()
     r = Renderer(out, color=False)
     r.note_call("t1", "bash", {"command": "rm -rf build"})
-    r.tool_result("bash", "Permission denied: the user said no", True, 0, "t1")
+    r.note_denial("t1", "the user said no")
+    r.tool_result("bash", "Permission denied: the user said no", True, 0, "t1", denied=True)
     assert out.getvalue() == "● bash(rm -rf build)\n  ⎿ denied: the user said no\n"
+
+
+def test_an_error_that_reads_like_a_denial_is_shown_as_an_error():
+    """Only the event's denied flag makes a denial: a tool's own text never does."""
+    out = io.StringIO()
+    r = Renderer(out, color=False)
+    r.tool_use("bash", {"command": "cat /etc/shadow"}, "t1")
+    r.tool_result("bash", "Permission denied: /etc/shadow", True, 0, "t1")
+    assert "error: Permission denied: /etc/shadow" in out.getvalue()
+    assert "denied: /etc" not in out.getvalue().replace("error: Permission denied", "")
 
 
 def test_call_asked_about_is_not_repeated_when_it_runs():

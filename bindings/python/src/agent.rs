@@ -212,8 +212,10 @@ impl PyAgent {
         Ok(to_py(py, &v)?.unbind())
     }
 
-    /// Register a tool whose handler is `invoke(input: dict) -> (content, is_error)`.
-    #[pyo3(signature = (name, description, input_schema, invoke, parallel_safe=false))]
+    /// Register a tool whose handler is `invoke(input: dict) -> (content, is_error)`. `read_only`: the tool
+    /// changes nothing (hosts ask before the others; see `tool_info`).
+    #[pyo3(signature = (name, description, input_schema, invoke, parallel_safe=false, read_only=false))]
+    #[allow(clippy::too_many_arguments)]
     fn register_tool(
         &self,
         py: Python<'_>,
@@ -222,13 +224,28 @@ impl PyAgent {
         input_schema: &Bound<'_, PyAny>,
         invoke: Py<PyAny>,
         parallel_safe: bool,
+        read_only: bool,
     ) -> PyResult<()> {
         let schema = from_py(input_schema, &format!("the input_schema of tool '{name}'"))?;
         let slot = self.slot.clone();
         let tool_name = name.clone();
         let handler = move |input: &Value, _ctx: &ToolContext<'_>| call_tool(&invoke, &tool_name, input, &slot);
         let tool = Tool::new(name, description, schema, handler).map_err(|e| to_pyerr(py, &e))?;
-        self.core.tools().register(tool.parallel_safe(parallel_safe)).map_err(|e| to_pyerr(py, &e))
+        self.core.tools().register(tool.parallel_safe(parallel_safe).read_only(read_only)).map_err(|e| to_pyerr(py, &e))
+    }
+
+    /// What the registry knows of the tool `name` (built-ins included): `{"name", "description",
+    /// "input_schema", "parallel_safe", "read_only"}`, or None when no such tool is registered.
+    fn tool_info(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
+        let Some(tool) = self.core.tools().get(name) else { return Ok(py.None()) };
+        let v = serde_json::json!({
+            "name": tool.spec.name,
+            "description": tool.spec.description,
+            "input_schema": tool.spec.input_schema,
+            "parallel_safe": tool.parallel_safe,
+            "read_only": tool.read_only,
+        });
+        Ok(to_py(py, &v)?.unbind())
     }
 
     /// Remove a tool; whether it existed.
@@ -356,6 +373,12 @@ impl PyAgent {
         Ok(to_py(py, &v)?.unbind())
     }
 
+    /// Estimated cost in USD of the whole conversation, each turn priced with its own model (None when no
+    /// turn's model has a known price).
+    fn cost_usd(&self) -> Option<f64> {
+        self.core.cost_usd()
+    }
+
     /// The model name.
     #[getter]
     fn model(&self) -> String {
@@ -375,4 +398,29 @@ pub fn estimate_cost_usd(model: &str, usage: &Bound<'_, PyAny>) -> PyResult<Opti
     let u: tooloop::Usage = serde_json::from_value(from_py(usage, "usage")?)
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("usage: {e}")))?;
     Ok(tooloop::pricing::estimate_cost_usd(model, &u))
+}
+
+/// Read the session file at `path` without opening it for writing (the core's `Session::load`):
+/// `{"path", "entries", "torn_tail", "skipped", "cost_usd"}`, `cost_usd` summing each assistant entry priced
+/// with its own model (None when none has a known price). Raises SessionError when it cannot be read.
+#[pyfunction]
+pub fn load_session(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Py<PyAny>> {
+    let shown = path.display().to_string();
+    let report = py.detach(|| tooloop::Session::load(&path)).map_err(|e| to_pyerr(py, &e))?;
+    let mut cost: Option<f64> = None;
+    for e in &report.entries {
+        if let (Some(u), Some(m)) = (&e.usage, &e.model)
+            && let Some(c) = tooloop::pricing::estimate_cost_usd(m, u)
+        {
+            *cost.get_or_insert(0.0) += c;
+        }
+    }
+    let v = serde_json::json!({
+        "path": shown,
+        "entries": report.entries,
+        "torn_tail": report.torn_tail.map(|(line, len)| serde_json::json!({"line": line, "bytes": len})),
+        "skipped": report.skipped.iter().map(|(line, why)| serde_json::json!({"line": line, "reason": why})).collect::<Vec<_>>(),
+        "cost_usd": cost,
+    });
+    Ok(to_py(py, &v)?.unbind())
 }

@@ -72,7 +72,7 @@ def make_policy(args: Any, stdin_tty: bool, renderer: Renderer, abort: threading
             asker.asks_for(renderer)
             asker.abort = abort
         policy = AskPolicy(asker.permission_request, TerminalReader(sys.stdin.fileno(), abort, echo=asker.echo))
-    return Observed(policy, renderer.note_call)
+    return Observed(policy, renderer.note_call, denied=renderer.note_denial)
 
 
 def session_path(args: Any, workspace: Path) -> Path:
@@ -141,7 +141,11 @@ def build_agent(settings: Settings, policy: Any, session: Path) -> Any:
         kwargs["extra"] = extra
     if settings.sandbox is not None:
         kwargs["sandbox"] = settings.sandbox   # only reached when agent_accepts("sandbox"): see main
-    return tooloop.Agent(**kwargs)
+    agent = tooloop.Agent(**kwargs)
+    bind = getattr(policy, "bind", None)
+    if bind is not None:
+        bind(agent)  # the policy asks the agent which tools are read-only
+    return agent
 
 
 def _piped(stream: Any) -> bool:
@@ -270,13 +274,13 @@ def one_shot(agent: Any, task: str, settings: Settings, renderer: Renderer, abor
         _say(outcome.message)
         return EXIT_FAILED
     result = outcome.result
-    text = str(getattr(result, "text", "") or "")
+    text = result.text if result is not None else ""
     if print_mode:
         sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
         sys.stdout.flush()
     else:
         renderer.status(status_line(settings.model, outcome.turns, outcome.usage))
-    stop = str(getattr(result, "stop_reason", "") or "")
+    stop = (result.stop_reason if result is not None else None) or ""
     if stop == "max_tokens":
         _say("the answer was cut off at the output token limit (max_tokens)")
         return EXIT_FAILED

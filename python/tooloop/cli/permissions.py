@@ -5,10 +5,15 @@ policy answers True (run it), or a string: the reason the call was refused, whic
 tool's error result. Three policies:
 
 - ``auto``: everything runs (``--yes``).
-- ``read-only``: read_file runs; bash, write_file, edit_file and unknown tools are refused with a reason
-  that tells the model what to do instead (``--read-only``; the default when stdin is not a terminal).
-- ``ask``: read_file runs; anything else is shown to the user, who answers y (once), n (or a reason), or
-  a (always allow this tool for the rest of the process) with a single key, or types a reason.
+- ``read-only``: the tools the agent says are read-only (``Agent.tool_info(name).read_only``: read_file
+  among the built-ins) run; every other tool is refused with a reason that tells the model what to do
+  instead (``--read-only``; the default when stdin is not a terminal).
+- ``ask``: read-only tools run; anything else is shown to the user, who answers y (once), n (or a reason),
+  or a (always allow this tool for the rest of the process) with a single key, or types a reason.
+
+Which tools are read-only is the library's knowledge, not the CLI's: a policy asks the agent it was bound to
+(``bind(agent)``, done by ``app.build_agent``); before that, or for a tool the agent does not know, nothing
+counts as read-only.
 
 Must never: let a mutating call run in read-only mode, or block forever once the run is cancelled.
 Standard library only.
@@ -23,18 +28,34 @@ import select
 import threading
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
-#: Tools that change nothing: they never need asking.
-SAFE_TOOLS = frozenset({"read_file"})
-#: The built-in tools that change files or run commands.
-MUTATING_TOOLS = ("bash", "write_file", "edit_file")
-
 Decision = Union[bool, str]
 
 READ_ONLY_REASON = (
-    "tooloop is in read-only mode, so {name} is disabled (bash, write_file and edit_file are denied; "
-    "read_file works). Do not retry it: investigate with read_file, then answer, describing any change "
-    "or command you would make instead of making it. The user can allow changes by running tooloop "
-    "with --yes or on a terminal.")
+    "tooloop is in read-only mode, so {name} is disabled (only tools that change nothing run: {allowed}). "
+    "Do not retry it: investigate with those, then answer, describing any change or command you would "
+    "make instead of making it. The user can allow changes by running tooloop with --yes or on a terminal.")
+
+
+class Classified:
+    """What a policy knows of the tools: which are read-only, asked of the agent it is bound to."""
+
+    def __init__(self) -> None:
+        self._agent: Any = None
+
+    def bind(self, agent: Any) -> None:
+        """Ask `agent` (a tooloop.Agent) from now on which tools are read-only."""
+        self._agent = agent
+
+    def is_read_only(self, name: str) -> bool:
+        if self._agent is None:
+            return False
+        info = self._agent.tool_info(name)
+        return info is not None and bool(info.read_only)
+
+    def read_only_tools(self) -> List[str]:
+        if self._agent is None:
+            return []
+        return [n for n in self._agent.tools if self.is_read_only(n)]
 
 
 def call_parts(call: Any) -> Tuple[str, Dict[str, Any], str]:
@@ -52,7 +73,7 @@ def call_parts(call: Any) -> Tuple[str, Dict[str, Any], str]:
     return str(name or "?"), inp if isinstance(inp, dict) else {"input": inp}, str(ident or "")
 
 
-class AutoPolicy:
+class AutoPolicy(Classified):
     """Allow every call (``--yes``)."""
 
     mode = "auto"
@@ -61,16 +82,16 @@ class AutoPolicy:
         return True
 
 
-class ReadOnlyPolicy:
+class ReadOnlyPolicy(Classified):
     """Allow only the tools that change nothing."""
 
     mode = "read-only"
 
     def __call__(self, call: Any) -> Decision:
         name, _, _ = call_parts(call)
-        if name in SAFE_TOOLS:
+        if self.is_read_only(name):
             return True
-        return READ_ONLY_REASON.format(name=name)
+        return READ_ONLY_REASON.format(name=name, allowed=", ".join(self.read_only_tools()) or "none")
 
 
 def parse_answer(text: Optional[str]) -> Tuple[str, str]:
@@ -95,7 +116,7 @@ class Interrupted(Exception):
     """The question was abandoned because the run was cancelled."""
 
 
-class AskPolicy:
+class AskPolicy(Classified):
     """Ask the user before each call that can change something.
 
     `show(name, input, id)` presents the call; `read_answer()` returns the typed line, None when input is
@@ -104,6 +125,7 @@ class AskPolicy:
     mode = "ask"
 
     def __init__(self, show: Callable[..., None], read_answer: Callable[[], Optional[str]]):
+        super().__init__()
         self._show = show
         self._read = read_answer
         self._lock = threading.Lock()  # one question on the screen at a time, even with parallel tools
@@ -111,7 +133,7 @@ class AskPolicy:
 
     def __call__(self, call: Any) -> Decision:
         name, inp, ident = call_parts(call)
-        if name in SAFE_TOOLS or name in self.always:
+        if name in self.always or self.is_read_only(name):
             return True
         with self._lock:
             if name in self.always:  # answered "always" while this call waited for the lock
@@ -264,12 +286,21 @@ class Observed:
     uses it to show refused calls, which get no tool_use event). Keeps the policy's `mode`."""
 
     def __init__(self, policy: Callable[[Any], Decision], note: Callable[[str, str, Dict[str, Any]], None],
-                 before_run: Optional[Callable[[str, Dict[str, Any]], None]] = None):
+                 before_run: Optional[Callable[[str, Dict[str, Any]], None]] = None,
+                 denied: Optional[Callable[[str, str], None]] = None):
         self.policy = policy
         self.note = note
+        #: Called with (id, reason) when the policy refuses a call (the renderer shows that reason).
+        self.denied = denied
         #: Called with (name, input) once a call is allowed, before it runs (the undo checkpoints).
         self.before_run = before_run
         self.mode = getattr(policy, "mode", "custom")
+
+    def bind(self, agent: Any) -> None:
+        """Pass the agent on to the wrapped policy (see ``Classified.bind``)."""
+        bind = getattr(self.policy, "bind", None)
+        if bind is not None:
+            bind(agent)
 
     def __call__(self, call: Any) -> Decision:
         name, inp, ident = call_parts(call)
@@ -278,6 +309,11 @@ class Observed:
         except Exception:
             pass
         decision = self.policy(call)
+        if isinstance(decision, str) and self.denied is not None:
+            try:
+                self.denied(ident, decision)
+            except Exception:
+                pass
         if decision is True and self.before_run is not None:
             try:
                 self.before_run(name, inp)

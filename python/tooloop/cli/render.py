@@ -12,36 +12,21 @@ import json
 import os
 import threading
 import time
-from typing import Any, Dict, List, Optional, Set, TextIO, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, TextIO, Tuple
 
-DENIED = "Permission denied: "   # how the core words a refused call's result
+if TYPE_CHECKING:
+    from tooloop import Usage
+
 THINKING_LINES = 3      # thinking is shown dimmed, only its first lines
 PREVIEW_LINES = 3       # lines of a tool result shown under the call
 DETAIL_LINES = 20       # lines of a write or edit shown when asking permission
 
-
-def field(obj: Any, name: str, default: Any = None) -> Any:
-    """`obj.name` or `obj[name]`: events and usage may arrive as objects or dicts."""
-    if obj is None:
-        return default
-    if isinstance(obj, dict):
-        return obj.get(name, default)
-    return getattr(obj, name, default)
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
-def usage_numbers(usage: Any) -> Dict[str, int]:
-    keys = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-    return {k: int(field(usage, k, 0) or 0) for k in keys}
-
-
-def estimate_cost(model: str, usage: Any) -> Optional[float]:
-    """USD: the library's own estimate (``usage.cost_usd``) when it has one, else the core's price table
-    applied to these numbers; None for models without a known price."""
-    known = field(usage, "cost_usd", None)
-    if known is not None:
-        return float(known)
-    from tooloop._tooloop import estimate_cost_usd
-    return estimate_cost_usd(model, usage_numbers(usage))
+def usage_numbers(usage: Optional[Usage]) -> Dict[str, int]:
+    """The token counts of a ``tooloop.Usage`` (all zero for None)."""
+    return {k: int(getattr(usage, k)) if usage is not None else 0 for k in USAGE_KEYS}
 
 
 def format_cost(cost: Optional[float]) -> str:
@@ -50,26 +35,28 @@ def format_cost(cost: Optional[float]) -> str:
     return f"${cost:.4f}" if cost < 1 else f"${cost:.2f}"
 
 
-def status_line(model: str, turns: int, usage: Any, total_cost: Optional[float] = None) -> str:
-    """``model · N turns · X in / Y out · Z cache read · $cost`` for one task."""
+def status_line(model: str, turns: int, usage: Optional[Usage], total_cost: Optional[float] = None) -> str:
+    """``model · N turns · X in / Y out · Z cache read · $cost`` for one task (the cost is the library's
+    estimate, ``usage.cost_usd``)."""
     u = usage_numbers(usage)
     parts = [model, f"{turns} turn{'s' if turns != 1 else ''}",
              f"{u['input_tokens']:,} in / {u['output_tokens']:,} out",
              f"{u['cache_read_input_tokens']:,} cache read",
-             format_cost(estimate_cost(model, usage))]
+             format_cost(usage.cost_usd if usage is not None else None)]
     if total_cost is not None and format_cost(total_cost) != parts[-1]:
         parts.append(f"session {format_cost(total_cost)}")
     return " · ".join(parts)
 
 
-def usage_report(model: str, usage: Any) -> List[str]:
+def usage_report(model: str, usage: Usage, cost: Optional[float]) -> List[str]:
+    """The /usage lines: the conversation's tokens and its estimated cost (``Agent.cost_usd``)."""
     u = usage_numbers(usage)
     return [f"model          {model}",
             f"input tokens   {u['input_tokens']:,}",
             f"output tokens  {u['output_tokens']:,}",
             f"cache reads    {u['cache_read_input_tokens']:,}",
             f"cache writes   {u['cache_creation_input_tokens']:,}",
-            f"estimated cost {format_cost(estimate_cost(model, usage))}"]
+            f"estimated cost {format_cost(cost)}"]
 
 
 def _clip(text: str, width: int) -> str:
@@ -85,9 +72,9 @@ def content_text(content: Any) -> str:
     if isinstance(content, list):
         parts = []
         for block in content:
-            kind = field(block, "type")
+            kind = block.get("type") if isinstance(block, dict) else None
             if kind == "text":
-                parts.append(str(field(block, "text", "")))
+                parts.append(str(block.get("text", "")))
             else:
                 parts.append(f"[{kind or 'block'}]")
         return "\n".join(parts)
@@ -238,6 +225,7 @@ class Renderer:
         self._thinking_lines = 0
         self._thinking_cut = False
         self._calls: Dict[str, Tuple[str, Dict[str, Any]]] = {}
+        self._denials: Dict[str, str] = {}   # call id -> the reason the policy gave
         self._shown: Set[str] = set()
         #: Calls whose tool_use event the main thread has drawn. Shared with a second renderer that asks
         #: the questions elsewhere (stderr), see `asks_for`.
@@ -431,8 +419,14 @@ class Renderer:
         to the terminal on stderr)."""
         self.drawn = main.drawn
 
+    def note_denial(self, call_id: str, reason: str) -> None:
+        """The policy refused the call `call_id` with `reason` (shown instead of the core's wording)."""
+        with self._lock:
+            self._denials[call_id] = reason
+
     def tool_result(self, name: str, content: Any, is_error: bool, duration_ms: Optional[int] = None,
-                    call_id: str = "") -> None:
+                    call_id: str = "", denied: bool = False) -> None:
+        """A result under its call; `denied` (the event's flag): the permission policy refused it."""
         with self._lock:
             self._switch(None)
             if call_id and call_id not in self._shown:
@@ -442,11 +436,10 @@ class Renderer:
                 shown = summarize_call(called, inp, self.width) if inp is not None else name
                 self._line(f"{self.glyph['tool']} {shown}", "bold cyan")
             text = content_text(content)
-            if is_error and text.startswith(DENIED):
-                text = "denied: " + text[len(DENIED):]
-                is_error, style_denied = False, True
-            else:
-                style_denied = False
+            style_denied = denied
+            if denied:
+                text = "denied: " + self._denials.pop(call_id, text)
+                is_error = False
             lines = preview_lines(text, width=self.width - 6)
             if duration_ms and duration_ms >= 1000:
                 lines[0] += f"  ({duration_ms / 1000:.1f}s)"

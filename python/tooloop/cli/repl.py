@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from . import paths
 from .checkpoints import Checkpoints, summary
-from .render import Renderer, estimate_cost, format_cost, status_line, usage_numbers, usage_report
+from .render import Renderer, format_cost, status_line, usage_numbers, usage_report
 from .runner import run_with_corrections
 
 HELP = """\
@@ -82,13 +82,16 @@ class Repl:
         """The status bar under the prompt: model · provider · context used · tokens · cost · sandbox ·
         session. Recomputed whenever the prompt is drawn (so after each task)."""
         s = self.settings
-        u = usage_numbers(getattr(self.agent, "usage", None))
+        u = usage_numbers(self.agent.usage)
         window = getattr(s, "context_window", None)
         if window:
             ctx = f"ctx {min(100.0, 100.0 * self.last_context / window):.0f}% of {_short(window)}"
         else:
             ctx = "ctx ?"
-        cost = format_cost(estimate_cost(s.model, u))
+        # Before the first priced turn the conversation has no cost yet; its usage still says whether the
+        # model has a price ($0 rather than "n/a").
+        total = self.agent.cost_usd
+        cost = format_cost(total if total is not None else self.agent.usage.cost_usd)
         parts = [s.model, s.provider, ctx, f"{_short(u['input_tokens'])} in / {_short(u['output_tokens'])} out",
                  f"{_short(u['cache_read_input_tokens'])} cached", cost, f"sandbox {self.sandbox_label()}",
                  self.session.stem]
@@ -160,7 +163,7 @@ class Repl:
             return
         if outcome.status == "cancelled":
             return
-        total = estimate_cost(self.settings.model, usage_numbers(getattr(self.agent, "usage", None)))
+        total = self.agent.cost_usd
         self.r.status(status_line(self.settings.model, outcome.turns, outcome.usage, total))
         self.r.info("")  # a blank line between one task and the next prompt
 
@@ -179,7 +182,7 @@ class Repl:
                 return None
             self.r.info("conversation cleared")
         elif name == "/usage":
-            for ln in usage_report(self.settings.model, getattr(self.agent, "usage", None)):
+            for ln in usage_report(self.settings.model, self.agent.usage, self.agent.cost_usd):
                 self.r.info(ln)
         elif name == "/undo":
             self.undo(text)

@@ -12,24 +12,49 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Dict, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
-from .render import Renderer, field, usage_numbers
+from .render import Renderer
+
+if TYPE_CHECKING:
+    from tooloop import Event, RunResult, Usage
 
 
 @dataclass
 class Outcome:
     status: str                      # "ok" | "error" | "cancelled"
-    result: Any = None               # the run's result (RunResult) when status is "ok"
+    result: Optional[RunResult] = None   # the run's result when status is "ok"
     error: Optional[BaseException] = None
     message: str = ""                # one line for the user when status is "error"
     turns: int = 0
-    usage: Any = None                # this task's usage (a tooloop.Usage, or a dict of counts)
-    last_turn: Any = None            # the usage of the task's last model turn (its context size)
+    usage: Optional[Usage] = None    # this task's usage, with its estimated cost
+    last_turn: Optional[Usage] = None   # the usage of the task's last model turn (its context size)
 
 
-def _sub(after: Dict[str, int], before: Dict[str, int]) -> Dict[str, int]:
-    return {k: max(after.get(k, 0) - before.get(k, 0), 0) for k in after}
+def _sub(after: Usage, before: Usage) -> Usage:
+    """What a task used: the conversation's usage after it minus before (a failed or cancelled run has no
+    RunResult to say it)."""
+    import tooloop
+
+    cost = None
+    if after.cost_usd is not None:
+        cost = max(after.cost_usd - (before.cost_usd or 0.0), 0.0)
+    return tooloop.Usage(
+        input_tokens=max(after.input_tokens - before.input_tokens, 0),
+        output_tokens=max(after.output_tokens - before.output_tokens, 0),
+        cache_creation_input_tokens=max(after.cache_creation_input_tokens - before.cache_creation_input_tokens, 0),
+        cache_read_input_tokens=max(after.cache_read_input_tokens - before.cache_read_input_tokens, 0),
+        cost_usd=cost)
+
+
+def add_usage(a: Usage, b: Usage) -> Usage:
+    """Two tasks' usage together (costs add when both are known)."""
+    import tooloop
+
+    cost = a.cost_usd + b.cost_usd if a.cost_usd is not None and b.cost_usd is not None else None
+    return tooloop.Usage(a.input_tokens + b.input_tokens, a.output_tokens + b.output_tokens,
+                         a.cache_creation_input_tokens + b.cache_creation_input_tokens,
+                         a.cache_read_input_tokens + b.cache_read_input_tokens, cost)
 
 
 def one_line(exc: BaseException, settings: Any = None, limit: int = 400) -> str:
@@ -41,20 +66,20 @@ def one_line(exc: BaseException, settings: Any = None, limit: int = 400) -> str:
         msg = msg[: limit - 1] + "…"
     provider = getattr(settings, "provider", "anthropic")
     key_var = "OPENAI_API_KEY" if provider == "openai" else "ANTHROPIC_API_KEY"
-    if isinstance(exc, getattr(tooloop, "AuthenticationError", ())):
+    if isinstance(exc, tooloop.AuthenticationError):
         return f"authentication failed: {msg} (check {key_var})"
-    if isinstance(exc, getattr(tooloop, "MaxTurnsExceeded", ())):
+    if isinstance(exc, tooloop.MaxTurnsExceeded):
         limit_turns = getattr(settings, "max_turns", None)
         return (f"stopped at the turn limit ({limit_turns} model requests): continue with "
                 f"`tooloop --continue`, or raise --max-turns")
-    if isinstance(exc, getattr(tooloop, "NotFoundError", ())):
+    if isinstance(exc, tooloop.NotFoundError):
         return f"not found: {msg} (is the model name right? --model {getattr(settings, 'model', '')})"
-    if isinstance(exc, getattr(tooloop, "APITimeoutError", ())):
+    if isinstance(exc, tooloop.APITimeoutError):
         return f"the API did not answer in time: {msg}"
-    if isinstance(exc, getattr(tooloop, "APIConnectionError", ())):
+    if isinstance(exc, tooloop.APIConnectionError):
         where = getattr(settings, "base_url", None) or f"the {provider} API"
         return f"cannot reach {where}: {msg}"
-    if isinstance(exc, getattr(tooloop, "APIError", ())):
+    if isinstance(exc, tooloop.APIError):
         return msg if msg.lower().startswith("api error") else f"API error: {msg}"
     return f"{type(exc).__name__}: {msg}"
 
@@ -77,56 +102,51 @@ def run_task(agent: Any, text: Optional[str], renderer: Optional[Renderer], abor
     import tooloop
 
     abort.clear()
-    before = usage_numbers(getattr(agent, "usage", None))
-    result = None
+    before: Usage = agent.usage
+    result: Optional[RunResult] = None
     turns = 0
     stream = None
-    last_turn: Any = None
+    last_turn: Optional[Usage] = None
     try:
         with _sigint_sets(abort):
             if renderer is not None:
                 renderer.waiting()
             stream = start_stream(agent, text)
             for event in stream:
-                kind = field(event, "type")
                 if renderer is not None:
-                    if kind in ("text", "thinking", "tool_use", "done"):
+                    if event.type in ("text", "thinking", "tool_use", "done"):
                         renderer.arrived()
-                if kind == "turn":
-                    last_turn = field(event, "usage", None)
-                if kind == "done":
-                    result = field(event, "result", None)
-                    if result is None:
-                        result = event
+                if event.type == "done":
+                    result = event.result
                     continue
-                if kind == "turn":
-                    turns = max(turns, int(field(event, "turn", 0) or 0))
+                if event.type == "turn":
+                    last_turn = event.usage
+                    turns = max(turns, event.turn)
                 if renderer is not None:
-                    show(renderer, kind, event)
-                    if kind == "tool_result":
+                    show(renderer, event)
+                    if event.type == "tool_result":
                         renderer.waiting()
     except BaseException as exc:  # KeyboardInterrupt included: Ctrl+C cancels the run, not the program
         abort.set()  # frees a permission question that may still wait for an answer
-        if isinstance(exc, KeyboardInterrupt) or isinstance(exc, getattr(tooloop, "Cancelled", ())):
+        if isinstance(exc, KeyboardInterrupt) or isinstance(exc, tooloop.Cancelled):
             _cancel(agent, stream)
             if renderer is not None:
                 renderer.notice("cancelled")
-            return Outcome("cancelled", error=exc, usage=_sub(usage_numbers(agent.usage), before))
-        if not isinstance(exc, getattr(tooloop, "Error", ())):
+            return Outcome("cancelled", error=exc, usage=_sub(agent.usage, before))
+        if not isinstance(exc, tooloop.Error):
             raise
         return Outcome("error", error=exc, message=one_line(exc, settings), turns=turns,
-                       usage=_sub(usage_numbers(agent.usage), before))
+                       usage=_sub(agent.usage, before))
     finally:
         abort.set()
         if renderer is not None:
             renderer.arrived()
     if renderer is not None:
         renderer.end_turn()
-    turns = int(field(result, "turns", 0) or 0) or turns
-    usage = field(result, "usage", None)
-    return Outcome("ok", result=result, turns=turns,
-                   usage=usage if usage is not None else _sub(usage_numbers(agent.usage), before),
-                   last_turn=last_turn)
+    if result is None:  # the stream ended without its done event: only when the library is broken
+        return Outcome("error", message="the run ended without a result", turns=turns,
+                       usage=_sub(agent.usage, before))
+    return Outcome("ok", result=result, turns=result.turns or turns, usage=result.usage, last_turn=last_turn)
 
 
 @contextmanager
@@ -164,20 +184,18 @@ def _cancel(agent: Any, stream: Any) -> None:
             pass
 
 
-def show(renderer: Renderer, kind: Any, event: Any) -> None:
-    if kind == "text":
-        renderer.text(str(field(event, "text", "") or ""))
-    elif kind == "thinking":
-        renderer.thinking(str(field(event, "thinking", None) or field(event, "text", "") or ""))
-    elif kind == "tool_use":
-        inp = field(event, "input", {})
-        renderer.tool_use(str(field(event, "name", "?")), inp if isinstance(inp, dict) else {"input": inp},
-                          str(field(event, "id", "") or ""))
-    elif kind == "tool_result":
-        renderer.tool_result(str(field(event, "name", "?")), field(event, "content", ""),
-                             bool(field(event, "is_error", False)), field(event, "duration_ms", None),
-                             str(field(event, "id", "") or ""))
-    elif kind == "turn":
+def show(renderer: Renderer, event: Event) -> None:
+    if event.type == "text":
+        renderer.text(event.text)
+    elif event.type == "thinking":
+        renderer.thinking(event.thinking)
+    elif event.type == "tool_use":
+        inp = event.input
+        renderer.tool_use(event.name, inp if isinstance(inp, dict) else {"input": inp}, event.id)
+    elif event.type == "tool_result":
+        renderer.tool_result(event.name, event.content, event.is_error, event.duration_ms, event.id,
+                             denied=event.denied)
+    elif event.type == "turn":
         renderer.end_turn()
 
 
@@ -201,7 +219,7 @@ def run_with_corrections(agent: Any, text: Optional[str], renderer: Optional[Ren
             names = [str(n) for n in getattr(agent, "tools", [])]
         except Exception:
             names = []
-        name = text_tool_call(str(field(outcome.result, "text", "") or ""), names)
+        name = text_tool_call(outcome.result.text if outcome.result is not None else "", names)
         if name is None:
             break
         tries += 1
@@ -209,9 +227,8 @@ def run_with_corrections(agent: Any, text: Optional[str], renderer: Optional[Ren
             renderer.notice(f"the model wrote a tool call as text; asking it to use the tool ({tries}/"
                             f"{MAX_CORRECTIONS})")
         nxt = run_task(agent, correction(name), renderer, abort, settings)
-        total = {k: usage_numbers(outcome.usage)[k] + usage_numbers(nxt.usage)[k]
-                 for k in usage_numbers(nxt.usage)}
         nxt.turns += outcome.turns
-        nxt.usage = total
+        if outcome.usage is not None and nxt.usage is not None:
+            nxt.usage = add_usage(outcome.usage, nxt.usage)
         outcome = nxt
     return outcome
