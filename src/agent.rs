@@ -482,6 +482,19 @@ impl Agent {
         lock(&self.session).take();
     }
 
+    /// Give the child agent type `agent_type` a tool of its own (beside the parent's tools it names).
+    pub fn add_subagent_tool(&self, agent_type: &str, tool: crate::tools::Tool) -> Result<()> {
+        let mut types = lock(&self.subagents);
+        let Some(kind) = types.get_mut(agent_type) else {
+            return Err(Error::Config(format!("no agent type {agent_type:?}")));
+        };
+        if kind.own_tools.iter().any(|t| t.spec.name == tool.spec.name) {
+            return Err(Error::Config(format!("agent type {agent_type} already has a tool named {}", tool.spec.name)));
+        }
+        kind.own_tools.push(tool);
+        Ok(())
+    }
+
     /// The child agent types offered (see [`Agent::set_subagents`]).
     pub fn subagents(&self) -> std::collections::BTreeMap<String, crate::subagent::SubAgent> {
         lock(&self.subagents).clone()

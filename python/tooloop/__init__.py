@@ -24,7 +24,7 @@ is built or first needs them.
 
 from ._tooloop import __version__
 from ._tools import Tool, as_tool, tool
-from ._agent import Agent, AgentStream, ToolInfo
+from ._agent import Agent, AgentStream, SubAgent, ToolInfo
 from ._session import SessionInfo, load_session
 from .errors import (
     APIConnectionError,
@@ -59,12 +59,16 @@ from .events import (
     TurnEvent,
     Usage,
     UsageEvent,
+    TodoEvent,
+    SubagentEvent,
+    RepetitionEvent,
 )
 
 __all__ = [
     "__version__",
     "Agent",
     "AgentStream",
+    "SubAgent",
     "Client",
     "MessageStream",
     "Tool",
@@ -84,6 +88,9 @@ __all__ = [
     "ToolResultEvent",
     "TurnEvent",
     "UsageEvent",
+    "TodoEvent",
+    "SubagentEvent",
+    "RepetitionEvent",
     "DoneEvent",
     "Error",
     "APIError",

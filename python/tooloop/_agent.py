@@ -169,6 +169,41 @@ class AgentStream(_RunHandle):
         super().close()
 
 
+class SubAgent:
+    """A kind of child agent the ``task`` tool can start (``Agent(subagents={"explore": SubAgent(...)})``).
+
+    The child gets a fresh conversation with ``system`` as its system prompt; ``tools`` lists what it may
+    use: names of the parent's tools (e.g. ``"read_file"``) and tools of its own (plain functions or
+    ``tooloop.Tool``); ``None`` gives it all of the parent's tools. Only its final answer (and a one-line usage
+    summary) returns to the parent. ``model`` defaults to the parent's, ``max_turns`` to 20. Children cannot
+    start children.
+    """
+
+    __slots__ = ("description", "system", "tools", "model", "max_turns")
+
+    def __init__(
+        self,
+        description: str,
+        system: Optional[str] = None,
+        tools: Optional[Sequence[Union[str, Tool, Callable[..., Any]]]] = None,
+        model: Optional[str] = None,
+        max_turns: Optional[int] = None,
+    ) -> None:
+        self.description = description
+        self.system = system
+        self.tools = list(tools) if tools is not None else None
+        self.model = model
+        self.max_turns = max_turns
+
+    def _options(self) -> Dict[str, Any]:
+        names = None if self.tools is None else [t for t in self.tools if isinstance(t, str)]
+        return {"description": self.description, "system": self.system, "tools": names, "model": self.model,
+                "max_turns": self.max_turns}
+
+    def _own_tools(self) -> List[Tool]:
+        return [as_tool(t) for t in self.tools or [] if not isinstance(t, str)]
+
+
 class Agent:
     """A model calling tools in a loop.
 
@@ -210,6 +245,17 @@ class Agent:
         permission: Optional[PermissionFn] = None,
         headers: Optional[Dict[str, str]] = None,
         extra: Optional[Dict[str, Any]] = None,
+        sandbox: Optional[str] = None,
+        network: bool = True,
+        env_passthrough: Sequence[str] = (),
+        cache: bool = True,
+        planning: Union[bool, Dict[str, Any]] = False,
+        subagents: Optional[Dict[str, SubAgent]] = None,
+        skills: Union[str, os.PathLike[str], Sequence[Union[str, os.PathLike[str]]], None] = None,
+        mcp_servers: Optional[Dict[str, Dict[str, Any]]] = None,
+        region: Optional[str] = None,
+        server_tools: Optional[Sequence[Dict[str, Any]]] = None,
+        repeat_guard: Union[bool, Dict[str, int]] = True,
     ) -> None:
         if not isinstance(provider, str) and not callable(provider):
             raise ConfigError(f"provider must be 'anthropic', 'openai' or a callable, got {type(provider).__name__}")
@@ -232,8 +278,25 @@ class Agent:
                 "builtin_tools": builtin_tools if isinstance(builtin_tools, (bool, str)) else list(builtin_tools),
                 "workspace": os.fspath(workspace) if workspace is not None else None,
                 "session": os.fspath(session) if session is not None else None,
+                "sandbox": sandbox,
+                "network": network,
+                "env_passthrough": list(env_passthrough),
+                "cache": cache,
+                "planning": planning,
+                "subagents": {k: v._options() if isinstance(v, SubAgent) else v for k, v in (subagents or {}).items()},
+                "skills": [os.fspath(skills)] if isinstance(skills, (str, os.PathLike))
+                else [os.fspath(p) for p in skills or ()],
+                "mcp_servers": mcp_servers,
+                "region": region,
+                "server_tools": list(server_tools) if server_tools is not None else None,
+                "repeat_guard": repeat_guard,
             },
         )
+        for agent_type, sub in (subagents or {}).items():
+            if isinstance(sub, SubAgent):
+                for t in sub._own_tools():
+                    self._core.add_subagent_tool(agent_type, t.name, t.description, t.input_schema, t.invoke,
+                                                 t.parallel_safe, t.read_only)
         self._tools: Dict[str, Tool] = {}
         for t in tools:
             self.add_tool(t)
@@ -242,6 +305,35 @@ class Agent:
         self.session_report: Optional[Dict[str, Any]] = self._core.session_report()
         if permission is not None:
             self.set_permission(permission)
+
+    # -- lifetime ------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the agent's MCP servers and detach its session file (its lock is released). The conversation
+        stays readable. Idempotent; also done by ``with tooloop.Agent(...) as agent:`` and on garbage
+        collection."""
+        self._core.close()
+
+    def __enter__(self) -> "Agent":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def todos(self) -> List[Dict[str, Any]]:
+        """The current todo list (``planning=True``): dicts with ``content``, ``status`` and optionally
+        ``active_form``; empty before the model wrote one. Restored with a session."""
+        return list(self._core.todos())
+
+    def mcp_status(self) -> Dict[str, Any]:
+        """The MCP servers: ``{"servers": [{name, state, tools, ...}], "failures": [{server, reason}]}``."""
+        return dict(self._core.mcp_status())
+
+    @property
+    def skills(self) -> Dict[str, Any]:
+        """The skills found (``{"skills": [{name, description, dir, meta}], "problems": [{path, reason}]}``)."""
+        return dict(self._core.skills())
 
     # -- tools ---------------------------------------------------------------------------------------------
 

@@ -28,6 +28,9 @@ __all__ = [
     "ToolResultEvent",
     "TurnEvent",
     "UsageEvent",
+    "TodoEvent",
+    "SubagentEvent",
+    "RepetitionEvent",
     "DoneEvent",
     "Event",
 ]
@@ -284,6 +287,53 @@ class UsageEvent(_Record):
         self._init(turn=turn, run=run)
 
 
+class TodoEvent(_Record):
+    """The todo list changed (``planning=True``): the whole new list, each item a dict with ``content``,
+    ``status`` (pending, in_progress, completed) and optionally ``active_form``."""
+
+    __slots__ = ("todos",)
+    _fields = __slots__
+    type: Literal["todo"] = "todo"
+
+    todos: List[Dict[str, Any]]
+
+    def __init__(self, todos: List[Dict[str, Any]]) -> None:
+        self._init(todos=todos)
+
+
+class SubagentEvent(_Record):
+    """An event of a child agent started by a ``task`` call (``subagents=``): ``parent_id`` is the parent's
+    call id, ``event`` the child's own event (typed like the parent's)."""
+
+    __slots__ = ("parent_id", "agent_type", "event")
+    _fields = __slots__
+    type: Literal["subagent"] = "subagent"
+
+    parent_id: str
+    agent_type: str
+    event: "Event"
+
+    def __init__(self, parent_id: str, agent_type: str, event: "Event") -> None:
+        self._init(parent_id=parent_id, agent_type=agent_type, event=event)
+
+
+class RepetitionEvent(_Record):
+    """The runaway guard answered a call instead of running it: the model made the same call with the same
+    input ``count`` turns in a row; ``stopped``: and the run ends (stop_reason ``"repetition"``)."""
+
+    __slots__ = ("id", "name", "count", "stopped")
+    _fields = __slots__
+    type: Literal["repetition"] = "repetition"
+
+    id: str
+    name: str
+    count: int
+    stopped: bool
+
+    def __init__(self, id: str, name: str, count: int, stopped: bool) -> None:
+        self._init(id=id, name=name, count=count, stopped=stopped)
+
+
 class DoneEvent(_Record):
     """The run ended normally; always the last event."""
 
@@ -298,7 +348,8 @@ class DoneEvent(_Record):
 
 
 if TYPE_CHECKING:
-    Event = Union[TextEvent, ThinkingEvent, ToolUseEvent, ToolResultEvent, TurnEvent, UsageEvent, DoneEvent]
+    Event = Union[TextEvent, ThinkingEvent, ToolUseEvent, ToolResultEvent, TurnEvent, UsageEvent, TodoEvent,
+                  SubagentEvent, RepetitionEvent, DoneEvent]
 
 
 def __getattr__(name: str) -> object:
@@ -306,7 +357,8 @@ def __getattr__(name: str) -> object:
     if name == "Event":
         from typing import Union
 
-        event = Union[TextEvent, ThinkingEvent, ToolUseEvent, ToolResultEvent, TurnEvent, UsageEvent, DoneEvent]
+        event = Union[TextEvent, ThinkingEvent, ToolUseEvent, ToolResultEvent, TurnEvent, UsageEvent, TodoEvent,
+                      SubagentEvent, RepetitionEvent, DoneEvent]
         globals()["Event"] = event
         return event
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -328,4 +380,13 @@ def _event_from(d: Dict[str, Any]) -> Optional[Event]:
         return TurnEvent(int(d["turn"]), d.get("stop_reason"), Usage._from(d.get("usage")))
     if kind == "usage":
         return UsageEvent(Usage._from(d.get("turn")), Usage._from(d.get("run")))
+    if kind == "todo":
+        return TodoEvent(list(d.get("todos") or []))
+    if kind == "repetition":
+        return RepetitionEvent(d["id"], d["name"], int(d["count"]), bool(d["stopped"]))
+    if kind == "subagent":
+        inner = _event_from(d.get("event") or {})
+        if inner is None:
+            return None
+        return SubagentEvent(d["parent_id"], d.get("agent_type", ""), inner)
     return None

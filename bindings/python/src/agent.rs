@@ -234,6 +234,54 @@ impl PyAgent {
         self.core.tools().register(tool.parallel_safe(parallel_safe).read_only(read_only)).map_err(|e| to_pyerr(py, &e))
     }
 
+    /// A tool of the child agent type `agent_type`'s own: `invoke(input) -> (content, is_error)`.
+    #[pyo3(signature = (agent_type, name, description, input_schema, invoke, parallel_safe=false, read_only=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn add_subagent_tool(
+        &self,
+        py: Python<'_>,
+        agent_type: &str,
+        name: String,
+        description: String,
+        input_schema: &Bound<'_, PyAny>,
+        invoke: Py<PyAny>,
+        parallel_safe: bool,
+        read_only: bool,
+    ) -> PyResult<()> {
+        let schema = from_py(input_schema, &format!("the input_schema of tool '{name}'"))?;
+        let slot = self.slot.clone();
+        let tool_name = name.clone();
+        let handler = move |input: &Value, _ctx: &ToolContext<'_>| call_tool(&invoke, &tool_name, input, &slot);
+        let tool = Tool::new(name, description, schema, handler).map_err(|e| to_pyerr(py, &e))?;
+        self.core
+            .add_subagent_tool(agent_type, tool.parallel_safe(parallel_safe).read_only(read_only))
+            .map_err(|e| to_pyerr(py, &e))
+    }
+
+    /// Stop the MCP servers and detach the session file (see `Agent::close`).
+    fn close(&self, py: Python<'_>) {
+        let core = self.core.clone();
+        py.detach(move || core.close());
+    }
+
+    /// The current todo list as a list of dicts.
+    fn todos(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let v = serde_json::to_value(self.core.todos()).unwrap_or(Value::Null);
+        Ok(to_py(py, &v)?.unbind())
+    }
+
+    /// `{"servers": [...], "failures": [...]}` of the MCP servers.
+    fn mcp_status(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let v = serde_json::json!({"servers": self.core.mcp_status(), "failures": self.core.mcp_failures()});
+        Ok(to_py(py, &v)?.unbind())
+    }
+
+    /// `{"skills": [...], "problems": [...]}` of the skill folders (empty lists without any).
+    fn skills(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let v = serde_json::to_value(self.core.skills().unwrap_or_default()).unwrap_or(Value::Null);
+        Ok(to_py(py, &v)?.unbind())
+    }
+
     /// What the registry knows of the tool `name` (built-ins included): `{"name", "description",
     /// "input_schema", "parallel_safe", "read_only"}`, or None when no such tool is registered.
     fn tool_info(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
