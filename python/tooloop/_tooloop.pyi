@@ -7,7 +7,7 @@ here (tools, a model, a permission check) are called on that worker thread.
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union, final
 
-__all__ = ["_Agent", "_Client", "_Run", "estimate_cost_usd", "load_session", "__version__"]
+__all__ = ["_Agent", "_Client", "_Run", "estimate_cost_usd", "load_session", "sandbox_support", "__version__"]
 
 __version__: str
 
@@ -95,3 +95,6 @@ def estimate_cost_usd(model: str, usage: Dict[str, Any]) -> Optional[float]:
 def load_session(path: Union[str, os.PathLike[str]]) -> Dict[str, Any]:
     """Read a session file without opening it for writing: ``{"path", "entries", "torn_tail", "skipped",
     "cost_usd"}``."""
+
+def sandbox_support() -> Optional[int]:
+    """The Landlock ABI version the kernel offers for the bash sandbox, or None."""

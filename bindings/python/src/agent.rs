@@ -472,3 +472,10 @@ pub fn load_session(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Py<PyA
     });
     Ok(to_py(py, &v)?.unbind())
 }
+
+/// The Landlock ABI version the kernel offers for the bash sandbox, or None where it has none (the sandbox
+/// then cannot confine bash).
+#[pyfunction]
+pub fn sandbox_support() -> Option<u32> {
+    tooloop::builtin::sandbox_support()
+}

@@ -20,6 +20,7 @@ fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<run::Run>()?;
     m.add_function(wrap_pyfunction!(agent::estimate_cost_usd, m)?)?;
     m.add_function(wrap_pyfunction!(agent::load_session, m)?)?;
+    m.add_function(wrap_pyfunction!(agent::sandbox_support, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
