@@ -294,9 +294,9 @@ class Agent:
         )
         for agent_type, sub in (subagents or {}).items():
             if isinstance(sub, SubAgent):
-                for t in sub._own_tools():
-                    self._core.add_subagent_tool(agent_type, t.name, t.description, t.input_schema, t.invoke,
-                                                 t.parallel_safe, t.read_only)
+                for own in sub._own_tools():
+                    self._core.add_subagent_tool(agent_type, own.name, own.description, own.input_schema,
+                                                 own.invoke, own.parallel_safe, own.read_only)
         self._tools: Dict[str, Tool] = {}
         for t in tools:
             self.add_tool(t)

@@ -75,3 +75,13 @@ def tool_reply(*calls: Any, text: Optional[str] = None, **extra: Any) -> Dict[st
                           "usage": {"input_tokens": 20, "output_tokens": 8}}, **extra}
 
 
+
+
+def unmarked(v: Any) -> Any:
+    """`v` (a request body or part of one) without prompt-caching markers: they are wire-only annotations
+    (see tooloop's cache module and tests/python/test_round_two.py), and many tests compare the rest."""
+    if isinstance(v, dict):
+        return {k: unmarked(x) for k, x in v.items() if k != "cache_control"}
+    if isinstance(v, list):
+        return [unmarked(x) for x in v]
+    return v

@@ -12,7 +12,7 @@ from typing import Any, Dict, List
 import pytest
 
 import tooloop
-from _support import agent_for, assert_valid_view, text_reply, tool_reply
+from _support import agent_for, assert_valid_view, text_reply, tool_reply, unmarked
 
 
 def last_request_messages(server: Any) -> List[Dict[str, Any]]:
@@ -20,7 +20,7 @@ def last_request_messages(server: Any) -> List[Dict[str, Any]]:
 
 
 def tool_results(server: Any) -> List[Dict[str, Any]]:
-    return [b for b in last_request_messages(server)[-1]["content"] if b["type"] == "tool_result"]
+    return [unmarked(b) for b in last_request_messages(server)[-1]["content"] if b["type"] == "tool_result"]
 
 
 def test_run_calls_a_decorated_tool_and_returns_the_final_text(mock: Any) -> None:
@@ -344,8 +344,10 @@ def test_reset_clears_the_conversation(mock: Any) -> None:
 def test_system_prompt_and_model_are_sent(mock: Any) -> None:
     server = mock("anthropic_text")
     agent_for(server, model="claude-opus-4-5", system="Be brief.", max_tokens=100).run("hi")
-    body = server.requests()[0]["body"]
-    assert (body["model"], body["system"], body["max_tokens"]) == ("claude-opus-4-5", "Be brief.", 100)
+    body = unmarked(server.requests()[0]["body"])
+    # A string system prompt goes out as one text block, the form that carries a prompt-caching marker.
+    assert body["system"] in ("Be brief.", [{"type": "text", "text": "Be brief."}])
+    assert (body["model"], body["max_tokens"]) == ("claude-opus-4-5", 100)
     headers = server.requests()[0]["headers"]
     assert headers["x-api-key"] == "sk-ant-mock"
 
@@ -361,7 +363,7 @@ def test_api_key_and_base_url_default_to_the_environment(mock: Any, monkeypatch:
 def test_input_as_content_blocks(mock: Any) -> None:
     server = mock("anthropic_text")
     agent_for(server).run([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}])
-    assert server.requests()[0]["body"]["messages"][0]["content"] == [
+    assert unmarked(server.requests()[0]["body"]["messages"][0]["content"]) == [
         {"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
 
 

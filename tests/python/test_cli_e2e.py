@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "tests" / "scenarios"
 sys.path.insert(0, str(ROOT / "tests" / "mock"))
 from mockctl import MockServer, mock_env  # noqa: E402
+from _support import unmarked  # noqa: E402
 
 TASK = ("Create hello.py that prints a greeting, run it, then change the greeting to "
         "'Hello, tooloop!' and run it again.")
@@ -119,7 +120,7 @@ def test_scripted_session_writes_runs_edits_and_answers(tooloop_cmd, ws, tmp_pat
     system = body["system"] if isinstance(body["system"], str) else body["system"][0]["text"]
     assert str(ws.resolve()) in system and "Never invent paths" in system
     assert {t["name"] for t in body["tools"]} == {"bash", "read_file", "write_file", "edit_file"}
-    assert body["messages"][0]["content"] in (TASK, [{"type": "text", "text": TASK}])
+    assert unmarked(body["messages"][0]["content"]) in (TASK, [{"type": "text", "text": TASK}])
 
     # The session file: one per run, under TOOLOOP_HOME, keyed by workspace, holding the whole task.
     files = session_files(tmp_path)
@@ -147,7 +148,7 @@ def test_task_read_from_stdin_when_not_given(tooloop_cmd, ws, tmp_path):
                               input="what is in this folder?\n", capture_output=True, text=True, timeout=60)
         reqs = mock.requests()
     assert proc.returncode == 0, proc.stderr
-    assert reqs[0]["body"]["messages"][0]["content"] in (
+    assert unmarked(reqs[0]["body"]["messages"][0]["content"]) in (
         "what is in this folder?", [{"type": "text", "text": "what is in this folder?"}])
 
 

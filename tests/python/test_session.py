@@ -9,7 +9,7 @@ import textwrap
 from typing import Any
 
 import tooloop
-from _support import assert_valid_view, mock_env, run_script
+from _support import assert_valid_view, mock_env, run_script, unmarked
 
 PROCESS = textwrap.dedent("""
     import json, os, sys
@@ -70,10 +70,10 @@ def test_session_saved_in_one_process_is_resumed_in_another(mock: Any, tmp_path:
     assert len(requests) == 4
     resumed = requests[2]["body"]["messages"]
     assert_valid_view(resumed)
-    assert resumed[0]["content"] == [{"type": "text", "text": "Weather in Lyon?"}]
+    assert unmarked(resumed[0]["content"]) == [{"type": "text", "text": "Weather in Lyon?"}]
     assert resumed[1]["content"][1] == {"type": "tool_use", "id": "toolu_py_sess_1", "name": "get_weather",
                                         "input": {"city": "Lyon"}}
-    assert resumed[2]["content"] == [{"type": "tool_result", "tool_use_id": "toolu_py_sess_1",
+    assert unmarked(resumed[2]["content"]) == [{"type": "tool_result", "tool_use_id": "toolu_py_sess_1",
                                       "content": "21 C in Lyon"}]
     last = requests[3]["body"]["messages"]
     assert_valid_view(last)
