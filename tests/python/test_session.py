@@ -78,7 +78,7 @@ def test_session_saved_in_one_process_is_resumed_in_another(mock: Any, tmp_path:
     last = requests[3]["body"]["messages"]
     assert_valid_view(last)
     assert [m["role"] for m in last] == ["user", "assistant", "user", "assistant", "user"]
-    assert last[-1]["content"] == [{"type": "text", "text": "Thanks!"}]
+    assert unmarked(last[-1]["content"]) == [{"type": "text", "text": "Thanks!"}]
     assert_valid_view(out2["messages"])
 
 
