@@ -152,3 +152,21 @@ def test_builtin_bash_is_confined_to_the_workspace_by_default(tmp_path: Path) ->
     outside.unlink()
     with pytest.raises(tooloop.ConfigError, match="sandbox"):
         tooloop.Agent(provider=model, sandbox="strict")
+
+
+def test_bash_does_not_see_secret_variables_and_their_values_are_redacted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-python-0123456789")
+    monkeypatch.setenv("HARMLESS_SETTING", "visible-value")
+    (tmp_path / ".env").write_text("MY_SERVICE_TOKEN=tok-python-0123456789\n")
+    model = scripted(call("b1", "bash", {"command": "env; cat .env"}), {"content": "ok"})
+    agent = tooloop.Agent(provider=model, builtin_tools=["bash"], workspace=str(tmp_path), sandbox="off")
+    out = agent.run("show env").tool_calls[0].output
+    assert "HARMLESS_SETTING=visible-value" in out
+    assert "MY_SERVICE_TOKEN=tok-python" not in out.split("MY_SERVICE_TOKEN=[redacted]")[0], out
+    assert "tok-python-0123456789" not in out and "MY_SERVICE_TOKEN=[redacted]" in out, "the .env read is redacted"
+    # A variable the host lets through is kept.
+    model = scripted(call("b1", "bash", {"command": "echo $MY_SERVICE_TOKEN"}), {"content": "ok"})
+    agent = tooloop.Agent(provider=model, builtin_tools=["bash"], workspace=str(tmp_path), sandbox="off",
+                          env_passthrough=["MY_SERVICE_TOKEN"])
+    assert agent.run("go").tool_calls[0].output.strip() == "tok-python-0123456789"

@@ -81,3 +81,13 @@ def test_example_resume_session(mock: Any, tmp_path: Any) -> None:
     assert second.returncode == 0, second.stderr
     assert "It is 21 C in Lyon." in second.stdout
     assert "[loaded" in second.stdout
+
+
+def test_example_plan_and_delegate() -> None:
+    proc = run([sys.executable, str(EXAMPLES / "plan_and_delegate.py")])
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "todo: ▸ Read the release skill · ○ Find the port"
+    assert "  [notes] search_notes({'topic': 'port'})" in lines
+    assert "Release check done: the service listens on port 8080." in lines
+    assert lines[-1] == "todos at the end: ['completed', 'completed']"
