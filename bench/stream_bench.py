@@ -12,7 +12,9 @@ time from sending the request to holding the final message, throughput, and the 
 worker process (VmHWM), also after imports only, so the cost of the stream itself is visible.
 
 Clients:
+  bytes               http.client reading the response's bytes, no parsing: what the mock needs to send them
   tooloop             Client.stream(): every raw event as a dict, then final_message()
+  tooloop-text        Client.stream(): text_stream (coalesced str chunks), then final_message()
   anthropic-stream    client.messages.stream(): text_stream, then get_final_message() (the SDK's helper)
   anthropic-raw       client.messages.create(stream=True): iterate the raw events, no accumulation
 """
@@ -34,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "mock"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-CLIENTS = ["tooloop", "anthropic-stream", "anthropic-raw"]
+CLIENTS = ["bytes", "tooloop", "tooloop-text", "anthropic-stream", "anthropic-raw"]
 MODEL = "claude-sonnet-4-6"
 MESSAGES = [{"role": "user", "content": "Write a very long text."}]
 
@@ -56,7 +58,39 @@ def worker(kind: str, base_url: str) -> Dict[str, Any]:
     t0 = time.perf_counter()
     text_len = 0
     events = 0
-    if kind == "tooloop":
+    if kind == "bytes":
+        import http.client
+        from urllib.parse import urlparse
+
+        u = urlparse(base_url)
+        import_s, rss_after_import = time.perf_counter() - t0, peak_rss_mb()
+        start = time.perf_counter()
+        conn = http.client.HTTPConnection(u.hostname or "127.0.0.1", u.port)
+        body = json.dumps({"model": MODEL, "max_tokens": 64000, "messages": MESSAGES, "stream": True})
+        conn.request("POST", "/v1/messages", body, {"content-type": "application/json", "x-api-key": "k",
+                                                     "anthropic-version": "2023-06-01"})
+        resp = conn.getresponse()
+        while True:
+            chunk = resp.read1(65536)
+            if not chunk:
+                break
+            events += 1
+            text_len += len(chunk)
+        conn.close()
+        final_len = text_len
+    elif kind == "tooloop-text":
+        import tooloop
+
+        client = tooloop.Client(base_url=base_url, api_key="sk-ant-mock", max_retries=0)
+        import_s, rss_after_import = time.perf_counter() - t0, peak_rss_mb()
+        start = time.perf_counter()
+        with client.stream({"model": MODEL, "max_tokens": 64000, "messages": MESSAGES}) as stream:
+            for text in stream.text_stream:
+                events += 1
+                text_len += len(text)
+            final = stream.final_message()
+        final_len = len(final["content"][0]["text"])
+    elif kind == "tooloop":
         import tooloop
 
         client = tooloop.Client(base_url=base_url, api_key="sk-ant-mock", max_retries=0)

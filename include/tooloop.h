@@ -818,16 +818,6 @@ bool tooloop_model_response_is_cancelled(const tooloop_model_response *response)
  */
 tooloop_status tooloop_json_get(const char *json, const char *pointer, char **out);
 
-/**
- * For tests of the panic boundary only: panics inside libtooloop on purpose. The panic is caught at the
- * boundary like any internal bug would be: the call returns `TOOLOOP_PANIC` and `tooloop_last_error()`
- * says "internal panic". Nothing unwinds into C; the process goes on normally (Rust's panic message is
- * printed on stderr).
- *
- * Statuses: `TOOLOOP_PANIC`, always. Threads: any.
- */
-tooloop_status tooloop_debug_panic(void);
-
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

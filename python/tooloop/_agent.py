@@ -159,6 +159,18 @@ class AgentStream(_RunHandle):
             if event is not None:
                 return event
 
+    @property
+    def text_stream(self) -> Iterator[str]:
+        """The answer's text as it arrives, in coalesced ``str`` chunks (other events are skipped); then
+        ``.result`` holds the ``RunResult``. A failed run raises from the iteration."""
+        while not self._finished:
+            text = self._run.next_text()
+            if text is None:
+                self._finished = True
+                self.result = RunResult._from(self._run.result())
+                return
+            yield text
+
     def cancel(self) -> None:
         """Ask the run to stop (any thread); iteration then ends with ``tooloop.Cancelled``."""
         super().cancel()

@@ -39,6 +39,18 @@ class MessageStream(_RunHandle):
             raise StopIteration
         return event
 
+    @property
+    def text_stream(self) -> Iterator[str]:
+        """The text as it arrives, in coalesced ``str`` chunks (every piece that arrived since the previous
+        chunk, joined; other events are skipped): the cheap way to print a streamed answer. Afterwards,
+        ``final_message()`` has the whole message; a failed stream raises from the iteration."""
+        while True:
+            text = self._run.next_text()
+            if text is None:
+                self._run.result()
+                return
+            yield text
+
     def final_message(self) -> Dict[str, Any]:
         """The complete message (reading the rest of the stream first): equal to what ``create()`` returns
         for the same content."""

@@ -22,6 +22,8 @@ class _Run:
     def done(self) -> bool: ...
     def next_event(self) -> Optional[Dict[str, Any]]:
         """The next event dict, or None once the operation has ended."""
+    def next_text(self) -> Optional[str]:
+        """The text that arrived since the last call, coalesced; None once the operation has ended."""
     def result(self) -> Dict[str, Any]:
         """Wait for the end; the outcome dict, or the operation's exception."""
     def cancel(self) -> None: ...

@@ -7,6 +7,9 @@
 #include "tooloop.h"
 
 #include "check.h"
+
+/* Test-only: built with the cargo feature `test-panic` (tests/c/Makefile), not in the public header. */
+tooloop_status tooloop_debug_panic(void);
 #include "workers.h"
 
 static const char BAD_UTF8[] = {'a', (char)0xC3, (char)0x28, 'b', 0}; /* 0xC3 0x28: an invalid sequence */

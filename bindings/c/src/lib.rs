@@ -1265,7 +1265,9 @@ pub extern "C" fn tooloop_json_get(
 /// says "internal panic". Nothing unwinds into C; the process goes on normally (Rust's panic message is
 /// printed on stderr).
 ///
-/// Statuses: `TOOLOOP_PANIC`, always. Threads: any.
+/// Statuses: `TOOLOOP_PANIC`, always. Threads: any. Built only with the cargo feature `test-panic` and not in
+/// the public header.
+#[cfg(feature = "test-panic")]
 #[unsafe(no_mangle)]
 pub extern "C" fn tooloop_debug_panic() -> tooloop_status {
     boundary("tooloop_debug_panic", || panic!("tooloop_debug_panic was called (a deliberate test panic)"))

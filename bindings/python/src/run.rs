@@ -192,6 +192,36 @@ impl Run {
         }
     }
 
+    /// The text that arrived since the last call, coalesced into one `str` (waiting for at least one text
+    /// piece), or None once the operation has ended (then `result()` tells how). Other events are skipped.
+    /// Text is an agent's `text` event, or a raw stream's text delta (Anthropic `text_delta`, OpenAI
+    /// `delta.content`). One Python object per batch instead of a dict per event: what `text_stream` is for.
+    fn next_text(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        let mut out = String::new();
+        while !self.is_finished() {
+            // Block for the first piece only; then take what is already queued without waiting.
+            let msg = if out.is_empty() {
+                self.recv(py)?
+            } else {
+                match lock(&self.rx).try_recv() {
+                    Ok(m) => Some(m),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => None,
+                }
+            };
+            match msg {
+                Some(Msg::Event(v)) => {
+                    if let Some(t) = text_of(&v) {
+                        out.push_str(t);
+                    }
+                }
+                Some(Msg::Done(o)) => self.finish(py, Some(o)),
+                None => self.finish(py, None),
+            }
+        }
+        Ok(if out.is_empty() { None } else { Some(out) })
+    }
+
     /// Wait for the end (remaining events are dropped); the outcome as a dict, or its exception.
     fn result(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         while !self.is_finished() {
@@ -222,6 +252,22 @@ impl Run {
             self.drain(py)?;
         }
         Ok(())
+    }
+}
+
+/// The text an event carries: an agent `text` event, an Anthropic `text_delta`, an OpenAI chunk's content.
+fn text_of(v: &Value) -> Option<&str> {
+    match v.get("type").and_then(Value::as_str) {
+        Some("text") => v.get("text").and_then(Value::as_str),
+        Some("content_block_delta") => {
+            let d = v.get("delta")?;
+            if d.get("type").and_then(Value::as_str) == Some("text_delta") {
+                d.get("text").and_then(Value::as_str)
+            } else {
+                None
+            }
+        }
+        _ => v.get("choices")?.get(0)?.get("delta")?.get("content").and_then(Value::as_str),
     }
 }
 
