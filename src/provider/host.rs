@@ -122,6 +122,11 @@ impl Provider for FnProvider {
             return Err(Error::Cancelled { partial: None });
         }
         let message = validate((self.f)(request, cancel)?)?;
+        // A cancel that came while the host model worked wins over its answer: the host asked for the run
+        // to stop, and a run must not go on (or end "normally") after that.
+        if cancel.is_cancelled() {
+            return Err(Error::Cancelled { partial: None });
+        }
         emit_message_events(&message, on_event);
         let raw = serde_json::to_value(&message).unwrap_or_default();
         Ok(Response { message, raw, request_id: None })
