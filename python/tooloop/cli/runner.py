@@ -114,7 +114,7 @@ def run_task(agent: Any, text: Optional[str], renderer: Optional[Renderer], abor
             stream = start_stream(agent, text)
             for event in stream:
                 if renderer is not None:
-                    if event.type in ("text", "thinking", "tool_use", "done"):
+                    if event.type in ("text", "thinking", "tool_use", "done", "subagent", "todo"):
                         renderer.arrived()
                 if event.type == "done":
                     result = event.result
@@ -197,6 +197,14 @@ def show(renderer: Renderer, event: Event) -> None:
                              denied=event.denied)
     elif event.type == "turn":
         renderer.end_turn()
+    elif event.type == "todo":
+        renderer.todos(list(event.todos))
+    elif event.type == "subagent":
+        renderer.subagent(event.parent_id, event.agent_type, event.event)
+    elif event.type == "repetition":
+        if not event.stopped:
+            renderer.notice(f"the model repeated {event.name} with the same input {event.count} times; "
+                            "it was told to change course")
 
 
 #: How many times a tool call written as text is answered with a correction before the answer stands.

@@ -1,0 +1,198 @@
+"""The `tooloop` command with the round-two features: sandbox mode, planning, subagents, skills, MCP servers
+(with the project approval), bedrock settings, the runaway guard. The installed console script runs against
+the shared mock server; the REPL parts through a pseudo-terminal (pexpect).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = ROOT / "tests" / "scenarios"
+sys.path.insert(0, str(ROOT / "tests" / "mock"))
+from mockctl import MockServer, mock_env  # noqa: E402
+
+FASTMCP = ROOT / "tests" / "mcp" / "fastmcp_server.py"
+
+
+@pytest.fixture
+def ws(tmp_path):
+    d = tmp_path / "ws"
+    d.mkdir()
+    return d
+
+
+def clean_env(tmp_path, mock=None, **extra):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("ANTHROPIC_", "OPENAI_", "TOOLOOP_", "AWS_")) and k != "NO_COLOR"}
+    env["TOOLOOP_HOME"] = str(tmp_path / "home")
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
+    env["HOME"] = str(tmp_path / "homedir")
+    env["PYTHONIOENCODING"] = "utf-8"
+    if mock is not None:
+        env.update(mock_env(mock.base_url))
+    env.update(extra)
+    return env
+
+
+def run(exe, ws, env, *args, timeout=60):
+    proc = subprocess.run([exe] + list(args), cwd=ws, env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=timeout)
+    print("exit", proc.returncode, "\n--- stdout\n" + proc.stdout + "--- stderr\n" + proc.stderr)
+    return proc
+
+
+def system_text(req):
+    system = req["body"].get("system")
+    if isinstance(system, list):
+        return "\n".join(b.get("text", "") for b in system)
+    return system or ""
+
+
+def tool_names(req):
+    return sorted(t["name"] for t in req["body"].get("tools", []))
+
+
+def tool_results(request):
+    out = {}
+    for m in request["body"]["messages"]:
+        if isinstance(m["content"], list):
+            for b in m["content"]:
+                if b.get("type") == "tool_result":
+                    content = b.get("content")
+                    if isinstance(content, list):
+                        content = "".join(x.get("text", "") for x in content)
+                    out[b["tool_use_id"]] = (content, bool(b.get("is_error")))
+    return out
+
+
+def in_order(out, pieces):
+    pos = 0
+    for piece in pieces:
+        found = out.find(piece, pos)
+        assert found >= 0, f"{piece!r} missing (or out of order) after offset {pos}"
+        pos = found + len(piece)
+
+
+# -- planning, subagents, skills (issue 12) -----------------------------------------------------------------
+
+def test_plans_delegates_to_an_explore_subagent_and_uses_a_skill(tooloop_exe, ws, tmp_path):
+    (ws / "main.py").write_text("def main():\n    print('hi')\n")
+    skill = ws / ".tooloop" / "skills" / "greeting"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: greeting\ndescription: How to greet the user.\n---\n"
+                                    "Always greet with 'Ahoy!'.\n")
+    with MockServer(SCENARIOS / "cli_plan_subagent_skill.json") as mock:
+        proc = run(tooloop_exe, ws, clean_env(tmp_path, mock), "--yes", "find the entry point and greet me")
+        reqs = mock.requests()
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    in_order(out, [
+        "I'll plan this first.",
+        "● todos", "▸ Exploring the code", "○ Apply the greeting skill",
+        "task(explore: find the entry point)",
+        "    ● read_file(main.py)", "      ⎿ def main():", "    ⎿ explore agent done (2 turns)",
+        "skill(greeting)",
+        "● todos", "✔ Explore the code", "✔ Apply the greeting skill",
+        "Done: the entry point is main() in main.py",
+    ])
+    assert len(reqs) == 7
+    parent, child = reqs[0], reqs[2]
+    # The parent has the planning, task and skill tools; the skill is announced in its system prompt.
+    assert {"todo_write", "task", "skill", "bash", "read_file"} <= set(tool_names(parent))
+    assert "greeting" in system_text(parent) and "How to greet the user." in system_text(parent)
+    task_tool = next(t for t in parent["body"]["tools"] if t["name"] == "task")
+    assert "explore" in json.dumps(task_tool) and "general" in json.dumps(task_tool)
+    # The child: its own system prompt, only read_file and bash, the task's prompt as its message.
+    assert tool_names(child) == ["bash", "read_file"]
+    assert "exploration agent" in system_text(child) and "Never invent paths" not in system_text(child)
+    assert "Find where the program starts" in json.dumps(child["body"]["messages"])
+    # What came back to the parent: the child's final answer; the skill's body.
+    results = tool_results(reqs[4])
+    assert "The entry point is main() in main.py." in results["toolu_01PlanTask"][0]
+    assert "Ahoy!" in tool_results(reqs[5])["toolu_01PlanSkill"][0]
+
+
+def test_no_planning_and_no_subagents_leave_the_tools_out(tooloop_exe, ws, tmp_path):
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        proc = run(tooloop_exe, ws, clean_env(tmp_path, mock), "-p", "--no-planning", "--no-subagents", "hi")
+        reqs = mock.requests()
+    assert proc.returncode == 0, proc.stderr
+    names = tool_names(reqs[0])
+    assert "todo_write" not in names and "task" not in names and "bash" in names
+
+
+# -- sandbox (issue 16) -------------------------------------------------------------------------------------
+
+def landlock():
+    from tooloop.cli.features import landlock_abi
+    return landlock_abi()
+
+
+def test_sandbox_default_is_workspace_write_and_off_passes_off(tooloop_exe, ws, tmp_path):
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        assert run(tooloop_exe, ws, clean_env(tmp_path, mock), "-p", "hi").returncode == 0
+        default_system = system_text(mock.requests()[0])
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        assert run(tooloop_exe, ws, clean_env(tmp_path, mock), "-p", "--sandbox", "off", "hi").returncode == 0
+        off_system = system_text(mock.requests()[0])
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        assert run(tooloop_exe, ws, clean_env(tmp_path, mock), "-p", "--read-only", "hi").returncode == 0
+        ro_system = system_text(mock.requests()[0])
+    # The core tells the model about the sandbox it was given.
+    assert "write only inside the workspace" in default_system
+    assert "sandboxed" not in off_system
+    assert "sandboxed read-only" in ro_system
+
+
+def test_sandbox_required(tooloop_exe, ws, tmp_path):
+    if landlock() is None:
+        proc = run(tooloop_exe, ws, clean_env(tmp_path), "-p", "--sandbox", "required", "hi")
+        assert proc.returncode == 2 and "Landlock" in proc.stderr
+        return
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        proc = run(tooloop_exe, ws, clean_env(tmp_path, mock), "-p", "--sandbox", "required", "hi")
+        assert proc.returncode == 0, proc.stderr
+        assert "write only inside the workspace" in system_text(mock.requests()[0])
+
+
+def test_sandbox_mode_refuses_required_without_landlock():
+    from tooloop.cli.config import ConfigProblem
+    from tooloop.cli.features import sandbox_mode
+
+    assert sandbox_mode(None, False, probe=lambda: 4) == ("workspace-write", "")
+    assert sandbox_mode(None, True, probe=lambda: 4) == ("read-only", "")
+    assert sandbox_mode("off", False, probe=lambda: None) == ("off", "")
+    mode, note = sandbox_mode(None, False, probe=lambda: None)
+    assert mode == "workspace-write" and "unconfined" in note
+    with pytest.raises(ConfigProblem, match="Landlock"):
+        sandbox_mode("required", False, probe=lambda: None)
+    assert sandbox_mode("required", False, probe=lambda: 1) == ("workspace-write", "")
+
+
+# -- bedrock (issue 13) -------------------------------------------------------------------------------------
+
+def test_bedrock_needs_a_region_and_names_the_aws_variables(tooloop_exe, ws, tmp_path):
+    proc = run(tooloop_exe, ws, clean_env(tmp_path), "-p", "--provider", "bedrock", "hi")
+    assert proc.returncode == 2 and "--region" in proc.stderr
+    proc = run(tooloop_exe, ws, clean_env(tmp_path), "-p", "--provider", "bedrock", "--region", "us-west-2", "hi")
+    assert proc.returncode == 2
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+        assert var in proc.stderr
+
+
+def test_bedrock_settings_default_model_and_region_from_env(tmp_path):
+    from tooloop.cli.args import parse_args
+    from tooloop.cli.config import DEFAULT_BEDROCK_MODEL, resolve
+
+    env = {"AWS_ACCESS_KEY_ID": "AKIA", "AWS_SECRET_ACCESS_KEY": "s", "AWS_DEFAULT_REGION": "eu-west-1",
+           "HOME": str(tmp_path)}
+    s = resolve(parse_args(["--provider", "bedrock", "-w", str(tmp_path), "x"]), env)
+    assert (s.provider, s.model, s.region, s.api_key) == ("bedrock", DEFAULT_BEDROCK_MODEL, "eu-west-1", None)
+    s = resolve(parse_args(["--provider", "bedrock", "--region", "us-east-1", "--model", "m", "-w", str(tmp_path),
+                            "x"]), dict(env, AWS_REGION="ap-south-1"))
+    assert (s.model, s.region) == ("m", "us-east-1")
