@@ -196,3 +196,111 @@ def test_bedrock_settings_default_model_and_region_from_env(tmp_path):
     s = resolve(parse_args(["--provider", "bedrock", "--region", "us-east-1", "--model", "m", "-w", str(tmp_path),
                             "x"]), dict(env, AWS_REGION="ap-south-1"))
     assert (s.model, s.region) == ("m", "us-east-1")
+
+
+# -- MCP (issue 14) -----------------------------------------------------------------------------------------
+
+def mcp_python():
+    """A Python with the official `mcp` package ($TOOLOOP_TEST_PYTHON, as scripts/test.sh exports)."""
+    py = os.environ.get("TOOLOOP_TEST_PYTHON", "python3")
+    ok = subprocess.run([py, "-c", "import mcp.server.mcpserver"], capture_output=True).returncode == 0
+    if not ok:
+        reason = f"{py} has no `mcp` package (set TOOLOOP_TEST_PYTHON to a Python with it)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        print("skipping:", reason)
+        pytest.skip(reason)
+    return py
+
+
+def write_mcp_json(ws, py):
+    (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"demo": {"command": py, "args": [str(FASTMCP)]}}}))
+
+
+def approvals(tmp_path):
+    files = list((tmp_path / "home" / "sessions").glob("*/mcp-approved.json"))
+    return json.loads(files[0].read_text()) if files else {}
+
+
+def test_print_mode_skips_an_unapproved_project_server_with_a_notice(tooloop_exe, ws, tmp_path):
+    write_mcp_json(ws, "/nonexistent/python")   # never started: not approved
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        proc = run(tooloop_exe, ws, clean_env(tmp_path, mock), "-p", "hi")
+        reqs = mock.requests()
+    assert proc.returncode == 0
+    assert proc.stderr.count("\n") == 1 and "MCP server 'demo' from .mcp.json skipped (not approved" in proc.stderr
+    assert not any(n.startswith("mcp__") for n in tool_names(reqs[0]))
+
+
+def test_mcp_config_flag_is_trusted_and_its_tools_obey_the_policy(tooloop_exe, ws, tmp_path):
+    py = mcp_python()
+    cfg = tmp_path / "mcp.json"
+    cfg.write_text(json.dumps({"mcpServers": {"demo": {"command": [py, str(FASTMCP)]}}}))
+    with MockServer(SCENARIOS / "cli_mcp_echo.json") as mock:
+        # No terminal: the read-only policy refuses the (not read-only) MCP tool.
+        proc = run(tooloop_exe, ws, clean_env(tmp_path, mock), "--mcp-config", str(cfg), "call echo")
+        reqs = mock.requests()
+    assert proc.returncode == 0, proc.stderr
+    assert "mcp__demo__echo" in tool_names(reqs[0])
+    content, is_error = tool_results(reqs[1])["toolu_01McpEcho"]
+    assert is_error and "mcp__demo__echo is disabled" in content
+    with MockServer(SCENARIOS / "cli_mcp_echo.json") as mock:
+        proc = run(tooloop_exe, ws, clean_env(tmp_path, mock), "--yes", "--mcp-config", str(cfg), "call echo")
+        reqs = mock.requests()
+    assert proc.returncode == 0, proc.stderr
+    assert tool_results(reqs[1])["toolu_01McpEcho"] == ("echo: ahoy", False)
+    assert "mcp__demo__echo" in proc.stdout and "echo: ahoy" in proc.stdout
+
+
+def test_repl_asks_to_approve_a_project_server_then_calls_it_and_mcp_lists_and_revokes(tooloop_exe, ws, tmp_path):
+    pytest.importorskip("pexpect")
+    from test_cli_repl import Term, term_env, PROMPT
+
+    py = mcp_python()
+    write_mcp_json(ws, py)
+    with MockServer(SCENARIOS / "cli_mcp_echo.json") as mock:
+        term = Term(tooloop_exe, [], ws, term_env(tmp_path, mock, NO_COLOR="1"))
+        try:
+            term.expect(r"wants to start MCP server 'demo'")
+            term.expect(r"Allow it in this workspace\? \[y/n\]")
+            term.child.send("y")                    # one key, no Enter
+            term.expect("sandbox: ")
+            term.expect(PROMPT)
+            term.type("call the echo tool")
+            term.expect(r"allow mcp__demo__echo\?")
+            term.child.send("y")
+            term.expect("echo: ahoy")
+            term.expect("The server said: echo: ahoy")
+            term.expect(PROMPT)
+            term.type("/mcp")
+            term.expect(r"demo: \w+ · \d+ tools")
+            term.expect("echo")
+            term.expect(PROMPT)
+            term.type("/mcp revoke demo")
+            term.expect("approval of MCP server 'demo' revoked")
+            term.expect(PROMPT)
+            term.child.sendcontrol("d")
+            assert term.finish() == 0
+        finally:
+            term.kill()
+        reqs = mock.requests()
+    assert "mcp__demo__echo" in tool_names(reqs[0])
+    assert tool_results(reqs[1])["toolu_01McpEcho"] == ("echo: ahoy", False)
+    assert approvals(tmp_path) == {}   # revoked
+
+    # Approved again (stored), a -p run starts it without asking; a changed config is not approved.
+    from tooloop.cli import features
+    from tooloop.cli.paths import sessions_dir
+    config = json.loads((ws / ".mcp.json").read_text())["mcpServers"]["demo"]
+    folder = sessions_dir(ws.resolve(), {"TOOLOOP_HOME": str(tmp_path / "home")})
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "mcp-approved.json").write_text(json.dumps({"demo": features.config_hash(config)}))
+    with MockServer(SCENARIOS / "cli_mcp_echo.json") as mock:
+        proc = run(tooloop_exe, ws, clean_env(tmp_path, mock), "-p", "--yes", "call echo")
+        reqs = mock.requests()
+    assert proc.returncode == 0 and "skipped" not in proc.stderr, proc.stderr
+    assert tool_results(reqs[1])["toolu_01McpEcho"] == ("echo: ahoy", False)
+    write_mcp_json(ws, py + "3" if not py.endswith("3") else py[:-1])   # another command: asks again
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        proc = run(tooloop_exe, ws, clean_env(tmp_path, mock), "-p", "hi")
+    assert "MCP server 'demo' from .mcp.json skipped" in proc.stderr
