@@ -304,3 +304,17 @@ def test_repl_asks_to_approve_a_project_server_then_calls_it_and_mcp_lists_and_r
     with MockServer(SCENARIOS / "cli_continue.json") as mock:
         proc = run(tooloop_exe, ws, clean_env(tmp_path, mock), "-p", "hi")
     assert "MCP server 'demo' from .mcp.json skipped" in proc.stderr
+
+
+# -- the runaway guard --------------------------------------------------------------------------------------
+
+def test_a_run_stopped_by_the_runaway_guard_says_so_in_one_line(tooloop_exe, ws, tmp_path):
+    (ws / "notes.txt").write_text("notes\n")
+    with MockServer(SCENARIOS / "cli_repetition.json") as mock:
+        proc = run(tooloop_exe, ws, clean_env(tmp_path, mock), "summarize notes.txt")
+        n = len(mock.requests())
+    assert n < 8
+    assert proc.returncode == 1
+    assert proc.stderr.strip().count("\n") == 0
+    assert "stopped: the model repeated the same tool call with the same input (runaway guard)" in proc.stderr
+    assert "the model repeated read_file with the same input" in proc.stdout
