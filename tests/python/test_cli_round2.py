@@ -93,13 +93,15 @@ def test_plans_delegates_to_an_explore_subagent_and_uses_a_skill(tooloop_exe, ws
     out = proc.stdout
     in_order(out, [
         "I'll plan this first.",
-        "● todos", "▸ Exploring the code", "○ Apply the greeting skill",
-        "task(explore: find the entry point)",
-        "    ● read_file(main.py)", "      ⎿ def main():", "    ⎿ explore agent done (2 turns)",
-        "skill(greeting)",
-        "● todos", "✔ Explore the code", "✔ Apply the greeting skill",
+        "● todo_write(2 items)", "  ⎿ todos (0/2 done)", "    ▸ Exploring the code", "    ○ Apply the greeting skill",
+        "● task(explore: find the entry point)",
+        "    ● read_file(main.py)", "      ⎿ ", "def main():",   # the child's call, indented under the task
+        "  ⎿ The entry point is main() in main.py.", "explore agent: 2 turns",
+        "● skill(greeting)", "Always greet with 'Ahoy!'.",
+        "● todo_write(2 items)", "  ⎿ todos (2/2 done)", "    ✔ Explore the code", "    ✔ Apply the greeting skill",
         "Done: the entry point is main() in main.py",
     ])
+    assert out.count("Todo list updated") == 0   # the list is drawn once, from the todo event
     assert len(reqs) == 7
     parent, child = reqs[0], reqs[2]
     # The parent has the planning, task and skill tools; the skill is announced in its system prompt.

@@ -443,6 +443,8 @@ class Renderer:
                 called, inp = self._calls.get(call_id, (name, None))
                 shown = summarize_call(called, inp, self.width) if inp is not None else name
                 self._line(f"{self.glyph['tool']} {shown}", "bold cyan")
+            if name == "todo_write" and not is_error and not denied:
+                return   # the todo event that follows draws the list
             text = content_text(content)
             style_denied = denied
             if denied:
@@ -486,14 +488,19 @@ class Renderer:
             self._write(text, "bold yellow")
             self._at_line_start = True
 
-    def todos(self, items: List[Dict[str, Any]], title: str = "todos") -> None:
-        """The todo list: ✔ completed, ▸ in progress (its active form when given), ○ pending."""
+    def todos(self, items: List[Dict[str, Any]], title: Optional[str] = None) -> None:
+        """The todo list: ✔ completed, ▸ in progress (its active form when given), ○ pending. Without a
+        title it goes under the todo_write call, as that call's result."""
         marks = {"completed": "✔", "in_progress": "▸", "pending": "○"} if self.unicode else \
             {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
         styles = {"completed": "dim", "in_progress": "bold", "pending": ""}
         with self._lock:
             self._switch(None)
-            self._line(f"{self.glyph['tool']} {title}", "bold cyan")
+            done = sum(1 for i in items if i.get("status") == "completed")
+            if title is not None:
+                self._line(f"{self.glyph['tool']} {title} ({done}/{len(items)} done)", "bold cyan")
+            else:
+                self._line(f"  {self.glyph['result']} todos ({done}/{len(items)} done)", "dim")
             if not items:
                 self._line("  (empty)", "dim")
             for item in items:
@@ -501,7 +508,7 @@ class Renderer:
                 text = str(item.get("content", ""))
                 if status == "in_progress" and item.get("active_form"):
                     text = str(item["active_form"])
-                self._line(f"  {marks.get(status, marks['pending'])} {_clip(text, self.width - 6)}",
+                self._line(f"    {marks.get(status, marks['pending'])} {_clip(text, self.width - 8)}",
                            styles.get(status, ""))
 
     def subagent(self, parent_id: str, agent_type: str, event: Any) -> None:

@@ -206,7 +206,7 @@ class Repl:
                 return None
             self.task(None)
         elif name == "/todos":
-            self.r.todos(list(getattr(self.agent, "todos", []) or []))
+            self.r.todos(list(getattr(self.agent, "todos", []) or []), title="todos")
         elif name == "/skills":
             self.skills()
         elif name == "/mcp":
