@@ -266,7 +266,7 @@ def test_repl_asks_to_approve_a_project_server_then_calls_it_and_mcp_lists_and_r
             term.expect(r"wants to start MCP server 'demo'")
             term.expect(r"Allow it in this workspace\? \[y/n\]")
             term.child.send("y")                    # one key, no Enter
-            term.expect("sandbox: ")
+            term.expect("sandbox: workspace-write")   # the header line says the mode
             term.expect(PROMPT)
             term.type("call the echo tool")
             term.expect(r"allow mcp__demo__echo\?")
@@ -286,6 +286,7 @@ def test_repl_asks_to_approve_a_project_server_then_calls_it_and_mcp_lists_and_r
         finally:
             term.kill()
         reqs = mock.requests()
+    print(term.text)
     assert "mcp__demo__echo" in tool_names(reqs[0])
     assert tool_results(reqs[1])["toolu_01McpEcho"] == ("echo: ahoy", False)
     assert approvals(tmp_path) == {}   # revoked
