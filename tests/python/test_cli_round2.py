@@ -321,3 +321,27 @@ def test_a_run_stopped_by_the_runaway_guard_says_so_in_one_line(tooloop_exe, ws,
     assert proc.stderr.strip().count("\n") == 0
     assert "stopped: the model repeated the same tool call with the same input (runaway guard)" in proc.stderr
     assert "the model repeated read_file with the same input" in proc.stdout
+
+
+def test_bedrock_run_signs_for_the_region_and_uses_the_default_model(tooloop_exe, ws, tmp_path):
+    with MockServer(SCENARIOS / "bedrock_text.json") as mock:
+        env = clean_env(tmp_path, AWS_ACCESS_KEY_ID="AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY="secret",
+                        AWS_REGION="eu-central-1")
+        proc = run(tooloop_exe, ws, env, "-p", "--provider", "bedrock", "--base-url", mock.base_url, "hi")
+        reqs = mock.requests()
+    assert proc.returncode == 0, proc.stderr
+    assert "happy to help" in proc.stdout
+    assert reqs[0]["path"].startswith("/model/us.anthropic.claude-sonnet-4-5-20250929-v1")
+    assert "/eu-central-1/bedrock/aws4_request" in reqs[0]["headers"]["authorization"]
+
+
+def test_bedrock_signature_refused_names_the_aws_variables(tooloop_exe, ws, tmp_path):
+    scenario = json.loads((SCENARIOS / "bedrock_text.json").read_text())
+    scenario["responses"][0]["bedrock"] = {"secret_access_key": "the-right-one"}
+    with MockServer(scenario) as mock:
+        env = clean_env(tmp_path, AWS_ACCESS_KEY_ID="AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY="wrong")
+        proc = run(tooloop_exe, ws, env, "-p", "--provider", "bedrock", "--region", "us-west-2",
+                   "--base-url", mock.base_url, "hi")
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1
+    assert "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or AWS_PROFILE" in proc.stderr

@@ -65,7 +65,8 @@ def one_line(exc: BaseException, settings: Any = None, limit: int = 400) -> str:
     if len(msg) > limit:
         msg = msg[: limit - 1] + "…"
     provider = getattr(settings, "provider", "anthropic")
-    key_var = "OPENAI_API_KEY" if provider == "openai" else "ANTHROPIC_API_KEY"
+    key_var = {"openai": "OPENAI_API_KEY", "bedrock": "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or AWS_PROFILE"
+               }.get(provider, "ANTHROPIC_API_KEY")
     if isinstance(exc, tooloop.AuthenticationError):
         return f"authentication failed: {msg} (check {key_var})"
     if isinstance(exc, tooloop.MaxTurnsExceeded):
