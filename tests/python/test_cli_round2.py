@@ -345,3 +345,44 @@ def test_bedrock_signature_refused_names_the_aws_variables(tooloop_exe, ws, tmp_
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1
     assert "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or AWS_PROFILE" in proc.stderr
+
+
+def test_repl_todos_and_skills_commands(tooloop_exe, ws, tmp_path):
+    pytest.importorskip("pexpect")
+    from test_cli_repl import Term, term_env, PROMPT
+
+    (ws / "main.py").write_text("def main():\n    print('hi')\n")
+    skill = ws / ".tooloop" / "skills" / "greeting"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: greeting\ndescription: How to greet the user.\n---\nSay 'Ahoy!'.\n")
+    broken = ws / ".tooloop" / "skills" / "broken"
+    broken.mkdir()
+    (broken / "SKILL.md").write_text("no front matter here\n")
+    with MockServer(SCENARIOS / "cli_plan_subagent_skill.json") as mock:
+        term = Term(tooloop_exe, ["--yes"], ws, term_env(tmp_path, mock, NO_COLOR="1",
+                                                         XDG_CONFIG_HOME=str(tmp_path / "config")))
+        try:
+            term.expect(PROMPT)
+            term.type("/todos")
+            term.expect(r"todos \(0/0 done\)")
+            term.expect(r"\(empty\)")
+            term.expect(PROMPT)
+            term.type("/skills")
+            term.expect(r"greeting: How to greet the user\.")
+            term.expect(r"skipped .*broken")
+            term.expect(PROMPT)
+            term.type("find the entry point and greet me")
+            term.expect("Done: the entry point is main")
+            term.expect(PROMPT)
+            term.type("/todos")
+            term.expect(r"todos \(2/2 done\)")
+            term.expect("✔ Apply the greeting skill")
+            term.expect(PROMPT)
+            term.type("/help")
+            term.expect("/mcp revoke NAME")
+            term.expect(PROMPT)
+            term.child.sendcontrol("d")
+            assert term.finish() == 0
+        finally:
+            term.kill()
+    print(term.text)
