@@ -386,3 +386,50 @@ def test_repl_todos_and_skills_commands(tooloop_exe, ws, tmp_path):
         finally:
             term.kill()
     print(term.text)
+
+
+def test_a_subagents_bash_call_is_asked_about_under_its_task(tooloop_exe, ws, tmp_path):
+    pytest.importorskip("pexpect")
+    from test_cli_repl import Term, term_env, PROMPT
+
+    (ws / "a.txt").write_text("a\n")
+    (ws / "b.txt").write_text("b\n")
+    with MockServer(SCENARIOS / "cli_subagent_ask.json") as mock:
+        term = Term(tooloop_exe, [], ws, term_env(tmp_path, mock, NO_COLOR="1"))
+        try:
+            term.expect(PROMPT)
+            term.type("how many files?")
+            term.expect(r"task\(explore: count files\)")
+            term.expect(r"    ● bash\(ls \| wc -l\)")
+            term.expect(r"allow bash\?")
+            term.child.send("y")
+            term.expect(r"      ⎿ 2")
+            term.expect("The explorer counted 2 files.")
+            term.expect(PROMPT)
+            term.child.sendcontrol("d")
+            assert term.finish() == 0
+        finally:
+            term.kill()
+        reqs = mock.requests()
+    print(term.text)
+    assert term.text.count("bash(ls | wc -l)") == 1   # the call's line is drawn once, indented
+    assert tool_results(reqs[2])["toolu_01SubAskBash"] == ("2", False)
+
+
+def test_read_only_policy_still_plans_and_delegates(tooloop_exe, ws, tmp_path):
+    # No terminal, no --yes: read-only. todo_write and task are never asked about (the child's own calls
+    # go through the same policy); read_file and skill are read-only.
+    (ws / "main.py").write_text("def main():\n    print('hi')\n")
+    skill = ws / ".tooloop" / "skills" / "greeting"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: greeting\ndescription: How to greet the user.\n---\nAhoy!\n")
+    with MockServer(SCENARIOS / "cli_plan_subagent_skill.json") as mock:
+        proc = run(tooloop_exe, ws, clean_env(tmp_path, mock), "find the entry point and greet me")
+        reqs = mock.requests()
+    assert proc.returncode == 0, proc.stderr
+    results = {}
+    for r in reqs:
+        results.update(tool_results(r))
+    for call in ("toolu_01PlanTodo1", "toolu_01PlanTask", "toolu_01ChildRead", "toolu_01PlanSkill", "toolu_01PlanTodo2"):
+        assert results[call][1] is False, (call, results[call])
+    assert "denied" not in proc.stdout
