@@ -433,3 +433,16 @@ def test_read_only_policy_still_plans_and_delegates(tooloop_exe, ws, tmp_path):
     for call in ("toolu_01PlanTodo1", "toolu_01PlanTask", "toolu_01ChildRead", "toolu_01PlanSkill", "toolu_01PlanTodo2"):
         assert results[call][1] is False, (call, results[call])
     assert "denied" not in proc.stdout
+
+
+def test_an_mcp_server_that_cannot_start_is_one_line_and_the_run_goes_on(tooloop_exe, ws, tmp_path):
+    cfg = tmp_path / "mcp.json"
+    cfg.write_text(json.dumps({"mcpServers": {"ghost": {"command": str(tmp_path / "no-such-server")}}}))
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        proc = run(tooloop_exe, ws, clean_env(tmp_path, mock), "-p", "--mcp-config", str(cfg), "hi")
+    assert proc.returncode == 0
+    assert proc.stderr.count("\n") == 1 and "'ghost'" in proc.stderr and "no-such-server" in proc.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    proc = run(tooloop_exe, ws, clean_env(tmp_path, ANTHROPIC_API_KEY="k"), "-p", "--mcp-config", str(bad), "hi")
+    assert proc.returncode == 2 and "is not valid JSON" in proc.stderr

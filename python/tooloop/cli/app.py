@@ -265,7 +265,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return EXIT_USAGE
     if servers:
         for failure in agent.mcp_status().get("failures", []):
-            _say(f"MCP server '{failure.get('server')}' failed to start: {failure.get('reason')}")
+            name, reason = str(failure.get("server")), " ".join(str(failure.get("reason")).split())
+            _say(reason if f"'{name}'" in reason else f"MCP server '{name}' failed to start: {reason}")
 
     try:
         if task is not None:
