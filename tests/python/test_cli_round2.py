@@ -446,3 +446,33 @@ def test_an_mcp_server_that_cannot_start_is_one_line_and_the_run_goes_on(tooloop
     bad.write_text("{not json")
     proc = run(tooloop_exe, ws, clean_env(tmp_path, ANTHROPIC_API_KEY="k"), "-p", "--mcp-config", str(bad), "hi")
     assert proc.returncode == 2 and "is not valid JSON" in proc.stderr
+
+
+def test_declining_a_project_server_skips_it_and_ctrl_c_at_the_question_exits_130(tooloop_exe, ws, tmp_path):
+    pytest.importorskip("pexpect")
+    from test_cli_repl import Term, term_env, PROMPT
+
+    write_mcp_json(ws, "/nonexistent/python")
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        term = Term(tooloop_exe, [], ws, term_env(tmp_path, mock, NO_COLOR="1"))
+        try:
+            term.expect(r"MCP server 'demo'.*\[y/n\]")
+            term.child.send("n")
+            term.expect(r"MCP server 'demo' from .mcp.json skipped \(declined\)")
+            term.expect(PROMPT)
+            term.type("/mcp")
+            term.expect(r"demo: not started \(.mcp.json, not approved\)")
+            term.expect(PROMPT)
+            term.child.sendcontrol("d")
+            assert term.finish() == 0
+        finally:
+            term.kill()
+        assert approvals(tmp_path) == {}
+        term = Term(tooloop_exe, [], ws, term_env(tmp_path, mock, NO_COLOR="1"))
+        try:
+            term.expect(r"MCP server 'demo'.*\[y/n\]")   # asked again: a no is not remembered
+            term.child.sendcontrol("c")
+            assert term.finish() == 130
+        finally:
+            term.kill()
+    assert "Traceback" not in term.text

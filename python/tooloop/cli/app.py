@@ -245,7 +245,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     if mcp.project_problem:
         _say(f"{mcp.project_problem} (its servers are not started)")
     if interactive and mcp.pending():
-        mcp.ask(lambda q: ask_key(q, renderer, abort))
+        try:
+            mcp.ask(lambda q: ask_key(q, renderer, abort))
+        except KeyboardInterrupt:   # Ctrl+C at the approval question leaves, like Ctrl+C at a question
+            renderer.echo("\n")
+            return EXIT_INTERRUPTED
     servers = mcp.servers()
     for name in mcp.skipped:
         why = "declined" if interactive else "not approved yet: run `tooloop` in this workspace to approve it"
