@@ -476,3 +476,23 @@ def test_declining_a_project_server_skips_it_and_ctrl_c_at_the_question_exits_13
         finally:
             term.kill()
     assert "Traceback" not in term.text
+
+
+def test_header_line_says_when_landlock_is_missing(tmp_path, monkeypatch):
+    import io
+    import threading
+    from types import SimpleNamespace
+
+    from tooloop.cli import features
+    from tooloop.cli.render import Renderer
+    from tooloop.cli.repl import Repl
+
+    monkeypatch.setattr(features, "landlock_abi", lambda: None)
+    mode, note = features.sandbox_mode(None, False, probe=features.landlock_abi)
+    settings = SimpleNamespace(model="m", provider="anthropic", workspace=tmp_path, sandbox=mode, sandbox_note=note)
+    out = io.StringIO()
+    repl = Repl(SimpleNamespace(messages=[]), settings, Renderer(out, color=False), SimpleNamespace(mode="ask"),
+                tmp_path / "s.jsonl", threading.Event())
+    repl.banner()
+    assert ("sandbox: workspace-write (Landlock unavailable on this kernel: bash runs unconfined)"
+            in out.getvalue())
