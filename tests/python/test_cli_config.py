@@ -39,7 +39,8 @@ def test_every_documented_flag_parses():
 
 
 @pytest.mark.parametrize("argv", [["--yes", "--read-only"], ["--continue", "--resume", "x"],
-                                  ["--max-turns", "0"], ["--thinking", "100"], ["--provider", "bedrock"]])
+                                  ["--max-turns", "0"], ["--thinking", "100"], ["--provider", "gemini"],
+                                  ["--sandbox", "loose"]])
 def test_contradictory_or_invalid_flags_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as e:
         parse_args(argv)

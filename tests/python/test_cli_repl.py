@@ -511,7 +511,7 @@ def test_answers_are_rendered_as_markdown_and_the_status_bar_shows_the_turn(tool
         del env["PROMPT_TOOLKIT_NO_CPR"]
         term = Term(tooloop_exe, [], ws, env)
         try:
-            expect_answering_cpr(term, "sandbox")
+            expect_answering_cpr(term, "sandbox workspace-write")   # the status bar (the header says "sandbox: ")
             time.sleep(0.5)
             term.type("plan it")
             term.expect("Last line")
@@ -525,7 +525,7 @@ def test_answers_are_rendered_as_markdown_and_the_status_bar_shows_the_turn(tool
     # The status bar after the turn: model · provider · context used · tokens · cache · cost · sandbox · id.
     bar = SGR.sub("", raw[raw.rindex("ctx 2% of 200k") - 200:])
     assert re.search(r"claude-sonnet-4-6 · anthropic · ctx 2% of 200k · 1k in / 50 out · 3k cached"
-                     r" · \$0\.\d{4} · sandbox off · " + re.escape(session.stem), bar), bar
+                     r" · \$0\.\d{4} · sandbox workspace-write · " + re.escape(session.stem), bar), bar
     first_bar = SGR.sub("", raw[raw.index("ctx 0% of 200k") - 60:])
     assert "0 in / 0 out · 0 cached · $0.0000" in first_bar      # before the turn
     # Streamed as plain text first, then each complete block drawn again, rendered.

@@ -24,6 +24,8 @@ from .render import Renderer, status_line
 from .runner import Outcome, run_with_corrections
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+REPETITION_LINE = ("stopped: the model repeated the same tool call with the same input (runaway guard); "
+                   "rephrase the task or give it more to go on")
 
 
 def _say(message: str) -> None:
@@ -120,10 +122,9 @@ def local_settings(settings: Settings, args: Any) -> None:
         settings.max_tokens = local.fit_max_tokens(settings.max_tokens, window)
     settings.prompt_style = args.prompt_style or (
         "compact" if window is not None and window < local.COMPACT_BELOW else "full")
-    settings.sandbox = args.sandbox
 
 
-def build_agent(settings: Settings, policy: Any, session: Path) -> Any:
+def build_agent(settings: Settings, policy: Any, session: Path, extra_options: Optional[Dict[str, Any]] = None) -> Any:
     import tooloop
 
     from .local import extra_body
@@ -141,6 +142,9 @@ def build_agent(settings: Settings, policy: Any, session: Path) -> Any:
         kwargs["extra"] = extra
     if settings.sandbox is not None:
         kwargs["sandbox"] = settings.sandbox   # only reached when agent_accepts("sandbox"): see main
+    if settings.region is not None:
+        kwargs["region"] = settings.region
+    kwargs.update(extra_options or {})
     agent = tooloop.Agent(**kwargs)
     bind = getattr(policy, "bind", None)
     if bind is not None:
@@ -219,17 +223,54 @@ def main(argv: Optional[List[str]] = None) -> int:
         _say(f"the tooloop module cannot be loaded ({e}); reinstall with `pip install tooloop`")
         return EXIT_FAILED
     local_settings(settings, args)
-    if settings.sandbox is not None and not agent_accepts("sandbox"):
-        if settings.sandbox != "off":
-            _say(f"--sandbox {settings.sandbox}: this tooloop library has no sandbox support yet, and bash "
+    from . import features
+    if not agent_accepts("sandbox"):
+        if args.sandbox not in (None, "off"):
+            _say(f"--sandbox {args.sandbox}: this tooloop library has no sandbox support yet, and bash "
                  "would run unconfined; run without --sandbox to accept that")
             return EXIT_USAGE
         settings.sandbox = None   # "off" is what this library does anyway
+    else:
+        try:
+            settings.sandbox, settings.sandbox_note = features.sandbox_mode(args.sandbox, args.read_only)
+        except ConfigProblem as e:
+            _say(str(e))
+            return EXIT_USAGE
     try:
-        agent = build_agent(settings, policy, session)
+        mcp = features.McpSetup(settings.workspace, args.mcp_config)
+    except ConfigProblem as e:
+        _say(str(e))
+        return EXIT_USAGE
+    interactive = task is None and stdin_tty
+    if mcp.project_problem:
+        _say(f"{mcp.project_problem} (its servers are not started)")
+    if interactive and mcp.pending():
+        try:
+            mcp.ask(lambda q: ask_key(q, renderer, abort))
+        except KeyboardInterrupt:   # Ctrl+C at the approval question leaves, like Ctrl+C at a question
+            renderer.echo("\n")
+            return EXIT_INTERRUPTED
+    servers = mcp.servers()
+    for name in mcp.skipped:
+        why = "declined" if interactive else "not approved yet: run `tooloop` in this workspace to approve it"
+        _say(f"MCP server '{name}' from .mcp.json skipped ({why})")
+    options: Dict[str, Any] = {}
+    if agent_accepts("planning"):
+        options["planning"] = not args.no_planning
+        if not args.no_subagents:
+            options["subagents"] = features.subagents()
+        options["skills"] = features.skill_dirs(settings.workspace)
+        if servers:
+            options["mcp_servers"] = servers
+    try:
+        agent = build_agent(settings, policy, session, options)
     except tooloop.Error as e:
         _say(" ".join(str(e).split()))
         return EXIT_USAGE
+    if servers:
+        for failure in agent.mcp_status().get("failures", []):
+            name, reason = str(failure.get("server")), " ".join(str(failure.get("reason")).split())
+            _say(reason if f"'{name}'" in reason else f"MCP server '{name}' failed to start: {reason}")
 
     try:
         if task is not None:
@@ -237,12 +278,32 @@ def main(argv: Optional[List[str]] = None) -> int:
             return one_shot(agent, task, settings, renderer, abort, args.print_mode)
         from .repl import Repl
         return Repl(agent, settings, renderer, policy, session, abort, resumed=resumed,
-                    checkpoints=checkpoints).run()
+                    checkpoints=checkpoints, mcp=mcp).run()
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     finally:
+        close = getattr(agent, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:
+                pass
         if not resumed:
             paths.remove_if_empty(session)
+
+
+def ask_key(question: str, renderer: Renderer, abort: threading.Event) -> Optional[bool]:
+    """A y/n question on the terminal, answered with one key (like the permission question)."""
+    reader = TerminalReader(sys.stdin.fileno(), abort, echo=renderer.echo)
+    reader.begin()
+    renderer.question(question)
+    try:
+        answer = reader()
+    except Exception:
+        return None
+    if answer is None:
+        return None
+    return answer.strip().lower() in ("y", "yes", "a", "always")
 
 
 def list_sessions(args: Any) -> int:
@@ -281,6 +342,9 @@ def one_shot(agent: Any, task: str, settings: Settings, renderer: Renderer, abor
     else:
         renderer.status(status_line(settings.model, outcome.turns, outcome.usage))
     stop = (result.stop_reason if result is not None else None) or ""
+    if stop == "repetition":
+        _say(REPETITION_LINE)
+        return EXIT_FAILED
     if stop == "max_tokens":
         _say("the answer was cut off at the output token limit (max_tokens)")
         return EXIT_FAILED

@@ -17,6 +17,7 @@ from .env is used only with a key from the same .env, so a repository cannot red
   ANTHROPIC_BASE_URL, OPENAI_BASE_URL  API endpoints (OpenAI-compatible URLs end in /v1)
   TOOLOOP_PROVIDER, TOOLOOP_MODEL      defaults for --provider and --model
   TOOLOOP_MAX_TURNS, TOOLOOP_THINKING  defaults for --max-turns and --thinking
+  AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AWS_REGION   for --provider bedrock
   TOOLOOP_HOME                         where sessions and history go (default
                                        $XDG_DATA_HOME/tooloop or ~/.local/share/tooloop)
   NO_COLOR                             plain output
@@ -36,7 +37,11 @@ examples:
   tooloop --list                      this workspace's sessions (then: tooloop --resume ID-PREFIX)
   tooloop --provider openai --base-url http://localhost:11434/v1 --model qwen2.5-coder
 
-in the session: /undo [N], /diff, /retry, /sessions, /clear, /usage, /help, /quit"""
+skills: folders with a SKILL.md in <workspace>/.tooloop/skills/ and ~/.config/tooloop/skills/.
+MCP: servers in <workspace>/.mcp.json start after you approve them once (y/n at the session's start);
+/mcp lists them, /mcp revoke NAME forgets an approval.
+
+in the session: /undo [N], /diff, /retry, /todos, /skills, /mcp, /sessions, /clear, /usage, /help, /quit"""
 
 
 def _positive_int(text: str) -> int:
@@ -78,8 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--print", dest="print_mode", action="store_true",
                    help="print only the final answer, as plain text (for pipes and scripts)")
     p.add_argument("--model", help="model name (default: $TOOLOOP_MODEL, or claude-sonnet-4-6 for anthropic)")
-    p.add_argument("--provider", choices=["anthropic", "openai"], type=str.lower,
-                   help="API protocol (default: $TOOLOOP_PROVIDER or anthropic)")
+    p.add_argument("--provider", choices=["anthropic", "openai", "bedrock"], type=str.lower,
+                   help="API protocol (default: $TOOLOOP_PROVIDER or anthropic); bedrock: Claude on Amazon "
+                   "Bedrock with AWS credentials")
+    p.add_argument("--region", help="AWS region for --provider bedrock (default: $AWS_REGION or "
+                   "$AWS_DEFAULT_REGION)")
     p.add_argument("--base-url", help="API endpoint, e.g. http://localhost:11434/v1 for a local "
                    "OpenAI-compatible server")
     p.add_argument("--max-turns", type=_positive_int, metavar="N",
@@ -94,8 +102,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt", choices=["full", "compact"], dest="prompt_style",
                    help="system prompt: full, or compact for small local models (default: compact when "
                    "the context window is under 16k tokens)")
-    p.add_argument("--sandbox", choices=["off", "workspace-write", "read-only"],
-                   help="confine bash (needs a tooloop library with sandbox support)")
+    p.add_argument("--sandbox", choices=["workspace-write", "read-only", "off", "required"], type=str.lower,
+                   help="confine bash with Landlock: workspace-write (default; writes only in the workspace "
+                   "and $TMPDIR), read-only, off; required: workspace-write, or refuse to start where the "
+                   "kernel cannot confine bash")
+    p.add_argument("--mcp-config", metavar="FILE", action="append", default=[],
+                   help="MCP servers to start, as JSON {\"mcpServers\": {...}} (trusted: no question asked); "
+                   "the workspace's .mcp.json servers start only once you approve them")
+    p.add_argument("--no-planning", action="store_true", help="no todo list tool (todo_write)")
+    p.add_argument("--no-subagents", action="store_true", help="no task tool (explore and general subagents)")
     p.add_argument("--workspace", "-w", metavar="DIR",
                    help="the project folder the agent works in (default: the current folder)")
     g = p.add_mutually_exclusive_group()

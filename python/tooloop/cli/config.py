@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
+DEFAULT_BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 DEFAULT_MAX_TURNS = 50
 DEFAULT_MAX_TOKENS = 8192
-PROVIDERS = ("anthropic", "openai")
+PROVIDERS = ("anthropic", "openai", "bedrock")
 
 _LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 
@@ -88,7 +89,9 @@ class Settings:
     context_window: Optional[int] = None     # tokens, when known (table, flag or the server)
     temperature: Optional[float] = None      # None: the API's default
     prompt_style: str = "full"               # "full" | "compact"
-    sandbox: Optional[str] = None            # what --sandbox asked for (None: not given)
+    sandbox: Optional[str] = None            # the sandbox mode passed to the agent (None: the library's default)
+    sandbox_note: str = ""                   # said once in the header, e.g. that Landlock is unavailable
+    region: Optional[str] = None             # AWS region (--provider bedrock)
 
 
 def _int_setting(value: Optional[str], name: str, minimum: int) -> Optional[int]:
@@ -117,7 +120,9 @@ def resolve(args: Any, environ: Optional[Mapping[str, str]] = None) -> Settings:
 
     provider = (args.provider or env.get("TOOLOOP_PROVIDER") or "anthropic").lower()
     if provider not in PROVIDERS:
-        raise ConfigProblem(f"unknown provider {provider!r}: use anthropic or openai")
+        raise ConfigProblem(f"unknown provider {provider!r}: use anthropic, openai or bedrock")
+    if provider == "bedrock":
+        return _bedrock(args, env, workspace)
 
     model = args.model or env.get("TOOLOOP_MODEL")
     if not model:
@@ -156,6 +161,42 @@ def resolve(args: Any, environ: Optional[Mapping[str, str]] = None) -> Settings:
     return Settings(provider=provider, model=model, api_key=api_key, base_url=base_url,
                     max_turns=max_turns, thinking=thinking, max_tokens=max_tokens,
                     workspace=workspace, env=env)
+
+
+def _aws_credentials(env: Mapping[str, str]) -> bool:
+    """Whether AWS credentials can be found: keys or a profile in the environment, or ~/.aws files."""
+    if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
+        return True
+    if env.get("AWS_PROFILE") or env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI") or env.get(
+            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") or env.get("AWS_WEB_IDENTITY_TOKEN_FILE"):
+        return True
+    home = Path(env.get("HOME") or os.path.expanduser("~"))
+    files = [env.get("AWS_SHARED_CREDENTIALS_FILE"), env.get("AWS_CONFIG_FILE"),
+             str(home / ".aws" / "credentials"), str(home / ".aws" / "config")]
+    return any(f and Path(f).is_file() for f in files)
+
+
+def _bedrock(args: Any, env: Mapping[str, str], workspace: Path) -> Settings:
+    """Claude on Amazon Bedrock: AWS credentials (the library signs the requests) and a region."""
+    region = getattr(args, "region", None) or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    if not region:
+        raise ConfigProblem("--provider bedrock needs a region: pass --region us-west-2 or set AWS_REGION")
+    if not _aws_credentials(env) and not args.base_url:
+        raise ConfigProblem(
+            "no AWS credentials for --provider bedrock: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+            "or AWS_PROFILE (a profile in ~/.aws/credentials)")
+    model = args.model or env.get("TOOLOOP_MODEL") or DEFAULT_BEDROCK_MODEL
+    if args.max_turns is not None:
+        max_turns = args.max_turns
+    else:
+        max_turns = _int_setting(env.get("TOOLOOP_MAX_TURNS"), "TOOLOOP_MAX_TURNS", 1) or DEFAULT_MAX_TURNS
+    thinking = args.thinking if args.thinking is not None else _int_setting(
+        env.get("TOOLOOP_THINKING"), "TOOLOOP_THINKING", 0)
+    thinking = thinking or None
+    max_tokens = max(DEFAULT_MAX_TOKENS, (thinking or 0) + 4096)
+    return Settings(provider="bedrock", model=model, api_key=None, base_url=args.base_url or None,
+                    max_turns=max_turns, thinking=thinking, max_tokens=max_tokens, workspace=workspace,
+                    env=dict(env), region=region)
 
 
 def no_key_message(provider: str, workspace: Path) -> str:

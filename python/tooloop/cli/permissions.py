@@ -36,6 +36,11 @@ READ_ONLY_REASON = (
     "make instead of making it. The user can allow changes by running tooloop with --yes or on a terminal.")
 
 
+#: Tools the CLI's policies allow without asking, though the core does not mark them read-only: todo_write
+#: changes only the agent's own list, and every call a `task` child makes goes through this same policy.
+NEVER_ASKED = frozenset({"todo_write", "task"})
+
+
 class Classified:
     """What a policy knows of the tools: which are read-only, asked of the agent it is bound to."""
 
@@ -47,6 +52,8 @@ class Classified:
         self._agent = agent
 
     def is_read_only(self, name: str) -> bool:
+        if name in NEVER_ASKED:
+            return True
         if self._agent is None:
             return False
         info = self._agent.tool_info(name)

@@ -100,6 +100,13 @@ def summarize_call(name: str, inp: Dict[str, Any], width: int = 100) -> str:
         arg = f"{s('path')}, {n} line{'s' if n != 1 else ''}"
     elif name == "edit_file":
         arg = s("path") + (", all" if inp.get("replace_all") else "")
+    elif name == "task":
+        arg = f"{s('agent_type')}: {s('description')}"
+    elif name == "todo_write":
+        n = len(inp.get("todos") or [])
+        arg = f"{n} item{'s' if n != 1 else ''}"
+    elif name == "skill":
+        arg = s("name") or s("skill")
     else:
         arg = json.dumps(inp, ensure_ascii=False, separators=(",", ":"))
         if arg.startswith("{") and arg.endswith("}"):
@@ -199,7 +206,8 @@ def _rows(text: str, columns: Optional[int]) -> Optional[int]:
     return rows
 
 
-_ASCII = str.maketrans({"…": "...", "·": "|", "─": "-", "⎿": "->", "●": "*", "✻": "~", "›": ">"})
+_ASCII = str.maketrans({"…": "...", "·": "|", "─": "-", "⎿": "->", "●": "*", "✻": "~", "›": ">", "✔": "x",
+                        "▸": ">", "○": "o"})
 
 
 class Renderer:
@@ -435,6 +443,8 @@ class Renderer:
                 called, inp = self._calls.get(call_id, (name, None))
                 shown = summarize_call(called, inp, self.width) if inp is not None else name
                 self._line(f"{self.glyph['tool']} {shown}", "bold cyan")
+            if name == "todo_write" and not is_error and not denied:
+                return   # the todo event that follows draws the list
             text = content_text(content)
             style_denied = denied
             if denied:
@@ -470,6 +480,62 @@ class Renderer:
     def error(self, line: str) -> None:
         self._switch(None)
         self._line(line, "bold red")
+
+    def question(self, text: str) -> None:
+        """A y/n question (e.g. approving a project's MCP server); the answer's echo ends the line."""
+        with self._lock:
+            self._switch(None)
+            self._write(text, "bold yellow")
+            self._at_line_start = True
+
+    def todos(self, items: List[Dict[str, Any]], title: Optional[str] = None) -> None:
+        """The todo list: ✔ completed, ▸ in progress (its active form when given), ○ pending. Without a
+        title it goes under the todo_write call, as that call's result."""
+        marks = {"completed": "✔", "in_progress": "▸", "pending": "○"} if self.unicode else \
+            {"completed": "[x]", "in_progress": "[>]", "pending": "[ ]"}
+        styles = {"completed": "dim", "in_progress": "bold", "pending": ""}
+        with self._lock:
+            self._switch(None)
+            done = sum(1 for i in items if i.get("status") == "completed")
+            if title is not None:
+                self._line(f"{self.glyph['tool']} {title} ({done}/{len(items)} done)", "bold cyan")
+            else:
+                self._line(f"  {self.glyph['result']} todos ({done}/{len(items)} done)", "dim")
+            if not items:
+                self._line("  (empty)", "dim")
+            for item in items:
+                status = str(item.get("status", "pending"))
+                text = str(item.get("content", ""))
+                if status == "in_progress" and item.get("active_form"):
+                    text = str(item["active_form"])
+                self._line(f"    {marks.get(status, marks['pending'])} {_clip(text, self.width - 8)}",
+                           styles.get(status, ""))
+
+    def subagent(self, parent_id: str, agent_type: str, event: Any) -> None:
+        """A child agent's event, indented under its task call: its tool calls, a result preview, a final
+        line. Its streamed text is not shown (only its final answer reaches the parent)."""
+        kind = getattr(event, "type", "")
+        pad = "    "
+        with self._lock:
+            if kind == "tool_use":
+                self._switch(None)
+                inp = event.input if isinstance(event.input, dict) else {"input": event.input}
+                self._line(f"{pad}{self.glyph['tool']} {summarize_call(event.name, inp, self.width - 8)}", "cyan")
+                self.drawn.add(str(event.id))   # a permission question for this call need not wait
+                self._shown.add(str(event.id))
+            elif kind == "tool_result":
+                self._switch(None)
+                first = preview_lines(content_text(event.content), max_lines=1, width=self.width - 12)[0]
+                if getattr(event, "denied", False):
+                    first = "denied: " + self._denials.pop(str(event.id), first)
+                self._line(f"{pad}  {self.glyph['result']} " + ("error: " if event.is_error else "") + first,
+                           "red" if event.is_error else "dim")
+            elif kind == "done":
+                self._switch(None)
+                result = event.result
+                turns = getattr(result, "turns", 0) or 0
+                self._line(f"{pad}{self.glyph['result']} {agent_type} agent done "
+                           f"({turns} turn{'s' if turns != 1 else ''})", "dim")
 
     def diff(self, lines: List[str]) -> None:
         """A unified diff, colored by line kind on a terminal."""

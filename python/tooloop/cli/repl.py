@@ -24,6 +24,9 @@ Type a task and press Enter (Alt+Enter or Esc Enter for a new line). Commands:
   /undo [N]     put the files back as they were before your last (N-th last) message
   /diff         what the agent changed in files during this session
   /retry        send the last request again (after an error or a cancel)
+  /todos        the agent's current todo list
+  /skills       the skills found (.tooloop/skills/, ~/.config/tooloop/skills/) and any problems
+  /mcp          MCP servers: state and tools; /mcp revoke NAME forgets a .mcp.json approval
   /sessions     this workspace's sessions (continue one with tooloop --resume ID)
   /quit, /q     leave (Ctrl+D works too)
 Ctrl+C stops the running task and returns here."""
@@ -40,7 +43,9 @@ def _short(n: int) -> str:
 
 class Repl:
     def __init__(self, agent: Any, settings: Any, renderer: Renderer, policy: Any, session: Path,
-                 abort: threading.Event, resumed: bool = False, checkpoints: Optional[Checkpoints] = None):
+                 abort: threading.Event, resumed: bool = False, checkpoints: Optional[Checkpoints] = None,
+                 mcp: Any = None):
+        self.mcp = mcp
         self.agent = agent
         self.settings = settings
         self.r = renderer
@@ -105,6 +110,10 @@ class Repl:
 
         return "default" if agent_accepts("sandbox") else "off"
 
+    def sandbox_header(self) -> str:
+        note = getattr(self.settings, "sandbox_note", "")
+        return f"sandbox: {self.sandbox_label()}" + (f" ({note})" if note else "")
+
     def _message(self) -> Any:
         if self.r.color:
             from prompt_toolkit.formatted_text import FormattedText
@@ -117,7 +126,7 @@ class Repl:
         if self.resumed:
             n = len(getattr(self.agent, "messages", []) or [])
             self.r.info(f"resumed session {self.session.stem} ({n} messages)")
-        self.r.info(f"permissions: {self.policy.mode} · session {self.session.stem} · "
+        self.r.info(f"permissions: {self.policy.mode} · {self.sandbox_header()} · session {self.session.stem} · "
                     f"/help for commands, Ctrl+D to quit")
 
     def run(self) -> int:
@@ -163,6 +172,9 @@ class Repl:
             return
         if outcome.status == "cancelled":
             return
+        if outcome.result is not None and outcome.result.stop_reason == "repetition":
+            from .app import REPETITION_LINE
+            self.r.notice(REPETITION_LINE)
         total = self.agent.cost_usd
         self.r.status(status_line(self.settings.model, outcome.turns, outcome.usage, total))
         self.r.info("")  # a blank line between one task and the next prompt
@@ -193,6 +205,12 @@ class Repl:
                 self.r.notice("nothing to retry: the last task did not fail")
                 return None
             self.task(None)
+        elif name == "/todos":
+            self.r.todos(list(getattr(self.agent, "todos", []) or []), title="todos")
+        elif name == "/skills":
+            self.skills()
+        elif name == "/mcp":
+            self.mcp_command(text)
         elif name == "/sessions":
             from .sessions import list_infos, table
 
@@ -205,6 +223,57 @@ class Repl:
         else:
             self.r.notice(f"unknown command {name}; /help lists the commands")
         return None
+
+    def skills(self) -> None:
+        found = getattr(self.agent, "skills", None) or {}
+        skills, problems = found.get("skills", []), found.get("problems", [])
+        if not skills:
+            self.r.info("no skills (put <name>/SKILL.md in .tooloop/skills/ or ~/.config/tooloop/skills/)")
+        for sk in skills:
+            self.r.info(f"  {sk.get('name')}: {sk.get('description', '')}  ({sk.get('dir', '')})")
+        for pr in problems:
+            self.r.notice(f"  skipped {pr.get('path')}: {pr.get('reason')}")
+
+    def mcp_command(self, text: str) -> None:
+        words = text.split()
+        if len(words) >= 2 and words[1] == "revoke":
+            if len(words) != 3 or self.mcp is None:
+                self.r.notice("usage: /mcp revoke NAME")
+                return
+            try:
+                done = self.mcp.revoke(words[2])
+            except OSError as e:
+                self.r.error(f"error: could not save: {e}")
+                return
+            if done:
+                self.r.info(f"approval of MCP server '{words[2]}' revoked; it will not start next time "
+                            "without asking (it keeps running in this session)")
+            else:
+                self.r.notice(f"no approved MCP server '{words[2]}' in this workspace")
+            return
+        status = self.agent.mcp_status() if hasattr(self.agent, "mcp_status") else {}
+        running = {str(sv.get("name")): sv for sv in status.get("servers", [])}
+        names = list(running)
+        if self.mcp is not None:
+            names += [n for n in list(self.mcp.trusted) + list(self.mcp.project) if n not in names]
+        if not names:
+            self.r.info("no MCP servers (add them to .mcp.json, or pass --mcp-config FILE)")
+        for n in names:
+            sv = running.get(n)
+            where = self.mcp.source(n) if self.mcp is not None else ""
+            if sv is None:
+                self.r.info(f"  {n}: not started ({where})")
+                continue
+            tools = sv.get("tools") or []
+            count = len(tools) if isinstance(tools, list) else tools
+            line = f"  {n}: {sv.get('state')} · {count} tool{'s' if count != 1 else ''}" + (f" ({where})" if where else "")
+            if sv.get("error"):
+                line += f" · {sv.get('error')}"
+            self.r.info(line)
+            if isinstance(tools, list) and tools:
+                self.r.info("    " + ", ".join(str(t.get("name") if isinstance(t, dict) else t) for t in tools))
+        for f in status.get("failures", []):
+            self.r.notice(f"  {f.get('server')}: failed: {f.get('reason')}")
 
     def undo(self, text: str) -> None:
         words = text.split()

@@ -65,7 +65,8 @@ def one_line(exc: BaseException, settings: Any = None, limit: int = 400) -> str:
     if len(msg) > limit:
         msg = msg[: limit - 1] + "…"
     provider = getattr(settings, "provider", "anthropic")
-    key_var = "OPENAI_API_KEY" if provider == "openai" else "ANTHROPIC_API_KEY"
+    key_var = {"openai": "OPENAI_API_KEY", "bedrock": "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or AWS_PROFILE"
+               }.get(provider, "ANTHROPIC_API_KEY")
     if isinstance(exc, tooloop.AuthenticationError):
         return f"authentication failed: {msg} (check {key_var})"
     if isinstance(exc, tooloop.MaxTurnsExceeded):
@@ -114,7 +115,7 @@ def run_task(agent: Any, text: Optional[str], renderer: Optional[Renderer], abor
             stream = start_stream(agent, text)
             for event in stream:
                 if renderer is not None:
-                    if event.type in ("text", "thinking", "tool_use", "done"):
+                    if event.type in ("text", "thinking", "tool_use", "done", "subagent", "todo"):
                         renderer.arrived()
                 if event.type == "done":
                     result = event.result
@@ -197,6 +198,14 @@ def show(renderer: Renderer, event: Event) -> None:
                              denied=event.denied)
     elif event.type == "turn":
         renderer.end_turn()
+    elif event.type == "todo":
+        renderer.todos(list(event.todos))
+    elif event.type == "subagent":
+        renderer.subagent(event.parent_id, event.agent_type, event.event)
+    elif event.type == "repetition":
+        if not event.stopped:
+            renderer.notice(f"the model repeated {event.name} with the same input {event.count} times; "
+                            "it was told to change course")
 
 
 #: How many times a tool call written as text is answered with a correction before the answer stands.
