@@ -155,6 +155,22 @@ fn parse_tool_return(ret: &Bound<'_, PyAny>, name: &str) -> Result<(ToolOutput, 
     Err(bad())
 }
 
+/// A core tool whose handler is the Python `invoke(input) -> (content, is_error)`.
+fn python_tool(
+    py: Python<'_>,
+    name: String,
+    description: String,
+    input_schema: &Bound<'_, PyAny>,
+    invoke: Py<PyAny>,
+    slot: &ErrSlot,
+) -> PyResult<Tool> {
+    let schema = from_py(input_schema, &format!("the input_schema of tool '{name}'"))?;
+    let slot = slot.clone();
+    let tool_name = name.clone();
+    let handler = move |input: &Value, _ctx: &ToolContext<'_>| call_tool(&invoke, &tool_name, input, &slot);
+    Tool::new(name, description, schema, handler).map_err(|e| to_pyerr(py, &e))
+}
+
 /// The core agent, shared with the runs it starts.
 #[pyclass(module = "tooloop._tooloop", name = "_Agent", frozen)]
 pub struct PyAgent {
@@ -226,11 +242,7 @@ impl PyAgent {
         parallel_safe: bool,
         read_only: bool,
     ) -> PyResult<()> {
-        let schema = from_py(input_schema, &format!("the input_schema of tool '{name}'"))?;
-        let slot = self.slot.clone();
-        let tool_name = name.clone();
-        let handler = move |input: &Value, _ctx: &ToolContext<'_>| call_tool(&invoke, &tool_name, input, &slot);
-        let tool = Tool::new(name, description, schema, handler).map_err(|e| to_pyerr(py, &e))?;
+        let tool = python_tool(py, name, description, input_schema, invoke, &self.slot)?;
         self.core.tools().register(tool.parallel_safe(parallel_safe).read_only(read_only)).map_err(|e| to_pyerr(py, &e))
     }
 
@@ -248,11 +260,7 @@ impl PyAgent {
         parallel_safe: bool,
         read_only: bool,
     ) -> PyResult<()> {
-        let schema = from_py(input_schema, &format!("the input_schema of tool '{name}'"))?;
-        let slot = self.slot.clone();
-        let tool_name = name.clone();
-        let handler = move |input: &Value, _ctx: &ToolContext<'_>| call_tool(&invoke, &tool_name, input, &slot);
-        let tool = Tool::new(name, description, schema, handler).map_err(|e| to_pyerr(py, &e))?;
+        let tool = python_tool(py, name, description, input_schema, invoke, &self.slot)?;
         self.core
             .add_subagent_tool(agent_type, tool.parallel_safe(parallel_safe).read_only(read_only))
             .map_err(|e| to_pyerr(py, &e))
