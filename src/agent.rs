@@ -329,6 +329,7 @@ pub struct Agent {
     skills: Mutex<Option<crate::skills::SkillSet>>,
     subagents: Mutex<std::collections::BTreeMap<String, crate::subagent::SubAgent>>,
     mcp: Mutex<Option<crate::mcp::McpServers>>,
+    builtin: Mutex<Option<crate::builtin::BuiltinOptions>>,
     permission: Mutex<Option<PermissionHook>>,
     current: Mutex<Option<CancelToken>>,
     running: Mutex<()>,
@@ -366,6 +367,7 @@ impl Agent {
             skills: Mutex::new(None),
             subagents: Mutex::new(std::collections::BTreeMap::new()),
             mcp: Mutex::new(None),
+            builtin: Mutex::new(None),
             permission: Mutex::new(None),
             current: Mutex::new(None),
             running: Mutex::new(()),
@@ -482,6 +484,14 @@ impl Agent {
         lock(&self.session).take();
     }
 
+    /// Register the built-in coding tools with these options (see [`crate::builtin::register`]), and keep the
+    /// options so a child agent type with a sandbox of its own gets the same tools in that mode.
+    pub fn register_builtins(&self, options: crate::builtin::BuiltinOptions) -> Result<()> {
+        crate::builtin::register(&self.tools, &options)?;
+        *lock(&self.builtin) = Some(options);
+        Ok(())
+    }
+
     /// Give the child agent type `agent_type` a tool of its own (beside the parent's tools it names).
     pub fn add_subagent_tool(&self, agent_type: &str, tool: crate::tools::Tool) -> Result<()> {
         let mut types = lock(&self.subagents);
@@ -541,7 +551,22 @@ impl Agent {
             Some(names) => names.clone(),
             None => self.tools.names(),
         };
-        for name in wanted.iter().filter(|n| n.as_str() != crate::subagent::TOOL_NAME) {
+        // Built-in tools in the child's own sandbox mode, when its type asks for one.
+        let rebuilt: Vec<String> = match (kind.sandbox, lock(&self.builtin).clone()) {
+            (Some(mode), Some(parent)) => {
+                let names: Vec<String> =
+                    wanted.iter().filter(|n| crate::builtin::NAMES.contains(&n.as_str())).cloned().collect();
+                if !names.is_empty() {
+                    let own = crate::builtin::BuiltinOptions { names: names.clone(), sandbox: mode, ..parent };
+                    if let Err(e) = crate::builtin::register(&child.tools, &own) {
+                        return fail(format!("agent type {agent_type}: {e}"));
+                    }
+                }
+                names
+            }
+            _ => Vec::new(),
+        };
+        for name in wanted.iter().filter(|n| n.as_str() != crate::subagent::TOOL_NAME && !rebuilt.contains(n)) {
             match self.tools.get(name) {
                 Some(t) => {
                     if let Err(e) = child.tools.register(t) {
@@ -554,6 +579,13 @@ impl Agent {
         for t in kind.own_tools {
             if let Err(e) = child.tools.register(t) {
                 return fail(format!("agent type {agent_type}: {e}"));
+            }
+        }
+        // The child is told what its bash may do, as the parent is.
+        if let (Some(parent), true) = (lock(&self.builtin).clone(), child.tools.get("bash").is_some()) {
+            let prompt = crate::builtin::sandbox_prompt(kind.sandbox.unwrap_or(parent.sandbox), parent.network);
+            if !prompt.is_empty() {
+                child.update_config(|c| c.system = Some(crate::options::with_text(c.system.take(), &prompt)));
             }
         }
         child.set_permission(lock(&self.permission).clone());

@@ -432,7 +432,7 @@ impl AgentOptions {
                 network: self.network,
                 env_passthrough: self.env_passthrough.clone(),
             };
-            crate::builtin::register(agent.tools(), &builtin)?;
+            agent.register_builtins(builtin)?;
             // The model is told what bash may do, so a refused write is no surprise.
             let prompt = crate::builtin::sandbox_prompt(self.sandbox, self.network);
             if !prompt.is_empty() && agent.tools().get("bash").is_some() {

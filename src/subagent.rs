@@ -38,6 +38,10 @@ pub struct SubAgent {
     /// Cap on the child's model turns (default 20).
     #[serde(default)]
     pub max_turns: Option<u32>,
+    /// The sandbox of the child's built-in tools (`"read-only"` for an agent that only explores), instead
+    /// of the parent's mode; other settings (workspace, network, environment) stay the parent's.
+    #[serde(default)]
+    pub sandbox: Option<crate::builtin::SandboxMode>,
     /// Tools of the child's own, beside the parent's (hosts add them in code; not in JSON).
     #[serde(skip)]
     pub own_tools: Vec<Tool>,

@@ -210,3 +210,34 @@ fn a_resume_after_a_crash_inside_the_second_child_does_not_run_the_finished_firs
     assert!(view.contains("interrupted"), "the unfinished one is answered as interrupted");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_read_only_explore_agent_gets_the_builtins_in_read_only_mode_while_the_parent_may_write() {
+    if tooloop::builtin::sandbox_support().is_none() {
+        println!("skipped: this kernel has no Landlock");
+        return;
+    }
+    let ws = std::env::temp_dir().join(format!("tooloop-sub-sandbox-{}", std::process::id()));
+    std::fs::create_dir_all(&ws).unwrap();
+    let steps = vec![
+        reply(vec![task("p1", "explore", "try to write")], StopReason::ToolUse),
+        reply(vec![call("c1", "bash", json!({"command": "echo child > child.txt"}))], StopReason::ToolUse),
+        reply(vec![ContentBlock::text("could not write")], StopReason::EndTurn),
+        reply(vec![call("p2", "bash", json!({"command": "echo parent > parent.txt"}))], StopReason::ToolUse),
+        reply(vec![ContentBlock::text("done")], StopReason::EndTurn),
+    ];
+    let provider = Arc::new(ScriptedProvider::new(steps));
+    let options = AgentOptions::from_value(json!({
+        "builtin_tools": ["bash", "read_file"], "workspace": ws,
+        "subagents": {"explore": {"description": "Explores, never writes.", "system": "Explore.",
+                                  "tools": ["read_file", "bash"], "sandbox": "read-only"}}
+    }))
+    .unwrap();
+    let agent = options.build_with(provider.clone()).unwrap();
+    agent.run("go", &mut |_| {}).unwrap();
+    assert!(!ws.join("child.txt").exists(), "the read-only child wrote into the workspace");
+    assert!(ws.join("parent.txt").exists(), "the parent keeps its workspace-write mode");
+    let child_system = provider.requests()[1].system.clone().unwrap().to_string();
+    assert!(child_system.contains("Explore.") && child_system.contains("read-only"), "{child_system}");
+    let _ = std::fs::remove_dir_all(&ws);
+}

@@ -187,11 +187,12 @@ class SubAgent:
     The child gets a fresh conversation with ``system`` as its system prompt; ``tools`` lists what it may
     use: names of the parent's tools (e.g. ``"read_file"``) and tools of its own (plain functions or
     ``tooloop.Tool``); ``None`` gives it all of the parent's tools. Only its final answer (and a one-line usage
-    summary) returns to the parent. ``model`` defaults to the parent's, ``max_turns`` to 20. Children cannot
+    summary) returns to the parent. ``model`` defaults to the parent's, ``max_turns`` to 20; ``sandbox`` gives
+    its built-in tools a mode of their own (``"read-only"`` for an agent that only explores). Children cannot
     start children.
     """
 
-    __slots__ = ("description", "system", "tools", "model", "max_turns")
+    __slots__ = ("description", "system", "tools", "model", "max_turns", "sandbox")
 
     def __init__(
         self,
@@ -200,8 +201,10 @@ class SubAgent:
         tools: Optional[Sequence[Union[str, Tool, Callable[..., Any]]]] = None,
         model: Optional[str] = None,
         max_turns: Optional[int] = None,
+        sandbox: Optional[str] = None,
     ) -> None:
         self.description = description
+        self.sandbox = sandbox
         self.system = system
         self.tools = list(tools) if tools is not None else None
         self.model = model
@@ -210,7 +213,7 @@ class SubAgent:
     def _options(self) -> Dict[str, Any]:
         names = None if self.tools is None else [t for t in self.tools if isinstance(t, str)]
         return {"description": self.description, "system": self.system, "tools": names, "model": self.model,
-                "max_turns": self.max_turns}
+                "max_turns": self.max_turns, "sandbox": self.sandbox}
 
     def _own_tools(self) -> List[Tool]:
         return [as_tool(t) for t in self.tools or [] if not isinstance(t, str)]

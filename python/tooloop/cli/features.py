@@ -76,7 +76,8 @@ def subagents() -> Dict[str, Any]:
     import tooloop
 
     return {
-        "explore": tooloop.SubAgent(EXPLORE_DESCRIPTION, system=EXPLORE_SYSTEM, tools=["read_file", "bash"]),
+        "explore": tooloop.SubAgent(EXPLORE_DESCRIPTION, system=EXPLORE_SYSTEM, tools=["read_file", "bash"],
+                                    sandbox="read-only"),
         "general": tooloop.SubAgent(GENERAL_DESCRIPTION),
     }
 
