@@ -184,6 +184,73 @@ typedef struct {
 typedef void (*tooloop_event_fn)(void *userdata, const tooloop_event *event);
 
 /**
+ * `tooloop_event.type`: a model request is about to go out. json: `{"type":"turn_start","turn":1}`.
+ */
+#define TOOLOOP_EVENT_TURN_START 1
+
+/**
+ * Text arrived; `text` is the new text (a delta). json: `{"type":"text","text":"..."}`.
+ */
+#define TOOLOOP_EVENT_TEXT 2
+
+/**
+ * Thinking arrived; `text` is the new thinking text. json: `{"type":"thinking","thinking":"..."}`.
+ */
+#define TOOLOOP_EVENT_THINKING 3
+
+/**
+ * A fragment of a tool call's input arrived; `text` is the JSON fragment.
+ * json: `{"type":"tool_input_delta","index":1,"partial_json":"..."}`.
+ */
+#define TOOLOOP_EVENT_TOOL_INPUT_DELTA 4
+
+/**
+ * The model called a tool; its TOOLOOP_EVENT_TOOL_RESULT follows (also when the call is not run).
+ * json: `{"type":"tool_use","id":"toolu_...","name":"...","input":{...}}`.
+ */
+#define TOOLOOP_EVENT_TOOL_USE 5
+
+/**
+ * A tool finished (or was denied, interrupted or not run).
+ * json: `{"type":"tool_result","id":"...","name":"...","content":...,"is_error":false,"duration_ms":3}`.
+ */
+#define TOOLOOP_EVENT_TOOL_RESULT 6
+
+/**
+ * Token usage so far. json: `{"type":"usage","turn":{...},"run":{...}}`.
+ */
+#define TOOLOOP_EVENT_USAGE 7
+
+/**
+ * A model turn ended. json: `{"type":"turn_end","turn":1,"stop_reason":"tool_use","usage":{...}}`.
+ */
+#define TOOLOOP_EVENT_TURN_END 8
+
+/**
+ * The runaway guard answered a tool call instead of running it: the model repeated the same call with the
+ * same input too many times in a row (with `"stopped": true` the run then ends with stop_reason
+ * `"repetition"`). json: `{"type":"repetition","id":"...","name":"...","count":3,"stopped":false}`.
+ */
+#define TOOLOOP_EVENT_REPETITION 9
+
+/**
+ * The todo list changed (`"planning": true`). json: `{"type":"todo","todos":[{"content":"...","status":
+ * "in_progress"}, ...]}`; `tooloop_agent_todos_json` reads the current list at any time.
+ */
+#define TOOLOOP_EVENT_TODO 10
+
+/**
+ * An event of a child agent started by the `task` tool (`"subagents"` config): json
+ * `{"type":"subagent","parent_id":"<the task call id>","agent_type":"explore","event":{...the child's event...}}`.
+ */
+#define TOOLOOP_EVENT_SUBAGENT 11
+
+/**
+ * An event of a kind without its own code in this version; its json's `"type"` names it.
+ */
+#define TOOLOOP_EVENT_OTHER 99
+
+/**
  * Success.
  */
 #define TOOLOOP_OK 0
@@ -335,111 +402,9 @@ typedef void (*tooloop_event_fn)(void *userdata, const tooloop_event *event);
  */
 #define TOOLOOP_INVALID_RESPONSE 33
 
-/**
- * `tooloop_event.type`: a model request is about to go out. json: `{"type":"turn_start","turn":1}`.
- */
-#define TOOLOOP_EVENT_TURN_START 1
-
-/**
- * Text arrived; `text` is the new text (a delta). json: `{"type":"text","text":"..."}`.
- */
-#define TOOLOOP_EVENT_TEXT 2
-
-/**
- * Thinking arrived; `text` is the new thinking text. json: `{"type":"thinking","thinking":"..."}`.
- */
-#define TOOLOOP_EVENT_THINKING 3
-
-/**
- * A fragment of a tool call's input arrived; `text` is the JSON fragment.
- * json: `{"type":"tool_input_delta","index":1,"partial_json":"..."}`.
- */
-#define TOOLOOP_EVENT_TOOL_INPUT_DELTA 4
-
-/**
- * The model called a tool; its TOOLOOP_EVENT_TOOL_RESULT follows (also when the call is not run).
- * json: `{"type":"tool_use","id":"toolu_...","name":"...","input":{...}}`.
- */
-#define TOOLOOP_EVENT_TOOL_USE 5
-
-/**
- * A tool finished (or was denied, interrupted or not run).
- * json: `{"type":"tool_result","id":"...","name":"...","content":...,"is_error":false,"duration_ms":3}`.
- */
-#define TOOLOOP_EVENT_TOOL_RESULT 6
-
-/**
- * Token usage so far. json: `{"type":"usage","turn":{...},"run":{...}}`.
- */
-#define TOOLOOP_EVENT_USAGE 7
-
-/**
- * A model turn ended. json: `{"type":"turn_end","turn":1,"stop_reason":"tool_use","usage":{...}}`.
- */
-#define TOOLOOP_EVENT_TURN_END 8
-
-/**
- * The runaway guard answered a tool call instead of running it: the model repeated the same call with the
- * same input too many times in a row (with `"stopped": true` the run then ends with stop_reason
- * `"repetition"`). json: `{"type":"repetition","id":"...","name":"...","count":3,"stopped":false}`.
- */
-#define TOOLOOP_EVENT_REPETITION 9
-
-/**
- * The todo list changed (`"planning": true`). json: `{"type":"todo","todos":[{"content":"...","status":
- * "in_progress"}, ...]}`; `tooloop_agent_todos_json` reads the current list at any time.
- */
-#define TOOLOOP_EVENT_TODO 10
-
-/**
- * An event of a child agent started by the `task` tool (`"subagents"` config): json
- * `{"type":"subagent","parent_id":"<the task call id>","agent_type":"explore","event":{...the child's event...}}`.
- */
-#define TOOLOOP_EVENT_SUBAGENT 11
-
-/**
- * An event of a kind without its own code in this version; its json's `"type"` names it.
- */
-#define TOOLOOP_EVENT_OTHER 99
-
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
-
-/**
- * The library version, e.g. "0.1.0".
- *
- * Returns a static string: never NULL, never free it. Threads: any.
- */
-const char *tooloop_version(void);
-
-/**
- * A short description of a status code, e.g. "invalid argument" for `TOOLOOP_INVALID_ARGUMENT`.
- *
- * Returns a static string for every value, known or not ("unknown status" for codes this version does
- * not know): never NULL, never free it. Threads: any.
- */
-const char *tooloop_status_str(tooloop_status status);
-
-/**
- * The detail of the last failure of a tooloop call on the calling thread, e.g.
- * "tooloop_agent_run: API error: HTTP 401 authentication_error: invalid x-api-key (request-id req_1)".
- * It names the function, and where relevant the argument, config key, HTTP status, API error type,
- * request id or tool name. Empty ("") when the last fallible call on this thread succeeded.
- *
- * Returns a borrowed string, never NULL: valid until the next tooloop call on this thread (other than
- * `tooloop_last_error`, `tooloop_status_str` and `tooloop_version`); copy it to keep it. Never free it.
- * Threads: each thread has its own last error.
- */
-const char *tooloop_last_error(void);
-
-/**
- * Free a string returned by tooloop (every `char **` out-parameter).
- *
- * NULL is a no-op. Passing anything else than a string from tooloop, or freeing one twice, is undefined
- * behaviour. Threads: any.
- */
-void tooloop_string_free(char *s);
 
 /**
  * Create an agent that talks to a model API (Anthropic Messages, or OpenAI-compatible Chat Completions).
@@ -817,6 +782,41 @@ bool tooloop_model_response_is_cancelled(const tooloop_model_response *response)
  * Threads: any.
  */
 tooloop_status tooloop_json_get(const char *json, const char *pointer, char **out);
+
+/**
+ * The library version, e.g. "0.1.0".
+ *
+ * Returns a static string: never NULL, never free it. Threads: any.
+ */
+const char *tooloop_version(void);
+
+/**
+ * A short description of a status code, e.g. "invalid argument" for `TOOLOOP_INVALID_ARGUMENT`.
+ *
+ * Returns a static string for every value, known or not ("unknown status" for codes this version does
+ * not know): never NULL, never free it. Threads: any.
+ */
+const char *tooloop_status_str(tooloop_status status);
+
+/**
+ * The detail of the last failure of a tooloop call on the calling thread, e.g.
+ * "tooloop_agent_run: API error: HTTP 401 authentication_error: invalid x-api-key (request-id req_1)".
+ * It names the function, and where relevant the argument, config key, HTTP status, API error type,
+ * request id or tool name. Empty ("") when the last fallible call on this thread succeeded.
+ *
+ * Returns a borrowed string, never NULL: valid until the next tooloop call on this thread (other than
+ * `tooloop_last_error`, `tooloop_status_str` and `tooloop_version`); copy it to keep it. Never free it.
+ * Threads: each thread has its own last error.
+ */
+const char *tooloop_last_error(void);
+
+/**
+ * Free a string returned by tooloop (every `char **` out-parameter).
+ *
+ * NULL is a no-op. Passing anything else than a string from tooloop, or freeing one twice, is undefined
+ * behaviour. Threads: any.
+ */
+void tooloop_string_free(char *s);
 
 #ifdef __cplusplus
 }  // extern "C"

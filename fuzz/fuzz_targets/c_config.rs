@@ -20,6 +20,13 @@ pub const TOOLOOP_INVALID_UTF8: tooloop_status = 2;
 pub const TOOLOOP_INVALID_JSON: tooloop_status = 3;
 pub const TOOLOOP_PANIC: tooloop_status = 8;
 
+/// What the two modules import from the C crate's `status` module.
+mod status {
+    pub use super::{
+        TOOLOOP_INVALID_ARGUMENT, TOOLOOP_INVALID_JSON, TOOLOOP_INVALID_UTF8, TOOLOOP_OK, TOOLOOP_PANIC, tooloop_status,
+    };
+}
+
 const SECRET: &str = "sk-fuzz-SECRET-0123456789";
 
 fuzz_target!(|data: &[u8]| {

@@ -9,9 +9,8 @@ use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use crate::{
-    TOOLOOP_INVALID_ARGUMENT, TOOLOOP_INVALID_UTF8, TOOLOOP_OK, TOOLOOP_PANIC, tooloop_free_fn, tooloop_status,
-};
+use crate::status::{TOOLOOP_INVALID_ARGUMENT, TOOLOOP_INVALID_UTF8, TOOLOOP_OK, TOOLOOP_PANIC, tooloop_status};
+use crate::tooloop_free_fn;
 
 thread_local! {
     // One slot per thread: the detail of the last failure, handed out as a borrowed pointer.

@@ -1,0 +1,44 @@
+//! Event codes and the event struct a host callback receives.
+
+#[allow(unused_imports)]
+use super::*;
+
+// ---------------------------------------------------------------------------------------------------------
+// Event codes
+// ---------------------------------------------------------------------------------------------------------
+
+/// The kind of a `tooloop_event`: one of the `TOOLOOP_EVENT_*` codes. Codes are never renumbered; new ones
+/// may be added, so ignore a code you do not know.
+pub type tooloop_event_type = i32;
+
+/// `tooloop_event.type`: a model request is about to go out. json: `{"type":"turn_start","turn":1}`.
+pub const TOOLOOP_EVENT_TURN_START: tooloop_event_type = 1;
+/// Text arrived; `text` is the new text (a delta). json: `{"type":"text","text":"..."}`.
+pub const TOOLOOP_EVENT_TEXT: tooloop_event_type = 2;
+/// Thinking arrived; `text` is the new thinking text. json: `{"type":"thinking","thinking":"..."}`.
+pub const TOOLOOP_EVENT_THINKING: tooloop_event_type = 3;
+/// A fragment of a tool call's input arrived; `text` is the JSON fragment.
+/// json: `{"type":"tool_input_delta","index":1,"partial_json":"..."}`.
+pub const TOOLOOP_EVENT_TOOL_INPUT_DELTA: tooloop_event_type = 4;
+/// The model called a tool; its TOOLOOP_EVENT_TOOL_RESULT follows (also when the call is not run).
+/// json: `{"type":"tool_use","id":"toolu_...","name":"...","input":{...}}`.
+pub const TOOLOOP_EVENT_TOOL_USE: tooloop_event_type = 5;
+/// A tool finished (or was denied, interrupted or not run).
+/// json: `{"type":"tool_result","id":"...","name":"...","content":...,"is_error":false,"duration_ms":3}`.
+pub const TOOLOOP_EVENT_TOOL_RESULT: tooloop_event_type = 6;
+/// Token usage so far. json: `{"type":"usage","turn":{...},"run":{...}}`.
+pub const TOOLOOP_EVENT_USAGE: tooloop_event_type = 7;
+/// A model turn ended. json: `{"type":"turn_end","turn":1,"stop_reason":"tool_use","usage":{...}}`.
+pub const TOOLOOP_EVENT_TURN_END: tooloop_event_type = 8;
+/// The runaway guard answered a tool call instead of running it: the model repeated the same call with the
+/// same input too many times in a row (with `"stopped": true` the run then ends with stop_reason
+/// `"repetition"`). json: `{"type":"repetition","id":"...","name":"...","count":3,"stopped":false}`.
+pub const TOOLOOP_EVENT_REPETITION: tooloop_event_type = 9;
+/// The todo list changed (`"planning": true`). json: `{"type":"todo","todos":[{"content":"...","status":
+/// "in_progress"}, ...]}`; `tooloop_agent_todos_json` reads the current list at any time.
+pub const TOOLOOP_EVENT_TODO: tooloop_event_type = 10;
+/// An event of a child agent started by the `task` tool (`"subagents"` config): json
+/// `{"type":"subagent","parent_id":"<the task call id>","agent_type":"explore","event":{...the child's event...}}`.
+pub const TOOLOOP_EVENT_SUBAGENT: tooloop_event_type = 11;
+/// An event of a kind without its own code in this version; its json's `"type"` names it.
+pub const TOOLOOP_EVENT_OTHER: tooloop_event_type = 99;
