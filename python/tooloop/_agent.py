@@ -271,6 +271,7 @@ class Agent:
         region: Optional[str] = None,
         server_tools: Optional[Sequence[Dict[str, Any]]] = None,
         repeat_guard: Union[bool, Dict[str, int]] = True,
+        temperature: Optional[float] = None,
     ) -> None:
         if not isinstance(provider, str) and not callable(provider):
             raise ConfigError(f"provider must be 'anthropic', 'openai' or a callable, got {type(provider).__name__}")
@@ -305,6 +306,7 @@ class Agent:
                 "region": region,
                 "server_tools": list(server_tools) if server_tools is not None else None,
                 "repeat_guard": repeat_guard,
+                "temperature": temperature,
             },
         )
         for agent_type, sub in (subagents or {}).items():

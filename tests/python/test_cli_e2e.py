@@ -454,3 +454,19 @@ def test_sandbox_is_passed_only_to_an_agent_that_accepts_it(tooloop_cmd, ws, tmp
 
     app.build_agent(settings, Policy(), tmp_path / "s.jsonl")
     assert seen["sandbox"] == "workspace-write"
+
+
+def test_bash_env_is_scrubbed_unless_passed_through_and_no_network_reaches_the_prompt(tooloop_cmd, ws, tmp_path):
+    secret = "tok-cli-0123456789abcdef"
+    seen = {}
+    for flags in ([], ["--env-passthrough", "MY_DEPLOY_TOKEN", "--no-network"]):
+        with MockServer(SCENARIOS / "cli_env_passthrough.json") as mock:
+            env = clean_env(tmp_path, mock, MY_DEPLOY_TOKEN=secret)
+            proc = run(tooloop_cmd, ws, env, "--yes", "-p", *flags, "print the token")
+            reqs = mock.requests()
+        assert proc.returncode == 0, proc.stderr
+        results = tool_results(reqs[1])
+        seen[bool(flags)] = (results["toolu_cli_env_1"][0], json.dumps(reqs[0]["body"]["system"]))
+    assert seen[False][0].strip() == "value=[]", "dropped from bash's environment by default"
+    assert seen[True][0].strip() == f"value=[{secret}]", "kept with --env-passthrough"
+    assert "network" in seen[True][1].lower() and "network" not in seen[False][1].lower()

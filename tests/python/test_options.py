@@ -122,3 +122,11 @@ def test_the_runaway_guard_stops_a_model_that_repeats_itself() -> None:
     assert result.stop_reason == "repetition"
     assert len(calls) == 2
     assert_valid_view(agent.messages)
+
+
+def test_temperature_is_sent_and_checked(mock: Any) -> None:
+    server = mock([text_reply("hi")])
+    agent_for(server, temperature=0.2).run("hello")
+    assert server.requests()[0]["body"]["temperature"] == 0.2
+    with pytest.raises(tooloop.ConfigError, match="temperature"):
+        tooloop.Agent(api_key="k", temperature=5)

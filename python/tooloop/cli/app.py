@@ -144,6 +144,10 @@ def build_agent(settings: Settings, policy: Any, session: Path, extra_options: O
         kwargs["sandbox"] = settings.sandbox   # only reached when agent_accepts("sandbox"): see main
     if settings.region is not None:
         kwargs["region"] = settings.region
+    if settings.env_passthrough:
+        kwargs["env_passthrough"] = list(settings.env_passthrough)
+    if not settings.network:
+        kwargs["network"] = False
     kwargs.update(extra_options or {})
     agent = tooloop.Agent(**kwargs)
     bind = getattr(policy, "bind", None)
@@ -223,6 +227,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         _say(f"the tooloop module cannot be loaded ({e}); reinstall with `pip install tooloop`")
         return EXIT_FAILED
     local_settings(settings, args)
+    settings.env_passthrough = list(args.env_passthrough)
+    settings.network = not args.no_network
     from . import features
     if not agent_accepts("sandbox"):
         if args.sandbox not in (None, "off"):

@@ -106,6 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="confine bash with Landlock: workspace-write (default; writes only in the workspace "
                    "and $TMPDIR), read-only, off; required: workspace-write, or refuse to start where the "
                    "kernel cannot confine bash")
+    p.add_argument("--no-network", action="store_true",
+                   help="bash may not open TCP connections (needs Landlock ABI 4; with the sandbox on)")
+    p.add_argument("--env-passthrough", metavar="NAME", action="append", default=[],
+                   help="keep this secret-looking environment variable for bash (repeatable); by default "
+                   "variables named like *KEY*, *SECRET*, *TOKEN*, *PASSWORD*, *CREDENTIAL* and AWS ones are dropped")
     p.add_argument("--mcp-config", metavar="FILE", action="append", default=[],
                    help="MCP servers to start, as JSON {\"mcpServers\": {...}} (trusted: no question asked); "
                    "the workspace's .mcp.json servers start only once you approve them")

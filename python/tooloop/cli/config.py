@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
 DEFAULT_BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
@@ -92,6 +92,8 @@ class Settings:
     sandbox: Optional[str] = None            # the sandbox mode passed to the agent (None: the library's default)
     sandbox_note: str = ""                   # said once in the header, e.g. that Landlock is unavailable
     region: Optional[str] = None             # AWS region (--provider bedrock)
+    env_passthrough: List[str] = field(default_factory=list)   # secret-looking variables bash keeps
+    network: bool = True                     # bash may use TCP (--no-network: refused by the sandbox)
 
 
 def _int_setting(value: Optional[str], name: str, minimum: int) -> Optional[int]:
