@@ -8,7 +8,7 @@
 #[path = "common/mock.rs"]
 mod mock;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, mpsc};
 use std::time::{Duration, Instant};
@@ -34,27 +34,9 @@ use common::*;
 // Session helpers.
 // ---------------------------------------------------------------------------------------------------------
 
-/// A scratch folder removed on drop (std only: the crate has no dev-dependencies).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("tooloop-agent-session-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+#[path = "common/tempdir.rs"]
+mod tempdir;
+use tempdir::TempDir;
 
 /// The session file's lines, each with its trailing newline.
 fn lines_of(path: &Path) -> Vec<String> {
@@ -114,7 +96,7 @@ fn text_response(text: &str) -> Value {
 
 #[test]
 fn input_assistant_turns_and_tool_results_are_stored_and_on_disk_before_each_request() {
-    let dir = TempDir::new("before-each-request");
+    let dir = TempDir::new("session-before-each-request");
     let path = dir.file("s.jsonl");
     let store: Arc<OnceLock<tooloop::Conversation>> = Arc::default();
     let checked = Arc::new(AtomicUsize::new(0));
@@ -242,7 +224,7 @@ fn resume_on_an_empty_conversation_is_a_config_error() {
 
 #[test]
 fn a_session_truncated_mid_line_keeps_every_complete_line_reports_the_torn_one_and_resumes() {
-    let dir = TempDir::new("torn");
+    let dir = TempDir::new("session-torn");
     let path = dir.file("s.jsonl");
     let (first_mock, first, _) = first_run_with_session(&path);
     let first_entries = first.conversation().snapshot();
@@ -280,7 +262,7 @@ fn a_session_truncated_mid_line_keeps_every_complete_line_reports_the_torn_one_a
 #[test]
 fn a_session_ending_in_an_unanswered_tool_use_is_repaired_with_an_interrupted_error_result() {
     // Two ways to get there: a crash tore the tool result's line, or the process died before writing it.
-    let dir = TempDir::new("unanswered");
+    let dir = TempDir::new("session-unanswered");
     let torn_path = dir.file("torn.jsonl");
     first_run_with_session(&torn_path);
     let lines = lines_of(&torn_path);
@@ -329,7 +311,7 @@ fn a_session_ending_in_an_unanswered_tool_use_is_repaired_with_an_interrupted_er
 
 #[test]
 fn a_reloaded_session_resumes_exactly_where_it_stopped() {
-    let dir = TempDir::new("exact");
+    let dir = TempDir::new("session-exact");
     let path = dir.file("s.jsonl");
     let (_m, first, _) = first_run_with_session(&path);
     let (entries, messages, usage) = (first.conversation().snapshot(), first.messages(), first.usage());
@@ -350,7 +332,7 @@ fn a_reloaded_session_resumes_exactly_where_it_stopped() {
 
 #[test]
 fn the_session_file_never_contains_the_api_key() {
-    let dir = TempDir::new("secret");
+    let dir = TempDir::new("session-secret");
     let path = dir.file("s.jsonl");
     let mut responses = vec![
         json!({"status": 401, "json": {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}}),
@@ -378,7 +360,7 @@ fn the_session_file_never_contains_the_api_key() {
 
 #[test]
 fn a_cancelled_run_is_recorded_in_the_session_and_a_reload_resumes_it() {
-    let dir = TempDir::new("cancel");
+    let dir = TempDir::new("session-cancel");
     let path = dir.file("s.jsonl");
     let rig = Rig::new(Kind::MockSse, &scenario("anthropic_stream_stall"), config());
     rig.agent.attach_session(Session::open(&path).unwrap()).unwrap();
@@ -414,7 +396,7 @@ fn a_cancelled_run_is_recorded_in_the_session_and_a_reload_resumes_it() {
 
 #[test]
 fn reset_is_recorded_and_a_reload_starts_after_it() {
-    let dir = TempDir::new("reset");
+    let dir = TempDir::new("session-reset");
     let path = dir.file("s.jsonl");
     let (_m, first, _) = first_run_with_session(&path);
     first.reset().unwrap();
@@ -426,7 +408,7 @@ fn reset_is_recorded_and_a_reload_starts_after_it() {
 
 #[test]
 fn a_corrupt_line_in_the_middle_is_skipped_and_reported_and_the_rest_kept() {
-    let dir = TempDir::new("corrupt");
+    let dir = TempDir::new("session-corrupt");
     let path = dir.file("s.jsonl");
     first_run_with_session(&path);
     let mut lines = lines_of(&path);
@@ -442,7 +424,7 @@ fn a_corrupt_line_in_the_middle_is_skipped_and_reported_and_the_rest_kept() {
 
 #[test]
 fn attaching_a_session_to_a_conversation_that_has_entries_is_refused() {
-    let dir = TempDir::new("attach-late");
+    let dir = TempDir::new("session-attach-late");
     let agent = Agent::new(
         Arc::new(ScriptedProvider::new([reply(vec![ContentBlock::text("hi")], StopReason::EndTurn)])),
         config(),
@@ -454,7 +436,7 @@ fn attaching_a_session_to_a_conversation_that_has_entries_is_refused() {
 
 #[test]
 fn save_writes_the_whole_conversation_atomically_and_loads_back_without_streaming_entries() {
-    let dir = TempDir::new("save");
+    let dir = TempDir::new("session-save");
     let path = dir.file("saved.jsonl");
     std::fs::write(&path, "an older file that the save replaces\n").unwrap();
     let mut streaming = Entry::new(EntryRole::Assistant, vec![ContentBlock::text("half")]);

@@ -16,27 +16,9 @@ use tooloop::provider::ScriptedProvider;
 use tooloop::session::SessionSink;
 use tooloop::{Agent, AgentConfig, ContentBlock, Entry, EntryRole, Error, Session};
 
-/// A scratch folder removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("tooloop-session-durability-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+#[path = "common/tempdir.rs"]
+mod tempdir;
+use tempdir::TempDir;
 
 /// What the test controls in a [`Disk`]: how many more bytes fit (`usize::MAX`: no limit) and whether
 /// cutting the file back fails too.
@@ -168,7 +150,7 @@ fn entry_line(text: &str) -> String {
 
 #[test]
 fn a_write_failing_after_n_bytes_leaves_the_file_as_it_was_and_the_next_entry_is_kept() {
-    let dir = TempDir::new("enospc");
+    let dir = TempDir::new("durability-enospc");
     let line_len = entry_line("second, lost to the full disk").len() + 1;
     // Every cut point of the line: nothing written, one byte, the middle, all but the newline, all of it.
     for n in [0, 1, 7, line_len / 2, line_len - 1, line_len] {
@@ -204,7 +186,7 @@ fn a_write_failing_after_n_bytes_leaves_the_file_as_it_was_and_the_next_entry_is
 
 #[test]
 fn when_the_cut_fails_too_the_next_entry_starts_on_a_fresh_line() {
-    let dir = TempDir::new("nocut");
+    let dir = TempDir::new("durability-nocut");
     let path = dir.file("s.jsonl");
     let disk = DiskControl::new();
     let mut session = Session::open(&path).unwrap().map_sink(Disk::wrap(&disk));
@@ -236,7 +218,7 @@ fn when_the_cut_fails_too_the_next_entry_starts_on_a_fresh_line() {
 
 #[test]
 fn the_agent_keeps_an_entry_whose_append_failed_and_the_file_stays_loadable() {
-    let dir = TempDir::new("agent");
+    let dir = TempDir::new("durability-agent");
     let path = dir.file("s.jsonl");
     let disk = DiskControl::new();
     let agent = Agent::new(Arc::new(ScriptedProvider::new([])), AgentConfig::default());
@@ -263,7 +245,7 @@ fn the_agent_keeps_an_entry_whose_append_failed_and_the_file_stays_loadable() {
 
 #[test]
 fn a_complete_last_line_without_its_newline_is_kept_and_the_next_line_starts_fresh() {
-    let dir = TempDir::new("nonewline");
+    let dir = TempDir::new("durability-nonewline");
     let path = dir.file("s.jsonl");
     std::fs::write(&path, format!("{HEADER}{}\n{}", entry_line("one"), entry_line("two"))).unwrap();
     let mut session = Session::open(&path).unwrap();
@@ -277,7 +259,7 @@ fn a_complete_last_line_without_its_newline_is_kept_and_the_next_line_starts_fre
 
 #[test]
 fn a_newer_or_unknown_format_version_is_refused_and_the_file_left_untouched() {
-    let dir = TempDir::new("version");
+    let dir = TempDir::new("durability-version");
     for (header, says) in [
         ("{\"type\":\"session\",\"version\":2,\"created_at\":1}\n", "newer tooloop"),
         ("{\"type\":\"session\",\"version\":99}\n", "newer tooloop"),
@@ -299,7 +281,7 @@ fn a_newer_or_unknown_format_version_is_refused_and_the_file_left_untouched() {
 
 #[test]
 fn a_file_that_is_not_a_session_is_refused_and_left_untouched() {
-    let dir = TempDir::new("foreign");
+    let dir = TempDir::new("durability-foreign");
     for content in [
         "{\"a\":1}\n{\"b\":2}\n",                    // someone else's JSONL
         "# notes\nremember the milk\n",              // a text file
@@ -320,7 +302,7 @@ fn a_file_that_is_not_a_session_is_refused_and_left_untouched() {
 
 #[test]
 fn an_empty_file_or_a_header_torn_at_creation_becomes_a_new_session() {
-    let dir = TempDir::new("fresh");
+    let dir = TempDir::new("durability-fresh");
     for content in ["", "\n", "{\"type\":\"sess", "{\"type\":\"session\",\"vers"] {
         let path = dir.file("s.jsonl");
         std::fs::write(&path, content).unwrap();
@@ -339,7 +321,7 @@ fn an_empty_file_or_a_header_torn_at_creation_becomes_a_new_session() {
 
 #[test]
 fn a_second_open_of_a_session_fails_while_the_first_holds_it() {
-    let dir = TempDir::new("lock");
+    let dir = TempDir::new("durability-lock");
     let path = dir.file("s.jsonl");
     let first = Session::open(&path).unwrap();
     let (message, kind) = io_error(Session::open(&path));
@@ -353,7 +335,7 @@ fn a_second_open_of_a_session_fails_while_the_first_holds_it() {
 
 #[test]
 fn a_session_held_by_another_process_is_refused() {
-    let dir = TempDir::new("lock-process");
+    let dir = TempDir::new("durability-lock-process");
     let path = dir.file("s.jsonl");
     drop(Session::open(&path).unwrap());
     // flock(1) from util-linux holds the same kind of lock from another process, for as long as `cat` runs
@@ -384,7 +366,7 @@ fn a_session_held_by_another_process_is_refused() {
 
 #[test]
 fn save_does_not_replace_a_session_another_agent_is_appending_to() {
-    let dir = TempDir::new("save-locked");
+    let dir = TempDir::new("durability-save-locked");
     let path = dir.file("s.jsonl");
     let mut held = Session::open(&path).unwrap();
     held.append(&entry("kept")).unwrap();
@@ -406,7 +388,7 @@ fn mode(path: &Path) -> u32 {
 
 #[test]
 fn session_files_are_created_0600_and_their_folders_0700() {
-    let dir = TempDir::new("modes");
+    let dir = TempDir::new("durability-modes");
     let path = dir.file("a/b/s.jsonl");
     drop(Session::open(&path).unwrap());
     assert_eq!(mode(&path), 0o600);
@@ -430,7 +412,7 @@ const CHILD_DIR: &str = "TOOLOOP_TEST_FSIZE_DIR";
 
 #[test]
 fn on_a_real_file_size_limit_a_failed_append_is_cut_back_and_the_next_entry_is_kept() {
-    let dir = TempDir::new("fsize");
+    let dir = TempDir::new("durability-fsize");
     let exe = std::env::current_exe().unwrap();
     let out = std::process::Command::new("bash")
         .arg("-c")

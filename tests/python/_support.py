@@ -85,3 +85,17 @@ def unmarked(v: Any) -> Any:
     if isinstance(v, list):
         return [unmarked(x) for x in v]
     return v
+
+
+def tool_results(request: Dict[str, Any]) -> Dict[str, Any]:
+    """tool_use_id -> (content, is_error) of the tool_result blocks in a recorded mock request."""
+    out: Dict[str, Any] = {}
+    for m in request["body"]["messages"]:
+        if isinstance(m["content"], list):
+            for b in m["content"]:
+                if b.get("type") == "tool_result":
+                    content = b.get("content")
+                    if isinstance(content, list):
+                        content = "".join(x.get("text", "") for x in content)
+                    out[b["tool_use_id"]] = (content, bool(b.get("is_error")))
+    return out

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "tests" / "scenarios"
 sys.path.insert(0, str(ROOT / "tests" / "mock"))
 from mockctl import MockServer, mock_env  # noqa: E402
-from _support import unmarked  # noqa: E402
+from _support import tool_results, unmarked  # noqa: E402
 
 TASK = ("Create hello.py that prints a greeting, run it, then change the greeting to "
         "'Hello, tooloop!' and run it again.")
@@ -64,18 +64,6 @@ def session_records(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def tool_results(request):
-    """tool_use_id -> (content, is_error) of the tool_result blocks in a recorded request."""
-    out = {}
-    for m in request["body"]["messages"]:
-        if isinstance(m["content"], list):
-            for b in m["content"]:
-                if b.get("type") == "tool_result":
-                    content = b.get("content")
-                    if isinstance(content, list):
-                        content = "".join(x.get("text", "") for x in content)
-                    out[b["tool_use_id"]] = (content, bool(b.get("is_error")))
-    return out
 
 
 def test_scripted_session_writes_runs_edits_and_answers(tooloop_cmd, ws, tmp_path):

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "tests" / "scenarios"
 sys.path.insert(0, str(ROOT / "tests" / "mock"))
 from mockctl import MockServer, mock_env  # noqa: E402
+from _support import tool_results  # noqa: E402
 
 FASTMCP = ROOT / "tests" / "mcp" / "fastmcp_server.py"
 
@@ -57,17 +58,6 @@ def tool_names(req):
     return sorted(t["name"] for t in req["body"].get("tools", []))
 
 
-def tool_results(request):
-    out = {}
-    for m in request["body"]["messages"]:
-        if isinstance(m["content"], list):
-            for b in m["content"]:
-                if b.get("type") == "tool_result":
-                    content = b.get("content")
-                    if isinstance(content, list):
-                        content = "".join(x.get("text", "") for x in content)
-                    out[b["tool_use_id"]] = (content, bool(b.get("is_error")))
-    return out
 
 
 def in_order(out, pieces):
