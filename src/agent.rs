@@ -70,6 +70,17 @@ pub struct AgentConfig {
     /// Prompt caching: `cache_control` breakpoints on the last tool, the system prompt and the newest turns,
     /// where the provider takes them (Anthropic, Bedrock). Default true. See [`crate::cache`].
     pub cache: bool,
+    /// The model's context window in tokens (`None`: from the model table,
+    /// [`crate::compaction::context_window`]; unknown models then compact only when the API says the prompt
+    /// is too long).
+    pub context_window: Option<u64>,
+    /// Automatic compaction (default true): before a request estimated past `compact_threshold` of the
+    /// window, and once when the API answers that the prompt is too long. See [`crate::compaction`].
+    pub compaction: bool,
+    /// Fraction of the context window a request may fill before compaction (default 0.8).
+    pub compact_threshold: f64,
+    /// The model that writes summaries (`None`: the agent's model).
+    pub compaction_model: Option<String>,
 }
 
 /// The runaway guard: a model that makes the same tool call (same name, same input) again and again in a
@@ -146,6 +157,10 @@ impl Default for AgentConfig {
             todo_reminder_after: Some(3),
             server_tools: Vec::new(),
             cache: true,
+            context_window: None,
+            compaction: true,
+            compact_threshold: 0.8,
+            compaction_model: None,
         }
     }
 }
@@ -246,6 +261,26 @@ pub enum Event {
         /// Whether the run stops here.
         stopped: bool,
     },
+    /// The conversation was compacted (see [`crate::compaction`]): the API view from now on is smaller; the
+    /// history keeps everything.
+    Compaction {
+        /// Why: `threshold`, `overflow` or `manual`.
+        reason: crate::compaction::Reason,
+        /// How: `clear_tool_results`, `summary` or `drop`.
+        method: crate::compaction::Method,
+        /// Estimated tokens of the request before.
+        tokens_before: u64,
+        /// Estimated tokens after.
+        tokens_after: u64,
+        /// Entries that left the view.
+        removed: usize,
+        /// Tool results cleared.
+        cleared: usize,
+        /// The summary, for method `summary`.
+        summary: Option<String>,
+        /// Why the summary was not used, when the method fell back to `drop`.
+        fallback_reason: Option<String>,
+    },
     /// A model turn ended.
     TurnEnd {
         /// Turn number.
@@ -333,6 +368,7 @@ pub struct Agent {
     permission: Mutex<Option<PermissionHook>>,
     current: Mutex<Option<CancelToken>>,
     running: Mutex<()>,
+    estimator: Mutex<crate::compaction::Estimator>,
 }
 
 impl Drop for Agent {
@@ -371,6 +407,7 @@ impl Agent {
             permission: Mutex::new(None),
             current: Mutex::new(None),
             running: Mutex::new(()),
+            estimator: Mutex::new(crate::compaction::Estimator::default()),
         }
     }
 
@@ -832,7 +869,7 @@ impl Agent {
             run.turns += 1;
             let turn = run.turns;
             on_event(&Event::TurnStart { turn });
-            let (message, bad_inputs) = self.model_turn(turn, &cancel, &mut run.usage, &mut run.cost_usd, on_event)?;
+            let (message, bad_inputs) = self.compacting_turn(turn, &cancel, &mut run, on_event)?;
             run.text = message.text();
             run.stop_reason = message.stop_reason.clone();
             run.message = Some(message.clone());
@@ -865,18 +902,255 @@ impl Agent {
         }
     }
 
+    /// One model turn, with compaction around it: before the request when it would pass the threshold, and
+    /// after an answer that the prompt is too long (then the turn is sent again; at most twice, the second
+    /// time keeping only the last turn).
+    fn compacting_turn(
+        &self,
+        turn: u32,
+        cancel: &CancelToken,
+        run: &mut RunResult,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<(MessageResponse, HashMap<String, Value>)> {
+        use crate::compaction::Reason;
+        let mut request = self.request();
+        if self.over_threshold(&request) {
+            let mut spent = (&mut run.usage, &mut run.cost_usd);
+            if self.compact_inner(Reason::Threshold, None, false, cancel, &mut spent, on_event)?.is_some() {
+                request = self.request();
+            }
+        }
+        let mut overflows = 0;
+        loop {
+            match self.model_turn(turn, request, cancel, &mut run.usage, &mut run.cost_usd, on_event) {
+                Err(e) if overflows < 2 && self.config().compaction && crate::compaction::is_overflow(&e) => {
+                    overflows += 1;
+                    let mut spent = (&mut run.usage, &mut run.cost_usd);
+                    if self
+                        .compact_inner(Reason::Overflow, None, overflows > 1, cancel, &mut spent, on_event)?
+                        .is_none()
+                    {
+                        return Err(e);
+                    }
+                    request = self.request();
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The context window used for compaction: the configured one, else the model table's.
+    pub fn context_window(&self) -> Option<u64> {
+        let c = lock(&self.config);
+        c.context_window.or_else(|| crate::compaction::context_window(&c.model))
+    }
+
+    /// Tokens the next request would carry, estimated from its size and the ratio of the last real usage
+    /// (no request is made). `input`: user input to count as if it were added.
+    pub fn estimate_tokens(&self, input: Option<Vec<ContentBlock>>) -> u64 {
+        let request = self.request_with(input);
+        lock(&self.estimator).tokens(crate::compaction::request_bytes(&request))
+    }
+
+    /// Tokens the next request would carry: from the API's token-counting endpoint where the provider offers
+    /// one (Anthropic), else [`Agent::estimate_tokens`]. `input`: user input to count as if it were added.
+    pub fn count_tokens(&self, input: Option<Vec<ContentBlock>>) -> Result<u64> {
+        let request = self.request_with(input.clone());
+        match self.provider.count_tokens(&request, &CancelToken::new())? {
+            Some(n) => Ok(n),
+            None => Ok(self.estimate_tokens(input)),
+        }
+    }
+
+    fn request_with(&self, input: Option<Vec<ContentBlock>>) -> Request {
+        let mut request = self.request();
+        if let Some(blocks) = input {
+            let mut entries = self.conversation.snapshot();
+            entries.push(Entry::new(EntryRole::User, blocks));
+            request.messages = crate::conversation::render_view(&entries);
+            if lock(&self.config).cache && self.provider.supports_cache() {
+                crate::cache::add_breakpoints(&mut request);
+            }
+        }
+        request
+    }
+
+    fn over_threshold(&self, request: &Request) -> bool {
+        let (on, threshold) = {
+            let c = lock(&self.config);
+            (c.compaction, c.compact_threshold)
+        };
+        let Some(window) = self.context_window().filter(|_| on) else { return false };
+        let tokens = lock(&self.estimator).tokens(crate::compaction::request_bytes(request));
+        tokens as f64 > threshold * window as f64
+    }
+
+    /// Compact the conversation now (see [`crate::compaction`]): summarize the older turns with the model
+    /// (`instructions` say what the summary should keep), keeping the first user message and the newest
+    /// turns; when the summary request fails, drop the older turns instead. The history keeps everything;
+    /// the record is an entry (and a session line). Returns it, or `None` when there was nothing to compact.
+    pub fn compact(
+        &self,
+        instructions: Option<&str>,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<Option<crate::compaction::Compaction>> {
+        let _busy = self.begin(CancelToken::new())?;
+        let cancel = self.token();
+        let mut usage = Usage::default();
+        let mut cost = None;
+        let mut spent = (&mut usage, &mut cost);
+        self.compact_inner(crate::compaction::Reason::Manual, instructions, false, &cancel, &mut spent, on_event)
+    }
+
+    fn compact_inner(
+        &self,
+        reason: crate::compaction::Reason,
+        instructions: Option<&str>,
+        aggressive: bool,
+        cancel: &CancelToken,
+        spent: &mut (&mut Usage, &mut Option<f64>),
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<Option<crate::compaction::Compaction>> {
+        use crate::compaction::{Compaction, Method, Plan, entry_bytes, json_bytes, request_bytes};
+        let config = self.config();
+        let window = self.context_window();
+        let request = self.request();
+        let est = *lock(&self.estimator);
+        let total = request_bytes(&request);
+        let before = est.tokens(total);
+        // Budgets in bytes: the window's, or (unknown window) the request's own size.
+        let window_bytes = window.map(|w| w as f64 * est.bytes_per_token).unwrap_or(total as f64 * 1.25);
+        let fits = |bytes: u64| (bytes as f64) <= config.compact_threshold * window_bytes;
+        let target = (0.5 * window_bytes) as u64;
+        let tail_budget = if aggressive { 0 } else { (0.3 * window_bytes) as u64 };
+        let head_budget = (0.1 * window_bytes) as u64;
+        let entries = self.conversation.snapshot();
+        let eff = crate::compaction::effective(&entries).into_owned();
+        let plan = Plan::new(&eff, tail_budget, head_budget);
+        let size_of =
+            |ids: &[String]| -> u64 { eff.iter().filter(|e| ids.contains(&e.id)).map(entry_bytes).sum::<u64>() };
+        const NOTE_BYTES: u64 = 160;
+        let clear_saves = size_of(&plan.clearable).saturating_sub(NOTE_BYTES * plan.clearable.len() as u64);
+        let mut record = Compaction {
+            reason,
+            method: Method::ClearToolResults,
+            tokens_before: before,
+            tokens_after: before,
+            removed: Vec::new(),
+            cleared: Vec::new(),
+            summary: None,
+            fallback_reason: None,
+            instructions: instructions.map(str::to_string),
+        };
+        let manual = reason == crate::compaction::Reason::Manual;
+        // 1. The cheapest win: clear old, large tool results, when that is enough.
+        let clearing_is_enough = !manual && !aggressive && total.saturating_sub(clear_saves) <= target;
+        if !plan.clearable.is_empty() && (clearing_is_enough || !plan.has_middle()) {
+            record.cleared = plan.clearable.clone();
+            record.tokens_after = est.tokens(total.saturating_sub(clear_saves));
+            return self.record_compaction(record, None, spent, on_event).map(Some);
+        }
+        if !plan.has_middle() {
+            return Ok(None);
+        }
+        // 2. Summarize the middle; 3. or drop it.
+        let middle = &eff[plan.middle_start..plan.tail_start];
+        let middle_bytes: u64 = middle.iter().map(entry_bytes).sum();
+        let removed: Vec<String> = middle.iter().map(|e| e.id.clone()).collect();
+        let todos = {
+            let list = self.todos();
+            (!list.is_empty()).then(|| crate::todo::render(&list))
+        };
+        let model = config.compaction_model.clone().unwrap_or(config.model.clone());
+        let max_summary = window.map(|w| (w / 20).clamp(1024, 8192)).unwrap_or(4096) as u32;
+        let transcript_budget = ((0.5 * window_bytes) as usize).clamp(8_000, 600_000);
+        let text = crate::compaction::transcript(middle, transcript_budget);
+        let summary_req =
+            crate::compaction::summary_request(&model, &text, todos.as_deref(), instructions, max_summary);
+        let mut summary_turn = None;
+        let answer = self.provider.send(&summary_req, cancel, &mut |_| {});
+        let fallback = match answer {
+            Err(Error::Cancelled { .. }) => return Err(Error::Cancelled { partial: None }),
+            Err(e) => Some(format!("the summary request failed: {e}")),
+            Ok(resp) => {
+                let summary = resp.message.text();
+                let after = total.saturating_sub(middle_bytes) + json_bytes(&summary) + NOTE_BYTES * 2;
+                let used = (resp.message.model.clone(), resp.message.usage.clone());
+                summary_turn = Some(used);
+                if summary.trim().is_empty() {
+                    Some("the summary came back empty".to_string())
+                } else if !fits(after) && window.is_some() {
+                    Some(format!("the summary left the request at ~{} tokens, still too large", est.tokens(after)))
+                } else {
+                    record.method = Method::Summary;
+                    record.summary = Some(summary);
+                    record.tokens_after = est.tokens(after);
+                    None
+                }
+            }
+        };
+        record.removed = removed;
+        if let Some(why) = fallback {
+            record.method = Method::Drop;
+            record.fallback_reason = Some(why);
+            let mut after = total.saturating_sub(middle_bytes) + NOTE_BYTES * 2;
+            if window.is_some() && !fits(after) && !aggressive {
+                // Keep only the last turn.
+                let tight = Plan::new(&eff, 0, head_budget);
+                let middle = &eff[tight.middle_start..tight.tail_start];
+                record.removed = middle.iter().map(|e| e.id.clone()).collect();
+                after = total.saturating_sub(middle.iter().map(entry_bytes).sum::<u64>()) + NOTE_BYTES * 2;
+            }
+            record.tokens_after = est.tokens(after);
+        }
+        let model_for = summary_turn.map(|(m, u)| (if m.is_empty() { model.clone() } else { m }, u));
+        self.record_compaction(record, model_for, spent, on_event).map(Some)
+    }
+
+    /// Store the compaction (and its summary request's usage), tell the host.
+    fn record_compaction(
+        &self,
+        record: crate::compaction::Compaction,
+        summary_turn: Option<(String, Usage)>,
+        spent: &mut (&mut Usage, &mut Option<f64>),
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<crate::compaction::Compaction> {
+        let mut entry = record.clone().into_entry();
+        if let Some((model, usage)) = summary_turn {
+            spent.0.add(&usage);
+            if let Some(c) = crate::pricing::estimate_cost_usd(&model, &usage) {
+                *spent.1.get_or_insert(0.0) += c;
+            }
+            entry.usage = Some(usage);
+            entry.model = Some(model);
+        }
+        self.record(entry)?;
+        on_event(&Event::Compaction {
+            reason: record.reason,
+            method: record.method,
+            tokens_before: record.tokens_before,
+            tokens_after: record.tokens_after,
+            removed: record.removed.len(),
+            cleared: record.cleared.len(),
+            summary: record.summary.clone(),
+            fallback_reason: record.fallback_reason.clone(),
+        });
+        Ok(record)
+    }
+
     /// One request/response. The assistant entry exists while streaming; it ends complete or error.
     /// Returns the message with every tool input an object (what the API view holds and sends), and the
     /// inputs that were not, by call id, so those calls are answered with an error instead of being run.
     fn model_turn(
         &self,
         turn: u32,
+        request: Request,
         cancel: &CancelToken,
         run_usage: &mut Usage,
         run_cost: &mut Option<f64>,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<(MessageResponse, HashMap<String, Value>)> {
-        let request = self.request();
+        let bytes = crate::compaction::request_bytes(&request);
         let mut entry = Entry::new(EntryRole::Assistant, Vec::new());
         entry.status = EntryStatus::Streaming;
         entry.model = Some(request.model.clone());
@@ -935,6 +1209,11 @@ impl Agent {
                     }
                 });
                 self.persist(&id)?;
+                let u = &m.usage;
+                let prompt = u.input_tokens
+                    + u.cache_creation_input_tokens.unwrap_or(0)
+                    + u.cache_read_input_tokens.unwrap_or(0);
+                lock(&self.estimator).learn(bytes, prompt);
                 run_usage.add(&m.usage);
                 // Priced like the stored turn: by the model that answered, else the one asked for.
                 let priced = if m.model.is_empty() { &request.model } else { &m.model };

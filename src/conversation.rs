@@ -270,11 +270,12 @@ impl Conversation {
     }
 }
 
-/// Render entries into a valid API view.
+/// Render entries into a valid API view (compactions applied: see [`crate::compaction`]).
 pub fn render_view(entries: &[Entry]) -> Vec<Message> {
+    let entries = crate::compaction::effective(entries);
     // 1. Keep complete, sendable entries; tool entries speak as the user.
     let mut msgs: Vec<Message> = Vec::new();
-    for e in entries {
+    for e in entries.iter() {
         if e.status != EntryStatus::Complete || e.content.is_empty() {
             continue;
         }

@@ -9,6 +9,7 @@
 //! - [`tools`]: the registry of tools and their handlers.
 //! - [`agent`]: the loop.
 //! - [`cache`]: where prompt-caching breakpoints go.
+//! - [`compaction`]: token estimates, context windows, and compaction of long conversations.
 //! - [`options`]: every option of an agent, with its default and checks, shared by every door.
 //! - [`skills`]: skill folders (SKILL.md) the model loads on demand.
 //! - [`subagent`]: the task tool's child agents.
@@ -28,6 +29,7 @@ pub mod agent;
 pub mod builtin;
 pub mod cache;
 pub mod cancel;
+pub mod compaction;
 pub mod conversation;
 pub mod error;
 pub mod http;

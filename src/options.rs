@@ -191,6 +191,19 @@ pub struct AgentOptions {
     /// system prompt and the newest turns (see [`crate::cache`]).
     #[serde(deserialize_with = "de_cache")]
     pub cache: bool,
+    /// The model's context window in tokens (default: from the model table; set it for local models).
+    #[serde(deserialize_with = "de_window")]
+    pub context_window: Option<u64>,
+    /// Automatic compaction of long conversations: `"auto"` (default) or `"off"` (`true`/`false` too).
+    /// See [`crate::compaction`].
+    #[serde(deserialize_with = "de_compaction")]
+    pub compaction: bool,
+    /// Fraction of the context window a request may fill before it is compacted (default 0.8; 0.1 to 1).
+    #[serde(deserialize_with = "de_threshold")]
+    pub compact_threshold: f64,
+    /// The model that writes compaction summaries (default: `model`; a cheaper one saves money).
+    #[serde(deserialize_with = "de_string")]
+    pub compaction_model: Option<String>,
     /// AWS region for `provider: "bedrock"` (default from `AWS_REGION` / `AWS_DEFAULT_REGION`).
     #[serde(deserialize_with = "de_string")]
     pub region: Option<String>,
@@ -234,6 +247,10 @@ impl Default for AgentOptions {
             env_passthrough: Vec::new(),
             mcp_servers: BTreeMap::new(),
             cache: true,
+            context_window: None,
+            compaction: true,
+            compact_threshold: 0.8,
+            compaction_model: None,
         }
     }
 }
@@ -244,7 +261,7 @@ fn invalid(key: &str, message: impl Into<String>) -> Error {
 
 impl AgentOptions {
     /// Every key the JSON form may hold.
-    pub const KEYS: [&'static str; 32] = [
+    pub const KEYS: [&'static str; 36] = [
         "provider",
         "model",
         "system",
@@ -277,6 +294,10 @@ impl AgentOptions {
         "env_passthrough",
         "mcp_servers",
         "cache",
+        "context_window",
+        "compaction",
+        "compact_threshold",
+        "compaction_model",
     ];
 
     /// Parse a JSON object of options. Errors are [`Error::InvalidOption`] naming the key.
@@ -395,6 +416,10 @@ impl AgentOptions {
             todo_reminder_after: self.planning.unwrap_or(Some(3)),
             server_tools: self.server_tools.clone(),
             cache: self.cache,
+            context_window: self.context_window,
+            compaction: self.compaction,
+            compact_threshold: self.compact_threshold,
+            compaction_model: self.compaction_model.clone(),
         })
     }
 
@@ -676,6 +701,34 @@ fn de_thinking<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Va
             Ok(Some(json!({"type": "enabled", "budget_tokens": budget})))
         }
     }
+}
+
+fn de_window<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<u64>, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(None),
+        v => integer::<D::Error>(&v, 1024, 1 << 30, "a number of tokens (at least 1024), or null for the model's")
+            .map(Some),
+    }
+}
+
+fn de_compaction<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
+    match value(d)? {
+        Value::Null | Value::Bool(true) => Ok(true),
+        Value::Bool(false) => Ok(false),
+        Value::String(s) if s == "auto" => Ok(true),
+        Value::String(s) if s == "off" => Ok(false),
+        v => Err(D::Error::custom(format!("must be \"auto\" or \"off\", got {}", got(&v)))),
+    }
+}
+
+fn de_threshold<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    let v = value(d)?;
+    if v.is_null() {
+        return Ok(0.8);
+    }
+    let what = "a fraction of the context window from 0.1 to 1";
+    let t = number::<D::Error>(&v, what)?;
+    if (0.1..=1.0).contains(&t) { Ok(t) } else { Err(D::Error::custom(format!("must be {what}, got {t}"))) }
 }
 
 fn de_bool_opt<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<bool>, D::Error> {

@@ -4,6 +4,9 @@
 //! - first line: `{"type":"session","version":1,"created_at":<ms>}`
 //! - `{"type":"entry","entry":{...}}` — a finished conversation entry ([`Entry`]), in order
 //! - `{"type":"reset","at":<ms>}` — the conversation was cleared; entries before it are history only
+//! - `{"type":"compaction","entry":{...}}` — a compaction ([`crate::compaction`]): a system entry whose
+//!   `meta.compaction` says which earlier entries left the API view and what summary stands in for them.
+//!   Loading keeps every entry (the full history) and the record, so the view is the compacted one.
 //!
 //! Every line is flushed and fsynced before the next request goes out. A write that fails (a full disk)
 //! is cut back off, so the file stays as it was and the next line starts on a line of its own; if even the
@@ -235,7 +238,8 @@ impl Session {
 
     /// Append one finished entry, durably.
     pub fn append(&mut self, entry: &Entry) -> Result<()> {
-        self.write_line(&json!({"type": "entry", "entry": entry}))
+        let kind = if crate::compaction::Compaction::of(entry).is_some() { "compaction" } else { "entry" };
+        self.write_line(&json!({"type": kind, "entry": entry}))
     }
 
     /// Record that the conversation was cleared.
@@ -359,7 +363,7 @@ fn read_lines(file: &mut File, shown: &str) -> Result<(LoadReport, Layout)> {
             }
         };
         match v.get("type").and_then(Value::as_str) {
-            Some("entry") => match v.get("entry").cloned().map(serde_json::from_value::<Entry>) {
+            Some("entry" | "compaction") => match v.get("entry").cloned().map(serde_json::from_value::<Entry>) {
                 Some(Ok(e)) => report.entries.push(e),
                 Some(Err(e)) => report.skipped.push((line_no, format!("invalid entry: {e}"))),
                 None => report.skipped.push((line_no, "entry line without \"entry\"".into())),

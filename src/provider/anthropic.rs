@@ -105,6 +105,53 @@ impl Provider for AnthropicProvider {
         self.api_key.iter().cloned().collect()
     }
 
+    fn count_tokens(&self, request: &Request, cancel: &CancelToken) -> Result<Option<u64>> {
+        let mut req = self.http_request(request)?;
+        // The endpoint takes the prompt fields only (no max_tokens, stream, sampling).
+        let body: Value = serde_json::from_slice(&req.body).map_err(|e| Error::Config(e.to_string()))?;
+        let keep = ["model", "messages", "system", "tools", "tool_choice", "thinking"];
+        let prompt: Map<String, Value> = body
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| keep.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        req.body = serde_json::to_vec(&prompt).map_err(|e| Error::Config(e.to_string()))?;
+        req.url = format!("{}/v1/messages/count_tokens", self.base_url);
+        for h in req.headers.iter_mut().filter(|(k, _)| k == "accept") {
+            h.1 = "application/json".to_string();
+        }
+        let on_error = |s: u16, h: &[(String, String)], b: &[u8]| {
+            redact_key(api_error_with_hint(s, h, b, "ANTHROPIC_API_KEY"), self.api_key.as_ref())
+        };
+        let counted = self.http.exchange(&req, cancel, &on_error, &mut |mut resp| {
+            let body =
+                resp.read_all().map_err(|e| super::attempt(body_error(e, MessageResponse::default(), false), false))?;
+            let v: Value = serde_json::from_slice(&body).map_err(|e| {
+                crate::http::Attempt::Fail(Error::InvalidResponse {
+                    message: format!("count_tokens answer is not JSON: {e}"),
+                    request_id: None,
+                })
+            })?;
+            v.get("input_tokens").and_then(Value::as_u64).ok_or_else(|| {
+                crate::http::Attempt::Fail(Error::InvalidResponse {
+                    message: format!(
+                        "count_tokens answer has no input_tokens: {}",
+                        String::from_utf8_lossy(&body[..body.len().min(200)])
+                    ),
+                    request_id: None,
+                })
+            })
+        });
+        match counted {
+            Ok(n) => Ok(Some(n)),
+            // A compatible server without the endpoint: the agent estimates instead.
+            Err(Error::Api(a)) if matches!(a.status, 404 | 405 | 501) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     fn send(&self, request: &Request, cancel: &CancelToken, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Response> {
         let req = self.http_request(request)?;
         let on_error = |s: u16, h: &[(String, String)], b: &[u8]| {

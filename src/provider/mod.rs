@@ -125,6 +125,13 @@ pub trait Provider: Send + Sync {
     fn supports_cache(&self) -> bool {
         false
     }
+
+    /// The input tokens `request` would carry, counted by the API (Anthropic's `count_tokens` endpoint), or
+    /// `None` when this provider has no such endpoint (the agent then estimates). Default `None`.
+    fn count_tokens(&self, request: &Request, cancel: &CancelToken) -> Result<Option<u64>> {
+        let _ = (request, cancel);
+        Ok(None)
+    }
 }
 
 /// Which wire protocol a [`ProviderConfig`] speaks.

@@ -1,0 +1,661 @@
+//! Long sessions: how big the next request is, and compaction when it would not fit.
+//!
+//! **Counting.** [`Estimator`] turns a request's size in bytes into tokens with the ratio the API itself
+//! reported for the last request (tokens from its `usage` over the bytes that request carried), so the
+//! estimate tracks the real tokenizer; before the first answer it assumes [`DEFAULT_BYTES_PER_TOKEN`].
+//! [`context_window`] knows the windows of the models in common use.
+//!
+//! **Compaction** never rewrites an entry. It appends one: a `system` entry whose `meta.compaction` is a
+//! [`Compaction`] record saying which earlier entries leave the API view, which tool results in it are
+//! cleared (replaced by a one-line note with their size), and the summary that takes the place of what
+//! left. [`effective`] replays those records over the entries, and the API view is rendered from the
+//! result, so `history` keeps everything, the session file records the compaction as one line, and a
+//! resumed session sends the compacted view.
+//!
+//! What stays verbatim: the first user message (unless it alone is a large part of the window), the newest
+//! turns (at least the last one), whole: an assistant turn with its thinking and signatures, and every
+//! tool result of its calls, so a `tool_use` is never separated from its `tool_result`. The cut only falls
+//! before a user or assistant entry, never before a tool result.
+//!
+//! Must never: leave a view that breaks the API's rules (the renderer's invariants hold for any record),
+//! lose the history, or fail a run because the summarizer failed (the fallback drops the oldest turns).
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::conversation::{Entry, EntryRole, EntryStatus};
+use crate::types::{ContentBlock, Message, Request};
+
+/// Bytes per token assumed before the API has reported any usage (English prose is about 4, code and JSON
+/// nearer 3; erring low compacts a little early rather than too late).
+pub const DEFAULT_BYTES_PER_TOKEN: f64 = 3.5;
+/// Tool results smaller than this are never cleared (bytes).
+pub const CLEAR_MIN_BYTES: usize = 2048;
+/// The key of a compaction record in a system entry's `meta`.
+pub const META_KEY: &str = "compaction";
+
+/// The context window of a known model, in tokens (`None`: unknown). Model ids from Bedrock
+/// (`us.anthropic.claude-…`) count as their Claude model.
+pub fn context_window(model: &str) -> Option<u64> {
+    let m = model.to_ascii_lowercase();
+    const TABLE: &[(&str, u64)] = &[
+        ("claude", 200_000),
+        ("gpt-4.1", 1_047_576),
+        ("gpt-5", 400_000),
+        ("gpt-4o", 128_000),
+        ("gpt-4-turbo", 128_000),
+        ("o1", 200_000),
+        ("o3", 200_000),
+        ("o4-mini", 200_000),
+        ("gpt-3.5-turbo", 16_385),
+        ("deepseek-chat", 128_000),
+        ("deepseek-reasoner", 128_000),
+    ];
+    // Longest matching prefix (or, for "claude", anywhere: Bedrock prefixes region and vendor).
+    TABLE
+        .iter()
+        .filter(|(p, _)| if *p == "claude" { m.contains(p) } else { m.starts_with(p) })
+        .max_by_key(|(p, _)| p.len())
+        .map(|(_, w)| *w)
+}
+
+/// Bytes a request's prompt takes on the wire: its tools, system prompt and messages as compact JSON.
+pub fn request_bytes(request: &Request) -> u64 {
+    let mut w = Counter(0);
+    let _ = serde_json::to_writer(&mut w, &request.tools);
+    let _ = serde_json::to_writer(&mut w, &request.system);
+    let _ = serde_json::to_writer(&mut w, &request.messages);
+    w.0
+}
+
+/// Bytes of one value as compact JSON.
+pub fn json_bytes<T: Serialize + ?Sized>(v: &T) -> u64 {
+    let mut w = Counter(0);
+    let _ = serde_json::to_writer(&mut w, v);
+    w.0
+}
+
+struct Counter(u64);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Tokens from bytes, calibrated by the last real usage.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Estimator {
+    /// Bytes per token.
+    pub bytes_per_token: f64,
+    /// Whether the ratio came from a real answer (else it is [`DEFAULT_BYTES_PER_TOKEN`]).
+    pub calibrated: bool,
+}
+
+impl Default for Estimator {
+    fn default() -> Self {
+        Estimator { bytes_per_token: DEFAULT_BYTES_PER_TOKEN, calibrated: false }
+    }
+}
+
+impl Estimator {
+    /// Learn from a request of `bytes` that the API counted as `tokens` input tokens (cache reads and
+    /// writes included). Implausible answers (zero tokens, a host model's made-up usage) are ignored.
+    pub fn learn(&mut self, bytes: u64, tokens: u64) {
+        if tokens == 0 || bytes < 200 {
+            return;
+        }
+        let ratio = bytes as f64 / tokens as f64;
+        if (1.0..=8.0).contains(&ratio) {
+            *self = Estimator { bytes_per_token: ratio, calibrated: true };
+        }
+    }
+
+    /// Tokens for `bytes`.
+    pub fn tokens(&self, bytes: u64) -> u64 {
+        (bytes as f64 / self.bytes_per_token).ceil() as u64
+    }
+}
+
+/// Why a compaction happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    /// The next request would have passed `compact_threshold` of the window.
+    Threshold,
+    /// The API answered that the prompt is too long.
+    Overflow,
+    /// The host asked ([`crate::Agent::compact`]).
+    Manual,
+}
+
+/// How the view was made smaller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// Only old, large tool results were cleared.
+    ClearToolResults,
+    /// Older turns were replaced by a summary the model wrote.
+    Summary,
+    /// Older turns were dropped (the summary request failed or did not fit).
+    Drop,
+}
+
+/// One compaction, as recorded in a system entry's `meta.compaction` (and in the session file).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Compaction {
+    /// Why.
+    pub reason: Reason,
+    /// How.
+    pub method: Method,
+    /// Estimated tokens of the request before.
+    pub tokens_before: u64,
+    /// Estimated tokens of the request after.
+    pub tokens_after: u64,
+    /// Ids of the entries that left the view (the summary stands where the first of them was).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
+    /// Ids of the tool entries whose results are replaced by a note.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cleared: Vec<String>,
+    /// The summary the model wrote (method `summary`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// What the summarizer failed with, when the method fell back to `drop`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_reason: Option<String>,
+    /// The host's instructions for the summary, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+}
+
+impl Compaction {
+    /// The record of a system entry, if it is a compaction.
+    pub fn of(entry: &Entry) -> Option<Compaction> {
+        if entry.role != EntryRole::System {
+            return None;
+        }
+        serde_json::from_value(entry.meta.get(META_KEY)?.clone()).ok()
+    }
+
+    /// The system entry that records this compaction (its text is a one-line note for people).
+    pub fn into_entry(self) -> Entry {
+        let note = self.note();
+        let mut e = Entry::new(EntryRole::System, vec![ContentBlock::text(note)]);
+        e.meta.insert(META_KEY.into(), serde_json::to_value(&self).unwrap_or(Value::Null));
+        e
+    }
+
+    /// A line for people: "context compacted (summary): 150,000 → 40,000 tokens".
+    pub fn note(&self) -> String {
+        let how = match self.method {
+            Method::ClearToolResults => "old tool results cleared",
+            Method::Summary => "older turns summarized",
+            Method::Drop => "older turns dropped",
+        };
+        format!("context compacted ({how}): ~{} → ~{} tokens", self.tokens_before, self.tokens_after)
+    }
+
+    /// The user message that stands in for the removed entries.
+    fn stand_in(&self, id: &str) -> Option<Entry> {
+        if self.removed.is_empty() {
+            return None;
+        }
+        let text = match &self.summary {
+            Some(s) => format!(
+                "[Summary of the earlier conversation. The conversation was compacted to fit the context window: \
+                 {} earlier messages were replaced by this summary, written by the assistant.]\n\n{s}",
+                self.removed.len()
+            ),
+            None => format!(
+                "[{} earlier messages were removed to fit the context window; no summary of them is available. \
+                 Ask the user or look again (read files, run commands) if something from them is needed.]",
+                self.removed.len()
+            ),
+        };
+        let mut e = Entry::new(EntryRole::User, vec![ContentBlock::text(text)]);
+        e.id = id.to_string();
+        Some(e)
+    }
+}
+
+/// Whether `entries` hold any compaction record (cheap: a scan of roles and meta keys).
+pub fn any(entries: &[Entry]) -> bool {
+    entries.iter().any(|e| e.role == EntryRole::System && e.meta.contains_key(META_KEY))
+}
+
+/// The entries the API view is rendered from: the history with every compaction applied in order.
+pub fn effective(entries: &[Entry]) -> Cow<'_, [Entry]> {
+    if !any(entries) {
+        return Cow::Borrowed(entries);
+    }
+    let mut current: Vec<Entry> = Vec::with_capacity(entries.len());
+    for e in entries {
+        match Compaction::of(e) {
+            Some(record) => current = apply(current, &record, &e.id),
+            None => current.push(e.clone()),
+        }
+    }
+    Cow::Owned(current)
+}
+
+fn apply(current: Vec<Entry>, record: &Compaction, id: &str) -> Vec<Entry> {
+    let removed: HashSet<&str> = record.removed.iter().map(String::as_str).collect();
+    let cleared: HashSet<&str> = record.cleared.iter().map(String::as_str).collect();
+    let mut out = Vec::with_capacity(current.len());
+    let mut stand_in = record.stand_in(id);
+    for mut e in current {
+        if removed.contains(e.id.as_str()) {
+            if let Some(s) = stand_in.take() {
+                out.push(s);
+            }
+            continue;
+        }
+        if cleared.contains(e.id.as_str()) {
+            clear(&mut e);
+        }
+        out.push(e);
+    }
+    out
+}
+
+/// Replace a tool entry's results by a one-line note with their size.
+fn clear(e: &mut Entry) {
+    let tool = e.meta.get("tool_name").and_then(Value::as_str).unwrap_or("the tool").to_string();
+    for b in &mut e.content {
+        if let ContentBlock::ToolResult(r) = b {
+            let size = json_bytes(&r.content);
+            r.content = Value::String(format!(
+                "[output of {tool} cleared to save context: {size} bytes; run the tool again if it is needed]"
+            ));
+        }
+    }
+}
+
+/// Bytes an entry takes in the view.
+pub fn entry_bytes(e: &Entry) -> u64 {
+    json_bytes(&e.content)
+}
+
+/// Where a view may be cut: the indices of `entries` that start a turn (a user or assistant entry that is
+/// complete and sent), so that a tool result never leaves its call behind.
+fn turn_starts(entries: &[Entry]) -> Vec<usize> {
+    entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.status == EntryStatus::Complete && matches!(e.role, EntryRole::User | EntryRole::Assistant))
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// What a compaction would do to the effective entries: who stays (head and tail), who goes (the middle),
+/// which old tool results are cleared.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plan {
+    /// Index in the effective entries where the middle starts (the head is everything before).
+    pub middle_start: usize,
+    /// Index where the kept tail starts (the middle is `middle_start..tail_start`).
+    pub tail_start: usize,
+    /// Ids of large tool results outside the tail (worth clearing).
+    pub clearable: Vec<String>,
+}
+
+impl Plan {
+    /// Plan a compaction of `entries` keeping about `tail_budget` bytes of the newest turns (at least the
+    /// last turn) and the first user message when it is under `head_budget` bytes.
+    pub fn new(entries: &[Entry], tail_budget: u64, head_budget: u64) -> Plan {
+        let starts = turn_starts(entries);
+        // The head: the first user message, kept verbatim (the task as the user stated it).
+        let mut middle_start = 0;
+        if let Some(&first) = starts.first() {
+            let e = &entries[first];
+            if e.role == EntryRole::User && entry_bytes(e) <= head_budget {
+                middle_start = first + 1;
+            }
+        }
+        // The tail: whole turns from the end, within the budget; at least the last one.
+        let mut tail_start = entries.len();
+        let mut kept: u64 = 0;
+        for &s in starts.iter().rev() {
+            if s < middle_start {
+                break;
+            }
+            let size: u64 = entries[s..tail_start].iter().map(entry_bytes).sum();
+            if tail_start != entries.len() && kept + size > tail_budget {
+                break;
+            }
+            kept += size;
+            tail_start = s;
+        }
+        // A tail that starts with an assistant turn is fine; one whose first entry is a tool result cannot
+        // happen (cuts fall on turn starts only).
+        tail_start = tail_start.max(middle_start);
+        let clearable = entries[..tail_start]
+            .iter()
+            .filter(|e| e.role == EntryRole::Tool && e.status == EntryStatus::Complete)
+            .filter(|e| entry_bytes(e) as usize >= CLEAR_MIN_BYTES)
+            .filter(|e| !e.content.iter().any(is_cleared_note))
+            .map(|e| e.id.clone())
+            .collect();
+        Plan { middle_start, tail_start, clearable }
+    }
+
+    /// Whether there is anything between the head and the tail to summarize or drop.
+    pub fn has_middle(&self) -> bool {
+        self.tail_start > self.middle_start
+    }
+}
+
+fn is_cleared_note(b: &ContentBlock) -> bool {
+    matches!(b, ContentBlock::ToolResult(r) if r.content.as_str().is_some_and(|s| s.starts_with("[output of ") && s.contains("cleared to save context")))
+}
+
+/// The system prompt of a summary request.
+pub const SUMMARY_SYSTEM: &str = "You write the working memory of an AI assistant whose conversation has \
+grown too long for its context window. You will be given the older part of the conversation as a transcript. \
+Write a summary that lets the assistant carry on the task without the transcript: the user's goals and \
+explicit requests and constraints (quote them when wording matters), decisions made and why, what was done \
+(files read, created or changed, with paths; commands run and their important results; errors met and how \
+they were fixed), important facts learned (names, values, identifiers, file contents that matter), and what \
+remains to do. Be specific and complete but concise; no preamble. Do not call tools. Reply with the summary \
+only.";
+
+/// A plain-text transcript of `entries` for the summarizer: long tool inputs and outputs are clipped (the
+/// summary needs what happened, not every byte); at most `max_bytes`, keeping the newest part.
+pub fn transcript(entries: &[Entry], max_bytes: usize) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for e in entries {
+        if e.status != EntryStatus::Complete {
+            continue;
+        }
+        let who = match e.role {
+            EntryRole::User => "USER",
+            EntryRole::Assistant => "ASSISTANT",
+            EntryRole::Tool => "TOOL RESULT",
+            EntryRole::System => continue,
+        };
+        let mut text = String::new();
+        for b in &e.content {
+            match b {
+                ContentBlock::Text(t) => push_line(&mut text, &t.text),
+                ContentBlock::ToolUse(t) => push_line(
+                    &mut text,
+                    &format!("[calls tool {} with input {}]", t.name, clip(&t.input.to_string(), 1500)),
+                ),
+                ContentBlock::ToolResult(r) => {
+                    let tool = e.meta.get("tool_name").and_then(Value::as_str).unwrap_or("tool");
+                    let flag = if r.is_error == Some(true) { " (error)" } else { "" };
+                    push_line(&mut text, &format!("[{tool}{flag}]: {}", clip(&r.text(), 2000)));
+                }
+                ContentBlock::Thinking(_) | ContentBlock::RedactedThinking(_) => {}
+                other => push_line(&mut text, &format!("[{} block]", other.kind())),
+            }
+        }
+        if !text.is_empty() {
+            parts.push(format!("{who}: {text}"));
+        }
+    }
+    let mut out = String::new();
+    let mut total = 0;
+    let mut first_kept = parts.len();
+    for (i, p) in parts.iter().enumerate().rev() {
+        if total + p.len() + 2 > max_bytes && first_kept != parts.len() {
+            break;
+        }
+        total += p.len() + 2;
+        first_kept = i;
+    }
+    if first_kept > 0 {
+        out.push_str(&format!("[{first_kept} earlier messages omitted: the transcript was too long]\n\n"));
+    }
+    for p in &parts[first_kept..] {
+        out.push_str(p);
+        out.push_str("\n\n");
+    }
+    if out.len() > max_bytes {
+        let mut end = max_bytes;
+        while !out.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.truncate(end);
+    }
+    out
+}
+
+fn push_line(out: &mut String, s: &str) {
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out.push_str(s);
+}
+
+/// `s` cut to about `max` bytes with a note of what was left out.
+fn clip(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [{} more bytes]", &s[..end], s.len() - end)
+}
+
+/// The summary request: one user message holding the transcript (and the current todo list and the host's
+/// instructions), no tools.
+pub fn summary_request(
+    model: &str,
+    transcript: &str,
+    todos: Option<&str>,
+    instructions: Option<&str>,
+    max_tokens: u32,
+) -> Request {
+    let mut text = format!("<transcript>\n{transcript}</transcript>\n\n");
+    if let Some(t) = todos {
+        text.push_str(&format!("The assistant's current todo list (keep it in the summary):\n{t}\n\n"));
+    }
+    if let Some(i) = instructions.filter(|i| !i.trim().is_empty()) {
+        text.push_str(&format!("Instructions for this summary: {i}\n\n"));
+    }
+    text.push_str("Write the summary now.");
+    Request {
+        model: model.to_string(),
+        max_tokens,
+        messages: vec![Message::user(text)],
+        system: Some(Value::String(SUMMARY_SYSTEM.to_string())),
+        tools: Vec::new(),
+        tool_choice: None,
+        thinking: None,
+        stop_sequences: Vec::new(),
+        temperature: None,
+        metadata: None,
+        stream: false,
+        extra: Map::new(),
+    }
+}
+
+/// Whether an API error says the prompt did not fit the context window (Anthropic: 400 "prompt is too
+/// long", 413 request_too_large; OpenAI-compatible: `context_length_exceeded`, "maximum context length").
+pub fn is_overflow(e: &crate::Error) -> bool {
+    let Some(a) = e.api() else { return false };
+    let m = a.message.to_ascii_lowercase();
+    (a.status == 400 || a.status == 413)
+        && (m.contains("prompt is too long")
+            || m.contains("context_length_exceeded")
+            || m.contains("maximum context length")
+            || m.contains("context window")
+            || m.contains("too many tokens")
+            || a.error_type == "request_too_large"
+            || a.error_type == "context_length_exceeded")
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::conversation::render_view;
+    use crate::types::{Role, ToolUseBlock};
+    use serde_json::json;
+
+    fn user(t: &str) -> Entry {
+        Entry::new(EntryRole::User, vec![ContentBlock::text(t)])
+    }
+
+    fn call(id: &str) -> Entry {
+        Entry::new(
+            EntryRole::Assistant,
+            vec![ContentBlock::ToolUse(ToolUseBlock {
+                id: id.into(),
+                name: "read_file".into(),
+                input: json!({"path": "x"}),
+                extra: Map::new(),
+            })],
+        )
+    }
+
+    fn result(id: &str, size: usize) -> Entry {
+        Entry::tool_result(id, "read_file", Value::String("x".repeat(size)), false)
+    }
+
+    fn session(turns: usize, size: usize) -> Vec<Entry> {
+        let mut v = vec![user("do the task")];
+        for i in 0..turns {
+            v.push(call(&format!("c{i}")));
+            v.push(result(&format!("c{i}"), size));
+        }
+        v
+    }
+
+    #[test]
+    fn the_window_table_knows_claude_on_every_door_and_not_local_models() {
+        assert_eq!(context_window("claude-sonnet-4-6"), Some(200_000));
+        assert_eq!(context_window("us.anthropic.claude-sonnet-4-5-20250929-v1:0"), Some(200_000));
+        assert_eq!(context_window("gpt-4o-mini"), Some(128_000));
+        assert_eq!(context_window("gpt-4.1-mini"), Some(1_047_576));
+        assert_eq!(context_window("qwen2.5-coder:7b"), None);
+    }
+
+    #[test]
+    fn the_estimator_learns_the_ratio_and_ignores_nonsense() {
+        let mut e = Estimator::default();
+        assert_eq!(e.tokens(3500), 1000);
+        e.learn(4000, 1000);
+        assert!(e.calibrated);
+        assert_eq!(e.tokens(8000), 2000);
+        e.learn(4000, 0);
+        e.learn(4000, 1);
+        assert_eq!(e.bytes_per_token, 4.0);
+    }
+
+    #[test]
+    fn a_plan_keeps_the_first_message_and_whole_last_turns_and_never_cuts_before_a_result() {
+        let v = session(10, 1000);
+        let plan = Plan::new(&v, 3000, 10_000);
+        assert_eq!(plan.middle_start, 1);
+        assert!(plan.has_middle());
+        assert_eq!(v[plan.tail_start].role, EntryRole::Assistant, "the tail starts with a call, not its result");
+        // A tiny budget still keeps the last turn.
+        let plan = Plan::new(&v, 0, 10_000);
+        assert_eq!(plan.tail_start, v.len() - 2);
+    }
+
+    #[test]
+    fn a_huge_first_message_is_not_kept_verbatim() {
+        let mut v = session(3, 10);
+        v[0] = user(&"y".repeat(50_000));
+        assert_eq!(Plan::new(&v, 100, 10_000).middle_start, 0);
+    }
+
+    #[test]
+    fn applying_a_summary_keeps_the_view_valid_and_history_whole() {
+        let v = session(10, 3000);
+        let plan = Plan::new(&v, 7000, 10_000);
+        let record = Compaction {
+            reason: Reason::Threshold,
+            method: Method::Summary,
+            tokens_before: 9000,
+            tokens_after: 3000,
+            removed: v[plan.middle_start..plan.tail_start].iter().map(|e| e.id.clone()).collect(),
+            cleared: Vec::new(),
+            summary: Some("did things".into()),
+            fallback_reason: None,
+            instructions: None,
+        };
+        let mut all = v.clone();
+        all.push(record.clone().into_entry());
+        all.push(call("late"));
+        all.push(result("late", 10));
+        let eff = effective(&all);
+        let view = render_view(&eff);
+        assert_eq!(view[0].role, Role::User);
+        assert!(view[0].content.iter().any(|b| matches!(b, ContentBlock::Text(t) if t.text.contains("did things"))));
+        assert!(view.windows(2).all(|w| w[0].role != w[1].role), "roles alternate");
+        assert_eq!(Compaction::of(&all[v.len()]).unwrap(), record);
+        assert!(render_view(&all).len() < render_view(&v).len() + 2, "the store's own view is compacted too");
+    }
+
+    #[test]
+    fn clearing_replaces_old_results_by_a_note_with_their_size() {
+        let v = session(4, 5000);
+        let plan = Plan::new(&v, 6000, 10_000);
+        assert!(!plan.clearable.is_empty());
+        let record = Compaction {
+            reason: Reason::Threshold,
+            method: Method::ClearToolResults,
+            tokens_before: 1,
+            tokens_after: 1,
+            removed: Vec::new(),
+            cleared: plan.clearable.clone(),
+            summary: None,
+            fallback_reason: None,
+            instructions: None,
+        };
+        let mut all = v.clone();
+        all.push(record.into_entry());
+        let eff = effective(&all);
+        let cleared = eff.iter().find(|e| e.id == plan.clearable[0]).unwrap();
+        assert!(matches!(&cleared.content[0], ContentBlock::ToolResult(r)
+            if r.text().contains("cleared to save context: 5002 bytes")));
+        assert!(Plan::new(&eff, 6000, 10_000).clearable.iter().all(|id| !plan.clearable.contains(id)));
+    }
+
+    #[test]
+    fn the_transcript_clips_long_outputs_and_keeps_the_newest_part() {
+        let mut v = session(50, 10_000);
+        v.push(user("the newest words"));
+        let t = transcript(&v, 20_000);
+        assert!(t.len() <= 20_000);
+        assert!(t.starts_with("[") && t.contains("earlier messages omitted"));
+        assert!(t.contains("more bytes]"));
+        assert!(t.contains("USER: the newest words"), "the newest message is in");
+    }
+
+    #[test]
+    fn overflow_errors_are_recognized_on_both_wires() {
+        let anthropic = crate::http::parse_api_error(
+            400,
+            &[],
+            br#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208310 tokens > 200000 maximum"}}"#,
+        );
+        assert!(is_overflow(&crate::Error::Api(Box::new(anthropic))));
+        let openai = crate::http::parse_api_error(
+            400,
+            &[],
+            br#"{"error":{"message":"This model's maximum context length is 8192 tokens.","type":"invalid_request_error","code":"context_length_exceeded"}}"#,
+        );
+        assert!(is_overflow(&crate::Error::Api(Box::new(openai))));
+        let other = crate::http::parse_api_error(
+            400,
+            &[],
+            br#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: too big"}}"#,
+        );
+        assert!(!is_overflow(&crate::Error::Api(Box::new(other))));
+    }
+}
