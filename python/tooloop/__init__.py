@@ -62,6 +62,7 @@ from .events import (
     TodoEvent,
     SubagentEvent,
     RepetitionEvent,
+    CompactionEvent,
 )
 
 __all__ = [
@@ -91,6 +92,7 @@ __all__ = [
     "TodoEvent",
     "SubagentEvent",
     "RepetitionEvent",
+    "CompactionEvent",
     "DoneEvent",
     "Error",
     "APIError",

@@ -272,6 +272,10 @@ class Agent:
         server_tools: Optional[Sequence[Dict[str, Any]]] = None,
         repeat_guard: Union[bool, Dict[str, int]] = True,
         temperature: Optional[float] = None,
+        context_window: Optional[int] = None,
+        compaction: Union[str, bool] = "auto",
+        compact_threshold: float = 0.8,
+        compaction_model: Optional[str] = None,
     ) -> None:
         if not isinstance(provider, str) and not callable(provider):
             raise ConfigError(f"provider must be 'anthropic', 'openai' or a callable, got {type(provider).__name__}")
@@ -307,6 +311,10 @@ class Agent:
                 "server_tools": list(server_tools) if server_tools is not None else None,
                 "repeat_guard": repeat_guard,
                 "temperature": temperature,
+                "context_window": context_window,
+                "compaction": compaction,
+                "compact_threshold": compact_threshold,
+                "compaction_model": compaction_model,
             },
         )
         for agent_type, sub in (subagents or {}).items():
@@ -446,6 +454,30 @@ class Agent:
         answered as interrupted (a tool that already ran is never run again), then the conversation is sent
         again."""
         return RunResult._from(self._core.start(None, False).result())
+
+    def compact(self, instructions: Optional[str] = None) -> Optional[str]:
+        """Compact the conversation now: the older turns are summarized by the model (``compaction_model`` if
+        set; ``instructions`` say what the summary must keep), the first user message and the newest turns
+        stay as they are. ``history`` keeps everything; ``messages`` (what is sent) gets smaller. Returns the
+        summary, or None when nothing was summarized (too little to compact, or the summary request failed
+        and the older turns were dropped instead). Blocks like ``run``; Ctrl+C cancels it."""
+        record = self._core.start_compact(instructions).result()
+        if not record:
+            return None
+        summary = record.get("summary")
+        return str(summary) if summary is not None else None
+
+    def count_tokens(self, input: Optional[str] = None) -> int:
+        """Tokens the next request would carry (with ``input`` added as a user message): counted by the API
+        where it offers a counting endpoint (Anthropic), else estimated from the size of the request and the
+        token counts the API reported so far."""
+        return int(self._core.count_tokens(input))
+
+    @property
+    def context_window(self) -> Optional[int]:
+        """The model's context window in tokens (``context_window=`` if given, else from the model table), or
+        None when unknown: then compaction happens only when the API says the prompt is too long."""
+        return self._core.context_window
 
     def cancel(self) -> None:
         """Cancel the current run, if any (from any thread); it raises ``tooloop.Cancelled``."""

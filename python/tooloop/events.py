@@ -29,6 +29,7 @@ __all__ = [
     "TurnEvent",
     "UsageEvent",
     "TodoEvent",
+    "CompactionEvent",
     "SubagentEvent",
     "RepetitionEvent",
     "DoneEvent",
@@ -334,6 +335,32 @@ class RepetitionEvent(_Record):
         self._init(id=id, name=name, count=count, stopped=stopped)
 
 
+class CompactionEvent(_Record):
+    """The conversation was compacted to fit the context window: ``reason`` (threshold, overflow, manual),
+    ``method`` (clear_tool_results, summary, drop), estimated tokens before and after, how many entries left
+    the view and how many tool results were cleared, the ``summary`` (method summary) and, when the summary
+    failed and older turns were dropped instead, ``fallback_reason``."""
+
+    __slots__ = ("reason", "method", "tokens_before", "tokens_after", "removed", "cleared", "summary",
+                 "fallback_reason")
+    _fields = __slots__
+    type: Literal["compaction"] = "compaction"
+
+    reason: str
+    method: str
+    tokens_before: int
+    tokens_after: int
+    removed: int
+    cleared: int
+    summary: Optional[str]
+    fallback_reason: Optional[str]
+
+    def __init__(self, reason: str, method: str, tokens_before: int, tokens_after: int, removed: int = 0,
+                 cleared: int = 0, summary: Optional[str] = None, fallback_reason: Optional[str] = None) -> None:
+        self._init(reason=reason, method=method, tokens_before=tokens_before, tokens_after=tokens_after,
+                   removed=removed, cleared=cleared, summary=summary, fallback_reason=fallback_reason)
+
+
 class DoneEvent(_Record):
     """The run ended normally; always the last event."""
 
@@ -349,7 +376,7 @@ class DoneEvent(_Record):
 
 if TYPE_CHECKING:
     Event = Union[TextEvent, ThinkingEvent, ToolUseEvent, ToolResultEvent, TurnEvent, UsageEvent, TodoEvent,
-                  SubagentEvent, RepetitionEvent, DoneEvent]
+                  SubagentEvent, RepetitionEvent, CompactionEvent, DoneEvent]
 
 
 def __getattr__(name: str) -> object:
@@ -358,7 +385,7 @@ def __getattr__(name: str) -> object:
         from typing import Union
 
         event = Union[TextEvent, ThinkingEvent, ToolUseEvent, ToolResultEvent, TurnEvent, UsageEvent, TodoEvent,
-                      SubagentEvent, RepetitionEvent, DoneEvent]
+                      SubagentEvent, RepetitionEvent, CompactionEvent, DoneEvent]
         globals()["Event"] = event
         return event
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -384,6 +411,10 @@ def _event_from(d: Dict[str, Any]) -> Optional[Event]:
         return TodoEvent(list(d.get("todos") or []))
     if kind == "repetition":
         return RepetitionEvent(d["id"], d["name"], int(d["count"]), bool(d["stopped"]))
+    if kind == "compaction":
+        return CompactionEvent(str(d["reason"]), str(d["method"]), int(d.get("tokens_before") or 0),
+                               int(d.get("tokens_after") or 0), int(d.get("removed") or 0),
+                               int(d.get("cleared") or 0), d.get("summary"), d.get("fallback_reason"))
     if kind == "subagent":
         inner = _event_from(d.get("event") or {})
         if inner is None:

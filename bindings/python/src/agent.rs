@@ -393,6 +393,38 @@ impl PyAgent {
         })
     }
 
+    /// Compact the conversation now, on a worker thread like a run (Ctrl+C cancels it): the result is the
+    /// compaction record as a dict (`method`, `summary`, `tokens_before`, ...) or None when there was
+    /// nothing to compact.
+    #[pyo3(signature = (instructions=None))]
+    fn start_compact(&self, py: Python<'_>, instructions: Option<String>) -> PyResult<Run> {
+        *lock(&self.slot) = None;
+        let core = self.core.clone();
+        let canceller = core.clone();
+        Run::spawn(py, Arc::new(move || canceller.cancel()), self.slot.clone(), false, move |_emit| {
+            let record = core.compact(instructions.as_deref(), &mut |_| {})?;
+            Ok(serde_json::to_value(record).unwrap_or(Value::Null))
+        })
+    }
+
+    /// Tokens the next request would carry (`input`: a str counted as if it were added): from the API's
+    /// counting endpoint where offered, else estimated. With `estimate`, never asks the API.
+    #[pyo3(signature = (input=None, estimate=false))]
+    fn count_tokens(&self, py: Python<'_>, input: Option<String>, estimate: bool) -> PyResult<u64> {
+        let core = self.core.clone();
+        let blocks = input.map(|t| vec![ContentBlock::text(t)]);
+        if estimate {
+            return Ok(core.estimate_tokens(blocks));
+        }
+        py.detach(move || core.count_tokens(blocks)).map_err(|e| to_pyerr(py, &e))
+    }
+
+    /// The context window compaction works with (configured, else the model table's), or None.
+    #[getter]
+    fn context_window(&self) -> Option<u64> {
+        self.core.context_window()
+    }
+
     /// Cancel the current run, if any (any thread), also one started but not yet begun.
     fn cancel(&self) {
         if let Some(t) = lock(&self.latest).as_ref() {
