@@ -1022,7 +1022,14 @@ impl Agent {
         let window_bytes = window.map(|w| w as f64 * est.bytes_per_token).unwrap_or(total as f64 * 1.25);
         let fits = |bytes: u64| (bytes as f64) <= config.compact_threshold * window_bytes;
         let target = (0.5 * window_bytes) as u64;
-        let tail_budget = if aggressive { 0 } else { (0.3 * window_bytes) as u64 };
+        let manual = reason == crate::compaction::Reason::Manual;
+        // Keep about 30% of the window verbatim; asked by hand, at most a quarter of what there is (so a
+        // conversation far from the limit still gets compacted).
+        let tail_budget = match (aggressive, manual) {
+            (true, _) => 0,
+            (false, true) => ((0.3 * window_bytes) as u64).min(total / 4),
+            (false, false) => (0.3 * window_bytes) as u64,
+        };
         let head_budget = (0.1 * window_bytes) as u64;
         let entries = self.conversation.snapshot();
         let eff = crate::compaction::effective(&entries).into_owned();
@@ -1042,7 +1049,6 @@ impl Agent {
             fallback_reason: None,
             instructions: instructions.map(str::to_string),
         };
-        let manual = reason == crate::compaction::Reason::Manual;
         // 1. The cheapest win: clear old, large tool results, when that is enough.
         let clearing_is_enough = !manual && !aggressive && total.saturating_sub(clear_saves) <= target;
         if !plan.clearable.is_empty() && (clearing_is_enough || !plan.has_middle()) {
