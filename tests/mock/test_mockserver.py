@@ -874,6 +874,8 @@ def test_estimate_follows_the_documented_rule(mock):
     assert second["tokens"] == ceil_div(total, 3)
     assert "cache_read" not in second and first["cache_read"] == 0
     assert mockserver.tokens_ceil(10, 2.5) == 4 and mockserver.tokens_ceil(11, 2.5) == 5
+    readme_example = mockserver.prompt_blocks("anthropic", {"messages": [{"role": "user", "content": "hi"}]})
+    assert [len(b.data) for b in readme_example] == [27]
 
 
 def test_over_limit_is_refused_without_taking_from_the_queue(mock):
