@@ -1048,6 +1048,7 @@ impl Agent {
             summary: None,
             fallback_reason: None,
             instructions: instructions.map(str::to_string),
+            todos: None,
         };
         // 1. The cheapest win: clear old, large tool results, when that is enough.
         let clearing_is_enough = !manual && !aggressive && total.saturating_sub(clear_saves) <= target;
@@ -1096,6 +1097,7 @@ impl Agent {
             }
         };
         record.removed = removed;
+        record.todos = todos;
         if let Some(why) = fallback {
             record.method = Method::Drop;
             record.fallback_reason = Some(why);

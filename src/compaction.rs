@@ -174,6 +174,10 @@ pub struct Compaction {
     /// The host's instructions for the summary, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
+    /// The todo list when it was compacted (rendered), kept verbatim after the summary: the model's plan
+    /// must survive even a compaction that had to drop turns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub todos: Option<String>,
 }
 
 impl Compaction {
@@ -208,7 +212,7 @@ impl Compaction {
         if self.removed.is_empty() {
             return None;
         }
-        let text = match &self.summary {
+        let mut text = match &self.summary {
             Some(s) => format!(
                 "[Summary of the earlier conversation. The conversation was compacted to fit the context window: \
                  {} earlier messages were replaced by this summary, written by the assistant.]\n\n{s}",
@@ -220,6 +224,9 @@ impl Compaction {
                 self.removed.len()
             ),
         };
+        if let Some(t) = &self.todos {
+            text.push_str(&format!("\n\n[Your todo list at that point:]\n{t}"));
+        }
         let mut e = Entry::new(EntryRole::User, vec![ContentBlock::text(text)]);
         e.id = id.to_string();
         Some(e)
@@ -587,6 +594,7 @@ mod tests {
             summary: Some("did things".into()),
             fallback_reason: None,
             instructions: None,
+            todos: None,
         };
         let mut all = v.clone();
         all.push(record.clone().into_entry());
@@ -616,6 +624,7 @@ mod tests {
             summary: None,
             fallback_reason: None,
             instructions: None,
+            todos: None,
         };
         let mut all = v.clone();
         all.push(record.into_entry());

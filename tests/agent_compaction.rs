@@ -174,8 +174,15 @@ fn a_failed_summary_falls_back_to_dropping_old_turns_and_the_run_finishes() {
             input.insert("bytes".into(), json!(1800));
         }
     }
+    // The model plans first: its todo list must survive the dropped turns.
+    let todo = json!({"anthropic": {"id": "msg_plan", "type": "message", "role": "assistant", "model": "m",
+        "content": [{"type": "tool_use", "id": "toolu_plan", "name": "todo_write", "input": {"todos": [
+            {"content": "dump every part", "status": "in_progress"}, {"content": "report back", "status": "pending"}]}}],
+        "stop_reason": "tool_use", "stop_sequence": null, "usage": {"input_tokens": 1, "output_tokens": 9}}});
+    sc["responses"].as_array_mut().unwrap().insert(0, todo);
     let mock = MockServer::start(&sc);
     let (agent, calls) = agent_on(&mock, compaction_config(Some(8000)));
+    agent.tools().register(tooloop::todo::tool()).unwrap();
     let mut fallbacks = Vec::new();
     let result = agent
         .run("Dump all 30 parts.", &mut |e| {
@@ -195,6 +202,7 @@ fn a_failed_summary_falls_back_to_dropping_old_turns_and_the_run_finishes() {
     let view = agent.messages();
     let first = serde_json::to_string(&view[0]).unwrap();
     assert!(first.contains("earlier messages were removed"), "{first}");
+    assert!(first.contains("dump every part"), "the todo list is kept: {first}");
 }
 
 #[test]
@@ -229,7 +237,8 @@ fn a_session_resumes_after_a_compaction_with_the_compacted_view_and_the_full_his
     let dir = TempDir::new("compaction-session");
     let path = dir.file("s.jsonl");
     let mut sc = scenario("agent_compaction");
-    sc["responses"] = Value::Array((1..=20).map(|i| tool_turn(i, 2500)).chain([final_turn("first run done")]).collect());
+    sc["responses"] =
+        Value::Array((1..=20).map(|i| tool_turn(i, 2500)).chain([final_turn("first run done")]).collect());
     let mock = MockServer::start(&sc);
     let (agent, _) = agent_on(&mock, compaction_config(Some(8000)));
     agent.attach_session(Session::open(&path).unwrap()).unwrap();
