@@ -174,6 +174,13 @@ def main() -> int:
         if r["compactions"]:
             print(f"{label(r)}: compaction methods {', '.join(r['compaction_methods'])}; "
                   f"{r['summary_requests']} summary request(s)")
+    for r in results:
+        agree = len(r["turn_events_usage"]) == len(r["per_turn"]) and all(
+            u["input"] + u["cache_read"] + u["cache_creation"] == t["tokens"] and u["cache_read"] == t["cache_read"]
+            for u, t in zip(r["turn_events_usage"], r["per_turn"]))
+        tc = r["tooloop_cost_usd"]
+        print(f"{label(r)}: TurnEvent usage {'matches' if agree else 'DIFFERS FROM'} the mock's records; "
+              f"agent.usage.cost_usd = {'n/a' if tc is None else f'{tc:.3f}'}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"turns": args.turns, "bytes": args.bytes, "window": args.window, "results": results}, f,
