@@ -369,6 +369,21 @@ pub struct Agent {
     current: Mutex<Option<CancelToken>>,
     running: Mutex<()>,
     estimator: Mutex<crate::compaction::Estimator>,
+    baseline: Mutex<Option<Baseline>>,
+}
+
+/// What the API reported for the last request: its prompt tokens plus the answer's tokens, and how many
+/// entries the store held once that answer was in. The next request's size is this plus what was added
+/// since, so the estimate stays anchored to the API's own count (and costs no serialization per turn).
+#[derive(Clone, Copy, Debug)]
+struct Baseline {
+    tokens: u64,
+    upto: usize,
+}
+
+/// The tokens of a request as the API reports them (uncached, cache writes and cache reads).
+fn prompt_tokens(u: &Usage) -> u64 {
+    u.input_tokens + u.cache_creation_input_tokens.unwrap_or(0) + u.cache_read_input_tokens.unwrap_or(0)
 }
 
 impl Drop for Agent {
@@ -408,6 +423,7 @@ impl Agent {
             current: Mutex::new(None),
             running: Mutex::new(()),
             estimator: Mutex::new(crate::compaction::Estimator::default()),
+            baseline: Mutex::new(None),
         }
     }
 
@@ -459,6 +475,7 @@ impl Agent {
             created: report.created,
         });
         *lock(&self.session) = Some(session);
+        self.rebase();
         self.answer_pending(
             "interrupted: the previous session ended before this tool call finished; it may or may not have run",
         )?;
@@ -725,6 +742,7 @@ impl Agent {
     /// Clear the conversation (the session file records the reset).
     pub fn reset(&self) -> Result<()> {
         self.conversation.clear();
+        *lock(&self.baseline) = None;
         if let Some(s) = lock(&self.session).as_mut() {
             s.append_reset()?;
         }
@@ -914,15 +932,17 @@ impl Agent {
     ) -> Result<(MessageResponse, HashMap<String, Value>)> {
         use crate::compaction::Reason;
         let mut request = self.request();
-        if self.over_threshold(&request) {
+        let (tokens, mut measured) = self.estimate_request(&request);
+        if self.over_threshold(tokens) {
             let mut spent = (&mut run.usage, &mut run.cost_usd);
             if self.compact_inner(Reason::Threshold, None, false, cancel, &mut spent, on_event)?.is_some() {
                 request = self.request();
+                measured = Some(crate::compaction::request_bytes(&request));
             }
         }
         let mut overflows = 0;
         loop {
-            match self.model_turn(turn, request, cancel, &mut run.usage, &mut run.cost_usd, on_event) {
+            match self.model_turn(turn, request, measured, cancel, &mut run.usage, &mut run.cost_usd, on_event) {
                 Err(e) if overflows < 2 && self.config().compaction && crate::compaction::is_overflow(&e) => {
                     overflows += 1;
                     let mut spent = (&mut run.usage, &mut run.cost_usd);
@@ -933,6 +953,7 @@ impl Agent {
                         return Err(e);
                     }
                     request = self.request();
+                    measured = Some(crate::compaction::request_bytes(&request));
                 }
                 other => return other,
             }
@@ -948,8 +969,49 @@ impl Agent {
     /// Tokens the next request would carry, estimated from its size and the ratio of the last real usage
     /// (no request is made). `input`: user input to count as if it were added.
     pub fn estimate_tokens(&self, input: Option<Vec<ContentBlock>>) -> u64 {
-        let request = self.request_with(input);
-        lock(&self.estimator).tokens(crate::compaction::request_bytes(&request))
+        let extra = input.as_ref().map(crate::compaction::json_bytes).unwrap_or(0);
+        let est = *lock(&self.estimator);
+        match self.baseline_estimate() {
+            Some(t) => t + est.tokens(extra),
+            None => est.tokens(crate::compaction::request_bytes(&self.request_with(input))),
+        }
+    }
+
+    /// The next request's tokens from the last reported usage plus what was added since (`None` without a
+    /// usable baseline: before the first answer, after a compaction or a reset).
+    fn baseline_estimate(&self) -> Option<u64> {
+        let b = (*lock(&self.baseline))?;
+        let added = self.conversation.content_bytes_from(b.upto)?;
+        Some(b.tokens + lock(&self.estimator).tokens(added))
+    }
+
+    /// The next request's estimated tokens, and its size in bytes when it had to be measured (then the answer's
+    /// usage calibrates the estimator).
+    fn estimate_request(&self, request: &Request) -> (u64, Option<u64>) {
+        match self.baseline_estimate() {
+            Some(t) => (t, None),
+            None => {
+                let bytes = crate::compaction::request_bytes(request);
+                (lock(&self.estimator).tokens(bytes), Some(bytes))
+            }
+        }
+    }
+
+    /// Anchor the estimate to the newest answered turn in the store that no compaction came after (what
+    /// a loaded session holds).
+    fn rebase(&self) {
+        let entries = self.conversation.snapshot();
+        let mut found = None;
+        for (i, e) in entries.iter().enumerate().rev() {
+            if crate::compaction::Compaction::of(e).is_some() {
+                break;
+            }
+            if e.role == EntryRole::Assistant && e.status == EntryStatus::Complete {
+                found = e.usage.as_ref().map(|u| (i, prompt_tokens(u) + u.output_tokens)).filter(|(_, t)| *t > 0);
+                break;
+            }
+        }
+        *lock(&self.baseline) = found.map(|(i, tokens)| Baseline { tokens, upto: i + 1 });
     }
 
     /// Tokens the next request would carry: from the API's token-counting endpoint where the provider offers
@@ -975,14 +1037,19 @@ impl Agent {
         request
     }
 
-    fn over_threshold(&self, request: &Request) -> bool {
-        let (on, threshold) = {
+    /// Whether a request of `tokens` passes the compaction threshold: `compact_threshold` of the window, or
+    /// less when the answer's `max_tokens` would not fit beside it.
+    fn over_threshold(&self, tokens: u64) -> bool {
+        let (on, threshold, max_tokens) = {
             let c = lock(&self.config);
-            (c.compaction, c.compact_threshold)
+            (c.compaction, c.compact_threshold, c.max_tokens)
         };
         let Some(window) = self.context_window().filter(|_| on) else { return false };
-        let tokens = lock(&self.estimator).tokens(crate::compaction::request_bytes(request));
-        tokens as f64 > threshold * window as f64
+        let mut limit = threshold * window as f64;
+        if u64::from(max_tokens) * 2 < window {
+            limit = limit.min((window - u64::from(max_tokens)) as f64);
+        }
+        tokens as f64 > limit
     }
 
     /// Compact the conversation now (see [`crate::compaction`]): summarize the older turns with the model
@@ -1123,6 +1190,7 @@ impl Agent {
         spent: &mut (&mut Usage, &mut Option<f64>),
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<crate::compaction::Compaction> {
+        *lock(&self.baseline) = None;
         let mut entry = record.clone().into_entry();
         if let Some((model, usage)) = summary_turn {
             spent.0.add(&usage);
@@ -1153,12 +1221,12 @@ impl Agent {
         &self,
         turn: u32,
         request: Request,
+        measured: Option<u64>,
         cancel: &CancelToken,
         run_usage: &mut Usage,
         run_cost: &mut Option<f64>,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<(MessageResponse, HashMap<String, Value>)> {
-        let bytes = crate::compaction::request_bytes(&request);
         let mut entry = Entry::new(EntryRole::Assistant, Vec::new());
         entry.status = EntryStatus::Streaming;
         entry.model = Some(request.model.clone());
@@ -1217,11 +1285,12 @@ impl Agent {
                     }
                 });
                 self.persist(&id)?;
-                let u = &m.usage;
-                let prompt = u.input_tokens
-                    + u.cache_creation_input_tokens.unwrap_or(0)
-                    + u.cache_read_input_tokens.unwrap_or(0);
-                lock(&self.estimator).learn(bytes, prompt);
+                let prompt = prompt_tokens(&m.usage);
+                if let Some(bytes) = measured {
+                    lock(&self.estimator).learn(bytes, prompt);
+                }
+                *lock(&self.baseline) = (prompt > 0)
+                    .then(|| Baseline { tokens: prompt + m.usage.output_tokens, upto: self.conversation.len() });
                 run_usage.add(&m.usage);
                 // Priced like the stored turn: by the model that answered, else the one asked for.
                 let priced = if m.model.is_empty() { &request.model } else { &m.model };

@@ -207,6 +207,14 @@ impl Conversation {
         self.read().clone()
     }
 
+    /// Bytes (compact JSON) of the content of the entries from index `start` on, or `None` when the store
+    /// holds fewer than `start` entries (it was cleared). For estimating what was added since a request.
+    pub fn content_bytes_from(&self, start: usize) -> Option<u64> {
+        let entries = self.read();
+        let added = entries.get(start..)?;
+        Some(added.iter().filter(|e| e.status == EntryStatus::Complete).map(crate::compaction::entry_bytes).sum())
+    }
+
     /// Number of entries.
     pub fn len(&self) -> usize {
         self.read().len()

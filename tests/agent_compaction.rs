@@ -237,12 +237,21 @@ fn a_session_resumes_after_a_compaction_with_the_compacted_view_and_the_full_his
     let dir = TempDir::new("compaction-session");
     let path = dir.file("s.jsonl");
     let mut sc = scenario("agent_compaction");
+    // Results under the clearing size: making room takes a summary.
     sc["responses"] =
-        Value::Array((1..=20).map(|i| tool_turn(i, 2500)).chain([final_turn("first run done")]).collect());
+        Value::Array((1..=20).map(|i| tool_turn(i, 1800)).chain([final_turn("first run done")]).collect());
     let mock = MockServer::start(&sc);
     let (agent, _) = agent_on(&mock, compaction_config(Some(8000)));
     agent.attach_session(Session::open(&path).unwrap()).unwrap();
-    agent.run("Dump twenty parts.", &mut |_| {}).unwrap();
+    let mut methods = Vec::new();
+    agent
+        .run("Dump twenty parts.", &mut |e| {
+            if let Event::Compaction { method, .. } = e {
+                methods.push(*method);
+            }
+        })
+        .unwrap();
+    assert!(methods.contains(&Method::Summary), "{methods:?}");
     let view_before = agent.messages();
     let history_len = agent.conversation().len();
     drop(agent);
@@ -250,7 +259,7 @@ fn a_session_resumes_after_a_compaction_with_the_compacted_view_and_the_full_his
     assert!(text.lines().any(|l| l.starts_with(r#"{"type":"compaction""#)), "the session records the compaction");
 
     let mut sc2 = scenario("agent_compaction");
-    sc2["responses"] = json!([tool_turn(21, 2500), final_turn("second run done")]);
+    sc2["responses"] = json!([tool_turn(21, 1800), final_turn("second run done")]);
     let mock2 = MockServer::start(&sc2);
     let (resumed, calls) = agent_on(&mock2, compaction_config(Some(8000)));
     let report = resumed.attach_session(Session::open(&path).unwrap()).unwrap();

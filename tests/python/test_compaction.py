@@ -103,6 +103,8 @@ def test_a_session_resumed_after_compaction_sends_the_compacted_view(tmp_path: P
     sc = scenario("agent_compaction")
     first = copy.deepcopy(sc)
     first["responses"] = sc["responses"][:20] + sc["responses"][-1:]
+    for r in first["responses"][:20]:  # results under the clearing size: making room takes a summary
+        r["anthropic"]["content"][1]["input"]["bytes"] = 1800
     with MockServer(first) as server:
         agent = agent_for(server, tools=[dump], max_turns=None, context_window=8000, session=path)
         agent.run("Dump twenty parts.")
