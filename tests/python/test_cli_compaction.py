@@ -44,6 +44,9 @@ def test_compact_command_in_the_repl_shrinks_the_next_request(tooloop_exe, ws, t
                     term_env(tmp_path, mock, NO_COLOR="1"))
         try:
             term.expect(PROMPT)
+            term.type("/compact")
+            term.expect("nothing to compact")
+            term.expect(PROMPT)
             for i in range(3):
                 term.type(f"explain part {i}")
                 term.expect(f"Point {i}.29")
@@ -138,7 +141,7 @@ def test_print_mode_prints_only_the_answer_while_compaction_happens(tooloop_exe,
     with MockServer(SCENARIOS / "cli_compact_auto.json") as mock:
         env = _cli_env(tmp_path, mock)
         runs = []
-        for i, extra in enumerate([[], ["--continue"], ["--continue"]]):
+        for i, extra in enumerate([[], ["--continue"], ["--continue", "--compaction-model", "claude-haiku-4-5"]]):
             runs.append(subprocess.run([tooloop_exe, "-p", "--context-window", "3200", *extra, f"explain part {i}"],
                                        cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True,
                                        text=True, timeout=60))
@@ -146,7 +149,10 @@ def test_print_mode_prints_only_the_answer_while_compaction_happens(tooloop_exe,
     for p in runs:
         print("exit", p.returncode, "\n--- stdout\n" + p.stdout + "--- stderr\n" + p.stderr)
         assert p.returncode == 0
-    assert [r["route"] for r in reqs if is_summary_request(r)] == [0], "the third run compacted"
+    summaries = [r for r in reqs if is_summary_request(r)]
+    assert [r["route"] for r in summaries] == [0], "the third run compacted"
+    assert summaries[0]["body"]["model"] == "claude-haiku-4-5", "--compaction-model writes the summary"
+    assert all(r["body"]["model"] == "claude-sonnet-4-6" for r in model_requests(reqs))
     # The older turns left the view (summarized, or dropped when the summary did not bring the request
     # under the threshold: the core's choice, not the CLI's).
     last = json.dumps(model_requests(reqs)[-1]["body"]["messages"])
@@ -183,3 +189,42 @@ def test_status_bar_shows_the_context_share_of_the_window(tooloop_exe, ws, tmp_p
             term.kill()
     text = SGR.sub("", term.log.getvalue())
     assert re.search(r"claude-sonnet-4-6 · anthropic · ctx 6\d% of 4\.5k · ", text), text[-2000:]
+
+
+def test_settings_from_the_environment_turn_compaction_off(tooloop_exe, ws, tmp_path):
+    """TOOLOOP_CONTEXT_WINDOW and TOOLOOP_COMPACTION=off (here from the workspace's .env) reach the agent:
+    the same three runs as above cross no threshold and send no summary request."""
+    (ws / ".env").write_text("TOOLOOP_CONTEXT_WINDOW=3200\nTOOLOOP_COMPACTION=off\n")
+    with MockServer(SCENARIOS / "cli_compact_auto.json") as mock:
+        env = _cli_env(tmp_path, mock)
+        for i, extra in enumerate([[], ["--continue"], ["--continue"]]):
+            p = subprocess.run([tooloop_exe, "-p", *extra, f"explain part {i}"], cwd=ws, env=env,
+                               stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+            assert p.returncode == 0, p.stderr
+        reqs = mock.requests()
+    assert not [r for r in reqs if is_summary_request(r)]
+    assert "Point 0.29" in json.dumps(model_requests(reqs)[-1]["body"]["messages"])
+    # The window did reach the CLI: under 16k tokens it picks the compact system prompt and fits max_tokens.
+    assert reqs[0]["body"]["max_tokens"] < 3200
+
+
+def test_bad_compaction_setting_is_a_usage_error(tooloop_exe, ws, tmp_path):
+    with MockServer({"responses": []}) as mock:
+        env = {**_cli_env(tmp_path, mock), "TOOLOOP_COMPACTION": "sometimes"}
+        p = subprocess.run([tooloop_exe, "-p", "hi"], cwd=ws, env=env, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=60)
+        assert mock.requests() == []
+    assert p.returncode == 2 and "TOOLOOP_COMPACTION must be auto or off" in p.stderr
+
+
+def test_context_labels():
+    from tooloop.cli.context import auto_line, compacted_line, ctx_label
+
+    assert ctx_label(68_000, 200_000) == "ctx 34%"
+    assert ctx_label(68_000, 200_000, with_window=True) == "ctx 34% of 200k"
+    assert ctx_label(12_345, None) == "ctx ~12.3k"     # a local model whose window nobody knows
+    assert ctx_label(None, None) == "ctx ?"
+    rec = {"method": "summary", "tokens_before": 48_200, "tokens_after": 9_100}
+    assert compacted_line(rec) == "compacted: ~48.2k → ~9.1k tokens (summary)"
+    assert auto_line({**rec, "tokens_before": 160_000, "tokens_after": 41_000}) == \
+        "context compacted (summary): ~160k → ~41k tokens"
