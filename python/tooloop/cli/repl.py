@@ -21,7 +21,8 @@ Type a task and press Enter (Alt+Enter or Esc Enter for a new line). Commands:
   /help         this help
   /clear        start a new conversation (the session file keeps the old one)
   /usage        tokens and estimated cost of this session
-  /compact [instructions]  summarize the older turns now to free context (say what to keep)
+  /compact [instructions]
+                summarize the older turns now to free context (instructions: what the summary keeps)
   /undo [N]     put the files back as they were before your last (N-th last) message
   /diff         what the agent changed in files during this session
   /retry        send the last request again (after an error or a cancel)
