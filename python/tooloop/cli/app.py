@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from . import paths
 from .args import parse_args
-from .config import ConfigProblem, Settings, resolve
+from .config import ConfigProblem, Settings, compaction_settings, env_context_window, resolve
 from .permissions import AskPolicy, AutoPolicy, Observed, ReadOnlyPolicy, TerminalReader, choose
 from .prompt import system_prompt
 from .render import Renderer, status_line
@@ -109,7 +109,7 @@ def local_settings(settings: Settings, args: Any) -> None:
     """Context window, temperature, max_tokens and prompt style; may ask a local server its context size."""
     from . import local
 
-    window = args.context_window or local.known_window(settings.model)
+    window = args.context_window or env_context_window(settings) or local.known_window(settings.model)
     custom = local.is_custom_endpoint(settings.base_url)
     if window is None and custom and settings.provider == "openai" and settings.base_url:
         window = local.probe_context(settings.base_url, settings.api_key)
@@ -148,6 +148,14 @@ def build_agent(settings: Settings, policy: Any, session: Path, extra_options: O
         kwargs["env_passthrough"] = list(settings.env_passthrough)
     if not settings.network:
         kwargs["network"] = False
+    if agent_accepts("compaction"):
+        # The window the status bar shows is the one compaction works with (flag, table, local server).
+        if settings.context_window is not None:
+            kwargs["context_window"] = settings.context_window
+        if not settings.compaction:
+            kwargs["compaction"] = "off"
+        if settings.compaction_model:
+            kwargs["compaction_model"] = settings.compaction_model
     kwargs.update(extra_options or {})
     agent = tooloop.Agent(**kwargs)
     bind = getattr(policy, "bind", None)
@@ -226,7 +234,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ImportError as e:
         _say(f"the tooloop module cannot be loaded ({e}); reinstall with `pip install tooloop`")
         return EXIT_FAILED
-    local_settings(settings, args)
+    try:
+        local_settings(settings, args)
+        compaction_settings(settings, args)
+    except ConfigProblem as e:
+        _say(str(e))
+        return EXIT_USAGE
+    if not agent_accepts("compaction") and (args.no_compaction or args.compaction_model):
+        _say("--no-compaction and --compaction-model need a tooloop library with compaction; upgrade tooloop")
+        return EXIT_USAGE
     settings.env_passthrough = list(args.env_passthrough)
     settings.network = not args.no_network
     from . import features
@@ -346,7 +362,11 @@ def one_shot(agent: Any, task: str, settings: Settings, renderer: Renderer, abor
         sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
         sys.stdout.flush()
     else:
-        renderer.status(status_line(settings.model, outcome.turns, outcome.usage))
+        from . import context
+        used = context.turn_tokens(outcome.last_turn)
+        ctx = context.ctx_label(used if used is not None else context.estimate_tokens(agent),
+                                context.window_of(agent, settings))
+        renderer.status(status_line(settings.model, outcome.turns, outcome.usage, ctx=ctx))
     stop = (result.stop_reason if result is not None else None) or ""
     if stop == "repetition":
         _say(REPETITION_LINE)

@@ -17,6 +17,8 @@ from .env is used only with a key from the same .env, so a repository cannot red
   ANTHROPIC_BASE_URL, OPENAI_BASE_URL  API endpoints (OpenAI-compatible URLs end in /v1)
   TOOLOOP_PROVIDER, TOOLOOP_MODEL      defaults for --provider and --model
   TOOLOOP_MAX_TURNS, TOOLOOP_THINKING  defaults for --max-turns and --thinking
+  TOOLOOP_CONTEXT_WINDOW, TOOLOOP_COMPACTION_MODEL   defaults for --context-window, --compaction-model
+  TOOLOOP_COMPACTION                   off: like --no-compaction (default: auto)
   AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AWS_REGION   for --provider bedrock
   TOOLOOP_HOME                         where sessions and history go (default
                                        $XDG_DATA_HOME/tooloop or ~/.local/share/tooloop)
@@ -95,8 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--thinking", type=_thinking_budget, metavar="N",
                    help="extended thinking with a budget of N tokens (0: off)")
     p.add_argument("--context-window", type=_positive_int, metavar="TOKENS",
-                   help="the model's context size, for the status bar and small-model settings (default: "
-                   "known models, or what a local server reports)")
+                   help="the model's context size, for the status bar, small-model settings and when to "
+                   "compact (default: $TOOLOOP_CONTEXT_WINDOW, known models, or what a local server reports)")
+    p.add_argument("--compaction-model", metavar="NAME",
+                   help="the model that writes the summary when the conversation is compacted (default: "
+                   "$TOOLOOP_COMPACTION_MODEL, or the session's model)")
+    p.add_argument("--no-compaction", action="store_true",
+                   help="never compact the conversation by itself when it nears the context window "
+                   "(/compact still works; also TOOLOOP_COMPACTION=off)")
     p.add_argument("--temperature", type=_temperature, metavar="T",
                    help="sampling temperature (default: the API's, or 0.2 for a custom --base-url)")
     p.add_argument("--prompt", choices=["full", "compact"], dest="prompt_style",

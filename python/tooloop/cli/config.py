@@ -2,7 +2,8 @@
 
 Keys and defaults the CLI reads (from the environment or the workspace's .env file):
 ANTHROPIC_API_KEY, OPENAI_API_KEY, ANTHROPIC_BASE_URL, OPENAI_BASE_URL, TOOLOOP_PROVIDER, TOOLOOP_MODEL,
-TOOLOOP_MAX_TURNS, TOOLOOP_THINKING. The real environment wins over .env, as with python-dotenv and
+TOOLOOP_MAX_TURNS, TOOLOOP_THINKING, TOOLOOP_CONTEXT_WINDOW, TOOLOOP_COMPACTION (auto|off),
+TOOLOOP_COMPACTION_MODEL. The real environment wins over .env, as with python-dotenv and
 docker compose. A base URL from .env counts only with the key from that same file (issue 9: a cloned
 repository must not redirect the user's own key). Must never print or log a key. Standard library only.
 """
@@ -94,6 +95,24 @@ class Settings:
     region: Optional[str] = None             # AWS region (--provider bedrock)
     env_passthrough: List[str] = field(default_factory=list)   # secret-looking variables bash keeps
     network: bool = True                     # bash may use TCP (--no-network: refused by the sandbox)
+    compaction: bool = True                  # compact by itself near the window (--no-compaction: False)
+    compaction_model: Optional[str] = None   # the model that writes compaction summaries (None: the model)
+
+
+def compaction_settings(settings: Settings, args: Any) -> None:
+    """--no-compaction / TOOLOOP_COMPACTION and --compaction-model / TOOLOOP_COMPACTION_MODEL into
+    `settings` (flags win over the environment and .env). Raises ConfigProblem."""
+    env = settings.env
+    mode = (env.get("TOOLOOP_COMPACTION") or "auto").strip().lower()
+    if mode not in ("auto", "off", "on", "true", "false", "1", "0", "yes", "no"):
+        raise ConfigProblem(f"TOOLOOP_COMPACTION must be auto or off, got {mode!r}")
+    settings.compaction = not getattr(args, "no_compaction", False) and mode not in ("off", "false", "0", "no")
+    settings.compaction_model = getattr(args, "compaction_model", None) or env.get("TOOLOOP_COMPACTION_MODEL") or None
+
+
+def env_context_window(settings: Settings) -> Optional[int]:
+    """TOOLOOP_CONTEXT_WINDOW (from the environment or .env), checked. Raises ConfigProblem."""
+    return _int_setting(settings.env.get("TOOLOOP_CONTEXT_WINDOW"), "TOOLOOP_CONTEXT_WINDOW", 1)
 
 
 def _int_setting(value: Optional[str], name: str, minimum: int) -> Optional[int]:

@@ -35,9 +35,11 @@ def format_cost(cost: Optional[float]) -> str:
     return f"${cost:.4f}" if cost < 1 else f"${cost:.2f}"
 
 
-def status_line(model: str, turns: int, usage: Optional[Usage], total_cost: Optional[float] = None) -> str:
+def status_line(model: str, turns: int, usage: Optional[Usage], total_cost: Optional[float] = None,
+                ctx: Optional[str] = None) -> str:
     """``model · N turns · X in / Y out · Z cache read · $cost`` for one task (the cost is the library's
-    estimate, ``usage.cost_usd``)."""
+    estimate, ``usage.cost_usd``), then the session's cost when it differs and `ctx` (how full the context
+    is, e.g. ``ctx 34%``, see context.ctx_label) when given."""
     u = usage_numbers(usage)
     parts = [model, f"{turns} turn{'s' if turns != 1 else ''}",
              f"{u['input_tokens']:,} in / {u['output_tokens']:,} out",
@@ -45,18 +47,27 @@ def status_line(model: str, turns: int, usage: Optional[Usage], total_cost: Opti
              format_cost(usage.cost_usd if usage is not None else None)]
     if total_cost is not None and format_cost(total_cost) != parts[-1]:
         parts.append(f"session {format_cost(total_cost)}")
+    if ctx:
+        parts.append(ctx)
     return " · ".join(parts)
 
 
-def usage_report(model: str, usage: Usage, cost: Optional[float]) -> List[str]:
-    """The /usage lines: the conversation's tokens and its estimated cost (``Agent.cost_usd``)."""
+def usage_report(model: str, usage: Usage, cost: Optional[float], compactions: Optional[int] = None,
+                 context: Optional[str] = None) -> List[str]:
+    """The /usage lines: the conversation's tokens and its estimated cost (``Agent.cost_usd``); with
+    `compactions`, how many times the conversation was compacted, with `context` how full it is now."""
     u = usage_numbers(usage)
-    return [f"model          {model}",
-            f"input tokens   {u['input_tokens']:,}",
-            f"output tokens  {u['output_tokens']:,}",
-            f"cache reads    {u['cache_read_input_tokens']:,}",
-            f"cache writes   {u['cache_creation_input_tokens']:,}",
-            f"estimated cost {format_cost(cost)}"]
+    lines = [f"model          {model}",
+             f"input tokens   {u['input_tokens']:,}",
+             f"output tokens  {u['output_tokens']:,}",
+             f"cache reads    {u['cache_read_input_tokens']:,}",
+             f"cache writes   {u['cache_creation_input_tokens']:,}"]
+    if context is not None:
+        lines.append(f"context        {context}")
+    if compactions is not None:
+        lines.append(f"compactions    {compactions}")
+    lines.append(f"estimated cost {format_cost(cost)}")
+    return lines
 
 
 def _clip(text: str, width: int) -> str:
@@ -468,6 +479,11 @@ class Renderer:
     def status(self, line: str) -> None:
         self._switch(None)
         self._line(f"{self.glyph['rule']} {line}", "dim")
+
+    def compaction(self, line: str) -> None:
+        """One dim line when the conversation was compacted during a run (the library's event)."""
+        self._switch(None)
+        self._line(f"· {line}", "dim")
 
     def notice(self, line: str) -> None:
         self._switch(None)

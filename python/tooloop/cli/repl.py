@@ -11,16 +11,18 @@ import threading
 from pathlib import Path
 from typing import Any, Optional
 
-from . import paths
+from . import context, paths
 from .checkpoints import Checkpoints, summary
 from .render import Renderer, format_cost, status_line, usage_numbers, usage_report
-from .runner import run_with_corrections
+from .runner import _sigint_sets, one_line, run_with_corrections
 
 HELP = """\
 Type a task and press Enter (Alt+Enter or Esc Enter for a new line). Commands:
   /help         this help
   /clear        start a new conversation (the session file keeps the old one)
   /usage        tokens and estimated cost of this session
+  /compact [instructions]
+                summarize the older turns now to free context (instructions: what the summary keeps)
   /undo [N]     put the files back as they were before your last (N-th last) message
   /diff         what the agent changed in files during this session
   /retry        send the last request again (after an error or a cancel)
@@ -32,13 +34,7 @@ Type a task and press Enter (Alt+Enter or Esc Enter for a new line). Commands:
 Ctrl+C stops the running task and returns here."""
 
 
-def _short(n: int) -> str:
-    """Token counts for the status bar: 950, 12.3k, 200k, 1.2M."""
-    if n < 1000:
-        return str(n)
-    if n < 1_000_000:
-        return f"{n / 1000:.1f}k".replace(".0k", "k") if n < 100_000 else f"{n // 1000}k"
-    return f"{n / 1_000_000:.1f}M".replace(".0M", "M")
+_short = context.short
 
 
 class Repl:
@@ -56,6 +52,8 @@ class Repl:
         self.can_retry = False   # the last task ended in an error or a cancel
         self.checkpoints = checkpoints or Checkpoints.for_session(session, settings.workspace)
         self.last_context = 0    # input tokens of the last model turn: how full the context is
+        # Until a model turn says it (a resumed session, after /compact): the core's estimate, no request.
+        self.context_estimate: Optional[int] = context.estimate_tokens(agent) if resumed else None
         self.undo_note = ""      # told to the model with the next message: the files changed under it
 
     def _prompt_session(self) -> Any:
@@ -88,11 +86,7 @@ class Repl:
         session. Recomputed whenever the prompt is drawn (so after each task)."""
         s = self.settings
         u = usage_numbers(self.agent.usage)
-        window = getattr(s, "context_window", None)
-        if window:
-            ctx = f"ctx {min(100.0, 100.0 * self.last_context / window):.0f}% of {_short(window)}"
-        else:
-            ctx = "ctx ?"
+        ctx = context.ctx_label(self.context_tokens(), context.window_of(self.agent, s), with_window=True)
         # Before the first priced turn the conversation has no cost yet; its usage still says whether the
         # model has a price ($0 rather than "n/a").
         total = self.agent.cost_usd
@@ -101,6 +95,17 @@ class Repl:
                  f"{_short(u['cache_read_input_tokens'])} cached", cost, f"sandbox {self.sandbox_label()}",
                  self.session.stem]
         return " " + " · ".join(parts) + " "
+
+    def context_tokens(self) -> Optional[int]:
+        """How many tokens the conversation fills: the last model turn's input (what the API counted), or,
+        when no turn has said it since the conversation last changed size, the core's estimate (cheap, no
+        request). Cached: the bar is drawn on every key press."""
+        if self.last_context:
+            return self.last_context
+        return self.context_estimate if self.context_estimate is not None else 0
+
+    def ctx_label(self) -> str:
+        return context.ctx_label(self.context_tokens(), context.window_of(self.agent, self.settings))
 
     def sandbox_label(self) -> str:
         mode = getattr(self.settings, "sandbox", None)
@@ -162,6 +167,8 @@ class Repl:
             t = usage_numbers(outcome.last_turn)
             self.last_context = (t["input_tokens"] + t["cache_read_input_tokens"]
                                  + t["cache_creation_input_tokens"])
+        elif outcome.compactions or outcome.status != "ok":
+            self.refresh_context()
         for problem in self.checkpoints.errors:
             self.r.notice(f"warning: {problem} (/undo cannot restore it)")
         self.checkpoints.errors.clear()
@@ -176,7 +183,7 @@ class Repl:
             from .app import REPETITION_LINE
             self.r.notice(REPETITION_LINE)
         total = self.agent.cost_usd
-        self.r.status(status_line(self.settings.model, outcome.turns, outcome.usage, total))
+        self.r.status(status_line(self.settings.model, outcome.turns, outcome.usage, total, self.ctx_label()))
         self.r.info("")  # a blank line between one task and the next prompt
 
     def command(self, text: str) -> Optional[str]:
@@ -193,9 +200,17 @@ class Repl:
                 self.r.error(f"error: could not clear: {e}")
                 return None
             self.r.info("conversation cleared")
+            self.refresh_context()
         elif name == "/usage":
-            for ln in usage_report(self.settings.model, self.agent.usage, self.agent.cost_usd):
+            window = context.window_of(self.agent, self.settings)
+            used = self.context_tokens()
+            ctx = (f"~{_short(used or 0)} of {_short(window)} tokens ({context.ctx_label(used, window)[4:]})"
+                   if window else f"~{_short(used or 0)} tokens")
+            for ln in usage_report(self.settings.model, self.agent.usage, self.agent.cost_usd,
+                                   compactions=len(context.records(self.agent)), context=ctx):
                 self.r.info(ln)
+        elif name == "/compact":
+            self.compact(text[len(text.split()[0]):].strip() or None)
         elif name == "/undo":
             self.undo(text)
         elif name == "/diff":
@@ -223,6 +238,47 @@ class Repl:
         else:
             self.r.notice(f"unknown command {name}; /help lists the commands")
         return None
+
+    def refresh_context(self) -> None:
+        """The conversation changed size without a model turn (compacted, cleared, a failed run): the bar
+        shows the core's estimate until the next turn reports real numbers."""
+        self.last_context = 0
+        self.context_estimate = context.estimate_tokens(self.agent)
+
+    def compact(self, instructions: Optional[str]) -> None:
+        """/compact [instructions]: compact the conversation now; one line says what it did."""
+        import tooloop
+
+        if not hasattr(self.agent, "compact"):
+            self.r.notice("this tooloop library cannot compact; upgrade tooloop")
+            return
+        seen = len(context.records(self.agent))
+        self.abort.clear()
+        self.r.waiting()   # the summary is a model request: the spinner shows while it runs
+        try:
+            with _sigint_sets(self.abort):
+                self.agent.compact(instructions)
+        except (KeyboardInterrupt, tooloop.Cancelled):
+            self.r.arrived()
+            self.r.notice("cancelled")
+            return
+        except tooloop.Error as e:
+            self.r.arrived()
+            self.r.error(f"error: could not compact: {one_line(e, self.settings)}")
+            return
+        finally:
+            self.abort.set()
+            self.r.arrived()
+        recs = context.records(self.agent)
+        if len(recs) <= seen:
+            self.r.info("nothing to compact: the conversation is too short")
+            return
+        rec = recs[-1]
+        self.refresh_context()
+        self.r.info(context.compacted_line(rec))
+        reason = context.fallback_reason(rec)
+        if reason:
+            self.r.notice(f"the summary failed ({reason}); the older turns were dropped instead")
 
     def skills(self) -> None:
         found = getattr(self.agent, "skills", None) or {}

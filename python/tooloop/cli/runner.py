@@ -29,6 +29,7 @@ class Outcome:
     turns: int = 0
     usage: Optional[Usage] = None    # this task's usage, with its estimated cost
     last_turn: Optional[Usage] = None   # the usage of the task's last model turn (its context size)
+    compactions: int = 0             # times the conversation was compacted during the task
 
 
 def _sub(after: Usage, before: Usage) -> Usage:
@@ -108,6 +109,7 @@ def run_task(agent: Any, text: Optional[str], renderer: Optional[Renderer], abor
     turns = 0
     stream = None
     last_turn: Optional[Usage] = None
+    compactions = 0
     try:
         with _sigint_sets(abort):
             if renderer is not None:
@@ -123,6 +125,9 @@ def run_task(agent: Any, text: Optional[str], renderer: Optional[Renderer], abor
                 if event.type == "turn":
                     last_turn = event.usage
                     turns = max(turns, event.turn)
+                elif event.type == "compaction":
+                    compactions += 1
+                    last_turn = None   # the context is smaller now; the next turn says how much
                 if renderer is not None:
                     show(renderer, event)
                     if event.type == "tool_result":
@@ -147,7 +152,8 @@ def run_task(agent: Any, text: Optional[str], renderer: Optional[Renderer], abor
     if result is None:  # the stream ended without its done event: only when the library is broken
         return Outcome("error", message="the run ended without a result", turns=turns,
                        usage=_sub(agent.usage, before))
-    return Outcome("ok", result=result, turns=result.turns or turns, usage=result.usage, last_turn=last_turn)
+    return Outcome("ok", result=result, turns=result.turns or turns, usage=result.usage, last_turn=last_turn,
+                   compactions=compactions)
 
 
 @contextmanager
@@ -202,6 +208,9 @@ def show(renderer: Renderer, event: Event) -> None:
         renderer.todos(list(event.todos))
     elif event.type == "subagent":
         renderer.subagent(event.parent_id, event.agent_type, event.event)
+    elif event.type == "compaction":
+        from .context import auto_line
+        renderer.compaction(auto_line(event))
     elif event.type == "repetition":
         if not event.stopped:
             renderer.notice(f"the model repeated {event.name} with the same input {event.count} times; "
@@ -237,6 +246,7 @@ def run_with_corrections(agent: Any, text: Optional[str], renderer: Optional[Ren
                             f"{MAX_CORRECTIONS})")
         nxt = run_task(agent, correction(name), renderer, abort, settings)
         nxt.turns += outcome.turns
+        nxt.compactions += outcome.compactions
         if outcome.usage is not None and nxt.usage is not None:
             nxt.usage = add_usage(outcome.usage, nxt.usage)
         outcome = nxt
