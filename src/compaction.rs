@@ -41,7 +41,17 @@ pub const META_KEY: &str = "compaction";
 /// (`us.anthropic.claude-…`) count as their Claude model.
 pub fn context_window(model: &str) -> Option<u64> {
     let m = model.to_ascii_lowercase();
+    // "Qwen/Qwen2.5-Coder-7B" (Hugging Face), "qwen2.5-coder:7b" (Ollama): the name after the last slash.
+    let m = m.rsplit('/').next().unwrap_or(&m).to_string();
+    // Local model families at the context their servers usually run them with (a server's own report or
+    // `context_window` wins).
     const TABLE: &[(&str, u64)] = &[
+        ("qwen2.5-coder", 32_768),
+        ("qwen3", 32_768),
+        ("llama3", 8_192),
+        ("llama3.1", 131_072),
+        ("llama3.2", 131_072),
+        ("llama3.3", 131_072),
         ("claude", 200_000),
         ("gpt-4.1", 1_047_576),
         ("gpt-5", 400_000),
@@ -546,7 +556,10 @@ mod tests {
         assert_eq!(context_window("us.anthropic.claude-sonnet-4-5-20250929-v1:0"), Some(200_000));
         assert_eq!(context_window("gpt-4o-mini"), Some(128_000));
         assert_eq!(context_window("gpt-4.1-mini"), Some(1_047_576));
-        assert_eq!(context_window("qwen2.5-coder:7b"), None);
+        assert_eq!(context_window("qwen2.5-coder:7b"), Some(32_768));
+        assert_eq!(context_window("Qwen/Qwen2.5-Coder-7B-Instruct"), Some(32_768));
+        assert_eq!(context_window("llama3.1:8b"), Some(131_072));
+        assert_eq!(context_window("my-finetune"), None);
     }
 
     #[test]

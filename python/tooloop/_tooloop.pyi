@@ -7,7 +7,7 @@ here (tools, a model, a permission check) are called on that worker thread.
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union, final
 
-__all__ = ["_Agent", "_Client", "_Run", "estimate_cost_usd", "load_session", "sandbox_support", "__version__"]
+__all__ = ["_Agent", "_Client", "_Run", "estimate_cost_usd", "load_session", "sandbox_support", "context_window", "__version__"]
 
 __version__: str
 
@@ -104,3 +104,6 @@ def load_session(path: Union[str, os.PathLike[str]]) -> Dict[str, Any]:
 
 def sandbox_support() -> Optional[int]:
     """The Landlock ABI version the kernel offers for the bash sandbox, or None."""
+
+def context_window(model: str) -> Optional[int]:
+    """The context window of a known model in tokens (the core's table), or None."""

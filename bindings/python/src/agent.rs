@@ -519,3 +519,9 @@ pub fn load_session(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Py<PyA
 pub fn sandbox_support() -> Option<u32> {
     tooloop::builtin::sandbox_support()
 }
+
+/// The context window of a known model in tokens (the core's table), or None.
+#[pyfunction]
+pub fn context_window(model: &str) -> Option<u64> {
+    tooloop::compaction::context_window(model)
+}

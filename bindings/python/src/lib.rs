@@ -21,6 +21,7 @@ fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(agent::estimate_cost_usd, m)?)?;
     m.add_function(wrap_pyfunction!(agent::load_session, m)?)?;
     m.add_function(wrap_pyfunction!(agent::sandbox_support, m)?)?;
+    m.add_function(wrap_pyfunction!(agent::context_window, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -2,8 +2,8 @@
 what a local llama.cpp-style server reports), defaults that help small local models (low temperature,
 max_tokens that fit the context, a compact prompt), and tool calls that such models write as text.
 
-The core will get a proper model table (DESIGN: `context_window=`); until then this module is the one
-place to replace. Must never: fail a start because a server did not answer a probe (it falls back
+Context windows of known models come from the core's table (`tooloop.compaction::context_window`), so the
+status bar and compaction agree. Must never: fail a start because a server did not answer a probe (it falls back
 quietly), or send a key anywhere but the configured endpoint. Standard library only.
 """
 
@@ -12,37 +12,21 @@ from __future__ import annotations
 import json
 import re
 import urllib.request
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 from urllib.parse import urlsplit, urlunsplit
 
 DEFAULT_LOCAL_TEMPERATURE = 0.2
 #: Below this context size (tokens) the compact prompt is used unless --prompt says otherwise.
 COMPACT_BELOW = 16_384
 
-# Prefix → context window in tokens, longest prefix first wins. Sizes as the providers publish them.
-_WINDOWS: List[Tuple[str, int]] = [
-    ("claude-", 200_000),
-    ("gpt-4.1", 1_047_576),
-    ("gpt-4o", 128_000),
-    ("gpt-5", 400_000),
-    ("o3", 200_000),
-    ("o4", 200_000),
-    ("deepseek", 128_000),
-    ("qwen2.5-coder", 32_768),
-    ("qwen3", 32_768),
-    ("llama3", 8_192),
-]
-
 _OFFICIAL_HOSTS = ("api.anthropic.com", "api.openai.com")
 
 
 def known_window(model: str) -> Optional[int]:
-    name = model.lower().rsplit("/", 1)[-1]
-    best: Optional[Tuple[str, int]] = None
-    for prefix, size in _WINDOWS:
-        if name.startswith(prefix) and (best is None or len(prefix) > len(best[0])):
-            best = (prefix, size)
-    return best[1] if best else None
+    """The model's context window from the core's table (the one the agent compacts against), or None."""
+    from tooloop import _tooloop
+
+    return _tooloop.context_window(model)
 
 
 def is_custom_endpoint(base_url: Optional[str]) -> bool:
