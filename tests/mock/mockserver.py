@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import itertools
 import json
+import math
 import os
 import re
 import signal
@@ -42,6 +43,15 @@ RESPONSE_KEYS = set(BODY_KINDS) | {
     "status", "headers", "delay_ms", "content_type", "line_ending", "chunk_size", "delay_ms_between",
     "delta_chars", "fault", "expect", "interleave_tool_calls", "description", "bedrock",
 }
+SCENARIO_KEYS = {"description", "responses", "context", "routes"}
+CONTEXT_DEFAULTS = {"limit": None, "chars_per_token": 4, "usage": True, "cache": True, "min_cache_tokens": 0}
+ROUTE_KEYS = {"match", "response", "times", "description"}
+MATCH_KEYS = {"path", "method", "body_contains"}
+ANTHROPIC_PATHS = ("/v1/messages", "/v1/messages/count_tokens")
+COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+OPENAI_PATH = "/v1/chat/completions"
+# A cache read may land on any of this many block boundaries ending at a breakpoint (the real API's lookback).
+CACHE_LOOKBACK = 20
 BEDROCK_KEYS = {"exception", "corrupt_crc_after_events", "secret_access_key", "check"}
 EVENTSTREAM_CT = "application/vnd.amazon.eventstream"
 BEDROCK_VERSION = "bedrock-2023-05-31"
@@ -74,19 +84,89 @@ def compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def parse_scenario(obj: Any) -> List[Dict[str, Any]]:
-    """Validate a scenario and return its responses. Typos fail loudly here instead of as a puzzling test."""
+class Scenario:
+    """A parsed scenario: the response queue, the context window settings (None = off) and the routes."""
+
+    def __init__(self, responses: List[Dict[str, Any]], context: Optional[Dict[str, Any]] = None,
+                 routes: Optional[List[Dict[str, Any]]] = None):
+        self.responses, self.context, self.routes = responses, context, routes or []
+
+
+def load_scenario(obj: Any) -> Scenario:
+    """Validate a scenario. Typos fail loudly here instead of as a puzzling test."""
     if isinstance(obj, list):
         obj = {"responses": obj}
     if not isinstance(obj, dict) or not isinstance(obj.get("responses", []), list):
         raise ScenarioError('a scenario is {"description": ..., "responses": [...]}')
+    unknown = set(obj) - SCENARIO_KEYS
+    if unknown:
+        raise ScenarioError(f"unknown scenario keys {sorted(unknown)}")
     responses = obj.get("responses", [])
     for i, resp in enumerate(responses):
         try:
             check_response(resp)
         except ScenarioError as e:
             raise ScenarioError(f"responses[{i}]: {e}") from None
-    return responses
+    context = check_context(obj["context"]) if obj.get("context") is not None else None
+    return Scenario(responses, context, check_routes(obj.get("routes", [])))
+
+
+def parse_scenario(obj: Any) -> List[Dict[str, Any]]:
+    """Validate a scenario and return its responses."""
+    return load_scenario(obj).responses
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_context(ctx: Any) -> Dict[str, Any]:
+    """The `context` object with its defaults filled in."""
+    if not isinstance(ctx, dict):
+        raise ScenarioError("context must be an object")
+    unknown = set(ctx) - set(CONTEXT_DEFAULTS)
+    if unknown:
+        raise ScenarioError(f"context: unknown keys {sorted(unknown)}")
+    out = dict(CONTEXT_DEFAULTS, **ctx)
+    if out["limit"] is not None and (not is_int(out["limit"]) or out["limit"] < 0):
+        raise ScenarioError("context.limit must be null or a non-negative integer")
+    cpt = out["chars_per_token"]
+    if not isinstance(cpt, (int, float)) or isinstance(cpt, bool) or not 0 < cpt < float("inf"):
+        raise ScenarioError("context.chars_per_token must be a number > 0")
+    for key in ("usage", "cache"):
+        if not isinstance(out[key], bool):
+            raise ScenarioError(f"context.{key} must be true or false")
+    if not is_int(out["min_cache_tokens"]) or out["min_cache_tokens"] < 0:
+        raise ScenarioError("context.min_cache_tokens must be a non-negative integer")
+    return out
+
+
+def check_routes(routes: Any) -> List[Dict[str, Any]]:
+    if not isinstance(routes, list):
+        raise ScenarioError("routes must be an array")
+    for k, route in enumerate(routes):
+        where = f"routes[{k}]"
+        if not isinstance(route, dict):
+            raise ScenarioError(f"{where}: must be an object")
+        unknown = set(route) - ROUTE_KEYS
+        if unknown:
+            raise ScenarioError(f"{where}: unknown keys {sorted(unknown)}")
+        match = route.get("match", {})
+        if not isinstance(match, dict) or set(match) - MATCH_KEYS:
+            raise ScenarioError(f"{where}.match must be an object with keys among {sorted(MATCH_KEYS)}")
+        for key, value in match.items():
+            if not isinstance(value, str):
+                raise ScenarioError(f"{where}.match.{key} must be a string")
+        times = route.get("times")
+        if times is not None and (not is_int(times) or times < 0):
+            raise ScenarioError(f"{where}.times must be a non-negative integer")
+        if "response" not in route:
+            raise ScenarioError(f"{where}: needs a response")
+        try:
+            check_response(route["response"])
+        except ScenarioError as e:
+            raise ScenarioError(f"{where}.response: {e}") from None
+    return routes
 
 
 def check_response(resp: Any) -> None:
@@ -382,6 +462,128 @@ def check_bedrock(req: "Request", opts: Dict[str, Any]) -> Optional[Dict[str, An
     return None
 
 
+# ------------------------------------------------------------------------------------- context window
+
+def api_kind(path: str) -> Optional[str]:
+    """Which request shape a path carries: "anthropic" (Messages, count_tokens, Bedrock), "openai" or None."""
+    if path in ANTHROPIC_PATHS or BEDROCK_PATH.match(path):
+        return "anthropic"
+    if path == OPENAI_PATH:
+        return "openai"
+    return None
+
+
+class Block:
+    """One prompt block as the estimate and the cache simulation see it."""
+
+    def __init__(self, tag: str, value: Any):
+        self.breakpoint = isinstance(value, dict) and value.get("cache_control") is not None
+        if isinstance(value, dict) and "cache_control" in value:
+            value = {k: v for k, v in value.items() if k != "cache_control"}
+        self.tag, self.data = tag, compact(value).encode()
+
+
+def prompt_blocks(kind: Optional[str], body: Any) -> List[Block]:
+    """The request's prompt as README.md's ordered block list (tools, system, message content)."""
+    if not isinstance(body, dict):
+        return []
+
+    def items(key: str) -> List[Any]:
+        value = body.get(key)
+        return value if isinstance(value, list) else []
+
+    if kind == "openai":
+        return [Block("messages", m) for m in items("messages")] + [Block("tools", t) for t in items("tools")]
+    if kind != "anthropic":
+        return []
+    blocks = [Block("tools", t) for t in items("tools")]
+    system = body.get("system")
+    if isinstance(system, str):
+        blocks.append(Block("system", {"type": "text", "text": system}))
+    elif isinstance(system, list):
+        blocks += [Block("system", b) for b in system]
+    for msg in items("messages"):
+        if not isinstance(msg, dict):
+            continue
+        role = msg.get("role") if isinstance(msg.get("role"), str) else ""
+        content = msg.get("content")
+        if isinstance(content, str):
+            blocks.append(Block(role, {"type": "text", "text": content}))
+        elif isinstance(content, list):
+            blocks += [Block(role, b) for b in content]
+    return blocks
+
+
+def tokens_ceil(nbytes: int, cpt: float) -> int:
+    return -(-nbytes // cpt) if is_int(cpt) else math.ceil(nbytes / cpt)
+
+
+def tokens_floor(nbytes: int, cpt: float) -> int:
+    return nbytes // cpt if is_int(cpt) else math.floor(nbytes / cpt)
+
+
+def simulate_cache(blocks: List[Block], ctx: Dict[str, Any], cache: set) -> Tuple[int, int, List[bytes]]:
+    """(cache_read, cache_creation, prefix hashes to add to the cache) for one Messages request.
+
+    The hashes are chained over the blocks, so a prefix hash names the whole prompt up to that block.
+    """
+    cpt, minimum = ctx["chars_per_token"], ctx["min_cache_tokens"]
+    hashes, ends, h, total = [], [], b"", 0
+    for block in blocks:
+        h = hashlib.sha256(h + block.tag.encode() + block.data).digest()
+        total += len(block.data)
+        hashes.append(h)
+        ends.append(total)
+    breakpoints = [i for i, b in enumerate(blocks) if b.breakpoint]
+    hit = -1
+    for b in breakpoints:
+        for j in range(b, max(0, b - CACHE_LOOKBACK + 1) - 1, -1):
+            if hashes[j] in cache:
+                hit = max(hit, j)
+                break
+    read = tokens_floor(ends[hit], cpt) if hit >= 0 else 0
+    writes = [hashes[b] for b in breakpoints if hashes[b] not in cache and tokens_floor(ends[b], cpt) >= minimum]
+    creation = 0
+    if breakpoints and breakpoints[-1] > hit and tokens_floor(ends[breakpoints[-1]], cpt) >= minimum:
+        creation = max(0, tokens_floor(ends[breakpoints[-1]], cpt) - read)
+    estimate = tokens_ceil(total, cpt)
+    read = min(read, estimate)
+    return read, min(creation, estimate - read), writes
+
+
+def too_long(kind: Optional[str], path: str, tokens: int, limit: int) -> Dict[str, Any]:
+    """The reply the real API gives to a prompt over the context window."""
+    headers = {"x-should-retry": "false"}
+    message = f"prompt is too long: {tokens} tokens > {limit} maximum"
+    if BEDROCK_PATH.match(path):
+        headers["x-amzn-ErrorType"] = "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/"
+        return {"status": 400, "headers": headers, "json": {"message": message}}
+    if kind == "openai":
+        return {"status": 400, "headers": headers, "json": {"error": {
+            "message": f"This model's maximum context length is {limit} tokens. However, your messages resulted "
+                       f"in {tokens} tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}}
+    return {"status": 400, "headers": headers, "json": error_body("invalid_request_error", message)}
+
+
+def with_usage(resp: Dict[str, Any], tokens: int, read: int, creation: int) -> Dict[str, Any]:
+    """A copy of resp whose anthropic/openai usage reports the request's estimate (the stored one is reused)."""
+    if isinstance(resp.get("anthropic"), dict):
+        msg = resp["anthropic"]
+        usage = dict(msg.get("usage") or {}, input_tokens=tokens - read - creation,
+                     cache_creation_input_tokens=creation, cache_read_input_tokens=read)
+        return dict(resp, anthropic=dict(msg, usage=usage))
+    if isinstance(resp.get("openai"), dict):
+        completion = resp["openai"]
+        usage = dict(completion.get("usage") or {})
+        output = usage.get("completion_tokens", 0)
+        details = usage.get("prompt_tokens_details")
+        usage.update(prompt_tokens=tokens, total_tokens=tokens + (output if is_int(output) else 0),
+                     prompt_tokens_details=dict(details if isinstance(details, dict) else {}, cached_tokens=0))
+        return dict(resp, openai=dict(completion, usage=usage))
+    return resp
+
+
 # ---------------------------------------------------------------------------------------------- HTTP
 
 class Request:
@@ -400,7 +602,7 @@ class Request:
             return "keep-alive" in tokens
         return "close" not in tokens
 
-    def record(self, index: int) -> Dict[str, Any]:
+    def record(self, index: Optional[int]) -> Dict[str, Any]:
         return {"index": index, "method": self.method, "path": self.path, "query": self.query,
                 "headers": self.headers, "body": self.json,
                 "raw_body": self.text}
@@ -530,30 +732,98 @@ def plan_writes(body: Body, chunk_size: Optional[int], fault: Dict[str, Any]) ->
     return [data[a:b] for a, b in zip(bounds, bounds[1:]) if b > a], fault_at
 
 
+def checked(req: "Request", resp: Dict[str, Any], label: Any) -> Dict[str, Any]:
+    """resp, or the error that replaces it when the request fails its `expect` or the Bedrock checks."""
+    expect = resp.get("expect") or {}
+    wrong = [(k, expect[k], getattr(req, k)) for k in ("method", "path") if k in expect
+             and expect[k] != getattr(req, k)]
+    if wrong:
+        msg = "; ".join(f"expected {k} {want!r}, got {got!r}" for k, want, got in wrong)
+        return {"status": 400, "headers": {"x-should-retry": "false"},
+                "json": error_body("invalid_request_error", f"mock: request {label}: {msg}")}
+    if "bedrock" in resp:
+        opts = resp["bedrock"] if isinstance(resp["bedrock"], dict) else {}
+        refused = check_bedrock(req, opts) if opts.get("check", True) else None
+        if refused is not None:
+            return refused
+    return resp
+
+
 class MockServer:
-    def __init__(self, responses: List[Dict[str, Any]], verbose: bool = False):
+    def __init__(self, scenario: Scenario, verbose: bool = False):
         self.lock = threading.Lock()
-        self.responses = responses
-        self.recorded: List[Dict[str, Any]] = []
         self.verbose = verbose
+        self.install(scenario)
+
+    def install(self, scenario: Scenario) -> None:
+        """Start over with a scenario: queue, recording, counters and prompt cache (caller holds the lock)."""
+        self.scenario = scenario
+        self.responses = scenario.responses
+        self.recorded: List[Dict[str, Any]] = []
+        self.taken = 0  # queue counter: responses[i] goes to the i-th request answered from the queue
+        self.route_hits = [0] * len(scenario.routes)
+        self.cache: set = set()
 
     def log(self, msg: str) -> None:
         if self.verbose:
             print(f"mockserver: {msg}", file=sys.stderr, flush=True)
 
-    def next_response(self, req: Request) -> Tuple[int, Dict[str, Any]]:
-        """Record the request and take its response; one lock makes the order global across connections."""
+    def take(self, req: Request) -> Tuple[Dict[str, Any], Dict[str, Any], str]:
+        """Record the request and choose its reply: (record, response, request-id).
+
+        One lock makes the order global across connections and keeps the prompt cache consistent.
+        """
+        ctx = self.scenario.context
+        kind = api_kind(req.path)
         with self.lock:
-            index = len(self.recorded)
-            self.recorded.append(req.record(index))
-            if index < len(self.responses):
-                return index, self.responses[index]
-            count = len(self.responses)
-        return index, {
-            "status": 500, "headers": {"x-should-retry": "false"},
-            "json": error_body("api_error", f"mock: no scenario response left for request {index} "
-                                            f"(0-based index; the scenario has {count} responses)"),
-        }
+            rec = req.record(None)
+            arrival = len(self.recorded)
+            blocks = prompt_blocks(kind, req.json) if ctx else []
+            tokens = tokens_ceil(sum(len(b.data) for b in blocks), ctx["chars_per_token"]) if ctx else 0
+            if ctx:
+                rec["tokens"] = tokens
+                if kind == "anthropic":
+                    rec["cache_read"] = rec["cache_creation"] = 0
+            if ctx and req.method == "POST" and req.path == COUNT_TOKENS_PATH:
+                resp = {"json": {"input_tokens": tokens}}
+            elif ctx and ctx["limit"] is not None and tokens > ctx["limit"]:
+                rec["rejected"] = "context_limit"
+                resp = too_long(kind, req.path, tokens, ctx["limit"])
+            else:
+                resp = self.route(req, rec)
+                if resp is None:
+                    index = rec["index"] = self.taken
+                    self.taken += 1
+                    resp = self.responses[index] if index < len(self.responses) else {
+                        "status": 500, "headers": {"x-should-retry": "false"},
+                        "json": error_body("api_error", f"mock: no scenario response left for request {index} "
+                                                        f"(0-based index; the scenario has {len(self.responses)} "
+                                                        f"responses)")}
+                resp = checked(req, resp, rec["index"] if rec["index"] is not None else f"a{arrival}")
+                if ctx and kind == "anthropic" and ctx["cache"]:
+                    read, creation, writes = simulate_cache(blocks, ctx, self.cache)
+                    rec["cache_read"], rec["cache_creation"] = read, creation
+                    if resp.get("status", 200) < 400:  # a refused request caches nothing
+                        self.cache.update(writes)
+                if ctx and ctx["usage"]:
+                    resp = with_usage(resp, tokens, rec.get("cache_read", 0), rec.get("cache_creation", 0))
+            self.recorded.append(rec)
+        request_id = f"req_mock_{rec['index']}" if rec["index"] is not None else f"req_mock_a{arrival}"
+        return rec, resp, request_id
+
+    def route(self, req: Request, rec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        """The response of the first route that matches the request (counted), or None."""
+        for k, route in enumerate(self.scenario.routes):
+            times = route.get("times")
+            if times is not None and self.route_hits[k] >= times:
+                continue
+            match = route.get("match") or {}
+            if (match.get("path", req.path) == req.path and match.get("method", req.method) == req.method
+                    and match.get("body_contains", "") in req.text):
+                self.route_hits[k] += 1
+                rec["route"] = k
+                return route["response"]
+        return None
 
     # -- connection loop
 
@@ -582,25 +852,12 @@ class MockServer:
         if req.path.startswith(CONTROL_PREFIX):
             status, payload = self.control(req)
             return self.send_response(sock, {"status": status, "json": payload}, None, req.keep_alive())
-        index, resp = self.next_response(req)
-        self.log(f"#{index} {req.method} {req.path}?{req.query} {req.text[:200]}")
-        expect = resp.get("expect") or {}
-        wrong = [(k, expect[k], getattr(req, k)) for k in ("method", "path") if k in expect
-                 and expect[k] != getattr(req, k)]
-        if wrong:
-            msg = "; ".join(f"expected {k} {want!r}, got {got!r}" for k, want, got in wrong)
-            resp = {"status": 400, "headers": {"x-should-retry": "false"},
-                    "json": error_body("invalid_request_error", f"mock: request {index}: {msg}")}
-        if "bedrock" in resp and not wrong:
-            opts = resp["bedrock"] if isinstance(resp["bedrock"], dict) else {}
-            refused = check_bedrock(req, opts) if opts.get("check", True) else None
-            if refused is not None:
-                resp = refused
-            else:
-                stream = req.path.endswith("/invoke-with-response-stream")
-                body = bedrock_body(resp, stream)
-                resp = dict(resp, bedrock_body=body)
-        return self.send_response(sock, resp, req.json, req.keep_alive(), f"req_mock_{index}")
+        rec, resp, request_id = self.take(req)
+        self.log(f"#{rec['index']} {req.method} {req.path}?{req.query} {req.text[:200]}")
+        if "bedrock" in resp:
+            stream = req.path.endswith("/invoke-with-response-stream")
+            resp = dict(resp, bedrock_body=bedrock_body(resp, stream))
+        return self.send_response(sock, resp, req.json, req.keep_alive(), request_id)
 
     def control(self, req: Request) -> Tuple[int, Any]:
         route = (req.method, req.path[len(CONTROL_PREFIX):])
@@ -611,12 +868,12 @@ class MockServer:
                 return 200, list(self.recorded)
         if route == ("POST", "scenario"):
             try:
-                responses = parse_scenario(req.json)
+                scenario = load_scenario(req.json)
             except ScenarioError as e:
                 return 400, error_body("invalid_request_error", f"mock: bad scenario: {e}")
             with self.lock:
-                self.responses, self.recorded = responses, []
-            return 200, {"ok": True, "responses": len(responses)}
+                self.install(scenario)
+            return 200, {"ok": True, "responses": len(scenario.responses)}
         return 404, error_body("not_found_error", f"mock: no control endpoint {req.method} {req.path}")
 
     # -- writing
@@ -702,17 +959,17 @@ def main(argv: List[str]) -> int:
         return 2
     try:
         if not args:
-            responses = []
+            scenario = Scenario([])
         elif args[0] == "-":
-            responses = parse_scenario(json.load(sys.stdin))
+            scenario = load_scenario(json.load(sys.stdin))
         else:
             with open(args[0], encoding="utf-8") as f:
-                responses = parse_scenario(json.load(f))
+                scenario = load_scenario(json.load(f))
     except (OSError, ValueError) as e:  # ScenarioError and JSONDecodeError are ValueErrors
         print(f"mockserver: cannot load scenario: {e}", file=sys.stderr)
         return 2
 
-    server = MockServer(responses, verbose)
+    server = MockServer(scenario, verbose)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(128)

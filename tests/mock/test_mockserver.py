@@ -806,3 +806,293 @@ def test_bedrock_checks_the_signed_request(mock):
         assert r.status == 400 and b"[model]" in r.body and b"[stream]" in r.body
         r = w.exchange(path="/v1/messages", body=BEDROCK_BODY)
         assert r.status == 404
+
+
+# ------------------------------------------------------------------------------------------ context window
+
+def block_bytes(block) -> int:
+    """README's rule, written independently: compact JSON of the block without cache_control, UTF-8."""
+    if isinstance(block, dict):
+        block = {k: v for k, v in block.items() if k != "cache_control"}
+    return len(json.dumps(block, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+
+
+def anthropic_blocks(body):
+    blocks = list(body.get("tools", []))
+    system = body.get("system")
+    blocks += [{"type": "text", "text": system}] if isinstance(system, str) else list(system or [])
+    for msg in body["messages"]:
+        content = msg["content"]
+        blocks += [{"type": "text", "text": content}] if isinstance(content, str) else content
+    return blocks
+
+
+def ceil_div(a, b):
+    return -(-a // b)
+
+
+def text_block(text, cache=False):
+    block = {"type": "text", "text": text}
+    if cache:
+        block["cache_control"] = {"type": "ephemeral"}
+    return block
+
+
+TOOL = {"name": "get_weather", "description": "Weather \u2014 by city", "input_schema": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+ANTHROPIC_BODY = {
+    "model": "claude-sonnet-4-6", "max_tokens": 100, "tools": [TOOL],
+    "system": "You are terse. \u00e9\U0001F642",
+    "messages": [{"role": "user", "content": "What is the weather in Paris?"},
+                 {"role": "assistant", "content": [
+                     {"type": "text", "text": "Checking."},
+                     {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]},
+                 {"role": "user", "content": [
+                     {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny",
+                      "cache_control": {"type": "ephemeral"}}]}]}
+TEXT_MSG = {"id": "msg_ctx", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+            "content": [{"type": "text", "text": "Hello there"}], "stop_reason": "end_turn",
+            "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 7}}
+OPENAI_COMPLETION = {"id": "chatcmpl-ctx", "object": "chat.completion", "created": 1, "model": "gpt",
+                     "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"},
+                                  "finish_reason": "stop"}],
+                     "usage": {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4}}
+
+
+def test_estimate_follows_the_documented_rule(mock):
+    mock.load({"context": {"chars_per_token": 3}, "responses": [{"json": {}}, {"json": {}}]})
+    openai_body = {"model": "gpt", "messages": [{"role": "system", "content": "Be brief \u00e9"},
+                                                {"role": "user", "content": "hi"}],
+                   "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}
+    with Wire(mock.port) as w:
+        w.exchange(body=ANTHROPIC_BODY)
+        w.exchange(path="/v1/chat/completions", body=openai_body)
+    first, second = mock.requests()
+    total = sum(block_bytes(b) for b in anthropic_blocks(ANTHROPIC_BODY))
+    assert first["tokens"] == ceil_div(total, 3)
+    total = sum(block_bytes(b) for b in openai_body["messages"] + openai_body["tools"])
+    assert second["tokens"] == ceil_div(total, 3)
+    assert "cache_read" not in second and first["cache_read"] == 0
+    assert mockserver.tokens_ceil(10, 2.5) == 4 and mockserver.tokens_ceil(11, 2.5) == 5
+
+
+def test_over_limit_is_refused_without_taking_from_the_queue(mock):
+    small = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    big = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x" * 400}]}
+    estimate = ceil_div(block_bytes({"type": "text", "text": "x" * 400}), 4)
+    mock.load({"context": {"limit": 50}, "responses": [{"json": {"n": 0}}, {"json": {"n": 1}}]})
+    with Wire(mock.port) as w:
+        r = w.exchange(body=big)
+        assert r.status == 400 and r.headers["x-should-retry"] == "false"
+        assert r.body == compact({"type": "error", "error": {
+            "type": "invalid_request_error", "message": f"prompt is too long: {estimate} tokens > 50 maximum"}})
+        o = w.exchange(path="/v1/chat/completions", body={"model": "g", "messages": [{"role": "user",
+                                                                                        "content": "x" * 400}]})
+        o_estimate = ceil_div(block_bytes({"role": "user", "content": "x" * 400}), 4)
+        assert o.status == 400 and json.loads(o.body) == {"error": {
+            "message": f"This model's maximum context length is 50 tokens. However, your messages resulted in "
+                       f"{o_estimate} tokens. Please reduce the length of the messages.",
+            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
+        ok = w.exchange(body=small)
+    assert json.loads(ok.body) == {"n": 0} and ok.headers["request-id"] == "req_mock_0"
+    refused, refused_o, answered = mock.requests()
+    assert refused["index"] is None and refused["rejected"] == "context_limit" and refused["tokens"] == estimate
+    assert refused_o["index"] is None and refused_o["rejected"] == "context_limit"
+    assert answered["index"] == 0 and "rejected" not in answered
+
+
+def test_usage_is_rewritten_in_json_and_stream_mode(mock):
+    body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hello " * 30}]}
+    estimate = ceil_div(block_bytes(text_block("hello " * 30)), 4)
+    mock.load({"context": {}, "responses": [{"anthropic": TEXT_MSG}, {"anthropic": TEXT_MSG},
+                                            {"openai": OPENAI_COMPLETION}, {"openai": OPENAI_COMPLETION}]})
+    want = {"input_tokens": estimate, "output_tokens": 7, "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0}
+    openai_body = {"model": "g", "messages": [{"role": "user", "content": "hello"}]}
+    o_estimate = ceil_div(block_bytes(openai_body["messages"][0]), 4)
+    with Wire(mock.port) as w:
+        assert json.loads(w.exchange(body=body).body)["usage"] == want
+        events = parse_sse(w.exchange(body=dict(body, stream=True)).body)
+        plain = json.loads(w.exchange(path="/v1/chat/completions", body=openai_body).body)
+        streamed = parse_sse(w.exchange(path="/v1/chat/completions", body=dict(
+            openai_body, stream=True, stream_options={"include_usage": True})).body)
+    start, delta = json.loads(events[0][1]), json.loads(events[-2][1])
+    assert start["message"]["usage"] == dict(want, output_tokens=1)
+    assert delta["type"] == "message_delta" and delta["usage"] == want
+    o_want = {"prompt_tokens": o_estimate, "completion_tokens": 3, "total_tokens": o_estimate + 3,
+              "prompt_tokens_details": {"cached_tokens": 0}}
+    assert plain["usage"] == o_want
+    assert reassemble_openai([d for _, d in streamed])["usage"] == o_want
+    assert TEXT_MSG["usage"] == {"input_tokens": 1, "output_tokens": 7}, "the scenario is not mutated"
+
+
+def test_usage_off_leaves_the_body_alone(mock):
+    mock.load({"context": {"usage": False}, "responses": [{"anthropic": TEXT_MSG}]})
+    with Wire(mock.port) as w:
+        r = w.exchange(body={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    assert r.body == compact(TEXT_MSG)
+    assert mock.requests()[0]["tokens"] == ceil_div(block_bytes(text_block("hi")), 4)
+
+
+def test_prompt_cache_simulation(mock):
+    system = [text_block("S" * 300, cache=True)]
+    first = [{"role": "user", "content": [text_block("U" * 200 + " first question", cache=True)]}]
+    req1 = {"model": "m", "max_tokens": 5, "system": system, "messages": first}
+    plain_first = [{"role": "user", "content": [text_block("U" * 200 + " first question")]}]
+    req2 = {"model": "m", "max_tokens": 5, "system": system, "messages": plain_first + [
+        {"role": "assistant", "content": "An answer."},
+        {"role": "user", "content": [text_block("second question", cache=True)]}]}
+    changed = copy.deepcopy(req2)
+    changed["messages"][0]["content"][0]["text"] = "V" + changed["messages"][0]["content"][0]["text"][1:]
+    del changed["system"]
+    changed_system = dict(changed, system=[text_block("S" * 300)])  # its prefix is cached by request 1
+    mock.load({"context": {}, "responses": [{"anthropic": TEXT_MSG}] * 5})
+    with Wire(mock.port) as w:
+        r1 = json.loads(w.exchange(body=req1).body)["usage"]
+        r2 = json.loads(w.exchange(body=req2).body)["usage"]
+        r3 = json.loads(w.exchange(body=changed).body)["usage"]
+        r4 = json.loads(w.exchange(body=req1).body)["usage"]
+        w.exchange(body=changed_system)
+    rec1, rec2, rec3, rec4, rec5 = mock.requests()
+
+    prefix1 = sum(block_bytes(b) for b in anthropic_blocks(req1))
+    assert rec1["cache_read"] == 0 and rec1["cache_creation"] == prefix1 // 4 > 0
+    assert r1["cache_creation_input_tokens"] == prefix1 // 4 and r1["cache_read_input_tokens"] == 0
+    assert r1["input_tokens"] == rec1["tokens"] - prefix1 // 4
+
+    prefix2 = sum(block_bytes(b) for b in anthropic_blocks(req2))
+    assert rec2["cache_read"] == prefix1 // 4, "request 2 reads request 1's cached prefix"
+    assert rec2["cache_creation"] == prefix2 // 4 - prefix1 // 4
+    assert r2["input_tokens"] + r2["cache_read_input_tokens"] + r2["cache_creation_input_tokens"] == rec2["tokens"]
+
+    assert rec3["cache_read"] == 0, "a changed first message reads nothing"
+    assert rec3["cache_creation"] == sum(block_bytes(b) for b in anthropic_blocks(changed)) // 4
+    assert r3["cache_read_input_tokens"] == 0
+
+    assert rec4["cache_read"] == prefix1 // 4 and rec4["cache_creation"] == 0 and r4["cache_creation_input_tokens"] == 0
+    assert rec5["cache_read"] == block_bytes(system[0]) // 4, "the unchanged system prompt is still a cached prefix"
+
+
+def test_cache_lookback_min_tokens_and_reset(mock):
+    # 25 message blocks; a breakpoint 21 blocks past the cached one is out of the 20-block lookback.
+    msgs = [{"role": "user", "content": [text_block(f"block {i}") for i in range(25)]}]
+    at = copy.deepcopy(msgs)
+    at[0]["content"][2]["cache_control"] = {"type": "ephemeral"}
+    near, far = copy.deepcopy(msgs), copy.deepcopy(msgs)
+    near[0]["content"][21]["cache_control"] = {"type": "ephemeral"}
+    far[0]["content"][22]["cache_control"] = {"type": "ephemeral"}
+    scenario = {"context": {"min_cache_tokens": 10}, "responses": [{"json": {}}] * 4}
+    mock.load(scenario)
+    with Wire(mock.port) as w:
+        for body in (at, far, near):
+            w.exchange(body={"model": "m", "messages": body})
+    cached, missed, hit = mock.requests()
+    assert cached["cache_creation"] > 0 and missed["cache_read"] == 0 and hit["cache_read"] == cached["cache_creation"]
+
+    tiny = [{"role": "user", "content": [text_block("hi", cache=True)]}]
+    mock.load(scenario)
+    with Wire(mock.port) as w:
+        w.exchange(body={"model": "m", "messages": tiny})
+        w.exchange(body={"model": "m", "messages": near})
+    small, again = mock.requests()
+    assert small["cache_creation"] == 0, "below min_cache_tokens nothing is written"
+    assert again["cache_read"] == 0, "loading a scenario clears the cache"
+
+
+def test_cache_off_and_error_replies_write_nothing(mock):
+    body = {"model": "m", "messages": [{"role": "user", "content": [text_block("x" * 100, cache=True)]}]}
+    mock.load({"context": {"cache": False}, "responses": [{"anthropic": TEXT_MSG}] * 2})
+    with Wire(mock.port) as w:
+        w.exchange(body=body)
+        usage = json.loads(w.exchange(body=body).body)["usage"]
+    assert usage["cache_read_input_tokens"] == 0 and usage["cache_creation_input_tokens"] == 0
+    assert all(r["cache_read"] == 0 and r["cache_creation"] == 0 for r in mock.requests())
+    mock.load({"context": {}, "responses": [{"status": 429, "json": {}}, {"json": {}}]})
+    with Wire(mock.port) as w:
+        w.exchange(body=body)
+        w.exchange(body=body)
+    assert [r["cache_read"] for r in mock.requests()] == [0, 0], "a 429 caches nothing"
+
+
+def test_count_tokens_is_answered_by_the_server(mock):
+    body = {"model": "m", "messages": [{"role": "user", "content": "y" * 1000}]}
+    estimate = ceil_div(block_bytes(text_block("y" * 1000)), 4)
+    mock.load({"context": {"limit": 10}, "responses": [{"json": {"n": 0}}]})
+    with Wire(mock.port) as w:
+        r = w.exchange(path="/v1/messages/count_tokens", body=body)
+        assert r.status == 200 and json.loads(r.body) == {"input_tokens": estimate}
+        assert json.loads(w.exchange(path="/v1/messages", body={"messages": []}).body) == {"n": 0}
+    counted, queued = mock.requests()
+    assert counted["index"] is None and counted["tokens"] == estimate and "rejected" not in counted
+    assert queued["index"] == 0
+    serve(mock, {"json": {"queued": True}})  # without context it is an ordinary queued request
+    with Wire(mock.port) as w:
+        assert json.loads(w.exchange(path="/v1/messages/count_tokens", body=body).body) == {"queued": True}
+    assert mock.requests()[0]["index"] == 0 and "tokens" not in mock.requests()[0]
+
+
+# -------------------------------------------------------------------------------------------------- routes
+
+def test_routes_answer_by_content(mock):
+    summary = {"anthropic": dict(TEXT_MSG, content=[{"type": "text", "text": "SUMMARY"}])}
+    mock.load({"context": {}, "routes": [
+        {"match": {"path": "/v1/messages", "body_contains": "SUMMARY-REQUEST"}, "response": summary, "times": 2},
+        {"match": {"method": "GET"}, "response": {"json": {"models": []}}}],
+        "responses": [{"json": {"n": 0}}, {"json": {"n": 1}}]})
+    ask = {"model": "m", "messages": [{"role": "user", "content": "please SUMMARY-REQUEST"}]}
+    with Wire(mock.port) as w:
+        first = w.exchange(body=ask)
+        assert json.loads(first.body)["content"][0]["text"] == "SUMMARY"
+        assert json.loads(first.body)["usage"]["input_tokens"] > 1, "a routed reply gets its usage too"
+        assert json.loads(w.exchange(body={"messages": []}).body) == {"n": 0}
+        assert json.loads(w.exchange(path="/v1/messages?beta=true", body=ask).body)["content"][0]["text"] == "SUMMARY"
+        assert json.loads(w.exchange(body=ask).body) == {"n": 1}, "times exhausted: back to the queue"
+        assert json.loads(w.exchange(method="GET", path="/v1/models", body=b"").body) == {"models": []}
+    recs = mock.requests()
+    assert [(r["index"], r.get("route")) for r in recs] == [(None, 0), (0, None), (None, 0), (1, None), (None, 1)]
+    assert recs[4]["tokens"] == 0 and "cache_read" not in recs[4]
+    assert summary["anthropic"]["usage"] == {"input_tokens": 1, "output_tokens": 7}
+    mock.load({"routes": [{"match": {"body_contains": "X"}, "response": {"json": {"r": 1}}, "times": 1}]})
+    with Wire(mock.port) as w:
+        r = w.exchange(body={"q": "X"})
+        assert json.loads(r.body) == {"r": 1} and r.headers["request-id"] == "req_mock_a0"
+        assert w.exchange(body={"q": "X"}).status == 500, "route counters reset on load, then exhaust"
+
+
+def test_routed_request_can_still_be_refused_for_size(mock):
+    mock.load({"context": {"limit": 5}, "routes": [{"response": {"json": {"routed": True}}}]})
+    with Wire(mock.port) as w:
+        assert w.exchange(body={"messages": [{"role": "user", "content": "z" * 100}]}).status == 400
+        assert json.loads(w.exchange(body={"messages": []}).body) == {"routed": True}
+    refused, routed = mock.requests()
+    assert refused["rejected"] == "context_limit" and "route" not in refused and routed["route"] == 0
+
+
+@pytest.mark.parametrize("scenario, message", [
+    ({"responses": [], "contxt": {}}, "contxt"),
+    ({"context": []}, "context must be an object"),
+    ({"context": {"limt": 5}}, "limt"),
+    ({"context": {"limit": "5"}}, "context.limit"),
+    ({"context": {"limit": True}}, "context.limit"),
+    ({"context": {"chars_per_token": 0}}, "chars_per_token"),
+    ({"context": {"chars_per_token": "4"}}, "chars_per_token"),
+    ({"context": {"usage": 1}}, "context.usage"),
+    ({"context": {"cache": "yes"}}, "context.cache"),
+    ({"context": {"min_cache_tokens": -1}}, "min_cache_tokens"),
+    ({"routes": {}}, "routes must be an array"),
+    ({"routes": [{"match": {}}]}, "needs a response"),
+    ({"routes": [{"match": {"pth": "/"}, "response": {}}]}, "match"),
+    ({"routes": [{"match": {"path": 1}, "response": {}}]}, "match.path"),
+    ({"routes": [{"response": {}, "times": -1}]}, "times"),
+    ({"routes": [{"response": {}, "tims": 1}]}, "tims"),
+    ({"routes": [{"response": {"jsn": {}}}]}, "routes[0].response"),
+])
+def test_bad_context_and_routes_are_refused(scenario, message):
+    with pytest.raises(mockserver.ScenarioError, match=re.escape(message)):
+        mockserver.load_scenario(scenario)
+
+
+def test_bad_routes_refused_over_http(mock):
+    with Wire(mock.port) as w:
+        bad = w.exchange(path="/_mock/scenario", body={"routes": [{"response": {"fault": {"type": "x"}}}]})
+    assert bad.status == 400 and "routes[0].response" in json.loads(bad.body)["error"]["message"]
