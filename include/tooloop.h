@@ -58,9 +58,10 @@
  * `tooloop_agent_new_with_model`, free with `tooloop_agent_free`.
  *
  * Threads: one thread at a time may use an agent, except `tooloop_agent_cancel`,
- * `tooloop_agent_messages_json`, `tooloop_agent_history_json` and `tooloop_agent_usage_json`, which any
- * thread may call at any time (also while a run is in progress on another thread) until
- * `tooloop_agent_free` is called. A second run while one is in progress gets `TOOLOOP_BUSY`.
+ * `tooloop_agent_messages_json`, `tooloop_agent_history_json`, `tooloop_agent_usage_json` and
+ * `tooloop_agent_context_window`, which any thread may call at any time (also while a run is in progress
+ * on another thread) until `tooloop_agent_free` is called. A second run (or a `tooloop_agent_compact`)
+ * while one is in progress gets `TOOLOOP_BUSY`.
  */
 typedef struct tooloop_agent tooloop_agent;
 
@@ -246,6 +247,18 @@ typedef void (*tooloop_event_fn)(void *userdata, const tooloop_event *event);
 #define TOOLOOP_EVENT_SUBAGENT 11
 
 /**
+ * The conversation was compacted, during a run (reason `"threshold"`: the next request would have passed
+ * `compact_threshold` of the context window; `"overflow"`: the API answered that the prompt is too long)
+ * or by `tooloop_agent_compact` (`"manual"`). The API view is smaller from now on; the history keeps every
+ * entry. `method`: `"clear_tool_results"` (old large tool results replaced by a note), `"summary"` (older
+ * turns replaced by a summary the model wrote) or `"drop"` (older turns dropped; `fallback_reason` says why
+ * the summary was not used); `removed` / `cleared`: how many entries left the view / had their result
+ * cleared. json: `{"type":"compaction","reason":"threshold","method":"summary","tokens_before":9000,
+ * "tokens_after":2100,"removed":6,"cleared":0,"summary":"...","fallback_reason":null}`.
+ */
+#define TOOLOOP_EVENT_COMPACTION 12
+
+/**
  * An event of a kind without its own code in this version; its json's `"type"` names it.
  */
 #define TOOLOOP_EVENT_OTHER 99
@@ -278,8 +291,8 @@ typedef void (*tooloop_event_fn)(void *userdata, const tooloop_event *event);
 #define TOOLOOP_DUPLICATE_TOOL 4
 
 /**
- * The agent is running (a run or resume is in progress on it, possibly on another thread, or the call was
- * made from inside one of its callbacks).
+ * The agent is running (a run, resume or compaction is in progress on it, possibly on another thread, or
+ * the call was made from inside one of its callbacks).
  */
 #define TOOLOOP_BUSY 5
 
@@ -452,6 +465,14 @@ extern "C" {
  * - `"repeat_guard"`: the runaway guard, `{"warn_after": 3, "stop_after": 2}` (default) or `false`: the
  *   `warn_after`-th identical call in a row is answered with an error instead of run, and after
  *   `stop_after` more the run ends with stop_reason `"repetition"`.
+ * - `"context_window"`: the model's context window in tokens (default: from the model's name, e.g. 200000
+ *   for Claude models; set it for local models); `tooloop_agent_context_window` reads the one in use.
+ * - `"compaction"`: `"auto"` (default) or `"off"`: before a request that would fill more than
+ *   `"compact_threshold"` of the context window (default 0.8; 0.1 to 1), and after an API answer that the
+ *   prompt is too long, the run compacts the conversation (old large tool results cleared, older turns
+ *   summarized by the model or dropped) and tells the event callback with TOOLOOP_EVENT_COMPACTION.
+ *   `tooloop_agent_compact` compacts on demand, also when it is off.
+ * - `"compaction_model"`: the model that writes compaction summaries (default: `"model"`).
  *
  * The keys, defaults and checks are the core's `AgentOptions`, shared with the Python `Agent(...)`.
  * An unknown key is an error (a typo must not pass silently); so is a value that cannot work (a base URL
@@ -695,6 +716,57 @@ tooloop_status tooloop_agent_save_session(const tooloop_agent *agent, const char
  * `TOOLOOP_PANIC`. Threads: the agent's thread.
  */
 tooloop_status tooloop_agent_reset(tooloop_agent *agent);
+
+/**
+ * Compact the conversation now: the older turns are replaced in the API view by a summary the model writes
+ * (one extra request, to `"compaction_model"` or the agent's model), keeping the first user message and the
+ * newest turns; when the summary request fails or does not fit, the older turns are dropped instead. The
+ * history (`tooloop_agent_history_json`) keeps every entry and the compaction record (so does a session
+ * file). Works whatever the `"compaction"` config key says.
+ *
+ * - `instructions`: what the summary should keep or stress (UTF-8, copied); NULL for none.
+ * - `out_json`: on success `*out_json` receives the compaction record, `{"reason": "manual", "method":
+ *   "summary" | "drop" | "clear_tool_results", "tokens_before": N, "tokens_after": N, "removed": ["<entry
+ *   id>", ...], "cleared": [...], "summary": "...", "fallback_reason": "...", "instructions": "..."}` (empty
+ *   lists and absent strings left out; tokens are estimates), or the JSON `null` when there was nothing to
+ *   compact. The caller frees it with `tooloop_string_free`. On failure it is left unchanged.
+ *
+ * Blocks during the summary request. `tooloop_agent_cancel` stops it like a run (`TOOLOOP_CANCELLED`; the
+ * conversation is left as it was).
+ *
+ * Statuses: `TOOLOOP_OK`; `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `out_json`), `TOOLOOP_INVALID_UTF8`,
+ * `TOOLOOP_BUSY`, `TOOLOOP_CANCELLED`, `TOOLOOP_IO` (the session file), `TOOLOOP_PANIC`. A failed summary
+ * request is not an error (the method is then `"drop"`). Threads: the agent's thread. Another thread may
+ * call `tooloop_agent_cancel` meanwhile.
+ */
+tooloop_status tooloop_agent_compact(tooloop_agent *agent, const char *instructions, char **out_json);
+
+/**
+ * The tokens the next request would carry (system prompt, tools and the API view), plus `input` as if it
+ * were the next user message (UTF-8, copied; NULL for none). Asks the API's token-counting endpoint where
+ * the provider has one (Anthropic: one small request, which `tooloop_agent_cancel` does not stop; the
+ * `"timeout"` applies); otherwise an estimate from the request's size, calibrated by the token counts the
+ * API reported so far (no request).
+ *
+ * On success `*out_tokens` receives the count; on failure it is left unchanged.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `out_tokens`), `TOOLOOP_INVALID_UTF8`,
+ * from the counting request the API codes (`TOOLOOP_API_ERROR` .. `TOOLOOP_INTERNAL_SERVER`),
+ * `TOOLOOP_CONNECTION`, `TOOLOOP_TIMEOUT`, `TOOLOOP_INVALID_RESPONSE`; `TOOLOOP_PANIC`.
+ * Threads: the agent's thread (it does not wait for a run, so its callbacks may call it too).
+ */
+tooloop_status tooloop_agent_count_tokens(tooloop_agent *agent, const char *input, uint64_t *out_tokens);
+
+/**
+ * The context window compaction works with, in tokens: the `"context_window"` config key, else the one the
+ * model's name implies (200000 for Claude models), else 0 (unknown: no automatic compaction by threshold).
+ *
+ * On success `*out_tokens` receives it; on failure it is left unchanged.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `out_tokens`), `TOOLOOP_PANIC`.
+ * Threads: any thread, also during a run.
+ */
+tooloop_status tooloop_agent_context_window(const tooloop_agent *agent, uint64_t *out_tokens);
 
 /**
  * Answer a tool call with `text` (UTF-8, copied; it may be JSON). A later set replaces an earlier one.

@@ -38,6 +38,8 @@ int main(void) {
         ev.text = "hi";
         ev.json = "{}";
         CHECK(ev.type == 2 && ev.text[0] == 'h' && ev.json[0] == '{');
+        /* Event codes are never renumbered. */
+        CHECK(TOOLOOP_EVENT_SUBAGENT == 11 && TOOLOOP_EVENT_COMPACTION == 12 && TOOLOOP_EVENT_OTHER == 99);
     }
     printf("tooloop %s\n", tooloop_version());
     return check_exit("header_c99");

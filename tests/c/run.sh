@@ -10,7 +10,9 @@ build="$(cd "${1:-$here/build}" && pwd)"
 mockctl="$root/tests/mock/mockctl.py"
 scenarios="$root/tests/scenarios"
 
-# program            scenario (or - for none: the program needs no server)
+# program            scenario (or - for none: the program needs no server)   [requests]
+# "requests": the server's recorded requests are written to BUILD/PROG.requests.json (mockctl
+# --requests-out), then `PROG --requests FILE` checks them (also under valgrind).
 tests=(
   "header_c99         -"
   "header_cpp         -"
@@ -29,6 +31,7 @@ tests=(
   "example_c          c_example_time.json"
   "example_cpp        c_example_time.json"
   "mcp_server         -"
+  "compaction         c_compaction.json   requests"
 )
 # mcp_server starts tests/mcp/fastmcp_server.py with $TOOLOOP_TEST_PYTHON.
 export TOOLOOP_REPO_ROOT="$root"
@@ -49,20 +52,34 @@ fi
 passed=0
 failed=0
 for line in "${tests[@]}"; do
-  read -r prog scenario <<<"$line"
+  read -r prog scenario extra <<<"$line"
   log="$build/$prog.log"
-  cmd=("$build/$prog")
+  vg=()
   if [ "$use_valgrind" = 1 ]; then
-    cmd=(valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect
-         --show-leak-kinds=definite,indirect --error-exitcode=97 --log-file="$build/$prog.valgrind"
-         "${cmd[@]}")
+    vg=(valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect
+        --show-leak-kinds=definite,indirect --error-exitcode=97)
   fi
+  cmd=("$build/$prog")
+  [ "$use_valgrind" = 1 ] && cmd=("${vg[@]}" --log-file="$build/$prog.valgrind" "${cmd[@]}")
+  requests=""
   if [ "$scenario" != "-" ]; then
-    cmd=(python3 "$mockctl" run "$scenarios/$scenario" -- "${cmd[@]}")
+    mock=(python3 "$mockctl" run)
+    if [ "${extra:-}" = requests ]; then
+      requests="$build/$prog.requests.json"
+      rm -f "$requests"
+      mock+=(--requests-out "$requests")
+    fi
+    cmd=("${mock[@]}" "$scenarios/$scenario" -- "${cmd[@]}")
   fi
   start=$(date +%s%N)
   (cd "$build" && timeout 300 "${cmd[@]}") >"$log" 2>&1
   rc=$?
+  if [ "$rc" = 0 ] && [ -n "$requests" ]; then
+    check=("$build/$prog" --requests "$requests")
+    [ "$use_valgrind" = 1 ] && check=("${vg[@]}" --log-file="$build/$prog.requests.valgrind" "${check[@]}")
+    (cd "$build" && timeout 300 "${check[@]}") >>"$log" 2>&1
+    rc=$?
+  fi
   ms=$(( ($(date +%s%N) - start) / 1000000 ))
   secs="$((ms / 1000)).$((ms % 1000 / 100))"
   summary=""

@@ -40,5 +40,14 @@ pub const TOOLOOP_EVENT_TODO: tooloop_event_type = 10;
 /// An event of a child agent started by the `task` tool (`"subagents"` config): json
 /// `{"type":"subagent","parent_id":"<the task call id>","agent_type":"explore","event":{...the child's event...}}`.
 pub const TOOLOOP_EVENT_SUBAGENT: tooloop_event_type = 11;
+/// The conversation was compacted, during a run (reason `"threshold"`: the next request would have passed
+/// `compact_threshold` of the context window; `"overflow"`: the API answered that the prompt is too long)
+/// or by `tooloop_agent_compact` (`"manual"`). The API view is smaller from now on; the history keeps every
+/// entry. `method`: `"clear_tool_results"` (old large tool results replaced by a note), `"summary"` (older
+/// turns replaced by a summary the model wrote) or `"drop"` (older turns dropped; `fallback_reason` says why
+/// the summary was not used); `removed` / `cleared`: how many entries left the view / had their result
+/// cleared. json: `{"type":"compaction","reason":"threshold","method":"summary","tokens_before":9000,
+/// "tokens_after":2100,"removed":6,"cleared":0,"summary":"...","fallback_reason":null}`.
+pub const TOOLOOP_EVENT_COMPACTION: tooloop_event_type = 12;
 /// An event of a kind without its own code in this version; its json's `"type"` names it.
 pub const TOOLOOP_EVENT_OTHER: tooloop_event_type = 99;

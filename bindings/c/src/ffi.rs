@@ -132,6 +132,24 @@ pub(crate) fn out_arg<T>(p: *mut *mut T, what: &str) -> FfiResult<()> {
     if p.is_null() { Err(Failure::invalid(format!("{what} is NULL"))) } else { Ok(()) }
 }
 
+/// Check a required out-parameter for a plain value (`uint64_t *`), before any work.
+pub(crate) fn value_out_arg<T>(p: *mut T, what: &str) -> FfiResult<()> {
+    if p.is_null() { Err(Failure::invalid(format!("{what} is NULL"))) } else { Ok(()) }
+}
+
+/// Write a plain-value out-parameter already checked non-NULL by `value_out_arg`.
+pub(crate) fn write_value<T>(p: *mut T, value: T) {
+    if !p.is_null() {
+        // SAFETY: non-NULL and pointing at caller storage for one value, per the contract.
+        unsafe { p.write(value) };
+    }
+}
+
+/// An optional borrowed input string: NULL gives `None`; otherwise as `str_arg`.
+pub(crate) fn opt_str_arg<'a>(p: *const c_char, what: &str) -> FfiResult<Option<&'a str>> {
+    if p.is_null() { Ok(None) } else { str_arg(p, what).map(Some) }
+}
+
 /// Write an out-parameter (already checked non-NULL by `out_arg`, or NULL for "not wanted").
 pub(crate) fn write_out<T>(p: *mut *mut T, value: *mut T) {
     if !p.is_null() {

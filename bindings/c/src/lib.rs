@@ -38,13 +38,13 @@ use tooloop::provider::FnProvider;
 use tooloop::tools::ToolHandler;
 use tooloop::types::ToolUseBlock;
 use tooloop::{
-    Agent, AgentOptions, ApiErrorKind, CancelToken, Error, Event, MessageResponse, Permission, PermissionHook,
-    Provider, Request, Session, Tool, ToolContext, ToolError, ToolOutput,
+    Agent, AgentOptions, ApiErrorKind, CancelToken, ContentBlock, Error, Event, MessageResponse, Permission,
+    PermissionHook, Provider, Request, Session, Tool, ToolContext, ToolError, ToolOutput,
 };
 
 use crate::ffi::{
-    Failure, FfiResult, UserData, boundary, boundary_void, c_string_lossy, handle, handle_mut, last_error_ptr, out_arg,
-    owned_string, str_arg, write_out,
+    Failure, FfiResult, UserData, boundary, boundary_void, c_string_lossy, handle, handle_mut, last_error_ptr,
+    opt_str_arg, out_arg, owned_string, str_arg, value_out_arg, write_out, write_value,
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -55,9 +55,10 @@ use crate::ffi::{
 /// `tooloop_agent_new_with_model`, free with `tooloop_agent_free`.
 ///
 /// Threads: one thread at a time may use an agent, except `tooloop_agent_cancel`,
-/// `tooloop_agent_messages_json`, `tooloop_agent_history_json` and `tooloop_agent_usage_json`, which any
-/// thread may call at any time (also while a run is in progress on another thread) until
-/// `tooloop_agent_free` is called. A second run while one is in progress gets `TOOLOOP_BUSY`.
+/// `tooloop_agent_messages_json`, `tooloop_agent_history_json`, `tooloop_agent_usage_json` and
+/// `tooloop_agent_context_window`, which any thread may call at any time (also while a run is in progress
+/// on another thread) until `tooloop_agent_free` is called. A second run (or a `tooloop_agent_compact`)
+/// while one is in progress gets `TOOLOOP_BUSY`.
 pub struct tooloop_agent {
     agent: Agent,
     busy: AtomicBool,
@@ -314,6 +315,14 @@ fn build_agent(
 /// - `"repeat_guard"`: the runaway guard, `{"warn_after": 3, "stop_after": 2}` (default) or `false`: the
 ///   `warn_after`-th identical call in a row is answered with an error instead of run, and after
 ///   `stop_after` more the run ends with stop_reason `"repetition"`.
+/// - `"context_window"`: the model's context window in tokens (default: from the model's name, e.g. 200000
+///   for Claude models; set it for local models); `tooloop_agent_context_window` reads the one in use.
+/// - `"compaction"`: `"auto"` (default) or `"off"`: before a request that would fill more than
+///   `"compact_threshold"` of the context window (default 0.8; 0.1 to 1), and after an API answer that the
+///   prompt is too long, the run compacts the conversation (old large tool results cleared, older turns
+///   summarized by the model or dropped) and tells the event callback with TOOLOOP_EVENT_COMPACTION.
+///   `tooloop_agent_compact` compacts on demand, also when it is off.
+/// - `"compaction_model"`: the model that writes compaction summaries (default: `"model"`).
 ///
 /// The keys, defaults and checks are the core's `AgentOptions`, shared with the Python `Agent(...)`.
 /// An unknown key is an error (a typo must not pass silently); so is a value that cannot work (a base URL
@@ -607,6 +616,7 @@ impl EventSink {
             Event::Repetition { .. } => (TOOLOOP_EVENT_REPETITION, None),
             Event::Todo { .. } => (TOOLOOP_EVENT_TODO, None),
             Event::Subagent { .. } => (TOOLOOP_EVENT_SUBAGENT, None),
+            Event::Compaction { .. } => (TOOLOOP_EVENT_COMPACTION, None),
             // A kind this version of the C API has no code for yet: its JSON still says what it is.
             _ => (TOOLOOP_EVENT_OTHER, None),
         };
@@ -867,5 +877,90 @@ pub extern "C" fn tooloop_agent_reset(agent: *mut tooloop_agent) -> tooloop_stat
         let a = handle(agent, "agent")?;
         let _busy = a.begin()?;
         a.agent.reset().map_err(|e| core_failure(&e))
+    })
+}
+
+/// Compact the conversation now: the older turns are replaced in the API view by a summary the model writes
+/// (one extra request, to `"compaction_model"` or the agent's model), keeping the first user message and the
+/// newest turns; when the summary request fails or does not fit, the older turns are dropped instead. The
+/// history (`tooloop_agent_history_json`) keeps every entry and the compaction record (so does a session
+/// file). Works whatever the `"compaction"` config key says.
+///
+/// - `instructions`: what the summary should keep or stress (UTF-8, copied); NULL for none.
+/// - `out_json`: on success `*out_json` receives the compaction record, `{"reason": "manual", "method":
+///   "summary" | "drop" | "clear_tool_results", "tokens_before": N, "tokens_after": N, "removed": ["<entry
+///   id>", ...], "cleared": [...], "summary": "...", "fallback_reason": "...", "instructions": "..."}` (empty
+///   lists and absent strings left out; tokens are estimates), or the JSON `null` when there was nothing to
+///   compact. The caller frees it with `tooloop_string_free`. On failure it is left unchanged.
+///
+/// Blocks during the summary request. `tooloop_agent_cancel` stops it like a run (`TOOLOOP_CANCELLED`; the
+/// conversation is left as it was).
+///
+/// Statuses: `TOOLOOP_OK`; `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `out_json`), `TOOLOOP_INVALID_UTF8`,
+/// `TOOLOOP_BUSY`, `TOOLOOP_CANCELLED`, `TOOLOOP_IO` (the session file), `TOOLOOP_PANIC`. A failed summary
+/// request is not an error (the method is then `"drop"`). Threads: the agent's thread. Another thread may
+/// call `tooloop_agent_cancel` meanwhile.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_compact(
+    agent: *mut tooloop_agent,
+    instructions: *const c_char,
+    out_json: *mut *mut c_char,
+) -> tooloop_status {
+    boundary("tooloop_agent_compact", || {
+        let a = handle(agent, "agent")?;
+        out_arg(out_json, "out_json")?;
+        let instructions = opt_str_arg(instructions, "instructions")?;
+        let _busy = a.begin()?;
+        lock(&a.model_failure).take();
+        let outcome = a.agent.compact(instructions, &mut |_: &Event| {});
+        match outcome {
+            Ok(record) => json_out(&record, out_json),
+            Err(e) => Err(lock(&a.model_failure).take().unwrap_or_else(|| core_failure(&e))),
+        }
+    })
+}
+
+/// The tokens the next request would carry (system prompt, tools and the API view), plus `input` as if it
+/// were the next user message (UTF-8, copied; NULL for none). Asks the API's token-counting endpoint where
+/// the provider has one (Anthropic: one small request, which `tooloop_agent_cancel` does not stop; the
+/// `"timeout"` applies); otherwise an estimate from the request's size, calibrated by the token counts the
+/// API reported so far (no request).
+///
+/// On success `*out_tokens` receives the count; on failure it is left unchanged.
+///
+/// Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `out_tokens`), `TOOLOOP_INVALID_UTF8`,
+/// from the counting request the API codes (`TOOLOOP_API_ERROR` .. `TOOLOOP_INTERNAL_SERVER`),
+/// `TOOLOOP_CONNECTION`, `TOOLOOP_TIMEOUT`, `TOOLOOP_INVALID_RESPONSE`; `TOOLOOP_PANIC`.
+/// Threads: the agent's thread (it does not wait for a run, so its callbacks may call it too).
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_count_tokens(
+    agent: *mut tooloop_agent,
+    input: *const c_char,
+    out_tokens: *mut u64,
+) -> tooloop_status {
+    boundary("tooloop_agent_count_tokens", || {
+        let a = handle(agent, "agent")?;
+        value_out_arg(out_tokens, "out_tokens")?;
+        let input = opt_str_arg(input, "input")?.map(|t| vec![ContentBlock::text(t)]);
+        let n = a.agent.count_tokens(input).map_err(|e| core_failure(&e))?;
+        write_value(out_tokens, n);
+        Ok(())
+    })
+}
+
+/// The context window compaction works with, in tokens: the `"context_window"` config key, else the one the
+/// model's name implies (200000 for Claude models), else 0 (unknown: no automatic compaction by threshold).
+///
+/// On success `*out_tokens` receives it; on failure it is left unchanged.
+///
+/// Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `out_tokens`), `TOOLOOP_PANIC`.
+/// Threads: any thread, also during a run.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_context_window(agent: *const tooloop_agent, out_tokens: *mut u64) -> tooloop_status {
+    boundary("tooloop_agent_context_window", || {
+        let a = handle(agent, "agent")?;
+        value_out_arg(out_tokens, "out_tokens")?;
+        write_value(out_tokens, a.agent.context_window().unwrap_or(0));
+        Ok(())
     })
 }

@@ -25,8 +25,8 @@ pub const TOOLOOP_INVALID_UTF8: tooloop_status = 2;
 pub const TOOLOOP_INVALID_JSON: tooloop_status = 3;
 /// A tool with this name is already registered on the agent.
 pub const TOOLOOP_DUPLICATE_TOOL: tooloop_status = 4;
-/// The agent is running (a run or resume is in progress on it, possibly on another thread, or the call was
-/// made from inside one of its callbacks).
+/// The agent is running (a run, resume or compaction is in progress on it, possibly on another thread, or
+/// the call was made from inside one of its callbacks).
 pub const TOOLOOP_BUSY: tooloop_status = 5;
 /// A configuration problem found by the core: no API key available, an unknown built-in tool, a workspace
 /// that does not exist, a session opened on a non-empty conversation, nothing to resume.
