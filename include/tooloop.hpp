@@ -327,6 +327,28 @@ public:
     /** Cumulative usage (JSON object). Any thread. */
     std::string usage_json() const { return read(tooloop_agent_usage_json); }
 
+    /** Compact the conversation now (the older turns summarized, or dropped if the summary fails): the
+     * compaction record as JSON, or "null" when there was nothing to compact. Blocks; tooloop_agent_cancel
+     * stops it. Throws Error (TOOLOOP_BUSY during a run). */
+    std::string compact(const std::string &instructions = "") {
+        char *out = nullptr;
+        detail::check(tooloop_agent_compact(handle_, instructions.empty() ? nullptr : instructions.c_str(), &out));
+        return detail::take(out);
+    }
+    /** Tokens the next request would carry (with `input` added as a user message, if not empty): counted by
+     * the API where it offers it (Anthropic), else estimated. */
+    uint64_t count_tokens(const std::string &input = "") const {
+        uint64_t n = 0;
+        detail::check(tooloop_agent_count_tokens(handle_, input.empty() ? nullptr : input.c_str(), &n));
+        return n;
+    }
+    /** The context window compaction works with, in tokens (0: unknown). Any thread. */
+    uint64_t context_window() const {
+        uint64_t n = 0;
+        detail::check(tooloop_agent_context_window(handle_, &n));
+        return n;
+    }
+
     /** Load a session file and append to it from now on (conversation must be empty). */
     void open_session(const std::string &path) { detail::check(tooloop_agent_open_session(handle_, path.c_str())); }
     /** Write the whole conversation to a session file. */

@@ -56,6 +56,7 @@ void network_loop() {
 
         tooloop::Agent moved = std::move(agent); // RAII handles move; the old one is empty
         CHECK(agent.get() == nullptr && moved.get() != nullptr);
+        CHECK(moved.context_window() == 200000);
 
         tooloop::RunResult r = moved.run("Weather and time in Paris?", [&](const tooloop::Event &e) {
             if (e.type == TOOLOOP_EVENT_TEXT) streamed += e.text;
@@ -89,6 +90,10 @@ void fake_model() {
         return final_text("tool said: " + tooloop::json_get(request, "/messages/2/content/0/content").value_or("?"));
     };
     tooloop::Agent agent(R"({"model": "fake"})", model);
+    // A host model: no window known, tokens estimated locally (no request), nothing to compact yet.
+    CHECK(agent.context_window() == 0);
+    CHECK(agent.count_tokens("how big is this?") > 0);
+    CHECK(agent.compact() == "null");
     agent.add_tool("fails", "Throws.", "{}", [](const std::string &) -> std::string {
         throw std::runtime_error("no network in tests");
     });
