@@ -942,7 +942,7 @@ impl Agent {
         }
         let mut overflows = 0;
         loop {
-            match self.model_turn(turn, request, measured, cancel, &mut run.usage, &mut run.cost_usd, on_event) {
+            match self.model_turn(turn, (request, measured), cancel, &mut run.usage, &mut run.cost_usd, on_event) {
                 Err(e) if overflows < 2 && self.config().compaction && crate::compaction::is_overflow(&e) => {
                     overflows += 1;
                     let mut spent = (&mut run.usage, &mut run.cost_usd);
@@ -1214,14 +1214,15 @@ impl Agent {
         Ok(record)
     }
 
-    /// One request/response. The assistant entry exists while streaming; it ends complete or error.
+    /// One request/response (`measured`: the request's size in bytes, when it was measured, to calibrate the
+    /// token estimate with the answer's usage). The assistant entry exists while streaming; it ends complete
+    /// or error.
     /// Returns the message with every tool input an object (what the API view holds and sends), and the
     /// inputs that were not, by call id, so those calls are answered with an error instead of being run.
     fn model_turn(
         &self,
         turn: u32,
-        request: Request,
-        measured: Option<u64>,
+        (request, measured): (Request, Option<u64>),
         cancel: &CancelToken,
         run_usage: &mut Usage,
         run_cost: &mut Option<f64>,

@@ -322,6 +322,8 @@ pub struct Plan {
     pub tail_start: usize,
     /// Ids of large tool results outside the tail (worth clearing).
     pub clearable: Vec<String>,
+    /// Turns (sent user or assistant entries) in the middle.
+    pub middle_turns: usize,
 }
 
 impl Plan {
@@ -361,12 +363,14 @@ impl Plan {
             .filter(|e| !e.content.iter().any(is_cleared_note))
             .map(|e| e.id.clone())
             .collect();
-        Plan { middle_start, tail_start, clearable }
+        let middle_turns = starts.iter().filter(|&&s| s >= middle_start && s < tail_start).count();
+        Plan { middle_start, tail_start, clearable, middle_turns }
     }
 
-    /// Whether there is anything between the head and the tail to summarize or drop.
+    /// Whether there is anything between the head and the tail to summarize or drop (a failed turn or a note
+    /// alone is not: they are not sent anyway).
     pub fn has_middle(&self) -> bool {
-        self.tail_start > self.middle_start
+        self.middle_turns > 0
     }
 }
 
@@ -499,17 +503,17 @@ pub fn summary_request(
 }
 
 /// Whether an API error says the prompt did not fit the context window (Anthropic: 400 "prompt is too
-/// long", 413 request_too_large; OpenAI-compatible: `context_length_exceeded`, "maximum context length").
+/// long"; OpenAI-compatible: `context_length_exceeded`, "maximum context length").
 pub fn is_overflow(e: &crate::Error) -> bool {
     let Some(a) = e.api() else { return false };
     let m = a.message.to_ascii_lowercase();
-    (a.status == 400 || a.status == 413)
+    // Not 413 request_too_large: that is the request's size in bytes (an image, a document), which
+    // compacting the conversation's text rarely cures.
+    a.status == 400
         && (m.contains("prompt is too long")
             || m.contains("context_length_exceeded")
             || m.contains("maximum context length")
             || m.contains("context window")
-            || m.contains("too many tokens")
-            || a.error_type == "request_too_large"
             || a.error_type == "context_length_exceeded")
 }
 
@@ -584,6 +588,14 @@ mod tests {
         // A tiny budget still keeps the last turn.
         let plan = Plan::new(&v, 0, 10_000);
         assert_eq!(plan.tail_start, v.len() - 2);
+    }
+
+    #[test]
+    fn a_failed_turn_alone_is_nothing_to_compact() {
+        let mut failed = Entry::new(EntryRole::Assistant, vec![ContentBlock::text("partial")]);
+        failed.status = EntryStatus::Error;
+        let v = vec![user("q"), failed];
+        assert!(!Plan::new(&v, 0, 10_000).has_middle());
     }
 
     #[test]

@@ -316,3 +316,15 @@ fn count_tokens_asks_the_api_and_the_estimate_tracks_it() {
     let with_input = agent.count_tokens(Some(vec![tooloop::ContentBlock::text("y".repeat(4000))])).unwrap();
     assert!(with_input >= counted + 900, "{with_input} vs {counted}");
 }
+
+#[test]
+fn a_prompt_too_long_with_nothing_to_compact_surfaces_the_api_error_after_one_request() {
+    let mock = MockServer::start(&json!({"responses": [{"status": 400, "headers": {"x-should-retry": "false"},
+        "json": {"type": "error", "error": {"type": "invalid_request_error",
+                 "message": "prompt is too long: 250000 tokens > 200000 maximum"}}}]}));
+    let (agent, _) = agent_on(&mock, compaction_config(None));
+    let err = agent.run(&"z".repeat(1000), &mut |_| {}).unwrap_err();
+    assert!(err.to_string().contains("prompt is too long"), "{err}");
+    assert_eq!(mock.requests().len(), 1, "no summary request for a lone message (nor for the failed turn)");
+    assert_valid_view(&agent.messages());
+}
