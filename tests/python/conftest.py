@@ -59,3 +59,11 @@ def tooloop_exe() -> str:
     found = str(exe) if exe.exists() else shutil.which("tooloop")
     assert found, "the `tooloop` console script is not installed (pip install . declares it)"
     return found
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    """An empty workspace folder for a CLI run."""
+    d = tmp_path / "ws"
+    d.mkdir()
+    return d

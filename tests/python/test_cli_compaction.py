@@ -30,13 +30,6 @@ def model_requests(reqs):
     return [r for r in reqs if r["path"] == "/v1/messages" and not is_summary_request(r)]
 
 
-@pytest.fixture
-def ws(tmp_path):
-    d = tmp_path / "ws"
-    d.mkdir()
-    return d
-
-
 def test_compact_command_in_the_repl_shrinks_the_next_request(tooloop_exe, ws, tmp_path):
     with MockServer(SCENARIOS / "cli_compact_manual.json") as mock:
         # --no-compaction: only /compact may compact (the small window would cross the threshold otherwise).

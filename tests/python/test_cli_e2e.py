@@ -30,13 +30,6 @@ def tooloop_cmd(tooloop_exe):
     return [tooloop_exe]
 
 
-@pytest.fixture
-def ws(tmp_path):
-    d = tmp_path / "ws"
-    d.mkdir()
-    return d
-
-
 def clean_env(tmp_path, mock=None, **extra):
     """The caller's environment without any key, endpoint or tooloop default, so nothing leaks in."""
     env = {k: v for k, v in os.environ.items()

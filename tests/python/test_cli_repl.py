@@ -73,13 +73,6 @@ class Term:
         return SGR.sub("", self.log.getvalue())
 
 
-@pytest.fixture
-def ws(tmp_path):
-    d = tmp_path / "ws"
-    d.mkdir()
-    return d
-
-
 def test_ctrl_c_cancels_a_stalled_stream_and_the_prompt_comes_back(tooloop_exe, ws, tmp_path):
     with MockServer(SCENARIOS / "cli_repl_stall.json") as mock:
         term = Term(tooloop_exe, [], ws, term_env(tmp_path, mock))

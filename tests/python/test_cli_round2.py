@@ -20,13 +20,6 @@ from _support import tool_results  # noqa: E402
 FASTMCP = ROOT / "tests" / "mcp" / "fastmcp_server.py"
 
 
-@pytest.fixture
-def ws(tmp_path):
-    d = tmp_path / "ws"
-    d.mkdir()
-    return d
-
-
 def clean_env(tmp_path, mock=None, **extra):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("ANTHROPIC_", "OPENAI_", "TOOLOOP_", "AWS_")) and k != "NO_COLOR"}
