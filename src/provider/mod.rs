@@ -323,9 +323,18 @@ pub(crate) fn body_error(e: crate::http::BodyError, partial: MessageResponse, em
         BodyError::Timeout(phase, after) => {
             Error::Timeout { phase, after, partial: emitted.then(|| Box::new(partial)) }
         }
-        BodyError::Broken(message) if emitted => {
-            Error::StreamInterrupted { message, partial: Box::new(partial), api: None }
-        }
-        BodyError::Broken(message) => Error::Connection { message },
+        BodyError::Broken(message) => cut_short(message, partial, emitted, |message| Error::Connection { message }),
     }
+}
+
+/// A stream that stopped short with `message`: after an event reached the caller, `StreamInterrupted`
+/// carrying the partial message; before, `before(message)` (a body that ended early is a `Connection` error,
+/// which [`attempt`] lets the HTTP layer retry; bytes that do not decode are an `InvalidResponse`).
+pub(crate) fn cut_short(
+    message: String,
+    partial: MessageResponse,
+    emitted: bool,
+    before: impl FnOnce(String) -> Error,
+) -> Error {
+    if emitted { Error::StreamInterrupted { message, partial: Box::new(partial), api: None } } else { before(message) }
 }
