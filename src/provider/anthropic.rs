@@ -52,11 +52,7 @@ impl AnthropicProvider {
         if let Some(key) = &self.api_key {
             headers.push(("x-api-key".to_string(), key.expose().to_string()));
         }
-        for (k, v) in &self.headers {
-            let k = k.to_ascii_lowercase();
-            headers.retain(|(existing, _)| *existing != k);
-            headers.push((k, v.clone()));
-        }
+        super::override_headers(&mut headers, &self.headers);
         Ok(HttpRequest { url: format!("{}/v1/messages", self.base_url), headers, body })
     }
 }

@@ -298,6 +298,16 @@ pub(crate) fn redact_key(mut e: ApiError, key: Option<&Secret>) -> ApiError {
     e
 }
 
+/// Add the configured `extra` headers (names lowercased) to a request's `headers`, each replacing a default of
+/// the same name: sending both would make the server see "a, b".
+pub(crate) fn override_headers(headers: &mut Vec<(String, String)>, extra: &[(String, String)]) {
+    for (k, v) in extra {
+        let k = k.to_ascii_lowercase();
+        headers.retain(|(existing, _)| *existing != k);
+        headers.push((k, v.clone()));
+    }
+}
+
 /// Classify a failure while reading a 2xx response: transient ones (a broken connection, a timeout, an
 /// overload/rate-limit/server `error` event) are retried only when no event reached the caller yet.
 pub(crate) fn attempt(e: Error, emitted: bool) -> crate::http::Attempt {

@@ -489,12 +489,7 @@ impl OpenAiProvider {
         if let Some(key) = &self.api_key {
             headers.push(("authorization".to_string(), format!("Bearer {}", key.expose())));
         }
-        for (k, v) in &self.headers {
-            // Replace a default of the same name: sending both would make the server see "a, b".
-            let k = k.to_ascii_lowercase();
-            headers.retain(|(existing, _)| *existing != k);
-            headers.push((k, v.clone()));
-        }
+        super::override_headers(&mut headers, &self.headers);
         Ok(HttpRequest { url: format!("{}/chat/completions", self.base_url), headers, body })
     }
 
