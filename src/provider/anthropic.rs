@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Provider, Response, Secret, StreamEvent, body_error, redact_key};
+use super::{Provider, Response, Secret, StreamEvent, body_error, cut_short, redact_key};
 use crate::cancel::CancelToken;
 use crate::error::{ApiError, ApiErrorKind, Error, Result};
 use crate::http::{HttpClient, HttpRequest, HttpResponse, parse_api_error};
@@ -52,11 +52,7 @@ impl AnthropicProvider {
         if let Some(key) = &self.api_key {
             headers.push(("x-api-key".to_string(), key.expose().to_string()));
         }
-        for (k, v) in &self.headers {
-            let k = k.to_ascii_lowercase();
-            headers.retain(|(existing, _)| *existing != k);
-            headers.push((k, v.clone()));
-        }
+        super::override_headers(&mut headers, &self.headers);
         Ok(HttpRequest { url: format!("{}/v1/messages", self.base_url), headers, body })
     }
 }
@@ -177,44 +173,93 @@ impl AnthropicProvider {
         if !is_sse {
             return read_json(&mut resp, request_id);
         }
-        let mut acc = MessageAccumulator::new();
-        let mut decoder = SseDecoder::new();
-        let mut events = Vec::new();
-        loop {
-            let chunk = match resp.next_chunk() {
-                Ok(c) => c,
-                Err(e) => return Err(body_error(e, acc.snapshot(), *emitted)),
-            };
-            let finished = chunk.is_none();
-            match chunk {
-                Some(bytes) => decoder.feed(&bytes, &mut events),
-                None => events.extend(decoder.finish()),
+        let apply =
+            |ev: &SseEvent, acc: &mut MessageAccumulator, emit: &mut dyn FnMut(StreamEvent)| acc.apply_sse(ev, emit);
+        read_stream(&mut resp, request_id, SseDecoder::new(), apply, on_event, emitted)
+    }
+}
+
+/// The framing of a Messages API event stream: SSE (Anthropic) or AWS event-stream frames (Bedrock).
+pub(crate) trait StreamDecoder {
+    /// One decoded piece: an SSE event, or a frame.
+    type Unit;
+    /// Feed body bytes and push the units they complete. An error (a corrupt frame) ends the stream; the
+    /// units before it are pushed all the same.
+    fn feed(&mut self, bytes: &[u8], out: &mut Vec<Self::Unit>) -> std::result::Result<(), String>;
+    /// The body ended: a last unit the framing lets through without its terminator, if any.
+    fn finish(&mut self) -> Option<Self::Unit>;
+    /// What to say of a body that ended before `message_stop`.
+    fn ended_message(&self) -> String;
+}
+
+impl StreamDecoder for SseDecoder {
+    type Unit = SseEvent;
+    fn feed(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) -> std::result::Result<(), String> {
+        SseDecoder::feed(self, bytes, out);
+        Ok(())
+    }
+    fn finish(&mut self) -> Option<SseEvent> {
+        SseDecoder::finish(self)
+    }
+    fn ended_message(&self) -> String {
+        format!("the stream ended before message_stop ({} bytes of an unfinished event pending)", self.pending_bytes())
+    }
+}
+
+/// Read a Messages API event stream (Anthropic's SSE, Bedrock's event stream) into the turn as the bytes
+/// arrive: each unit `decoder` completes goes through `apply` (typed events, then the raw one, to
+/// `on_event`), and the turn is whole at `message_stop`. A body that breaks or ends early, a corrupt frame,
+/// or an `error` event ends it with the error [`attempt`](super::attempt) expects: retryable only while
+/// `emitted` (whether any event reached the caller) is false.
+pub(crate) fn read_stream<D, A>(
+    resp: &mut HttpResponse,
+    request_id: Option<String>,
+    mut decoder: D,
+    mut apply: A,
+    on_event: &mut dyn FnMut(StreamEvent),
+    emitted: &mut bool,
+) -> Result<Response>
+where
+    D: StreamDecoder,
+    A: FnMut(&D::Unit, &mut MessageAccumulator, &mut dyn FnMut(StreamEvent)) -> Result<()>,
+{
+    let mut acc = MessageAccumulator::new();
+    let mut units = Vec::new();
+    loop {
+        let chunk = resp.next_chunk().map_err(|e| body_error(e, acc.snapshot(), *emitted))?;
+        let finished = chunk.is_none();
+        let fed = match chunk {
+            Some(bytes) => decoder.feed(&bytes, &mut units),
+            None => {
+                units.extend(decoder.finish());
+                Ok(())
             }
-            for ev in events.drain(..) {
-                let step = acc.apply_sse(&ev, &mut |e| {
-                    *emitted = true;
-                    on_event(e)
-                });
-                if let Err(e) = step {
-                    return Err(stream_failure(e, *emitted, &request_id));
-                }
-                if acc.is_complete() {
-                    let message = acc.snapshot();
-                    let raw = serde_json::to_value(&message).unwrap_or(Value::Null);
-                    return Ok(Response { message, raw, request_id });
-                }
+        };
+        // Units that completed before a corrupt frame are still applied (one read can hold several).
+        for unit in units.drain(..) {
+            let step = apply(&unit, &mut acc, &mut |e| {
+                *emitted = true;
+                on_event(e)
+            });
+            if let Err(e) = step {
+                return Err(stream_failure(e, *emitted, &request_id));
             }
-            if finished {
-                let message = format!(
-                    "the stream ended before message_stop ({} bytes of an unfinished event pending)",
-                    decoder.pending_bytes()
-                );
-                return Err(if *emitted {
-                    Error::StreamInterrupted { message, partial: Box::new(acc.snapshot()), api: None }
-                } else {
-                    Error::Connection { message }
-                });
+            if acc.is_complete() {
+                let message = acc.snapshot();
+                let raw = serde_json::to_value(&message).unwrap_or(Value::Null);
+                return Ok(Response { message, raw, request_id });
             }
+        }
+        if let Err(message) = fed {
+            return Err(cut_short(message, acc.snapshot(), *emitted, |message| Error::InvalidResponse {
+                message,
+                request_id,
+            }));
+        }
+        if finished {
+            return Err(cut_short(decoder.ended_message(), acc.snapshot(), *emitted, |message| Error::Connection {
+                message,
+            }));
         }
     }
 }
@@ -236,7 +281,7 @@ pub(crate) fn read_json(resp: &mut HttpResponse, request_id: Option<String>) -> 
 /// An error event (or a malformed one) that ended a stream: the request id is attached, and an API error
 /// that came before any event reached the caller is reported as that API error (so the HTTP layer may
 /// retry it) rather than as an interrupted stream with an empty partial.
-pub(crate) fn stream_failure(mut e: Error, emitted: bool, request_id: &Option<String>) -> Error {
+fn stream_failure(mut e: Error, emitted: bool, request_id: &Option<String>) -> Error {
     if let Error::StreamInterrupted { api: Some(a), .. } = &mut e {
         a.request_id = a.request_id.clone().or_else(|| request_id.clone());
     }

@@ -20,9 +20,9 @@ use aws_smithy_eventstream::frame::{DecodedFrame, MessageFrameDecoder};
 use aws_smithy_types::event_stream::HeaderValue;
 use serde_json::{Map, Value};
 
-use super::anthropic::{MessageAccumulator, read_json, stream_failure, with_object_tool_inputs};
+use super::anthropic::{MessageAccumulator, StreamDecoder, read_json, read_stream, with_object_tool_inputs};
 use super::sigv4::{self, SigningKey};
-use super::{Provider, Response, Secret, StreamEvent, body_error, redact_key};
+use super::{Provider, Response, Secret, StreamEvent, redact_key};
 use crate::cancel::CancelToken;
 use crate::error::{ApiError, ApiErrorKind, Error, Result};
 use crate::http::{HttpClient, HttpRequest, HttpResponse, header_value};
@@ -236,6 +236,23 @@ impl EventStreamDecoder {
     /// Bytes received but not yet part of a complete frame (the decoder may hold a 12-byte prelude besides).
     pub fn pending_bytes(&self) -> usize {
         self.buf.len()
+    }
+}
+
+impl StreamDecoder for EventStreamDecoder {
+    type Unit = Frame;
+    fn feed(&mut self, bytes: &[u8], out: &mut Vec<Frame>) -> std::result::Result<(), String> {
+        EventStreamDecoder::feed(self, bytes, out)
+    }
+    /// A frame is whole only with its CRC: nothing comes out at the end of the body.
+    fn finish(&mut self) -> Option<Frame> {
+        None
+    }
+    fn ended_message(&self) -> String {
+        format!(
+            "the event stream ended before message_stop ({} bytes of an unfinished frame pending)",
+            self.pending_bytes()
+        )
     }
 }
 
@@ -482,49 +499,10 @@ impl BedrockProvider {
         if !is_stream {
             return read_json(&mut resp, request_id);
         }
-        let mut acc = MessageAccumulator::new();
-        let mut decoder = EventStreamDecoder::new();
-        let mut frames = Vec::new();
-        loop {
-            let chunk = match resp.next_chunk() {
-                Ok(c) => c,
-                Err(e) => return Err(body_error(e, acc.snapshot(), *emitted)),
-            };
-            let Some(bytes) = chunk else {
-                let message = format!(
-                    "the event stream ended before message_stop ({} bytes of an unfinished frame pending)",
-                    decoder.pending_bytes()
-                );
-                return Err(if *emitted {
-                    Error::StreamInterrupted { message, partial: Box::new(acc.snapshot()), api: None }
-                } else {
-                    Error::Connection { message }
-                });
-            };
-            // Frames that completed before a corrupt one are still delivered (one read can hold several).
-            let fed = decoder.feed(&bytes, &mut frames);
-            for frame in frames.drain(..) {
-                let step = self.apply_frame(&frame, &mut acc, &mut |e| {
-                    *emitted = true;
-                    on_event(e)
-                });
-                if let Err(e) = step {
-                    return Err(stream_failure(e, *emitted, &request_id));
-                }
-                if acc.is_complete() {
-                    let message = acc.snapshot();
-                    let raw = serde_json::to_value(&message).unwrap_or(Value::Null);
-                    return Ok(Response { message, raw, request_id });
-                }
-            }
-            if let Err(message) = fed {
-                return Err(if *emitted {
-                    Error::StreamInterrupted { message, partial: Box::new(acc.snapshot()), api: None }
-                } else {
-                    Error::InvalidResponse { message, request_id }
-                });
-            }
-        }
+        let apply = |frame: &Frame, acc: &mut MessageAccumulator, emit: &mut dyn FnMut(StreamEvent)| {
+            self.apply_frame(frame, acc, emit)
+        };
+        read_stream(&mut resp, request_id, EventStreamDecoder::new(), apply, on_event, emitted)
     }
 
     /// One frame: a `chunk` event is one Anthropic stream event (typed events, then the raw one); an

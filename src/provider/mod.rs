@@ -298,6 +298,16 @@ pub(crate) fn redact_key(mut e: ApiError, key: Option<&Secret>) -> ApiError {
     e
 }
 
+/// Add the configured `extra` headers (names lowercased) to a request's `headers`, each replacing a default of
+/// the same name: sending both would make the server see "a, b".
+pub(crate) fn override_headers(headers: &mut Vec<(String, String)>, extra: &[(String, String)]) {
+    for (k, v) in extra {
+        let k = k.to_ascii_lowercase();
+        headers.retain(|(existing, _)| *existing != k);
+        headers.push((k, v.clone()));
+    }
+}
+
 /// Classify a failure while reading a 2xx response: transient ones (a broken connection, a timeout, an
 /// overload/rate-limit/server `error` event) are retried only when no event reached the caller yet.
 pub(crate) fn attempt(e: Error, emitted: bool) -> crate::http::Attempt {
@@ -323,9 +333,18 @@ pub(crate) fn body_error(e: crate::http::BodyError, partial: MessageResponse, em
         BodyError::Timeout(phase, after) => {
             Error::Timeout { phase, after, partial: emitted.then(|| Box::new(partial)) }
         }
-        BodyError::Broken(message) if emitted => {
-            Error::StreamInterrupted { message, partial: Box::new(partial), api: None }
-        }
-        BodyError::Broken(message) => Error::Connection { message },
+        BodyError::Broken(message) => cut_short(message, partial, emitted, |message| Error::Connection { message }),
     }
+}
+
+/// A stream that stopped short with `message`: after an event reached the caller, `StreamInterrupted`
+/// carrying the partial message; before, `before(message)` (a body that ended early is a `Connection` error,
+/// which [`attempt`] lets the HTTP layer retry; bytes that do not decode are an `InvalidResponse`).
+pub(crate) fn cut_short(
+    message: String,
+    partial: MessageResponse,
+    emitted: bool,
+    before: impl FnOnce(String) -> Error,
+) -> Error {
+    if emitted { Error::StreamInterrupted { message, partial: Box::new(partial), api: None } } else { before(message) }
 }

@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Provider, Response, Secret, StreamEvent, body_error, redact_key};
+use super::{Provider, Response, Secret, StreamEvent, body_error, cut_short, redact_key};
 use crate::cancel::CancelToken;
 use crate::error::{ApiError, ApiErrorKind, Error, Result};
 use crate::http::{HttpClient, HttpRequest, HttpResponse};
@@ -452,7 +452,7 @@ impl Provider for OpenAiProvider {
         let on_error = |s: u16, h: &[(String, String)], b: &[u8]| self.api_error(s, h, b);
         self.http.exchange(&req, cancel, &on_error, &mut |resp| {
             let mut emitted = false;
-            self.read(resp, on_event, &mut emitted).map_err(|e| super::attempt(e, emitted))
+            read(resp, on_event, &mut emitted).map_err(|e| super::attempt(e, emitted))
         })
     }
 
@@ -477,7 +477,7 @@ impl Provider for OpenAiProvider {
         let on_error = |s: u16, h: &[(String, String)], b: &[u8]| self.api_error(s, h, b);
         self.http.exchange(&req, cancel, &on_error, &mut |resp| {
             let mut emitted = false;
-            self.read_raw(resp, on_event, &mut emitted).map_err(|e| super::attempt(e, emitted))
+            read_raw(resp, on_event, &mut emitted).map_err(|e| super::attempt(e, emitted))
         })
     }
 }
@@ -489,12 +489,7 @@ impl OpenAiProvider {
         if let Some(key) = &self.api_key {
             headers.push(("authorization".to_string(), format!("Bearer {}", key.expose())));
         }
-        for (k, v) in &self.headers {
-            // Replace a default of the same name: sending both would make the server see "a, b".
-            let k = k.to_ascii_lowercase();
-            headers.retain(|(existing, _)| *existing != k);
-            headers.push((k, v.clone()));
-        }
+        super::override_headers(&mut headers, &self.headers);
         Ok(HttpRequest { url: format!("{}/chat/completions", self.base_url), headers, body })
     }
 
@@ -505,80 +500,6 @@ impl OpenAiProvider {
             e.request_id = Some(id.to_string());
         }
         redact_key(e, self.api_key.as_ref())
-    }
-
-    /// Read one 2xx response of a raw request: the JSON body as received, or the stream's chunks (each
-    /// emitted as it is decoded) folded into the `chat.completion` they make up.
-    fn read_raw(
-        &self,
-        mut resp: HttpResponse,
-        on_event: &mut dyn FnMut(StreamEvent),
-        emitted: &mut bool,
-    ) -> Result<Value> {
-        let request_id = resp.header("x-request-id").or_else(|| resp.header("request-id")).map(str::to_string);
-        let is_sse = resp.header("content-type").is_some_and(|c| c.starts_with("text/event-stream"));
-        let invalid = |message: String| Error::InvalidResponse { message, request_id: request_id.clone() };
-        if !is_sse {
-            let body = resp.read_all().map_err(|e| body_error(e, MessageResponse::default(), false))?;
-            return serde_json::from_slice(&body).map_err(|e| {
-                invalid(format!(
-                    "response is not JSON ({e}): {}",
-                    String::from_utf8_lossy(&body[..body.len().min(200)])
-                ))
-            });
-        }
-        let mut acc = CompletionAccumulator::default();
-        let mut typed = ChunkAccumulator::default();
-        let mut decoder = SseDecoder::new();
-        let mut events = Vec::new();
-        let interrupted = |message: String, typed: &ChunkAccumulator, api: Option<ApiError>| Error::StreamInterrupted {
-            message,
-            partial: Box::new(typed.snapshot()),
-            api: api.map(Box::new),
-        };
-        loop {
-            let chunk = resp.next_chunk().map_err(|e| body_error(e, typed.snapshot(), *emitted))?;
-            let finished = chunk.is_none();
-            match chunk {
-                Some(bytes) => decoder.feed(&bytes, &mut events),
-                None => events.extend(decoder.finish()),
-            }
-            for ev in events.drain(..) {
-                let data = ev.data.trim();
-                if data.is_empty() {
-                    continue;
-                }
-                if data == "[DONE]" {
-                    acc.done = true;
-                    break;
-                }
-                let parsed: Value = match serde_json::from_str(data) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        let message = format!("stream chunk is not JSON: {e}");
-                        return Err(if *emitted { interrupted(message, &typed, None) } else { invalid(message) });
-                    }
-                };
-                if let Err(mut api) = typed.apply(&parsed, &mut |_| {}) {
-                    api.request_id = request_id.clone();
-                    return Err(if *emitted {
-                        interrupted(format!("error in stream: {}", api.message), &typed, Some(api))
-                    } else {
-                        Error::Api(Box::new(api))
-                    });
-                }
-                acc.apply(&parsed);
-                *emitted = true;
-                on_event(StreamEvent::Raw { event: ev.event.clone().unwrap_or_else(|| "chunk".into()), data: parsed });
-            }
-            if acc.done || (finished && acc.finished()) {
-                return Ok(acc.completion());
-            }
-            if finished {
-                let message = "the stream ended before [DONE]".to_string();
-                return Err(if *emitted { interrupted(message, &typed, None) } else { Error::Connection { message } });
-            }
-        }
     }
 }
 
@@ -763,93 +684,157 @@ fn merge_tool_call(calls: &mut Vec<(u64, Map<String, Value>)>, frag: &Value) {
     }
 }
 
-impl OpenAiProvider {
-    /// Read one 2xx response (JSON or SSE) into the turn; `emitted` tells whether any event reached the caller.
-    fn read(
-        &self,
-        mut resp: HttpResponse,
-        on_event: &mut dyn FnMut(StreamEvent),
-        emitted: &mut bool,
-    ) -> Result<Response> {
-        let request_id = resp.header("x-request-id").or_else(|| resp.header("request-id")).map(str::to_string);
-        let is_sse = resp.header("content-type").is_some_and(|c| c.starts_with("text/event-stream"));
-        let invalid = |message: String| Error::InvalidResponse { message, request_id: request_id.clone() };
-        if !is_sse {
-            let body = resp.read_all().map_err(|e| body_error(e, MessageResponse::default(), false))?;
-            let raw: Value = serde_json::from_slice(&body).map_err(|e| {
-                invalid(format!(
-                    "response is not JSON ({e}): {}",
-                    String::from_utf8_lossy(&body[..body.len().min(200)])
-                ))
-            })?;
-            let message = parse_completion(&raw).map_err(invalid)?;
-            return Ok(Response { message, raw, request_id });
+/// Read one 2xx response (JSON or SSE) into the turn; `emitted` tells whether any event reached the caller.
+fn read(resp: HttpResponse, on_event: &mut dyn FnMut(StreamEvent), emitted: &mut bool) -> Result<Response> {
+    let mut acc = ChunkAccumulator::default();
+    let (json, request_id) = read_body(resp, &mut acc, on_event, emitted)?;
+    match json {
+        Some(raw) => {
+            let message = parse_completion(&raw)
+                .map_err(|message| Error::InvalidResponse { message, request_id: request_id.clone() })?;
+            Ok(Response { message, raw, request_id })
         }
-        let mut acc = ChunkAccumulator::default();
-        let mut decoder = SseDecoder::new();
-        let mut events = Vec::new();
-        loop {
-            let chunk = resp.next_chunk().map_err(|e| body_error(e, acc.snapshot(), *emitted))?;
-            let finished = chunk.is_none();
-            match chunk {
-                Some(bytes) => decoder.feed(&bytes, &mut events),
-                None => events.extend(decoder.finish()),
+        None => Ok(Response { message: acc.snapshot(), raw: acc.completion(), request_id }),
+    }
+}
+
+/// Read one 2xx response of a raw request: the JSON body as received, or the stream's chunks (each
+/// emitted as it is decoded) folded into the `chat.completion` they make up.
+fn read_raw(resp: HttpResponse, on_event: &mut dyn FnMut(StreamEvent), emitted: &mut bool) -> Result<Value> {
+    let mut fold = RawFold::default();
+    let (json, _) = read_body(resp, &mut fold, on_event, emitted)?;
+    Ok(json.unwrap_or_else(|| fold.whole.completion()))
+}
+
+/// What a Chat Completions stream is folded into: the typed turn ([`ChunkAccumulator`], for `send`) or the
+/// raw `chat.completion` ([`RawFold`], for `send_raw`). [`read_body`] is the one loop that drives either.
+trait ChunkFold {
+    /// The event name of a [`StreamEvent::Raw`] whose SSE frame names none.
+    const DEFAULT_EVENT: &'static str;
+    /// Apply one parsed chunk, typed events to `on_event`; a chunk carrying `error` comes back as that error.
+    fn fold(&mut self, chunk: &Value, on_event: &mut dyn FnMut(StreamEvent)) -> std::result::Result<(), ApiError>;
+    /// The neutral message so far (the partial of an interrupted stream).
+    fn partial(&self) -> MessageResponse;
+    /// `[DONE]` arrived.
+    fn set_done(&mut self);
+    /// Whether the turn is whole: `[DONE]` arrived, or the body `ended` with the turn finished (servers that
+    /// omit `[DONE]` still end the body).
+    fn whole(&self, ended: bool) -> bool;
+}
+
+impl ChunkFold for ChunkAccumulator {
+    const DEFAULT_EVENT: &'static str = "message";
+    fn fold(&mut self, chunk: &Value, on_event: &mut dyn FnMut(StreamEvent)) -> std::result::Result<(), ApiError> {
+        self.apply(chunk, on_event)
+    }
+    fn partial(&self) -> MessageResponse {
+        self.snapshot()
+    }
+    fn set_done(&mut self) {
+        self.done = true;
+    }
+    fn whole(&self, ended: bool) -> bool {
+        self.done || (ended && self.finish_reason.is_some())
+    }
+}
+
+/// The raw fold: every chunk into the whole `chat.completion`, and into a typed accumulator (its events
+/// dropped) that maps error chunks and keeps the partial message an interrupted stream reports.
+#[derive(Default)]
+struct RawFold {
+    whole: CompletionAccumulator,
+    typed: ChunkAccumulator,
+}
+
+impl ChunkFold for RawFold {
+    const DEFAULT_EVENT: &'static str = "chunk";
+    fn fold(&mut self, chunk: &Value, _: &mut dyn FnMut(StreamEvent)) -> std::result::Result<(), ApiError> {
+        self.typed.apply(chunk, &mut |_| {})?;
+        self.whole.apply(chunk);
+        Ok(())
+    }
+    fn partial(&self) -> MessageResponse {
+        self.typed.snapshot()
+    }
+    fn set_done(&mut self) {
+        self.whole.done = true;
+    }
+    fn whole(&self, ended: bool) -> bool {
+        self.whole.done || (ended && self.whole.finished())
+    }
+}
+
+/// Read one 2xx response: a JSON body comes back parsed (`Some`); an SSE stream is folded chunk by chunk into
+/// `fold` as the bytes arrive (`None` once it is whole), each chunk's typed events and then its `Raw` event
+/// going to `on_event`. Also returns the request id. `emitted` tells whether any event reached the caller.
+fn read_body<F: ChunkFold>(
+    mut resp: HttpResponse,
+    fold: &mut F,
+    on_event: &mut dyn FnMut(StreamEvent),
+    emitted: &mut bool,
+) -> Result<(Option<Value>, Option<String>)> {
+    let request_id = resp.header("x-request-id").or_else(|| resp.header("request-id")).map(str::to_string);
+    let is_sse = resp.header("content-type").is_some_and(|c| c.starts_with("text/event-stream"));
+    let invalid = |message: String| Error::InvalidResponse { message, request_id: request_id.clone() };
+    if !is_sse {
+        let body = resp.read_all().map_err(|e| body_error(e, MessageResponse::default(), false))?;
+        let raw: Value = serde_json::from_slice(&body).map_err(|e| {
+            invalid(format!("response is not JSON ({e}): {}", String::from_utf8_lossy(&body[..body.len().min(200)])))
+        })?;
+        return Ok((Some(raw), request_id));
+    }
+    let mut decoder = SseDecoder::new();
+    let mut events = Vec::new();
+    loop {
+        let chunk = resp.next_chunk().map_err(|e| body_error(e, fold.partial(), *emitted))?;
+        let finished = chunk.is_none();
+        match chunk {
+            Some(bytes) => decoder.feed(&bytes, &mut events),
+            None => events.extend(decoder.finish()),
+        }
+        for ev in events.drain(..) {
+            let data = ev.data.trim();
+            if data.is_empty() {
+                continue;
             }
-            for ev in events.drain(..) {
-                let data = ev.data.trim();
-                if data.is_empty() {
-                    continue;
+            if data == "[DONE]" {
+                // The end of the stream: anything a proxy appends after the sentinel is not ours to parse.
+                fold.set_done();
+                break;
+            }
+            let parsed: Value = match serde_json::from_str(data) {
+                Ok(v) => v,
+                Err(e) => {
+                    let message = format!("stream chunk is not JSON: {e}");
+                    return Err(cut_short(message, fold.partial(), *emitted, invalid));
                 }
-                if data == "[DONE]" {
-                    // The end of the stream: anything a proxy appends after the sentinel is not ours to parse.
-                    acc.done = true;
-                    break;
-                }
-                let parsed: Value = match serde_json::from_str(data) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        let message = format!("stream chunk is not JSON: {e}");
-                        return Err(if *emitted {
-                            Error::StreamInterrupted { message, partial: Box::new(acc.snapshot()), api: None }
-                        } else {
-                            invalid(message)
-                        });
-                    }
-                };
-                let step = acc.apply(&parsed, &mut |e| {
-                    *emitted = true;
-                    on_event(e)
-                });
-                if let Err(mut api) = step {
-                    api.request_id = request_id.clone();
-                    return Err(if *emitted {
-                        Error::StreamInterrupted {
-                            message: format!("error in stream: {}", api.message),
-                            partial: Box::new(acc.snapshot()),
-                            api: Some(Box::new(api)),
-                        }
-                    } else {
-                        Error::Api(Box::new(api))
-                    });
-                }
+            };
+            let step = fold.fold(&parsed, &mut |e| {
                 *emitted = true;
-                on_event(StreamEvent::Raw {
-                    event: ev.event.clone().unwrap_or_else(|| "message".into()),
-                    data: parsed,
-                });
-            }
-            // Servers that omit [DONE] still end the body; a finish_reason means the turn is whole.
-            if acc.done || (finished && acc.finish_reason.is_some()) {
-                return Ok(Response { message: acc.snapshot(), raw: acc.completion(), request_id });
-            }
-            if finished {
-                let message = "the stream ended before [DONE]".to_string();
+                on_event(e)
+            });
+            if let Err(mut api) = step {
+                api.request_id = request_id.clone();
                 return Err(if *emitted {
-                    Error::StreamInterrupted { message, partial: Box::new(acc.snapshot()), api: None }
+                    Error::StreamInterrupted {
+                        message: format!("error in stream: {}", api.message),
+                        partial: Box::new(fold.partial()),
+                        api: Some(Box::new(api)),
+                    }
                 } else {
-                    Error::Connection { message }
+                    Error::Api(Box::new(api))
                 });
             }
+            *emitted = true;
+            let event = ev.event.clone().unwrap_or_else(|| F::DEFAULT_EVENT.into());
+            on_event(StreamEvent::Raw { event, data: parsed });
+        }
+        if fold.whole(finished) {
+            return Ok((None, request_id));
+        }
+        if finished {
+            let message = "the stream ended before [DONE]".to_string();
+            return Err(cut_short(message, fold.partial(), *emitted, |message| Error::Connection { message }));
         }
     }
 }
