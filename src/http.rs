@@ -214,6 +214,56 @@ fn sleep_watched(cancel: &CancelToken, delay: Duration) -> bool {
     }
 }
 
+/// How long a resolved host name is reused. ureq resolves the host before it looks in its pool, i.e. on every
+/// request, and with a timeout it does so on a new thread: one thread and one DNS lookup per request.
+const RESOLVED_FOR: Duration = Duration::from_secs(30);
+
+/// ureq's resolver, with IP literals answered directly and host names cached for [`RESOLVED_FOR`].
+#[derive(Debug, Default)]
+struct CachingResolver {
+    inner: ureq::unversioned::resolver::DefaultResolver,
+    cache: std::sync::Mutex<Vec<(String, Instant, ureq::unversioned::resolver::ResolvedSocketAddrs)>>,
+}
+
+impl ureq::unversioned::resolver::Resolver for CachingResolver {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        config: &ureq::config::Config,
+        timeout: NextTimeout,
+    ) -> std::result::Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        let host = uri.host().unwrap_or("");
+        let port = uri.port_u16().or_else(|| match uri.scheme_str() {
+            Some("https") => Some(443),
+            Some("http") => Some(80),
+            _ => None,
+        });
+        let (Some(port), false) = (port, host.is_empty()) else {
+            return self.inner.resolve(uri, config, timeout);
+        };
+        if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
+            let mut out = self.empty();
+            out.push(std::net::SocketAddr::new(ip, port));
+            return Ok(out);
+        }
+        let key = format!("{host}:{port}");
+        let now = Instant::now();
+        {
+            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            cache.retain(|(_, at, _)| now.duration_since(*at) < RESOLVED_FOR);
+            if let Some((_, _, addrs)) = cache.iter().find(|(k, _, _)| *k == key) {
+                return Ok(addrs.clone());
+            }
+        }
+        let addrs = self.inner.resolve(uri, config, timeout)?;
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() < 64 {
+            cache.push((key, now, addrs.clone()));
+        }
+        Ok(addrs)
+    }
+}
+
 /// Wraps every transport of the agent so that waits happen in slices watched for cancel and deadlines.
 #[derive(Debug)]
 struct WatchConnector;
@@ -255,6 +305,14 @@ impl Transport for Watched {
             set_stop(Stop::Cancelled);
             return Err(ureq::Error::Timeout(timeout.reason));
         }
+        // The remaining global budget changes with every call, and the TCP transport re-arms the socket's send
+        // timeout whenever it changes (a syscall per write): round it down to whole seconds (it is a backstop).
+        let timeout = match timeout.after {
+            UDuration::Exact(d) if d > Duration::from_secs(2) => {
+                NextTimeout { after: UDuration::Exact(Duration::from_secs(d.as_secs())), ..timeout }
+            }
+            _ => timeout,
+        };
         self.inner.transmit_output(amount, timeout)
     }
 
@@ -447,8 +505,7 @@ impl HttpClient {
             .user_agent(concat!("tooloop/", env!("CARGO_PKG_VERSION")))
             .build();
         let connector = DefaultConnector::new().chain(WatchConnector);
-        let agent =
-            ureq::Agent::with_parts(ureq_config, connector, ureq::unversioned::resolver::DefaultResolver::default());
+        let agent = ureq::Agent::with_parts(ureq_config, connector, CachingResolver::default());
         HttpClient { agent, config }
     }
 
