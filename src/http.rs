@@ -873,6 +873,23 @@ mod tests {
     }
 
     #[test]
+    fn ip_literals_resolve_without_lookup_and_names_are_cached() {
+        use ureq::unversioned::resolver::Resolver;
+        let r = CachingResolver::default();
+        let config = ureq::config::Config::default();
+        let uri: ureq::http::Uri = "http://127.0.0.1:8123/v1/messages".parse().unwrap();
+        let got = r.resolve(&uri, &config, NextTimeout::default()).unwrap();
+        assert_eq!(&got[..], &["127.0.0.1:8123".parse::<std::net::SocketAddr>().unwrap()]);
+        let v6: ureq::http::Uri = "https://[::1]/x".parse().unwrap();
+        assert_eq!(r.resolve(&v6, &config, NextTimeout::default()).unwrap()[0], "[::1]:443".parse().unwrap());
+        assert!(r.cache.lock().unwrap().is_empty());
+        let named: ureq::http::Uri = "http://localhost:8123/".parse().unwrap();
+        let first = r.resolve(&named, &config, NextTimeout::default()).unwrap();
+        assert_eq!(r.cache.lock().unwrap().len(), 1);
+        assert_eq!(r.resolve(&named, &config, NextTimeout::default()).unwrap(), first);
+    }
+
+    #[test]
     fn backoff_doubles_and_caps() {
         let c = HttpClient::new(HttpConfig::default());
         let d0 = c.backoff(0);
