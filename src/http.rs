@@ -255,13 +255,65 @@ impl ureq::unversioned::resolver::Resolver for CachingResolver {
                 return Ok(addrs.clone());
             }
         }
-        let addrs = self.inner.resolve(uri, config, timeout)?;
+        let addrs = resolve_watched(&key, config, timeout, self.empty())?;
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if cache.len() < 64 {
             cache.push((key, now, addrs.clone()));
         }
         Ok(addrs)
     }
+}
+
+/// Look `host_port` up on a helper thread (as ureq does when a timeout is set), waiting in slices so a cancel
+/// (or the poll hook) ends the wait promptly; the helper then finishes on its own.
+fn resolve_watched(
+    host_port: &str,
+    config: &ureq::config::Config,
+    timeout: NextTimeout,
+    mut out: ureq::unversioned::resolver::ResolvedSocketAddrs,
+) -> std::result::Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+    use std::net::ToSocketAddrs;
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let addr = host_port.to_string();
+    std::thread::Builder::new()
+        .name("tooloop-dns".into())
+        .spawn(move || {
+            let _ = tx.send(addr.to_socket_addrs().map(|a| a.collect::<Vec<_>>()));
+        })
+        .map_err(ureq::Error::Io)?;
+    let started = Instant::now();
+    let watch = WATCH.with_borrow(|cur| cur.as_ref().map(|w| (w.cancel.clone(), w.deadline)));
+    let found = loop {
+        poll(false);
+        if let Some((cancel, deadline)) = &watch {
+            let stop = if cancel.is_cancelled() {
+                Some(Stop::Cancelled)
+            } else if Instant::now() >= *deadline {
+                Some(Stop::Total)
+            } else {
+                None
+            };
+            if let Some(stop) = stop {
+                set_stop(stop);
+                return Err(ureq::Error::Timeout(timeout.reason));
+            }
+        }
+        if let UDuration::Exact(d) = timeout.after {
+            if started.elapsed() >= d {
+                return Err(ureq::Error::Timeout(timeout.reason));
+            }
+        }
+        match rx.recv_timeout(SLICE) {
+            Ok(Ok(found)) => break found,
+            Ok(Err(e)) => return Err(ureq::Error::Io(e)),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Err(ureq::Error::HostNotFound),
+        }
+    };
+    for a in config.ip_family().keep_wanted(found.into_iter()).take(16) {
+        out.push(a);
+    }
+    if out.is_empty() { Err(ureq::Error::HostNotFound) } else { Ok(out) }
 }
 
 /// Wraps every transport of the agent so that waits happen in slices watched for cancel and deadlines.
