@@ -8,8 +8,10 @@
 //! ([`with_poll_hook`]: a host's chance to notice e.g. a Ctrl+C). Cancel or a timeout therefore ends a wait for
 //! the response head or for body bytes within one slice, without a thread hop per request. A slice that
 //! expires appends nothing to the transport's buffer (TCP) or keeps partial TLS records in rustls's buffer, so
-//! the connection stays usable. Connecting (DNS, TCP, TLS handshake) is not sliced: it is bounded by the
-//! connect timeout.
+//! the connection stays usable. Host names are looked up on a helper thread, waited for in slices too, and
+//! cached for 30 s (ureq would otherwise resolve, on a new thread, before every request, pooled connection or
+//! not). Opening a TCP connection and the TLS handshake are not sliced: they are bounded by the connect
+//! timeout.
 //!
 //! Must never: retry after any body content has been handed to the caller (that duplicates output), or log
 //! header values (they carry the API key).
