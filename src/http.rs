@@ -1,21 +1,38 @@
 //! HTTP over one reusable ureq agent: timeouts, retries with back-off, and cancellation of blocking reads.
 //!
-//! ureq is blocking on purpose (tooloop is a synchronous library: no async runtime leaks into hosts). A
-//! blocking socket read cannot be interrupted from another thread, so each exchange runs on a worker thread
-//! that hands the response head and body chunks over a channel; the caller waits on that channel in short
-//! slices, checking the cancel token and the idle/total deadlines. Cancel or a timeout therefore returns to
-//! the caller within one slice (≤ 25 ms), whatever the socket is doing; the worker then stops at its next
-//! wake-up and drops the connection.
+//! ureq is blocking on purpose (tooloop is a synchronous library: no async runtime leaks into hosts). The
+//! exchange runs on the calling thread: every connection the agent opens is wrapped ([`Watched`]) so that
+//! waiting for input happens in short slices (≤ 20 ms socket timeouts). Between slices the wrapper checks the
+//! request's cancel token and its idle/total deadlines — found in a thread-local set by [`HttpClient::send_once`]
+//! and [`HttpResponse::next_chunk`] around their blocking calls — and runs the thread's poll hook, if any
+//! ([`with_poll_hook`]: a host's chance to notice e.g. a Ctrl+C). Cancel or a timeout therefore ends a wait for
+//! the response head or for body bytes within one slice, without a thread hop per request. A slice that
+//! expires appends nothing to the transport's buffer (TCP) or keeps partial TLS records in rustls's buffer, so
+//! the connection stays usable. Host names are looked up on a helper thread, waited for in slices too, and
+//! cached for 30 s (ureq would otherwise resolve, on a new thread, before every request, pooled connection or
+//! not). Opening a TCP connection and the TLS handshake are not sliced: they are bounded by the connect
+//! timeout.
 //!
 //! Must never: retry after any body content has been handed to the caller (that duplicates output), or log
 //! header values (they carry the API key).
 
+use std::cell::RefCell;
 use std::io::Read;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
+
+use ureq::unversioned::transport::{
+    Buffers, ConnectionDetails, Connector, DefaultConnector, NextTimeout, Transport, time::Duration as UDuration,
+};
 
 use crate::cancel::CancelToken;
 use crate::error::{ApiError, ApiErrorKind, Error, Result};
+
+/// The longest socket wait before the cancel token and the deadlines are looked at again.
+const SLICE: Duration = Duration::from_millis(20);
+
+/// How often, at most, the thread's poll hook runs while a request waits.
+const POLL_EVERY: Duration = Duration::from_millis(50);
 
 /// Timeouts and retry policy of an [`HttpClient`]. Immutable once the client is built.
 #[derive(Clone, Debug)]
@@ -90,11 +107,319 @@ impl std::fmt::Debug for HttpClient {
     }
 }
 
-enum Msg {
-    Head { status: u16, headers: Vec<(String, String)> },
-    Chunk(Vec<u8>),
-    End,
-    Failed(String, bool),
+/// Why a watched wait stopped early.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    Cancelled,
+    Idle,
+    Total,
+}
+
+/// What the blocking calls on this thread are watched for: set by [`Watching::enter`], read by [`Watched`].
+struct Watch {
+    cancel: CancelToken,
+    idle: Duration,
+    deadline: Instant,
+    stop: Option<Stop>,
+}
+
+thread_local! {
+    static WATCH: RefCell<Option<Watch>> = const { RefCell::new(None) };
+    static POLL: RefCell<Option<PollState>> = const { RefCell::new(None) };
+}
+
+struct PollState {
+    hook: Rc<dyn Fn()>,
+    last: Instant,
+}
+
+/// The watch of the current thread, for the duration of one blocking call (restores the previous one).
+struct Watching {
+    prev: Option<Watch>,
+}
+
+impl Watching {
+    fn enter(cancel: &CancelToken, idle: Duration, deadline: Instant) -> Watching {
+        let w = Watch { cancel: cancel.clone(), idle, deadline, stop: None };
+        Watching { prev: WATCH.with_borrow_mut(|cur| cur.replace(w)) }
+    }
+
+    /// Why a wait under this watch gave up, if it did.
+    fn stop(&self) -> Option<Stop> {
+        WATCH.with_borrow(|cur| cur.as_ref().and_then(|w| w.stop))
+    }
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let prev = self.prev.take();
+        WATCH.with_borrow_mut(|cur| *cur = prev);
+    }
+}
+
+fn set_stop(stop: Stop) {
+    WATCH.with_borrow_mut(|cur| {
+        if let Some(w) = cur {
+            w.stop.get_or_insert(stop);
+        }
+    });
+}
+
+/// Run `f` with `hook` as this thread's poll hook: while a request made by `f` on this thread waits for the
+/// network (or a retry back-off), `hook` runs about every 50 ms. It may cancel the request's token, e.g.
+/// when a host sees a Ctrl+C; the request then ends as cancelled within 200 ms. Nested calls stack.
+pub fn with_poll_hook<R>(hook: Rc<dyn Fn()>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<PollState>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let prev = self.0.take();
+            POLL.with_borrow_mut(|cur| *cur = prev);
+        }
+    }
+    let prev = POLL.with_borrow_mut(|cur| cur.replace(PollState { hook, last: Instant::now() }));
+    let _restore = Restore(prev);
+    f()
+}
+
+/// Run the poll hook if one is set and it is due (or `force`).
+fn poll(force: bool) {
+    let hook = POLL.with_borrow_mut(|cur| match cur {
+        Some(p) if force || p.last.elapsed() >= POLL_EVERY => {
+            p.last = Instant::now();
+            Some(p.hook.clone())
+        }
+        _ => None,
+    });
+    if let Some(h) = hook {
+        h();
+    }
+}
+
+/// Sleep `delay` unless cancelled (returns `true` then), running the poll hook in between.
+fn sleep_watched(cancel: &CancelToken, delay: Duration) -> bool {
+    if POLL.with_borrow(Option::is_none) {
+        return cancel.sleep(delay);
+    }
+    let end = Instant::now() + delay;
+    loop {
+        poll(false);
+        let now = Instant::now();
+        if cancel.is_cancelled() {
+            return true;
+        }
+        if now >= end {
+            return false;
+        }
+        if cancel.sleep((end - now).min(POLL_EVERY)) {
+            return true;
+        }
+    }
+}
+
+/// How long a resolved host name is reused. ureq resolves the host before it looks in its pool, i.e. on every
+/// request, and with a timeout it does so on a new thread: one thread and one DNS lookup per request.
+const RESOLVED_FOR: Duration = Duration::from_secs(30);
+
+/// ureq's resolver, with IP literals answered directly and host names cached for [`RESOLVED_FOR`].
+#[derive(Debug, Default)]
+struct CachingResolver {
+    inner: ureq::unversioned::resolver::DefaultResolver,
+    cache: std::sync::Mutex<Vec<(String, Instant, ureq::unversioned::resolver::ResolvedSocketAddrs)>>,
+}
+
+impl ureq::unversioned::resolver::Resolver for CachingResolver {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        config: &ureq::config::Config,
+        timeout: NextTimeout,
+    ) -> std::result::Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        let host = uri.host().unwrap_or("");
+        let port = uri.port_u16().or_else(|| match uri.scheme_str() {
+            Some("https") => Some(443),
+            Some("http") => Some(80),
+            _ => None,
+        });
+        let (Some(port), false) = (port, host.is_empty()) else {
+            return self.inner.resolve(uri, config, timeout);
+        };
+        if let Ok(ip) = host.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
+            let mut out = self.empty();
+            out.push(std::net::SocketAddr::new(ip, port));
+            return Ok(out);
+        }
+        let key = format!("{host}:{port}");
+        let now = Instant::now();
+        {
+            let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+            cache.retain(|(_, at, _)| now.duration_since(*at) < RESOLVED_FOR);
+            if let Some((_, _, addrs)) = cache.iter().find(|(k, _, _)| *k == key) {
+                return Ok(addrs.clone());
+            }
+        }
+        let addrs = resolve_watched(&key, config, timeout, self.empty())?;
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() < 64 {
+            cache.push((key, now, addrs.clone()));
+        }
+        Ok(addrs)
+    }
+}
+
+/// Look `host_port` up on a helper thread (as ureq does when a timeout is set), waiting in slices so a cancel
+/// (or the poll hook) ends the wait promptly; the helper then finishes on its own.
+fn resolve_watched(
+    host_port: &str,
+    config: &ureq::config::Config,
+    timeout: NextTimeout,
+    mut out: ureq::unversioned::resolver::ResolvedSocketAddrs,
+) -> std::result::Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+    use std::net::ToSocketAddrs;
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let addr = host_port.to_string();
+    std::thread::Builder::new()
+        .name("tooloop-dns".into())
+        .spawn(move || {
+            let _ = tx.send(addr.to_socket_addrs().map(|a| a.collect::<Vec<_>>()));
+        })
+        .map_err(ureq::Error::Io)?;
+    let started = Instant::now();
+    let watch = WATCH.with_borrow(|cur| cur.as_ref().map(|w| (w.cancel.clone(), w.deadline)));
+    let found = loop {
+        poll(false);
+        if let Some((cancel, deadline)) = &watch {
+            let stop = if cancel.is_cancelled() {
+                Some(Stop::Cancelled)
+            } else if Instant::now() >= *deadline {
+                Some(Stop::Total)
+            } else {
+                None
+            };
+            if let Some(stop) = stop {
+                set_stop(stop);
+                return Err(ureq::Error::Timeout(timeout.reason));
+            }
+        }
+        if let UDuration::Exact(d) = timeout.after {
+            if started.elapsed() >= d {
+                return Err(ureq::Error::Timeout(timeout.reason));
+            }
+        }
+        match rx.recv_timeout(SLICE) {
+            Ok(Ok(found)) => break found,
+            Ok(Err(e)) => return Err(ureq::Error::Io(e)),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Err(ureq::Error::HostNotFound),
+        }
+    };
+    for a in config.ip_family().keep_wanted(found.into_iter()).take(16) {
+        out.push(a);
+    }
+    if out.is_empty() { Err(ureq::Error::HostNotFound) } else { Ok(out) }
+}
+
+/// Wraps every transport of the agent so that waits happen in slices watched for cancel and deadlines.
+#[derive(Debug)]
+struct WatchConnector;
+
+impl Connector<Box<dyn Transport>> for WatchConnector {
+    type Out = Watched;
+
+    fn connect(
+        &self,
+        _details: &ConnectionDetails,
+        chained: Option<Box<dyn Transport>>,
+    ) -> std::result::Result<Option<Watched>, ureq::Error> {
+        Ok(chained.map(|inner| Watched { inner }))
+    }
+}
+
+/// A transport whose input waits are sliced (see the module docs).
+#[derive(Debug)]
+struct Watched {
+    inner: Box<dyn Transport>,
+}
+
+fn is_timeout(e: &ureq::Error) -> bool {
+    match e {
+        ureq::Error::Timeout(_) => true,
+        ureq::Error::Io(io) => matches!(io.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock),
+        _ => false,
+    }
+}
+
+impl Transport for Watched {
+    fn buffers(&mut self) -> &mut dyn Buffers {
+        self.inner.buffers()
+    }
+
+    fn transmit_output(&mut self, amount: usize, timeout: NextTimeout) -> std::result::Result<(), ureq::Error> {
+        let cancelled = WATCH.with_borrow(|cur| cur.as_ref().is_some_and(|w| w.cancel.is_cancelled()));
+        if cancelled {
+            set_stop(Stop::Cancelled);
+            return Err(ureq::Error::Timeout(timeout.reason));
+        }
+        // The remaining global budget changes with every call, and the TCP transport re-arms the socket's send
+        // timeout whenever it changes (a syscall per write): round it down to whole seconds (it is a backstop).
+        let timeout = match timeout.after {
+            UDuration::Exact(d) if d > Duration::from_secs(2) => {
+                NextTimeout { after: UDuration::Exact(Duration::from_secs(d.as_secs())), ..timeout }
+            }
+            _ => timeout,
+        };
+        self.inner.transmit_output(amount, timeout)
+    }
+
+    fn await_input(&mut self, timeout: NextTimeout) -> std::result::Result<bool, ureq::Error> {
+        let watch = WATCH.with_borrow(|cur| cur.as_ref().map(|w| (w.cancel.clone(), w.idle, w.deadline)));
+        let Some((cancel, idle, deadline)) = watch else {
+            return self.inner.await_input(timeout);
+        };
+        // ureq's own budget (global, per-read) is applied here; the slices below carry what is left of it.
+        let budget = timeout.for_read();
+        let started = Instant::now();
+        let idle_deadline = started + idle;
+        loop {
+            poll(false);
+            let now = Instant::now();
+            let stop = if cancel.is_cancelled() {
+                Some(Stop::Cancelled)
+            } else if now >= deadline {
+                Some(Stop::Total)
+            } else if now >= idle_deadline {
+                Some(Stop::Idle)
+            } else {
+                None
+            };
+            if let Some(stop) = stop {
+                set_stop(stop);
+                return Err(ureq::Error::Timeout(budget.reason));
+            }
+            let (after, last) = match budget.after {
+                UDuration::NotHappening => (SLICE, false),
+                UDuration::Exact(d) => {
+                    let left = d.saturating_sub(now - started);
+                    if left.is_zero() {
+                        return Err(ureq::Error::Timeout(budget.reason));
+                    }
+                    if left <= SLICE { (left, true) } else { (SLICE, false) }
+                }
+            };
+            let slice = NextTimeout { after: UDuration::Exact(after), per_read: None, ..budget };
+            match self.inner.await_input(slice) {
+                Err(e) if !last && is_timeout(&e) => continue,
+                other => return other,
+            }
+        }
+    }
+
+    fn is_open(&mut self) -> bool {
+        self.inner.is_open()
+    }
+
+    fn is_tls(&self) -> bool {
+        self.inner.is_tls()
+    }
 }
 
 /// Turns an error response (status, headers, body) into an [`ApiError`].
@@ -109,13 +434,14 @@ pub enum Attempt {
     Fail(Error),
 }
 
-/// A response whose body is still arriving.
+/// A response whose body is still arriving. Read it on the thread that sent the request or any other.
 pub struct HttpResponse {
     /// HTTP status.
     pub status: u16,
     /// Headers, names lower-cased.
     pub headers: Vec<(String, String)>,
-    rx: Receiver<Msg>,
+    reader: ureq::BodyReader<'static>,
+    buf: Vec<u8>,
     cancel: CancelToken,
     idle: Duration,
     deadline: Instant,
@@ -140,25 +466,53 @@ impl HttpResponse {
         header_value(&self.headers, name)
     }
 
+    /// Cancel and the total deadline win over bytes already buffered.
+    fn check(&self) -> Result<(), BodyError> {
+        if self.cancel.is_cancelled() {
+            return Err(BodyError::Cancelled);
+        }
+        if Instant::now() >= self.deadline {
+            return Err(BodyError::Timeout("total", self.total));
+        }
+        Ok(())
+    }
+
+    fn failed(&mut self, stop: Option<Stop>, e: &std::io::Error) -> BodyError {
+        self.done = true;
+        match stop {
+            Some(Stop::Cancelled) => BodyError::Cancelled,
+            Some(Stop::Total) => BodyError::Timeout("total", self.total),
+            Some(Stop::Idle) => BodyError::Timeout("idle", self.idle),
+            None if self.cancel.is_cancelled() => BodyError::Cancelled,
+            None => BodyError::Broken(format!("reading the response body: {e}")),
+        }
+    }
+
     /// The next piece of the body, as soon as it arrives; `Ok(None)` at the end.
     pub fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, BodyError> {
         if self.done {
             return Ok(None);
         }
-        match wait(&self.rx, &self.cancel, self.idle, self.deadline, self.total) {
-            Ok(Msg::Chunk(c)) => Ok(Some(c)),
-            Ok(Msg::End) => {
-                self.done = true;
-                Ok(None)
-            }
-            Ok(Msg::Head { .. }) => Err(BodyError::Broken("unexpected second response head".into())),
-            Ok(Msg::Failed(m, _)) => {
-                self.done = true;
-                Err(BodyError::Broken(m))
-            }
-            Err(e) => {
-                self.done = true;
-                Err(e)
+        if let Err(e) = self.check() {
+            self.done = true;
+            return Err(e);
+        }
+        if self.buf.is_empty() {
+            self.buf = vec![0u8; 16 * 1024];
+        }
+        let watching = Watching::enter(&self.cancel, self.idle, self.deadline);
+        loop {
+            match self.reader.read(&mut self.buf) {
+                Ok(0) => {
+                    self.done = true;
+                    return Ok(None);
+                }
+                Ok(n) => return Ok(Some(self.buf[..n].to_vec())),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    let stop = watching.stop();
+                    return Err(self.failed(stop, &e));
+                }
             }
         }
     }
@@ -166,42 +520,22 @@ impl HttpResponse {
     /// Read the rest of the body.
     pub fn read_all(&mut self) -> Result<Vec<u8>, BodyError> {
         let mut out = Vec::new();
-        while let Some(c) = self.next_chunk()? {
-            out.extend_from_slice(&c);
+        if self.done {
+            return Ok(out);
         }
-        Ok(out)
-    }
-}
-
-/// Wait for the next message from a worker, in short slices so cancel and deadlines are seen promptly.
-fn wait(
-    rx: &Receiver<Msg>,
-    cancel: &CancelToken,
-    idle: Duration,
-    deadline: Instant,
-    total: Duration,
-) -> Result<Msg, BodyError> {
-    const SLICE: Duration = Duration::from_millis(20);
-    let idle_deadline = Instant::now() + idle;
-    loop {
-        if cancel.is_cancelled() {
-            return Err(BodyError::Cancelled);
+        if let Err(e) = self.check() {
+            self.done = true;
+            return Err(e);
         }
-        let now = Instant::now();
-        if now >= deadline {
-            return Err(BodyError::Timeout("total", total));
-        }
-        if now >= idle_deadline {
-            return Err(BodyError::Timeout("idle", idle));
-        }
-        match rx.recv_timeout(SLICE) {
-            Ok(m) => return Ok(m),
-            Err(RecvTimeoutError::Timeout) => continue,
-            // The worker also stops when it sees the cancel, which may land between the check above and
-            // this receive: that is a cancel, not a broken stream.
-            Err(RecvTimeoutError::Disconnected) if cancel.is_cancelled() => return Err(BodyError::Cancelled),
-            Err(RecvTimeoutError::Disconnected) => {
-                return Err(BodyError::Broken("the HTTP worker stopped unexpectedly".into()));
+        let watching = Watching::enter(&self.cancel, self.idle, self.deadline);
+        match self.reader.read_to_end(&mut out) {
+            Ok(_) => {
+                self.done = true;
+                Ok(out)
+            }
+            Err(e) => {
+                let stop = watching.stop();
+                Err(self.failed(stop, &e))
             }
         }
     }
@@ -216,17 +550,16 @@ pub fn header_value<'a>(headers: &'a [(String, String)], name: &str) -> Option<&
 impl HttpClient {
     /// Build a client (one agent, one pool) from `config`.
     pub fn new(config: HttpConfig) -> Self {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
+        let ureq_config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_connect(Some(config.connect_timeout))
-            // The worker thread's own backstops; the caller enforces the real deadlines. With the per-read
-            // limit a worker abandoned by a cancel against a silent server ends after the idle timeout,
-            // not after the whole total.
+            // Backstops only: the watched waits enforce the real idle and total deadlines first.
             .timeout_global(Some(config.total_timeout + Duration::from_secs(5)))
             .timeout_per_read(Some(config.idle_timeout + Duration::from_secs(1)))
             .user_agent(concat!("tooloop/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
+            .build();
+        let connector = DefaultConnector::new().chain(WatchConnector);
+        let agent = ureq::Agent::with_parts(ureq_config, connector, CachingResolver::default());
         HttpClient { agent, config }
     }
 
@@ -235,83 +568,55 @@ impl HttpClient {
         &self.config
     }
 
-    /// One attempt: send `req` and wait for the response head (not retried here).
+    /// One attempt: send `req` and wait for the response head (not retried here). Runs on the calling
+    /// thread; cancel and the idle/total timeouts end the wait within 20 ms.
     pub fn send_once(&self, req: &HttpRequest, cancel: &CancelToken) -> Result<HttpResponse> {
-        let (tx, rx) = mpsc::sync_channel::<Msg>(64);
-        let agent = self.agent.clone();
-        let req = req.clone();
-        let worker_cancel = cancel.clone();
-        let spawned = std::thread::Builder::new().name("tooloop-http".into()).spawn(move || {
-            let mut builder = agent.post(&req.url);
-            for (k, v) in &req.headers {
-                builder = builder.header(k.as_str(), v.as_str());
-            }
-            let response = match builder.send(&req.body[..]) {
-                Ok(r) => r,
-                Err(e) => {
-                    let timed_out = matches!(e, ureq::Error::Timeout(_));
-                    let _ = tx.send(Msg::Failed(describe_ureq_error(&e), timed_out));
-                    return;
-                }
-            };
-            let status = response.status().as_u16();
-            let headers = response
-                .headers()
-                .iter()
-                .map(|(k, v)| (k.as_str().to_ascii_lowercase(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-                .collect();
-            if tx.send(Msg::Head { status, headers }).is_err() {
-                return;
-            }
-            let mut reader = response.into_body().into_with_config().limit(u64::MAX).reader();
-            let mut buf = vec![0u8; 16 * 1024];
-            loop {
-                if worker_cancel.is_cancelled() {
-                    return;
-                }
-                match reader.read(&mut buf) {
-                    Ok(0) => {
-                        let _ = tx.send(Msg::End);
-                        return;
-                    }
-                    Ok(n) => {
-                        if tx.send(Msg::Chunk(buf[..n].to_vec())).is_err() {
-                            return;
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        let _ = tx.send(Msg::Failed(format!("reading the response body: {e}"), false));
-                        return;
-                    }
-                }
-            }
-        });
-        if let Err(e) = spawned {
-            return Err(Error::Connection { message: format!("could not start the HTTP worker thread: {e}") });
-        }
         let deadline = Instant::now() + self.config.total_timeout;
-        let head = wait(&rx, cancel, self.config.idle_timeout, deadline, self.config.total_timeout);
-        match head {
-            Ok(Msg::Head { status, headers }) => Ok(HttpResponse {
-                status,
-                headers,
-                rx,
-                cancel: cancel.clone(),
-                idle: self.config.idle_timeout,
-                deadline,
-                total: self.config.total_timeout,
-                done: false,
-            }),
-            Ok(Msg::Failed(_, true)) => {
-                Err(Error::Timeout { phase: "connect", after: self.config.connect_timeout, partial: None })
-            }
-            Ok(Msg::Failed(message, false)) => Err(Error::Connection { message }),
-            Ok(_) => Err(Error::Connection { message: "response body before its head".into() }),
-            Err(BodyError::Cancelled) => Err(Error::Cancelled { partial: None }),
-            Err(BodyError::Timeout(phase, after)) => Err(Error::Timeout { phase, after, partial: None }),
-            Err(BodyError::Broken(message)) => Err(Error::Connection { message }),
+        let watching = Watching::enter(cancel, self.config.idle_timeout, deadline);
+        let mut builder = self.agent.post(&req.url);
+        for (k, v) in &req.headers {
+            builder = builder.header(k.as_str(), v.as_str());
         }
+        let sent = builder.send(&req.body[..]);
+        let stop = watching.stop();
+        drop(watching);
+        let response = match sent {
+            Ok(r) => r,
+            Err(e) => {
+                return Err(match stop {
+                    Some(Stop::Cancelled) => Error::Cancelled { partial: None },
+                    Some(Stop::Idle) => {
+                        Error::Timeout { phase: "idle", after: self.config.idle_timeout, partial: None }
+                    }
+                    Some(Stop::Total) => {
+                        Error::Timeout { phase: "total", after: self.config.total_timeout, partial: None }
+                    }
+                    None if cancel.is_cancelled() => Error::Cancelled { partial: None },
+                    None if matches!(e, ureq::Error::Timeout(_)) => {
+                        Error::Timeout { phase: "connect", after: self.config.connect_timeout, partial: None }
+                    }
+                    None => Error::Connection { message: describe_ureq_error(&e) },
+                });
+            }
+        };
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_ascii_lowercase(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .collect();
+        let reader = response.into_body().into_with_config().limit(u64::MAX).reader();
+        Ok(HttpResponse {
+            status,
+            headers,
+            reader,
+            buf: Vec::new(),
+            cancel: cancel.clone(),
+            idle: self.config.idle_timeout,
+            deadline,
+            total: self.config.total_timeout,
+            done: false,
+        })
     }
 
     /// Send with retries: connection errors and retryable statuses are retried with back-off (honouring
@@ -334,8 +639,8 @@ impl HttpClient {
     ) -> Result<T> {
         let mut attempt: u32 = 0;
         loop {
-            // The worker would send the request before anyone looks at the token: a run cancelled between
-            // turns must not spend a request (and tokens) whose answer nobody will read.
+            // A run cancelled between turns must not spend a request (and tokens) whose answer nobody will
+            // read: the token is looked at before anything is sent.
             if cancel.is_cancelled() {
                 return Err(Error::Cancelled { partial: None });
             }
@@ -375,7 +680,7 @@ impl HttpClient {
                 None => self.backoff(attempt),
             };
             attempt += 1;
-            if cancel.sleep(delay) {
+            if sleep_watched(cancel, delay) {
                 return Err(Error::Cancelled { partial: None });
             }
         }
@@ -479,27 +784,6 @@ mod tests {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
-    /// The worker stops when it sees the cancel, dropping its sender: if that lands while the reader is in
-    /// `recv_timeout`, the reader must report the cancel, not "the HTTP worker stopped unexpectedly" (a
-    /// race that made the cancel tests of the agent, Python and C suites flaky).
-    #[test]
-    fn a_worker_that_stops_on_cancel_reads_as_cancelled_not_broken() {
-        for _ in 0..20 {
-            let (tx, rx) = std::sync::mpsc::channel::<Msg>();
-            let cancel = CancelToken::new();
-            let worker_cancel = cancel.clone();
-            let worker = std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(3));
-                worker_cancel.cancel();
-                drop(tx);
-            });
-            let got =
-                wait(&rx, &cancel, Duration::from_secs(5), Instant::now() + Duration::from_secs(5), Duration::ZERO);
-            worker.join().unwrap();
-            assert!(matches!(got, Err(BodyError::Cancelled)), "{:?}", got.err());
-        }
-    }
-
     #[test]
     fn retry_after_ms_wins_over_seconds() {
         assert_eq!(
@@ -519,27 +803,144 @@ mod tests {
         assert!(!should_retry(404, &[]));
     }
 
-    #[test]
-    fn a_worker_that_quit_on_cancel_reads_as_cancelled_not_broken() {
-        // The worker sees the token between two reads and drops its end while the caller is inside
-        // recv_timeout: the caller finds a closed channel, not the token, first.
-        let (tx, rx) = mpsc::sync_channel::<Msg>(1);
-        let cancel = CancelToken::new();
-        let worker_cancel = cancel.clone();
-        let worker = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(60));
-            worker_cancel.cancel();
-            drop(tx);
+    /// A server on one socket: `answers` are (delay before the head, body pieces with a pause before each)
+    /// for consecutive requests on the first connection. Returns the base URL and the count of connections.
+    fn slow_server(
+        answers: Vec<(u64, Vec<(u64, &'static str)>)>,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1/messages", listener.local_addr().unwrap());
+        let conns = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = conns.clone();
+        std::thread::spawn(move || {
+            let mut answers = answers.into_iter();
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut out = stream;
+                loop {
+                    let mut len = 0usize;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            break;
+                        }
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap();
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let mut body = vec![0u8; len];
+                    if reader.read_exact(&mut body).is_err() {
+                        break;
+                    }
+                    let Some((head_delay, pieces)) = answers.next() else { return };
+                    std::thread::sleep(Duration::from_millis(head_delay));
+                    let total: usize = pieces.iter().map(|(_, p)| p.len()).sum();
+                    let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {total}\r\n\r\n");
+                    if out.write_all(head.as_bytes()).is_err() {
+                        break;
+                    }
+                    for (pause, piece) in pieces {
+                        std::thread::sleep(Duration::from_millis(pause));
+                        let _ = out.write_all(piece.as_bytes());
+                    }
+                }
+            }
         });
-        let far = Instant::now() + Duration::from_secs(5);
-        let r = wait(&rx, &cancel, Duration::from_secs(5), far, Duration::from_secs(5));
-        worker.join().unwrap();
-        assert!(matches!(r, Err(BodyError::Cancelled)), "{:?}", r.err());
-        // Without a cancel, a vanished worker is a broken body.
-        let (tx, rx) = mpsc::sync_channel::<Msg>(1);
-        drop(tx);
-        let r = wait(&rx, &CancelToken::new(), Duration::from_secs(5), far, Duration::from_secs(5));
-        assert!(matches!(r, Err(BodyError::Broken(_))));
+        (url, conns)
+    }
+
+    fn post(url: &str) -> HttpRequest {
+        HttpRequest { url: url.into(), headers: vec![], body: b"{}".to_vec() }
+    }
+
+    #[test]
+    fn slices_that_expire_leave_the_connection_usable() {
+        let (url, conns) = slow_server(vec![(120, vec![(0, "ab"), (70, "cd")]), (0, vec![(0, "ef")])]);
+        let client = HttpClient::new(HttpConfig::default());
+        let cancel = CancelToken::new();
+        let mut r = client.send_once(&post(&url), &cancel).unwrap();
+        assert_eq!(r.status, 200);
+        let mut body = Vec::new();
+        while let Some(c) = r.next_chunk().unwrap() {
+            body.extend(c);
+        }
+        assert_eq!(body, b"abcd");
+        let mut r = client.send_once(&post(&url), &cancel).unwrap();
+        assert_eq!(r.read_all().unwrap(), b"ef");
+        assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 1, "the connection was reused");
+    }
+
+    #[test]
+    fn idle_timeout_while_waiting_for_the_head() {
+        let (url, _) = slow_server(vec![(2000, vec![(0, "x")])]);
+        let config = HttpConfig { idle_timeout: Duration::from_millis(100), ..HttpConfig::default() };
+        let client = HttpClient::new(config);
+        let t = Instant::now();
+        let err = client.send_once(&post(&url), &CancelToken::new()).err().unwrap();
+        assert!(matches!(err, Error::Timeout { phase: "idle", .. }), "{err:?}");
+        assert!(t.elapsed() < Duration::from_millis(400), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn the_poll_hook_runs_while_waiting_and_can_cancel() {
+        let (url, _) = slow_server(vec![(3000, vec![(0, "x")])]);
+        let client = HttpClient::new(HttpConfig::default());
+        let cancel = CancelToken::new();
+        let calls = Rc::new(std::cell::Cell::new(0u32));
+        let (hook_calls, hook_cancel) = (calls.clone(), cancel.clone());
+        let t = Instant::now();
+        let got = with_poll_hook(
+            Rc::new(move || {
+                hook_calls.set(hook_calls.get() + 1);
+                if hook_calls.get() == 3 {
+                    hook_cancel.cancel();
+                }
+            }),
+            || client.send_once(&post(&url), &cancel),
+        );
+        assert!(matches!(got, Err(Error::Cancelled { .. })), "{:?}", got.err());
+        assert_eq!(calls.get(), 3);
+        assert!(t.elapsed() < Duration::from_millis(600), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn cancel_from_another_thread_mid_body() {
+        let (url, _) = slow_server(vec![(0, vec![(0, "ab"), (3000, "cd")])]);
+        let client = HttpClient::new(HttpConfig::default());
+        let cancel = CancelToken::new();
+        let mut r = client.send_once(&post(&url), &cancel).unwrap();
+        assert_eq!(r.next_chunk().unwrap().unwrap(), b"ab");
+        let other = cancel.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            other.cancel();
+        });
+        let t = Instant::now();
+        assert!(matches!(r.next_chunk(), Err(BodyError::Cancelled)));
+        assert!(t.elapsed() < Duration::from_millis(250), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn ip_literals_resolve_without_lookup_and_names_are_cached() {
+        use ureq::unversioned::resolver::Resolver;
+        let r = CachingResolver::default();
+        let config = ureq::config::Config::default();
+        let uri: ureq::http::Uri = "http://127.0.0.1:8123/v1/messages".parse().unwrap();
+        let got = r.resolve(&uri, &config, NextTimeout::default()).unwrap();
+        assert_eq!(&got[..], &["127.0.0.1:8123".parse::<std::net::SocketAddr>().unwrap()]);
+        let v6: ureq::http::Uri = "https://[::1]/x".parse().unwrap();
+        assert_eq!(r.resolve(&v6, &config, NextTimeout::default()).unwrap()[0], "[::1]:443".parse().unwrap());
+        assert!(r.cache.lock().unwrap().is_empty());
+        let named: ureq::http::Uri = "http://localhost:8123/".parse().unwrap();
+        let first = r.resolve(&named, &config, NextTimeout::default()).unwrap();
+        assert_eq!(r.cache.lock().unwrap().len(), 1);
+        assert_eq!(r.resolve(&named, &config, NextTimeout::default()).unwrap(), first);
     }
 
     #[test]

@@ -4,8 +4,8 @@ Requests and responses are dicts in the API's own shape: a Messages API request 
 ``provider="anthropic"`` and ``"bedrock"``; a Chat Completions request in and a ``chat.completion`` out for
 ``provider="openai"``. ``stream()`` yields every wire event as a dict, as received (Anthropic events, ping and
 unknown ones included; ``chat.completion.chunk`` dicts), and ``final_message()`` the dict ``create()`` would
-have returned (for OpenAI: every choice, ``content`` and ``refusal`` as the API sent them). Requests run on a
-worker thread with the GIL released; Ctrl+C cancels them.
+have returned (for OpenAI: every choice, ``content`` and ``refusal`` as the API sent them). Requests run with
+the GIL released (``create()`` on the calling thread, ``stream()`` on a worker thread); Ctrl+C cancels them.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class Client:
 
     def create(self, request: Dict[str, Any]) -> Dict[str, Any]:
         """Send ``request`` (not streamed) and return the response dict."""
-        return self._core.start_create(request).result()
+        return self._core.create(request)
 
     def stream(self, request: Dict[str, Any]) -> MessageStream:
         """Send ``request`` as a stream; iterate the returned ``MessageStream`` for its events."""

@@ -2,7 +2,8 @@
 //! for OpenAI), its own JSON back, raw stream events as received.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pyo3::prelude::*;
@@ -12,14 +13,16 @@ use tooloop::provider::{Protocol, ProviderConfig};
 use tooloop::{CancelToken, Provider, StreamEvent};
 
 use crate::agent::build_provider;
-use crate::convert::from_py;
+use crate::convert::{from_py, to_py};
 use crate::errors::{config_error, to_pyerr};
-use crate::run::{ErrSlot, Run, lock};
+use crate::run::{ErrSlot, Run, lock, park};
 
 #[pyclass(module = "tooloop._tooloop", name = "_Client", frozen)]
 pub struct PyClient {
     provider: Arc<dyn Provider>,
     slot: ErrSlot,
+    /// A built-in provider (no Python code runs during a request): `create` runs on the calling thread.
+    direct: bool,
 }
 
 impl PyClient {
@@ -90,6 +93,7 @@ impl PyClient {
         region: Option<String>,
     ) -> PyResult<Self> {
         let slot = ErrSlot::default();
+        let direct = provider.cast::<PyString>().is_ok();
         let bedrock = provider.cast::<PyString>().is_ok_and(|s| s.to_cow().is_ok_and(|n| n == "bedrock"));
         let provider = if bedrock {
             if api_key.is_some() {
@@ -101,13 +105,47 @@ impl PyClient {
         } else {
             build_provider(py, provider, api_key, base_url, timeout, max_retries, headers, &slot)?
         };
-        Ok(PyClient { provider, slot })
+        Ok(PyClient { provider, slot, direct })
     }
 
     /// Start a non-streaming request; the handle's result is the response dict.
     fn start_create(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<Run> {
         let body = Self::request(py, request)?;
         self.send(py, body, false)
+    }
+
+    /// Send a non-streaming request and wait for the response dict. With a built-in provider the request runs
+    /// on the calling thread with the GIL released (no thread hop: that is what makes small requests cheap
+    /// when the machine is busy); every 50 ms of waiting the GIL is taken back briefly to run Python's signal
+    /// handlers, so Ctrl+C cancels the request within 200 ms and then propagates. A model callable runs on a
+    /// worker thread, like `start_create`.
+    fn create(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let body = Self::request(py, request)?;
+        if !self.direct {
+            return self.send(py, body, false)?.result(py);
+        }
+        let cancel = CancelToken::new();
+        let interrupt: ErrSlot = Arc::new(Mutex::new(None));
+        let provider = &self.provider;
+        let outcome = py.detach(|| {
+            let (hook_cancel, hook_slot) = (cancel.clone(), interrupt.clone());
+            let hook = Rc::new(move || {
+                Python::attach(|py| {
+                    if let Err(e) = py.check_signals() {
+                        park(&hook_slot, e);
+                        hook_cancel.cancel();
+                    }
+                })
+            });
+            tooloop::http::with_poll_hook(hook, || provider.send_raw(&body, false, &cancel, &mut |_| {}))
+        });
+        if let Some(e) = lock(&interrupt).take() {
+            return Err(e);
+        }
+        match outcome {
+            Ok(v) => Ok(to_py(py, &v)?.unbind()),
+            Err(e) => Err(to_pyerr(py, &e)),
+        }
     }
 
     /// Start a streaming request; the handle yields raw event dicts, its result is the final message dict.

@@ -223,7 +223,7 @@ impl Run {
     }
 
     /// Wait for the end (remaining events are dropped); the outcome as a dict, or its exception.
-    fn result(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+    pub fn result(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         while !self.is_finished() {
             match self.recv(py)? {
                 Some(Msg::Event(_)) => {}
