@@ -10,8 +10,10 @@
 //! expires appends nothing to the transport's buffer (TCP) or keeps partial TLS records in rustls's buffer, so
 //! the connection stays usable. Host names are looked up on a helper thread, waited for in slices too, and
 //! cached for 30 s (ureq would otherwise resolve, on a new thread, before every request, pooled connection or
-//! not). Opening a TCP connection and the TLS handshake are not sliced: they are bounded by the connect
-//! timeout.
+//! not). A new TCP connection is opened on a short-lived helper thread ([`CancellableTcp`]) and waited for in
+//! slices too (a pooled connection skips this); the TLS handshake is bounded by the connect timeout. A thread
+//! that batches the events it hands on can flush them whenever a request is about to wait for the network
+//! ([`with_wait_hook`]).
 //!
 //! Must never: retry after any body content has been handed to the caller (that duplicates output), or log
 //! header values (they carry the API key).
@@ -22,7 +24,8 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use ureq::unversioned::transport::{
-    Buffers, ConnectionDetails, Connector, DefaultConnector, NextTimeout, Transport, time::Duration as UDuration,
+    Buffers, ConnectProxyConnector, ConnectionDetails, Connector, NextTimeout, RustlsConnector, Transport,
+    time::Duration as UDuration,
 };
 
 use crate::cancel::CancelToken;
@@ -126,6 +129,32 @@ struct Watch {
 thread_local! {
     static WATCH: RefCell<Option<Watch>> = const { RefCell::new(None) };
     static POLL: RefCell<Option<PollState>> = const { RefCell::new(None) };
+    static WAIT: RefCell<Option<Rc<dyn Fn()>>> = const { RefCell::new(None) };
+}
+
+/// Run `f` with `hook` as this thread's wait hook: it runs each time a request made by `f` on this thread is
+/// about to wait for more bytes from the network. A host that batches the events it receives delivers the
+/// batch there, so nothing decoded is held back while the stream is quiet (and a fast stream is handed over
+/// a network read at a time, not an event at a time). Nested calls stack.
+pub fn with_wait_hook<R>(hook: Rc<dyn Fn()>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Rc<dyn Fn()>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let prev = self.0.take();
+            WAIT.with_borrow_mut(|cur| *cur = prev);
+        }
+    }
+    let prev = WAIT.with_borrow_mut(|cur| cur.replace(hook));
+    let _restore = Restore(prev);
+    f()
+}
+
+/// Run the wait hook, if one is set.
+fn before_wait() {
+    let hook = WAIT.with_borrow(|cur| cur.clone());
+    if let Some(h) = hook {
+        h();
+    }
 }
 
 struct PollState {
@@ -318,19 +347,97 @@ fn resolve_watched(
     if out.is_empty() { Err(ureq::Error::HostNotFound) } else { Ok(out) }
 }
 
+/// Opens TCP connections (ureq's own [`TcpConnector`]) so that the wait can be cancelled: a connect cannot
+/// be interrupted from its thread, so a new connection is opened on a short-lived thread while the caller
+/// waits in slices watched for cancel, the deadlines and the poll hook, like every other wait. Only new
+/// connections pay for the thread; a pooled one never comes here. Abandoned on cancel, the thread ends by
+/// itself within the connect timeout and its socket is closed.
+#[derive(Debug)]
+struct CancellableTcp;
+
+/// The resolver a connect thread's [`ConnectionDetails`] name (the TCP connector does not resolve).
+static NO_RESOLVE: once_cell::sync::Lazy<ureq::unversioned::resolver::DefaultResolver> =
+    once_cell::sync::Lazy::new(Default::default);
+
+impl<In: Transport> Connector<In> for CancellableTcp {
+    type Out = ureq::unversioned::transport::Either<In, Box<dyn Transport>>;
+
+    fn connect(
+        &self,
+        details: &ConnectionDetails,
+        chained: Option<In>,
+    ) -> std::result::Result<Option<Self::Out>, ureq::Error> {
+        use ureq::unversioned::transport::{Either, TcpConnector};
+        if let Some(c) = chained {
+            // A proxy already connected us.
+            return Ok(Some(Either::A(c)));
+        }
+        let boxed = |t: Option<Either<(), _>>| t.map(|t| Either::B(Box::new(t) as Box<dyn Transport>));
+        let watch = WATCH.with_borrow(|cur| cur.as_ref().map(|w| (w.cancel.clone(), w.deadline)));
+        let Some((cancel, deadline)) = watch else {
+            return <TcpConnector as Connector<()>>::connect(&TcpConnector::default(), details, None).map(boxed);
+        };
+        let (uri, addrs, config) = (details.uri.clone(), details.addrs.clone(), details.config.clone());
+        let (request_level, now, timeout) = (details.request_level, details.now, details.timeout);
+        let (current_time, run_connector, register_shutdown) =
+            (details.current_time.clone(), details.run_connector.clone(), details.register_shutdown.clone());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("tooloop-connect".into())
+            .spawn(move || {
+                let details = ConnectionDetails {
+                    uri: &uri,
+                    addrs,
+                    config: &config,
+                    request_level,
+                    resolver: &*NO_RESOLVE,
+                    now,
+                    timeout,
+                    current_time,
+                    run_connector,
+                    register_shutdown,
+                };
+                let opened = <TcpConnector as Connector<()>>::connect(&TcpConnector::default(), &details, None);
+                let _ = tx.send(opened.map(boxed));
+            })
+            .map_err(ureq::Error::Io)?;
+        loop {
+            poll(false);
+            let stop = if cancel.is_cancelled() {
+                Some(Stop::Cancelled)
+            } else if Instant::now() >= deadline {
+                Some(Stop::Total)
+            } else {
+                None
+            };
+            if let Some(stop) = stop {
+                set_stop(stop);
+                return Err(ureq::Error::Timeout(ureq::Timeout::Connect));
+            }
+            match rx.recv_timeout(SLICE) {
+                Ok(opened) => return opened,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(ureq::Error::Io(std::io::Error::other("the connect thread ended without an answer")));
+                }
+            }
+        }
+    }
+}
+
 /// Wraps every transport of the agent so that waits happen in slices watched for cancel and deadlines.
 #[derive(Debug)]
 struct WatchConnector;
 
-impl Connector<Box<dyn Transport>> for WatchConnector {
+impl<In: Transport> Connector<In> for WatchConnector {
     type Out = Watched;
 
     fn connect(
         &self,
         _details: &ConnectionDetails,
-        chained: Option<Box<dyn Transport>>,
+        chained: Option<In>,
     ) -> std::result::Result<Option<Watched>, ureq::Error> {
-        Ok(chained.map(|inner| Watched { inner }))
+        Ok(chained.map(|inner| Watched { inner: Box::new(inner) }))
     }
 }
 
@@ -371,6 +478,7 @@ impl Transport for Watched {
     }
 
     fn await_input(&mut self, timeout: NextTimeout) -> std::result::Result<bool, ureq::Error> {
+        before_wait();
         let watch = WATCH.with_borrow(|cur| cur.as_ref().map(|w| (w.cancel.clone(), w.idle, w.deadline)));
         let Some((cancel, idle, deadline)) = watch else {
             return self.inner.await_input(timeout);
@@ -558,7 +666,13 @@ impl HttpClient {
             .timeout_per_read(Some(config.idle_timeout + Duration::from_secs(1)))
             .user_agent(concat!("tooloop/", env!("CARGO_PKG_VERSION")))
             .build();
-        let connector = DefaultConnector::new().chain(WatchConnector);
+        // ureq's default chain (a CONNECT proxy, TCP, rustls), with connects made cancellable, then every
+        // transport watched. (The crate is built without SOCKS or native-tls.)
+        let connector =
+            ().chain(ConnectProxyConnector::default())
+                .chain(CancellableTcp)
+                .chain(RustlsConnector::default())
+                .chain(WatchConnector);
         let agent = ureq::Agent::with_parts(ureq_config, connector, CachingResolver::default());
         HttpClient { agent, config }
     }
@@ -924,6 +1038,48 @@ mod tests {
         let t = Instant::now();
         assert!(matches!(r.next_chunk(), Err(BodyError::Cancelled)));
         assert!(t.elapsed() < Duration::from_millis(250), "{:?}", t.elapsed());
+    }
+
+    /// A listener whose accept queue is full: a further connect to it hangs (its SYNs are dropped).
+    fn hanging_listener() -> (std::net::TcpListener, Vec<std::net::TcpStream>, String) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut held = Vec::new();
+        while held.len() < 4096 {
+            match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+                Ok(s) => held.push(s),
+                Err(_) => break,
+            }
+        }
+        (listener, held, format!("http://{addr}/v1/messages"))
+    }
+
+    #[test]
+    fn cancel_while_connecting_returns_promptly_and_the_connect_timeout_holds() {
+        let (_listener, held, url) = hanging_listener();
+        assert!(held.len() < 4096, "the accept queue never filled");
+        let config = HttpConfig { connect_timeout: Duration::from_secs(30), max_retries: 0, ..HttpConfig::default() };
+        let client = HttpClient::new(config);
+        let cancel = CancelToken::new();
+        let other = cancel.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            other.cancel();
+        });
+        let t = Instant::now();
+        let got = client.send_once(&post(&url), &cancel);
+        assert!(matches!(got, Err(Error::Cancelled { .. })), "{:?}", got.err());
+        assert!(t.elapsed() < Duration::from_millis(300), "{:?}", t.elapsed());
+        // Without a cancel, the connect timeout ends the wait.
+        let quick = HttpClient::new(HttpConfig {
+            connect_timeout: Duration::from_millis(300),
+            max_retries: 0,
+            ..HttpConfig::default()
+        });
+        let t = Instant::now();
+        let got = quick.send_once(&post(&url), &CancelToken::new());
+        assert!(matches!(got, Err(Error::Timeout { phase: "connect", .. })), "{:?}", got.err());
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     }
 
     #[test]

@@ -9,6 +9,9 @@
 //!
 //! Must never: block while holding the GIL, or let a dropped handle leave its operation running.
 
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -25,8 +28,18 @@ use crate::errors::to_pyerr;
 /// large enough to cost nothing.
 const SLICE: Duration = Duration::from_millis(20);
 
-/// Events decoded ahead of the consumer, at most.
+/// Batches of events decoded ahead of the consumer, at most.
 const EVENT_BUFFER: usize = 256;
+
+/// Events in one batch, at most.
+const BATCH_MAX: usize = 512;
+
+/// Event kinds delivered at once, with whatever is batched before them: the ones a host acts on (a tool
+/// about to run, a turn ending). Deltas and raw stream events wait in the batch until the worker is about to
+/// wait for the network (see `tooloop::http::with_wait_hook`) — so they are never held back while the stream
+/// is quiet, and a fast stream crosses to Python a network read at a time instead of an event at a time.
+const DELIVER_AT_ONCE: &[&str] =
+    &["turn_start", "tool_use", "tool_result", "turn_end", "todo", "subagent", "repetition", "compaction"];
 
 /// An exception raised by Python code on the worker that must end the operation and reach the caller.
 pub type ErrSlot = Arc<Mutex<Option<PyErr>>>;
@@ -35,7 +48,7 @@ pub type ErrSlot = Arc<Mutex<Option<PyErr>>>;
 pub type Outcome = Result<Value, Error>;
 
 enum Msg {
-    Event(Value),
+    Events(Vec<Value>),
     Done(Outcome),
 }
 
@@ -61,6 +74,8 @@ pub struct Run {
     cancel: Arc<dyn Fn() + Send + Sync>,
     slot: ErrSlot,
     finished: Mutex<Option<Finished>>,
+    /// Events of a received batch not handed out yet.
+    pending: Mutex<VecDeque<Value>>,
 }
 
 impl Run {
@@ -79,18 +94,39 @@ impl Run {
         let handle = std::thread::Builder::new()
             .name("tooloop-run".into())
             .spawn(move || {
-                let events = tx.clone();
+                let batch: Rc<RefCell<Vec<Value>>> = Rc::default();
+                let flush: Rc<dyn Fn()> = {
+                    let (batch, events) = (batch.clone(), tx.clone());
+                    Rc::new(move || {
+                        let ready = std::mem::take(&mut *batch.borrow_mut());
+                        if !ready.is_empty() {
+                            // The receiver may be gone (handle dropped); the run is being cancelled then.
+                            let _ = events.send(Msg::Events(ready));
+                        }
+                    })
+                };
                 let mut emit = |v: Value| {
                     if stream {
-                        // The receiver may be gone (handle dropped); the run is being cancelled then.
-                        let _ = events.send(Msg::Event(v));
+                        let now = v.get("type").and_then(Value::as_str).is_some_and(|t| DELIVER_AT_ONCE.contains(&t));
+                        batch.borrow_mut().push(v);
+                        if now || batch.borrow().len() >= BATCH_MAX {
+                            flush();
+                        }
                     }
                 };
-                let outcome = op(&mut emit);
+                let outcome = tooloop::http::with_wait_hook(flush.clone(), || op(&mut emit));
+                flush();
                 let _ = tx.send(Msg::Done(outcome));
             })
             .map_err(|e| to_pyerr(py, &Error::Config(format!("cannot start a worker thread: {e}"))))?;
-        Ok(Run { rx: Mutex::new(rx), handle: Mutex::new(Some(handle)), cancel, slot, finished: Mutex::new(None) })
+        Ok(Run {
+            rx: Mutex::new(rx),
+            handle: Mutex::new(Some(handle)),
+            cancel,
+            slot,
+            finished: Mutex::new(None),
+            pending: Mutex::new(VecDeque::new()),
+        })
     }
 
     fn is_finished(&self) -> bool {
@@ -139,7 +175,7 @@ impl Run {
                 }
             };
             match msg {
-                Some(Msg::Event(_)) => {}
+                Some(Msg::Events(_)) => {}
                 Some(Msg::Done(o)) => self.finish(py, Some(o)),
                 None => self.finish(py, None),
             }
@@ -176,18 +212,18 @@ impl Run {
 impl Run {
     /// The next event as a dict, or None once the operation has ended (then `result()` tells how).
     fn next_event(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        if self.is_finished() {
-            return Ok(None);
-        }
-        match self.recv(py)? {
-            Some(Msg::Event(v)) => Ok(Some(to_py(py, &v)?.unbind())),
-            Some(Msg::Done(o)) => {
-                self.finish(py, Some(o));
-                Ok(None)
+        loop {
+            let next = lock(&self.pending).pop_front();
+            if let Some(v) = next {
+                return Ok(Some(to_py(py, &v)?.unbind()));
             }
-            None => {
-                self.finish(py, None);
-                Ok(None)
+            if self.is_finished() {
+                return Ok(None);
+            }
+            match self.recv(py)? {
+                Some(Msg::Events(batch)) => lock(&self.pending).extend(batch),
+                Some(Msg::Done(o)) => self.finish(py, Some(o)),
+                None => self.finish(py, None),
             }
         }
     }
@@ -198,6 +234,11 @@ impl Run {
     /// `delta.content`). One Python object per batch instead of a dict per event: what `text_stream` is for.
     fn next_text(&self, py: Python<'_>) -> PyResult<Option<String>> {
         let mut out = String::new();
+        for v in lock(&self.pending).drain(..) {
+            if let Some(t) = text_of(&v) {
+                out.push_str(t);
+            }
+        }
         while !self.is_finished() {
             // Block for the first piece only; then take what is already queued without waiting.
             let msg = if out.is_empty() {
@@ -210,9 +251,11 @@ impl Run {
                 }
             };
             match msg {
-                Some(Msg::Event(v)) => {
-                    if let Some(t) = text_of(&v) {
-                        out.push_str(t);
+                Some(Msg::Events(batch)) => {
+                    for v in &batch {
+                        if let Some(t) = text_of(v) {
+                            out.push_str(t);
+                        }
                     }
                 }
                 Some(Msg::Done(o)) => self.finish(py, Some(o)),
@@ -226,7 +269,7 @@ impl Run {
     pub fn result(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         while !self.is_finished() {
             match self.recv(py)? {
-                Some(Msg::Event(_)) => {}
+                Some(Msg::Events(_)) => {}
                 Some(Msg::Done(o)) => self.finish(py, Some(o)),
                 None => self.finish(py, None),
             }
