@@ -1,7 +1,7 @@
 //! HTTP over one reusable ureq agent: timeouts, retries with back-off, and cancellation of blocking reads.
 //!
 //! ureq is blocking on purpose (tooloop is a synchronous library: no async runtime leaks into hosts). The
-//! exchange runs on the calling thread: every connection the agent opens is wrapped ([`Watched`]) so that
+//! exchange runs on the calling thread: every connection the agent opens is wrapped (`Watched`) so that
 //! waiting for input happens in short slices (≤ 20 ms socket timeouts). Between slices the wrapper checks the
 //! request's cancel token and its idle/total deadlines — found in a thread-local set by [`HttpClient::send_once`]
 //! and [`HttpResponse::next_chunk`] around their blocking calls — and runs the thread's poll hook, if any
@@ -10,7 +10,7 @@
 //! expires appends nothing to the transport's buffer (TCP) or keeps partial TLS records in rustls's buffer, so
 //! the connection stays usable. Host names are looked up on a helper thread, waited for in slices too, and
 //! cached for 30 s (ureq would otherwise resolve, on a new thread, before every request, pooled connection or
-//! not). A new TCP connection is opened on a short-lived helper thread ([`CancellableTcp`]) and waited for in
+//! not). A new TCP connection is opened on a short-lived helper thread (`CancellableTcp`) and waited for in
 //! slices too (a pooled connection skips this); the TLS handshake is bounded by the connect timeout. A thread
 //! that batches the events it hands on can flush them whenever a request is about to wait for the network
 //! ([`with_wait_hook`]).
