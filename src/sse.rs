@@ -102,7 +102,7 @@ impl SseDecoder {
         }
         // Each byte is examined once: after a line ending we continue from the
         // next byte, and an unterminated tail is stashed, never rescanned.
-        while let Some(pos) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+        while let Some(pos) = memchr::memchr2(b'\n', b'\r', rest) {
             let (line, terminator) = rest.split_at(pos);
             let terminator_len = match terminator {
                 [b'\r', b'\n', ..] => 2,
@@ -218,7 +218,11 @@ impl SseDecoder {
 
 /// Lossy UTF-8: borrows when the bytes are valid, so valid data costs no allocation.
 fn decode(bytes: &[u8]) -> Cow<'_, str> {
-    String::from_utf8_lossy(bytes)
+    // Valid UTF-8 (nearly always) is checked by the fast validator; only invalid bytes take the lossy path.
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
 }
 
 /// A `retry` value: one or more ASCII digits that fit in a `u64`.

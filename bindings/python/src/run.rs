@@ -28,8 +28,9 @@ use crate::errors::to_pyerr;
 /// large enough to cost nothing.
 const SLICE: Duration = Duration::from_millis(20);
 
-/// Batches of events decoded ahead of the consumer, at most.
-const EVENT_BUFFER: usize = 256;
+/// Batches of events decoded ahead of the consumer, at most (with [`BATCH_MAX`], a bound on the events
+/// held in memory for a slow consumer).
+const EVENT_BUFFER: usize = 8;
 
 /// Events in one batch, at most.
 const BATCH_MAX: usize = 512;
