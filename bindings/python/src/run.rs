@@ -5,7 +5,9 @@
 //! operation, waits for the worker to wind down — it does within 200 ms, the core's cancel bound — and then
 //! propagates. Python code the operation calls (tools, a model callable, a permission hook) runs on the
 //! worker under `Python::attach`; an exception that must abort the operation is parked in an [`ErrSlot`]
-//! and re-raised here, on the calling thread, as the very same object.
+//! and re-raised here, on the calling thread, as the very same object. Workers are reused (a few idle ones
+//! wait up to 30 s for the next operation), and events cross in batches, one per network read (see
+//! `DELIVER_AT_ONCE`).
 //!
 //! Must never: block while holding the GIL, or let a dropped handle leave its operation running.
 
@@ -14,7 +16,6 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use pyo3::prelude::*;
@@ -53,6 +54,66 @@ enum Msg {
     Done(Outcome),
 }
 
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Workers waiting for a job: (worker id, its inbox). A run reuses an idle worker instead of starting a
+/// thread: on a busy machine a new thread waits for a scheduler slot before it can even begin.
+static IDLE: Mutex<Vec<(u64, mpsc::Sender<Job>)>> = Mutex::new(Vec::new());
+
+/// Idle workers kept, at most; each also ends after [`IDLE_FOR`] without a job.
+const MAX_IDLE: usize = 4;
+const IDLE_FOR: Duration = Duration::from_secs(30);
+
+/// Run `job` on an idle worker thread, or on a new one. A job that panics ends its worker (the run then
+/// reports that the worker ended without a result); a job has run to its end, its captures dropped, before
+/// anything it sent is read.
+fn spawn_worker(job: Job) -> std::io::Result<()> {
+    static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let idle = lock(&IDLE).pop();
+    let job = match idle {
+        // An idle worker leaves the list only here or by itself under the same lock, so it is still waiting.
+        Some((_, inbox)) => match inbox.send(job) {
+            Ok(()) => return Ok(()),
+            Err(mpsc::SendError(back)) => back,
+        },
+        None => job,
+    };
+    let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let (tx, rx) = mpsc::channel::<Job>();
+    std::thread::Builder::new().name("tooloop-run".into()).spawn(move || {
+        let mut next = Some(job);
+        while let Some(job) = next.take() {
+            job();
+            {
+                let mut idle = lock(&IDLE);
+                if idle.len() >= MAX_IDLE {
+                    return;
+                }
+                idle.push((id, tx.clone()));
+            }
+            next = match rx.recv_timeout(IDLE_FOR) {
+                Ok(job) => Some(job),
+                Err(_) => {
+                    let mut idle = lock(&IDLE);
+                    match idle.iter().position(|(w, _)| *w == id) {
+                        // Still listed: nobody can send any more; end.
+                        Some(at) => {
+                            idle.remove(at);
+                            None
+                        }
+                        // Taken just now: its job is on the way.
+                        None => {
+                            drop(idle);
+                            rx.recv().ok()
+                        }
+                    }
+                }
+            };
+        }
+    })?;
+    Ok(())
+}
+
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -71,7 +132,6 @@ type Finished = Result<Value, PyErr>;
 #[pyclass(module = "tooloop._tooloop", name = "_Run", frozen)]
 pub struct Run {
     rx: Mutex<Receiver<Msg>>,
-    handle: Mutex<Option<JoinHandle<()>>>,
     cancel: Arc<dyn Fn() + Send + Sync>,
     slot: ErrSlot,
     finished: Mutex<Option<Finished>>,
@@ -92,42 +152,33 @@ impl Run {
         // piling decoded events up in memory. Every path that waits for the end reads the channel, so a
         // full channel never blocks the worker for good; dropping the handle drops the receiver.
         let (tx, rx) = mpsc::sync_channel(EVENT_BUFFER);
-        let handle = std::thread::Builder::new()
-            .name("tooloop-run".into())
-            .spawn(move || {
-                let batch: Rc<RefCell<Vec<Value>>> = Rc::default();
-                let flush: Rc<dyn Fn()> = {
-                    let (batch, events) = (batch.clone(), tx.clone());
-                    Rc::new(move || {
-                        let ready = std::mem::take(&mut *batch.borrow_mut());
-                        if !ready.is_empty() {
-                            // The receiver may be gone (handle dropped); the run is being cancelled then.
-                            let _ = events.send(Msg::Events(ready));
-                        }
-                    })
-                };
-                let mut emit = |v: Value| {
-                    if stream {
-                        let now = v.get("type").and_then(Value::as_str).is_some_and(|t| DELIVER_AT_ONCE.contains(&t));
-                        batch.borrow_mut().push(v);
-                        if now || batch.borrow().len() >= BATCH_MAX {
-                            flush();
-                        }
+        spawn_worker(Box::new(move || {
+            let batch: Rc<RefCell<Vec<Value>>> = Rc::default();
+            let flush: Rc<dyn Fn()> = {
+                let (batch, events) = (batch.clone(), tx.clone());
+                Rc::new(move || {
+                    let ready = std::mem::take(&mut *batch.borrow_mut());
+                    if !ready.is_empty() {
+                        // The receiver may be gone (handle dropped); the run is being cancelled then.
+                        let _ = events.send(Msg::Events(ready));
                     }
-                };
-                let outcome = tooloop::http::with_wait_hook(flush.clone(), || op(&mut emit));
-                flush();
-                let _ = tx.send(Msg::Done(outcome));
-            })
-            .map_err(|e| to_pyerr(py, &Error::Config(format!("cannot start a worker thread: {e}"))))?;
-        Ok(Run {
-            rx: Mutex::new(rx),
-            handle: Mutex::new(Some(handle)),
-            cancel,
-            slot,
-            finished: Mutex::new(None),
-            pending: Mutex::new(VecDeque::new()),
-        })
+                })
+            };
+            let mut emit = |v: Value| {
+                if stream {
+                    let now = v.get("type").and_then(Value::as_str).is_some_and(|t| DELIVER_AT_ONCE.contains(&t));
+                    batch.borrow_mut().push(v);
+                    if now || batch.borrow().len() >= BATCH_MAX {
+                        flush();
+                    }
+                }
+            };
+            let outcome = tooloop::http::with_wait_hook(flush.clone(), || op(&mut emit));
+            flush();
+            let _ = tx.send(Msg::Done(outcome));
+        }))
+        .map_err(|e| to_pyerr(py, &Error::Config(format!("cannot start a worker thread: {e}"))))?;
+        Ok(Run { rx: Mutex::new(rx), cancel, slot, finished: Mutex::new(None), pending: Mutex::new(VecDeque::new()) })
     }
 
     fn is_finished(&self) -> bool {
@@ -185,11 +236,6 @@ impl Run {
     }
 
     fn finish(&self, py: Python<'_>, outcome: Option<Outcome>) {
-        let handle = lock(&self.handle).take();
-        if let Some(h) = handle {
-            // The worker has sent its last message; joining only waits for its stack to unwind.
-            let _ = py.detach(move || h.join());
-        }
         let parked = lock(&self.slot).take();
         let done = match (parked, outcome) {
             (Some(e), _) => Err(e),
