@@ -1255,7 +1255,7 @@ impl Agent {
                 on_event(&Event::Usage { turn: u, run: total });
             }
             StreamEvent::ToolUseStart { .. } => streamed.set(true),
-            StreamEvent::Raw { .. } => {}
+            StreamEvent::Raw { .. } | StreamEvent::RawJson { .. } => {}
         };
         let result = self.provider.send(&request, cancel, &mut send_event);
         let duration_ms = started.elapsed().as_millis() as u64;

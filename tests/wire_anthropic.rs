@@ -113,7 +113,7 @@ fn assert_events_rebuild(message: &MessageResponse, events: &[StreamEvent]) {
             }
             StreamEvent::ToolUseStart { .. } => &["content_block_start"],
             StreamEvent::Usage(_) => &["message_start", "message_delta"],
-            StreamEvent::Raw { .. } => continue,
+            StreamEvent::Raw { .. } | StreamEvent::RawJson { .. } => continue,
         };
         match events.get(i + 1) {
             Some(StreamEvent::Raw { event, data }) => {
@@ -497,4 +497,39 @@ fn concurrent_sends_on_one_provider_each_get_their_own_reply() {
     let mut want: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
     want.sort();
     assert_eq!(got, want);
+}
+
+#[test]
+fn send_raw_reports_text_deltas_unparsed_and_the_same_events_and_message_as_send() {
+    let response = &scenario("anthropic_text")["responses"][0];
+    let mock = MockServer::start(&json!({"responses": [response, response]}));
+    let p = provider(&mock);
+    let (typed, typed_events) = send(&*p, &request(true));
+    let body = serde_json::to_value(request(true)).unwrap();
+    let mut raw_events = Vec::new();
+    let raw = p.send_raw(&body, true, &tooloop::CancelToken::new(), &mut |e| raw_events.push(e)).unwrap();
+    assert_eq!(raw, typed.unwrap().raw, "the same final message");
+    let mut lazy = 0;
+    // Event for event the same, a text delta's Raw value carried as its JSON text instead.
+    assert_eq!(raw_events.len(), typed_events.len());
+    for (got, want) in raw_events.iter().zip(&typed_events) {
+        match (got, want) {
+            (StreamEvent::RawJson { event, json }, StreamEvent::Raw { event: e2, data }) => {
+                lazy += 1;
+                assert_eq!((event, &serde_json::from_str::<Value>(json).unwrap()), (e2, data));
+                let text = tooloop::provider::anthropic::text_delta_of(json).expect("a text delta");
+                assert_eq!(text, data["delta"]["text"].as_str().unwrap());
+            }
+            _ => assert_eq!(got, want),
+        }
+    }
+    assert!(lazy >= 2, "the text deltas came unparsed: {lazy}");
+    assert_eq!(tooloop::provider::anthropic::text_delta_of(r#"{"type":"ping"}"#), None);
+    assert_eq!(
+        tooloop::provider::anthropic::text_delta_of(
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\"b\u00e9"}}"#
+        )
+        .as_deref(),
+        Some("a\"bé")
+    );
 }

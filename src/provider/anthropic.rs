@@ -149,13 +149,38 @@ impl Provider for AnthropicProvider {
     }
 
     fn send(&self, request: &Request, cancel: &CancelToken, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Response> {
+        self.send_with(request, cancel, on_event, false)
+    }
+
+    /// Like the default, with text deltas reported as [`StreamEvent::RawJson`] (unparsed) instead of
+    /// [`StreamEvent::Raw`]: a raw client that only wants the text builds no value per event.
+    fn send_raw(
+        &self,
+        body: &Value,
+        stream: bool,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<Value> {
+        self.send_with(&super::raw_request(body, stream)?, cancel, on_event, true).map(|r| r.raw)
+    }
+}
+
+impl AnthropicProvider {
+    /// One exchange; `lazy`: text deltas as [`StreamEvent::RawJson`].
+    fn send_with(
+        &self,
+        request: &Request,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(StreamEvent),
+        lazy: bool,
+    ) -> Result<Response> {
         let req = self.http_request(request)?;
         let on_error = |s: u16, h: &[(String, String)], b: &[u8]| {
             redact_key(api_error_with_hint(s, h, b, "ANTHROPIC_API_KEY"), self.api_key.as_ref())
         };
         self.http.exchange(&req, cancel, &on_error, &mut |resp| {
             let mut emitted = false;
-            self.read(resp, on_event, &mut emitted).map_err(|e| super::attempt(e, emitted))
+            self.read(resp, on_event, &mut emitted, lazy).map_err(|e| super::attempt(e, emitted))
         })
     }
 }
@@ -167,14 +192,16 @@ impl AnthropicProvider {
         mut resp: HttpResponse,
         on_event: &mut dyn FnMut(StreamEvent),
         emitted: &mut bool,
+        lazy: bool,
     ) -> Result<Response> {
         let request_id = resp.header("request-id").map(str::to_string);
         let is_sse = resp.header("content-type").is_some_and(|c| c.starts_with("text/event-stream"));
         if !is_sse {
             return read_json(&mut resp, request_id);
         }
-        let apply =
-            |ev: &SseEvent, acc: &mut MessageAccumulator, emit: &mut dyn FnMut(StreamEvent)| acc.apply_sse(ev, emit);
+        let apply = |ev: &SseEvent, acc: &mut MessageAccumulator, emit: &mut dyn FnMut(StreamEvent)| {
+            if lazy { acc.apply_sse_lazy(ev, emit) } else { acc.apply_sse(ev, emit) }
+        };
         read_stream(&mut resp, request_id, SseDecoder::new(), apply, on_event, emitted)
     }
 }
@@ -264,6 +291,31 @@ where
     }
 }
 
+/// A `content_block_delta` event, read without building a JSON value (the text borrowed unless escaped).
+#[derive(serde::Deserialize)]
+struct DeltaEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    index: usize,
+    #[serde(borrow)]
+    delta: TextDelta<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct TextDelta<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    text: std::borrow::Cow<'a, str>,
+}
+
+/// The text of a `content_block_delta` event's JSON (as [`StreamEvent::RawJson`] carries it) when it is a
+/// text delta, read without building a JSON value; `None` for any other event.
+pub fn text_delta_of(json: &str) -> Option<std::borrow::Cow<'_, str>> {
+    let d: DeltaEvent<'_> = serde_json::from_str(json).ok()?;
+    (d.kind == "content_block_delta" && d.delta.kind == "text_delta").then_some(d.delta.text)
+}
+
 /// Read a whole JSON Messages API message (the non-streaming answer; Bedrock's InvokeModel too).
 pub(crate) fn read_json(resp: &mut HttpResponse, request_id: Option<String>) -> Result<Response> {
     let body = resp.read_all().map_err(|e| body_error(e, MessageResponse::default(), false))?;
@@ -339,6 +391,26 @@ impl MessageAccumulator {
         self.apply(&name, &data, on_event)?;
         on_event(StreamEvent::Raw { event: name, data });
         Ok(())
+    }
+
+    /// Like [`MessageAccumulator::apply_sse`], but a text delta is folded without building a JSON value and
+    /// reported as [`StreamEvent::RawJson`] (its data verbatim) instead of [`StreamEvent::Raw`]. Any other
+    /// event, or one that does not read as a text delta of a text block, takes the ordinary path.
+    pub fn apply_sse_lazy(&mut self, ev: &SseEvent, on_event: &mut dyn FnMut(StreamEvent)) -> Result<()> {
+        if ev.event.as_deref() == Some("content_block_delta") {
+            if let Ok(d) = serde_json::from_str::<DeltaEvent<'_>>(&ev.data) {
+                if d.kind == "content_block_delta" && d.delta.kind == "text_delta" {
+                    let pos = self.position(d.index);
+                    if let Some(ContentBlock::Text(t)) = pos.and_then(|p| self.message.content.get_mut(p)) {
+                        t.text.push_str(&d.delta.text);
+                        on_event(StreamEvent::TextDelta { index: d.index, text: d.delta.text.into_owned() });
+                        on_event(StreamEvent::RawJson { event: "content_block_delta".into(), json: ev.data.clone() });
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        self.apply_sse(ev, on_event)
     }
 
     fn broken(&self, message: String, api: Option<ApiError>) -> Error {

@@ -35,6 +35,15 @@ pub enum StreamEvent {
         /// The parsed `data:` payload.
         data: Value,
     },
+    /// A wire event whose data was not parsed into a value: what [`StreamEvent::Raw`] carries, as the JSON
+    /// text received. The Anthropic provider's `send_raw` emits text deltas this way (the bulk of a stream), so
+    /// a raw client that only wants the text never builds a value per event; parse `json` for the rest.
+    RawJson {
+        /// The SSE `event:` name.
+        event: String,
+        /// The `data:` payload, verbatim.
+        json: String,
+    },
     /// Text arrived for block `index`.
     TextDelta {
         /// Block index.
@@ -105,13 +114,7 @@ pub trait Provider: Send + Sync {
         cancel: &CancelToken,
         on_event: &mut dyn FnMut(StreamEvent),
     ) -> Result<Value> {
-        if !body.is_object() {
-            return Err(Error::Config("the request must be an object (a Messages API request body)".into()));
-        }
-        let mut request: Request =
-            serde_json::from_value(body.clone()).map_err(|e| Error::Config(format!("invalid request: {e}")))?;
-        request.stream = stream;
-        self.send(&request, cancel, on_event).map(|r| r.raw)
+        self.send(&raw_request(body, stream)?, cancel, on_event).map(|r| r.raw)
     }
 
     /// The secret values this provider holds (API key; AWS secret key, session token and key id), so a host
@@ -132,6 +135,17 @@ pub trait Provider: Send + Sync {
         let _ = (request, cancel);
         Ok(None)
     }
+}
+
+/// A Messages API request body (what a raw client sends) as a [`Request`], streaming or not.
+pub(crate) fn raw_request(body: &Value, stream: bool) -> Result<Request> {
+    if !body.is_object() {
+        return Err(Error::Config("the request must be an object (a Messages API request body)".into()));
+    }
+    let mut request: Request =
+        serde_json::from_value(body.clone()).map_err(|e| Error::Config(format!("invalid request: {e}")))?;
+    request.stream = stream;
+    Ok(request)
 }
 
 /// Which wire protocol a [`ProviderConfig`] speaks.

@@ -20,7 +20,7 @@ use tooloop::{
 
 use crate::convert::{from_py, to_py};
 use crate::errors::{config_error, to_pyerr};
-use crate::run::{ErrSlot, Run, lock, park};
+use crate::run::{ErrSlot, Item, Run, lock, park};
 
 /// A provider from `"anthropic"`, `"openai"` or a Python callable `model(request: dict) -> dict`, for the
 /// raw `Client`: the network settings go through the core's options, so they are checked as for an Agent.
@@ -382,7 +382,7 @@ impl PyAgent {
         Run::spawn(py, Arc::new(move || canceller.cancel()), self.slot.clone(), stream, move |emit| {
             let mut on_event = |ev: &tooloop::Event| {
                 if let Ok(v) = serde_json::to_value(ev) {
-                    emit(v);
+                    emit(Item::Value(v));
                 }
             };
             let result = match blocks {

@@ -15,7 +15,7 @@ use tooloop::{CancelToken, Provider, StreamEvent};
 use crate::agent::build_provider;
 use crate::convert::{from_py, to_py};
 use crate::errors::{config_error, to_pyerr};
-use crate::run::{ErrSlot, Run, lock, park};
+use crate::run::{ErrSlot, Item, Run, lock, park};
 
 #[pyclass(module = "tooloop._tooloop", name = "_Client", frozen)]
 pub struct PyClient {
@@ -40,10 +40,10 @@ impl PyClient {
         let provider = self.provider.clone();
         *lock(&self.slot) = None;
         Run::spawn(py, Arc::new(move || canceller.cancel()), self.slot.clone(), stream, move |emit| {
-            let mut on_event = |ev: StreamEvent| {
-                if let StreamEvent::Raw { data, .. } = ev {
-                    emit(data);
-                }
+            let mut on_event = |ev: StreamEvent| match ev {
+                StreamEvent::Raw { data, .. } => emit(Item::Value(data)),
+                StreamEvent::RawJson { json, .. } => emit(Item::Json(json)),
+                _ => {}
             };
             provider.send_raw(&body, stream, &cancel, &mut on_event)
         })

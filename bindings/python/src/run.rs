@@ -49,8 +49,34 @@ pub type ErrSlot = Arc<Mutex<Option<PyErr>>>;
 /// What the operation produces when it ends.
 pub type Outcome = Result<Value, Error>;
 
+/// One event of an operation: a value, or a raw stream event's JSON text not parsed yet (see
+/// `StreamEvent::RawJson`): parsed only if Python asks for the event, read without a value for its text.
+pub enum Item {
+    /// An event as a value.
+    Value(Value),
+    /// A raw event's JSON text.
+    Json(String),
+}
+
+impl Item {
+    /// The text the event carries, if any (see [`text_of`]).
+    fn text(&self) -> Option<std::borrow::Cow<'_, str>> {
+        match self {
+            Item::Value(v) => text_of(v).map(std::borrow::Cow::Borrowed),
+            Item::Json(j) => tooloop::provider::anthropic::text_delta_of(j),
+        }
+    }
+
+    fn into_value(self) -> Value {
+        match self {
+            Item::Value(v) => v,
+            Item::Json(j) => serde_json::from_str(&j).unwrap_or(Value::Null),
+        }
+    }
+}
+
 enum Msg {
-    Events(Vec<Value>),
+    Events(Vec<Item>),
     Done(Outcome),
 }
 
@@ -136,7 +162,7 @@ pub struct Run {
     slot: ErrSlot,
     finished: Mutex<Option<Finished>>,
     /// Events of a received batch not handed out yet.
-    pending: Mutex<VecDeque<Value>>,
+    pending: Mutex<VecDeque<Item>>,
 }
 
 impl Run {
@@ -146,14 +172,14 @@ impl Run {
         cancel: Arc<dyn Fn() + Send + Sync>,
         slot: ErrSlot,
         stream: bool,
-        op: impl FnOnce(&mut dyn FnMut(Value)) -> Outcome + Send + 'static,
+        op: impl FnOnce(&mut dyn FnMut(Item)) -> Outcome + Send + 'static,
     ) -> PyResult<Run> {
         // Bounded: a consumer slower than the network makes the worker wait (and TCP push back) instead of
         // piling decoded events up in memory. Every path that waits for the end reads the channel, so a
         // full channel never blocks the worker for good; dropping the handle drops the receiver.
         let (tx, rx) = mpsc::sync_channel(EVENT_BUFFER);
         spawn_worker(Box::new(move || {
-            let batch: Rc<RefCell<Vec<Value>>> = Rc::default();
+            let batch: Rc<RefCell<Vec<Item>>> = Rc::default();
             let flush: Rc<dyn Fn()> = {
                 let (batch, events) = (batch.clone(), tx.clone());
                 Rc::new(move || {
@@ -164,9 +190,10 @@ impl Run {
                     }
                 })
             };
-            let mut emit = |v: Value| {
+            let mut emit = |v: Item| {
                 if stream {
-                    let now = v.get("type").and_then(Value::as_str).is_some_and(|t| DELIVER_AT_ONCE.contains(&t));
+                    let now = matches!(&v, Item::Value(v)
+                        if v.get("type").and_then(Value::as_str).is_some_and(|t| DELIVER_AT_ONCE.contains(&t)));
                     batch.borrow_mut().push(v);
                     if now || batch.borrow().len() >= BATCH_MAX {
                         flush();
@@ -261,8 +288,8 @@ impl Run {
     fn next_event(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         loop {
             let next = lock(&self.pending).pop_front();
-            if let Some(v) = next {
-                return Ok(Some(to_py(py, &v)?.unbind()));
+            if let Some(item) = next {
+                return Ok(Some(to_py(py, &item.into_value())?.unbind()));
             }
             if self.is_finished() {
                 return Ok(None);
@@ -281,9 +308,9 @@ impl Run {
     /// `delta.content`). One Python object per batch instead of a dict per event: what `text_stream` is for.
     fn next_text(&self, py: Python<'_>) -> PyResult<Option<String>> {
         let mut out = String::new();
-        for v in lock(&self.pending).drain(..) {
-            if let Some(t) = text_of(&v) {
-                out.push_str(t);
+        for item in lock(&self.pending).drain(..) {
+            if let Some(t) = item.text() {
+                out.push_str(&t);
             }
         }
         while !self.is_finished() {
@@ -299,9 +326,9 @@ impl Run {
             };
             match msg {
                 Some(Msg::Events(batch)) => {
-                    for v in &batch {
-                        if let Some(t) = text_of(v) {
-                            out.push_str(t);
+                    for item in &batch {
+                        if let Some(t) = item.text() {
+                            out.push_str(&t);
                         }
                     }
                 }
