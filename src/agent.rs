@@ -1530,13 +1530,8 @@ fn bad_input_message(raw: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };
-    let mut end = shown.len().min(200);
-    while !shown.is_char_boundary(end) {
-        end -= 1;
-    }
     format!(
-        "not run: the tool input must be a JSON object with the parameters as keys, got {}{}",
-        &shown[..end],
-        if end < shown.len() { "…" } else { "" }
+        "not run: the tool input must be a JSON object with the parameters as keys, got {}",
+        crate::text::ellipsize(&shown, 200)
     )
 }

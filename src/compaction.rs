@@ -440,13 +440,7 @@ pub fn transcript(entries: &[Entry], max_bytes: usize) -> String {
         out.push_str(p);
         out.push_str("\n\n");
     }
-    if out.len() > max_bytes {
-        let mut end = max_bytes;
-        while !out.is_char_boundary(end) {
-            end -= 1;
-        }
-        out.truncate(end);
-    }
+    out.truncate(crate::text::floor_boundary(&out, max_bytes));
     out
 }
 
@@ -459,12 +453,9 @@ fn push_line(out: &mut String, s: &str) {
 
 /// `s` cut to about `max` bytes with a note of what was left out.
 fn clip(s: &str, max: usize) -> String {
-    if s.len() <= max {
+    let end = crate::text::floor_boundary(s, max);
+    if end == s.len() {
         return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
     }
     format!("{}… [{} more bytes]", &s[..end], s.len() - end)
 }

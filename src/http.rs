@@ -863,7 +863,11 @@ pub fn parse_api_error(status: u16, headers: &[(String, String)], body: &[u8]) -
         .unwrap_or_else(|| {
             let text = String::from_utf8_lossy(body);
             let text = text.trim();
-            if text.is_empty() { format!("HTTP status {status} with an empty body") } else { truncate(text, 500) }
+            if text.is_empty() {
+                format!("HTTP status {status} with an empty body")
+            } else {
+                crate::text::ellipsize(text, 500)
+            }
         });
     ApiError {
         kind: ApiErrorKind::classify(status, &error_type),
@@ -876,17 +880,6 @@ pub fn parse_api_error(status: u16, headers: &[(String, String)], body: &[u8]) -
         retry_after: retry_after(headers),
         hint: None,
     }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
 }
 
 #[cfg(test)]

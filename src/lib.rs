@@ -41,6 +41,7 @@ pub mod session;
 pub mod skills;
 pub mod sse;
 pub mod subagent;
+mod text;
 pub mod todo;
 pub mod tools;
 pub mod types;

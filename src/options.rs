@@ -513,15 +513,7 @@ pub fn with_text(system: Option<Value>, text: &str) -> Value {
 }
 
 fn shorten(s: &str) -> String {
-    const MAX: usize = 80;
-    if s.len() <= MAX {
-        return s.to_string();
-    }
-    let mut end = MAX;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
+    crate::text::ellipsize(s, 80)
 }
 
 /// A base URL must be `http://` or `https://` with a host, and parse as a URI.

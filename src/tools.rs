@@ -398,10 +398,7 @@ pub fn truncate_output(text: String, max: usize) -> String {
     if text.len() <= max {
         return text;
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = crate::text::floor_boundary(&text, max);
     let cut = text.len() - end;
     format!(
         "{}\n[output truncated: {cut} of {} bytes were cut; ask for less output or a narrower range]",

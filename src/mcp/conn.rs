@@ -75,11 +75,7 @@ impl Log {
         }
         let mut line = line;
         if line.len() > 2000 {
-            let mut end = 2000;
-            while !line.is_char_boundary(end) {
-                end -= 1;
-            }
-            line.truncate(end);
+            line.truncate(crate::text::floor_boundary(&line, 2000));
             line.push('…');
         }
         l.push_back(line);

@@ -225,11 +225,7 @@ impl McpServers {
             if let Some(text) = &inner.instructions {
                 let mut text = text.trim().to_string();
                 if text.len() > MAX_INSTRUCTIONS_BYTES {
-                    let mut end = MAX_INSTRUCTIONS_BYTES;
-                    while !text.is_char_boundary(end) {
-                        end -= 1;
-                    }
-                    text.truncate(end);
+                    text.truncate(crate::text::floor_boundary(&text, MAX_INSTRUCTIONS_BYTES));
                     text.push_str(" […]");
                 }
                 out.push(format!("## MCP server {}\n{text}", s.name));
