@@ -53,6 +53,20 @@ def assert_valid_view(messages: List[Dict[str, Any]]) -> None:
         assert kinds[: len(results)] == ["tool_result"] * len(results), "tool_result blocks must come first"
 
 
+def cli_env(tmp_path: Path, mock: Optional[MockServer] = None, **extra: str) -> Dict[str, str]:
+    """The environment of a `tooloop` command under test: the caller's, without any key, endpoint, AWS
+    setting or tooloop default (so nothing leaks in), its home in `tmp_path`, pointed at `mock` if given, then
+    `extra`."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("ANTHROPIC_", "OPENAI_", "TOOLOOP_", "AWS_")) and k != "NO_COLOR"}
+    env["TOOLOOP_HOME"] = str(tmp_path / "home")
+    env["PYTHONIOENCODING"] = "utf-8"
+    if mock is not None:
+        env.update(mock_env(mock.base_url))
+    env.update(extra)
+    return env
+
+
 def run_script(code: str, env: Optional[Dict[str, str]] = None, timeout: float = 60) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
     """Run `code` in a fresh interpreter (the one running the tests) and wait for it."""
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,

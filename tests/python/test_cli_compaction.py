@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from _support import cli_env
 from test_cli_repl import PROMPT, SGR, Term, expect_answering_cpr, term_env
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "tests" / "scenarios"
 sys.path.insert(0, str(ROOT / "tests" / "mock"))
-from mockctl import MockServer, mock_env  # noqa: E402
+from mockctl import MockServer  # noqa: E402
 
 SUMMARY_MARK = "SUMMARY-MARK"
 
@@ -121,18 +122,9 @@ def test_auto_compaction_shows_one_dim_line_in_the_repl(tooloop_exe, ws, tmp_pat
     assert out.index("context compacted") < out.index("AUTO-DONE")
 
 
-def _cli_env(tmp_path, mock):
-    import os
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "TOOLOOP_"))}
-    env.update(mock_env(mock.base_url))
-    env.update({"TOOLOOP_HOME": str(tmp_path / "home"), "NO_COLOR": "1"})
-    return env
-
-
 def test_print_mode_prints_only_the_answer_while_compaction_happens(tooloop_exe, ws, tmp_path):
     with MockServer(SCENARIOS / "cli_compact_auto.json") as mock:
-        env = _cli_env(tmp_path, mock)
+        env = cli_env(tmp_path, mock, NO_COLOR="1")
         runs = []
         for i, extra in enumerate([[], ["--continue"], ["--continue", "--compaction-model", "claude-haiku-4-5"]]):
             runs.append(subprocess.run([tooloop_exe, "-p", "--context-window", "3200", *extra, f"explain part {i}"],
@@ -189,7 +181,7 @@ def test_settings_from_the_environment_turn_compaction_off(tooloop_exe, ws, tmp_
     the same three runs as above cross no threshold and send no summary request."""
     (ws / ".env").write_text("TOOLOOP_CONTEXT_WINDOW=3200\nTOOLOOP_COMPACTION=off\n")
     with MockServer(SCENARIOS / "cli_compact_auto.json") as mock:
-        env = _cli_env(tmp_path, mock)
+        env = cli_env(tmp_path, mock, NO_COLOR="1")
         for i, extra in enumerate([[], ["--continue"], ["--continue"]]):
             p = subprocess.run([tooloop_exe, "-p", *extra, f"explain part {i}"], cwd=ws, env=env,
                                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
@@ -203,7 +195,7 @@ def test_settings_from_the_environment_turn_compaction_off(tooloop_exe, ws, tmp_
 
 def test_bad_compaction_setting_is_a_usage_error(tooloop_exe, ws, tmp_path):
     with MockServer({"responses": []}) as mock:
-        env = {**_cli_env(tmp_path, mock), "TOOLOOP_COMPACTION": "sometimes"}
+        env = {**cli_env(tmp_path, mock, NO_COLOR="1"), "TOOLOOP_COMPACTION": "sometimes"}
         p = subprocess.run([tooloop_exe, "-p", "hi"], cwd=ws, env=env, stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, timeout=60)
         assert mock.requests() == []

@@ -5,7 +5,6 @@ The built-in tools really run: the file the scripted model writes exists, bash r
 """
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -16,8 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "tests" / "scenarios"
 sys.path.insert(0, str(ROOT / "tests" / "mock"))
-from mockctl import MockServer, mock_env  # noqa: E402
-from _support import tool_results, unmarked  # noqa: E402
+from mockctl import MockServer  # noqa: E402
+from _support import cli_env, tool_results, unmarked  # noqa: E402
 
 TASK = ("Create hello.py that prints a greeting, run it, then change the greeting to "
         "'Hello, tooloop!' and run it again.")
@@ -30,16 +29,7 @@ def tooloop_cmd(tooloop_exe):
     return [tooloop_exe]
 
 
-def clean_env(tmp_path, mock=None, **extra):
-    """The caller's environment without any key, endpoint or tooloop default, so nothing leaks in."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("ANTHROPIC_", "OPENAI_", "TOOLOOP_")) and k != "NO_COLOR"}
-    env["TOOLOOP_HOME"] = str(tmp_path / "home")
-    env["PYTHONIOENCODING"] = "utf-8"
-    if mock is not None:
-        env.update(mock_env(mock.base_url))
-    env.update(extra)
-    return env
+clean_env = cli_env
 
 
 def run(cmd, ws, env, *args, timeout=60):

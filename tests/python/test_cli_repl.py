@@ -17,18 +17,16 @@ import pexpect  # a test dependency: pip install pexpect
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "tests" / "scenarios"
 sys.path.insert(0, str(ROOT / "tests" / "mock"))
-from mockctl import MockServer, mock_env  # noqa: E402
+from mockctl import MockServer  # noqa: E402
+from _support import cli_env  # noqa: E402
 
 PROMPT = "›"  # prompt_toolkit may draw the space after it as a cursor move
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def term_env(tmp_path, mock, **extra):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("ANTHROPIC_", "OPENAI_", "TOOLOOP_")) and k != "NO_COLOR"}
-    env.update(mock_env(mock.base_url))
+    env = cli_env(tmp_path, mock)
     env.update({
-        "TOOLOOP_HOME": str(tmp_path / "home"),
         "TERM": "xterm-256color",
         "LANG": "C.UTF-8",
         "PYTHONIOENCODING": "utf-8",

@@ -14,23 +14,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "tests" / "scenarios"
 sys.path.insert(0, str(ROOT / "tests" / "mock"))
-from mockctl import MockServer, mock_env  # noqa: E402
-from _support import tool_results  # noqa: E402
+from mockctl import MockServer  # noqa: E402
+from _support import cli_env, tool_results  # noqa: E402
 
 FASTMCP = ROOT / "tests" / "mcp" / "fastmcp_server.py"
 
 
 def clean_env(tmp_path, mock=None, **extra):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("ANTHROPIC_", "OPENAI_", "TOOLOOP_", "AWS_")) and k != "NO_COLOR"}
-    env["TOOLOOP_HOME"] = str(tmp_path / "home")
-    env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
-    env["HOME"] = str(tmp_path / "homedir")
-    env["PYTHONIOENCODING"] = "utf-8"
-    if mock is not None:
-        env.update(mock_env(mock.base_url))
-    env.update(extra)
-    return env
+    """`cli_env` with the config and home folders in `tmp_path` too."""
+    return cli_env(tmp_path, mock, XDG_CONFIG_HOME=str(tmp_path / "config"), HOME=str(tmp_path / "homedir"),
+                   **extra)
 
 
 def run(exe, ws, env, *args, timeout=60):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import stat
 import subprocess
 import sys
@@ -21,7 +20,8 @@ import tooloop
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "mock"))
-from mockctl import MockServer, mock_env  # noqa: E402
+from mockctl import MockServer  # noqa: E402
+from _support import cli_env  # noqa: E402
 
 HEADER = '{"type":"session","version":1,"created_at":1}\n'
 ENTRY = json.dumps({"type": "entry", "entry": {"id": "e1", "role": "user", "status": "complete", "created_at": 1,
@@ -111,17 +111,6 @@ def test_session_files_are_created_0600_in_0700_folders(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ the CLI
-
-def cli_env(tmp_path: Path, mock: Any = None, **extra: str) -> Dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("ANTHROPIC_", "OPENAI_", "TOOLOOP_")) and k != "NO_COLOR"}
-    env["TOOLOOP_HOME"] = str(tmp_path / "home")
-    env["PYTHONIOENCODING"] = "utf-8"
-    if mock is not None:
-        env.update(mock_env(mock.base_url))
-    env.update(extra)
-    return env
-
 
 def cli(tooloop_exe: str, tmp_path: Path, env: Dict[str, str], *args: str) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
     ws = tmp_path / "ws"

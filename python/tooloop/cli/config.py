@@ -167,21 +167,27 @@ def resolve(args: Any, environ: Optional[Mapping[str, str]] = None) -> Settings:
     if api_key is None and base_url is None:
         raise ConfigProblem(no_key_message(provider, workspace))
 
+    max_turns, thinking, max_tokens = _turn_limits(args, env)
+    return Settings(provider=provider, model=model, api_key=api_key, base_url=base_url,
+                    max_turns=max_turns, thinking=thinking, max_tokens=max_tokens,
+                    workspace=workspace, env=env)
+
+
+def _turn_limits(args: Any, env: Mapping[str, str]) -> Tuple[int, Optional[int], int]:
+    """max_turns, the thinking budget (None: off) and max_tokens, from the flags or the settings, for every
+    provider alike."""
     if args.max_turns is not None:
         max_turns = args.max_turns
     else:
         max_turns = _int_setting(env.get("TOOLOOP_MAX_TURNS"), "TOOLOOP_MAX_TURNS", 1) or DEFAULT_MAX_TURNS
     thinking = args.thinking if args.thinking is not None else _int_setting(
         env.get("TOOLOOP_THINKING"), "TOOLOOP_THINKING", 0)
-    if thinking == 0:
-        thinking = None
+    thinking = thinking or None
     if thinking is not None and thinking < 1024:
         raise ConfigProblem(f"--thinking budget must be at least 1024 tokens, got {thinking}")
     # The API requires max_tokens above the thinking budget; leave room for the answer itself.
     max_tokens = max(DEFAULT_MAX_TOKENS, (thinking or 0) + 4096)
-    return Settings(provider=provider, model=model, api_key=api_key, base_url=base_url,
-                    max_turns=max_turns, thinking=thinking, max_tokens=max_tokens,
-                    workspace=workspace, env=env)
+    return max_turns, thinking, max_tokens
 
 
 def _aws_credentials(env: Mapping[str, str]) -> bool:
@@ -207,14 +213,7 @@ def _bedrock(args: Any, env: Mapping[str, str], workspace: Path) -> Settings:
             "no AWS credentials for --provider bedrock: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
             "or AWS_PROFILE (a profile in ~/.aws/credentials)")
     model = args.model or env.get("TOOLOOP_MODEL") or DEFAULT_BEDROCK_MODEL
-    if args.max_turns is not None:
-        max_turns = args.max_turns
-    else:
-        max_turns = _int_setting(env.get("TOOLOOP_MAX_TURNS"), "TOOLOOP_MAX_TURNS", 1) or DEFAULT_MAX_TURNS
-    thinking = args.thinking if args.thinking is not None else _int_setting(
-        env.get("TOOLOOP_THINKING"), "TOOLOOP_THINKING", 0)
-    thinking = thinking or None
-    max_tokens = max(DEFAULT_MAX_TOKENS, (thinking or 0) + 4096)
+    max_turns, thinking, max_tokens = _turn_limits(args, env)
     return Settings(provider="bedrock", model=model, api_key=None, base_url=args.base_url or None,
                     max_turns=max_turns, thinking=thinking, max_tokens=max_tokens, workspace=workspace,
                     env=dict(env), region=region)
