@@ -16,7 +16,7 @@ use crate::cancel::CancelToken;
 use crate::conversation::{Conversation, Entry, EntryRole, EntryStatus, now_ms};
 use crate::error::{Error, Result};
 use crate::provider::{Provider, StreamEvent};
-use crate::session::Session;
+use crate::store::SessionStore;
 use crate::tools::{CallOutcome, ToolRegistry};
 use crate::types::{ContentBlock, MessageResponse, Request, StopReason, ToolUseBlock, Usage};
 
@@ -359,7 +359,7 @@ pub struct Agent {
     tools: ToolRegistry,
     conversation: Conversation,
     config: Mutex<AgentConfig>,
-    session: Mutex<Option<Session>>,
+    session: Mutex<Option<Box<dyn SessionStore>>>,
     session_info: Mutex<Option<SessionInfo>>,
     skills: Mutex<Option<crate::skills::SkillSet>>,
     subagents: Mutex<std::collections::BTreeMap<String, crate::subagent::SubAgent>>,
@@ -459,7 +459,12 @@ impl Agent {
 
     /// Attach a session: its entries are loaded into the (empty) store, a torn or unanswered tail is
     /// repaired, and from now on every finished entry is appended to it. Returns what loading found.
-    pub fn attach_session(&self, mut session: Session) -> Result<crate::session::LoadReport> {
+    pub fn attach_session(&self, session: impl SessionStore + 'static) -> Result<crate::session::LoadReport> {
+        self.attach_store(Box::new(session))
+    }
+
+    /// [`Agent::attach_session`] for a store chosen at run time (see [`crate::store::open`]).
+    pub fn attach_store(&self, mut session: Box<dyn SessionStore>) -> Result<crate::session::LoadReport> {
         let report = session.take_report();
         if !self.conversation.is_empty() {
             return Err(Error::Config("attach the session before the conversation has entries".into()));
@@ -468,7 +473,7 @@ impl Agent {
             self.conversation.push(e.clone());
         }
         *lock(&self.session_info) = Some(SessionInfo {
-            path: session.path().to_path_buf(),
+            path: session.location().into(),
             entries: report.entries.len(),
             torn_tail: report.torn_tail,
             skipped: report.skipped.clone(),

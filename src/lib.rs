@@ -15,6 +15,8 @@
 //! - [`subagent`]: the task tool's child agents.
 //! - [`todo`](mod@todo): the todo list the model keeps (`planning`).
 //! - [`session`]: append-only JSONL persistence, crash-tolerant load, resume.
+//! - [`session_sqlite`]: sessions in a SQLite database (many sessions, one file).
+//! - [`store`]: the session store seam both implement, and migration between them.
 //! - [`builtin`]: coding tools (bash, read_file, write_file, edit_file) confined to a workspace.
 //! - [`mcp`]: MCP client (stdio and Streamable HTTP); server tools registered as `mcp__<server>__<tool>`.
 //!
@@ -38,8 +40,10 @@ pub mod options;
 pub mod pricing;
 pub mod provider;
 pub mod session;
+pub mod session_sqlite;
 pub mod skills;
 pub mod sse;
+pub mod store;
 pub mod subagent;
 mod text;
 pub mod todo;
@@ -56,5 +60,7 @@ pub use error::{ApiError, ApiErrorKind, Error, Result};
 pub use options::AgentOptions;
 pub use provider::{Protocol, Provider, ProviderConfig, Response, StreamEvent};
 pub use session::{LoadReport, Session};
+pub use session_sqlite::SqliteSession;
+pub use store::SessionStore;
 pub use tools::{Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 pub use types::{ContentBlock, Message, MessageResponse, Request, Role, StopReason, ToolSpec, Usage};

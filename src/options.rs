@@ -21,7 +21,6 @@ use serde_json::{Map, Value, json};
 use crate::agent::{Agent, AgentConfig, MaxTurnsPolicy, RepeatGuard};
 use crate::error::{Error, Result};
 use crate::provider::{Protocol, Provider, ProviderConfig, Secret};
-use crate::session::Session;
 
 /// Largest `max_tokens` accepted: far above any model's output limit, far below overflow.
 pub const MAX_TOKENS_LIMIT: u32 = 1 << 24;
@@ -149,7 +148,8 @@ pub struct AgentOptions {
     /// The folder the built-in tools work in (default: the current folder).
     #[serde(deserialize_with = "de_path")]
     pub workspace: Option<PathBuf>,
-    /// A JSONL session file: loaded if it exists, then every finished entry is appended.
+    /// A JSONL session file, or a session of a SQLite database (`runs/sessions.db#task-17`, see
+    /// [`crate::store::Location`]): loaded if it exists, then every finished entry is appended.
     #[serde(deserialize_with = "de_path")]
     pub session: Option<PathBuf>,
     /// The runaway guard: `{"warn_after": 3, "stop_after": 2}` (the default), or `false` for off. See
@@ -492,7 +492,7 @@ impl AgentOptions {
             agent.set_mcp(servers);
         }
         if let Some(path) = &self.session {
-            agent.attach_session(Session::open(path)?)?;
+            agent.attach_store(crate::store::open(path, self.workspace.as_deref())?)?;
         }
         Ok(agent)
     }

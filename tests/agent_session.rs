@@ -3,6 +3,10 @@
 //! (tools, stop reasons, events, cancel) is in `tests/agent_loop.rs`.
 //!
 //! Every scenario ends with `assert_valid_view` on the agent's view AND on every request that went out.
+//!
+//! The tests of what every session store promises run on both stores (the JSONL file and a SQLite database
+//! session, [`STORES`]), through the `session` spec and the store seam (`tooloop::store`); the ones about
+//! the JSONL file's own format (torn lines, corrupt lines, `save`) run on the file.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "common/mock.rs"]
@@ -19,7 +23,7 @@ use tooloop::provider::host::reply;
 use tooloop::provider::{FnProvider, ScriptedProvider};
 use tooloop::{
     Agent, ApiErrorKind, ContentBlock, Entry, EntryRole, EntryStatus, Error, Event, LoadReport, Message, Session,
-    StopReason,
+    SessionStore, StopReason,
 };
 
 #[path = "common/agent.rs"]
@@ -37,6 +41,50 @@ use common::*;
 #[path = "common/tempdir.rs"]
 mod tempdir;
 use tempdir::TempDir;
+
+/// The two session stores every store test runs on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Store {
+    Jsonl,
+    Sqlite,
+}
+
+const STORES: [Store; 2] = [Store::Jsonl, Store::Sqlite];
+
+/// The `session` spec of a new session called `name` in `dir`: `name.jsonl`, or `name.db#name`.
+fn spec(dir: &TempDir, store: Store, name: &str) -> std::path::PathBuf {
+    match store {
+        Store::Jsonl => dir.file(&format!("{name}.jsonl")),
+        Store::Sqlite => dir.file(&format!("{name}.db#{name}")),
+    }
+}
+
+fn is_jsonl(spec: &Path) -> bool {
+    spec.extension().is_some_and(|e| e == "jsonl")
+}
+
+/// Open the session a spec names, through the seam.
+fn open_store(spec: &Path) -> Box<dyn SessionStore> {
+    tooloop::store::open(spec, None).unwrap_or_else(|e| panic!("opening {}: {e}", spec.display()))
+}
+
+/// Read the session a spec names without opening it for writing.
+fn load_store(spec: &Path) -> LoadReport {
+    tooloop::store::load(spec).unwrap_or_else(|e| panic!("loading {}: {e}", spec.display()))
+}
+
+/// Every byte the store keeps on disk: the file, or the database with its WAL.
+fn raw_bytes(spec: &Path) -> String {
+    if is_jsonl(spec) {
+        return std::fs::read_to_string(spec).unwrap();
+    }
+    let db = spec.to_str().unwrap().rsplit_once('#').unwrap().0;
+    let mut all = Vec::new();
+    for suffix in ["", "-wal"] {
+        all.extend(std::fs::read(format!("{db}{suffix}")).unwrap_or_default());
+    }
+    String::from_utf8_lossy(&all).into_owned()
+}
 
 /// The session file's lines, each with its trailing newline.
 fn lines_of(path: &Path) -> Vec<String> {
@@ -63,7 +111,7 @@ const SESSION_INPUT: &str = "What's the weather in Paris?";
 fn first_run_with_session(path: &Path) -> (MockServer, Arc<Agent>, Arc<AtomicUsize>) {
     let mock = MockServer::start(&scenario("agent_session_tool_turn"));
     let agent = Arc::new(Agent::new(anthropic(&mock), config()));
-    let report = agent.attach_session(Session::open(path).unwrap()).unwrap();
+    let report = agent.attach_store(open_store(path)).unwrap();
     assert!(report.created && report.entries.is_empty());
     let calls = Arc::new(AtomicUsize::new(0));
     agent.tools().register(weather_tool(calls.clone())).unwrap();
@@ -79,7 +127,7 @@ fn reload(path: &Path, responses: Value) -> (MockServer, Arc<Agent>, Arc<AtomicU
     let agent = Arc::new(Agent::new(anthropic(&mock), config()));
     let calls = Arc::new(AtomicUsize::new(0));
     agent.tools().register(weather_tool(calls.clone())).unwrap();
-    let report = agent.attach_session(Session::open(path).unwrap()).unwrap();
+    let report = agent.attach_store(open_store(path)).unwrap();
     (mock, agent, calls, report)
 }
 
@@ -96,8 +144,14 @@ fn text_response(text: &str) -> Value {
 
 #[test]
 fn input_assistant_turns_and_tool_results_are_stored_and_on_disk_before_each_request() {
+    for store in STORES {
+        stored_before_each_request(store);
+    }
+}
+
+fn stored_before_each_request(store: Store) {
     let dir = TempDir::new("session-before-each-request");
-    let path = dir.file("s.jsonl");
+    let path = spec(&dir, store, "s");
     let store: Arc<OnceLock<tooloop::Conversation>> = Arc::default();
     let checked = Arc::new(AtomicUsize::new(0));
     let (s, p, n) = (store.clone(), path.clone(), checked.clone());
@@ -106,7 +160,7 @@ fn input_assistant_turns_and_tool_results_are_stored_and_on_disk_before_each_req
         // Every finished entry (all but the assistant turn now streaming) is in the store AND on disk...
         let finished: Vec<Entry> =
             store.snapshot().into_iter().filter(|e| e.status != EntryStatus::Streaming).collect();
-        let on_disk = Session::load(&p).unwrap();
+        let on_disk = load_store(&p);
         assert_eq!(on_disk.torn_tail, None);
         assert_eq!(
             on_disk.entries,
@@ -131,29 +185,33 @@ fn input_assistant_turns_and_tool_results_are_stored_and_on_disk_before_each_req
     });
     let agent = Agent::new(Arc::new(provider), config());
     store.set(agent.conversation().clone()).unwrap();
-    agent.attach_session(Session::open(&path).unwrap()).unwrap();
+    agent.attach_store(open_store(&path)).unwrap();
     agent.tools().register(weather_tool(Arc::default())).unwrap();
     let result = agent.run("Paris, Rome, then Oslo.", &mut |_| {}).unwrap();
-    assert_eq!(result.text, "All three are mild.");
+    assert_eq!(result.text, "All three are mild.", "{store:?}");
     assert_eq!(checked.load(Ordering::SeqCst), 3);
     // After the run, the file holds the whole conversation.
-    assert_eq!(Session::load(&path).unwrap().entries, agent.conversation().snapshot());
-    assert_clean_jsonl(&path);
+    assert_eq!(load_store(&path).entries, agent.conversation().snapshot());
+    if is_jsonl(&path) {
+        assert_clean_jsonl(&path);
+    }
     assert_valid_view(&agent.messages());
 }
 
 #[test]
 fn a_request_failing_after_retries_keeps_everything_and_resume_does_not_rerun_the_tool() {
-    for kind in [Kind::Scripted, Kind::MockSse, Kind::MockJson] {
-        let dir = TempDir::new(&format!("529-{kind:?}"));
-        let path = dir.file("s.jsonl");
+    for (kind, store) in
+        [Kind::Scripted, Kind::MockSse, Kind::MockJson].into_iter().flat_map(|k| STORES.map(|s| (k, s)))
+    {
+        let dir = TempDir::new(&format!("529-{kind:?}-{store:?}"));
+        let path = spec(&dir, store, "s");
         let mut scen = scenario("agent_529_after_tool");
         if kind == Kind::Scripted {
             // No HTTP layer, so no retries: one failure stands for the three 529s.
             scen["responses"].as_array_mut().unwrap().drain(2..4);
         }
         let rig = Rig::new(kind, &scen, config());
-        rig.agent.attach_session(Session::open(&path).unwrap()).unwrap();
+        rig.agent.attach_store(open_store(&path)).unwrap();
         let calls = Arc::new(AtomicUsize::new(0));
         rig.agent.tools().register(weather_tool(calls.clone())).unwrap();
 
@@ -168,7 +226,7 @@ fn a_request_failing_after_retries_keeps_everything_and_resume_does_not_rerun_th
         let failed = rig.agent.conversation().snapshot().pop().unwrap();
         assert_eq!((failed.role, failed.status), (EntryRole::Assistant, EntryStatus::Error));
         assert!(failed.error.as_deref().unwrap().contains("Overloaded"), "{:?}", failed.error);
-        assert_eq!(Session::load(&path).unwrap().entries.last(), Some(&failed));
+        assert_eq!(load_store(&path).entries.last(), Some(&failed));
         let view = rig.agent.messages();
         assert_eq!(view.len(), 3, "user, the tool turn, its result");
         rig.check();
@@ -190,7 +248,7 @@ fn a_request_failing_after_retries_keeps_everything_and_resume_does_not_rerun_th
         let (messages, entries) = (rig.agent.messages(), rig.agent.conversation().snapshot());
         drop(rig);
         let reloaded = Agent::new(Arc::new(ScriptedProvider::new([])), config());
-        reloaded.attach_session(Session::open(&path).unwrap()).unwrap();
+        reloaded.attach_store(open_store(&path)).unwrap();
         assert_eq!(reloaded.messages(), messages);
         assert_eq!(reloaded.conversation().snapshot(), entries);
     }
@@ -269,9 +327,9 @@ fn a_session_ending_in_an_unanswered_tool_use_is_repaired_with_an_interrupted_er
     let keep: usize = lines[..3].iter().map(String::len).sum::<usize>() + lines[3].len() / 3;
     std::fs::OpenOptions::new().write(true).open(&torn_path).unwrap().set_len(keep as u64).unwrap();
 
-    let written_path = dir.file("written.jsonl");
-    {
-        let mut s = Session::open(&written_path).unwrap();
+    let written_paths = STORES.map(|store| spec(&dir, store, "written"));
+    for written_path in &written_paths {
+        let mut s = open_store(written_path);
         s.append(&Entry::new(EntryRole::User, vec![ContentBlock::text(SESSION_INPUT)])).unwrap();
         let mut turn = Entry::new(
             EntryRole::Assistant,
@@ -284,7 +342,8 @@ fn a_session_ending_in_an_unanswered_tool_use_is_repaired_with_an_interrupted_er
         s.append(&turn).unwrap();
     }
 
-    for path in [torn_path, written_path] {
+    let [written_jsonl, written_db] = written_paths;
+    for path in [torn_path, written_jsonl, written_db] {
         let (mock, agent, calls, report) = reload(&path, json!([text_response("I could not check, sorry.")]));
         assert_eq!(report.entries.len(), 2, "{}", path.display());
         let repaired = agent.conversation().snapshot().pop().unwrap();
@@ -293,7 +352,7 @@ fn a_session_ending_in_an_unanswered_tool_use_is_repaired_with_an_interrupted_er
         assert!(text.contains("\"is_error\":true") && text.contains("interrupted"), "{text}");
         assert!(!text.to_lowercase().contains("denied"), "an interrupted call is not a denied one: {text}");
         // The repair is itself recorded, so the file no longer ends in an unanswered call.
-        let on_disk = Session::load(&path).unwrap();
+        let on_disk = load_store(&path);
         assert_eq!((on_disk.torn_tail, on_disk.entries.last()), (None, Some(&repaired)));
         assert_valid_view(&agent.messages());
 
@@ -305,14 +364,22 @@ fn a_session_ending_in_an_unanswered_tool_use_is_repaired_with_an_interrupted_er
         assert_eq!(results[0].0, "toolu_01AgSs1");
         assert!(results[0].2 && results[0].1.contains("interrupted"), "{results:?}");
         checked_messages(&body);
-        assert_clean_jsonl(&path);
+        if is_jsonl(&path) {
+            assert_clean_jsonl(&path);
+        }
     }
 }
 
 #[test]
 fn a_reloaded_session_resumes_exactly_where_it_stopped() {
+    for store in STORES {
+        resumes_exactly(store);
+    }
+}
+
+fn resumes_exactly(store: Store) {
     let dir = TempDir::new("session-exact");
-    let path = dir.file("s.jsonl");
+    let path = spec(&dir, store, "s");
     let (_m, first, _) = first_run_with_session(&path);
     let (entries, messages, usage) = (first.conversation().snapshot(), first.messages(), first.usage());
     drop(first); // releases the session's lock
@@ -332,15 +399,21 @@ fn a_reloaded_session_resumes_exactly_where_it_stopped() {
 
 #[test]
 fn the_session_file_never_contains_the_api_key() {
+    for store in STORES {
+        never_the_api_key(store);
+    }
+}
+
+fn never_the_api_key(store: Store) {
     let dir = TempDir::new("session-secret");
-    let path = dir.file("s.jsonl");
+    let path = spec(&dir, store, "s");
     let mut responses = vec![
         json!({"status": 401, "json": {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}}),
     ];
     responses.extend(scenario("agent_session_tool_turn")["responses"].as_array().unwrap()[..2].iter().cloned());
     let mock = MockServer::start(&json!({ "responses": responses }));
     let agent = Agent::new(anthropic(&mock), config());
-    agent.attach_session(Session::open(&path).unwrap()).unwrap();
+    agent.attach_store(open_store(&path)).unwrap();
     agent.tools().register(weather_tool(Arc::default())).unwrap();
 
     let err = agent.run("hello", &mut |_| {}).unwrap_err();
@@ -349,8 +422,8 @@ fn the_session_file_never_contains_the_api_key() {
     // The key did go over the wire (so this test can fail)...
     assert_eq!(mock.requests()[0]["headers"]["x-api-key"], KEY);
     // ...and is nowhere in the file, nor in what the agent and the error print.
-    let file = std::fs::read_to_string(&path).unwrap();
-    assert!(file.contains("invalid x-api-key") && file.contains("18 °C"), "the file holds the run: {file}");
+    let file = raw_bytes(&path);
+    assert!(file.contains("invalid x-api-key") && file.contains("18 °C"), "{store:?}: the store holds the run: {file}");
     for needle in [KEY, "SECRET-5f3c9e71"] {
         assert!(!file.contains(needle), "the session file contains the API key");
         assert!(!format!("{err} {err:?} {agent:?} {:?}", agent.provider().name()).contains(needle));
@@ -360,10 +433,16 @@ fn the_session_file_never_contains_the_api_key() {
 
 #[test]
 fn a_cancelled_run_is_recorded_in_the_session_and_a_reload_resumes_it() {
+    for store in STORES {
+        cancelled_run_recorded(store);
+    }
+}
+
+fn cancelled_run_recorded(store: Store) {
     let dir = TempDir::new("session-cancel");
-    let path = dir.file("s.jsonl");
+    let path = spec(&dir, store, "s");
     let rig = Rig::new(Kind::MockSse, &scenario("anthropic_stream_stall"), config());
-    rig.agent.attach_session(Session::open(&path).unwrap()).unwrap();
+    rig.agent.attach_store(open_store(&path)).unwrap();
     let (tx, rx) = mpsc::channel::<()>();
     let agent = rig.agent.clone();
     let handle = std::thread::spawn(move || {
@@ -379,8 +458,8 @@ fn a_cancelled_run_is_recorded_in_the_session_and_a_reload_resumes_it() {
     let outcome = handle.join().unwrap();
     assert!(matches!(outcome, Err(Error::Cancelled { .. })), "{outcome:?}");
     println!("cancelled mid-stream in {} ms", t0.elapsed().as_millis());
-    let on_disk = Session::load(&path).unwrap();
-    assert_eq!(on_disk.entries.len(), 2);
+    let on_disk = load_store(&path);
+    assert_eq!(on_disk.entries.len(), 2, "{store:?}");
     assert_eq!(
         (on_disk.entries[1].status, on_disk.entries[1].error.as_deref()),
         (EntryStatus::Error, Some("cancelled"))
@@ -396,14 +475,28 @@ fn a_cancelled_run_is_recorded_in_the_session_and_a_reload_resumes_it() {
 
 #[test]
 fn reset_is_recorded_and_a_reload_starts_after_it() {
-    let dir = TempDir::new("session-reset");
-    let path = dir.file("s.jsonl");
-    let (_m, first, _) = first_run_with_session(&path);
-    first.reset().unwrap();
-    assert!(first.messages().is_empty());
-    let report = Session::load(&path).unwrap();
-    assert!(report.entries.is_empty(), "entries before a reset are history only");
-    assert_eq!(lines_of(&path).len(), 6, "the old lines stay in the file (append-only)");
+    for store in STORES {
+        let dir = TempDir::new("session-reset");
+        let path = spec(&dir, store, "s");
+        let (_m, first, _) = first_run_with_session(&path);
+        first.reset().unwrap();
+        assert!(first.messages().is_empty());
+        let report = load_store(&path);
+        assert!(report.entries.is_empty(), "{store:?}: entries before a reset are history only");
+        if is_jsonl(&path) {
+            assert_eq!(lines_of(&path).len(), 6, "the old lines stay in the file (append-only)");
+        } else {
+            let db = dir.file("s.db");
+            let (records, _) = tooloop::session_sqlite::SqliteSession::records(&db, "s").unwrap();
+            assert_eq!(records.len(), 5, "the old records stay in the database (append-only)");
+        }
+        // A reload starts after the reset, and goes on from there.
+        drop(first);
+        let (_mock, again, _, report) = reload(&path, json!([text_response("Fresh start.")]));
+        assert!(report.entries.is_empty(), "{store:?}");
+        again.run("hello again", &mut |_| {}).unwrap();
+        assert_eq!(load_store(&path).entries.len(), 2, "{store:?}");
+    }
 }
 
 #[test]
@@ -430,8 +523,10 @@ fn attaching_a_session_to_a_conversation_that_has_entries_is_refused() {
         config(),
     );
     agent.run("hello", &mut |_| {}).unwrap();
-    let err = agent.attach_session(Session::open(dir.file("s.jsonl")).unwrap()).unwrap_err();
-    assert!(matches!(err, Error::Config(_)), "{err:?}");
+    for store in STORES {
+        let err = agent.attach_store(open_store(&spec(&dir, store, "s"))).unwrap_err();
+        assert!(matches!(err, Error::Config(_)), "{store:?}: {err:?}");
+    }
 }
 
 #[test]

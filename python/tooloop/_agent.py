@@ -231,8 +231,9 @@ class Agent:
 
     ``tools`` are plain functions (schema from type hints and docstring) or ``tooloop.Tool`` objects;
     ``builtin_tools`` is True (bash, read_file, write_file, edit_file) or a list of their names, confined to
-    ``workspace`` (default: the current directory). ``session`` is the path of a JSONL file: loaded when it
-    exists, appended to as the conversation goes. ``permission(tool_call)`` returns True, False or a reason.
+    ``workspace`` (default: the current directory). ``session`` is the path of a JSONL file, or a session of a
+    SQLite database as ``"runs/sessions.db#task-17"`` (``.db``/``.sqlite``/``.sqlite3``, then ``#`` and the id):
+    loaded when it exists, appended to as the conversation goes. ``permission(tool_call)`` returns True, False or a reason.
     ``headers`` are added to every HTTP request (e.g. ``{"anthropic-beta": "..."}``) and ``extra`` request body
     fields are passed through unchanged, so a new API feature never waits for a tooloop release.
 

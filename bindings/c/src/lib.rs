@@ -251,8 +251,8 @@ impl tooloop_agent {
             let refused = Error::Config("attach the session before the conversation has entries".into());
             return Err(core_failure(&refused));
         }
-        let session = Session::open(path).map_err(|e| core_failure(&e))?;
-        self.agent.attach_session(session).map_err(|e| core_failure(&e))?;
+        let session = tooloop::store::open(path, None).map_err(|e| core_failure(&e))?;
+        self.agent.attach_store(session).map_err(|e| core_failure(&e))?;
         Ok(())
     }
 }
@@ -285,7 +285,9 @@ fn build_agent(
 /// - `"builtin_tools"`: `true` for bash, read_file, write_file and edit_file, or an array of some of
 ///   their names; `"workspace"`: the folder they work in (default: the current folder). bash runs in the
 ///   `"sandbox"` below.
-/// - `"session"`: a JSONL session file: loaded if it exists, then every finished entry is appended.
+/// - `"session"`: a JSONL session file, or a session of a SQLite database named `path.db#id` (also
+///   `.sqlite`, `.sqlite3`; the database and the session are created if new): loaded if it exists, then
+///   every finished entry is appended.
 /// - `"max_turns_policy"`: `"error"` (default: the run fails with `TOOLOOP_MAX_TURNS`) or `"return"`
 ///   (the run succeeds with `"max_turns_reached": true`).
 /// - `"temperature"`, `"stop_sequences"` (array of strings), `"tool_choice"` (object): request options.
@@ -817,7 +819,8 @@ pub extern "C" fn tooloop_agent_mcp_status_json(agent: *const tooloop_agent, out
     })
 }
 
-/// Attach a session file to an agent whose conversation is empty: the file's conversation is loaded (a
+/// Attach a session file (or a database session, `path.db#id`, as the `"session"` key) to an agent whose
+/// conversation is empty: the file's conversation is loaded (a
 /// torn last line from a crash is cut off; a tool call left without a result is answered as
 /// interrupted), then every finished entry is appended to it as the conversation goes on (flushed and
 /// synced before the next request). The file (0600) and its folders (0700) are created if missing. Same
@@ -861,6 +864,12 @@ pub extern "C" fn tooloop_agent_save_session(agent: *const tooloop_agent, path: 
             if same {
                 return Ok(());
             }
+        }
+        if let tooloop::store::Location::Database { .. } =
+            tooloop::store::Location::parse(&path).map_err(|e| core_failure(&e))?
+        {
+            let refused = Error::Config("save writes a session file; a database session is written as it goes".into());
+            return Err(core_failure(&refused));
         }
         Session::save(&path, &a.agent.conversation().snapshot()).map_err(|e| core_failure(&e))
     })

@@ -488,13 +488,14 @@ pub fn estimate_cost_usd(model: &str, usage: &Bound<'_, PyAny>) -> PyResult<Opti
     Ok(tooloop::pricing::estimate_cost_usd(model, &u))
 }
 
-/// Read the session file at `path` without opening it for writing (the core's `Session::load`):
+/// Read the session file (or database session, `path.db#id`) at `path` without opening it for writing
+/// (the core's `store::load`):
 /// `{"path", "entries", "torn_tail", "skipped", "cost_usd"}`, `cost_usd` summing each assistant entry priced
 /// with its own model (None when none has a known price). Raises SessionError when it cannot be read.
 #[pyfunction]
 pub fn load_session(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Py<PyAny>> {
     let shown = path.display().to_string();
-    let report = py.detach(|| tooloop::Session::load(&path)).map_err(|e| to_pyerr(py, &e))?;
+    let report = py.detach(|| tooloop::store::load(&path)).map_err(|e| to_pyerr(py, &e))?;
     let mut cost: Option<f64> = None;
     for e in &report.entries {
         if let (Some(u), Some(m)) = (&e.usage, &e.model)
