@@ -100,7 +100,9 @@ impl Location {
     pub fn parse(spec: impl AsRef<Path>) -> Result<Location> {
         let spec = spec.as_ref();
         let Some(text) = spec.to_str() else { return Ok(Location::File(spec.to_path_buf())) };
-        if let Some((db, id)) = text.rsplit_once('#').filter(|(db, _)| is_db(db)) {
+        // The first `#` that ends a database path: folders may hold `#`, and so may ids.
+        let split = text.match_indices('#').map(|(i, _)| (&text[..i], &text[i + 1..])).find(|(db, _)| is_db(db));
+        if let Some((db, id)) = split {
             if id.is_empty() {
                 return Err(Error::Config(format!(
                     "session {text:?} names a database but no session id: write {db}#<id>"
