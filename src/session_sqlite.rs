@@ -70,11 +70,21 @@ CREATE TABLE IF NOT EXISTS entries (
 
 /// One record of a session, in order: what a JSONL line holds, without the header.
 #[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)] // nearly every record is an entry: boxing would only add an allocation
 pub enum Record {
     /// A finished conversation entry (a compaction record is an entry whose `meta.compaction` says so).
     Entry(Entry),
     /// The conversation was cleared at this time (ms since the epoch).
     Reset(u64),
+}
+
+/// Every record of a session, and those that did not parse.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Records {
+    /// The records, in order (resets included).
+    pub records: Vec<Record>,
+    /// Records that did not parse and were skipped: (seq, why).
+    pub skipped: Vec<(usize, String)>,
 }
 
 /// A session of a database, as listed by [`list`].
@@ -116,7 +126,8 @@ fn db_err(context: String) -> impl FnOnce(rusqlite::Error) -> Error {
     move |e| {
         let kind = match e.sqlite_error_code() {
             Some(rusqlite::ErrorCode::DiskFull) => ErrorKind::StorageFull,
-            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => ErrorKind::WouldBlock,
+            // Distinct from WouldBlock (a session held by another writer): this one is worth retrying.
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => ErrorKind::ResourceBusy,
             Some(rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::PermissionDenied) => ErrorKind::PermissionDenied,
             _ => ErrorKind::Other,
         };
@@ -234,7 +245,7 @@ fn connect(db: &Path, create: bool) -> Result<Connection> {
         tx.commit().map_err(db_err(format!("creating session database {shown}")))?;
     }
     let version: Option<i64> =
-        conn.query_row("SELECT max(version) FROM tooloop_schema", [], |r| r.get(0)).map_err(|e| {
+        retry_busy(|| conn.query_row("SELECT max(version) FROM tooloop_schema", [], |r| r.get(0))).map_err(|e| {
             refused(
                 format!("{shown} is not a tooloop session database"),
                 ErrorKind::InvalidData,
@@ -260,9 +271,13 @@ fn connect(db: &Path, create: bool) -> Result<Connection> {
             ));
         }
     }
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+    // WAL is a property of the file: set once, by whoever finds it unset (usually the creator).
+    let mut mode: String = retry_busy(|| conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)))
         .map_err(db_err(format!("opening session database {shown}")))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        mode = retry_busy(|| conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)))
+            .map_err(db_err(format!("opening session database {shown}")))?;
+    }
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(refused(
             format!("opening session database {shown}"),
@@ -272,6 +287,28 @@ fn connect(db: &Path, create: bool) -> Result<Connection> {
     }
     conn.execute_batch("PRAGMA synchronous = FULL;").map_err(db_err(format!("opening session database {shown}")))?;
     Ok(conn)
+}
+
+/// Run `f` again while SQLite answers "busy" or "locked" without waiting in its busy handler (a journal-mode
+/// change, a WAL recovery by another connection, a lock upgrade it refuses to wait for), for up to
+/// [`BUSY_TIMEOUT`].
+fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match f() {
+            Err(e)
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+                ) && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// When the process `pid` started (clock ticks after boot, from /proc), to tell a live writer from a new
@@ -309,7 +346,7 @@ fn validate_id(id: &str, db: &Path) -> Result<()> {
     Ok(())
 }
 
-fn read_records(conn: &Connection, id: &str, shown: &str) -> Result<(Vec<Record>, Vec<(usize, String)>, i64)> {
+fn read_records(conn: &Connection, id: &str, shown: &str) -> Result<(Records, i64)> {
     let mut stmt = conn
         .prepare("SELECT seq, kind, entry, at FROM entries WHERE session_id = ?1 ORDER BY seq")
         .map_err(db_err(format!("reading session {shown}")))?;
@@ -331,7 +368,7 @@ fn read_records(conn: &Connection, id: &str, shown: &str) -> Result<(Vec<Record>
             (_, None) => skipped.push((seq as usize, "entry record without an entry".into())),
         }
     }
-    Ok((records, skipped, last))
+    Ok((Records { records, skipped }, last))
 }
 
 /// The entries of the current conversation: everything after the last reset.
@@ -355,7 +392,26 @@ impl SqliteSession {
     /// database or has a newer schema (left untouched), or when a live writer (in any process, this one
     /// included) has the session open; with [`Error::Config`] for an empty or malformed id.
     pub fn open(db: impl AsRef<Path>, id: &str, workspace: Option<&Path>) -> Result<SqliteSession> {
-        let db = db.as_ref().to_path_buf();
+        // Opening is idempotent (the schema is created only where missing, the claim is one transaction), so
+        // a "busy" that SQLite's busy handler does not wait out (many openers of a new database at once
+        // racing to create it and switch it to WAL) is retried whole.
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match Self::open_once(db.as_ref(), id, workspace) {
+                Err(Error::Io { source, .. })
+                    if source.kind() == ErrorKind::ResourceBusy && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn open_once(db: &Path, id: &str, workspace: Option<&Path>) -> Result<SqliteSession> {
+        let db = db.to_path_buf();
         validate_id(id, &db)?;
         let shown = shown(&db, id);
         let mut conn = connect(&db, true)?;
@@ -401,7 +457,7 @@ impl SqliteSession {
                 .map_err(db_err(format!("creating session {shown}")))?;
             }
         }
-        let (records, skipped, last) = read_records(&tx, id, &shown)?;
+        let (Records { records, skipped }, last) = read_records(&tx, id, &shown)?;
         tx.commit().map_err(db_err(format!("opening session {shown}")))?;
         let report = LoadReport { entries: current(&records), torn_tail: None, skipped, created };
         Ok(SqliteSession { conn, db, id: id.to_string(), token, next_seq: last + 1, report })
@@ -410,13 +466,12 @@ impl SqliteSession {
     /// Read session `id` without opening it for writing (and without claiming it: reading what another
     /// agent is appending to is fine). Refuses what [`SqliteSession::open`] refuses, and a missing session.
     pub fn load(db: impl AsRef<Path>, id: &str) -> Result<LoadReport> {
-        let records = Self::records(db.as_ref(), id)?;
-        let (records, skipped) = records;
+        let Records { records, skipped } = Self::records(db.as_ref(), id)?;
         Ok(LoadReport { entries: current(&records), torn_tail: None, skipped, created: false })
     }
 
     /// Every record of session `id`, resets included, and the records that did not parse (seq, why).
-    pub fn records(db: &Path, id: &str) -> Result<(Vec<Record>, Vec<(usize, String)>)> {
+    pub fn records(db: &Path, id: &str) -> Result<Records> {
         let shown = shown(db, id);
         let conn = connect(db, false)?;
         let exists: bool = conn
@@ -425,8 +480,7 @@ impl SqliteSession {
         if !exists {
             return Err(refused(format!("reading session {shown}"), ErrorKind::NotFound, "no such session"));
         }
-        let (records, skipped, _) = read_records(&conn, id, &shown)?;
-        Ok((records, skipped))
+        Ok(read_records(&conn, id, &shown)?.0)
     }
 
     /// The database file.

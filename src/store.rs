@@ -128,13 +128,16 @@ impl std::fmt::Display for Location {
     }
 }
 
-/// Open (or create) the session `spec` names, loading what it holds. `workspace` is recorded with a new
-/// database session (for listing); a JSONL file does not record it. Fails like [`Session::open`] or
-/// [`SqliteSession::open`].
+/// Open (or create) the session `spec` names, loading what it holds. `workspace` (default: the current
+/// folder, where the built-in tools work without one) is recorded with a new database session, for listing;
+/// a JSONL file does not record it. Fails like [`Session::open`] or [`SqliteSession::open`].
 pub fn open(spec: impl AsRef<Path>, workspace: Option<&Path>) -> Result<Box<dyn SessionStore>> {
     Ok(match Location::parse(spec)? {
         Location::File(path) => Box::new(Session::open(path)?),
-        Location::Database { db, id } => Box::new(SqliteSession::open(db, &id, workspace)?),
+        Location::Database { db, id } => {
+            let workspace = workspace.map(Path::to_path_buf).or_else(|| std::env::current_dir().ok());
+            Box::new(SqliteSession::open(db, &id, workspace.as_deref())?)
+        }
     })
 }
 
@@ -176,7 +179,7 @@ fn file_records(path: &Path) -> Result<(Vec<Record>, Option<u64>)> {
 pub fn migrate(from: impl AsRef<Path>, to: impl AsRef<Path>) -> Result<usize> {
     let (records, created) = match Location::parse(from.as_ref())? {
         Location::File(path) => file_records(&path)?,
-        Location::Database { db, id } => (SqliteSession::records(&db, &id)?.0, None),
+        Location::Database { db, id } => (SqliteSession::records(&db, &id)?.records, None),
     };
     let to_loc = Location::parse(to.as_ref())?;
     let exists = match &to_loc {

@@ -487,7 +487,7 @@ fn reset_is_recorded_and_a_reload_starts_after_it() {
             assert_eq!(lines_of(&path).len(), 6, "the old lines stay in the file (append-only)");
         } else {
             let db = dir.file("s.db");
-            let (records, _) = tooloop::session_sqlite::SqliteSession::records(&db, "s").unwrap();
+            let records = tooloop::session_sqlite::SqliteSession::records(&db, "s").unwrap().records;
             assert_eq!(records.len(), 5, "the old records stay in the database (append-only)");
         }
         // A reload starts after the reset, and goes on from there.

@@ -188,6 +188,30 @@ fn a_second_writer_of_one_session_is_refused_while_other_ids_open_at_the_same_ti
     assert_eq!(texts(&SqliteSession::load(&db, "two").unwrap().entries), ["b"]);
 }
 
+#[test]
+fn a_writer_whose_claim_was_taken_over_fails_instead_of_interleaving() {
+    let dir = TempDir::new("sqlite-taken-over");
+    let db = dir.file("s.db");
+    let mut first = SqliteSession::open(&db, "s", None).unwrap();
+    first.append(&entry("mine")).unwrap();
+    // Another host judged this writer gone and claimed the session (as after a pid-namespace mix-up).
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute(
+            "UPDATE sessions SET writer_pid = 1, writer_start = NULL, writer_token = 'someone-else' WHERE id = 's'",
+            [],
+        )
+        .unwrap();
+    let (message, kind) = io_error(first.append(&entry("must not land")));
+    assert!(message.contains("took this session over"), "{message}");
+    assert_eq!(kind, ErrorKind::WouldBlock);
+    drop(first); // does not release someone else's claim
+    let (records, _) = (SqliteSession::records(&db, "s").unwrap().records, ());
+    assert_eq!(records.len(), 1);
+    let (message, _) = io_error(SqliteSession::open(&db, "s", None));
+    assert!(message.contains("is in use"), "pid 1 is alive: {message}");
+}
+
 const CHILD_DB: &str = "TOOLOOP_TEST_SQLITE_DB";
 
 /// Run the ignored child test `name` of this binary with `TOOLOOP_TEST_SQLITE_DB=db` (under `prefix`, a bash
@@ -398,12 +422,12 @@ fn migration_from_jsonl_to_a_database_and_back_keeps_what_the_api_sees_byte_for_
             .collect()
     };
     assert_eq!(lines(&jsonl), lines(&back));
-    let (records, _) = SqliteSession::records(&dir.file("all.db"), "migrated").unwrap();
+    let records = SqliteSession::records(&dir.file("all.db"), "migrated").unwrap().records;
     assert!(matches!(records[1], Record::Reset(_)));
     // Migrating onto an existing session is refused, and writes nothing.
     let err = store::migrate(&jsonl, &db_spec).unwrap_err();
     assert!(matches!(&err, Error::Config(m) if m.contains("already holds")), "{err:?}");
-    assert_eq!(SqliteSession::records(&dir.file("all.db"), "migrated").unwrap().0.len(), 5);
+    assert_eq!(SqliteSession::records(&dir.file("all.db"), "migrated").unwrap().records.len(), 5);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -471,4 +495,59 @@ fn sixty_four_agents_writing_to_one_database_at_once_lose_nothing_and_keep_their
         let row = rows.iter().find(|r| r.id == format!("agent-{i}")).unwrap();
         assert_eq!(row.records, (RUNS * 4) as u64);
     }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The README's queries run against the schema.
+// ---------------------------------------------------------------------------------------------------------
+
+#[test]
+fn the_readme_queries_run_against_a_real_session_database() {
+    let dir = TempDir::new("sqlite-readme");
+    let db = dir.file("sessions.db");
+    {
+        let mut s = SqliteSession::open(&db, "busy", Some(dir.0.as_path())).unwrap();
+        s.append(&entry("run the tests a lot")).unwrap();
+        for i in 0..21 {
+            let mut turn = Entry::new(
+                EntryRole::Assistant,
+                vec![
+                    serde_json::from_value(json!({"type": "tool_use", "id": format!("t{i}"), "name": "bash",
+                                                  "input": {"command": "make test"}}))
+                    .unwrap(),
+                ],
+            );
+            turn.model = Some("claude-sonnet-4-6".into());
+            turn.usage = Some(serde_json::from_value(json!({"input_tokens": 100, "output_tokens": 10})).unwrap());
+            s.append(&turn).unwrap();
+        }
+        let mut failed = Entry::new(EntryRole::Assistant, vec![ContentBlock::text("partial")]);
+        failed.status = tooloop::EntryStatus::Error;
+        s.append(&failed).unwrap();
+    }
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme.find("Queries people run").expect("the README's queries");
+    let block = &readme[start..];
+    let sql = &block[block.find("```sql").unwrap() + 6..];
+    let sql = &sql[..sql.find("```").unwrap()];
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let mut answers = Vec::new();
+    for query in sql.split(';').map(str::trim).filter(|q| q.lines().any(|l| !l.trim().starts_with("--"))) {
+        let mut stmt = conn.prepare(query).unwrap_or_else(|e| panic!("{e}: {query}"));
+        let n = stmt.column_count();
+        let rows: Vec<Vec<String>> = stmt
+            .query_map([], |r| {
+                (0..n).map(|i| r.get::<_, rusqlite::types::Value>(i).map(|v| format!("{v:?}"))).collect()
+            })
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        answers.push(rows);
+    }
+    assert_eq!(answers.len(), 3);
+    assert_eq!(answers[0], vec![vec!["Text(\"busy\")".to_string(), "Integer(21)".to_string()]], "bash calls");
+    assert_eq!(answers[1].len(), 1, "one day, one model: {:?}", answers[1]);
+    assert_eq!(answers[1][0][2], "Integer(2100)");
+    assert_eq!(answers[2].len(), 1, "the session that ended on an error: {:?}", answers[2]);
+    assert_eq!(answers[2][0][2], "Text(\"run the tests a lot\")");
 }

@@ -25,7 +25,7 @@ is built or first needs them.
 from ._tooloop import __version__
 from ._tools import Tool, as_tool, tool
 from ._agent import Agent, AgentStream, SubAgent, ToolInfo
-from ._session import SessionInfo, load_session
+from ._session import SessionInfo, load_session, migrate_session
 from .errors import (
     APIConnectionError,
     APIError,
@@ -78,6 +78,7 @@ __all__ = [
     "ToolInfo",
     "SessionInfo",
     "load_session",
+    "migrate_session",
     "RunResult",
     "Usage",
     "ToolCall",

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import datetime
     from typing import Any, Dict, List, Optional, Union
 
-__all__ = ["SessionInfo", "load_session"]
+__all__ = ["SessionInfo", "load_session", "migrate_session"]
 
 
 def _user_text(entry: Dict[str, Any]) -> str:
@@ -61,8 +61,20 @@ class SessionInfo(_Record):
                    turns=turns, cost_usd=cost_usd, torn_tail=torn_tail, skipped=list(skipped or []))
 
 
+def _database_id(spec: str) -> Optional[str]:
+    """The session id of a database session spec (``runs/sessions.db#task-17`` -> ``task-17``), else None:
+    the first ``#`` that ends a path in ``.db``, ``.sqlite`` or ``.sqlite3``, as the core reads it."""
+    at = spec.find("#")
+    while at >= 0:
+        if spec[:at].endswith((".db", ".sqlite", ".sqlite3")):
+            return spec[at + 1:]
+        at = spec.find("#", at + 1)
+    return None
+
+
 def load_session(path: Union[str, os.PathLike[str]]) -> SessionInfo:
-    """Read the session file at ``path`` (see ``SessionInfo``). Raises ``tooloop.SessionError`` when it
+    """Read the session file at ``path``, or the database session it names (``"runs/sessions.db#task-17"``;
+    ``id`` is then the session id) (see ``SessionInfo``). Raises ``tooloop.SessionError`` when it
     cannot be read; lines that do not parse are skipped and reported, never fatal."""
     import datetime
 
@@ -81,8 +93,10 @@ def load_session(path: Union[str, os.PathLike[str]]) -> SessionInfo:
     turns = sum(1 for e in entries if e.get("role") == "assistant" and e.get("status") == "complete")
     cost = report.get("cost_usd")
     name = os.path.basename(os.fspath(path))
+    ident = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
+    db_id = _database_id(os.fspath(path))
     return SessionInfo(
-        id=name[: -len(".jsonl")] if name.endswith(".jsonl") else name,
+        id=db_id if db_id is not None else ident,
         path=str(report.get("path") or os.fspath(path)),
         entries=entries,
         started=started,
@@ -92,3 +106,12 @@ def load_session(path: Union[str, os.PathLike[str]]) -> SessionInfo:
         torn_tail=report.get("torn_tail"),
         skipped=report.get("skipped"),
     )
+
+
+def migrate_session(source: Union[str, os.PathLike[str]], dest: Union[str, os.PathLike[str]]) -> int:
+    """Copy the session ``source`` names into a new session ``dest`` names: a JSONL file into a database
+    session (``"runs/sessions.db#task-17"``) or back, record for record (entries, compactions, resets), so the
+    conversation the API sees is the same byte for byte. Returns how many records were copied. Raises
+    ``tooloop.ConfigError`` when ``dest`` already holds a session, ``tooloop.SessionError`` when either side
+    cannot be read or written (a foreign or newer store is refused untouched)."""
+    return _tooloop.migrate_session(os.fspath(source), os.fspath(dest))

@@ -7,7 +7,7 @@ here (tools, a model, a permission check) are called on that worker thread.
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union, final
 
-__all__ = ["_Agent", "_Client", "_Run", "estimate_cost_usd", "load_session", "sandbox_support", "context_window", "__version__"]
+__all__ = ["_Agent", "_Client", "_Run", "estimate_cost_usd", "load_session", "list_db_sessions", "migrate_session", "sandbox_support", "context_window", "__version__"]
 
 __version__: str
 
@@ -102,6 +102,13 @@ def estimate_cost_usd(model: str, usage: Dict[str, Any]) -> Optional[float]:
 def load_session(path: Union[str, os.PathLike[str]]) -> Dict[str, Any]:
     """Read a session file without opening it for writing: ``{"path", "entries", "torn_tail", "skipped",
     "cost_usd"}``."""
+
+def list_db_sessions(db: Union[str, os.PathLike[str]]) -> List[Dict[str, Any]]:
+    """The sessions of a tooloop SQLite database, oldest first: ``[{"id", "created_at", "workspace", "records",
+    "updated_at"}]``."""
+
+def migrate_session(source: Union[str, os.PathLike[str]], dest: Union[str, os.PathLike[str]]) -> int:
+    """Copy a session (a JSONL file or ``path.db#id``) into a new one, record for record; returns the count."""
 
 def sandbox_support() -> Optional[int]:
     """The Landlock ABI version the kernel offers for the bash sandbox, or None."""

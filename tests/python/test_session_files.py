@@ -68,11 +68,18 @@ def test_a_complete_last_line_without_its_newline_is_kept(tmp_path: Path) -> Non
     assert [b["text"] for m in again.messages for b in m["content"]] == ["kept without newline", "more", "ok"]
 
 
-def test_a_second_agent_cannot_open_a_session_the_first_holds(tmp_path: Path) -> None:
-    path = tmp_path / "s.jsonl"
+def spec(folder: Path, store: str, name: str) -> str:
+    """The ``session`` value of a new session ``name`` under ``folder``: a file, or an id in one database."""
+    return str(folder / f"{name}.jsonl") if store == "jsonl" else f"{folder / 'sessions.db'}#{name}"
+
+
+@pytest.mark.parametrize("store", ["jsonl", "sqlite"])
+def test_a_second_agent_cannot_open_a_session_the_first_holds(tmp_path: Path, store: str) -> None:
+    path = spec(tmp_path, store, "s")
     first = tooloop.Agent(provider=brain, session=path)
     with pytest.raises(tooloop.SessionError, match="is in use"):
         tooloop.Agent(provider=brain, session=path)
+    tooloop.Agent(provider=brain, session=spec(tmp_path, store, "other")).run("at the same time")
     del first
     gc.collect()
     tooloop.Agent(provider=brain, session=path)
@@ -86,8 +93,9 @@ HOLDER = textwrap.dedent("""
 """)
 
 
-def test_a_session_held_by_another_process_is_refused(tmp_path: Path) -> None:
-    path = tmp_path / "s.jsonl"
+@pytest.mark.parametrize("store", ["jsonl", "sqlite"])
+def test_a_session_held_by_another_process_is_refused(tmp_path: Path, store: str) -> None:
+    path = spec(tmp_path, store, "s")
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True)
     try:
@@ -101,13 +109,43 @@ def test_a_session_held_by_another_process_is_refused(tmp_path: Path) -> None:
     tooloop.Agent(provider=brain, session=path)
 
 
-def test_session_files_are_created_0600_in_0700_folders(tmp_path: Path) -> None:
-    path = tmp_path / "a" / "b" / "s.jsonl"
-    agent = tooloop.Agent(provider=brain, session=path)
+@pytest.mark.parametrize("store", ["jsonl", "sqlite"])
+def test_session_files_are_created_0600_in_0700_folders(tmp_path: Path, store: str) -> None:
+    spec_ = spec(tmp_path / "a" / "b", store, "s")
+    path = Path(spec_.split("#")[0])
+    agent = tooloop.Agent(provider=brain, session=spec_)
     agent.run("hi")
     assert mode(path) == 0o600
+    for side in ("-wal", "-shm"):
+        if Path(f"{path}{side}").exists():
+            assert mode(Path(f"{path}{side}")) == 0o600
     assert mode(tmp_path / "a" / "b") == 0o700
     assert mode(tmp_path / "a") == 0o700
+
+
+def test_a_database_that_is_not_tooloops_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    import sqlite3
+    db = tmp_path / "app.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE sessions (id TEXT)")
+    con.commit()
+    con.close()
+    before = db.read_bytes()
+    with pytest.raises(tooloop.SessionError, match="is not a tooloop session database"):
+        tooloop.Agent(provider=brain, session=f"{db}#s")
+    assert db.read_bytes() == before
+    with pytest.raises(tooloop.ConfigError, match="no session id"):
+        tooloop.Agent(provider=brain, session=str(tmp_path / "new.db"))
+
+
+def test_a_killed_database_writer_never_blocks_the_next_open(tmp_path: Path) -> None:
+    session = f"{tmp_path / 'runs.db'}#crashy"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, session], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+    holder.kill()  # SIGKILL: it never lets go of the session
+    holder.wait(timeout=30)
+    tooloop.Agent(provider=brain, session=session).run("after the crash")
 
 
 # ------------------------------------------------------------------------------------------------ the CLI

@@ -10,6 +10,7 @@ mod client;
 mod convert;
 mod errors;
 mod run;
+mod sessions;
 
 use pyo3::prelude::*;
 
@@ -22,6 +23,8 @@ fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(agent::load_session, m)?)?;
     m.add_function(wrap_pyfunction!(agent::sandbox_support, m)?)?;
     m.add_function(wrap_pyfunction!(agent::context_window, m)?)?;
+    m.add_function(wrap_pyfunction!(sessions::list_db_sessions, m)?)?;
+    m.add_function(wrap_pyfunction!(sessions::migrate_session, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -78,6 +78,10 @@ def make_policy(args: Any, stdin_tty: bool, renderer: Renderer, abort: threading
 
 
 def session_path(args: Any, workspace: Path) -> Path:
+    from .session_db import configured_db, session_spec
+    db = configured_db(args)
+    if db is not None:  # --session-db / TOOLOOP_SESSION_DB: sessions are ids in one SQLite database
+        return session_spec(args, db, workspace)
     if args.continue_:
         latest = paths.latest_session(workspace)
         if latest is None:
@@ -183,6 +187,10 @@ def read_stdin_task() -> Optional[str]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    raw = sys.argv[1:] if argv is None else list(argv)
+    if raw[:1] == ["sessions"]:  # `tooloop sessions [migrate]`: list or migrate sessions of either store
+        from .session_db import main as sessions_main
+        return sessions_main(raw[1:])
     args = parse_args(argv)
     if args.version:
         print(f"tooloop {version()}")
@@ -224,9 +232,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ConfigProblem as e:
         _say(str(e))
         return EXIT_USAGE
-    resumed = session.exists()
+    from .session_db import checkpoint_anchor, exists as session_exists
+    resumed = session_exists(session)
     from .checkpoints import Checkpoints
-    checkpoints = Checkpoints.for_session(session, settings.workspace)
+    checkpoints = Checkpoints.for_session(checkpoint_anchor(session), settings.workspace)
     policy.before_run = checkpoints.before_call
 
     try:

@@ -22,6 +22,7 @@ from .env is used only with a key from the same .env, so a repository cannot red
   AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AWS_REGION   for --provider bedrock
   TOOLOOP_HOME                         where sessions and history go (default
                                        $XDG_DATA_HOME/tooloop or ~/.local/share/tooloop)
+  TOOLOOP_SESSION_DB                   default for --session-db (sessions in one SQLite database)
   NO_COLOR                             plain output
 
 permissions:
@@ -37,6 +38,8 @@ examples:
   git diff | tooloop -p "review this diff"
   tooloop --continue "now update the README"
   tooloop --list                      this workspace's sessions (then: tooloop --resume ID-PREFIX)
+  tooloop sessions [--db PATH] [--all] [--since DATE]   sessions of either store: turns, tools, tokens, cost
+  tooloop sessions migrate FILE.jsonl DB.db#ID        copy a session between the stores (and back)
   tooloop --provider openai --base-url http://localhost:11434/v1 --model qwen2.5-coder
 
 skills: folders with a SKILL.md in <workspace>/.tooloop/skills/ and ~/.config/tooloop/skills/.
@@ -126,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-subagents", action="store_true", help="no task tool (explore and general subagents)")
     p.add_argument("--workspace", "-w", metavar="DIR",
                    help="the project folder the agent works in (default: the current folder)")
+    p.add_argument("--session-db", metavar="PATH",
+                   help="keep sessions in this SQLite database (PATH.db#ID each) instead of one JSONL file each "
+                   "(also $TOOLOOP_SESSION_DB); --continue and --resume look there; list with `tooloop sessions`")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--continue", "-c", dest="continue_", action="store_true",
                    help="continue the latest session of this workspace")
