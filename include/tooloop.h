@@ -435,7 +435,9 @@ extern "C" {
  * - `"builtin_tools"`: `true` for bash, read_file, write_file and edit_file, or an array of some of
  *   their names; `"workspace"`: the folder they work in (default: the current folder). bash runs in the
  *   `"sandbox"` below.
- * - `"session"`: a JSONL session file: loaded if it exists, then every finished entry is appended.
+ * - `"session"`: a JSONL session file, or a session of a SQLite database named `path.db#id` (also
+ *   `.sqlite`, `.sqlite3`; the database and the session are created if new): loaded if it exists, then
+ *   every finished entry is appended.
  * - `"max_turns_policy"`: `"error"` (default: the run fails with `TOOLOOP_MAX_TURNS`) or `"return"`
  *   (the run succeeds with `"max_turns_reached": true`).
  * - `"temperature"`, `"stop_sequences"` (array of strings), `"tool_choice"` (object): request options.
@@ -682,7 +684,8 @@ tooloop_status tooloop_agent_todos_json(const tooloop_agent *agent, char **out);
 tooloop_status tooloop_agent_mcp_status_json(const tooloop_agent *agent, char **out);
 
 /**
- * Attach a session file to an agent whose conversation is empty: the file's conversation is loaded (a
+ * Attach a session file (or a database session, `path.db#id`, as the `"session"` key) to an agent whose
+ * conversation is empty: the file's conversation is loaded (a
  * torn last line from a crash is cut off; a tool call left without a result is answered as
  * interrupted), then every finished entry is appended to it as the conversation goes on (flushed and
  * synced before the next request). The file (0600) and its folders (0700) are created if missing. Same
