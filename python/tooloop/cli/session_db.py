@@ -18,14 +18,14 @@ import datetime as _dt
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import paths
 
 DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
 
-def split_spec(session: Any) -> Optional[tuple]:  # type: ignore[type-arg]
+def split_spec(session: Any) -> Optional[Tuple[Path, str]]:
     """``(db, id)`` of a database session spec, else None (the core's rule: the first ``#`` after a path
     ending in .db, .sqlite or .sqlite3)."""
     text = os.fspath(session)
