@@ -19,7 +19,7 @@ use mock::{MockServer, scenario};
 use serde_json::{Value, json};
 use tempdir::TempDir;
 use tooloop::compaction::{Method, Reason};
-use tooloop::{Agent, AgentConfig, EntryRole, Event, Session, Tool, ToolContext, ToolOutput};
+use tooloop::{Agent, AgentConfig, EntryRole, Event, Tool, ToolContext, ToolOutput};
 
 const SUMMARY_MARK: &str = "You write the working memory";
 
@@ -234,15 +234,22 @@ fn clearing_old_large_tool_results_comes_first_when_it_is_enough() {
 
 #[test]
 fn a_session_resumes_after_a_compaction_with_the_compacted_view_and_the_full_history() {
+    // On both session stores: the JSONL file and a SQLite database session.
+    for name in ["s.jsonl", "s.db#s"] {
+        resumes_after_a_compaction(name);
+    }
+}
+
+fn resumes_after_a_compaction(name: &str) {
     let dir = TempDir::new("compaction-session");
-    let path = dir.file("s.jsonl");
+    let path = dir.file(name);
     let mut sc = scenario("agent_compaction");
     // Results under the clearing size: making room takes a summary.
     sc["responses"] =
         Value::Array((1..=20).map(|i| tool_turn(i, 1800)).chain([final_turn("first run done")]).collect());
     let mock = MockServer::start(&sc);
     let (agent, _) = agent_on(&mock, compaction_config(Some(8000)));
-    agent.attach_session(Session::open(&path).unwrap()).unwrap();
+    agent.attach_store(tooloop::store::open(&path, None).unwrap()).unwrap();
     let mut methods = Vec::new();
     agent
         .run("Dump twenty parts.", &mut |e| {
@@ -255,14 +262,23 @@ fn a_session_resumes_after_a_compaction_with_the_compacted_view_and_the_full_his
     let view_before = agent.messages();
     let history_len = agent.conversation().len();
     drop(agent);
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.lines().any(|l| l.starts_with(r#"{"type":"compaction""#)), "the session records the compaction");
+    if name.ends_with(".jsonl") {
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.lines().any(|l| l.starts_with(r#"{"type":"compaction""#)), "the session records the compaction");
+    } else {
+        let records = tooloop::session_sqlite::SqliteSession::records(&dir.file("s.db"), "s").unwrap().records;
+        let compactions = records
+            .iter()
+            .filter(|r| matches!(r, tooloop::session_sqlite::Record::Entry(e) if tooloop::compaction::Compaction::of(e).is_some()))
+            .count();
+        assert!(compactions >= 1, "the database records the compaction");
+    }
 
     let mut sc2 = scenario("agent_compaction");
     sc2["responses"] = json!([tool_turn(21, 1800), final_turn("second run done")]);
     let mock2 = MockServer::start(&sc2);
     let (resumed, calls) = agent_on(&mock2, compaction_config(Some(8000)));
-    let report = resumed.attach_session(Session::open(&path).unwrap()).unwrap();
+    let report = resumed.attach_store(tooloop::store::open(&path, None).unwrap()).unwrap();
     assert!(report.skipped.is_empty(), "{:?}", report.skipped);
     assert_eq!(resumed.conversation().len(), history_len, "the full history is loaded");
     assert_eq!(resumed.messages(), view_before, "the compacted view is what a resumed session sends");
