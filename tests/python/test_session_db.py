@@ -105,6 +105,8 @@ def test_cli_session_db_keeps_sessions_in_one_database_and_continue_resumes_ther
     assert third.returncode == 0
     [only] = listing(tooloop_exe, ws, cli_env(tmp_path), "--db", str(db))
     assert only["id"] == row["id"] and only["turns"] == 3 and only["task"] == "remember 42"
+    listed = cli(tooloop_exe, ws, cli_env(tmp_path), "--session-db", str(db), "--list")
+    assert listed.returncode == 0 and row["id"] in listed.stdout and "remember 42" in listed.stdout
     # Nothing to continue in another workspace of the same database.
     other = tmp_path / "other"
     other.mkdir()

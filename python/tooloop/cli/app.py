@@ -345,6 +345,10 @@ def list_sessions(args: Any) -> int:
     if not workspace.is_dir():
         _say(f"workspace {str(workspace)!r} is not a folder")
         return EXIT_USAGE
+    from .session_db import configured_db, main as sessions_main
+    db = configured_db(args)
+    if db is not None:  # --session-db: this workspace's sessions in the database (and its JSONL files)
+        return sessions_main(["--db", str(db), "--workspace", str(workspace)])
     rows = table(list_infos(workspace.resolve()), width=shutil.get_terminal_size((120, 24)).columns)
     if not rows:
         print(f"no sessions in {workspace.resolve()} yet")
