@@ -15,6 +15,7 @@ from . import context, paths
 from .checkpoints import Checkpoints, summary
 from .render import Renderer, format_cost, status_line, usage_numbers, usage_report
 from .runner import _sigint_sets, one_line, run_with_corrections
+from .session_db import has_entries as session_has_entries, session_id
 
 HELP = """\
 Type a task and press Enter (Alt+Enter or Esc Enter for a new line). Commands:
@@ -93,7 +94,7 @@ class Repl:
         cost = format_cost(total if total is not None else self.agent.usage.cost_usd)
         parts = [s.model, s.provider, ctx, f"{_short(u['input_tokens'])} in / {_short(u['output_tokens'])} out",
                  f"{_short(u['cache_read_input_tokens'])} cached", cost, f"sandbox {self.sandbox_label()}",
-                 self.session.stem]
+                 session_id(self.session)]
         return " " + " · ".join(parts) + " "
 
     def context_tokens(self) -> Optional[int]:
@@ -130,8 +131,8 @@ class Repl:
         self.r.info(f"tooloop · {s.model} ({s.provider}) · {s.workspace}")
         if self.resumed:
             n = len(getattr(self.agent, "messages", []) or [])
-            self.r.info(f"resumed session {self.session.stem} ({n} messages)")
-        self.r.info(f"permissions: {self.policy.mode} · {self.sandbox_header()} · session {self.session.stem} · "
+            self.r.info(f"resumed session {session_id(self.session)} ({n} messages)")
+        self.r.info(f"permissions: {self.policy.mode} · {self.sandbox_header()} · session {session_id(self.session)} · "
                     f"/help for commands, Ctrl+D to quit")
 
     def run(self) -> int:
@@ -152,8 +153,8 @@ class Repl:
                     break
                 continue
             self.task(text)
-        if paths.has_entries(self.session):
-            self.r.info(f"session {self.session.stem} saved; continue with: tooloop --continue")
+        if session_has_entries(self.session):
+            self.r.info(f"session {session_id(self.session)} saved; continue with: tooloop --continue")
         return 0
 
     def task(self, text: Optional[str]) -> None:
@@ -233,7 +234,7 @@ class Repl:
             if not rows:
                 self.r.info("no saved sessions in this workspace yet")
             for row in rows:
-                mark = "  (this one)" if row.startswith(self.session.stem) else ""
+                mark = "  (this one)" if row.startswith(session_id(self.session)) else ""
                 self.r.info(row + mark)
         else:
             self.r.notice(f"unknown command {name}; /help lists the commands")

@@ -103,6 +103,17 @@ def exists(session: Path) -> bool:
         return False
 
 
+def session_id(session: Path) -> str:
+    """The id people see: the file's name without .jsonl, or the id after ``db#``."""
+    parts = split_spec(session)
+    return parts[1] if parts is not None else session.stem
+
+
+def has_entries(session: Path) -> bool:
+    """Whether the session holds a conversation entry (an opened and closed REPL leaves none)."""
+    return exists(session) if split_spec(session) is not None else paths.has_entries(session)
+
+
 def checkpoint_anchor(session: Path) -> Path:
     """Where a session's checkpoints go is derived from a file path: for ``db#id`` it is ``<db>.d/<id>``, so
     two sessions of one database never share checkpoints."""
