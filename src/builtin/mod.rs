@@ -29,12 +29,13 @@ mod bash;
 mod env;
 mod files;
 mod sandbox;
+mod seccomp;
 mod workspace;
 
 pub use bash::{BashOptions, DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS, OUTPUT_CAP_CHARS, process_containment, run_bash};
-pub use env::{is_secret_name, secret_env_values};
+pub use env::{is_secret_name, is_socket_variable, secret_env_values};
 pub use files::MAX_SCAN_BYTES;
-pub use sandbox::{SandboxMode, sandbox_prompt, sandbox_support};
+pub use sandbox::{SandboxMode, sandbox_check, sandbox_prompt, sandbox_support};
 pub use workspace::Workspace;
 
 use crate::cancel::CancelToken;
@@ -89,7 +90,8 @@ impl Default for BuiltinOptions {
 ///
 /// # Errors
 /// [`Error::Config`] when the workspace does not exist or is not a folder, a name is unknown (the message
-/// lists the known ones), or a tool of that name is already registered.
+/// lists the known ones), a tool of that name is already registered, or `bash` is wanted with a sandbox
+/// mode or network setting this system cannot enforce ([`sandbox_check`]).
 pub fn register(registry: &ToolRegistry, opts: &BuiltinOptions) -> Result<()> {
     // What bash no longer sees must not come back through any tool either (`cat .env`, `read_file`): the
     // dropped variables' values are redacted from every result.
@@ -100,6 +102,10 @@ pub fn register(registry: &ToolRegistry, opts: &BuiltinOptions) -> Result<()> {
     );
     let wanted: Vec<String> =
         if opts.names.is_empty() { NAMES.iter().map(|n| n.to_string()).collect() } else { opts.names.clone() };
+    if wanted.iter().any(|n| n == "bash") {
+        // A sandbox the kernel cannot enforce is refused here, in every host, rather than half-applied.
+        sandbox_check(opts.sandbox, opts.network).map_err(Error::Config)?;
+    }
     for name in wanted {
         let Some((name, description, schema)) = spec(&name) else {
             return Err(Error::Config(format!("unknown built-in tool '{name}' (known: {})", NAMES.join(", "))));
