@@ -145,10 +145,13 @@ def test_sandbox_mode_refuses_required_without_landlock():
     assert sandbox_mode(None, False, probe=lambda: 4) == ("workspace-write", "")
     assert sandbox_mode(None, True, probe=lambda: 4) == ("read-only", "")
     assert sandbox_mode("off", False, probe=lambda: None) == ("off", "")
+    # Not asked for: the default falls back to off, said in one line (never claimed to the model).
     mode, note = sandbox_mode(None, False, probe=lambda: None)
-    assert mode == "workspace-write" and "unconfined" in note
-    with pytest.raises(ConfigProblem, match="Landlock"):
-        sandbox_mode("required", False, probe=lambda: None)
+    assert mode == "off" and "unconfined" in note
+    # Asked for explicitly: refused (issue 20 item 6), whichever mode.
+    for asked in ("required", "workspace-write", "read-only"):
+        with pytest.raises(ConfigProblem, match="Landlock"):
+            sandbox_mode(asked, False, probe=lambda: None)
     assert sandbox_mode("required", False, probe=lambda: 1) == ("workspace-write", "")
 
 
@@ -470,5 +473,5 @@ def test_header_line_says_when_landlock_is_missing(tmp_path, monkeypatch):
     repl = Repl(SimpleNamespace(messages=[]), settings, Renderer(out, color=False), SimpleNamespace(mode="ask"),
                 tmp_path / "s.jsonl", threading.Event())
     repl.banner()
-    assert ("sandbox: workspace-write (Landlock unavailable on this kernel: bash runs unconfined)"
+    assert ("sandbox: off (workspace-write unavailable: no Landlock on this kernel, bash runs unconfined)"
             in out.getvalue())
