@@ -348,6 +348,54 @@ fn network_off_refuses_every_family_but_unix_mptcp_and_udp_included() {
     drop(listener);
 }
 
+// ---- item 5: metadata writes ------------------------------------------------------------------------
+
+#[test]
+fn metadata_writes_outside_the_writable_folders_fail() {
+    if !landlock() {
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: the read-only view needs root (an unprivileged user gets Landlock's content rules only)");
+        return;
+    }
+    let fx = Fixture::new();
+    let outside = fx.outside().join("victim.txt");
+    let inside = fx.ws.join("mine.txt");
+    let script = |target: &std::path::Path| {
+        let t = target.display();
+        format!(
+            "chmod 0777 {t} && echo chmod-ok; chown 1:1 {t} && echo chown-ok; touch -d 2001-01-01 {t} && echo touch-ok; \
+             python3 -c 'import os; os.setxattr(\"{t}\", \"user.x\", b\"1\"); print(\"xattr-ok\")' 2>/dev/null; \
+             echo tmp > $TMPDIR/t && chmod 0700 $TMPDIR/t && echo tmp-ok"
+        )
+    };
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
+        fs::write(&outside, "x").unwrap();
+        fs::set_permissions(&outside, fs::Permissions::from_mode(0o600)).unwrap();
+        fs::write(&inside, "x").unwrap();
+        fs::set_permissions(&inside, fs::Permissions::from_mode(0o600)).unwrap();
+        let before = fs::metadata(&outside).unwrap();
+        let out = bash(&fx.registry(mode, true), &script(&outside));
+        assert!(!out.contains("chmod-ok") && !out.contains("chown-ok") && !out.contains("touch-ok"), "{mode}: {out}");
+        assert!(!out.contains("xattr-ok"), "{mode}: {out}");
+        assert!(out.contains("tmp-ok"), "{mode}: $TMPDIR stays writable: {out}");
+        let after = fs::metadata(&outside).unwrap();
+        assert_eq!(after.mode() & 0o7777, 0o600, "{mode}");
+        assert_eq!((after.uid(), after.mtime()), (before.uid(), before.mtime()), "{mode}");
+        let out = bash(&fx.registry(mode, true), &script(&inside));
+        if mode == SandboxMode::WorkspaceWrite {
+            assert!(out.contains("chmod-ok") && out.contains("touch-ok"), "{mode}: the workspace is writable: {out}");
+        } else {
+            assert!(!out.contains("chmod-ok") && !out.contains("touch-ok"), "{mode}: {out}");
+            assert_eq!(fs::metadata(&inside).unwrap().mode() & 0o7777, 0o600);
+        }
+    }
+    // The host's own mounts are untouched: it can still change the file.
+    fs::set_permissions(&outside, fs::Permissions::from_mode(0o644)).unwrap();
+}
+
 // ---- item 6: a sandbox the kernel cannot provide -----------------------------------------------------
 
 #[test]

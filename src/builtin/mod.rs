@@ -28,6 +28,7 @@
 mod bash;
 mod env;
 mod files;
+mod mounts;
 mod sandbox;
 mod seccomp;
 mod workspace;

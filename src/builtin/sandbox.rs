@@ -85,15 +85,15 @@ pub fn sandbox_prompt(mode: SandboxMode, network: bool) -> String {
         SandboxMode::WorkspaceWrite => {
             "Commands run by bash are sandboxed: they can read any file but write only inside the workspace \
              and in $TMPDIR (a private temporary folder, emptied after each command); writes anywhere else \
-             fail with \"Permission denied\"; Unix sockets cannot be opened (no tmux, docker, ssh-agent or \
-             session bus). Do not try to work around the sandbox; if a task needs to write elsewhere, say so to \
-             the user."
+             (contents, modes, owners, times) fail with \"Permission denied\" or \"Read-only file system\"; \
+             Unix sockets cannot be opened (no tmux, docker, ssh-agent or session bus). Do not try to work \
+             around the sandbox; if a task needs to write elsewhere, say so to the user."
         }
         SandboxMode::ReadOnly => {
             "Commands run by bash are sandboxed read-only: they can read any file but write only in $TMPDIR \
              (a private temporary folder, emptied after each command); any other write fails with \
-             \"Permission denied\"; Unix sockets cannot be opened. Use bash to inspect, build into $TMPDIR, and \
-             run tests that do not write to the workspace."
+             \"Permission denied\" or \"Read-only file system\"; Unix sockets cannot be opened. Use bash to \
+             inspect, build into $TMPDIR, and run tests that do not write to the workspace."
         }
     };
     let net = if network || mode == SandboxMode::Off {
@@ -169,11 +169,21 @@ pub(crate) fn spawn(mut command: Command, policy: &Policy<'_>) -> Result<(Child,
     } else {
         sandbox_support().map(|_| imp::Rules::build(policy)).transpose().map_err(SpawnError::Sandbox)?
     };
+    // Metadata writes (chmod, chown, utimes, setxattr) outside the writable folders: a read-only view.
+    let mut writable = vec![policy.temp];
+    if policy.mode == SandboxMode::WorkspaceWrite {
+        writable.push(policy.workspace);
+    }
+    let view = policy.mode != SandboxMode::Off && super::mounts::read_only_view();
     if filter.is_none() && landlock.is_none() {
         return command.spawn().map(|c| (c, false)).map_err(SpawnError::Spawn);
     }
     std::thread::scope(|scope| {
         let spawner = scope.spawn(move || {
+            // Mounts first: a thread under Landlock can no longer change its mounts.
+            if view {
+                super::mounts::enter(&writable).map_err(SpawnError::Sandbox)?;
+            }
             let enforced = match landlock {
                 Some(rules) => rules.restrict_self().map_err(SpawnError::Sandbox)?,
                 None => false,
