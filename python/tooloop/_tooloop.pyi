@@ -106,5 +106,10 @@ def load_session(path: Union[str, os.PathLike[str]]) -> Dict[str, Any]:
 def sandbox_support() -> Optional[int]:
     """The Landlock ABI version the kernel offers for the bash sandbox, or None."""
 
+def restore_file(workspace: Union[str, "os.PathLike[str]"], path: str, content: Optional[bytes],
+                 mode: int = 0o644) -> str:
+    """Put a workspace file back (None: remove it) through race-free handles: "written", "removed" or
+    "absent". Raises OSError when the path leads outside the workspace."""
+
 def context_window(model: str) -> Optional[int]:
     """The context window of a known model in tokens (the core's table), or None."""

@@ -29,6 +29,7 @@ mod bash;
 mod env;
 mod files;
 mod mounts;
+mod restore;
 mod sandbox;
 mod seccomp;
 mod workspace;
@@ -36,6 +37,7 @@ mod workspace;
 pub use bash::{BashOptions, DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS, OUTPUT_CAP_CHARS, process_containment, run_bash};
 pub use env::{is_secret_name, is_socket_variable, secret_env_values};
 pub use files::MAX_SCAN_BYTES;
+pub use restore::{Restored, restore_file};
 pub use sandbox::{SandboxMode, sandbox_check, sandbox_prompt, sandbox_support};
 pub use workspace::Workspace;
 
