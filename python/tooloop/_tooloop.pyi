@@ -7,7 +7,7 @@ here (tools, a model, a permission check) are called on that worker thread.
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union, final
 
-__all__ = ["_Agent", "_Client", "_Run", "estimate_cost_usd", "load_session", "sandbox_support", "context_window", "__version__"]
+__all__ = ["_Agent", "_Client", "_Run", "estimate_cost_usd", "load_session", "sandbox_support", "context_window", "restore_file", "__version__"]
 
 __version__: str
 
