@@ -87,7 +87,7 @@ pub struct BashOptions {
     pub exit_grace: Duration,
     /// Kernel confinement of the command (see [`SandboxMode`]).
     pub sandbox: SandboxMode,
-    /// Whether the command may open TCP connections and listen (`false` needs Landlock ABI 4).
+    /// Whether the command may use the network (`false`: only Unix sockets, by a seccomp allow-list).
     pub network: bool,
     /// Names of secret-looking environment variables the command keeps anyway (see
     /// [`is_secret_name`](super::is_secret_name)).

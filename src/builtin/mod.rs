@@ -16,8 +16,10 @@
 //! removed ([`is_secret_name`]). Under [`SandboxMode::WorkspaceWrite`] (the default of
 //! [`BuiltinOptions`]) or [`SandboxMode::ReadOnly`] the kernel (Landlock, Linux 5.13+) confines the
 //! command and everything it starts: reads anywhere, writes only in the workspace (not in read-only
-//! mode) and a private `$TMPDIR`; with `network: false` and Landlock ABI 4+, no TCP connect or bind.
-//! Where [`sandbox_support`] is `None` the command runs unconfined, as the user running the host.
+//! mode) and a private `$TMPDIR`; a seccomp filter refuses terminal injection (`TIOCSTI`), Unix sockets
+//! (sandboxed modes) and, with `network: false`, every socket family but `AF_UNIX`; as root a mount
+//! namespace makes metadata writes outside the writable folders fail too.
+//! Where [`sandbox_support`] is `None`, only [`SandboxMode::Off`] is accepted ([`sandbox_check`]).
 //! Every process the command starts is killed when the call ends (see [`run_bash`]).
 //!
 //! # Cancellation
@@ -71,7 +73,8 @@ pub struct BuiltinOptions {
     pub names: Vec<String>,
     /// Kernel confinement of `bash`.
     pub sandbox: SandboxMode,
-    /// Whether `bash` commands may use TCP (turning it off needs Landlock ABI 4).
+    /// Whether `bash` commands may use the network (off: a seccomp allow-list refuses every socket family
+    /// but `AF_UNIX`).
     pub network: bool,
     /// Names of secret-looking environment variables `bash` keeps anyway (e.g. `"GITHUB_TOKEN"`).
     pub env_passthrough: Vec<String>,

@@ -23,6 +23,7 @@ tests=(
   "fake_model         -"
   "session_resume     c_tool_fail_resume.json"
   "session_files      -"
+  "restore_file       -"
   "bad_input          c_bad_input.json"
   "openai_provider    openai_text.json"
   "wrapper            c_two_tools.json"
