@@ -312,7 +312,8 @@ fn in_new_session(mut command: Command) -> Command {
     }
     // Called before anything but the program and its arguments is set on `command`.
     let mut outer = Command::new("setsid");
-    outer.arg("--").arg(command.get_program()).args(command.get_args());
+    // No `--`: busybox setsid would take it for the program; ours never starts with a dash.
+    outer.arg(command.get_program()).args(command.get_args());
     outer
 }
 

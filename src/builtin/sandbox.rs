@@ -1,8 +1,11 @@
-//! Kernel-enforced confinement of `bash` (Landlock, Linux).
+//! Kernel-enforced confinement of `bash` (Linux): Landlock (file contents, abstract sockets, signals), a
+//! seccomp filter (terminal injection, Unix sockets, the network allow-list: `seccomp.rs`) and, as root,
+//! a read-only mount namespace (metadata writes: `mounts.rs`).
 //!
-//! Only the command's process tree is confined, never the host: a short-lived thread restricts itself
-//! (a Landlock domain and `no_new_privs` belong to the thread and are inherited by every process it
-//! starts), spawns the shell, and ends. No `unsafe` and no `pre_exec` are needed.
+//! Only the command's process tree is confined, never the host: a short-lived thread enters its mount
+//! namespace, restricts itself (a Landlock domain, a seccomp filter and `no_new_privs` belong to the
+//! thread and are inherited by every process it starts), spawns the shell, and ends. No `unsafe` and no
+//! `pre_exec` are needed.
 //!
 //! Must never: restrict the calling thread or any thread that outlives the spawn, or report confinement
 //! that the kernel did not enforce.
@@ -64,9 +67,9 @@ impl FromStr for SandboxMode {
 /// The Landlock ABI version this kernel offers (1 = Linux 5.13 … 4 adds TCP rules, 6 signal scoping), or
 /// `None` when `bash` cannot be confined here (not Linux, Landlock not built in or not enabled at boot).
 ///
-/// Probed once per process (a throw-away thread restricts itself), then cached. A host shows "sandbox
-/// unavailable" once when this is `None` and the configured mode is not [`SandboxMode::Off`]; the
-/// commands then run unconfined.
+/// Probed once per process (a throw-away thread restricts itself), then cached. Where this is `None`,
+/// only [`SandboxMode::Off`] is accepted ([`sandbox_check`]): a host that wants unconfined commands there
+/// says so explicitly.
 pub fn sandbox_support() -> Option<u32> {
     static SUPPORT: OnceLock<Option<u32>> = OnceLock::new();
     *SUPPORT.get_or_init(imp::probe)
