@@ -87,23 +87,21 @@ pub fn sandbox_prompt(mode: SandboxMode, network: bool) -> String {
         SandboxMode::Off => "",
         SandboxMode::WorkspaceWrite => {
             "Commands run by bash are sandboxed: they can read any file but write only inside the workspace \
-             and in $TMPDIR (a private temporary folder, emptied after each command); writes anywhere else \
-             (contents, modes, owners, times) fail with \"Permission denied\" or \"Read-only file system\"; \
-             Unix sockets cannot be opened (no tmux, docker, ssh-agent or session bus). Do not try to work \
-             around the sandbox; if a task needs to write elsewhere, say so to the user."
+             and in $TMPDIR (private, emptied after each command); other writes fail (\"Permission denied\" \
+             or \"Read-only file system\"), and so do Unix sockets. Do not work around the sandbox; if a task \
+             needs to write elsewhere, say so to the user."
         }
         SandboxMode::ReadOnly => {
             "Commands run by bash are sandboxed read-only: they can read any file but write only in $TMPDIR \
-             (a private temporary folder, emptied after each command); any other write fails with \
-             \"Permission denied\" or \"Read-only file system\"; Unix sockets cannot be opened. Use bash to \
-             inspect, build into $TMPDIR, and run tests that do not write to the workspace."
+             (private, emptied after each command); other writes fail (\"Permission denied\" or \"Read-only \
+             file system\"), and so do Unix sockets. Use bash to inspect, build into $TMPDIR, and run tests \
+             that do not write to the workspace."
         }
     };
     let net = if network || mode == SandboxMode::Off {
         ""
     } else {
-        "Network access is off: commands cannot open network sockets of any kind (TCP, UDP, loopback \
-         included)."
+        "Network access is off: commands cannot open network sockets (TCP, UDP, loopback included)."
     };
     match (files.is_empty(), net.is_empty()) {
         (true, _) => String::new(),
