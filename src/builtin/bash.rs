@@ -255,8 +255,9 @@ fn denial_note(reply: &str, opts: &BashOptions) -> Option<String> {
         }
         SandboxMode::ReadOnly => Some("writes anywhere but $TMPDIR are refused (sandbox mode read-only)"),
     };
+    let unix = (opts.sandbox != SandboxMode::Off).then_some("Unix sockets are refused");
     let net = (!opts.network).then_some("network connections are refused");
-    let what: Vec<&str> = files.into_iter().chain(net).collect();
+    let what: Vec<&str> = files.into_iter().chain(unix).chain(net).collect();
     (!what.is_empty())
         .then(|| format!("[sandbox: {}; this is a policy of the host, not a bug to work around]", what.join("; ")))
 }
