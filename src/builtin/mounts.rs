@@ -7,8 +7,9 @@
 //! those folders every write, content or metadata, fails with "Read-only file system". Session files
 //! and checkpoints (outside the workspace) cannot be re-permissioned either.
 //!
-//! Only root can do this from a thread: an unprivileged user needs a user namespace first, which a
-//! process with more than one thread cannot create, and a Landlock-confined process can no longer mount.
+//! Only root can do this from a thread (and only where mount namespaces are allowed: some containers deny
+//! them even to root): an unprivileged user needs a user namespace first, which a process with more than
+//! one thread cannot create, and a Landlock-confined process can no longer mount.
 //! Elsewhere [`read_only_view`] is `false` and only Landlock's content rules apply (the README says so).
 //!
 //! Must never: change the host's mounts (the namespace is the spawning thread's, made private first), or
@@ -16,7 +17,7 @@
 
 use std::path::Path;
 
-/// Whether [`enter`] can build the read-only view here (Linux, running as root).
+/// Whether [`enter`] can build the read-only view here (Linux, running as root, mount namespaces allowed).
 pub(crate) fn read_only_view() -> bool {
     imp::supported()
 }
@@ -35,8 +36,20 @@ mod imp {
     use nix::sched::{CloneFlags, unshare};
     use std::path::{Path, PathBuf};
 
+    /// Root, and allowed to make a mount namespace (a container may deny it even to root): probed once
+    /// on a throw-away thread, whose private namespace ends with it.
     pub(super) fn supported() -> bool {
-        rustix::process::geteuid().is_root()
+        static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *OK.get_or_init(|| {
+            rustix::process::geteuid().is_root()
+                && std::thread::spawn(|| {
+                    unshare(CloneFlags::CLONE_NEWNS).is_ok()
+                        && mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
+                            .is_ok()
+                })
+                .join()
+                .unwrap_or(false)
+        })
     }
 
     /// `\040`-style octal escapes of /proc mountinfo paths, decoded.
