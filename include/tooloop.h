@@ -51,6 +51,7 @@
  */
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /**
@@ -453,8 +454,9 @@ extern "C" {
  *   agent, default all; `"model"` default this agent's). Child events arrive as TOOLOOP_EVENT_SUBAGENT.
  * - `"sandbox"`: kernel confinement of the built-in `bash` (Linux Landlock): `"workspace-write"` (default:
  *   writes only inside the workspace and a private temp folder), `"read-only"` or `"off"`; `"network"`:
- *   `false` refuses bash's TCP connections (Landlock ABI 4); `"env_passthrough"`: names of secret-looking
- *   environment variables bash keeps (by default every variable whose name holds KEY, SECRET, TOKEN,
+ *   `false` refuses every socket family but Unix sockets to bash (TCP, UDP, loopback included). A mode the
+ *   kernel cannot enforce (no Landlock or seccomp) is `TOOLOOP_CONFIG`, never run unconfined.
+ *   `"env_passthrough"`: names of secret-looking environment variables bash keeps (by default every variable whose name holds KEY, SECRET, TOKEN,
  *   PASSWORD or CREDENTIAL, and the AWS ones, is dropped and its value redacted from tool results).
  * - `"mcp_servers"`: MCP servers whose tools the agent gets as `mcp__<server>__<tool>`, e.g.
  *   `{"docs": {"command": ["python3", "server.py"], "env": {"TOKEN": "${DOCS_TOKEN}"}}, "tracker": {"url":
@@ -488,7 +490,8 @@ extern "C" {
  * `TOOLOOP_CONFIG` (no API key, unknown built-in tool, bad workspace), `TOOLOOP_IO` (session file),
  * `TOOLOOP_PANIC`. Threads: any.
  */
-tooloop_status tooloop_agent_new(const char *config_json, tooloop_agent **out);
+tooloop_status tooloop_agent_new(const char *config_json,
+                                 tooloop_agent **out);
 
 /**
  * Create an agent whose model is a host callback instead of a network API: the "fake brain" tests use,
@@ -857,6 +860,25 @@ bool tooloop_model_response_is_cancelled(const tooloop_model_response *response)
  * Threads: any.
  */
 tooloop_status tooloop_json_get(const char *json, const char *pointer, char **out);
+
+/**
+ * Put the file `path` (relative to `workspace`, or absolute inside it) back to the `len` bytes at
+ * `content` with permission bits `mode`; with `content` NULL the file is removed instead (it did not
+ * exist before). Every step goes through handles on the workspace that never follow a symlink out: the
+ * temporary file is created new, its mode set on the open file, and a rename puts it in place, so a
+ * symlink planted meanwhile cannot redirect the write. Missing parent folders are created.
+ *
+ * `workspace` and `path` are borrowed NUL-terminated UTF-8; `content` is borrowed for the call (may be
+ * NULL only to remove; with `len` 0 it may be any pointer). Returns `TOOLOOP_OK`,
+ * `TOOLOOP_INVALID_ARGUMENT` (a NULL string), `TOOLOOP_INVALID_UTF8`, or `TOOLOOP_IO` when the path
+ * leads outside the workspace, a folder stands there, or the write fails (`tooloop_last_error()` says
+ * which). Thread-safe: any thread, any number at once (two restores of one file: the last rename wins).
+ */
+tooloop_status tooloop_restore_file(const char *workspace,
+                                    const char *path,
+                                    const uint8_t *content,
+                                    size_t len,
+                                    uint32_t mode);
 
 /**
  * The library version, e.g. "0.1.0".

@@ -86,8 +86,8 @@ pub struct AgentConfig {
 /// The runaway guard: a model that makes the same tool call (same name, same input) again and again in a
 /// row is told so instead of having the call run again, and is stopped if it keeps on.
 ///
-/// Calls are counted per model turn: the `warn_after`-th turn in a row making the identical call does not
-/// have it run: its `is_error` result tells the model it repeated
+/// Every call counts, within one turn as across turns: the `warn_after`-th identical call in a row does
+/// not run: its `is_error` result tells the model it repeated
 /// itself and that, if the task is done, it should answer without a tool. Identical calls go on being
 /// refused; after `stop_after` more of them the run ends normally with [`StopReason::Repetition`]. A call
 /// with a different name or input in between starts the count again, so legitimate repeated calls with
@@ -114,29 +114,30 @@ struct RunState {
     since_todo: u32,
 }
 
-/// Consecutive identical calls seen in this run, counted once per model turn (several identical calls in
-/// one turn are one parallel batch, not a loop).
+/// Consecutive identical calls seen in this run, within a turn as across turns: a turn of hundreds of
+/// identical calls is a runaway too, not a parallel batch.
 #[derive(Default)]
 struct Repeats {
     last: Option<(String, String)>,
-    turn: u32,
     count: u32,
 }
 
 impl Repeats {
-    /// Count `call`, made in model turn `turn`; returns how many turns in a row made it.
-    fn see(&mut self, call: &ToolUseBlock, turn: u32) -> u32 {
+    /// Count `call`; returns how many identical calls in a row were made, this one included.
+    fn see(&mut self, call: &ToolUseBlock) -> u32 {
         let key = (call.name.clone(), call.input.to_string());
         if self.last.as_ref() != Some(&key) {
             self.last = Some(key);
-            self.count = 1;
-        } else if self.turn != turn {
-            self.count += 1;
+            self.count = 0;
         }
-        self.turn = turn;
+        self.count += 1;
         self.count
     }
 }
+
+/// Most tool calls one model turn may make: the calls past it are not run, each answered with an
+/// `is_error` result saying so (the conversation stays valid: every call gets its result).
+pub const MAX_TOOL_CALLS_PER_TURN: usize = 64;
 
 impl Default for AgentConfig {
     fn default() -> Self {
@@ -1389,11 +1390,17 @@ impl Agent {
                 // Every call the model made is announced, also one that is then refused or not run, so a
                 // host sees a tool_use before each tool_result.
                 on_event(&Event::ToolUse { id: call.id.clone(), name: call.name.clone(), input: call.input.clone() });
-                let count = state.repeats.see(call, run.turns);
+                let count = state.repeats.see(call);
                 if let Some((tool, _)) = &fatal {
                     outcomes[k] = Some(CallOutcome::error(format!("not run: tool '{tool}' aborted the run first")));
                 } else if stop {
                     outcomes[k] = Some(CallOutcome::error("not run: the run was stopped for repeating the same call"));
+                } else if i + k >= MAX_TOOL_CALLS_PER_TURN {
+                    outcomes[k] = Some(CallOutcome::error(format!(
+                        "not run: a turn may make at most {MAX_TOOL_CALLS_PER_TURN} tool calls and this turn made {}; \
+                         make fewer calls per turn (one bash command can do many things)",
+                        calls.len()
+                    )));
                 } else if let Some(raw) = bad_inputs.get(&call.id) {
                     outcomes[k] = Some(CallOutcome::error(bad_input_message(raw)));
                 } else if let Some(g) = guard.filter(|g| count >= g.warn_after) {

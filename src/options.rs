@@ -173,7 +173,8 @@ pub struct AgentOptions {
     /// `"read-only"` or `"off"`. See [`crate::builtin`].
     #[serde(deserialize_with = "de_sandbox")]
     pub sandbox: crate::builtin::SandboxMode,
-    /// Whether `bash` may use the network (TCP); `false` needs Landlock ABI 4. Default true.
+    /// Whether `bash` may use the network; `false` refuses every socket family but Unix sockets (a seccomp
+    /// allow-list: TCP, UDP, MPTCP, loopback included). Default true.
     #[serde(deserialize_with = "de_network")]
     pub network: bool,
     /// Names of secret-looking environment variables `bash` keeps anyway (default none: every variable whose

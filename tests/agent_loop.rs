@@ -139,7 +139,8 @@ fn tools_not_parallel_safe_run_one_at_a_time_in_call_order() {
 #[test]
 fn tool_concurrency_caps_how_many_parallel_safe_calls_run_at_once() {
     let scen = json!({"responses": [
-        {"anthropic": reply((0..5).map(|i| tool_use(&format!("toolu_{i}"), "probe", json!({}))).collect(), StopReason::ToolUse)},
+        // Distinct inputs: five identical calls in one turn would be a runaway (the guard counts them).
+        {"anthropic": reply((0..5).map(|i| tool_use(&format!("toolu_{i}"), "probe", json!({"n": i}))).collect(), StopReason::ToolUse)},
         {"anthropic": reply(vec![ContentBlock::text("done")], StopReason::EndTurn)},
     ]});
     let rig = Rig::new(Kind::Scripted, &scen, AgentConfig { tool_concurrency: 2, ..config() });

@@ -22,7 +22,7 @@ here imports ``typing``, ``inspect``, ``dataclasses`` or ``logging`` at import t
 is built or first needs them.
 """
 
-from ._tooloop import __version__
+from ._tooloop import __version__, restore_file
 from ._tools import Tool, as_tool, tool
 from ._agent import Agent, AgentStream, SubAgent, ToolInfo
 from ._session import SessionInfo, load_session, migrate_session
@@ -79,6 +79,7 @@ __all__ = [
     "SessionInfo",
     "load_session",
     "migrate_session",
+    "restore_file",
     "RunResult",
     "Usage",
     "ToolCall",

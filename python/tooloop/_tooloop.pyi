@@ -7,7 +7,7 @@ here (tools, a model, a permission check) are called on that worker thread.
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union, final
 
-__all__ = ["_Agent", "_Client", "_Run", "estimate_cost_usd", "load_session", "list_db_sessions", "migrate_session", "sandbox_support", "context_window", "__version__"]
+__all__ = ["_Agent", "_Client", "_Run", "estimate_cost_usd", "load_session", "list_db_sessions", "migrate_session", "sandbox_support", "context_window", "restore_file", "__version__"]
 
 __version__: str
 
@@ -112,6 +112,11 @@ def migrate_session(source: Union[str, os.PathLike[str]], dest: Union[str, os.Pa
 
 def sandbox_support() -> Optional[int]:
     """The Landlock ABI version the kernel offers for the bash sandbox, or None."""
+
+def restore_file(workspace: Union[str, "os.PathLike[str]"], path: str, content: Optional[bytes],
+                 mode: int = 0o644) -> str:
+    """Put a workspace file back (None: remove it) through race-free handles: "written", "removed" or
+    "absent". Raises OSError when the path leads outside the workspace."""
 
 def context_window(model: str) -> Optional[int]:
     """The context window of a known model in tokens (the core's table), or None."""

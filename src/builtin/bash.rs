@@ -18,7 +18,7 @@
 //! Must never: hang on a pipe held by an escaped process, let output grow memory past the cap, or leave
 //! a process or thread running after it returns.
 
-use super::env::dropped_names;
+use super::env::{dropped_names, socket_names};
 use super::sandbox::{self, Policy, SandboxMode, SpawnError};
 use super::workspace::Workspace;
 use super::{Args, ToolReply};
@@ -87,7 +87,7 @@ pub struct BashOptions {
     pub exit_grace: Duration,
     /// Kernel confinement of the command (see [`SandboxMode`]).
     pub sandbox: SandboxMode,
-    /// Whether the command may open TCP connections and listen (`false` needs Landlock ABI 4).
+    /// Whether the command may use the network (`false`: only Unix sockets, by a seccomp allow-list).
     pub network: bool,
     /// Names of secret-looking environment variables the command keeps anyway (see
     /// [`is_secret_name`](super::is_secret_name)).
@@ -255,8 +255,9 @@ fn denial_note(reply: &str, opts: &BashOptions) -> Option<String> {
         }
         SandboxMode::ReadOnly => Some("writes anywhere but $TMPDIR are refused (sandbox mode read-only)"),
     };
+    let unix = (opts.sandbox != SandboxMode::Off).then_some("Unix sockets are refused");
     let net = (!opts.network).then_some("network connections are refused");
-    let what: Vec<&str> = files.into_iter().chain(net).collect();
+    let what: Vec<&str> = files.into_iter().chain(unix).chain(net).collect();
     (!what.is_empty())
         .then(|| format!("[sandbox: {}; this is a policy of the host, not a bug to work around]", what.join("; ")))
 }
@@ -292,6 +293,29 @@ impl Drop for PrivateTemp {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.0);
     }
+}
+
+/// `command` run through util-linux `setsid`: a new session with no controlling terminal, so the command
+/// can neither open `/dev/tty` nor be a foreground job of the user's terminal. The spawned process is not
+/// a group leader (it starts in the host's group), so `setsid` makes it the leader of the new session and
+/// group in place, without forking: its pid stays the group we kill. Without `setsid` the command gets a
+/// process group of its own, and the seccomp filter still refuses terminal injection.
+fn in_new_session(mut command: Command) -> Command {
+    static SETSID: OnceLock<bool> = OnceLock::new();
+    let found = *SETSID.get_or_init(|| {
+        std::env::var_os("PATH")
+            .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join("setsid").is_file()))
+            .unwrap_or(false)
+    });
+    if !found {
+        command.process_group(0);
+        return command;
+    }
+    // Called before anything but the program and its arguments is set on `command`.
+    let mut outer = Command::new("setsid");
+    // No `--`: busybox setsid would take it for the program; ours never starts with a dash.
+    outer.arg(command.get_program()).args(command.get_args());
+    outer
 }
 
 /// The shell to run commands with: bash on `PATH`, else sh.
@@ -356,14 +380,19 @@ fn start(ws: &Workspace, command: &str, opts: &BashOptions, temp: &Path) -> Resu
     // cannot name descriptors above 9, and a failed `exec` would end it).
     let script = if shell == "bash" { format!("{CLOSE_INHERITED}{WRAPPER}") } else { WRAPPER.to_string() };
     cmd.arg("-c").arg(script).arg("tooloop-bash").arg(command).arg(shell);
+    let mut cmd = in_new_session(cmd);
     cmd.current_dir(ws.root())
         .env("TMPDIR", temp)
         .stdin(Stdio::from(sync_r))
         .stdout(Stdio::from(out_w))
-        .stderr(Stdio::from(status_w))
-        .process_group(0);
+        .stderr(Stdio::from(status_w));
     for name in dropped_names(&opts.env_passthrough) {
         cmd.env_remove(name);
+    }
+    if opts.sandbox != SandboxMode::Off {
+        for name in socket_names(&opts.env_passthrough) {
+            cmd.env_remove(name);
+        }
     }
     // unshare writes its own /proc/<pid>/uid_map when it makes a user namespace (not as root).
     let proc_write = contained && !running_as_root();

@@ -4,6 +4,9 @@
 //! credential variables, is removed from the command's environment unless the user listed its name in
 //! `env_passthrough`. The values removed are available to the host (in memory only) so it can redact them
 //! from tool results. This module must never log, print or write those values anywhere.
+//!
+//! Under a sandbox, variables pointing at the user's Unix sockets (`TMUX`, `SSH_AUTH_SOCK`, `DOCKER_HOST`,
+//! …, see [`is_socket_variable`]) are dropped as well, unless listed in `env_passthrough`.
 
 use std::ffi::OsString;
 
@@ -22,6 +25,70 @@ const AWS_CREDENTIAL_NAMES: [&str; 9] = [
     "AWS_CONTAINER_CREDENTIALS_FULL_URI",
     "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
 ];
+
+/// Variables that name a Unix socket (or a service reached through one) of the user's session: a terminal
+/// multiplexer, the session bus, an agent, a container engine, a display or an editor. Under a sandbox
+/// the socket itself is out of reach; the variable is dropped too, so tools fail plainly instead of
+/// trying, and nothing learns the path.
+const SOCKET_NAMES: [&str; 27] = [
+    "TMUX",
+    "TMUX_PANE",
+    "STY",
+    "ZELLIJ_SESSION_NAME",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DBUS_SYSTEM_BUS_ADDRESS",
+    "SSH_AUTH_SOCK",
+    "SSH_AGENT_PID",
+    "GPG_AGENT_INFO",
+    "GNOME_KEYRING_CONTROL",
+    "DOCKER_HOST",
+    "CONTAINER_HOST",
+    "PODMAN_HOST",
+    "BUILDKIT_HOST",
+    "CONTAINERD_ADDRESS",
+    "XDG_RUNTIME_DIR",
+    "WAYLAND_DISPLAY",
+    "PULSE_SERVER",
+    "SWAYSOCK",
+    "I3SOCK",
+    "HYPRLAND_INSTANCE_SIGNATURE",
+    "KITTY_LISTEN_ON",
+    "NVIM",
+    "NVIM_LISTEN_ADDRESS",
+    "VSCODE_IPC_HOOK_CLI",
+    "VSCODE_GIT_IPC_HANDLE",
+    "DISPLAY",
+];
+
+/// Whether a variable points at a Unix socket of the user's session: one of the known names (`TMUX`,
+/// `DBUS_SESSION_BUS_ADDRESS`, `SSH_AUTH_SOCK`, `DOCKER_HOST`, `XDG_RUNTIME_DIR`, …), a value starting with
+/// `unix:`, or a path under the session's runtime folder (`$XDG_RUNTIME_DIR/…`, `/run/user/…`).
+pub fn is_socket_variable(name: &str, value: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    if SOCKET_NAMES.contains(&upper.as_str()) || upper.ends_with("_SOCK") || upper.ends_with("_SOCKET") {
+        return true;
+    }
+    let value = value.trim();
+    if value.starts_with("unix:") || value.starts_with("/run/user/") || value.starts_with("/var/run/user/") {
+        return true;
+    }
+    std::env::var("XDG_RUNTIME_DIR").is_ok_and(|dir| {
+        let dir = dir.trim_end_matches('/');
+        !dir.is_empty() && (value == dir || value.starts_with(&format!("{dir}/")))
+    })
+}
+
+/// Names of the host's variables pointing at Unix sockets ([`is_socket_variable`]) that a sandboxed
+/// `bash` does not inherit, given the names the user keeps.
+pub(crate) fn socket_names(passthrough: &[String]) -> Vec<OsString> {
+    std::env::vars_os()
+        .filter(|(name, value)| {
+            let text = name.to_string_lossy();
+            is_socket_variable(&text, &value.to_string_lossy()) && !passthrough.iter().any(|kept| *kept == text)
+        })
+        .map(|(name, _)| name)
+        .collect()
+}
 
 /// Values shorter than this are not offered for redaction: a secret is longer, and replacing every `1` or
 /// `dev` in a tool result would garble it.
@@ -80,6 +147,24 @@ mod tests {
         }
         for name in ["PATH", "HOME", "AWS_REGION", "LANG", "TERM", "CARGO_HOME"] {
             assert!(!is_secret_name(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn socket_variables_are_recognised_by_name_and_by_value() {
+        for (name, value) in [
+            ("TMUX", "/tmp/tmux-1000/default,1234,0"),
+            ("SSH_AUTH_SOCK", "/tmp/ssh-x/agent.1"),
+            ("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/1000/bus"),
+            ("DOCKER_HOST", "unix:///var/run/docker.sock"),
+            ("MY_TOOL_SOCKET", "/srv/x"),
+            ("WHATEVER", "unix:abstract=/tmp/dbus-x"),
+            ("SOME_DIR", "/run/user/1000/some"),
+        ] {
+            assert!(is_socket_variable(name, value), "{name}={value}");
+        }
+        for (name, value) in [("PATH", "/usr/bin:/bin"), ("HOME", "/home/u"), ("TERM", "xterm"), ("LANG", "C")] {
+            assert!(!is_socket_variable(name, value), "{name}={value}");
         }
     }
 }

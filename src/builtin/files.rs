@@ -321,7 +321,7 @@ pub(crate) fn edit_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
 }
 
 /// A handle on the workspace root and `path` resolved relative to it (empty for the root itself).
-fn open_root(ws: &Workspace, path: &str) -> Result<(Dir, PathBuf), String> {
+pub(super) fn open_root(ws: &Workspace, path: &str) -> Result<(Dir, PathBuf), String> {
     let real = ws.resolve(path)?;
     let rel = real.strip_prefix(ws.root()).map(Path::to_path_buf).map_err(|_| {
         format!(
@@ -335,14 +335,14 @@ fn open_root(ws: &Workspace, path: &str) -> Result<(Dir, PathBuf), String> {
 }
 
 /// `(parent folder, file name)` of a path relative to the root.
-fn split_parent(rel: &Path, path: &str) -> Result<(PathBuf, PathBuf), String> {
+pub(super) fn split_parent(rel: &Path, path: &str) -> Result<(PathBuf, PathBuf), String> {
     match (rel.parent(), rel.file_name()) {
         (Some(parent), Some(name)) => Ok((parent.to_path_buf(), PathBuf::from(name))),
         _ => Err(format!("'{path}' is the workspace folder itself; give the path of a file inside it")),
     }
 }
 
-fn open_parent(root: &Dir, parent_rel: &Path, path: &str) -> Result<Dir, String> {
+pub(super) fn open_parent(root: &Dir, parent_rel: &Path, path: &str) -> Result<Dir, String> {
     if parent_rel.as_os_str().is_empty() {
         root.try_clone().map_err(|e| format!("cannot open the folder of '{path}': {e}"))
     } else {
@@ -351,7 +351,7 @@ fn open_parent(root: &Dir, parent_rel: &Path, path: &str) -> Result<Dir, String>
 }
 
 /// An I/O failure on `path` as a message; a lookup that tried to leave the root says so.
-fn refusal(path: &str, doing: &str, e: &io::Error) -> String {
+pub(super) fn refusal(path: &str, doing: &str, e: &io::Error) -> String {
     if e.kind() == io::ErrorKind::PermissionDenied && e.to_string().contains("outside") {
         format!("path '{path}' leads outside the workspace (a symlink or '..' changed while the tool ran): {e}")
     } else {
@@ -532,7 +532,7 @@ fn decode_line(bytes: &[u8], cut: bool) -> Option<&str> {
 /// Write `data` to `name` in `dir` atomically: a new temporary file in the same folder, fsync, rename
 /// over `name` (all relative to the `dir` handle), then fsync the folder so the rename itself is durable.
 /// The temporary file is removed on any failure.
-fn write_atomic(dir: &Dir, name: &Path, data: &[u8], permissions: Option<Permissions>) -> io::Result<()> {
+pub(super) fn write_atomic(dir: &Dir, name: &Path, data: &[u8], permissions: Option<Permissions>) -> io::Result<()> {
     let (tmp_name, file) = create_temp(dir, &name.to_string_lossy())?;
     let written = (|| {
         let mut std_file = file.into_std();

@@ -16,8 +16,10 @@
 //! removed ([`is_secret_name`]). Under [`SandboxMode::WorkspaceWrite`] (the default of
 //! [`BuiltinOptions`]) or [`SandboxMode::ReadOnly`] the kernel (Landlock, Linux 5.13+) confines the
 //! command and everything it starts: reads anywhere, writes only in the workspace (not in read-only
-//! mode) and a private `$TMPDIR`; with `network: false` and Landlock ABI 4+, no TCP connect or bind.
-//! Where [`sandbox_support`] is `None` the command runs unconfined, as the user running the host.
+//! mode) and a private `$TMPDIR`; a seccomp filter refuses terminal injection (`TIOCSTI`), Unix sockets
+//! (sandboxed modes) and, with `network: false`, every socket family but `AF_UNIX`; as root a mount
+//! namespace makes metadata writes outside the writable folders fail too.
+//! Where [`sandbox_support`] is `None`, only [`SandboxMode::Off`] is accepted ([`sandbox_check`]).
 //! Every process the command starts is killed when the call ends (see [`run_bash`]).
 //!
 //! # Cancellation
@@ -28,13 +30,17 @@
 mod bash;
 mod env;
 mod files;
+mod mounts;
+mod restore;
 mod sandbox;
+mod seccomp;
 mod workspace;
 
 pub use bash::{BashOptions, DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS, OUTPUT_CAP_CHARS, process_containment, run_bash};
-pub use env::{is_secret_name, secret_env_values};
+pub use env::{is_secret_name, is_socket_variable, secret_env_values};
 pub use files::MAX_SCAN_BYTES;
-pub use sandbox::{SandboxMode, sandbox_prompt, sandbox_support};
+pub use restore::{Restored, restore_file};
+pub use sandbox::{SandboxMode, sandbox_check, sandbox_prompt, sandbox_support};
 pub use workspace::Workspace;
 
 use crate::cancel::CancelToken;
@@ -67,7 +73,8 @@ pub struct BuiltinOptions {
     pub names: Vec<String>,
     /// Kernel confinement of `bash`.
     pub sandbox: SandboxMode,
-    /// Whether `bash` commands may use TCP (turning it off needs Landlock ABI 4).
+    /// Whether `bash` commands may use the network (off: a seccomp allow-list refuses every socket family
+    /// but `AF_UNIX`).
     pub network: bool,
     /// Names of secret-looking environment variables `bash` keeps anyway (e.g. `"GITHUB_TOKEN"`).
     pub env_passthrough: Vec<String>,
@@ -89,7 +96,8 @@ impl Default for BuiltinOptions {
 ///
 /// # Errors
 /// [`Error::Config`] when the workspace does not exist or is not a folder, a name is unknown (the message
-/// lists the known ones), or a tool of that name is already registered.
+/// lists the known ones), a tool of that name is already registered, or `bash` is wanted with a sandbox
+/// mode or network setting this system cannot enforce ([`sandbox_check`]).
 pub fn register(registry: &ToolRegistry, opts: &BuiltinOptions) -> Result<()> {
     // What bash no longer sees must not come back through any tool either (`cat .env`, `read_file`): the
     // dropped variables' values are redacted from every result.
@@ -100,6 +108,10 @@ pub fn register(registry: &ToolRegistry, opts: &BuiltinOptions) -> Result<()> {
     );
     let wanted: Vec<String> =
         if opts.names.is_empty() { NAMES.iter().map(|n| n.to_string()).collect() } else { opts.names.clone() };
+    if wanted.iter().any(|n| n == "bash") {
+        // A sandbox the kernel cannot enforce is refused here, in every host, rather than half-applied.
+        sandbox_check(opts.sandbox, opts.network).map_err(Error::Config)?;
+    }
     for name in wanted {
         let Some((name, description, schema)) = spec(&name) else {
             return Err(Error::Config(format!("unknown built-in tool '{name}' (known: {})", NAMES.join(", "))));

@@ -1,8 +1,11 @@
-//! Kernel-enforced confinement of `bash` (Landlock, Linux).
+//! Kernel-enforced confinement of `bash` (Linux): Landlock (file contents, abstract sockets, signals), a
+//! seccomp filter (terminal injection, Unix sockets, the network allow-list: `seccomp.rs`) and, as root,
+//! a read-only mount namespace (metadata writes: `mounts.rs`).
 //!
-//! Only the command's process tree is confined, never the host: a short-lived thread restricts itself
-//! (a Landlock domain and `no_new_privs` belong to the thread and are inherited by every process it
-//! starts), spawns the shell, and ends. No `unsafe` and no `pre_exec` are needed.
+//! Only the command's process tree is confined, never the host: a short-lived thread enters its mount
+//! namespace, restricts itself (a Landlock domain, a seccomp filter and `no_new_privs` belong to the
+//! thread and are inherited by every process it starts), spawns the shell, and ends. No `unsafe` and no
+//! `pre_exec` are needed.
 //!
 //! Must never: restrict the calling thread or any thread that outlives the spawn, or report confinement
 //! that the kernel did not enforce.
@@ -64,42 +67,74 @@ impl FromStr for SandboxMode {
 /// The Landlock ABI version this kernel offers (1 = Linux 5.13 … 4 adds TCP rules, 6 signal scoping), or
 /// `None` when `bash` cannot be confined here (not Linux, Landlock not built in or not enabled at boot).
 ///
-/// Probed once per process (a throw-away thread restricts itself), then cached. A host shows "sandbox
-/// unavailable" once when this is `None` and the configured mode is not [`SandboxMode::Off`]; the
-/// commands then run unconfined.
+/// Probed once per process (a throw-away thread restricts itself), then cached. Where this is `None`,
+/// only [`SandboxMode::Off`] is accepted ([`sandbox_check`]): a host that wants unconfined commands there
+/// says so explicitly.
 pub fn sandbox_support() -> Option<u32> {
     static SUPPORT: OnceLock<Option<u32>> = OnceLock::new();
     *SUPPORT.get_or_init(imp::probe)
 }
 
 /// A short paragraph for the system prompt telling the model what `bash` may do under `mode`, with the
-/// network allowed or not. Empty for [`SandboxMode::Off`] with the network on (nothing to say).
+/// network allowed or not. Empty for [`SandboxMode::Off`] with the network on (nothing to say), and
+/// wherever [`sandbox_check`] says this system cannot enforce it.
 pub fn sandbox_prompt(mode: SandboxMode, network: bool) -> String {
+    if sandbox_check(mode, network).is_err() {
+        // Never tell the model it is confined when the kernel cannot confine it (the tool is refused then).
+        return String::new();
+    }
     let files = match mode {
         SandboxMode::Off => "",
         SandboxMode::WorkspaceWrite => {
             "Commands run by bash are sandboxed: they can read any file but write only inside the workspace \
-             and in $TMPDIR (a private temporary folder, emptied after each command); writes anywhere else \
-             fail with \"Permission denied\". Do not try to work around the sandbox; if a task needs to write \
-             elsewhere, say so to the user."
+             and in $TMPDIR (private, emptied after each command); other writes fail (\"Permission denied\" \
+             or \"Read-only file system\"), and so do Unix sockets. Do not work around the sandbox; if a task \
+             needs to write elsewhere, say so to the user."
         }
         SandboxMode::ReadOnly => {
             "Commands run by bash are sandboxed read-only: they can read any file but write only in $TMPDIR \
-             (a private temporary folder, emptied after each command); any other write fails with \
-             \"Permission denied\". Use bash to inspect, build into $TMPDIR, and run tests that do not write \
-             to the workspace."
+             (private, emptied after each command); other writes fail (\"Permission denied\" or \"Read-only \
+             file system\"), and so do Unix sockets. Use bash to inspect, build into $TMPDIR, and run tests \
+             that do not write to the workspace."
         }
     };
     let net = if network || mode == SandboxMode::Off {
         ""
     } else {
-        "Network access is off: commands cannot open TCP connections or listen on ports."
+        "Network access is off: commands cannot open network sockets (TCP, UDP, loopback included)."
     };
     match (files.is_empty(), net.is_empty()) {
         (true, _) => String::new(),
         (false, true) => files.to_string(),
         (false, false) => format!("{files} {net}"),
     }
+}
+
+/// Whether this system can enforce `mode` with the network `network`, or why not.
+///
+/// `read-only` and `workspace-write` need Landlock (files) and seccomp (Unix sockets, terminal
+/// injection); `network: false` needs seccomp (the socket-family allow-list). `off` with the network on
+/// needs nothing. [`register`](super::register) refuses the built-in `bash` with this message, so no host
+/// (Python, C, the CLI) ever runs a command less confined than it asked, and no system prompt claims
+/// confinement that is not there.
+///
+/// # Errors
+/// A message naming what the kernel lacks and how to run unconfined on purpose (`sandbox="off"`).
+pub fn sandbox_check(mode: SandboxMode, network: bool) -> Result<(), String> {
+    if mode != SandboxMode::Off && sandbox_support().is_none() {
+        return Err(format!(
+            "sandbox \"{mode}\" cannot be enforced here: this kernel has no Landlock (Linux 5.13+ with \
+             Landlock enabled), so bash would run unconfined. Pass sandbox \"off\" to accept that"
+        ));
+    }
+    if (mode != SandboxMode::Off || !network) && !super::seccomp::seccomp_support() {
+        let what = if mode == SandboxMode::Off { "network off".to_string() } else { format!("sandbox \"{mode}\"") };
+        return Err(format!(
+            "{what} cannot be enforced here: this system has no seccomp filters, so bash could still reach \
+             Unix sockets and the network. Pass sandbox \"off\" and network on to accept that"
+        ));
+    }
+    Ok(())
 }
 
 /// What [`spawn`] enforces on one command.
@@ -114,24 +149,49 @@ pub(crate) struct Policy<'a> {
     pub(crate) proc_write: bool,
 }
 
-/// Spawn `command` confined by `policy`: from a fresh thread that restricts itself first, so the host's
-/// threads keep their rights. With [`SandboxMode::Off`], or where the kernel lacks Landlock, the command
-/// is spawned unconfined. Returns the child and whether Landlock enforced the policy.
+/// Spawn `command` confined by `policy`: from a fresh thread that restricts itself first (Landlock, then
+/// the seccomp filter), so the host's threads keep their rights. The seccomp filter (no terminal
+/// injection) applies in every mode where the kernel has seccomp; Landlock applies unless the mode is
+/// [`SandboxMode::Off`] with the network on. Returns the child and whether Landlock enforced the policy.
 ///
 /// # Errors
-/// A message when the ruleset cannot be built or applied (never silently unconfined when the kernel
-/// supports Landlock), or when the spawn fails.
+/// A message when the policy cannot be enforced here (see [`sandbox_check`]), when the ruleset or filter
+/// cannot be built or applied (never silently unconfined), or when the spawn fails.
 pub(crate) fn spawn(mut command: Command, policy: &Policy<'_>) -> Result<(Child, bool), SpawnError> {
-    if policy.mode == SandboxMode::Off && policy.network {
+    sandbox_check(policy.mode, policy.network).map_err(SpawnError::Sandbox)?;
+    let filter = if super::seccomp::seccomp_support() {
+        let rules = super::seccomp::SocketRules::new(policy.mode, policy.network);
+        Some(super::seccomp::Filter::build(rules).map_err(SpawnError::Sandbox)?)
+    } else {
+        None
+    };
+    let landlock = if policy.mode == SandboxMode::Off && policy.network {
+        None
+    } else {
+        sandbox_support().map(|_| imp::Rules::build(policy)).transpose().map_err(SpawnError::Sandbox)?
+    };
+    // Metadata writes (chmod, chown, utimes, setxattr) outside the writable folders: a read-only view.
+    let mut writable = vec![policy.temp];
+    if policy.mode == SandboxMode::WorkspaceWrite {
+        writable.push(policy.workspace);
+    }
+    let view = policy.mode != SandboxMode::Off && super::mounts::read_only_view();
+    if filter.is_none() && landlock.is_none() {
         return command.spawn().map(|c| (c, false)).map_err(SpawnError::Spawn);
     }
-    if sandbox_support().is_none() {
-        return command.spawn().map(|c| (c, false)).map_err(SpawnError::Spawn);
-    }
-    let rules = imp::Rules::build(policy).map_err(SpawnError::Sandbox)?;
     std::thread::scope(|scope| {
         let spawner = scope.spawn(move || {
-            let enforced = rules.restrict_self().map_err(SpawnError::Sandbox)?;
+            // Mounts first: a thread under Landlock can no longer change its mounts.
+            if view {
+                super::mounts::enter(&writable).map_err(SpawnError::Sandbox)?;
+            }
+            let enforced = match landlock {
+                Some(rules) => rules.restrict_self().map_err(SpawnError::Sandbox)?,
+                None => false,
+            };
+            if let Some(filter) = &filter {
+                filter.install().map_err(SpawnError::Sandbox)?;
+            }
             // `command` moves into and drops in this thread, so the parent's copies of the pipe ends
             // close before the caller reads them.
             command.spawn().map(|c| (c, enforced)).map_err(SpawnError::Spawn)
@@ -193,6 +253,10 @@ mod imp {
             }
             if !policy.network {
                 ruleset = ruleset.handle_access(AccessNet::from_all(TARGET)).map_err(|e| fail(&e))?;
+            }
+            if !policy.network || policy.mode != SandboxMode::Off {
+                // Abstract Unix sockets outside the sandbox are out of reach (ABI 6; the seccomp filter
+                // refuses Unix sockets on older kernels too).
                 ruleset = ruleset.scope(Scope::AbstractUnixSocket).map_err(|e| fail(&e))?;
             }
             // Signals only reach processes in the same sandbox: the command cannot kill the host.

@@ -24,6 +24,7 @@ tests=(
   "session_resume     c_tool_fail_resume.json"
   "session_files      -"
   "session_sqlite     -"
+  "restore_file       -"
   "bad_input          c_bad_input.json"
   "openai_provider    openai_text.json"
   "wrapper            c_two_tools.json"

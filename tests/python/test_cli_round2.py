@@ -145,10 +145,13 @@ def test_sandbox_mode_refuses_required_without_landlock():
     assert sandbox_mode(None, False, probe=lambda: 4) == ("workspace-write", "")
     assert sandbox_mode(None, True, probe=lambda: 4) == ("read-only", "")
     assert sandbox_mode("off", False, probe=lambda: None) == ("off", "")
+    # Not asked for: the default falls back to off, said in one line (never claimed to the model).
     mode, note = sandbox_mode(None, False, probe=lambda: None)
-    assert mode == "workspace-write" and "unconfined" in note
-    with pytest.raises(ConfigProblem, match="Landlock"):
-        sandbox_mode("required", False, probe=lambda: None)
+    assert mode == "off" and "unconfined" in note
+    # Asked for explicitly: refused (issue 20 item 6), whichever mode.
+    for asked in ("required", "workspace-write", "read-only"):
+        with pytest.raises(ConfigProblem, match="Landlock"):
+            sandbox_mode(asked, False, probe=lambda: None)
     assert sandbox_mode("required", False, probe=lambda: 1) == ("workspace-write", "")
 
 
@@ -470,5 +473,32 @@ def test_header_line_says_when_landlock_is_missing(tmp_path, monkeypatch):
     repl = Repl(SimpleNamespace(messages=[]), settings, Renderer(out, color=False), SimpleNamespace(mode="ask"),
                 tmp_path / "s.jsonl", threading.Event())
     repl.banner()
-    assert ("sandbox: workspace-write (Landlock unavailable on this kernel: bash runs unconfined)"
+    assert ("sandbox: off (workspace-write unavailable: no Landlock on this kernel, bash runs unconfined)"
             in out.getvalue())
+
+
+# -- a sandbox the kernel cannot provide (issue 20, item 6) -------------------------------------------------
+
+NO_LANDLOCK = ("import sys\n"
+               "from tooloop.cli import app, features\n"
+               "features.sandbox_mode.__defaults__ = (lambda: None,)   # this 'kernel' has no Landlock\n"
+               "sys.exit(app.main(sys.argv[1:]))\n")
+
+
+def run_without_landlock(ws, env, *args):
+    return subprocess.run([sys.executable, "-c", NO_LANDLOCK, "--workspace", str(ws), *args], env=env,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def test_an_explicit_sandbox_the_kernel_cannot_provide_is_refused_and_the_default_is_said(ws, tmp_path):
+    for mode in ("workspace-write", "read-only", "required"):
+        proc = run_without_landlock(ws, cli_env(tmp_path, ANTHROPIC_API_KEY="sk-test"), "-p", "--sandbox", mode, "hi")
+        assert proc.returncode == 2, (mode, proc.stdout, proc.stderr)
+        assert f"--sandbox {mode}" in proc.stderr and "Landlock" in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        proc = run_without_landlock(ws, cli_env(tmp_path, mock), "hi")
+        assert proc.returncode == 0, proc.stderr
+        # Said in one line, and the model is not told it is confined.
+        assert proc.stderr.count("bash runs unconfined") == 1, proc.stderr
+        assert "sandboxed" not in system_text(mock.requests()[0])

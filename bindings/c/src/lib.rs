@@ -21,11 +21,13 @@ mod config;
 mod events;
 mod ffi;
 mod json;
+mod restore;
 mod status;
 
 pub use answers::*;
 pub use events::*;
 pub use json::*;
+pub use restore::*;
 pub use status::*;
 
 use std::ffi::{CStr, CString, c_char, c_void};
@@ -303,8 +305,9 @@ fn build_agent(
 ///   agent, default all; `"model"` default this agent's). Child events arrive as TOOLOOP_EVENT_SUBAGENT.
 /// - `"sandbox"`: kernel confinement of the built-in `bash` (Linux Landlock): `"workspace-write"` (default:
 ///   writes only inside the workspace and a private temp folder), `"read-only"` or `"off"`; `"network"`:
-///   `false` refuses bash's TCP connections (Landlock ABI 4); `"env_passthrough"`: names of secret-looking
-///   environment variables bash keeps (by default every variable whose name holds KEY, SECRET, TOKEN,
+///   `false` refuses every socket family but Unix sockets to bash (TCP, UDP, loopback included). A mode the
+///   kernel cannot enforce (no Landlock or seccomp) is `TOOLOOP_CONFIG`, never run unconfined.
+///   `"env_passthrough"`: names of secret-looking environment variables bash keeps (by default every variable whose name holds KEY, SECRET, TOKEN,
 ///   PASSWORD or CREDENTIAL, and the AWS ones, is dropped and its value redacted from tool results).
 /// - `"mcp_servers"`: MCP servers whose tools the agent gets as `mcp__<server>__<tool>`, e.g.
 ///   `{"docs": {"command": ["python3", "server.py"], "env": {"TOKEN": "${DOCS_TOKEN}"}}, "tracker": {"url":

@@ -9,6 +9,7 @@ mod agent;
 mod client;
 mod convert;
 mod errors;
+mod restore;
 mod run;
 mod sessions;
 
@@ -25,6 +26,7 @@ fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(agent::context_window, m)?)?;
     m.add_function(wrap_pyfunction!(sessions::list_db_sessions, m)?)?;
     m.add_function(wrap_pyfunction!(sessions::migrate_session, m)?)?;
+    m.add_function(wrap_pyfunction!(restore::restore_file, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -305,6 +305,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     try:
         if task is not None:
+            if getattr(settings, "sandbox_note", ""):
+                _say(settings.sandbox_note)   # the REPL says it in its header line instead
             checkpoints.begin_task(task)
             return one_shot(agent, task, settings, renderer, abort, args.print_mode)
         from .repl import Repl

@@ -118,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "and $TMPDIR), read-only, off; required: workspace-write, or refuse to start where the "
                    "kernel cannot confine bash")
     p.add_argument("--no-network", action="store_true",
-                   help="bash may not open TCP connections (needs Landlock ABI 4; with the sandbox on)")
+                   help="bash may not open network sockets of any kind (TCP, UDP, loopback included; a seccomp allow-list)")
     p.add_argument("--env-passthrough", metavar="NAME", action="append", default=[],
                    help="keep this secret-looking environment variable for bash (repeatable); by default "
                    "variables named like *KEY*, *SECRET*, *TOKEN*, *PASSWORD*, *CREDENTIAL* and AWS ones are dropped")

@@ -10,7 +10,8 @@ file that did not exist is removed). What bash changes is not tracked, and the c
 rolled back: the caller tells the model in the next message.
 
 Must never: write outside the workspace, follow a path out of it, or raise into the agent's worker thread.
-Standard library only.
+Files in the workspace are put back by the library (`tooloop.restore_file`: race-free directory handles);
+this module writes only its own checkpoint folder beside the session file.
 """
 
 from __future__ import annotations
@@ -184,8 +185,11 @@ class Checkpoints:
                     if now is None and not path.exists():
                         out.append(Restored(rel, "unchanged"))
                         continue
-                    if path.is_file() or path.is_symlink():
-                        path.unlink()
+                    if path.is_dir() and not path.is_symlink():
+                        out.append(Restored(rel, "skipped"))
+                        continue
+                    if not self._restore(rel, None, 0, out):
+                        continue
                     out.append(Restored(rel, "removed", 0, len(_lines(now))))
                     continue
                 if before is None:
@@ -197,16 +201,27 @@ class Checkpoints:
                 if now == before and path.is_file() and (path.stat().st_mode & 0o7777) == mode:
                     out.append(Restored(rel, "unchanged"))
                     continue
-                path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(f".{path.name}.tooloop-undo.tmp")
-                tmp.write_bytes(before)
-                os.chmod(tmp, mode)
-                os.replace(tmp, path)
+                if not self._restore(rel, before, mode, out):
+                    continue
                 out.append(Restored(rel, "restored", added, removed))
             del self.tasks[-n:]
             if self.folder.exists():
                 self._save()
             return n, out
+
+    def _restore(self, rel: str, data: Optional[bytes], mode: int, out: List[Restored]) -> bool:
+        """Write (or remove) through the library's race-free workspace handles: the temporary file, the
+        mode and the rename never follow a symlink a command planted meanwhile. False (and "skipped")
+        when the library refuses because the path now leads out of the workspace."""
+        import tooloop
+
+        try:
+            tooloop.restore_file(self.workspace, rel, data, mode)
+        except OSError as e:
+            out.append(Restored(rel, "skipped"))
+            self.errors.append(f"undo of {rel} refused: {e}")
+            return False
+        return True
 
     def diff(self) -> List[str]:
         """Unified diff of every file the agent changed in this session: from before its first change

@@ -39,20 +39,21 @@ def landlock_abi() -> Optional[int]:
 
 def sandbox_mode(requested: Optional[str], read_only: bool,
                  probe: Callable[[], Optional[int]] = landlock_abi) -> Tuple[str, str]:
-    """(mode for the agent, note for the header line). `required` is workspace-write that refuses to
-    start (ConfigProblem) where the kernel cannot confine bash; --read-only defaults to the read-only
-    sandbox."""
+    """(mode for the agent, note for the header line). Where the kernel cannot confine bash, a mode asked
+    for with --sandbox (workspace-write, read-only, required) refuses to start (ConfigProblem), and the
+    default becomes "off" with a one-line note, so the model is never told it is confined when it is not
+    (the library refuses a mode it cannot enforce). --read-only defaults to the read-only sandbox."""
     mode = requested or ("read-only" if read_only else "workspace-write")
     if mode == "off":
         return "off", ""
     available = probe() is not None
+    if requested is not None and not available:
+        raise ConfigProblem(f"--sandbox {requested}: this kernel cannot confine bash (Landlock is not "
+                            "available); run with --sandbox off to accept unconfined commands")
     if mode == "required":
-        if not available:
-            raise ConfigProblem("--sandbox required: this kernel cannot confine bash (Landlock is not "
-                                "available); run with --sandbox off to accept unconfined commands")
         mode = "read-only" if read_only else "workspace-write"
     if not available:
-        return mode, "Landlock unavailable on this kernel: bash runs unconfined"
+        return "off", f"{mode} unavailable: no Landlock on this kernel, bash runs unconfined"
     return mode, ""
 
 

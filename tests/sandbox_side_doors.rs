@@ -1,0 +1,480 @@
+//! The side doors of the bash sandbox (issue 20, items 2–6), end to end through `builtin::register`:
+//! terminal injection, the controlling terminal, Unix sockets (real listeners started here), the network
+//! allow-list (MPTCP, UDP), metadata writes, and a sandbox the kernel cannot provide.
+//!
+//! Tests that need Landlock print why they skip where the kernel lacks it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::json;
+use std::fs;
+use std::os::unix::net::{UnixDatagram, UnixListener};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tooloop::builtin::{self, BuiltinOptions, SandboxMode};
+use tooloop::cancel::CancelToken;
+use tooloop::tools::{ToolContext, ToolError, ToolOutput, ToolRegistry};
+
+/// `<tmp>/ws` (the workspace) beside `<tmp>/outside`, removed on drop.
+struct Fixture {
+    base: PathBuf,
+    ws: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let base = std::env::temp_dir().join(format!(
+            "tooloop-side-doors-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = fs::remove_dir_all(&base);
+        fs::create_dir_all(base.join("ws")).unwrap();
+        fs::create_dir_all(base.join("outside")).unwrap();
+        let base = fs::canonicalize(base).unwrap();
+        let ws = base.join("ws");
+        Fixture { base, ws }
+    }
+
+    fn outside(&self) -> PathBuf {
+        self.base.join("outside")
+    }
+
+    fn registry(&self, sandbox: SandboxMode, network: bool) -> ToolRegistry {
+        let registry = ToolRegistry::new();
+        let opts = BuiltinOptions { workspace: self.ws.clone(), sandbox, network, ..BuiltinOptions::default() };
+        builtin::register(&registry, &opts).unwrap();
+        registry
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.base);
+    }
+}
+
+fn bash(registry: &ToolRegistry, command: &str) -> String {
+    let tool = registry.get("bash").unwrap();
+    let cancel = CancelToken::new();
+    let ctx = ToolContext { tool_use_id: "t1", tool_name: "bash", cancel: &cancel };
+    match tool.handler.call(&json!({"command": command, "timeout": 30}), &ctx) {
+        Ok(ToolOutput::Text(text)) => text,
+        Ok(other) => panic!("unexpected output {other:?}"),
+        Err(ToolError::Respond(text)) | Err(ToolError::Fatal(text)) => text,
+    }
+}
+
+fn landlock() -> bool {
+    if builtin::sandbox_support().is_some() {
+        return true;
+    }
+    println!("skipped: this kernel has no Landlock (builtin::sandbox_support() is None)");
+    false
+}
+
+/// A Python one-liner run by bash (python3 is on every machine the suite runs on).
+fn py(code: &str) -> String {
+    format!("python3 -c '{code}' 2>&1")
+}
+
+const MODES: [SandboxMode; 3] = [SandboxMode::Off, SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly];
+
+// ---- item 2: the terminal ----------------------------------------------------------------------------
+
+#[test]
+fn tiocsti_and_tioclinux_fail_in_every_mode() {
+    if !landlock() {
+        return;
+    }
+    let fx = Fixture::new();
+    // A pseudo-terminal of the command's own (its master: the sandbox lets anyone open /dev/ptmx): as
+    // root, TIOCSTI works on any terminal one can open, so only the seccomp filter stands between a
+    // command and the user's terminal. The pty test in tests/python/test_sandbox_tty.py uses the real one.
+    let code = "import os,fcntl,termios,errno\n\
+                s=os.open(\"/dev/ptmx\", os.O_RDWR|os.O_NOCTTY)\n\
+                for req in (termios.TIOCSTI, 0x541C):\n  \
+                  try:\n    fcntl.ioctl(s, req, b\"x\"); print(\"allowed\")\n  \
+                  except OSError as e: print(errno.errorcode[e.errno])\n\
+                try:\n  fcntl.ioctl(s, 0xffffffff00005412, b\"x\"); print(\"allowed\")\n\
+                except (OSError, OverflowError) as e: print(type(e).__name__)";
+    for mode in MODES {
+        let out = bash(&fx.registry(mode, true), &py(code));
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.first(), Some(&"EPERM"), "{mode}: TIOCSTI: {out}");
+        assert_eq!(lines.get(1), Some(&"EPERM"), "{mode}: TIOCLINUX: {out}");
+        assert!(!out.contains("allowed"), "{mode}: {out}");
+    }
+}
+
+#[test]
+fn commands_run_in_a_session_of_their_own_without_a_terminal() {
+    let fx = Fixture::new();
+    let own_sid = rustix::process::getsid(None).unwrap().as_raw_nonzero().get();
+    for mode in MODES {
+        if mode != SandboxMode::Off && !landlock() {
+            continue;
+        }
+        // Field 6 of stat is the session, 7 the controlling terminal (0: none). /proc is the host's, so
+        // the session id is comparable with ours even inside a PID namespace.
+        let out = bash(&fx.registry(mode, true), "cut -d' ' -f6,7 /proc/self/stat; test -t 0 || echo stdin-not-a-tty");
+        let mut lines = out.lines();
+        let fields: Vec<i32> = lines.next().unwrap().split(' ').map(|f| f.parse().unwrap()).collect();
+        assert_ne!(fields[0], own_sid, "{mode}: the command shares the host's session: {out}");
+        assert_eq!(fields[1], 0, "{mode}: the command has a controlling terminal: {out}");
+        assert_eq!(lines.next(), Some("stdin-not-a-tty"), "{mode}: {out}");
+        let out = bash(&fx.registry(mode, true), "exec 3<>/dev/tty && echo opened-tty");
+        assert!(!out.contains("opened-tty"), "{mode}: {out}");
+    }
+}
+
+// ---- item 3: Unix sockets ----------------------------------------------------------------------------
+
+/// A stream service on a pathname socket outside the workspace and one on an abstract name; whether
+/// either saw a connection.
+struct Services {
+    path: PathBuf,
+    abstract_name: String,
+    pathname: UnixListener,
+    abstract_listener: UnixListener,
+    datagram: UnixDatagram,
+    datagram_path: PathBuf,
+}
+
+impl Services {
+    fn start(fx: &Fixture) -> Services {
+        use std::os::linux::net::SocketAddrExt;
+        let path = fx.outside().join("service.sock");
+        let pathname = UnixListener::bind(&path).unwrap();
+        pathname.set_nonblocking(true).unwrap();
+        let abstract_name = format!("tooloop-test-{}-{}", std::process::id(), fx.base.display().to_string().len());
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap();
+        let abstract_listener = UnixListener::bind_addr(&addr).unwrap();
+        abstract_listener.set_nonblocking(true).unwrap();
+        let datagram_path = fx.outside().join("log.sock");
+        let datagram = UnixDatagram::bind(&datagram_path).unwrap();
+        datagram.set_nonblocking(true).unwrap();
+        Services { path, abstract_name, pathname, abstract_listener, datagram, datagram_path }
+    }
+
+    fn connections(&self) -> usize {
+        let mut n = 0;
+        while self.pathname.accept().is_ok() {
+            n += 1;
+        }
+        while self.abstract_listener.accept().is_ok() {
+            n += 1;
+        }
+        let mut buf = [0u8; 64];
+        while self.datagram.recv(&mut buf).is_ok() {
+            n += 1;
+        }
+        n
+    }
+
+    fn client(&self) -> String {
+        let code = format!(
+            "import socket\n\
+             for addr in (\"{}\", \"\\0{}\"):\n  \
+               try:\n    s=socket.socket(socket.AF_UNIX); s.connect(addr); print(\"connected\")\n  \
+               except OSError as e: print(\"refused\", e)\n\
+             try:\n  d=socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); d.sendto(b\"x\", \"{}\"); print(\"sent\")\n\
+             except OSError as e: print(\"refused\", e)",
+            self.path.display(),
+            self.abstract_name,
+            self.datagram_path.display()
+        );
+        py(&code)
+    }
+}
+
+#[test]
+fn unix_sockets_outside_the_workspace_are_out_of_reach_when_sandboxed() {
+    if !landlock() {
+        return;
+    }
+    let fx = Fixture::new();
+    let services = Services::start(&fx);
+    // Unconfined, the client reaches all three: the test can tell a refusal from a broken client.
+    let out = bash(&fx.registry(SandboxMode::Off, true), &services.client());
+    assert_eq!(out.matches("connected").count(), 2, "{out}");
+    assert!(out.contains("sent"), "{out}");
+    assert_eq!(services.connections(), 3);
+    for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
+        for network in [true, false] {
+            let out = bash(&fx.registry(mode, network), &services.client());
+            assert_eq!(out.matches("refused").count(), 3, "{mode} network={network}: {out}");
+            assert_eq!(services.connections(), 0, "{mode} network={network}: a service was reached: {out}");
+        }
+    }
+    // socketpair (pipes between processes, asyncio) keeps working.
+    let out = bash(
+        &fx.registry(SandboxMode::ReadOnly, false),
+        &py("import socket\na,b=socket.socketpair(); a.send(b\"ok\"); print(b.recv(2).decode())"),
+    );
+    assert_eq!(out, "ok");
+}
+
+/// Run only as a child of `socket_variables_are_not_inherited_under_a_sandbox`.
+#[test]
+fn socket_env_child() {
+    if std::env::var_os("TOOLOOP_SOCKET_ENV_CHILD").is_none() {
+        return;
+    }
+    let fx = Fixture::new();
+    for (mode, passthrough) in [(SandboxMode::WorkspaceWrite, vec![]), (SandboxMode::Off, vec![])] {
+        let registry = ToolRegistry::new();
+        let opts = BuiltinOptions {
+            workspace: fx.ws.clone(),
+            sandbox: mode,
+            env_passthrough: passthrough,
+            ..Default::default()
+        };
+        builtin::register(&registry, &opts).unwrap();
+        println!("CHILD-ENV-{mode}-BEGIN\n{}\nCHILD-ENV-END", bash(&registry, "env | sort"));
+    }
+    let registry = ToolRegistry::new();
+    let opts = BuiltinOptions {
+        workspace: fx.ws.clone(),
+        sandbox: SandboxMode::ReadOnly,
+        env_passthrough: vec!["TMUX".to_string()],
+        ..Default::default()
+    };
+    builtin::register(&registry, &opts).unwrap();
+    println!("CHILD-ENV-kept-BEGIN\n{}\nCHILD-ENV-END", bash(&registry, "env | sort"));
+}
+
+#[test]
+fn socket_variables_are_not_inherited_under_a_sandbox() {
+    if !landlock() {
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "socket_env_child", "--nocapture", "--test-threads=1"])
+        .env("TOOLOOP_SOCKET_ENV_CHILD", "1")
+        .env("TMUX", "/tmp/tmux-1000/default,4242,0")
+        .env("SSH_AUTH_SOCK", "/tmp/ssh-XXXX/agent.42")
+        .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/1000/bus")
+        .env("DOCKER_HOST", "unix:///var/run/docker.sock")
+        .env("XDG_RUNTIME_DIR", "/run/user/1000")
+        .env("MY_APP_SOCKET", "/srv/app.sock")
+        .env("EDITOR_PIPE", "/run/user/1000/editor")
+        .env("KEEP_ME", "plain-value")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let section = |mode: &str| {
+        stdout
+            .split(&format!("CHILD-ENV-{mode}-BEGIN"))
+            .nth(1)
+            .unwrap()
+            .split("CHILD-ENV-END")
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let names =
+        ["TMUX", "SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS", "DOCKER_HOST", "XDG_RUNTIME_DIR", "MY_APP_SOCKET"];
+    let sandboxed = section("workspace-write");
+    for gone in names.iter().chain(&["EDITOR_PIPE"]) {
+        assert!(!sandboxed.contains(&format!("\n{gone}=")), "{gone} was inherited:\n{sandboxed}");
+    }
+    assert!(sandboxed.contains("KEEP_ME=plain-value"), "{sandboxed}");
+    // Off is unconfined: the user's sockets and their variables stay (nothing to protect there).
+    let off = section("off");
+    assert!(off.contains("TMUX=/tmp/tmux-1000/default,4242,0"), "{off}");
+    let kept = section("kept");
+    assert!(kept.contains("TMUX=/tmp/tmux-1000/default,4242,0"), "passthrough ignored:\n{kept}");
+    assert!(!kept.contains("SSH_AUTH_SOCK="), "{kept}");
+}
+
+// ---- item 4: the network allow-list ------------------------------------------------------------------
+
+#[test]
+fn network_off_refuses_every_family_but_unix_mptcp_and_udp_included() {
+    if !landlock() {
+        return;
+    }
+    let fx = Fixture::new();
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    tcp.set_nonblocking(true).unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let udp_port = udp.local_addr().unwrap().port();
+    let code = format!(
+        "import socket\n\
+         def attempt(name, make, go):\n  \
+           try:\n    s=make(); go(s); print(name, \"open\")\n  \
+           except OSError as e: print(name, \"refused\", e.errno)\n\
+         attempt(\"mptcp\", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262), lambda s: s.connect((\"127.0.0.1\", {port})))\n\
+         attempt(\"udp\", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM), lambda s: s.sendto(b\"x\", (\"127.0.0.1\", {udp_port})))\n\
+         attempt(\"udp6\", lambda: socket.socket(socket.AF_INET6, socket.SOCK_DGRAM), lambda s: None)\n\
+         attempt(\"netlink\", lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0), lambda s: None)\n\
+         attempt(\"packet\", lambda: socket.socket(17, socket.SOCK_DGRAM, 0), lambda s: None)"
+    );
+    let drained = |udp: &std::net::UdpSocket| {
+        let mut n = 0;
+        while tcp.accept().is_ok() {
+            n += 1;
+        }
+        let mut buf = [0u8; 16];
+        while udp.recv(&mut buf).is_ok() {
+            n += 1;
+        }
+        n
+    };
+    for mode in MODES {
+        let on = bash(&fx.registry(mode, true), &py(&code));
+        assert!(on.contains("mptcp open") && on.contains("udp open"), "{mode} network on: {on}");
+        assert_eq!(drained(&udp), 2, "{mode}: the control run reached neither service: {on}");
+        let off = bash(&fx.registry(mode, false), &py(&code));
+        assert_eq!(off.matches("refused 1").count(), 5, "{mode} network off: {off}");
+        assert_eq!(drained(&udp), 0, "{mode}: a service was reached with the network off: {off}");
+    }
+    // Unconfined files, network off: Unix sockets stay usable.
+    let dir = fx.ws.join("srv.sock");
+    let listener = UnixListener::bind(&dir).unwrap();
+    let out = bash(
+        &fx.registry(SandboxMode::Off, false),
+        &py(&format!(
+            "import socket\ns=socket.socket(socket.AF_UNIX); s.connect(\"{}\"); print(\"ok\")",
+            dir.display()
+        )),
+    );
+    assert_eq!(out, "ok");
+    drop(listener);
+}
+
+// ---- item 5: metadata writes ------------------------------------------------------------------------
+
+#[test]
+fn metadata_writes_outside_the_writable_folders_fail() {
+    if !landlock() {
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: the read-only view needs root (an unprivileged user gets Landlock's content rules only)");
+        return;
+    }
+    let fx = Fixture::new();
+    let outside = fx.outside().join("victim.txt");
+    let inside = fx.ws.join("mine.txt");
+    let script = |target: &std::path::Path| {
+        let t = target.display();
+        format!(
+            "chmod 0777 {t} && echo chmod-ok; chown 1:1 {t} && echo chown-ok; touch -d 2001-01-01 {t} && echo touch-ok; \
+             python3 -c 'import os; os.setxattr(\"{t}\", \"user.x\", b\"1\"); print(\"xattr-ok\")' 2>/dev/null; \
+             echo tmp > $TMPDIR/t && chmod 0700 $TMPDIR/t && echo tmp-ok"
+        )
+    };
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
+        fs::write(&outside, "x").unwrap();
+        fs::set_permissions(&outside, fs::Permissions::from_mode(0o600)).unwrap();
+        fs::write(&inside, "x").unwrap();
+        fs::set_permissions(&inside, fs::Permissions::from_mode(0o600)).unwrap();
+        let before = fs::metadata(&outside).unwrap();
+        let out = bash(&fx.registry(mode, true), &script(&outside));
+        assert!(!out.contains("chmod-ok") && !out.contains("chown-ok") && !out.contains("touch-ok"), "{mode}: {out}");
+        assert!(!out.contains("xattr-ok"), "{mode}: {out}");
+        assert!(out.contains("tmp-ok"), "{mode}: $TMPDIR stays writable: {out}");
+        let after = fs::metadata(&outside).unwrap();
+        assert_eq!(after.mode() & 0o7777, 0o600, "{mode}");
+        assert_eq!((after.uid(), after.mtime()), (before.uid(), before.mtime()), "{mode}");
+        let out = bash(&fx.registry(mode, true), &script(&inside));
+        if mode == SandboxMode::WorkspaceWrite {
+            assert!(out.contains("chmod-ok") && out.contains("touch-ok"), "{mode}: the workspace is writable: {out}");
+        } else {
+            assert!(!out.contains("chmod-ok") && !out.contains("touch-ok"), "{mode}: {out}");
+            assert_eq!(fs::metadata(&inside).unwrap().mode() & 0o7777, 0o600);
+        }
+    }
+    // The host's own mounts are untouched: it can still change the file.
+    fs::set_permissions(&outside, fs::Permissions::from_mode(0o644)).unwrap();
+}
+
+// ---- item 6: a sandbox the kernel cannot provide -----------------------------------------------------
+
+#[test]
+fn a_sandbox_that_is_enforced_is_described_and_one_that_is_not_is_refused() {
+    // Where this kernel has both, every mode registers and the prompt says what is confined.
+    if builtin::sandbox_support().is_some() {
+        assert!(builtin::sandbox_check(SandboxMode::ReadOnly, false).is_ok());
+        assert!(builtin::sandbox_prompt(SandboxMode::ReadOnly, true).contains("read-only"));
+    }
+    // In a child process whose kernel "has no Landlock" (a seccomp filter makes landlock_create_ruleset
+    // fail with ENOSYS), an explicit mode is refused by register and the prompt claims nothing.
+    let out = without_landlock(&["--exact", "no_landlock_child", "--nocapture", "--test-threads=1"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("NO-LANDLOCK-CHILD-RAN"), "{stdout}");
+}
+
+/// Run the test binary with `args` under a seccomp filter that makes Landlock look absent.
+pub fn without_landlock(args: &[&str]) -> std::process::Output {
+    use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => TargetArch::x86_64,
+        "aarch64" => TargetArch::aarch64,
+        _ => TargetArch::riscv64,
+    };
+    let mut rules = std::collections::BTreeMap::new();
+    rules.insert(444, Vec::new()); // landlock_create_ruleset, on every architecture
+    let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(38), arch).unwrap();
+    let program = BpfProgram::try_from(filter).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    std::thread::spawn(move || {
+        seccompiler::apply_filter(&program).unwrap();
+        Command::new(exe).args(args).env("TOOLOOP_NO_LANDLOCK_CHILD", "1").output().unwrap()
+    })
+    .join()
+    .unwrap()
+}
+
+#[test]
+fn no_landlock_child() {
+    if std::env::var_os("TOOLOOP_NO_LANDLOCK_CHILD").is_none() {
+        return;
+    }
+    assert_eq!(builtin::sandbox_support(), None);
+    let fx = Fixture::new();
+    for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
+        let opts = BuiltinOptions { workspace: fx.ws.clone(), sandbox: mode, ..BuiltinOptions::default() };
+        let err = builtin::register(&ToolRegistry::new(), &opts).unwrap_err().to_string();
+        assert!(err.contains("cannot be enforced") && err.contains("\"off\""), "{mode}: {err}");
+        assert_eq!(builtin::sandbox_prompt(mode, true), "", "{mode}: the prompt claims a sandbox");
+        assert_eq!(builtin::sandbox_prompt(mode, false), "", "{mode}: the prompt claims a sandbox");
+        // The file tools alone need no kernel sandbox.
+        let files = BuiltinOptions { names: vec!["read_file".to_string()], ..opts };
+        builtin::register(&ToolRegistry::new(), &files).unwrap();
+    }
+    // Off is what the user chose: it registers, and the prompt says nothing.
+    let registry = fx.registry(SandboxMode::Off, true);
+    assert_eq!(bash(&registry, "echo fine"), "fine");
+    // Network off is still enforced by seccomp alone.
+    let registry = fx.registry(SandboxMode::Off, false);
+    let out = bash(
+        &registry,
+        &py("import socket\ntry:\n  socket.socket(); print(\"open\")\nexcept OSError as e: print(e.errno)"),
+    );
+    assert_eq!(out, "1");
+    // The agent's door (the JSON options Python and C pass): refused as a config error, no agent built.
+    let provider: std::sync::Arc<dyn tooloop::Provider> =
+        std::sync::Arc::new(tooloop::provider::host::FnProvider::new(|_, _| {
+            Err(tooloop::Error::Config("never asked".to_string()))
+        }));
+    for sandbox in ["\"read-only\"", "\"workspace-write\"", "null"] {
+        let json = format!(r#"{{"builtin_tools": true, "workspace": {:?}, "sandbox": {sandbox}}}"#, fx.ws);
+        let options = tooloop::AgentOptions::from_json(&json).unwrap();
+        let err = options.build_with(provider.clone()).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("cannot be enforced"), "{sandbox}: {err}");
+    }
+    let json = format!(r#"{{"builtin_tools": true, "workspace": {:?}, "sandbox": "off"}}"#, fx.ws);
+    let agent = tooloop::AgentOptions::from_json(&json).unwrap().build_with(provider).unwrap();
+    assert!(agent.tools().get("bash").is_some());
+    println!("NO-LANDLOCK-CHILD-RAN");
+}
