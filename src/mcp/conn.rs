@@ -823,6 +823,8 @@ impl HttpInner {
         let _ = std::thread::Builder::new().name("tooloop-mcp-http-get".into()).spawn(move || {
             let agent: ureq::Agent = ureq::Agent::config_builder()
                 .http_status_as_error(false)
+                // Our headers (tokens) never follow a redirect: a redirected stream is "not offered".
+                .max_redirects(0)
                 .timeout_connect(Some(me.client.config().connect_timeout))
                 .build()
                 .into();
@@ -919,6 +921,7 @@ impl Wire for HttpWire {
         if let Some(s) = session {
             let agent: ureq::Agent = ureq::Agent::config_builder()
                 .http_status_as_error(false)
+                .max_redirects(0)
                 .timeout_global(Some(Duration::from_secs(2)))
                 .build()
                 .into();
