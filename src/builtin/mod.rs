@@ -31,6 +31,7 @@ mod files;
 mod sandbox;
 mod workspace;
 
+pub(crate) use bash::unshare_args;
 pub use bash::{BashOptions, DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS, OUTPUT_CAP_CHARS, process_containment, run_bash};
 pub use env::{is_secret_name, secret_env_values};
 pub use files::MAX_SCAN_BYTES;
