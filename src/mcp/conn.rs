@@ -202,6 +202,39 @@ impl Shared {
     }
 }
 
+/// Read `bytes` as a stdio server's stdout would be read (lines capped at `max_line`), parse and route each
+/// message as the connection does, with requests 0–3 awaiting answers; returns how many messages were routed
+/// and the replies we would have sent. For the fuzzer (fuzz/fuzz_targets/mcp_framing.rs); not a stable API.
+#[doc(hidden)]
+pub fn route_stdio_bytes(bytes: &[u8], max_line: usize) -> (usize, Vec<Value>) {
+    let shared = Shared::new(Arc::new(Log::default()));
+    let mut waiting = Vec::new();
+    for id in 0..4u64 {
+        let (tx, rx) = mpsc::sync_channel::<Reply>(1);
+        shared.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(id, tx);
+        waiting.push(rx);
+    }
+    let replies = Mutex::new(Vec::new());
+    let mut reader = BufReader::with_capacity(64, bytes);
+    let (mut buf, mut routed) = (Vec::new(), 0usize);
+    while let Ok(Some(total)) = read_line_capped(&mut reader, &mut buf, max_line) {
+        if total > buf.len() {
+            continue;
+        }
+        let line = String::from_utf8_lossy(&buf);
+        if let Ok(msg) = serde_json::from_str::<Value>(line.trim()) {
+            routed += 1;
+            shared.dispatch(msg, &|reply| replies.lock().unwrap_or_else(|e| e.into_inner()).push(reply));
+        }
+    }
+    for rx in waiting {
+        if let Ok(Ok(result)) = rx.try_recv() {
+            let _ = super::convert_result(&result);
+        }
+    }
+    (routed, replies.into_inner().unwrap_or_else(|e| e.into_inner()))
+}
+
 /// The way messages leave us.
 trait Wire: Send + Sync {
     /// Send one message; for HTTP a request's answer comes back through `Shared::dispatch`.
