@@ -52,7 +52,9 @@ def approve(ws, tmp_path, name):
     config = json.loads((ws / ".mcp.json").read_text())["mcpServers"][name]
     folder = sessions_dir(ws.resolve(), {"TOOLOOP_HOME": str(tmp_path / "home")})
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "mcp-approved.json").write_text(json.dumps({name: features.approval_hash(config, ws.resolve())}))
+    pin = getattr(features, "approval_hash", None)   # (a tooloop before issue 20 pinned the configuration only)
+    value = pin(config, ws.resolve()) if pin else features.config_hash(config)
+    (folder / "mcp-approved.json").write_text(json.dumps({name: value}))
 
 
 # -- item 8: the approval pins what executes --------------------------------------------------------------
