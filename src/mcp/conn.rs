@@ -597,11 +597,7 @@ impl StdioWire {
         let spawned = std::thread::Builder::new().name("tooloop-mcp-stdout".into()).spawn(move || {
             let mut r = BufReader::new(out);
             let mut buf = Vec::new();
-            loop {
-                let total = match read_line_capped(&mut r, &mut buf, MAX_MESSAGE_BYTES) {
-                    Ok(Some(n)) => n,
-                    Ok(None) | Err(_) => break,
-                };
+            while let Ok(Some(total)) = read_line_capped(&mut r, &mut buf, MAX_MESSAGE_BYTES) {
                 if total > buf.len() {
                     // A line past the cap: its head is dropped too (it cannot be parsed), nothing kept.
                     shared.log.push(format!("[stdout] a line of {total} bytes (over the cap) was dropped"));
