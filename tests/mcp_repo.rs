@@ -311,3 +311,42 @@ fn an_http_event_over_the_limit_is_an_error_not_a_memory_hog() {
     drop(servers);
     drop(server);
 }
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    ring::digest::digest(&ring::digest::SHA256, bytes).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn a_pinned_server_whose_code_changed_is_not_restarted() {
+    let Some(py) = python() else { return };
+    let m = marker("pinned");
+    let dir = std::env::temp_dir().join(format!("tooloop-mcp-pin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let server = dir.join("server.py");
+    let code =
+        format!("import runpy, sys\nsys.argv[1:] = [{m:?}]\nrunpy.run_path({:?}, run_name='__main__')\n", script());
+    std::fs::write(&server, &code).unwrap();
+    let path = server.display().to_string();
+    let config: McpServerConfig = serde_json::from_value(json!({
+        "command": py, "args": [path, m], "pinned_files": {path.clone(): sha256_hex(code.as_bytes())}
+    }))
+    .unwrap();
+    let registry = ToolRegistry::new();
+    let servers = McpServers::start(&BTreeMap::from([("pinned".to_string(), config.clone())]), &registry).unwrap();
+    assert!(servers.failures().is_empty(), "{:?}", servers.failures());
+    let (out, is_error) = call(&registry, "mcp__pinned__env_value", json!({"name": "NOPE"}));
+    assert!(!is_error, "{out}");
+    // The code is rewritten (as bash could), then the server dies: the restart must not run the new code.
+    std::fs::write(&server, format!("{code}# rewritten\n")).unwrap();
+    let pid = servers.server_pid("pinned").unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let (out, is_error) = call(&registry, "mcp__pinned__env_value", json!({"name": "NOPE"}));
+    assert!(is_error && text(&out).contains("changed since the server was approved"), "{out}");
+    drop(servers);
+    // A fresh start with the stale pin is refused too, by name.
+    let servers = McpServers::start(&BTreeMap::from([("pinned".to_string(), config)]), &registry).unwrap();
+    assert!(servers.failures()[0].reason.contains("changed since"), "{:?}", servers.failures());
+    drop(servers);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -341,6 +341,8 @@ impl Server {
         let name = &self.name;
         let lookup = |var: &str| std::env::var(var).ok();
         let transport = self.config.transport(&lookup).map_err(|e| format!("MCP server '{name}': {e}"))?;
+        // Checked at every start, restarts included: the code a user approved may have been rewritten.
+        self.config.check_pins().map_err(|e| format!("MCP server '{name}': {e}"))?;
         let conn = Conn::open(&transport, self.init_timeout, self.call_timeout, self.log.clone(), cancel)
             .map_err(|e| self.with_log(format!("MCP server '{name}' did not start: {e}")))?;
         let conn = Arc::new(conn);

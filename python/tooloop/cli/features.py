@@ -373,10 +373,28 @@ class McpSetup:
                 pass
 
     def servers(self) -> Dict[str, Dict[str, Any]]:
-        chosen = {n: c for n, c in self.project.items() if self.approved(n)}
+        chosen = {n: self._pinned(c) for n, c in self.project.items() if self.approved(n)}
         chosen.update(self.trusted)
         self.skipped = [n for n in self.project if n not in chosen]
         return chosen
+
+    def _pinned(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        """The configuration with the workspace files it runs pinned by content, so that the library refuses
+        a start (a restart later in the session too) once the model has rewritten them."""
+        files = pinned_files(config, self.workspace)
+        if not files:
+            return config
+        pins: Dict[str, str] = {}
+        for f in files:
+            h = hashlib.sha256()
+            try:
+                with open(f, "rb") as fh:
+                    for chunk in iter(lambda: fh.read(1 << 20), b""):
+                        h.update(chunk)
+            except OSError:
+                continue
+            pins[str(f)] = h.hexdigest()
+        return dict(config, pinned_files=pins)
 
     def revoke(self, name: str) -> bool:
         if name not in self.approvals:
