@@ -216,7 +216,9 @@ pub fn parse_front_matter(front: &str) -> Result<Map<String, Value>, String> {
         return Err(format!("the front matter is {} bytes; the limit is {MAX_FRONT_MATTER_BYTES}", front.len()));
     }
     let mut parser = Parser::new_from_str(front);
-    let (mut depth, mut events) = (0usize, 0usize);
+    let mut events = 0usize;
+    // One entry per open collection: (is a mapping, its next node is a key).
+    let mut open: Vec<(bool, bool)> = Vec::new();
     loop {
         let (event, mark) = parser.next_token().map_err(|e| format!("the front matter is not YAML: {e}"))?;
         events += 1;
@@ -231,16 +233,34 @@ pub fn parse_front_matter(front: &str) -> Result<Map<String, Value>, String> {
                     mark.line()
                 ));
             }
-            Event::SequenceStart(..) | Event::MappingStart(..) => {
-                depth += 1;
-                if depth > MAX_FRONT_MATTER_DEPTH {
+            Event::Scalar(..) | Event::SequenceStart(..) | Event::MappingStart(..) => {
+                let collection = !matches!(event, Event::Scalar(..));
+                if let Some((true, next_is_key)) = open.last_mut() {
+                    // A collection as a mapping key (`? [a]`, `? ? ? …`) has no JSON form but its text, which
+                    // doubles with every level of nesting: refused.
+                    if *next_is_key && collection {
+                        return Err(format!(
+                            "the front matter uses a sequence or mapping as a key (line {}); keys must be plain",
+                            mark.line()
+                        ));
+                    }
+                    *next_is_key = !*next_is_key;
+                }
+                match event {
+                    Event::SequenceStart(..) => open.push((false, false)),
+                    Event::MappingStart(..) => open.push((true, true)),
+                    _ => {}
+                }
+                if open.len() > MAX_FRONT_MATTER_DEPTH {
                     return Err(format!(
                         "the front matter nests deeper than {MAX_FRONT_MATTER_DEPTH} levels (line {})",
                         mark.line()
                     ));
                 }
             }
-            Event::SequenceEnd | Event::MappingEnd => depth = depth.saturating_sub(1),
+            Event::SequenceEnd | Event::MappingEnd => {
+                open.pop();
+            }
             _ => {}
         }
     }
