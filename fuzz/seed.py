@@ -48,6 +48,25 @@ def main() -> None:
                 {"api_key": 5, "timeout": 1.5, "max_turns_policy": "stop", "temperature": 0.2}):
         put("c_config", b"\x00" + json.dumps(cfg).encode())
         put("c_config", b"\x01" + json.dumps(cfg).encode())
+    # Skill front matter (the YAML between the --- lines), the hostile shapes of issue 20 included.
+    for fm in ("name: a\ndescription: b\n", "name: pdf\ndescription: \"x\"\nallowed-tools: [bash, read_file]\n"
+               "meta: {a: 1, b: [1, 2.5, true, null]}\n", "a: &x [1, 2]\nb: *x\n", "x: " + "[" * 40 + "]" * 40,
+               "k: |\n  multi\n  line\n", "? complex\n: key\n", "--- !tag\na: !!str 1\n"):
+        put("skill_front_matter", fm.encode())
+    # MCP stdio streams: a response to request 0, a server request, a notification, a batch, garbage.
+    lines = [
+        {"jsonrpc": "2.0", "id": 0, "result": {"content": [{"type": "text", "text": "hi"},
+                                                           {"type": "image", "data": "AAAA", "mimeType": "image/png"}]}},
+        {"jsonrpc": "2.0", "id": 7, "method": "ping"},
+        {"jsonrpc": "2.0", "id": "s1", "method": "sampling/createMessage", "params": {}},
+        {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"},
+        {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x"}},
+        [{"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "no"}}, {"jsonrpc": "2.0", "id": 2,
+                                                                                "result": {"isError": True}}],
+    ]
+    stream = b"".join(json.dumps(m).encode() + b"\n" for m in lines) + b"not json\n\xff\xfe\n"
+    put("mcp_framing", b"\x40" + stream)
+    put("mcp_framing", b"\x01" + stream)
 
 
 if __name__ == "__main__":

@@ -649,6 +649,47 @@ impl HttpResponse {
     }
 }
 
+/// Most same-origin redirects followed for one request.
+pub const MAX_REDIRECTS: u32 = 5;
+
+/// `scheme://host:port` of an absolute http(s) URL (the port made explicit), lower-cased; `None` otherwise.
+pub fn origin_of(url: &str) -> Option<String> {
+    let uri: ureq::http::Uri = url.parse().ok()?;
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
+    let port = match (uri.port_u16(), scheme.as_str()) {
+        (Some(p), _) => p,
+        (None, "http") => 80,
+        (None, "https") => 443,
+        _ => return None,
+    };
+    let host = uri.host()?.to_ascii_lowercase();
+    Some(format!("{scheme}://{host}:{port}"))
+}
+
+/// Whether two absolute URLs share scheme, host and port (the browser's "same origin").
+pub fn same_origin(a: &str, b: &str) -> bool {
+    matches!((origin_of(a), origin_of(b)), (Some(x), Some(y)) if x == y)
+}
+
+/// The absolute URL a `Location` header names, relative to `base`.
+fn redirect_target(base: &str, location: &str) -> Option<String> {
+    let location = location.trim();
+    if location.contains("://") {
+        return Some(location.to_string());
+    }
+    let uri: ureq::http::Uri = base.parse().ok()?;
+    let scheme = uri.scheme_str()?;
+    let authority = uri.authority()?.as_str();
+    if let Some(rest) = location.strip_prefix("//") {
+        return Some(format!("{scheme}://{rest}"));
+    }
+    if location.starts_with('/') {
+        return Some(format!("{scheme}://{authority}{location}"));
+    }
+    let dir = uri.path().rsplit_once('/').map_or("", |(d, _)| d);
+    Some(format!("{scheme}://{authority}{dir}/{location}"))
+}
+
 /// The first value of header `name` in a lower-cased header list.
 pub fn header_value<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     let name = name.to_ascii_lowercase();
@@ -665,6 +706,8 @@ impl HttpClient {
             .timeout_global(Some(config.total_timeout + Duration::from_secs(5)))
             .timeout_per_read(Some(config.idle_timeout + Duration::from_secs(1)))
             .user_agent(concat!("tooloop/", env!("CARGO_PKG_VERSION")))
+            // Redirects are ours to follow (see `send_once`): secret headers never go to another origin.
+            .max_redirects(0)
             .build();
         // ureq's default chain (a CONNECT proxy, TCP, rustls), with connects made cancellable, then every
         // transport watched. (The crate is built without SOCKS or native-tls.)
@@ -684,10 +727,59 @@ impl HttpClient {
 
     /// One attempt: send `req` and wait for the response head (not retried here). Runs on the calling
     /// thread; cancel and the idle/total timeouts end the wait within 20 ms.
+    ///
+    /// Redirects: ureq follows none (its own following would carry `x-api-key` and custom headers to
+    /// wherever a `Location` points). A 307 or 308 to the same origin (scheme, host and port) is followed
+    /// here, with the same method, body and headers, at most [`MAX_REDIRECTS`] times; a redirect to another
+    /// origin, or a 301/302/303 (which would turn the POST into a GET), is an
+    /// [`Error::InvalidResponse`] naming where it pointed, and nothing is sent there.
     pub fn send_once(&self, req: &HttpRequest, cancel: &CancelToken) -> Result<HttpResponse> {
+        let mut url = req.url.clone();
+        for _ in 0..=MAX_REDIRECTS {
+            let resp = self.send_to(&url, req, cancel)?;
+            if !matches!(resp.status, 301 | 302 | 303 | 307 | 308) {
+                return Ok(resp);
+            }
+            let status = resp.status;
+            let Some(location) = resp.header("location").map(str::to_string) else { return Ok(resp) };
+            drop(resp);
+            let target = redirect_target(&url, &location);
+            let refuse = |why: String| Error::InvalidResponse { message: why, request_id: None };
+            match target {
+                Some(t) if same_origin(&url, &t) && matches!(status, 307 | 308) => url = t,
+                Some(t) if same_origin(&url, &t) => {
+                    return Err(refuse(format!(
+                        "the server answered HTTP {status} (redirect) to {}; a POST is not re-sent as a GET: \
+                         point the base URL at the new address",
+                        crate::text::ellipsize(&t, 200)
+                    )));
+                }
+                Some(t) => {
+                    return Err(refuse(format!(
+                        "the server at {} answered HTTP {status}, a redirect to another origin ({}); not followed, \
+                         so the API key and headers are not sent there",
+                        origin_of(&url).unwrap_or_default(),
+                        origin_of(&t).unwrap_or_else(|| crate::text::ellipsize(&t, 200))
+                    )));
+                }
+                None => {
+                    return Err(refuse(format!(
+                        "the server answered HTTP {status} with a redirect this client cannot follow: {}",
+                        crate::text::ellipsize(&location, 200)
+                    )));
+                }
+            }
+        }
+        Err(Error::InvalidResponse {
+            message: format!("more than {MAX_REDIRECTS} redirects within the same server"),
+            request_id: None,
+        })
+    }
+
+    fn send_to(&self, url: &str, req: &HttpRequest, cancel: &CancelToken) -> Result<HttpResponse> {
         let deadline = Instant::now() + self.config.total_timeout;
         let watching = Watching::enter(cancel, self.config.idle_timeout, deadline);
-        let mut builder = self.agent.post(&req.url);
+        let mut builder = self.agent.post(url);
         for (k, v) in &req.headers {
             builder = builder.header(k.as_str(), v.as_str());
         }

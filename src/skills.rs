@@ -27,6 +27,12 @@ pub const SKILL_FILE: &str = "SKILL.md";
 pub const MAX_DESCRIPTION: usize = 1024;
 /// Largest SKILL.md or skill file read.
 pub const MAX_FILE_BYTES: u64 = 256 * 1024;
+/// Largest front matter (the YAML between the `---` lines) parsed, in bytes.
+pub const MAX_FRONT_MATTER_BYTES: usize = 64 * 1024;
+/// Deepest nesting of sequences and mappings accepted in front matter.
+pub const MAX_FRONT_MATTER_DEPTH: usize = 32;
+/// Most YAML events (scalars, starts and ends of collections) accepted in front matter.
+pub const MAX_FRONT_MATTER_EVENTS: usize = 10_000;
 
 /// One discovered skill (its body is not read until the model asks for it).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -200,14 +206,76 @@ fn yaml_to_json(y: &yaml_rust2::Yaml) -> Value {
     }
 }
 
+/// Parse front matter, bounded: its size, its nesting depth and its number of events are checked on the
+/// parser's event stream (iterative) before the tree is built (the loader recurses, once per nesting level,
+/// and copies an anchored node at each alias), and aliases are refused: front matter has no use for them, and
+/// a few bytes of nested aliases ("billion laughs") would expand to gigabytes.
+pub fn parse_front_matter(front: &str) -> Result<Map<String, Value>, String> {
+    use yaml_rust2::parser::{Event, Parser};
+    if front.len() > MAX_FRONT_MATTER_BYTES {
+        return Err(format!("the front matter is {} bytes; the limit is {MAX_FRONT_MATTER_BYTES}", front.len()));
+    }
+    let mut parser = Parser::new_from_str(front);
+    let mut events = 0usize;
+    // One entry per open collection: (is a mapping, its next node is a key).
+    let mut open: Vec<(bool, bool)> = Vec::new();
+    loop {
+        let (event, mark) = parser.next_token().map_err(|e| format!("the front matter is not YAML: {e}"))?;
+        events += 1;
+        if events > MAX_FRONT_MATTER_EVENTS {
+            return Err(format!("the front matter has more than {MAX_FRONT_MATTER_EVENTS} YAML elements"));
+        }
+        match event {
+            Event::StreamEnd => break,
+            Event::Alias(_) => {
+                return Err(format!(
+                    "the front matter uses a YAML alias (`*name`, line {}); aliases are not accepted in skills",
+                    mark.line()
+                ));
+            }
+            Event::Scalar(..) | Event::SequenceStart(..) | Event::MappingStart(..) => {
+                let collection = !matches!(event, Event::Scalar(..));
+                if let Some((true, next_is_key)) = open.last_mut() {
+                    // A collection as a mapping key (`? [a]`, `? ? ? …`) has no JSON form but its text, which
+                    // doubles with every level of nesting: refused.
+                    if *next_is_key && collection {
+                        return Err(format!(
+                            "the front matter uses a sequence or mapping as a key (line {}); keys must be plain",
+                            mark.line()
+                        ));
+                    }
+                    *next_is_key = !*next_is_key;
+                }
+                match event {
+                    Event::SequenceStart(..) => open.push((false, false)),
+                    Event::MappingStart(..) => open.push((true, true)),
+                    _ => {}
+                }
+                if open.len() > MAX_FRONT_MATTER_DEPTH {
+                    return Err(format!(
+                        "the front matter nests deeper than {MAX_FRONT_MATTER_DEPTH} levels (line {})",
+                        mark.line()
+                    ));
+                }
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                open.pop();
+            }
+            _ => {}
+        }
+    }
+    let docs =
+        yaml_rust2::YamlLoader::load_from_str(front).map_err(|e| format!("the front matter is not YAML: {e}"))?;
+    match docs.first().map(yaml_to_json) {
+        Some(Value::Object(meta)) => Ok(meta),
+        _ => Err("the front matter must be a YAML mapping with `name` and `description`".into()),
+    }
+}
+
 fn read_front_matter(file: &Path) -> Result<Skill, String> {
     let text = read_limited(file)?;
     let (front, _) = split_front_matter(&text)?;
-    let docs =
-        yaml_rust2::YamlLoader::load_from_str(front).map_err(|e| format!("the front matter is not YAML: {e}"))?;
-    let Some(Value::Object(mut meta)) = docs.first().map(yaml_to_json) else {
-        return Err("the front matter must be a YAML mapping with `name` and `description`".into());
-    };
+    let mut meta = parse_front_matter(front)?;
     let name = match meta.remove("name") {
         Some(Value::String(s)) => s.trim().to_string(),
         Some(_) => return Err("`name` must be a string".into()),

@@ -48,3 +48,19 @@ fn anthropic_stream_a_repeated_message_start_before_any_block_is_accepted() {
     acc.apply("message_start", &message_start("b"), &mut |_| {}).unwrap();
     assert_eq!(acc.snapshot().id, "b");
 }
+
+/// fuzz/skill_front_matter: `? ? ? …` (68 bytes) nests mappings as mapping keys; each key's JSON form is the
+/// text of the one inside it, escaped again, so the converted front matter doubled with every level (40 s
+/// and 434 MB for one SKILL.md). Collection keys are refused before anything is built.
+#[test]
+fn skill_front_matter_with_nested_complex_keys_is_refused_at_once() {
+    use std::time::{Duration, Instant};
+    let input = "?  ? ? ?  ? ?  ? ? ?  ? ?   ? ?  ?   ? ?  ? ?  ? ? ?  ? ?  ? ?  ? ? "; // the fuzzer's artifact, byte for byte
+    let started = Instant::now();
+    let err = tooloop::skills::parse_front_matter(input).unwrap_err();
+    assert!(err.contains("as a key"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(1), "took {:?}", started.elapsed());
+    // A plain complex-free mapping with nested values is still fine, and a key of one scalar too.
+    let ok = tooloop::skills::parse_front_matter("? plain\n: {a: [1, {b: 2}]}\n").unwrap();
+    assert_eq!(ok["plain"]["a"][1]["b"], 2);
+}

@@ -126,7 +126,7 @@ pub fn process_containment() -> bool {
 
 /// Arguments of `unshare` before the program: root may create a PID namespace directly; anyone else
 /// needs a user namespace (mapping their own uid, so files and `id` look the same inside).
-fn unshare_args() -> &'static [&'static str] {
+pub(crate) fn unshare_args() -> &'static [&'static str] {
     if running_as_root() {
         &["--pid", "--fork", "--kill-child", "--"]
     } else {

@@ -36,6 +36,7 @@ mod sandbox;
 mod seccomp;
 mod workspace;
 
+pub(crate) use bash::unshare_args;
 pub use bash::{BashOptions, DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS, OUTPUT_CAP_CHARS, process_containment, run_bash};
 pub use env::{is_secret_name, is_socket_variable, secret_env_values};
 pub use files::MAX_SCAN_BYTES;

@@ -61,6 +61,12 @@ pub struct McpServerConfig {
     /// Seconds the start (process spawn + `initialize` + `tools/list`) may take (default 30).
     #[serde(default)]
     pub init_timeout: Option<f64>,
+    /// stdio: files (absolute paths) that must hold exactly this content — SHA-256, lowercase hex — each
+    /// time the server starts, restarts included; otherwise it is not started. How the CLI pins the
+    /// workspace code a user approved, which the model could rewrite meanwhile (a tooloop extension of
+    /// the `.mcp.json` shape).
+    #[serde(default)]
+    pub pinned_files: BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for McpServerConfig {
@@ -76,6 +82,7 @@ impl std::fmt::Debug for McpServerConfig {
             .field("header_names", &self.headers.keys().collect::<Vec<_>>())
             .field("timeout", &self.timeout)
             .field("init_timeout", &self.init_timeout)
+            .field("pinned_files", &self.pinned_files.keys().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -120,6 +127,31 @@ impl McpServerConfig {
         seconds(self.init_timeout, DEFAULT_INIT_TIMEOUT, "init_timeout")
     }
 
+    /// Check that every pinned file still holds the content it was pinned with.
+    pub(crate) fn check_pins(&self) -> Result<(), String> {
+        use std::io::Read;
+        for (path, want) in &self.pinned_files {
+            let mut file =
+                std::fs::File::open(path).map_err(|e| format!("{path}, pinned when the server was approved: {e}"))?;
+            let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let n = file.read(&mut buf).map_err(|e| format!("{path}: {e}"))?;
+                if n == 0 {
+                    break;
+                }
+                ctx.update(&buf[..n]);
+            }
+            let got: String = ctx.finish().as_ref().iter().map(|b| format!("{b:02x}")).collect();
+            if !got.eq_ignore_ascii_case(want.trim()) {
+                return Err(format!(
+                    "{path} changed since the server was approved; it is not started (approve it again)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Check the combination of fields and expand `${VAR}`s.
     pub(crate) fn transport(&self, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Transport, String> {
         let kind = match (self.kind.as_deref(), &self.command, &self.url) {
@@ -155,8 +187,8 @@ impl McpServerConfig {
             let cwd = self.cwd.as_deref().map(x).transpose()?;
             Ok(Transport::Stdio { argv, env, cwd })
         } else {
-            if !self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some() {
-                return Err("\"args\", \"env\" and \"cwd\" apply to stdio servers only".into());
+            if !self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some() || !self.pinned_files.is_empty() {
+                return Err("\"args\", \"env\", \"cwd\" and \"pinned_files\" apply to stdio servers only".into());
             }
             let url = x(self.url.as_deref().unwrap_or_default())?;
             if !(url.starts_with("http://") || url.starts_with("https://")) {

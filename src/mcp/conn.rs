@@ -7,7 +7,7 @@
 //! `close`.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
@@ -17,11 +17,14 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::cancel::CancelToken;
-use crate::http::{HttpClient, HttpConfig, HttpRequest};
+use crate::http::{HttpClient, HttpConfig, HttpRequest, HttpResponse};
 use crate::sse::SseDecoder;
 
-/// Longest stdout line (one JSON-RPC message) kept from a stdio server; longer ones are dropped.
-const MAX_LINE_BYTES: u64 = 64 * 1024 * 1024;
+/// Longest message (a stdout line of a stdio server, an HTTP response body or SSE event) kept from a server;
+/// longer ones are dropped without being held in memory.
+pub const MAX_MESSAGE_BYTES: usize = 32 * 1024 * 1024;
+/// Longest stderr line kept from a stdio server (the rest of a longer line is skipped, not stored).
+pub const MAX_STDERR_LINE_BYTES: usize = 4096;
 
 /// The revision we ask for: the newest one reached through the `initialize` handshake.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
@@ -197,6 +200,39 @@ impl Shared {
             (None, None) => self.log.push(format!("[ignored] not a JSON-RPC message: {msg}")),
         }
     }
+}
+
+/// Read `bytes` as a stdio server's stdout would be read (lines capped at `max_line`), parse and route each
+/// message as the connection does, with requests 0–3 awaiting answers; returns how many messages were routed
+/// and the replies we would have sent. For the fuzzer (fuzz/fuzz_targets/mcp_framing.rs); not a stable API.
+#[doc(hidden)]
+pub fn route_stdio_bytes(bytes: &[u8], max_line: usize) -> (usize, Vec<Value>) {
+    let shared = Shared::new(Arc::new(Log::default()));
+    let mut waiting = Vec::new();
+    for id in 0..4u64 {
+        let (tx, rx) = mpsc::sync_channel::<Reply>(1);
+        shared.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(id, tx);
+        waiting.push(rx);
+    }
+    let replies = Mutex::new(Vec::new());
+    let mut reader = BufReader::with_capacity(64, bytes);
+    let (mut buf, mut routed) = (Vec::new(), 0usize);
+    while let Ok(Some(total)) = read_line_capped(&mut reader, &mut buf, max_line) {
+        if total > buf.len() {
+            continue;
+        }
+        let line = String::from_utf8_lossy(&buf);
+        if let Ok(msg) = serde_json::from_str::<Value>(line.trim()) {
+            routed += 1;
+            shared.dispatch(msg, &|reply| replies.lock().unwrap_or_else(|e| e.into_inner()).push(reply));
+        }
+    }
+    for rx in waiting {
+        if let Ok(Ok(result)) = rx.try_recv() {
+            let _ = super::convert_result(&result);
+        }
+    }
+    (routed, replies.into_inner().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// The way messages leave us.
@@ -423,6 +459,8 @@ struct StdioWire {
     stdin: Arc<Mutex<Option<mpsc::Sender<Vec<u8>>>>>,
     child: Arc<Mutex<Option<Child>>>,
     pgid: i32,
+    /// Started through `unshare` (the server is its child, process 1 of its own PID namespace).
+    contained: bool,
 }
 
 /// Queue one line for the server. Never blocks: a server that stops reading its stdin fills the pipe and
@@ -433,6 +471,37 @@ fn write_line(stdin: &Mutex<Option<mpsc::Sender<Vec<u8>>>>, msg: &Value) -> Resu
     let guard = stdin.lock().unwrap_or_else(|e| e.into_inner());
     let Some(tx) = guard.as_ref() else { return Err("the server's stdin is closed".into()) };
     tx.send(line).map_err(|_| "the server's stdin is closed".to_string())
+}
+
+/// Read one line (up to and including `\n`, or to EOF) into `buf`, keeping at most `max` bytes of it and
+/// reading past the rest. Returns the line's full length, or `None` at EOF.
+pub(crate) fn read_line_capped(r: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> std::io::Result<Option<usize>> {
+    buf.clear();
+    let mut total = 0usize;
+    loop {
+        let (done, used) = {
+            let chunk = match r.fill_buf() {
+                Ok(c) => c,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if chunk.is_empty() {
+                return Ok((total > 0).then_some(total));
+            }
+            let (line, done) = match memchr::memchr(b'\n', chunk) {
+                Some(i) => (&chunk[..=i], true),
+                None => (chunk, false),
+            };
+            let room = max.saturating_sub(buf.len());
+            buf.extend_from_slice(&line[..line.len().min(room)]);
+            (done, line.len())
+        };
+        r.consume(used);
+        total = total.saturating_add(used);
+        if done {
+            return Ok(Some(total));
+        }
+    }
 }
 
 fn spawn_writer(mut pipe: ChildStdin, log: Arc<Log>) -> Result<mpsc::Sender<Vec<u8>>, String> {
@@ -468,7 +537,22 @@ impl StdioWire {
     ) -> Result<Self, String> {
         use std::os::unix::process::CommandExt;
         let (program, args) = argv.split_first().ok_or("empty command")?;
-        let mut cmd = Command::new(program);
+        // The same process-tree guarantee as bash: where the kernel allows it, the server is process 1 of
+        // a PID namespace of its own (util-linux `unshare --pid --fork --kill-child`), so when it ends — or
+        // `unshare` is killed by close() — every process it started ends too, `setsid` ones included.
+        // Elsewhere only its process group is killed.
+        let contained = crate::builtin::process_containment();
+        if contained && !program_exists(program, env, cwd) {
+            // Said here, as a direct spawn would, rather than as `unshare`'s exit status 127.
+            return Err(format!("could not start {program:?}: no such program"));
+        }
+        let mut cmd = if contained {
+            let mut c = Command::new("unshare");
+            c.args(crate::builtin::unshare_args()).arg(program);
+            c
+        } else {
+            Command::new(program)
+        };
         cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         cmd.envs(env.iter().map(|(k, v)| (k, v)));
         if let Some(dir) = cwd {
@@ -497,9 +581,14 @@ impl StdioWire {
             let _ = std::thread::Builder::new().name("tooloop-mcp-stderr".into()).spawn(move || {
                 let mut r = BufReader::new(err);
                 let mut buf = Vec::new();
-                while matches!(r.read_until(b'\n', &mut buf), Ok(n) if n > 0) {
-                    log.push(String::from_utf8_lossy(&buf).trim_end().to_string());
-                    buf.clear();
+                // A line is kept up to MAX_STDERR_LINE_BYTES; the rest of it is read and thrown away, so a
+                // server writing gigabytes without a newline costs no memory.
+                while let Ok(Some(total)) = read_line_capped(&mut r, &mut buf, MAX_STDERR_LINE_BYTES) {
+                    let mut line = String::from_utf8_lossy(&buf).trim_end().to_string();
+                    if total > buf.len() {
+                        line.push_str(&format!(" […] ({total} bytes in all)"));
+                    }
+                    log.push(line);
                 }
             });
         }
@@ -508,26 +597,9 @@ impl StdioWire {
         let spawned = std::thread::Builder::new().name("tooloop-mcp-stdout".into()).spawn(move || {
             let mut r = BufReader::new(out);
             let mut buf = Vec::new();
-            loop {
-                buf.clear();
-                match (&mut r).take(MAX_LINE_BYTES).read_until(b'\n', &mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-                if buf.len() as u64 == MAX_LINE_BYTES && buf.last() != Some(&b'\n') {
-                    // A line past the cap: skip the rest of it rather than hold it all in memory.
-                    let mut skipped = 0usize;
-                    loop {
-                        buf.clear();
-                        match (&mut r).take(MAX_LINE_BYTES).read_until(b'\n', &mut buf) {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => skipped += n,
-                        }
-                        if buf.last() == Some(&b'\n') {
-                            break;
-                        }
-                    }
-                    let total = MAX_LINE_BYTES as usize + skipped;
+            while let Ok(Some(total)) = read_line_capped(&mut r, &mut buf, MAX_MESSAGE_BYTES) {
+                if total > buf.len() {
+                    // A line past the cap: its head is dropped too (it cannot be parsed), nothing kept.
                     shared.log.push(format!("[stdout] a line of {total} bytes (over the cap) was dropped"));
                     continue;
                 }
@@ -570,12 +642,33 @@ impl StdioWire {
             shared.fail_all(why);
         });
         if let Err(e) = spawned {
-            let w = StdioWire { stdin, child, pgid };
+            let w = StdioWire { stdin, child, pgid, contained };
             w.close();
             return Err(format!("could not start the reader thread: {e}"));
         }
-        Ok(StdioWire { stdin, child, pgid })
+        Ok(StdioWire { stdin, child, pgid, contained })
     }
+}
+
+/// Whether `program` names an executable file: a path (relative to `cwd`), or a name found on the `PATH`
+/// the server gets.
+fn program_exists(program: &str, env: &[(String, String)], cwd: Option<&str>) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable =
+        |p: &std::path::Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if program.contains('/') {
+        let path = std::path::Path::new(program);
+        return match cwd {
+            Some(dir) if path.is_relative() => runnable(&std::path::Path::new(dir).join(path)),
+            _ => runnable(path),
+        };
+    }
+    let path =
+        env.iter().rev().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone()).or_else(|| std::env::var("PATH").ok());
+    path.unwrap_or_default()
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .any(|d| runnable(&std::path::Path::new(d).join(program)))
 }
 
 /// Wait up to `limit` for the child to exit; true when it did (it is then reaped).
@@ -596,6 +689,11 @@ impl Wire for StdioWire {
     }
 
     fn pid(&self) -> Option<u32> {
+        if self.contained {
+            // The server is unshare's only child (it sees itself as pid 1; this is its pid out here).
+            let children = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", self.pgid)).ok()?;
+            return children.split_whitespace().next().and_then(|p| p.parse().ok());
+        }
         u32::try_from(self.pgid).ok()
     }
 
@@ -739,7 +837,7 @@ impl HttpInner {
         }
         let status = resp.status;
         if !(200..300).contains(&status) {
-            let body = resp.read_all().unwrap_or_default();
+            let body = read_capped(&mut resp, 64 * 1024).unwrap_or_default();
             let text = String::from_utf8_lossy(&body);
             let mut why = format!("HTTP {status}: {}", text.chars().take(500).collect::<String>());
             if status == 404 && self.session.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
@@ -771,6 +869,9 @@ impl HttpInner {
                     Err(e) => return Err(format!("the event stream broke: {e:?}")),
                 };
                 decoder.feed(&chunk, &mut events);
+                if decoder.pending_bytes() > MAX_MESSAGE_BYTES {
+                    return Err(format!("the server sent an event of more than {MAX_MESSAGE_BYTES} bytes"));
+                }
                 for ev in events.drain(..) {
                     if ev.data.trim().is_empty() {
                         continue;
@@ -789,7 +890,7 @@ impl HttpInner {
             }
             Err("the event stream ended without an answer".into())
         } else {
-            let body = resp.read_all().map_err(|e| format!("reading the response: {e:?}"))?;
+            let body = read_capped(&mut resp, MAX_MESSAGE_BYTES)?;
             let msg: Value = serde_json::from_slice(&body).map_err(|e| {
                 format!(
                     "the response is not JSON ({e}): {}",
@@ -798,6 +899,23 @@ impl HttpInner {
             })?;
             self.shared.dispatch(msg, &answer);
             Ok(())
+        }
+    }
+}
+
+/// The whole body, refused past `max` bytes (never held beyond that).
+fn read_capped(resp: &mut HttpResponse, max: usize) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    loop {
+        match resp.next_chunk() {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > max {
+                    return Err(format!("the response is larger than {max} bytes"));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => return Ok(body),
+            Err(e) => return Err(format!("reading the response: {e:?}")),
         }
     }
 }
@@ -823,6 +941,8 @@ impl HttpInner {
         let _ = std::thread::Builder::new().name("tooloop-mcp-http-get".into()).spawn(move || {
             let agent: ureq::Agent = ureq::Agent::config_builder()
                 .http_status_as_error(false)
+                // Our headers (tokens) never follow a redirect: a redirected stream is "not offered".
+                .max_redirects(0)
                 .timeout_connect(Some(me.client.config().connect_timeout))
                 .build()
                 .into();
@@ -854,6 +974,12 @@ impl HttpInner {
                     return;
                 }
                 decoder.feed(&buf[..n], &mut events);
+                if decoder.pending_bytes() > MAX_MESSAGE_BYTES {
+                    me.shared.log.push(format!(
+                        "[GET stream] an event of more than {MAX_MESSAGE_BYTES} bytes: the stream was closed"
+                    ));
+                    return;
+                }
                 for ev in events.drain(..) {
                     match serde_json::from_str::<Value>(&ev.data) {
                         Ok(msg) => me.shared.dispatch(msg, &|reply| me.answer(reply)),
@@ -919,6 +1045,7 @@ impl Wire for HttpWire {
         if let Some(s) = session {
             let agent: ureq::Agent = ureq::Agent::config_builder()
                 .http_status_as_error(false)
+                .max_redirects(0)
                 .timeout_global(Some(Duration::from_secs(2)))
                 .build()
                 .into();

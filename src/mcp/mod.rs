@@ -20,6 +20,7 @@
 mod config;
 pub mod conn;
 mod names;
+mod secrets;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,6 +40,13 @@ use crate::tools::{Tool, ToolContext, ToolError, ToolHandler, ToolOutput, ToolRe
 pub const MAX_RESTARTS: u32 = 3;
 /// Longest instructions kept per server in [`McpServers::instructions`] (bytes).
 pub const MAX_INSTRUCTIONS_BYTES: usize = 2048;
+/// Largest image (its base64 data, in bytes) a tool result may carry: the Messages API refuses a request
+/// with an image over 5 MB, and the conversation would keep failing with it.
+pub const MAX_IMAGE_BASE64_BYTES: usize = 5 * 1024 * 1024;
+/// Most images kept from one tool result.
+pub const MAX_IMAGES_PER_RESULT: usize = 20;
+/// Image types the model APIs accept.
+pub const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 
 /// Where a server stands.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -158,7 +166,10 @@ impl McpServers {
     pub fn start(configs: &BTreeMap<String, McpServerConfig>, registry: &ToolRegistry) -> Result<McpServers> {
         let mut servers = Vec::new();
         let mut failures = Vec::new();
+        let lookup = |var: &str| std::env::var(var).ok();
         for (name, config) in configs {
+            // What the server is handed from the user's environment never comes back through a result.
+            registry.add_secrets(secrets::config_secrets(config, &lookup));
             let (call_timeout, init_timeout) = match (config.call_timeout(), config.start_timeout()) {
                 (Ok(c), Ok(i)) => (c, i),
                 (Err(e), _) | (_, Err(e)) => {
@@ -330,6 +341,8 @@ impl Server {
         let name = &self.name;
         let lookup = |var: &str| std::env::var(var).ok();
         let transport = self.config.transport(&lookup).map_err(|e| format!("MCP server '{name}': {e}"))?;
+        // Checked at every start, restarts included: the code a user approved may have been rewritten.
+        self.config.check_pins().map_err(|e| format!("MCP server '{name}': {e}"))?;
         let conn = Conn::open(&transport, self.init_timeout, self.call_timeout, self.log.clone(), cancel)
             .map_err(|e| self.with_log(format!("MCP server '{name}' did not start: {e}")))?;
         let conn = Arc::new(conn);
@@ -354,10 +367,17 @@ impl Server {
     /// Make `conn` the live connection and register `tools`.
     fn install(&self, inner: &mut Inner, conn: Arc<Conn>, tools: &[Value]) {
         inner.protocol_version = Some(conn.protocol_version.clone());
-        inner.instructions = conn.instructions.clone();
+        inner.instructions = conn.instructions.as_ref().map(|t| self.scrub(t));
         inner.conn = Some(conn);
         inner.error = None;
         self.sync_tools(inner, tools);
+    }
+
+    /// Text the server sends about itself, before the model sees it: secrets it names (`API_KEY=…`) are
+    /// registered for redaction, and every registered secret is replaced.
+    fn scrub(&self, text: &str) -> String {
+        self.registry.add_secrets(secrets::named_values(text));
+        self.registry.redact(text.to_string())
     }
 
     fn with_log(&self, mut msg: String) -> String {
@@ -383,7 +403,8 @@ impl Server {
                 self.registry.get(n).is_some() || mine.iter().any(|r| r.public == n)
             });
             let schema = t.get("inputSchema").cloned().unwrap_or_else(|| json!({"type": "object"}));
-            let description = t.get("description").and_then(Value::as_str).unwrap_or_default().to_string();
+            let schema = serde_json::from_str(&self.scrub(&schema.to_string())).unwrap_or(schema);
+            let description = self.scrub(t.get("description").and_then(Value::as_str).unwrap_or_default());
             let read_only = t.pointer("/annotations/readOnlyHint").and_then(Value::as_bool).unwrap_or(false);
             let handler = McpToolHandler { server: self.me.clone(), tool: mcp.to_string() };
             match Tool::from_arc(public.clone(), description, schema, Arc::new(handler))
@@ -510,15 +531,29 @@ impl ToolHandler for McpToolHandler {
 /// A `tools/call` result as a tool output: text stays text, images become Anthropic image blocks, embedded
 /// resources become text with their URI, `structuredContent` is used when there is no content;
 /// `isError: true` makes an error the model reads.
-fn convert_result(r: &Value) -> std::result::Result<ToolOutput, ToolError> {
+///
+/// An image the API would refuse (over [`MAX_IMAGE_BASE64_BYTES`], beyond [`MAX_IMAGES_PER_RESULT`], not one
+/// of [`IMAGE_TYPES`], not base64) never enters the conversation, where it would fail every later request:
+/// the result becomes an error saying which and why, with the rest of its text.
+pub(crate) fn convert_result(r: &Value) -> std::result::Result<ToolOutput, ToolError> {
     let mut blocks: Vec<Value> = Vec::new();
+    let (mut images, mut refused) = (0usize, Vec::<String>::new());
     for item in r.get("content").and_then(Value::as_array).into_iter().flatten() {
         let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
         let s = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         match kind {
             "text" => blocks.push(json!({"type": "text", "text": s("text")})),
-            "image" => blocks.push(json!({"type": "image", "source": {
-                "type": "base64", "media_type": s("mimeType"), "data": s("data")}})),
+            "image" => match check_image(&s("mimeType"), item.get("data"), images) {
+                Ok(()) => {
+                    images += 1;
+                    blocks.push(json!({"type": "image", "source": {
+                        "type": "base64", "media_type": s("mimeType"), "data": s("data")}}));
+                }
+                Err(why) => {
+                    refused.push(why.clone());
+                    blocks.push(json!({"type": "text", "text": format!("[{why}]")}));
+                }
+            },
             "resource" => {
                 let res = item.get("resource").cloned().unwrap_or(Value::Null);
                 let uri = res.get("uri").and_then(Value::as_str).unwrap_or("");
@@ -547,15 +582,47 @@ fn convert_result(r: &Value) -> std::result::Result<ToolOutput, ToolError> {
         }
     }
     let all_text = blocks.iter().all(|b| b["type"] == "text");
-    let is_error = r.get("isError").and_then(Value::as_bool).unwrap_or(false);
+    let is_error = r.get("isError").and_then(Value::as_bool).unwrap_or(false) || !refused.is_empty();
     if is_error || all_text {
         let text = blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n");
+        if !refused.is_empty() {
+            return Err(ToolError::Respond(format!(
+                "the tool's result held an image the model cannot be sent ({}); the rest of the result:\n{text}",
+                refused.join("; ")
+            )));
+        }
         if is_error {
             return Err(ToolError::Respond(if text.is_empty() { "the tool reported an error".into() } else { text }));
         }
         return Ok(ToolOutput::Text(text));
     }
     Ok(ToolOutput::Blocks(blocks))
+}
+
+/// Why an image cannot go to the model, if it cannot.
+fn check_image(mime: &str, data: Option<&Value>, kept: usize) -> std::result::Result<(), String> {
+    let data = data.and_then(Value::as_str).unwrap_or("");
+    if !IMAGE_TYPES.contains(&mime) {
+        return Err(format!(
+            "an image of type {:?}, which the model API does not accept",
+            crate::text::ellipsize(mime, 60)
+        ));
+    }
+    if data.len() > MAX_IMAGE_BASE64_BYTES {
+        return Err(format!(
+            "an image of {} bytes (base64), over the {} bytes the model API accepts",
+            data.len(),
+            MAX_IMAGE_BASE64_BYTES
+        ));
+    }
+    if kept >= MAX_IMAGES_PER_RESULT {
+        return Err(format!("more than {MAX_IMAGES_PER_RESULT} images"));
+    }
+    let base64 = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=');
+    if data.is_empty() || data.len() % 4 != 0 || !data.bytes().all(base64) {
+        return Err("an image whose data is not base64".into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -569,16 +636,35 @@ mod tests {
         assert_eq!(convert_result(&r), Ok(ToolOutput::Text("a\nb".into())));
         let r = json!({"content": [], "structuredContent": {"x": 1}});
         assert_eq!(convert_result(&r), Ok(ToolOutput::Text("{\"x\":1}".into())));
-        let r = json!({"content": [{"type": "image", "data": "AAA", "mimeType": "image/png"},
+        let r = json!({"content": [{"type": "image", "data": "AAAA", "mimeType": "image/png"},
                                    {"type": "resource", "resource": {"uri": "file:///a", "text": "hi"}}]});
         let Ok(ToolOutput::Blocks(b)) = convert_result(&r) else { panic!("blocks") };
         assert_eq!(
             b[0],
-            json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAA"}})
+            json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}})
         );
         assert_eq!(b[1]["text"], "[resource file:///a]\nhi");
         let r = json!({"content": [{"type": "text", "text": "boom"}], "isError": true});
         assert_eq!(convert_result(&r), Err(ToolError::Respond("boom".into())));
+    }
+
+    #[test]
+    fn images_the_api_would_refuse_become_an_error_result_with_the_rest_of_the_text() {
+        let big = "A".repeat(MAX_IMAGE_BASE64_BYTES + 4);
+        for (image, why) in [
+            (json!({"type": "image", "data": big, "mimeType": "image/png"}), "over the"),
+            (json!({"type": "image", "data": "AAAA", "mimeType": "image/bmp"}), "does not accept"),
+            (json!({"type": "image", "data": "not base64!", "mimeType": "image/png"}), "not base64"),
+        ] {
+            let r = json!({"content": [{"type": "text", "text": "kept"}, image]});
+            let Err(ToolError::Respond(m)) = convert_result(&r) else { panic!("{why}: not an error") };
+            assert!(m.contains(why) && m.contains("kept") && m.len() < 1000, "{m}");
+        }
+        let many: Vec<Value> = (0..MAX_IMAGES_PER_RESULT + 1)
+            .map(|_| json!({"type": "image", "data": "AAAA", "mimeType": "image/png"}))
+            .collect();
+        let Err(ToolError::Respond(m)) = convert_result(&json!({"content": many})) else { panic!("too many") };
+        assert!(m.contains(&format!("more than {MAX_IMAGES_PER_RESULT} images")), "{m}");
     }
 
     #[test]

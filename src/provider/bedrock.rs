@@ -31,6 +31,26 @@ use crate::types::Request;
 /// The `anthropic_version` body field Bedrock wants.
 pub const API_VERSION: &str = "bedrock-2023-05-31";
 
+/// Check that `region` names an AWS region (`us-west-2`, `eu-central-1`, `us-gov-west-1`): lowercase letters,
+/// digits and `-`, starting with a letter, at most 32 characters. The region becomes part of the endpoint's
+/// host name, so anything else (`@evil.example:8443/x`, a `.`, a `/`) could send the signed request and
+/// its session token to another host. A workspace `.env` sets `AWS_REGION` too: it is not trusted.
+pub fn check_region(region: &str) -> Result<(), String> {
+    let ok = !region.is_empty()
+        && region.len() <= 32
+        && region.starts_with(|c: char| c.is_ascii_lowercase())
+        && !region.ends_with('-')
+        && region.contains('-')
+        && !region.contains("--")
+        && region.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        let shown: String = region.chars().take(40).collect();
+        Err(format!("{shown:?} is not an AWS region: a region looks like us-west-2 (lowercase letters, digits and -)"))
+    }
+}
+
 /// The official endpoint of `region`.
 pub fn default_base_url(region: &str) -> String {
     format!("https://bedrock-runtime.{region}.amazonaws.com")

@@ -290,6 +290,7 @@ impl ProviderConfig {
                     )
                 },
             )?;
+        bedrock::check_region(&region).map_err(Error::Config)?;
         let credentials = match &self.aws_credentials {
             Some(c) => c.clone(),
             None => AwsCredentials::resolve()?,

@@ -62,7 +62,12 @@ async def slow(seconds: float) -> str:
 @mcp.tool(annotations=ToolAnnotations(read_only_hint=True))
 def pid() -> int:
     """The server's process id."""
-    return os.getpid()
+    # As the host sees it: tooloop may start the server as process 1 of a PID namespace of its own, while
+    # /proc (not remounted) still belongs to the host's namespace.
+    try:
+        return int(os.readlink("/proc/self"))
+    except (OSError, ValueError):
+        return os.getpid()
 
 
 @mcp.tool()

@@ -22,7 +22,6 @@ DEFAULT_MAX_TURNS = 50
 DEFAULT_MAX_TOKENS = 8192
 PROVIDERS = ("anthropic", "openai", "bedrock")
 
-_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 
 
 class ConfigProblem(Exception):
@@ -31,32 +30,111 @@ class ConfigProblem(Exception):
 
 def parse_dotenv(text: str) -> Dict[str, str]:
     """The KEY=VALUE lines of a .env file: `export` prefixes, single and double quotes (double quotes
-    understand \\n, \\t, \\" and \\\\), `#` comments on their own line or after an unquoted value."""
+    understand \\n, \\t, \\" and \\\\), `#` comments on their own line or after an unquoted value.
+
+    Linear in the text's length (no pattern that backtracks over a long run of spaces)."""
     values: Dict[str, str] = {}
     for raw in text.splitlines():
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        m = _LINE.match(line)
+        m = _KEY.match(line)
         if not m:
             continue
-        key, value = m.group(1), m.group(2)
+        key, value = m.group(1), line[m.end():].strip()
         if len(value) >= 2 and value[0] == value[-1] == "'":
             value = value[1:-1]
         elif len(value) >= 2 and value[0] == value[-1] == '"':
-            value = re.sub(r'\\(.)', lambda e: {"n": "\n", "t": "\t"}.get(e.group(1), e.group(1)), value[1:-1])
+            value = _unescape(value[1:-1])
         else:
-            value = re.split(r"\s+#", value, maxsplit=1)[0].strip()
+            value = _cut_comment(value)
         values[key] = value
     return values
 
 
+_KEY = re.compile(r"(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_]*)[ \t]*=")
+_ESCAPES = {"n": "\n", "t": "\t"}
+
+
+def _unescape(text: str) -> str:
+    out: List[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            out.append(_ESCAPES.get(text[i + 1], text[i + 1]))
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _cut_comment(value: str) -> str:
+    """An unquoted value up to a `#` that follows whitespace."""
+    start = 0
+    while True:
+        i = value.find("#", start)
+        if i < 0:
+            return value
+        if i > 0 and value[i - 1].isspace():
+            return value[:i].strip()
+        start = i + 1
+
+
+DOTENV_MAX_BYTES = 256 * 1024
+"""The largest workspace .env read; a bigger one is ignored (with a note on stderr)."""
+
+_dotenv_noted: "set[str]" = set()
+
+
+def read_dotenv_text(path: Path, limit: int = DOTENV_MAX_BYTES) -> Tuple[Optional[str], str]:
+    """(text, problem) of a .env file: read only when it is a regular file (symlinks followed) of at most
+    `limit` bytes, opened without blocking, so a FIFO, a device such as /dev/zero or a huge file can neither
+    hang the start nor fill memory. A missing file is (None, ""); any other refusal is (None, why)."""
+    import stat
+
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None, ""
+    except OSError as e:
+        return None, f"cannot open it ({e.strerror or e})"
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None, "it is not a regular file"
+        if info.st_size > limit:
+            return None, f"it is {info.st_size} bytes; the limit is {limit}"
+        chunks: List[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(65536, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            return None, f"it is over {limit} bytes"
+        try:
+            return b"".join(chunks).decode("utf-8"), ""
+        except UnicodeDecodeError:
+            return None, "it is not UTF-8 text"
+    except OSError as e:
+        return None, f"cannot read it ({e.strerror or e})"
+    finally:
+        os.close(fd)
+
+
 def load_dotenv(workspace: Path) -> Dict[str, str]:
     path = Path(workspace) / ".env"
-    try:
-        return parse_dotenv(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
-        return {}
+    text, problem = read_dotenv_text(path)
+    if problem and str(path) not in _dotenv_noted:
+        _dotenv_noted.add(str(path))
+        import sys
+        print(f"tooloop: {path} ignored: {problem}", file=sys.stderr)
+    return parse_dotenv(text) if text is not None else {}
 
 
 def merged_env(workspace: Path, environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
@@ -203,11 +281,25 @@ def _aws_credentials(env: Mapping[str, str]) -> bool:
     return any(f and Path(f).is_file() for f in files)
 
 
+_REGION = re.compile(r"[a-z][a-z0-9-]{0,31}")
+
+
+def valid_region(region: str) -> bool:
+    """The core's rule (`bedrock::check_region`): lowercase letters, digits and `-`, like us-west-2."""
+    return (bool(_REGION.fullmatch(region)) and "-" in region and not region.endswith("-")
+            and "--" not in region)
+
+
 def _bedrock(args: Any, env: Mapping[str, str], workspace: Path) -> Settings:
     """Claude on Amazon Bedrock: AWS credentials (the library signs the requests) and a region."""
     region = getattr(args, "region", None) or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
     if not region:
         raise ConfigProblem("--provider bedrock needs a region: pass --region us-west-2 or set AWS_REGION")
+    region = region.strip()
+    if not valid_region(region):
+        # The region becomes part of the endpoint's host name; a cloned repository's .env sets it too.
+        raise ConfigProblem(f"{region[:40]!r} is not an AWS region (a region looks like us-west-2: lowercase "
+                            "letters, digits and -); check --region, AWS_REGION and the workspace's .env")
     if not _aws_credentials(env) and not args.base_url:
         raise ConfigProblem(
             "no AWS credentials for --provider bedrock: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "

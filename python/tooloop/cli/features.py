@@ -2,7 +2,10 @@
 skill folders and MCP servers (with the once-per-workspace approval of a project's ``.mcp.json``).
 
 Standard library only. Must never: start a server from a project's ``.mcp.json`` that the user did not
-approve with exactly that configuration, or print an MCP server's ``env`` or ``headers`` values (tokens).
+approve with exactly that configuration and exactly the workspace files it runs (issue 20: the model can
+rewrite ``server.py``), or ask for an approval without showing every env value and header the server gets.
+Values the file spells out are shown as written; a value taken from one of the user's secret variables is
+named and shown shortened, never whole.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
@@ -136,6 +141,178 @@ def save_approvals(workspace: Path, approvals: Mapping[str, str]) -> None:
     os.replace(tmp, path)
 
 
+# What executes: a project server's approval covers the workspace files it runs (issue 20, item 8) --------
+
+PIN_MAX_FILES = 200            # files hashed per server (a folder argument, a script's sibling modules)
+PIN_MAX_BYTES = 64 * 1024 * 1024   # bytes hashed per file (the size counts beyond that)
+_VAR = re.compile(r"\$\{([^}:]*)(?::-([^}]*))?\}")
+_SECRET_PARTS = ("KEY", "SECRET", "TOKEN", "PASSWORD", "CREDENTIAL", "AUTH", "COOKIE")
+
+
+def expand_vars(text: str, env: Optional[Mapping[str, str]] = None) -> str:
+    """`${VAR}` and `${VAR:-default}` as the library expands them when the server starts (unset: empty)."""
+    env = os.environ if env is None else env
+    return _VAR.sub(lambda m: env.get(m.group(1)) or (m.group(2) or ""), text)
+
+
+def _inside(path: Path, workspace: Path) -> bool:
+    try:
+        path.resolve().relative_to(workspace.resolve())
+        return True
+    except (ValueError, OSError, RuntimeError):
+        return False
+
+
+def pinned_files(config: Mapping[str, Any], workspace: Path,
+                 env: Optional[Mapping[str, str]] = None) -> List[Path]:
+    """The workspace files a stdio server executes: its program when it lies in the workspace, every file its
+    arguments name there (``--flag=path`` too; a folder: the files in it), ``-m module``'s source, and the
+    sibling files of each script with the same suffix (the modules it most likely imports). Sorted, bounded
+    by PIN_MAX_FILES."""
+    if config.get("url") or not config.get("command"):
+        return []
+    workspace = Path(workspace)
+    cmd = config.get("command")
+    argv = [expand_vars(str(a), env) for a in ([cmd] if isinstance(cmd, str) else list(cmd or []))]
+    argv += [expand_vars(str(a), env) for a in (config.get("args") or [])]
+    if not argv:
+        return []
+    cwd = config.get("cwd")
+    base = workspace / expand_vars(str(cwd), env) if cwd else workspace
+    found: "set[Path]" = set()
+
+    def add_file(p: Path, siblings: bool) -> None:
+        if not p.is_file() or not _inside(p, workspace):
+            return
+        found.add(p.resolve())
+        if siblings and p.suffix:
+            for q in sorted(p.resolve().parent.glob("*" + p.suffix))[:PIN_MAX_FILES]:
+                if q.is_file():
+                    found.add(q.resolve())
+
+    def add_path(p: Path) -> None:
+        if p.is_dir() and _inside(p, workspace):
+            for n, q in enumerate(sorted(p.rglob("*"))):
+                if n >= PIN_MAX_FILES * 10 or len(found) >= PIN_MAX_FILES:
+                    break
+                if q.is_file() and ".git" not in q.parts:
+                    found.add(q.resolve())
+        else:
+            add_file(p, siblings=True)
+
+    program = argv[0]
+    if "/" in program:
+        add_file(base / program, siblings=False)
+    else:
+        path_var = (env or os.environ).get("PATH", os.defpath)
+        which = shutil.which(program, path=path_var)
+        if which:
+            add_file(Path(which), siblings=False)
+    after_m = False
+    for arg in argv[1:]:
+        if after_m:
+            mod = arg.replace(".", "/")
+            add_path(base / (mod + ".py"))
+            add_path(base / mod)
+            after_m = False
+            continue
+        if arg == "-m":
+            after_m = True
+            continue
+        candidates = [arg]
+        if arg.startswith("-") and "=" in arg:
+            candidates.append(arg.split("=", 1)[1])
+        for c in candidates:
+            if c and not c.startswith("-"):
+                try:
+                    add_path(base / c)
+                except OSError:
+                    pass
+    return sorted(found)[:PIN_MAX_FILES]
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            left = PIN_MAX_BYTES
+            while left > 0:
+                chunk = f.read(min(1 << 20, left))
+                if not chunk:
+                    break
+                h.update(chunk)
+                left -= len(chunk)
+        h.update(str(size).encode())
+    except OSError as e:
+        h.update(f"unreadable: {e.errno}".encode())
+    return h.hexdigest()
+
+
+def approval_hash(config: Mapping[str, Any], workspace: Path, env: Optional[Mapping[str, str]] = None) -> str:
+    """What an approval pins: the configuration, and the content of every workspace file the server runs
+    (pinned_files). A server that runs nothing from the workspace is pinned by its configuration alone
+    (config_hash, as approvals stored before this were)."""
+    files = pinned_files(config, workspace, env)
+    if not files:
+        return config_hash(config)
+    h = hashlib.sha256(config_hash(config).encode())
+    for f in files:
+        h.update(b"\0" + str(f).encode() + b"\0" + _file_digest(f).encode())
+    return "files:" + h.hexdigest()
+
+
+def _is_secret_name(name: str) -> bool:
+    upper = name.upper()
+    return any(p in upper for p in _SECRET_PARTS) or upper.startswith("AWS_") and upper != "AWS_REGION"
+
+
+def _shorten(value: str) -> str:
+    if len(value) <= 8:
+        return "*" * len(value)
+    return f"{value[:4]}…{value[-2:]} ({len(value)} characters)"
+
+
+def _spell_out(name: str, value: str, env: Mapping[str, str], sep: str) -> str:
+    """`value` as written (the file shows it anyway), then each `${VAR}` it takes from the user's environment,
+    spelled out: shortened when the variable, or the entry it goes into, is secret."""
+    line = f"{name}{sep}{value}"
+    secret_entry = _is_secret_name(name)
+    notes = []
+    for m in _VAR.finditer(value):
+        var, default = m.group(1), m.group(2)
+        got = env.get(var)
+        if got is None or got == "":
+            notes.append(f"${{{var}}} is not set" + (f" (default {default!r})" if default is not None else ""))
+        elif secret_entry or _is_secret_name(var):
+            notes.append(f"${{{var}}} = YOUR {var}, a secret: {_shorten(got)}")
+        else:
+            notes.append(f"${{{var}}} = {got!r}")
+    return line + ("   ← " + "; ".join(notes) if notes else "")
+
+
+def describe_for_approval(config: Mapping[str, Any], workspace: Path,
+                          env: Optional[Mapping[str, str]] = None) -> str:
+    """The lines of the approval question: what runs (or where it connects), the workspace files pinned, and
+    every env value and header the server gets, with `${VAR}` references spelled out."""
+    env = os.environ if env is None else env
+    lines = [f"  runs: {describe(config)}" if not config.get("url") else f"  connects to: {config['url']}"]
+    for m in _VAR.finditer(str(config.get("url") or "")):
+        lines[0] += f"   ← ${{{m.group(1)}}} = {env.get(m.group(1), '(not set)')!r}"
+    files = pinned_files(config, workspace, env)
+    if files:
+        shown = ", ".join(str(f.relative_to(Path(workspace).resolve())) for f in files[:8])
+        more = f" and {len(files) - 8} more" if len(files) > 8 else ""
+        lines.append(f"  workspace files it runs (a change asks again): {shown}{more}")
+    if config.get("cwd"):
+        lines.append(f"  in folder: {config['cwd']}")
+    for k, v in sorted((config.get("env") or {}).items()):
+        lines.append("  env " + _spell_out(str(k), str(v), env, "="))
+    for k, v in sorted((config.get("headers") or {}).items()):
+        lines.append("  header " + _spell_out(str(k), str(v), env, ": "))
+    return "\n".join(lines)
+
+
 def describe(config: Mapping[str, Any]) -> str:
     """What a server runs, without its env or header values."""
     if config.get("url"):
@@ -163,10 +340,16 @@ class McpSetup:
                 self.project_problem = str(e)
         self.approvals = load_approvals(workspace)
         self.skipped: List[str] = []   # project servers not started (not approved, or declined)
+        self._hashes: Dict[str, str] = {}
 
     def approved(self, name: str) -> bool:
         config = self.project.get(name)
-        return config is not None and self.approvals.get(name) == config_hash(config)
+        return config is not None and self.approvals.get(name) == self._hash(name)
+
+    def _hash(self, name: str) -> str:
+        if name not in self._hashes:
+            self._hashes[name] = approval_hash(self.project[name], self.workspace)
+        return self._hashes[name]
 
     def pending(self) -> List[str]:
         return [n for n in self.project if n not in self.trusted and not self.approved(n)]
@@ -177,10 +360,12 @@ class McpSetup:
         changed = False
         for name in self.pending():
             config = self.project[name]
-            answer = question(f"The project's .mcp.json wants to start MCP server '{name}': "
-                              f"{describe(config)}. Allow it in this workspace? [y/n] ")
+            changed_since = " (changed since you approved it)" if name in self.approvals else ""
+            answer = question(f"The project's .mcp.json wants to start MCP server '{name}'{changed_since}:\n"
+                              f"{describe_for_approval(config, self.workspace)}\n"
+                              "Allow it in this workspace? [y/n] ")
             if answer:
-                self.approvals[name] = config_hash(config)
+                self.approvals[name] = self._hash(name)
                 changed = True
         if changed:
             try:
@@ -189,10 +374,28 @@ class McpSetup:
                 pass
 
     def servers(self) -> Dict[str, Dict[str, Any]]:
-        chosen = {n: c for n, c in self.project.items() if self.approved(n)}
+        chosen = {n: self._pinned(c) for n, c in self.project.items() if self.approved(n)}
         chosen.update(self.trusted)
         self.skipped = [n for n in self.project if n not in chosen]
         return chosen
+
+    def _pinned(self, config: Dict[str, Any]) -> Dict[str, Any]:
+        """The configuration with the workspace files it runs pinned by content, so that the library refuses
+        a start (a restart later in the session too) once the model has rewritten them."""
+        files = pinned_files(config, self.workspace)
+        if not files:
+            return config
+        pins: Dict[str, str] = {}
+        for f in files:
+            h = hashlib.sha256()
+            try:
+                with open(f, "rb") as fh:
+                    for chunk in iter(lambda: fh.read(1 << 20), b""):
+                        h.update(chunk)
+            except OSError:
+                continue
+            pins[str(f)] = h.hexdigest()
+        return dict(config, pinned_files=pins)
 
     def revoke(self, name: str) -> bool:
         if name not in self.approvals:
