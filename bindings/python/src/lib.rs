@@ -9,6 +9,7 @@ mod agent;
 mod client;
 mod convert;
 mod errors;
+mod gate;
 mod run;
 
 use pyo3::prelude::*;

@@ -183,6 +183,10 @@ def read_stdin_task() -> Optional[str]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    rest = sys.argv[1:] if argv is None else argv
+    if rest and rest[0] == "batch":   # `tooloop batch TASKS.jsonl ...`: many tasks at once (cli/batch.py)
+        from .batch import main as batch_main
+        return batch_main(rest[1:])
     args = parse_args(argv)
     if args.version:
         print(f"tooloop {version()}")
