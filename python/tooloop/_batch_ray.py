@@ -43,7 +43,7 @@ def _chunk(tasks: List[Dict[str, Any]], options: Optional[Dict[str, Any]], out: 
 def run_on_ray(batch: Batch, pending: List[Dict[str, Any]], results: Dict[str, BatchResult],
                prog: _Progress) -> None:
     try:
-        import ray
+        import ray  # type: ignore[import-not-found, import-untyped, unused-ignore]
     except ImportError as e:
         raise ConfigError('engine="ray" needs the ray package: pip install "tooloop[ray]"') from e
     from .batch import BatchResult

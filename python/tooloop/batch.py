@@ -185,7 +185,7 @@ def _resolve_tool(spec: Any) -> Any:
     return obj
 
 
-def _check_options(options: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+def _check_options(options: Optional[Dict[str, Any]], resolve: bool = True) -> Dict[str, Any]:
     if options is None:
         return {}
     if not isinstance(options, dict):
@@ -193,7 +193,12 @@ def _check_options(options: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     if "session" in options:
         raise ConfigError("options may not set 'session': each task's session is out/<id>.jsonl")
     opts = dict(options)
-    opts["tools"] = [_resolve_tool(t) for t in opts.get("tools") or ()]
+    tools = list(opts.get("tools") or ())
+    for t in tools:
+        if isinstance(t, str) and (t.count(":") != 1 or t.startswith(":") or t.endswith(":")):
+            raise ConfigError(f"a tool given as a string must be 'module:function', got {t!r}")
+    # On Ray the workers import the tools: they may be importable only there.
+    opts["tools"] = [_resolve_tool(t) for t in tools] if resolve else tools
     return opts
 
 
@@ -209,7 +214,7 @@ def _finished_from_history(history: List[Dict[str, Any]]) -> Optional[Dict[str, 
         if role != "assistant" or entry.get("status") != "complete":
             return None
         if entry.get("stop_reason") in ("end_turn", "stop_sequence", "refusal"):
-            return entry
+            return dict(entry)
         return None
     return None
 
@@ -506,7 +511,7 @@ class Batch:
                  tokens_per_minute: Optional[float] = None, agents_per_worker: int = 8) -> None:
         self.tasks = _check_tasks(tasks)
         self._raw_options = options
-        self.options = _check_options(options)
+        self.options = _check_options(options, resolve=engine != "ray")
         self._limits: Dict[str, Optional[float]] = {"requests_per_minute": requests_per_minute,
                                                     "tokens_per_minute": tokens_per_minute}
         self._record_results = True

@@ -57,6 +57,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     (d / "ray_batch_tools.py").write_text(TOOLS)
     env = {"PYTHONPATH": os.pathsep.join([str(d)] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
            "RAY_BATCH_LOG": str(d / "calls.log"), "RAY_BATCH_MARK": str(d / "killed")}
+    # A loaded CI machine (or a shared one) can take minutes to bring the node's agents up: wait for them.
+    env.setdefault("RAY_raylet_start_wait_time_s", os.environ.get("RAY_raylet_start_wait_time_s", "300"))
+    env.setdefault("RAY_agent_register_timeout_ms", os.environ.get("RAY_agent_register_timeout_ms", "300000"))
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
