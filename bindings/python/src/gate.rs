@@ -35,7 +35,7 @@ impl SendGate for PyGate {
             Ok(v) if v.is_none() => Admit::Go,
             Ok(v) => match v.extract::<f64>() {
                 Ok(s) if s.is_nan() || s < 0.0 => Admit::Stop,
-                Ok(s) if s == 0.0 => Admit::Go,
+                Ok(s) if s <= 0.0 => Admit::Go,
                 Ok(s) => Admit::Wait(Duration::from_secs_f64(s.min(MAX_WAIT))),
                 Err(e) => {
                     park(&self.slot, e);
