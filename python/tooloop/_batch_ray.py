@@ -60,9 +60,13 @@ def run_on_ray(batch: Batch, pending: List[Dict[str, Any]], results: Dict[str, B
         chunks = [pending[i:i + per] for i in range(0, len(pending), per)]
         max_inflight = max(1, math.ceil(batch.concurrency / per))
         remote = ray.remote(max_retries=MAX_RETRIES, num_cpus=0)(_chunk)
-        # Budget across processes: each chunk gets what is left when it starts; the driver starts no chunk
-        # once the batch's spend has reached the budget.
+        # Budget across processes: a chunk may spend its share of what is neither spent nor promised to the
+        # chunks running (its own gate enforces it), so the chunks together never pass the budget; the driver
+        # starts no chunk once the budget is spent. Rate limits: each of the `max_inflight` chunks running at
+        # once gets its share of the minute.
         spent = 0.0
+        allotted: Dict[Any, float] = {}
+        limits = {k: (v / max_inflight if v else None) for k, v in batch._limits.items()}
         inflight: Dict[Any, List[Dict[str, Any]]] = {}
         queue = list(chunks)
         cancel_sent = False
@@ -72,10 +76,17 @@ def run_on_ray(batch: Batch, pending: List[Dict[str, Any]], results: Dict[str, B
                 over = batch.budget_usd is not None and spent >= batch.budget_usd
                 while queue and len(inflight) < max_inflight and stopping is None and not over:
                     tasks = queue.pop(0)
-                    left = None if batch.budget_usd is None else max(0.0, batch.budget_usd - spent)
-                    ref = remote.remote(tasks, batch._raw_options, batch.out, per, left, batch.check,
-                                        batch._limits)
+                    share = None
+                    if batch.budget_usd is not None:
+                        free = max(0.0, batch.budget_usd - spent - sum(allotted.values()))
+                        if free <= 0.0 and inflight:  # all promised: wait for a running chunk to settle
+                            queue.insert(0, tasks)
+                            break
+                        share = free / (max_inflight - len(inflight))
+                    ref = remote.remote(tasks, batch._raw_options, batch.out, per, share, batch.check, limits)
                     inflight[ref] = tasks
+                    if share is not None:
+                        allotted[ref] = share
                 if stopping == "cancelled" and not cancel_sent:
                     cancel_sent = True
                     for ref in inflight:
@@ -96,6 +107,7 @@ def run_on_ray(batch: Batch, pending: List[Dict[str, Any]], results: Dict[str, B
                     continue
                 ref = ready[0]
                 tasks = inflight.pop(ref)
+                allotted.pop(ref, None)
                 try:
                     outcome = ray.get(ref)
                 except ray.exceptions.TaskCancelledError:

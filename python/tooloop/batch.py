@@ -235,7 +235,7 @@ class _Control:
         self.cancelled = threading.Event()
         self.budget_usd = budget_usd
         self.task_spent: Dict[str, float] = {}
-        self.reserved: Dict[str, float] = {}
+        self.inflight: set[str] = set()
         self.max_request_cost = 0.0
         self.over_budget = False
         self.agents: Dict[str, Agent] = {}
@@ -247,10 +247,14 @@ class _Control:
             return sum(self.task_spent.values())
 
     def gate_for(self, tid: str, core: Any, base_cost: float) -> Callable[[str, int, Optional[float]], Optional[float]]:
-        """The send gate of task ``tid``'s agent. Before each request: refuse once the batch is cancelled or
-        its spend (what every task spent, plus a reservation for each request in flight) plus this request
-        (estimated as the most expensive request so far) would pass ``budget_usd``; then wait for the shared
-        rate limits. After each response: a 429's ``retry-after`` pauses every agent of the batch."""
+        """The send gate of task ``tid``'s agent. Before each request: refuse once the batch is cancelled, or
+        once what every task spent, plus each other request in flight, plus this one would pass
+        ``budget_usd`` — a request whose cost is not known yet counted as the most expensive request so far
+        (or, before any is known, as its prompt at the model's input price); then wait for the shared rate
+        limits. After each response: a 429's ``retry-after`` pauses every agent of the batch."""
+        from ._tooloop import estimate_cost_usd
+
+        model = str(core.model)
 
         def gate(kind: str, n: int, retry_after: Optional[float]) -> Optional[float]:
             if kind != "send":
@@ -261,19 +265,20 @@ class _Control:
                 return -1.0
             if self.budget_usd is not None:
                 spent = (core.cost_usd() or 0.0) - base_cost
+                prompt = estimate_cost_usd(model, {"input_tokens": n // 4}) or 0.0
                 with self.lock:
                     if self.over_budget:
                         return -1.0
-                    if tid in self.reserved:
+                    if tid in self.inflight:  # the request before this one has been answered: its cost is known
                         self.max_request_cost = max(self.max_request_cost, spent - self.task_spent.get(tid, 0.0))
                     self.task_spent[tid] = spent
-                    self.reserved.pop(tid, None)
-                    est = self.max_request_cost
-                    total = sum(self.task_spent.values()) + sum(self.reserved.values())
+                    self.inflight.discard(tid)
+                    est = max(self.max_request_cost, prompt)
+                    total = sum(self.task_spent.values()) + len(self.inflight) * est
                     if total + est > self.budget_usd:
                         self.over_budget = True
                         return -1.0
-                    self.reserved[tid] = est
+                    self.inflight.add(tid)
             wait = self.limiter.wait_time(n / 4.0)
             return wait if wait > 0 else None
 
@@ -282,7 +287,7 @@ class _Control:
     def task_ended(self, tid: str, spent: float) -> None:
         with self.lock:
             self.task_spent[tid] = spent
-            self.reserved.pop(tid, None)
+            self.inflight.discard(tid)
 
     def stopping(self) -> Optional[str]:
         if self.cancelled.is_set():

@@ -115,3 +115,15 @@ def test_a_killed_worker_is_retried_and_its_tasks_resume_without_running_a_tool_
         results_of_die = [b for e in info.entries if e["role"] == "tool" for b in e["content"]
                           if isinstance(b, dict) and b.get("tool_use_id") == "toolu_die"]
         assert len(results_of_die) == 1, json.dumps(info.entries)[:2000]
+
+
+def test_the_budget_holds_across_ray_workers(cluster: Path, mock: Any, tmp_path: Path) -> None:
+    # Every request costs $0.30 (100k input tokens at $3/M); two requests per task.
+    server = mock(flow("count", usage={"input_tokens": 100_000, "output_tokens": 0}))
+    tasks = [{"id": f"b{i}", "input": f"task {i}"} for i in range(8)]
+    results = tooloop.batch.run(tasks, opts(server, tools=["ray_batch_tools:count"]), out=tmp_path / "runs",
+                                concurrency=4, engine="ray", agents_per_worker=2, budget_usd=1.5, progress=False)
+    statuses = [r.status for r in results]
+    assert "budget" in statuses and "ok" in statuses, statuses
+    assert len(server.requests()) * 0.30 <= 1.5 + 1e-9
+    assert {d["id"] for d in lines(tmp_path / "runs" / "results.jsonl")} == {t["id"] for t in tasks}
