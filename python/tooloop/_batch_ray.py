@@ -28,13 +28,15 @@ MAX_RETRIES = 3
 
 def _chunk(tasks: List[Dict[str, Any]], options: Optional[Dict[str, Any]], out: str, threads: int,
            budget_usd: Optional[float], check: Optional[Callable[..., Any]],
-           limits: Dict[str, Optional[float]]) -> List[Dict[str, Any]]:
-    """Runs in a Ray worker: the chunk's tasks on threads; their outcomes as results.jsonl dicts."""
+           limits: Dict[str, Optional[float]], request_cost: float = 0.0) -> List[Dict[str, Any]]:
+    """Runs in a Ray worker: the chunk's tasks on threads; their outcomes as results.jsonl dicts.
+    ``request_cost``: the most a request of the batch has cost so far (the chunk's budget starts from it)."""
     from .batch import Batch
 
     b = Batch(tasks, options, out=out, concurrency=threads, budget_usd=budget_usd, check=check, progress=False,
               requests_per_minute=limits.get("requests_per_minute"),
               tokens_per_minute=limits.get("tokens_per_minute"))
+    b._ctl.max_request_cost = request_cost
     b._record_results = False  # the driver writes results.jsonl (one writer, whatever the filesystem)
     b._skip_recorded = False
     return [r.to_dict() for r in b.run()]
@@ -65,6 +67,7 @@ def run_on_ray(batch: Batch, pending: List[Dict[str, Any]], results: Dict[str, B
         # starts no chunk once the budget is spent. Rate limits: each of the `max_inflight` chunks running at
         # once gets its share of the minute.
         spent = 0.0
+        request_cost = 0.0
         allotted: Dict[Any, float] = {}
         limits = {k: (v / max_inflight if v else None) for k, v in batch._limits.items()}
         inflight: Dict[Any, List[Dict[str, Any]]] = {}
@@ -83,7 +86,8 @@ def run_on_ray(batch: Batch, pending: List[Dict[str, Any]], results: Dict[str, B
                             queue.insert(0, tasks)
                             break
                         share = free / (max_inflight - len(inflight))
-                    ref = remote.remote(tasks, batch._raw_options, batch.out, per, share, batch.check, limits)
+                    ref = remote.remote(tasks, batch._raw_options, batch.out, per, share, batch.check, limits,
+                                        request_cost)
                     inflight[ref] = tasks
                     if share is not None:
                         allotted[ref] = share
@@ -120,6 +124,8 @@ def run_on_ray(batch: Batch, pending: List[Dict[str, Any]], results: Dict[str, B
                     results[r.id] = r
                     batch._record(r)
                     spent += r.cost_usd or 0.0
+                    if r.cost_usd and r.turns:
+                        request_cost = max(request_cost, r.cost_usd / r.turns)
                     prog.task(r, sum(len(t) for t in inflight.values()))
         except BaseException:
             # Ctrl+C or cancel: interrupt every running chunk (its agents are cancelled in the worker and its
