@@ -367,3 +367,16 @@ def test_ctrl_c_cancels_every_agent_and_records_them(mock, tmp_path):
     assert "interrupted" in out_text
     assert took < 2.0
     assert {d["status"] for d in lines(out / "results.jsonl")} == {"cancelled"}
+
+
+def test_tokens_per_minute_is_shared_by_all_agents(mock, tmp_path):
+    server = mock(flow())
+    t0 = time.monotonic()
+    # 600 tokens a minute = 10 a second, at most a second's worth at once: every request here is larger than
+    # that, so after the first, one request a second.
+    results = tooloop.batch.run([{"id": f"k{i}", "input": f"task {i}"} for i in range(3)], opts(server),
+                                out=tmp_path / "runs", concurrency=3, progress=False, tokens_per_minute=600)
+    took = time.monotonic() - t0
+    assert [r.status for r in results] == ["ok"] * 3
+    assert took >= 1.8, took
+    assert len(server.requests()) == 3
