@@ -35,9 +35,10 @@ rm -rf "$venv"
 if python3 -m venv "$venv" \
   && "$venv/bin/python" -m pip install -q --upgrade pip \
   && "$venv/bin/python" -m pip install -q pytest pexpect mypy pydantic \
-  && "$venv/bin/python" -m pip install -q "$root"; then
+  && "$venv/bin/python" -m pip install -q "$root[ray]"; then
   step "Python: pytest (mock server self-tests + tests/python)"
-  "$venv/bin/python" -m pytest tests/mock tests/python -q
+  # The [ray] extra is installed, so tests/python/test_batch_ray.py must run (not skip) on a real local Ray.
+  TOOLOOP_TEST_RAY=1 "$venv/bin/python" -m pytest tests/mock tests/python -q
   rc=$?
   # pytest exits 5 when it collected no test: that is a failure here, not a pass.
   if [ $rc -ne 0 ]; then failed+=("python(pytest exit $rc)"); fi

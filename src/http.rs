@@ -850,7 +850,14 @@ impl HttpClient {
             if cancel.is_cancelled() {
                 return Err(Error::Cancelled { partial: None });
             }
+            // A batch's shared limits and budget (see crate::gate); no gate set: always go.
+            if !crate::gate::admit(cancel, req.body.len()) {
+                return Err(Error::Cancelled { partial: None });
+            }
             let outcome = self.send_once(req, cancel);
+            if let Ok(resp) = &outcome {
+                crate::gate::report(resp.status, retry_after(&resp.headers));
+            }
             let (err, server_wait) = match outcome {
                 Ok(resp) if resp.status < 300 => match read(resp) {
                     Ok(t) => return Ok(t),

@@ -34,6 +34,7 @@ pub mod cancel;
 pub mod compaction;
 pub mod conversation;
 pub mod error;
+pub mod gate;
 pub mod http;
 pub mod mcp;
 pub mod options;

@@ -121,6 +121,7 @@ __all__ = [
 # `typing` (bench/import_time.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from . import batch
     from ._client import Client, MessageStream
     from .events import Event
 
@@ -130,6 +131,10 @@ def __getattr__(name: str) -> object:
         from . import _client
 
         value: object = getattr(_client, name)
+    elif name == "batch":
+        import importlib
+
+        value = importlib.import_module(".batch", __name__)
     elif name == "Event":
         from . import events
 

@@ -20,6 +20,7 @@ use tooloop::{
 
 use crate::convert::{from_py, to_py};
 use crate::errors::{config_error, to_pyerr};
+use crate::gate::PyGate;
 use crate::run::{ErrSlot, Item, Run, lock, park};
 
 /// A provider from `"anthropic"`, `"openai"` or a Python callable `model(request: dict) -> dict`, for the
@@ -178,6 +179,8 @@ pub struct PyAgent {
     slot: ErrSlot,
     /// The token of the last run started.
     latest: Mutex<Option<CancelToken>>,
+    /// The send gate of the runs started from now on (see `crate::gate`), set by `tooloop.batch`.
+    gate: Mutex<Option<Py<PyAny>>>,
 }
 
 #[pymethods]
@@ -213,7 +216,7 @@ impl PyAgent {
                 None => options.build(),
             })
             .map_err(|e| to_pyerr(py, &e))?;
-        Ok(PyAgent { core: Arc::new(agent), slot, latest: Mutex::new(None) })
+        Ok(PyAgent { core: Arc::new(agent), slot, latest: Mutex::new(None), gate: Mutex::new(None) })
     }
 
     /// What attaching the session file found: `{"entries", "torn_tail", "skipped", "created"}`, or None.
@@ -379,15 +382,20 @@ impl PyAgent {
         let token = CancelToken::new();
         *lock(&self.latest) = Some(token.clone());
         let canceller = token.clone();
+        let gate = lock(&self.gate).as_ref().map(|g| (g.clone_ref(py), self.slot.clone()));
         Run::spawn(py, Arc::new(move || canceller.cancel()), self.slot.clone(), stream, move |emit| {
             let mut on_event = |ev: &tooloop::Event| {
                 if let Ok(v) = serde_json::to_value(ev) {
                     emit(Item::Value(v));
                 }
             };
-            let result = match blocks {
+            let go = move || match blocks {
                 Some(b) => core.run_cancellable(b, token, &mut on_event),
                 None => core.resume_cancellable(token, &mut on_event),
+            };
+            let result = match gate {
+                Some((g, slot)) => tooloop::gate::with_send_gate(std::rc::Rc::new(PyGate::new(g, slot)), go),
+                None => go(),
             };
             result.map(|r| serde_json::to_value(&r).unwrap_or(Value::Null))
         })
@@ -423,6 +431,13 @@ impl PyAgent {
     #[getter]
     fn context_window(&self) -> Option<u64> {
         self.core.context_window()
+    }
+
+    /// Set (None: clear) the send gate of the runs started from now on: `gate(kind, n, retry_after)`, see
+    /// `crate::gate`. Used by `tooloop.batch` for limits and a budget shared by many agents.
+    #[pyo3(signature = (gate=None))]
+    fn set_gate(&self, gate: Option<Py<PyAny>>) {
+        *lock(&self.gate) = gate;
     }
 
     /// Cancel the current run, if any (any thread), also one started but not yet begun.

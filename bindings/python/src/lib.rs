@@ -9,6 +9,7 @@ mod agent;
 mod client;
 mod convert;
 mod errors;
+mod gate;
 mod restore;
 mod run;
 mod sessions;

@@ -191,6 +191,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if raw[:1] == ["sessions"]:  # `tooloop sessions [migrate]`: list or migrate sessions of either store
         from .session_db import main as sessions_main
         return sessions_main(raw[1:])
+    if raw[:1] == ["batch"]:  # `tooloop batch TASKS.jsonl ...`: many tasks at once (cli/batch.py)
+        from .batch import main as batch_main
+        return batch_main(raw[1:])
     args = parse_args(argv)
     if args.version:
         print(f"tooloop {version()}")

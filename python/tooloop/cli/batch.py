@@ -1,0 +1,190 @@
+"""`tooloop batch TASKS.jsonl`: many coding-agent tasks at once through ``tooloop.batch`` (threads or Ray).
+
+Each line of the tasks file is a JSON object ``{"id": ..., "input": ... (or "prompt"), "workspace": ...}``.
+Tasks run with bash in the sandbox and nobody to ask, so how tool calls are allowed must be said up front:
+``--yes`` (every call allowed; bash confined to the task's workspace) or ``--read-only`` (only tools that
+change nothing). Progress is one redrawn line on a terminal, a line per finished task otherwise.
+
+Exit codes: 0 every task ok, 1 some task did not finish ok, 2 usage or configuration error, 130 interrupted.
+Must never: ask a question (there is no one to answer it) or import the terminal libraries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Union
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+#: The tools a --read-only batch may use: those that change nothing.
+READ_ONLY_TOOLS = frozenset({"read_file", "grep", "glob", "todo_write", "bash_output", "skill", "task"})
+
+DESCRIPTION = """\
+Run many agent tasks at once. TASKS is a JSONL file: one {"id": "...", "input": "...", "workspace": "..."}
+per line (workspace optional; relative paths are taken from the current folder). Each task's session goes to
+OUT/<id>.jsonl and its outcome to OUT/results.jsonl; running the same command again skips the tasks that
+finished and resumes the others where they stopped (no tool call that completed runs again)."""
+
+
+def read_only_permission(call: Any) -> Union[bool, str]:
+    """The permission of a --read-only batch (a module-level function, so Ray workers can import it)."""
+    name = getattr(call, "name", "")
+    if name in READ_ONLY_TOOLS:
+        return True
+    return f"{name} is not allowed: this batch is read-only (allowed: {', '.join(sorted(READ_ONLY_TOOLS))})"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not x > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return x
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tooloop batch", description=DESCRIPTION,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("tasks", help="the tasks file (JSONL); - reads it from stdin")
+    p.add_argument("--out", default="runs", help="folder of the sessions and results.jsonl (default: runs)")
+    p.add_argument("--concurrency", "-j", type=_positive_int, default=8, metavar="N",
+                   help="agents running at once (default: 8)")
+    p.add_argument("--engine", choices=["threads", "ray"], default="threads",
+                   help="threads in this process (default), or Ray (pip install \"tooloop[ray]\")")
+    p.add_argument("--address", help="the Ray cluster to use (\"auto\", \"ray://host:10001\"; default: a local "
+                   "Ray started for the batch)")
+    p.add_argument("--max-budget-usd", type=_positive_float, metavar="X",
+                   help="stop sending requests once the batch's spend would pass X dollars")
+    p.add_argument("--requests-per-minute", type=_positive_float, metavar="N",
+                   help="at most N model requests a minute, shared by every agent")
+    p.add_argument("--tokens-per-minute", type=_positive_float, metavar="N",
+                   help="at most about N prompt tokens a minute, shared by every agent")
+    p.add_argument("--model", help="model name (default: $TOOLOOP_MODEL, or claude-sonnet-4-6)")
+    p.add_argument("--provider", choices=["anthropic", "openai", "bedrock"], type=str.lower,
+                   help="API protocol (default: $TOOLOOP_PROVIDER or anthropic)")
+    p.add_argument("--base-url", help="API endpoint")
+    p.add_argument("--max-turns", type=_positive_int, metavar="N", help="most model requests per task (default: 50)")
+    p.add_argument("--sandbox", choices=["workspace-write", "read-only"], type=str.lower,
+                   help="bash confinement (default: workspace-write; read-only with --read-only)")
+    perm = p.add_mutually_exclusive_group()
+    perm.add_argument("--yes", "-y", action="store_true", help="allow every tool call (bash stays sandboxed)")
+    perm.add_argument("--read-only", action="store_true", help="allow only tools that change nothing")
+    return p
+
+
+def _say(message: str) -> None:
+    print(f"tooloop batch: {message}", file=sys.stderr, flush=True)
+
+
+def load_tasks(path: str) -> List[Dict[str, Any]]:
+    """The tasks of a JSONL file (blank lines and lines starting with # skipped); ``prompt`` is accepted for
+    ``input``. A bad line is a ValueError naming its number."""
+    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    tasks: List[Dict[str, Any]] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            task = json.loads(line)
+        except ValueError as e:
+            raise ValueError(f"{path}:{n}: not JSON ({e})") from None
+        if not isinstance(task, dict):
+            raise ValueError(f"{path}:{n}: a task is a JSON object")
+        if "input" not in task and "prompt" in task:
+            task["input"] = task.pop("prompt")
+        if "id" not in task:
+            task["id"] = f"task-{n}"
+        tasks.append(task)
+    return tasks
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    if not (args.yes or args.read_only):
+        _say("tasks run with no one to ask: say how tool calls are allowed with --yes (all allowed, bash in "
+             "the sandbox) or --read-only (only tools that change nothing)")
+        return EXIT_USAGE
+    if args.address and args.engine != "ray":
+        _say("--address is for --engine ray")
+        return EXIT_USAGE
+    try:
+        tasks = load_tasks(args.tasks)
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        _say(str(e))
+        return EXIT_USAGE
+    if not tasks:
+        _say(f"no tasks in {args.tasks}")
+        return EXIT_USAGE
+
+    import tooloop
+    import tooloop.batch
+
+    from .prompt import system_prompt
+
+    mode = "read-only" if args.read_only else "auto"
+    options: Dict[str, Any] = {
+        "model": args.model or os.environ.get("TOOLOOP_MODEL") or "claude-sonnet-4-6",
+        "provider": args.provider or os.environ.get("TOOLOOP_PROVIDER") or "anthropic",
+        "max_turns": args.max_turns or 50,
+        "builtin_tools": True,
+    }
+    if args.base_url:
+        options["base_url"] = args.base_url
+    if args.read_only:
+        options["permission"] = read_only_permission
+    sandbox = args.sandbox or ("read-only" if args.read_only else "workspace-write")
+    if tooloop._tooloop.sandbox_support() is not None:
+        options["sandbox"] = sandbox
+    else:
+        _say("this kernel cannot confine bash (no Landlock): bash runs unconfined in each task's workspace")
+    try:  # the key, endpoint and model are checked once, not by every task
+        tooloop.Agent(**{k: v for k, v in options.items() if k != "permission"}).close()
+    except tooloop.Error as e:
+        _say(" ".join(str(e).split()))
+        return EXIT_USAGE
+    cwd = Path.cwd()
+    for t in tasks:
+        ws = Path(os.path.expanduser(str(t.get("workspace") or cwd)))
+        ws = ws if ws.is_absolute() else cwd / ws
+        t["workspace"] = str(ws)
+        own = dict(t.get("options") or {})
+        own.setdefault("system", system_prompt(ws, mode))
+        t["options"] = own
+    try:
+        results = tooloop.batch.run(
+            tasks, options, out=args.out, concurrency=args.concurrency, engine=args.engine,
+            address=args.address, budget_usd=args.max_budget_usd, progress=sys.stderr,
+            requests_per_minute=args.requests_per_minute, tokens_per_minute=args.tokens_per_minute)
+    except KeyboardInterrupt:
+        _say(f"interrupted: what finished is in {os.path.join(args.out, 'results.jsonl')}; run the same command "
+             "again to resume")
+        return EXIT_INTERRUPTED
+    except tooloop.Error as e:
+        _say(" ".join(str(e).split()))
+        return EXIT_USAGE
+    failed = [r for r in results if not r.ok]
+    if failed:
+        counts: Dict[str, int] = {}
+        for r in failed:
+            counts[r.status] = counts.get(r.status, 0) + 1
+        _say(f"{len(failed)} of {len(results)} tasks did not finish ("
+             + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+             + "); run the same command again to resume them")
+        return EXIT_FAILED
+    return EXIT_OK
