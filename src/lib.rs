@@ -16,6 +16,9 @@
 //! - [`todo`](mod@todo): the todo list the model keeps (`planning`).
 //! - [`session`]: append-only JSONL persistence, crash-tolerant load, resume.
 //! - [`builtin`]: coding tools (bash, read_file, write_file, edit_file) confined to a workspace.
+//! - [`rules`]: permission rules (`bash(npm test:*)`, `edit_file(src/**)`, `mcp__github`).
+//! - [`hooks`]: host code around each tool call, each request and the end of a run.
+//! - [`instructions`]: project instruction files (AGENTS.md, CLAUDE.md).
 //! - [`mcp`]: MCP client (stdio and Streamable HTTP); server tools registered as `mcp__<server>__<tool>`.
 //!
 //! ## Why blocking
@@ -32,11 +35,14 @@ pub mod cancel;
 pub mod compaction;
 pub mod conversation;
 pub mod error;
+pub mod hooks;
 pub mod http;
+pub mod instructions;
 pub mod mcp;
 pub mod options;
 pub mod pricing;
 pub mod provider;
+pub mod rules;
 pub mod session;
 pub mod skills;
 pub mod sse;
