@@ -7,6 +7,7 @@
 
 mod agent;
 mod client;
+mod control;
 mod convert;
 mod errors;
 mod run;
@@ -22,6 +23,9 @@ fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(agent::load_session, m)?)?;
     m.add_function(wrap_pyfunction!(agent::sandbox_support, m)?)?;
     m.add_function(wrap_pyfunction!(agent::context_window, m)?)?;
+    m.add_function(wrap_pyfunction!(control::match_rules, m)?)?;
+    m.add_function(wrap_pyfunction!(control::read_only_command, m)?)?;
+    m.add_function(wrap_pyfunction!(control::split_command, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
