@@ -116,14 +116,19 @@ def adapters(hooks: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     if not isinstance(hooks, dict):
         raise ConfigError(f"hooks must be a dict of {', '.join(HOOK_KINDS)} to callables, got {type(hooks).__name__}")
     made: Dict[str, Any] = {}
-    wrap = {"before_tool": _before_tool, "after_tool": _after_tool, "before_request": _before_request,
-            "on_stop": _on_stop}
     for kind, f in hooks.items():
-        if kind not in wrap:
+        if kind not in HOOK_KINDS:
             raise ConfigError(f"unknown hook {kind!r}; the hooks are {', '.join(HOOK_KINDS)}")
         if f is None:
             continue
         if not callable(f):
             raise ConfigError(f"hook {kind!r} must be callable, got {type(f).__name__}")
-        made[kind] = wrap[kind](f)
+        if kind == "before_tool":
+            made[kind] = _before_tool(f)
+        elif kind == "after_tool":
+            made[kind] = _after_tool(f)
+        elif kind == "before_request":
+            made[kind] = _before_request(f)
+        else:
+            made[kind] = _on_stop(f)
     return made
