@@ -23,10 +23,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, Optional, Tuple, Union
 
-    BeforeToolFn = Callable[[ToolCall], Union[None, str, Dict[str, Any]]]
-    AfterToolFn = Callable[[ToolCall, "ToolResult"], Optional[str]]
-    BeforeRequestFn = Callable[[Dict[str, Any]], None]
-    OnStopFn = Callable[[RunResult], Optional[str]]
+    _BeforeToolFn = Callable[[ToolCall], Union[None, str, Dict[str, Any]]]
+    _AfterToolFn = Callable[[ToolCall, "ToolResult"], Optional[str]]
+    _BeforeRequestFn = Callable[[Dict[str, Any]], None]
+    _OnStopFn = Callable[[RunResult], Optional[str]]
 
 __all__ = ["ToolResult", "HOOK_KINDS"]
 
@@ -65,7 +65,7 @@ def _bad(kind: str, expected: str, got: object) -> TypeError:
     return TypeError(f"the {kind} hook must return {expected}, got {type(got).__name__}: {got!r:.100}")
 
 
-def _before_tool(f: BeforeToolFn) -> Callable[[str, str, Any], Optional[Tuple[str, Any]]]:
+def _before_tool(f: _BeforeToolFn) -> Callable[[str, str, Any], Optional[Tuple[str, Any]]]:
     def call(id: str, name: str, input: Any) -> Optional[Tuple[str, Any]]:
         answer = f(ToolCall(id=id, name=name, input=input))
         if answer is None:
@@ -79,7 +79,7 @@ def _before_tool(f: BeforeToolFn) -> Callable[[str, str, Any], Optional[Tuple[st
     return call
 
 
-def _after_tool(f: AfterToolFn) -> Callable[[str, str, Any, Any, bool, bool], Optional[str]]:
+def _after_tool(f: _AfterToolFn) -> Callable[[str, str, Any, Any, bool, bool], Optional[str]]:
     def call(id: str, name: str, input: Any, content: Any, is_error: bool, denied: bool) -> Optional[str]:
         answer = f(ToolCall(id=id, name=name, input=input), ToolResult(content, is_error, denied))
         if answer is None or isinstance(answer, str):
@@ -89,14 +89,14 @@ def _after_tool(f: AfterToolFn) -> Callable[[str, str, Any, Any, bool, bool], Op
     return call
 
 
-def _before_request(f: BeforeRequestFn) -> Callable[[Dict[str, Any]], None]:
+def _before_request(f: _BeforeRequestFn) -> Callable[[Dict[str, Any]], None]:
     def call(request: Dict[str, Any]) -> None:
         f(request)
 
     return call
 
 
-def _on_stop(f: OnStopFn) -> Callable[[Dict[str, Any]], Optional[str]]:
+def _on_stop(f: _OnStopFn) -> Callable[[Dict[str, Any]], Optional[str]]:
     def call(result: Dict[str, Any]) -> Optional[str]:
         answer = f(RunResult._from(result))
         if answer is None or isinstance(answer, str):
