@@ -94,12 +94,13 @@ def ask_approval(renderer: Any, abort: threading.Event) -> Optional[str]:
     """'y', 'n', or the text of a refinement; None when input is closed."""
     from .permissions import TerminalReader
 
-    reader = TerminalReader(sys.stdin.fileno(), abort, echo=renderer.echo)
+    # A fresh event: the run that wrote the plan has set `abort` on its way out (to free its questions).
+    reader = TerminalReader(sys.stdin.fileno(), threading.Event(), echo=renderer.echo)
     reader.begin()
     renderer.question("Approve this plan and carry it out? [y = yes, n = no, or type what to change] ")
     try:
         answer = reader()
-    except Exception:
+    except (Exception, KeyboardInterrupt):
         return None
     if answer is None:
         return None

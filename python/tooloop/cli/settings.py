@@ -233,9 +233,18 @@ def approve_pending(s: LoadedSettings, workspace: Path, question: Callable[[str]
 
 # -- bash prefix rules ------------------------------------------------------------------------------------
 
+#: Commands whose second word is a subcommand: an "always" for `npm test` allows `npm test ...`, not `npm`.
+SUBCOMMAND_TOOLS = frozenset({
+    "git", "npm", "pnpm", "yarn", "bun", "deno", "npx", "cargo", "go", "make", "docker", "podman", "kubectl",
+    "pip", "pip3", "uv", "poetry", "pipenv", "bundle", "rake", "gradle", "mvn", "dotnet", "brew", "apt",
+    "apt-get", "systemctl", "gh", "terraform", "helm", "conda", "rustup", "just", "nix", "swift", "mix", "composer",
+})
+
+
 def prefix_rule(command: str) -> Optional[str]:
-    """The rule an "always" answer saves for a bash command: its first word, plus the second when it is a
-    subcommand (``npm test -x`` → ``bash(npm test:*)``); None for a compound command."""
+    """The rule an "always" answer saves for a bash command: its first word, plus the second when the first
+    is a tool with subcommands (``npm test -x`` → ``bash(npm test:*)``, ``echo hi`` → ``bash(echo:*)``);
+    None for a compound command."""
     from tooloop import _tooloop
 
     parts = _tooloop.split_command(command)
@@ -244,7 +253,9 @@ def prefix_rule(command: str) -> Optional[str]:
     words = parts[0].split()
     if not words:
         return None
-    prefix = words[:2] if len(words) > 1 and re.fullmatch(r"[A-Za-z][\w.-]*", words[1]) else words[:1]
+    sub = words[0].rsplit("/", 1)[-1] in SUBCOMMAND_TOOLS and len(words) > 1 and re.fullmatch(
+        r"[A-Za-z][\w.:-]*", words[1])
+    prefix = words[:2] if sub else words[:1]
     return f"bash({' '.join(prefix)}:*)"
 
 
