@@ -17,7 +17,7 @@ valid (every call of the turn has its result), so ``resume()`` goes on. Must nev
 
 from __future__ import annotations
 
-from .events import RunResult, ToolCall, _Record
+from .events import RunResult, ToolCall
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,32 +33,46 @@ __all__ = ["ToolResult", "HOOK_KINDS"]
 HOOK_KINDS = ("before_tool", "after_tool", "before_request", "on_stop")
 
 
-class ToolResult(_Record):
-    """What a tool call produced, as ``after_tool`` sees it: ``content`` (a str or a list of content blocks),
-    ``is_error``, and ``denied`` (refused by a rule, a hook or the permission callable). ``text`` is the
-    content as one string."""
-
-    __slots__ = ("content", "is_error", "denied")
-    _fields = __slots__
+class ToolResult(str):
+    """What a tool call produced, as ``after_tool`` sees it. It is the result's text (a ``str``: blocks'
+    text joined), and carries ``content`` (also ``output``: a str or a list of content blocks as the model
+    would see them), ``is_error``, and ``denied`` (refused by a rule, a hook or the permission callable);
+    ``result["content"]`` works too."""
 
     content: Any
     is_error: bool
     denied: bool
 
-    def __init__(self, content: Any, is_error: bool = False, denied: bool = False) -> None:
-        self._init(content=content, is_error=is_error, denied=denied)
+    def __new__(cls, content: Any, is_error: bool = False, denied: bool = False) -> "ToolResult":
+        if isinstance(content, str):
+            text = content
+        elif isinstance(content, list):
+            text = "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and "text" in b)
+        else:
+            text = str(content)
+        obj = str.__new__(cls, text)
+        obj.content = content
+        obj.is_error = is_error
+        obj.denied = denied
+        return obj
 
     @property
     def text(self) -> str:
-        c = self.content
-        if isinstance(c, str):
-            return c
-        if isinstance(c, list):
-            return "\n".join(str(b.get("text", "")) for b in c if isinstance(b, dict) and "text" in b)
-        return str(c)
+        return str.__str__(self)
 
-    def __str__(self) -> str:
-        return self.text
+    @property
+    def output(self) -> Any:
+        return self.content
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            if key in ("content", "output", "is_error", "denied", "text"):
+                return getattr(self, key)
+            raise KeyError(key)
+        return str.__getitem__(self, key)
+
+    def __repr__(self) -> str:
+        return f"ToolResult(content={self.content!r}, is_error={self.is_error!r}, denied={self.denied!r})"
 
 
 def _bad(kind: str, expected: str, got: object) -> TypeError:
