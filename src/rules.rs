@@ -129,6 +129,15 @@ impl Rule {
 
     fn matches_path(&self, path: &str, workspace: &Path) -> bool {
         let Some(spec) = &self.spec else { return true };
+        // `~/x` is under the home folder: an absolute pattern.
+        let home;
+        let spec = match (spec.strip_prefix("~/"), std::env::var_os("HOME")) {
+            (Some(rest), Some(h)) => {
+                home = format!("{}/{rest}", Path::new(&h).display());
+                &home
+            }
+            _ => spec,
+        };
         let Some(rel) = relative(path, workspace) else {
             // Outside the workspace: only an absolute pattern can match it.
             return spec.starts_with('/') && glob_path(spec.trim_start_matches('/'), &absolute(path, workspace));

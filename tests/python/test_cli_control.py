@@ -316,3 +316,22 @@ def test_prefix_rules_and_hook_matchers():
     assert prefix_rule("make && rm -rf /") is None
     assert matches("Bash", "bash") and matches("Edit|Write", "write_file") and matches("", "anything")
     assert matches("mcp__github__.*", "mcp__github__create_issue") and not matches("Bash", "read_file")
+
+
+def test_plan_flag_without_a_terminal_prints_the_plan_and_changes_nothing(tooloop_exe, ws, tmp_path):
+    scenario = {"responses": [
+        tool_reply(("p1", "bash", {"command": "git status && ls"}), ("p2", "bash", {"command": "touch made"}),
+                   ("p3", "edit_file", {"path": "x", "old_text": "a", "new_text": "b"})),
+        text_reply("## Plan\n\n1. Touch made."),
+    ]}
+    with MockServer(scenario) as mock:
+        proc = run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "--yes", "--plan", "make a file")
+        reqs = mock.requests()
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == "## Plan\n\n1. Touch made."
+    results = tool_results(reqs[1])
+    assert not results["p1"][1]
+    assert results["p2"][1] and "Plan mode" in results["p2"][0], "even with --yes, planning never writes"
+    assert results["p3"][1] and "Plan mode" in results["p3"][0]
+    assert not (ws / "made").exists()
+    assert len(reqs) == 2

@@ -336,6 +336,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except tooloop.Error as e:
         _say(" ".join(str(e).split()))
         return EXIT_USAGE
+    found = getattr(agent, "instructions", None)
+    for skipped in (found or {}).get("skipped", []) if isinstance(found, dict) else []:
+        _say(f"instructions file {skipped.get('path')} skipped: {skipped.get('reason')}")
     start_context = hooks.session_start("resume" if resumed else "startup")
     if servers:
         for failure in agent.mcp_status().get("failures", []):
