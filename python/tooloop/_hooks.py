@@ -5,7 +5,8 @@ on the agent's thread: the permission rules, ``before_tool``, the ``permission``
 ``after_tool``. Each returns None to carry on:
 
 - ``before_tool(call: ToolCall) -> None | str | {"input": {...}}``: a str denies the call with that reason
-  (the model reads it); ``{"input": ...}`` runs it with that input instead (checked against the rules again).
+  (the model reads it; False denies with a default one, True is like None); ``{"input": ...}`` runs it with
+  that input instead (checked against the rules again).
 - ``after_tool(call: ToolCall, result: ToolResult) -> None | str``: a str replaces the result the model sees.
 - ``before_request(request: dict) -> None``: sees each request as it will be sent.
 - ``on_stop(result: RunResult) -> None | str``: a str is sent as a new user message and the run goes on
@@ -82,8 +83,10 @@ def _bad(kind: str, expected: str, got: object) -> TypeError:
 def _before_tool(f: _BeforeToolFn) -> Callable[[str, str, Any], Optional[Tuple[str, Any]]]:
     def call(id: str, name: str, input: Any) -> Optional[Tuple[str, Any]]:
         answer = f(ToolCall(id=id, name=name, input=input))
-        if answer is None:
+        if answer is None or answer is True:
             return None
+        if answer is False:
+            return ("deny", "The before_tool hook refused this call.")
         if isinstance(answer, str):
             return ("deny", answer or "The before_tool hook refused this call.")
         if isinstance(answer, dict) and set(answer) == {"input"} and isinstance(answer["input"], dict):
