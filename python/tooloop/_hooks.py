@@ -24,7 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, Optional, Tuple, Union
 
-    _BeforeToolFn = Callable[[ToolCall], Union[None, str, Dict[str, Any]]]
+    _BeforeToolFn = Callable[[ToolCall], Union[None, bool, str, Dict[str, Any]]]
     _AfterToolFn = Callable[[ToolCall, "ToolResult"], Optional[str]]
     _BeforeRequestFn = Callable[[Dict[str, Any]], None]
     _OnStopFn = Callable[[RunResult], Optional[str]]
