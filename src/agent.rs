@@ -1266,6 +1266,11 @@ impl Agent {
         let mut summary_turn = None;
         let summary_tokens = est.tokens(request_bytes(&summary_req));
         let answer = if self.affordable(&model, summary_tokens + u64::from(max_summary)) {
+            // The summary request is a request too: the host's before_request hook sees it.
+            let before_request = lock(&self.hooks).before_request.clone();
+            if let Some(hook) = before_request {
+                hook(&summary_req).map_err(|message| Error::Hook { hook: "before_request".into(), message })?;
+            }
             self.provider.send(&summary_req, cancel, &mut |_| {})
         } else {
             Err(Error::Config("it would take the spend past max_cost_usd".into()))
