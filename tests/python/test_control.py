@@ -235,3 +235,11 @@ def test_rule_helpers_for_hosts() -> None:
     assert _tooloop.read_only_command("git status && ls | head")
     assert not _tooloop.read_only_command("rm -rf x")
     assert _tooloop.split_command("timeout 5 a && b") == ["a", "b"]
+
+
+def test_tool_result_is_the_text_with_its_details_and_a_missing_instruction_file_is_refused(tmp_path: Path) -> None:
+    r = tooloop.ToolResult([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], is_error=True)
+    assert r == "a\nb" and r.upper() == "A\nB" and r.is_error and not r.denied
+    assert r.content == r.output == r["content"]
+    with pytest.raises(tooloop.ConfigError, match="instruction_files"):
+        tooloop.Agent(provider=Brain(), instruction_files=[tmp_path / "missing.md"])
