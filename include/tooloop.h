@@ -67,6 +67,12 @@
 typedef struct tooloop_agent tooloop_agent;
 
 /**
+ * Where a hook callback puts its answer. Owned by the library and lent to one callback call: valid only
+ * until the callback returns; never free it. Setting nothing means "carry on".
+ */
+typedef struct tooloop_hook_result tooloop_hook_result;
+
+/**
  * Where a host model callback puts its response. Owned by the library and lent to one callback call:
  * valid only until the callback returns; never free it.
  */
@@ -186,6 +192,29 @@ typedef struct {
 typedef void (*tooloop_event_fn)(void *userdata, const tooloop_event *event);
 
 /**
+ * A hook implemented by the host (see `tooloop_agent_set_hook`).
+ *
+ * `userdata` is the pointer given to `tooloop_agent_set_hook`; `event_json` is what the hook is about
+ * (borrowed for the call): for `"before_tool"` the call `{"id", "name", "input"}`; for `"after_tool"` the
+ * call and its result `{"id", "name", "input", "content", "is_error", "denied"}`; for `"before_request"` the
+ * request as it will be sent (Messages API shape); for `"on_stop"` the run's result (as
+ * `tooloop_agent_run` returns it). `result` is where the answer goes (borrowed for the call):
+ * - `"before_tool"`: `tooloop_hook_result_set_error(result, reason)` denies the call (the model reads the
+ *   reason); `tooloop_hook_result_set_input(result, json)` runs it with that input instead (checked
+ *   against the permission rules again).
+ * - `"after_tool"`: `tooloop_hook_result_set_text(result, text)` replaces the result the model sees.
+ * - `"before_request"`: observe only.
+ * - `"on_stop"`: `tooloop_hook_result_set_text(result, text)` sends `text` as a new user message and the run
+ *   goes on (within `max_turns`).
+ *
+ * Return 0 to carry on; a non-zero value fails the hook: the run ends with `TOOLOOP_HOOK_FAILED`.
+ *
+ * Threads: called on the thread that called `tooloop_agent_run` / `tooloop_agent_resume`, one call at a
+ * time. Same rules as `tooloop_tool_fn`.
+ */
+typedef int32_t (*tooloop_hook_fn)(void *userdata, const char *event_json, tooloop_hook_result *result);
+
+/**
  * `tooloop_event.type`: a model request is about to go out. json: `{"type":"turn_start","turn":1}`.
  */
 #define TOOLOOP_EVENT_TURN_START 1
@@ -263,6 +292,13 @@ typedef void (*tooloop_event_fn)(void *userdata, const tooloop_event *event);
  * An event of a kind without its own code in this version; its json's `"type"` names it.
  */
 #define TOOLOOP_EVENT_OTHER 99
+
+/**
+ * A hook failed: its callback returned non-zero (or answered with something invalid). The run ends;
+ * every call of the turn has its result, so the conversation is valid and `tooloop_agent_resume` goes on.
+ * `tooloop_last_error()` names the hook.
+ */
+#define TOOLOOP_HOOK_FAILED 18
 
 /**
  * Success.
@@ -841,6 +877,58 @@ tooloop_status tooloop_model_response_set_json(tooloop_model_response *response,
  * Returns false for NULL. Threads: only inside the model callback that received `response`.
  */
 bool tooloop_model_response_is_cancelled(const tooloop_model_response *response);
+
+/**
+ * Set the hook of kind `kind` (`"before_tool"`, `"after_tool"`, `"before_request"` or `"on_stop"`; see
+ * `tooloop_hook_fn`) on an agent. A NULL `fn` removes that hook. Setting a hook replaces the previous hook
+ * of that kind. Order around each tool call: the permission rules (`"permission_rules"` in the config),
+ * `"before_tool"`, the permission callback, the tool, `"after_tool"`. Every tool gets them: host tools,
+ * built-in tools, MCP tools and the calls of a subagent (which inherits all but `"on_stop"`).
+ *
+ * Ownership: `userdata` is the host's; tooloop calls `userdata_free(userdata)` (if not NULL) exactly once:
+ * when the hook is replaced or removed by a later call, or when the agent is freed. When this call fails for
+ * any reason (even a NULL argument), or when `fn` is NULL, it runs before this function returns.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `kind`, an unknown kind),
+ * `TOOLOOP_INVALID_UTF8`, `TOOLOOP_BUSY` (a run is in progress), `TOOLOOP_PANIC`. Threads: the agent's
+ * thread, not during a run.
+ */
+tooloop_status tooloop_agent_set_hook(tooloop_agent *agent,
+                                      const char *kind,
+                                      tooloop_hook_fn fn,
+                                      void *userdata,
+                                      tooloop_free_fn userdata_free);
+
+/**
+ * Answer an `"after_tool"` hook with the result text the model sees instead, or an `"on_stop"` hook with a
+ * new user message (the run goes on). `text` is UTF-8, copied. A later set replaces an earlier one.
+ *
+ * If this call fails (NULL or invalid UTF-8 text, a hook kind that takes no text), the hook fails unless a
+ * later set succeeds: the run ends with `TOOLOOP_HOOK_FAILED`.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT`, `TOOLOOP_INVALID_UTF8`, `TOOLOOP_PANIC`. Threads: only
+ * inside the hook callback that received `result`.
+ */
+tooloop_status tooloop_hook_result_set_text(tooloop_hook_result *result, const char *text);
+
+/**
+ * Deny the call a `"before_tool"` hook is about: the tool does not run and the model reads "Permission
+ * denied: <reason>". `reason` is UTF-8, copied.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL, or not a before_tool hook),
+ * `TOOLOOP_INVALID_UTF8`, `TOOLOOP_PANIC`. Threads: only inside the hook callback that received `result`.
+ */
+tooloop_status tooloop_hook_result_set_error(tooloop_hook_result *result, const char *reason);
+
+/**
+ * Run the call a `"before_tool"` hook is about with `input_json` (a JSON object, copied) instead of the
+ * model's input. The new input is checked against the permission rules again.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL, not an object, or not a before_tool hook),
+ * `TOOLOOP_INVALID_UTF8`, `TOOLOOP_INVALID_JSON`, `TOOLOOP_PANIC`. Threads: only inside the hook callback
+ * that received `result`.
+ */
+tooloop_status tooloop_hook_result_set_input(tooloop_hook_result *result, const char *input_json);
 
 /**
  * Read one value out of a JSON document, so C code can use tool inputs and results without a JSON

@@ -81,6 +81,9 @@ pub struct AgentConfig {
     pub compact_threshold: f64,
     /// The model that writes summaries (`None`: the agent's model).
     pub compaction_model: Option<String>,
+    /// The spend cap in USD (`None`: none): no request is sent that would take the agent's spend past it;
+    /// the run then ends with [`StopReason::Budget`]. See [`Agent::spent_usd`].
+    pub max_cost_usd: Option<f64>,
 }
 
 /// The runaway guard: a model that makes the same tool call (same name, same input) again and again in a
@@ -162,6 +165,7 @@ impl Default for AgentConfig {
             compaction: true,
             compact_threshold: 0.8,
             compaction_model: None,
+            max_cost_usd: None,
         }
     }
 }
@@ -371,6 +375,19 @@ pub struct Agent {
     running: Mutex<()>,
     estimator: Mutex<crate::compaction::Estimator>,
     baseline: Mutex<Option<Baseline>>,
+    hooks: Mutex<crate::hooks::Hooks>,
+    rules: Mutex<Option<(Arc<crate::rules::PermissionRules>, std::path::PathBuf)>>,
+    spend: Mutex<Spend>,
+    instructions: Mutex<Option<crate::instructions::Instructions>>,
+}
+
+/// What the agent has spent, for `max_cost_usd`.
+#[derive(Clone, Copy, Debug, Default)]
+struct Spend {
+    /// USD, every request of this agent (and its children) priced from the table.
+    usd: f64,
+    /// The largest answer seen, in output tokens: the estimate of the next answer's size.
+    out_tokens: u64,
 }
 
 /// What the API reported for the last request: its prompt tokens plus the answer's tokens, and how many
@@ -425,6 +442,71 @@ impl Agent {
             running: Mutex::new(()),
             estimator: Mutex::new(crate::compaction::Estimator::default()),
             baseline: Mutex::new(None),
+            hooks: Mutex::new(crate::hooks::Hooks::default()),
+            rules: Mutex::new(None),
+            spend: Mutex::new(Spend::default()),
+            instructions: Mutex::new(None),
+        }
+    }
+
+    /// Set the hooks (see [`crate::hooks`]); they apply from the next tool call or request.
+    pub fn set_hooks(&self, hooks: crate::hooks::Hooks) {
+        *lock(&self.hooks) = hooks;
+    }
+
+    /// Change some hooks in place.
+    pub fn update_hooks(&self, f: impl FnOnce(&mut crate::hooks::Hooks)) {
+        f(&mut lock(&self.hooks));
+    }
+
+    /// The hooks.
+    pub fn hooks(&self) -> crate::hooks::Hooks {
+        lock(&self.hooks).clone()
+    }
+
+    /// Set (or clear) the permission rules; relative path rules are anchored at `workspace`.
+    pub fn set_rules(&self, rules: Option<Arc<crate::rules::PermissionRules>>, workspace: std::path::PathBuf) {
+        *lock(&self.rules) = rules.map(|r| (r, workspace));
+    }
+
+    /// The permission rules, if any.
+    pub fn rules(&self) -> Option<Arc<crate::rules::PermissionRules>> {
+        lock(&self.rules).as_ref().map(|(r, _)| r.clone())
+    }
+
+    /// Record the instruction files that were loaded (done by [`crate::AgentOptions::build`]).
+    pub fn set_instructions(&self, found: crate::instructions::Instructions) {
+        *lock(&self.instructions) = Some(found);
+    }
+
+    /// The instruction files loaded into the system prompt and the ones skipped (`None`: none asked for).
+    pub fn instructions(&self) -> Option<crate::instructions::Instructions> {
+        lock(&self.instructions).clone()
+    }
+
+    /// What this agent has spent so far in USD by the price table (every request, its children's and
+    /// compaction summaries included; a loaded session's turns too). What `max_cost_usd` is checked against.
+    pub fn spent_usd(&self) -> f64 {
+        lock(&self.spend).usd
+    }
+
+    /// Add a request's cost to the spend.
+    fn charge(&self, model: &str, usage: &Usage) {
+        let mut s = lock(&self.spend);
+        if let Some(c) = crate::pricing::estimate_cost_usd(model, usage) {
+            s.usd += c;
+        }
+        s.out_tokens = s.out_tokens.max(usage.output_tokens);
+    }
+
+    /// Whether a request of about `input_tokens` on `model` fits under the cap (always, without one).
+    fn affordable(&self, model: &str, input_tokens: u64) -> bool {
+        let Some(cap) = lock(&self.config).max_cost_usd else { return true };
+        let s = *lock(&self.spend);
+        match crate::pricing::request_cost_usd(model, input_tokens, s.out_tokens) {
+            Some(c) => s.usd + c <= cap,
+            // Checked at build; a model changed since has no price: refuse rather than spend unbounded.
+            None => false,
         }
     }
 
@@ -481,6 +563,8 @@ impl Agent {
             created: report.created,
         });
         *lock(&self.session) = Some(session);
+        // A resumed conversation's turns were spent too.
+        lock(&self.spend).usd += self.conversation.cost_usd().unwrap_or(0.0);
         self.rebase();
         self.answer_pending(
             "interrupted: the previous session ended before this tool call finished; it may or may not have run",
@@ -602,6 +686,8 @@ impl Agent {
             max_turns_policy: MaxTurnsPolicy::Error,
             tool_choice: None,
             todo_reminder_after: None,
+            // The child may spend what is left of the parent's cap.
+            max_cost_usd: parent.max_cost_usd.map(|c| (c - self.spent_usd()).max(0.0)),
             ..parent
         };
         let model = config.model.clone();
@@ -649,6 +735,8 @@ impl Agent {
             }
         }
         child.set_permission(lock(&self.permission).clone());
+        child.set_hooks(lock(&self.hooks).for_child());
+        *lock(&child.rules) = lock(&self.rules).clone();
         let parent_id = call.id.clone();
         let mut forward = |ev: &Event| {
             on_event(&Event::Subagent {
@@ -674,6 +762,12 @@ impl Agent {
         };
         let duration = started.elapsed();
         let outcome = match result {
+            Ok(r) if r.stop_reason == Some(StopReason::Budget) => CallOutcome {
+                duration,
+                ..CallOutcome::error(
+                    "the agent stopped: its next request would have passed the spend cap (max_cost_usd)",
+                )
+            },
             Ok(r) => {
                 let text = if r.text.trim().is_empty() { "(the agent gave no answer)".to_string() } else { r.text };
                 CallOutcome {
@@ -890,6 +984,13 @@ impl Agent {
                     };
                 }
             }
+            if !self.next_request_affordable() {
+                let cap = lock(&self.config).max_cost_usd.unwrap_or(0.0);
+                let note = format!("stopped: the next request would take the spend past max_cost_usd={cap}");
+                self.record(Entry::new(EntryRole::System, vec![ContentBlock::text(note)]))?;
+                run.stop_reason = Some(StopReason::Budget);
+                return Ok(run);
+            }
             run.turns += 1;
             let turn = run.turns;
             on_event(&Event::TurnStart { turn });
@@ -921,9 +1022,30 @@ impl Agent {
                         return Ok(run);
                     }
                 }
-                _ => return Ok(run),
+                _ => {
+                    // The run would end here: `on_stop` may keep it going with a new user message.
+                    let on_stop = lock(&self.hooks).on_stop.clone();
+                    let Some(hook) = on_stop else { return Ok(run) };
+                    match hook(&run) {
+                        Ok(None) => return Ok(run),
+                        Ok(Some(text)) => {
+                            self.record(Entry::new(EntryRole::User, vec![ContentBlock::text(text)]))?;
+                        }
+                        Err(message) => return Err(Error::Hook { hook: "on_stop".into(), message }),
+                    }
+                }
             }
         }
+    }
+
+    /// With a spend cap: whether the next request fits under it. `false` ends the run with `budget`.
+    fn next_request_affordable(&self) -> bool {
+        if lock(&self.config).max_cost_usd.is_none() {
+            return true;
+        }
+        let request = self.request();
+        let (tokens, _) = self.estimate_request(&request);
+        self.affordable(&request.model, tokens)
     }
 
     /// One model turn, with compaction around it: before the request when it would pass the threshold, and
@@ -1148,7 +1270,17 @@ impl Agent {
         let summary_req =
             crate::compaction::summary_request(&model, &text, todos.as_deref(), instructions, max_summary);
         let mut summary_turn = None;
-        let answer = self.provider.send(&summary_req, cancel, &mut |_| {});
+        let summary_tokens = est.tokens(request_bytes(&summary_req));
+        let answer = if self.affordable(&model, summary_tokens + u64::from(max_summary)) {
+            // The summary request is a request too: the host's before_request hook sees it.
+            let before_request = lock(&self.hooks).before_request.clone();
+            if let Some(hook) = before_request {
+                hook(&summary_req).map_err(|message| Error::Hook { hook: "before_request".into(), message })?;
+            }
+            self.provider.send(&summary_req, cancel, &mut |_| {})
+        } else {
+            Err(Error::Config("it would take the spend past max_cost_usd".into()))
+        };
         let fallback = match answer {
             Err(Error::Cancelled { .. }) => return Err(Error::Cancelled { partial: None }),
             Err(e) => Some(format!("the summary request failed: {e}")),
@@ -1203,6 +1335,7 @@ impl Agent {
             if let Some(c) = crate::pricing::estimate_cost_usd(&model, &usage) {
                 *spent.1.get_or_insert(0.0) += c;
             }
+            self.charge(&model, &usage);
             entry.usage = Some(usage);
             entry.model = Some(model);
         }
@@ -1234,6 +1367,10 @@ impl Agent {
         run_cost: &mut Option<f64>,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<(MessageResponse, HashMap<String, Value>)> {
+        let before_request = lock(&self.hooks).before_request.clone();
+        if let Some(hook) = before_request {
+            hook(&request).map_err(|message| Error::Hook { hook: "before_request".into(), message })?;
+        }
         let mut entry = Entry::new(EntryRole::Assistant, Vec::new());
         entry.status = EntryStatus::Streaming;
         entry.model = Some(request.model.clone());
@@ -1304,6 +1441,7 @@ impl Agent {
                 if let Some(c) = crate::pricing::estimate_cost_usd(priced, &m.usage) {
                     *run_cost.get_or_insert(0.0) += c;
                 }
+                self.charge(priced, &m.usage);
                 on_event(&Event::TurnEnd { turn, stop_reason: m.stop_reason.clone(), usage: m.usage.clone() });
                 Ok((m, bad_inputs))
             }
@@ -1324,6 +1462,7 @@ impl Agent {
                     if let Some(c) = crate::pricing::estimate_cost_usd(&request.model, &p.usage) {
                         *run_cost.get_or_insert(0.0) += c;
                     }
+                    self.charge(&request.model, &p.usage);
                 }
                 self.persist(&id)?;
                 Err(err)
@@ -1351,6 +1490,9 @@ impl Agent {
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<bool> {
         let permission = lock(&self.permission).clone();
+        let hooks = lock(&self.hooks).clone();
+        let rules = lock(&self.rules).clone();
+        let mut hook_failed: Option<Error> = None;
         let (concurrency, guard, remind_after) = {
             let c = lock(&self.config);
             (c.tool_concurrency.max(1), c.repeat_guard, c.todo_reminder_after)
@@ -1386,6 +1528,8 @@ impl Agent {
             let mut outcomes: Vec<Option<CallOutcome>> = vec![None; batch.len()];
             let mut denied = vec![false; batch.len()];
             let mut to_run = Vec::new();
+            // The calls as they run: `before_tool` may have replaced an input.
+            let mut effective: Vec<ToolUseBlock> = batch.to_vec();
             for (k, call) in batch.iter().enumerate() {
                 // Every call the model made is announced, also one that is then refused or not run, so a
                 // host sees a tool_use before each tool_result.
@@ -1393,6 +1537,8 @@ impl Agent {
                 let count = state.repeats.see(call);
                 if let Some((tool, _)) = &fatal {
                     outcomes[k] = Some(CallOutcome::error(format!("not run: tool '{tool}' aborted the run first")));
+                } else if let Some(e) = &hook_failed {
+                    outcomes[k] = Some(CallOutcome::error(format!("not run: {e}")));
                 } else if stop {
                     outcomes[k] = Some(CallOutcome::error("not run: the run was stopped for repeating the same call"));
                 } else if i + k >= MAX_TOOL_CALLS_PER_TURN {
@@ -1415,13 +1561,24 @@ impl Agent {
                 } else if cancel.is_cancelled() {
                     outcomes[k] =
                         Some(CallOutcome::error("interrupted: the run was cancelled before this tool call ran"));
-                } else if let Some(Permission::Deny(reason)) = permission.as_ref().map(|p| p(call)) {
-                    denied[k] = true;
-                    outcomes[k] = Some(CallOutcome::error(format!("Permission denied: {reason}")));
                 } else {
-                    to_run.push(k);
+                    match gate(call, rules.as_ref(), &hooks, permission.as_ref()) {
+                        Gate::Run(input) => {
+                            effective[k].input = input;
+                            to_run.push(k);
+                        }
+                        Gate::Deny(reason) => {
+                            denied[k] = true;
+                            outcomes[k] = Some(CallOutcome::error(format!("Permission denied: {reason}")));
+                        }
+                        Gate::Fail(e) => {
+                            outcomes[k] = Some(CallOutcome::error(format!("not run: {e}")));
+                            hook_failed = Some(e);
+                        }
+                    }
                 }
             }
+            let batch = &effective[..];
             let mut children: Vec<Option<crate::subagent::ChildRun>> = vec![None; batch.len()];
             if to_run.len() == 1 {
                 let k = to_run[0];
@@ -1455,6 +1612,18 @@ impl Agent {
                 batch.iter().zip(outcomes).zip(denied).zip(children).enumerate()
             {
                 let mut outcome = outcome.unwrap_or_else(|| CallOutcome::error("not run"));
+                if let (Some(hook), true, None) = (&hooks.after_tool, to_run.contains(&k), &hook_failed) {
+                    let view = crate::hooks::ToolResultView {
+                        content: outcome.content.clone(),
+                        is_error: outcome.is_error,
+                        denied,
+                    };
+                    match hook(call, &view) {
+                        Ok(Some(text)) => outcome.content = Value::String(self.tools.redact(text)),
+                        Ok(None) => {}
+                        Err(message) => hook_failed = Some(Error::Hook { hook: "after_tool".into(), message }),
+                    }
+                }
                 if last_batch && k + 1 == batch_len {
                     if let Some(text) = reminder.take() {
                         append_text(&mut outcome.content, &text);
@@ -1474,6 +1643,7 @@ impl Agent {
                     if let Some(cost) = crate::pricing::estimate_cost_usd(&c.model, &c.usage) {
                         *run.cost_usd.get_or_insert(0.0) += cost;
                     }
+                    self.charge(&c.model, &c.usage);
                 }
                 entry.created_at = now_ms();
                 self.record(entry)?;
@@ -1503,10 +1673,75 @@ impl Agent {
         if let Some((tool, message)) = fatal {
             return Err(Error::ToolAborted { tool, message });
         }
+        if let Some(e) = hook_failed {
+            return Err(e);
+        }
         if cancel.is_cancelled() {
             return Err(Error::Cancelled { partial: None });
         }
         Ok(stop)
+    }
+}
+
+/// What the checks before a call decided.
+enum Gate {
+    /// Run it, with this input.
+    Run(Value),
+    /// Refused, with the reason the model reads.
+    Deny(String),
+    /// A hook failed: the run ends.
+    Fail(Error),
+}
+
+/// The checks before one call, in order: the permission rules, `before_tool`, the permission callable.
+fn gate(
+    call: &ToolUseBlock,
+    rules: Option<&(Arc<crate::rules::PermissionRules>, std::path::PathBuf)>,
+    hooks: &crate::hooks::Hooks,
+    permission: Option<&PermissionHook>,
+) -> Gate {
+    use crate::hooks::BeforeTool;
+    use crate::rules::RuleDecision;
+    let decide = |input: &Value| match rules {
+        Some((r, ws)) => r.decide(&call.name, input, ws),
+        None => RuleDecision::NoMatch,
+    };
+    let mut decision = decide(&call.input);
+    if let RuleDecision::Deny(rule) = &decision {
+        return Gate::Deny(format!("the rule {rule} forbids this call"));
+    }
+    let mut call = std::borrow::Cow::Borrowed(call);
+    if let Some(hook) = &hooks.before_tool {
+        match hook(&call) {
+            Ok(BeforeTool::Continue) => {}
+            Ok(BeforeTool::Deny(reason)) => return Gate::Deny(reason),
+            Ok(BeforeTool::Input(input)) if input.is_object() => {
+                decision = decide(&input);
+                if let RuleDecision::Deny(rule) = &decision {
+                    return Gate::Deny(format!("the rule {rule} forbids this call"));
+                }
+                call.to_mut().input = input;
+            }
+            Ok(BeforeTool::Input(other)) => {
+                let message = format!(
+                    "it replaced the input with {}, which is not an object",
+                    crate::text::ellipsize(&other.to_string(), 100)
+                );
+                return Gate::Fail(Error::Hook { hook: "before_tool".into(), message });
+            }
+            Err(message) => return Gate::Fail(Error::Hook { hook: "before_tool".into(), message }),
+        }
+    }
+    let ask = |call: &ToolUseBlock| match permission.map(|p| p(call)) {
+        Some(Permission::Deny(reason)) => Gate::Deny(reason),
+        _ => Gate::Run(call.input.clone()),
+    };
+    match decision {
+        RuleDecision::Allow(_) => Gate::Run(call.input.clone()),
+        RuleDecision::Ask(rule) if permission.is_none() => {
+            Gate::Deny(format!("the rule {rule} asks for approval of this call, and there is no one to ask"))
+        }
+        _ => ask(&call),
     }
 }
 

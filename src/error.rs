@@ -170,6 +170,14 @@ pub enum Error {
         /// What is wrong and what is expected.
         message: String,
     },
+    /// A hook ([`crate::hooks`]) failed: it raised, returned non-zero or answered something invalid. The run
+    /// ends; the turn's calls got their results first, so the conversation is valid and can be resumed.
+    Hook {
+        /// Which hook: `before_tool`, `after_tool`, `before_request` or `on_stop`.
+        hook: String,
+        /// What went wrong.
+        message: String,
+    },
     /// Reading or writing a session file failed.
     Io {
         /// What was being done.
@@ -194,6 +202,7 @@ impl Error {
             Error::Config(_) => "config",
             Error::InvalidOption { .. } => "invalid_option",
             Error::Io { .. } => "io",
+            Error::Hook { .. } => "hook",
         }
     }
 
@@ -270,6 +279,7 @@ impl fmt::Display for Error {
             Error::InvalidOption { key, message } if key.is_empty() => write!(f, "invalid options: {message}"),
             Error::InvalidOption { key, message } => write!(f, "invalid option {key}: {message}"),
             Error::Io { context, source } => write!(f, "{context}: {source}"),
+            Error::Hook { hook, message } => write!(f, "the {hook} hook failed: {message}"),
         }
     }
 }

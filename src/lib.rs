@@ -18,6 +18,9 @@
 //! - [`session_sqlite`]: sessions in a SQLite database (many sessions, one file).
 //! - [`store`]: the session store seam both implement, and migration between them.
 //! - [`builtin`]: coding tools (bash, read_file, write_file, edit_file) confined to a workspace.
+//! - [`rules`]: permission rules (`bash(npm test:*)`, `edit_file(src/**)`, `mcp__github`).
+//! - [`hooks`]: host code around each tool call, each request and the end of a run.
+//! - [`instructions`]: project instruction files (AGENTS.md, CLAUDE.md).
 //! - [`mcp`]: MCP client (stdio and Streamable HTTP); server tools registered as `mcp__<server>__<tool>`.
 //!
 //! ## Why blocking
@@ -35,11 +38,14 @@ pub mod compaction;
 pub mod conversation;
 pub mod error;
 pub mod gate;
+pub mod hooks;
 pub mod http;
+pub mod instructions;
 pub mod mcp;
 pub mod options;
 pub mod pricing;
 pub mod provider;
+pub mod rules;
 pub mod session;
 pub mod session_sqlite;
 pub mod skills;

@@ -211,6 +211,20 @@ pub struct AgentOptions {
     /// Tools the API runs itself, sent as given (`{"type": "web_search_20250305", "name": "web_search"}`).
     #[serde(deserialize_with = "de_server_tools")]
     pub server_tools: Vec<Value>,
+    /// Project instructions added to the system prompt: `true` finds `AGENTS.md` (else `CLAUDE.md`) in the
+    /// workspace and each parent up to the repository root, plus the user's own file; `false` (default)
+    /// none; a list of paths: exactly those. See [`crate::instructions`].
+    #[serde(deserialize_with = "de_instruction_files")]
+    pub instruction_files: crate::instructions::InstructionFiles,
+    /// No request is sent that would take the agent's spend (subagents and compaction summaries included)
+    /// past this many US dollars; the run then ends with stop reason `budget`. Needs a model with a known
+    /// price (see [`crate::pricing`]).
+    #[serde(deserialize_with = "de_cost")]
+    pub max_cost_usd: Option<f64>,
+    /// `{"allow": [...], "ask": [...], "deny": [...]}`: rules such as `"bash(npm test:*)"` that decide tool
+    /// calls before the permission callable is asked (see [`crate::rules`]).
+    #[serde(deserialize_with = "de_rules")]
+    pub permission_rules: Option<crate::rules::PermissionRules>,
 }
 
 impl Default for AgentOptions {
@@ -252,6 +266,9 @@ impl Default for AgentOptions {
             compaction: true,
             compact_threshold: 0.8,
             compaction_model: None,
+            instruction_files: crate::instructions::InstructionFiles::Off,
+            max_cost_usd: None,
+            permission_rules: None,
         }
     }
 }
@@ -262,7 +279,7 @@ fn invalid(key: &str, message: impl Into<String>) -> Error {
 
 impl AgentOptions {
     /// Every key the JSON form may hold.
-    pub const KEYS: [&'static str; 36] = [
+    pub const KEYS: [&'static str; 39] = [
         "provider",
         "model",
         "system",
@@ -299,6 +316,9 @@ impl AgentOptions {
         "compaction",
         "compact_threshold",
         "compaction_model",
+        "instruction_files",
+        "max_cost_usd",
+        "permission_rules",
     ];
 
     /// Parse a JSON object of options. Errors are [`Error::InvalidOption`] naming the key.
@@ -421,7 +441,33 @@ impl AgentOptions {
             compaction: self.compaction,
             compact_threshold: self.compact_threshold,
             compaction_model: self.compaction_model.clone(),
+            max_cost_usd: self.max_cost_usd,
         })
+        .and_then(|c| self.check_prices(c))
+    }
+
+    /// With a spend cap, every model that may be asked must have a known price: an unknown one would make
+    /// the cap meaningless.
+    fn check_prices(&self, config: AgentConfig) -> Result<AgentConfig> {
+        if self.max_cost_usd.is_none() {
+            return Ok(config);
+        }
+        let models = std::iter::once(Some(config.model.clone()))
+            .chain(std::iter::once(config.compaction_model.clone()))
+            .chain(self.subagents.values().map(|s| s.model.clone()))
+            .flatten();
+        for m in models {
+            if crate::pricing::price(&m).is_none() {
+                return Err(invalid(
+                    "max_cost_usd",
+                    format!(
+                        "model {m:?} has no known price, so a spend cap cannot be kept; use a model in the price \
+                         table or leave max_cost_usd unset"
+                    ),
+                ));
+            }
+        }
+        Ok(config)
     }
 
     /// Build an agent that talks to the network provider these options name.
@@ -492,10 +538,39 @@ impl AgentOptions {
             }
             agent.set_mcp(servers);
         }
+        if let Some(rules) = &self.permission_rules {
+            agent.set_rules(Some(Arc::new(rules.clone())), self.workspace_dir()?);
+        }
+        let found = match &self.instruction_files {
+            crate::instructions::InstructionFiles::Off => None,
+            crate::instructions::InstructionFiles::Discover => {
+                Some(crate::instructions::discover(&self.workspace_dir()?))
+            }
+            crate::instructions::InstructionFiles::Paths(p) => {
+                Some(crate::instructions::load(p, &self.workspace_dir()?)?)
+            }
+        };
+        if let Some(found) = found {
+            if let Some(text) = found.prompt() {
+                agent.update_config(|c| c.system = Some(with_text(c.system.take(), &text)));
+            }
+            agent.set_instructions(found);
+        }
         if let Some(path) = &self.session {
             agent.attach_store(crate::store::open(path, self.workspace.as_deref())?)?;
         }
         Ok(agent)
+    }
+}
+
+impl AgentOptions {
+    /// The workspace folder: the option, else the current folder.
+    pub fn workspace_dir(&self) -> Result<PathBuf> {
+        match &self.workspace {
+            Some(w) => Ok(w.clone()),
+            None => std::env::current_dir()
+                .map_err(|e| Error::Config(format!("no workspace given and no current folder: {e}"))),
+        }
     }
 }
 
@@ -934,6 +1009,41 @@ fn de_mcp<'de, D: Deserializer<'de>>(
             .collect(),
         v => Err(D::Error::custom(format!("must be an object of servers by name, got {}", got(&v)))),
     }
+}
+
+fn de_instruction_files<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<crate::instructions::InstructionFiles, D::Error> {
+    use crate::instructions::InstructionFiles;
+    let what = "true, false or a list of file paths";
+    match value(d)? {
+        Value::Null | Value::Bool(false) => Ok(InstructionFiles::Off),
+        Value::Bool(true) => Ok(InstructionFiles::Discover),
+        Value::String(s) if !s.is_empty() => Ok(InstructionFiles::Paths(vec![PathBuf::from(s)])),
+        Value::Array(items) => items
+            .into_iter()
+            .map(|i| match i {
+                Value::String(s) if !s.is_empty() && !s.contains('\0') => Ok(PathBuf::from(s)),
+                v => Err(D::Error::custom(format!("must be {what}, got an item {}", got(&v)))),
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map(InstructionFiles::Paths),
+        v => Err(D::Error::custom(format!("must be {what}, got {}", got(&v)))),
+    }
+}
+
+fn de_cost<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<f64>, D::Error> {
+    let v = value(d)?;
+    if v.is_null() {
+        return Ok(None);
+    }
+    let what = "a positive number of US dollars";
+    let x = number::<D::Error>(&v, what)?;
+    if x > 0.0 && x < 1e9 { Ok(Some(x)) } else { Err(D::Error::custom(format!("must be {what}, got {}", got(&v)))) }
+}
+
+fn de_rules<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<crate::rules::PermissionRules>, D::Error> {
+    crate::rules::PermissionRules::from_value(&value(d)?).map_err(D::Error::custom)
 }
 
 fn de_planning<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Option<u32>>, D::Error> {

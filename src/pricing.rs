@@ -18,6 +18,22 @@ const PRICES: &[(&str, f64, f64)] = &[
     ("gpt-4.1", 2.0, 8.0),
 ];
 
+/// The list prices of `model` in USD per million tokens: (input, output). `None` for models not in the table.
+pub fn price(model: &str) -> Option<(f64, f64)> {
+    PRICES
+        .iter()
+        .filter(|(prefix, _, _)| model.starts_with(prefix))
+        .max_by_key(|(prefix, _, _)| prefix.len())
+        .map(|(_, i, o)| (*i, *o))
+}
+
+/// Estimated cost in USD of a request of `input_tokens` (all priced as uncached input) answered with
+/// `output_tokens`, on `model`; what `max_cost_usd` judges a request by before it is sent.
+pub fn request_cost_usd(model: &str, input_tokens: u64, output_tokens: u64) -> Option<f64> {
+    let (i, o) = price(model)?;
+    Some((input_tokens as f64 * i + output_tokens as f64 * o) / 1_000_000.0)
+}
+
 /// Estimated cost in USD of `usage` on `model`: cache writes at 1.25× and cache reads at 0.1× the input
 /// price (Anthropic's rates). `None` for models not in the table.
 pub fn estimate_cost_usd(model: &str, usage: &Usage) -> Option<f64> {

@@ -252,6 +252,9 @@ pub enum StopReason {
     /// Not from the API: the loop's runaway guard stopped the run because the model kept repeating the same
     /// tool call (see `agent::RepeatGuard`).
     Repetition,
+    /// Not from the API: the run stopped because the next request would have taken the agent's spend past
+    /// `max_cost_usd`.
+    Budget,
     /// A value this version does not know, kept verbatim.
     Other(String),
 }
@@ -268,6 +271,7 @@ impl StopReason {
             StopReason::Refusal => "refusal",
             StopReason::ModelContextWindowExceeded => "model_context_window_exceeded",
             StopReason::Repetition => "repetition",
+            StopReason::Budget => "budget",
             StopReason::Other(s) => s,
         }
     }
@@ -283,6 +287,7 @@ impl StopReason {
             "refusal" => StopReason::Refusal,
             "model_context_window_exceeded" => StopReason::ModelContextWindowExceeded,
             "repetition" => StopReason::Repetition,
+            "budget" => StopReason::Budget,
             other => StopReason::Other(other.to_string()),
         }
     }

@@ -25,6 +25,7 @@ is built or first needs them.
 from ._tooloop import __version__, restore_file
 from ._tools import Tool, as_tool, tool
 from ._agent import Agent, AgentStream, SubAgent, ToolInfo
+from ._hooks import ToolResult
 from ._session import SessionInfo, load_session, migrate_session
 from .errors import (
     APIConnectionError,
@@ -84,6 +85,7 @@ __all__ = [
     "Usage",
     "ToolCall",
     "ToolCallRecord",
+    "ToolResult",
     "Event",
     "TextEvent",
     "ThinkingEvent",

@@ -237,6 +237,13 @@ class Agent:
     ``headers`` are added to every HTTP request (e.g. ``{"anthropic-beta": "..."}``) and ``extra`` request body
     fields are passed through unchanged, so a new API feature never waits for a tooloop release.
 
+    ``instruction_files=True`` adds the project's AGENTS.md (else CLAUDE.md) files, from the repository root
+    down to the workspace, and ``$XDG_CONFIG_HOME/tooloop/AGENTS.md`` to the system prompt (a list: exactly
+    those files). ``permission_rules={"allow": [...], "ask": [...], "deny": [...]}`` decide calls first
+    (``"bash(npm test:*)"``, ``"edit_file(src/**)"``, ``"mcp__github"``; deny > ask > allow; an ask rule
+    goes to ``permission``). ``hooks`` run around each call and request (see ``tooloop._hooks``).
+    ``max_cost_usd`` stops a run with ``stop_reason == "budget"`` before a request that would pass it.
+
     Threads: one run at a time (another concurrent run raises ConfigError); ``cancel()``, ``messages``,
     ``history`` and ``usage`` may be used from any thread during a run.
     """
@@ -277,6 +284,10 @@ class Agent:
         compaction: Union[str, bool] = "auto",
         compact_threshold: float = 0.8,
         compaction_model: Optional[str] = None,
+        instruction_files: Union[bool, Sequence[Union[str, os.PathLike[str]]]] = False,
+        max_cost_usd: Optional[float] = None,
+        hooks: Optional[Dict[str, Any]] = None,
+        permission_rules: Optional[Dict[str, Sequence[str]]] = None,
     ) -> None:
         if not isinstance(provider, str) and not callable(provider):
             raise ConfigError(f"provider must be 'anthropic', 'openai' or a callable, got {type(provider).__name__}")
@@ -316,8 +327,15 @@ class Agent:
                 "compaction": compaction,
                 "compact_threshold": compact_threshold,
                 "compaction_model": compaction_model,
+                "instruction_files": instruction_files if isinstance(instruction_files, bool)
+                else [os.fspath(p) for p in instruction_files],
+                "max_cost_usd": max_cost_usd,
+                "permission_rules": {k: list(v) if isinstance(v, (list, tuple)) else v
+                                     for k, v in permission_rules.items()}
+                if isinstance(permission_rules, dict) else permission_rules,
             },
         )
+        self.set_hooks(hooks)
         for agent_type, sub in (subagents or {}).items():
             if isinstance(sub, SubAgent):
                 for own in sub._own_tools():
@@ -433,6 +451,26 @@ class Agent:
     def tools(self) -> List[str]:
         """Names of the registered tools (built-ins included), in registration order."""
         return list(self._core.tool_names())
+
+    def set_hooks(self, hooks: Optional[Dict[str, Any]]) -> None:
+        """Replace the hooks (``{"before_tool": f, "after_tool": g, "before_request": h, "on_stop": k}``, each
+        optional; None removes them all). See ``tooloop._hooks`` for what each returns."""
+        from ._hooks import adapters
+
+        self._core.set_hooks(**adapters(hooks))
+
+    @property
+    def instructions(self) -> Optional[Dict[str, Any]]:
+        """The project instruction files in the system prompt (``instruction_files=``): ``{"files": [{path,
+        truncated, bytes}], "skipped": [{path, reason}]}``, or None when they are off."""
+        found = self._core.instructions()
+        return dict(found) if found is not None else None
+
+    @property
+    def spent_usd(self) -> float:
+        """What this agent has spent in USD by the core's price table: every request, its subagents' and
+        compaction summaries included. ``max_cost_usd`` is checked against it before each request."""
+        return float(self._core.spent_usd())
 
     def set_permission(self, permission: Optional[PermissionFn]) -> None:
         """Set or clear the permission callable (see the class docs)."""

@@ -7,7 +7,7 @@ here (tools, a model, a permission check) are called on that worker thread.
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union, final
 
-__all__ = ["_Agent", "_Client", "_Run", "estimate_cost_usd", "load_session", "list_db_sessions", "migrate_session", "sandbox_support", "context_window", "restore_file", "__version__"]
+__all__ = ["_Agent", "_Client", "_Run", "estimate_cost_usd", "load_session", "list_db_sessions", "migrate_session", "sandbox_support", "context_window", "restore_file", "__version__", "match_rules", "read_only_command", "split_command"]
 
 __version__: str
 
@@ -62,6 +62,15 @@ class _Agent:
     def tool_names(self) -> List[str]: ...
     def tool_specs(self) -> List[Dict[str, Any]]: ...
     def set_permission(self, check: Optional[Callable[[str, str, Any], Optional[str]]] = None) -> None: ...
+    def set_hooks(
+        self,
+        before_tool: Optional[Callable[[str, str, Any], Optional[Tuple[str, Any]]]] = None,
+        after_tool: Optional[Callable[[str, str, Any, Any, bool, bool], Optional[str]]] = None,
+        before_request: Optional[Callable[[Dict[str, Any]], None]] = None,
+        on_stop: Optional[Callable[[Dict[str, Any]], Optional[str]]] = None,
+    ) -> None: ...
+    def instructions(self) -> Optional[Dict[str, Any]]: ...
+    def spent_usd(self) -> float: ...
     def start(self, input: Union[str, List[Dict[str, Any]], None], stream: bool = False) -> _Run: ...
     def start_compact(self, instructions: Optional[str] = None) -> _Run: ...
     def count_tokens(self, input: Optional[str] = None, estimate: bool = False) -> int: ...
@@ -121,3 +130,14 @@ def restore_file(workspace: Union[str, "os.PathLike[str]"], path: str, content: 
 
 def context_window(model: str) -> Optional[int]:
     """The context window of a known model in tokens (the core's table), or None."""
+
+def match_rules(
+    rules: Dict[str, Any], name: str, input: Any, workspace: Union[str, os.PathLike[str]]
+) -> Optional[Tuple[str, str]]:
+    """What permission rules say about ``name(input)``: ``("allow" | "ask" | "deny", rule)`` or None."""
+
+def read_only_command(command: str) -> bool:
+    """Whether a bash command only reads (every part a known read-only command, no output redirection)."""
+
+def split_command(command: str) -> List[str]:
+    """The simple commands of a shell command, wrappers looked through."""

@@ -20,12 +20,14 @@ mod answers;
 mod config;
 mod events;
 mod ffi;
+mod hooks;
 mod json;
 mod restore;
 mod status;
 
 pub use answers::*;
 pub use events::*;
+pub use hooks::*;
 pub use json::*;
 pub use restore::*;
 pub use status::*;
@@ -71,6 +73,8 @@ pub struct tooloop_agent {
     /// clearing it drops the host's userdata outside the core's lock (a destructor may call back into
     /// tooloop), on the thread that called set_permission.
     permission: Mutex<Option<Arc<HostPermission>>>,
+    /// The host hooks by kind, also held by the core's hook closures (kept here for the same reason).
+    hooks: Mutex<std::collections::BTreeMap<&'static str, Arc<hooks::HostHook>>>,
 }
 
 /// Where a tool callback puts its answer. Owned by the library and lent to one callback call: valid only
@@ -212,6 +216,7 @@ fn core_failure(e: &Error) -> Failure {
         Error::Config(_) => TOOLOOP_CONFIG,
         Error::InvalidOption { .. } => TOOLOOP_INVALID_ARGUMENT,
         Error::Io { .. } => TOOLOOP_IO,
+        Error::Hook { .. } => TOOLOOP_HOOK_FAILED,
         _ => TOOLOOP_ERROR,
     };
     let mut message = e.to_string();
@@ -233,7 +238,13 @@ impl Drop for Busy<'_> {
 
 impl tooloop_agent {
     fn new(agent: Agent, model_failure: Arc<Mutex<Option<Failure>>>) -> Self {
-        tooloop_agent { agent, busy: AtomicBool::new(false), model_failure, permission: Mutex::new(None) }
+        tooloop_agent {
+            agent,
+            busy: AtomicBool::new(false),
+            model_failure,
+            permission: Mutex::new(None),
+            hooks: Mutex::new(Default::default()),
+        }
     }
 
     fn begin(&self) -> FfiResult<Busy<'_>> {

@@ -121,6 +121,7 @@ pub extern "C" fn tooloop_status_str(status: tooloop_status) -> *const c_char {
         TOOLOOP_TOOL_ABORTED => c"a tool aborted the run",
         TOOLOOP_MODEL_FAILED => c"the host model failed",
         TOOLOOP_NO_VALUE => c"no value at this JSON pointer",
+        crate::TOOLOOP_HOOK_FAILED => c"a hook failed",
         TOOLOOP_API_ERROR => c"API error",
         TOOLOOP_BAD_REQUEST => c"API error: bad request",
         TOOLOOP_AUTHENTICATION => c"API error: authentication failed",

@@ -356,6 +356,35 @@ impl PyAgent {
         })));
     }
 
+    /// Set the hooks (each None: not set), adapters from `tooloop/_hooks.py` (see `control.rs`). An exception
+    /// from one ends the run, which re-raises it.
+    #[pyo3(signature = (before_tool=None, after_tool=None, before_request=None, on_stop=None))]
+    fn set_hooks(
+        &self,
+        before_tool: Option<Py<PyAny>>,
+        after_tool: Option<Py<PyAny>>,
+        before_request: Option<Py<PyAny>>,
+        on_stop: Option<Py<PyAny>>,
+    ) {
+        self.core.set_hooks(crate::control::hooks(&self.slot, before_tool, after_tool, before_request, on_stop));
+    }
+
+    /// The instruction files loaded into the system prompt: `{"files": [{"path", "truncated", "bytes"}],
+    /// "skipped": [{"path", "reason"}]}`, or None when `instruction_files` is off.
+    fn instructions(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let Some(found) = self.core.instructions() else { return Ok(py.None()) };
+        let v = serde_json::json!({
+            "files": found.files.iter().map(|f| serde_json::json!({"path": f.path, "truncated": f.truncated, "bytes": f.text.len()})).collect::<Vec<_>>(),
+            "skipped": found.skipped.iter().map(|(p, why)| serde_json::json!({"path": p, "reason": why})).collect::<Vec<_>>(),
+        });
+        Ok(to_py(py, &v)?.unbind())
+    }
+
+    /// What the agent has spent in USD by the price table (what `max_cost_usd` is checked against).
+    fn spent_usd(&self) -> f64 {
+        self.core.spent_usd()
+    }
+
     /// Start a run on a worker thread: `input` None resumes, a str or a list of content blocks is new user
     /// input. With `stream`, the run's events are delivered through the handle.
     #[pyo3(signature = (input, stream=false))]

@@ -7,6 +7,7 @@
 
 mod agent;
 mod client;
+mod control;
 mod convert;
 mod errors;
 mod gate;
@@ -28,6 +29,9 @@ fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sessions::list_db_sessions, m)?)?;
     m.add_function(wrap_pyfunction!(sessions::migrate_session, m)?)?;
     m.add_function(wrap_pyfunction!(restore::restore_file, m)?)?;
+    m.add_function(wrap_pyfunction!(control::match_rules, m)?)?;
+    m.add_function(wrap_pyfunction!(control::read_only_command, m)?)?;
+    m.add_function(wrap_pyfunction!(control::split_command, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -60,7 +60,8 @@ def version() -> str:
         return "unknown"
 
 
-def make_policy(args: Any, stdin_tty: bool, renderer: Renderer, abort: threading.Event) -> Observed:
+def make_policy(args: Any, stdin_tty: bool, renderer: Renderer, abort: threading.Event,
+                loaded: Any = None, workspace: Optional[Path] = None) -> Observed:
     mode = choose("auto" if args.yes else "read-only" if args.read_only else None, stdin_tty)
     if mode == "auto":
         policy: Any = AutoPolicy()
@@ -74,7 +75,27 @@ def make_policy(args: Any, stdin_tty: bool, renderer: Renderer, abort: threading
             asker.asks_for(renderer)
             asker.abort = abort
         policy = AskPolicy(asker.permission_request, TerminalReader(sys.stdin.fileno(), abort, echo=asker.echo))
+        if workspace is not None:
+            policy.offer_rule = lambda rule: offer_rule(rule, workspace, asker, abort)
+    if loaded is not None and workspace is not None and loaded.has_rules():
+        from .settings import RulesPolicy
+
+        policy = RulesPolicy(policy, loaded, workspace)
     return Observed(policy, renderer.note_call, denied=renderer.note_denial)
+
+
+def offer_rule(rule: str, workspace: Path, renderer: Renderer, abort: threading.Event) -> None:
+    """After an "always" for a bash command: offer to keep its prefix rule in .tooloop/settings.local.json."""
+    from .settings import local_settings_file, save_local_rule
+
+    answer = ask_key(f"Allowed {rule} for this session. Save it to {local_settings_file(workspace)} "
+                     "for next time? [y/n] ", renderer, abort)
+    if answer:
+        try:
+            path = save_local_rule(workspace, rule)
+            renderer.info(f"saved {rule} to {path}")
+        except (OSError, ConfigProblem) as e:
+            renderer.notice(f"could not save the rule: {e}")
 
 
 def session_path(args: Any, workspace: Path) -> Path:
@@ -229,7 +250,26 @@ def main(argv: Optional[List[str]] = None) -> int:
     renderer = Renderer(out, color=color, unicode=_unicode_ok(out))
     abort = threading.Event()
     renderer.abort = abort
-    policy = make_policy(args, stdin_tty, renderer, abort)
+    from . import settings as settings_files
+    try:
+        loaded = settings_files.load(settings.workspace)
+    except ConfigProblem as e:
+        _say(str(e))
+        return EXIT_USAGE
+    for problem in loaded.problems:
+        _say(problem)
+    interactive = task is None and stdin_tty
+    if loaded.pending:
+        if interactive:
+            try:
+                settings_files.approve_pending(loaded, settings.workspace, lambda q: ask_key(q, renderer, abort))
+            except KeyboardInterrupt:
+                renderer.echo("\n")
+                return EXIT_INTERRUPTED
+        if loaded.pending:
+            why = "declined" if interactive else "not approved yet: run `tooloop` in this workspace to approve them"
+            _say(f"the allow rules and hooks of {loaded.project_file} are not used ({why})")
+    policy = make_policy(args, stdin_tty, renderer, abort, loaded, settings.workspace)
     try:
         session = session_path(args, settings.workspace)
     except ConfigProblem as e:
@@ -275,7 +315,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ConfigProblem as e:
         _say(str(e))
         return EXIT_USAGE
-    interactive = task is None and stdin_tty
     if mcp.project_problem:
         _say(f"{mcp.project_problem} (its servers are not started)")
     if interactive and mcp.pending():
@@ -296,11 +335,23 @@ def main(argv: Optional[List[str]] = None) -> int:
         options["skills"] = features.skill_dirs(settings.workspace)
         if servers:
             options["mcp_servers"] = servers
+    hooks = settings_files.Hooks(loaded.hooks, settings.workspace, session_id=session.stem,
+                                 transcript=str(session), show=renderer.notice)
+    if agent_accepts("hooks"):
+        options["instruction_files"] = not args.no_instructions
+        if args.max_budget_usd is not None:
+            options["max_cost_usd"] = args.max_budget_usd
+        if loaded.hooks:
+            options["hooks"] = hooks.library_hooks()
     try:
         agent = build_agent(settings, policy, session, options)
     except tooloop.Error as e:
         _say(" ".join(str(e).split()))
         return EXIT_USAGE
+    found = getattr(agent, "instructions", None)
+    for skipped in (found or {}).get("skipped", []) if isinstance(found, dict) else []:
+        _say(f"instructions file {skipped.get('path')} skipped: {skipped.get('reason')}")
+    start_context = hooks.session_start("resume" if resumed else "startup")
     if servers:
         for failure in agent.mcp_status().get("failures", []):
             name, reason = str(failure.get("server")), " ".join(str(failure.get("reason")).split())
@@ -311,10 +362,24 @@ def main(argv: Optional[List[str]] = None) -> int:
             if getattr(settings, "sandbox_note", ""):
                 _say(settings.sandbox_note)   # the REPL says it in its header line instead
             checkpoints.begin_task(task)
-            return one_shot(agent, task, settings, renderer, abort, args.print_mode)
+            sent, why = hooks.prompt(task)
+            if sent is None:
+                _say(f"the task was blocked by a UserPromptSubmit hook: {why}")
+                return EXIT_FAILED
+            if start_context:
+                sent = f"<session-context>\n{start_context}\n</session-context>\n\n{sent}"
+            if args.plan:
+                from .plan import plan_one_shot
+                return plan_one_shot(agent, sent, settings, renderer, abort, policy, args)
+            return one_shot(agent, sent, settings, renderer, abort, args.print_mode, args.max_budget_usd)
         from .repl import Repl
-        return Repl(agent, settings, renderer, policy, session, abort, resumed=resumed,
-                    checkpoints=checkpoints, mcp=mcp).run()
+        repl = Repl(agent, settings, renderer, policy, session, abort, resumed=resumed,
+                    checkpoints=checkpoints, mcp=mcp)
+        repl.hooks = hooks
+        repl.start_context = start_context
+        repl.plan_mode = bool(args.plan)
+        repl.max_budget_usd = args.max_budget_usd
+        return repl.run()
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     finally:
@@ -364,8 +429,13 @@ def list_sessions(args: Any) -> int:
     return EXIT_OK
 
 
+def budget_line(cap: Optional[float]) -> str:
+    shown = f"${cap:g}" if cap is not None else "the cap"
+    return f"stopped: the next request would take the spend past {shown} (--max-budget-usd)"
+
+
 def one_shot(agent: Any, task: str, settings: Settings, renderer: Renderer, abort: threading.Event,
-             print_mode: bool) -> int:
+             print_mode: bool, max_budget_usd: Optional[float] = None) -> int:
     outcome: Outcome = run_with_corrections(agent, task, None if print_mode else renderer, abort, settings)
     if outcome.status == "cancelled":
         return EXIT_INTERRUPTED
@@ -388,6 +458,9 @@ def one_shot(agent: Any, task: str, settings: Settings, renderer: Renderer, abor
     stop = (result.stop_reason if result is not None else None) or ""
     if stop == "repetition":
         _say(REPETITION_LINE)
+        return EXIT_FAILED
+    if stop == "budget":
+        _say(budget_line(max_budget_usd))
         return EXIT_FAILED
     if stop == "max_tokens":
         _say("the answer was cut off at the output token limit (max_tokens)")

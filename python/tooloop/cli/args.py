@@ -42,11 +42,18 @@ examples:
   tooloop sessions migrate FILE.jsonl DB.db#ID        copy a session between the stores (and back)
   tooloop --provider openai --base-url http://localhost:11434/v1 --model qwen2.5-coder
 
+project instructions: AGENTS.md (else CLAUDE.md) in the workspace and each parent up to the repository
+root, and ~/.config/tooloop/AGENTS.md, go into the system prompt (--no-instructions: none); /init writes one.
+
+settings: ~/.config/tooloop/settings.json, <workspace>/.tooloop/settings.json (the project's: its allow
+rules and hooks apply once you approve them) and .tooloop/settings.local.json, in Claude Code's format:
+{"permissions": {"allow": ["bash(npm test:*)"], "deny": ["bash(rm:*)"]}, "hooks": {"PreToolUse": [...]}}.
+
 skills: folders with a SKILL.md in <workspace>/.tooloop/skills/ and ~/.config/tooloop/skills/.
 MCP: servers in <workspace>/.mcp.json start after you approve them once (y/n at the session's start);
 /mcp lists them, /mcp revoke NAME forgets an approval.
 
-in the session: /undo [N], /diff, /retry, /todos, /skills, /mcp, /sessions, /clear, /usage, /help, /quit"""
+in the session: /plan, /init, /undo [N], /diff, /retry, /todos, /skills, /mcp, /sessions, /clear, /usage, /help, /quit"""
 
 
 def _positive_int(text: str) -> int:
@@ -77,6 +84,16 @@ def _temperature(text: str) -> float:
     if not 0 <= t <= 2:
         raise argparse.ArgumentTypeError(f"must be between 0 and 2, got {t}")
     return t
+
+
+def _budget(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an amount in US dollars such as 0.50, got {text!r}") from None
+    if not x > 0 or x != x or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return x
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,6 +142,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mcp-config", metavar="FILE", action="append", default=[],
                    help="MCP servers to start, as JSON {\"mcpServers\": {...}} (trusted: no question asked); "
                    "the workspace's .mcp.json servers start only once you approve them")
+    p.add_argument("--max-budget-usd", type=_budget, metavar="USD", dest="max_budget_usd",
+                   help="stop before a request that would take this task's spend past USD (by the price "
+                   "table; exit 1 with one line)")
+    p.add_argument("--no-instructions", action="store_true",
+                   help="do not load AGENTS.md / CLAUDE.md project instructions into the system prompt")
+    p.add_argument("--plan", action="store_true",
+                   help="plan mode: the model only investigates (read-only tools and read-only bash) and ends "
+                   "with a plan you approve before anything changes")
     p.add_argument("--no-planning", action="store_true", help="no todo list tool (todo_write)")
     p.add_argument("--no-subagents", action="store_true", help="no task tool (explore and general subagents)")
     p.add_argument("--workspace", "-w", metavar="DIR",

@@ -137,14 +137,32 @@ class AskPolicy(Classified):
         self._read = read_answer
         self._lock = threading.Lock()  # one question on the screen at a time, even with parallel tools
         self.always: Set[str] = set()
+        #: bash prefix rules answered "always" in this process (``bash(npm test:*)``).
+        self.bash_rules: List[str] = []
+        #: Offered each new bash prefix rule (the CLI asks whether to save it to settings.local.json).
+        self.offer_rule: Optional[Callable[[str], None]] = None
 
     def __call__(self, call: Any) -> Decision:
+        return self.ask(call)
+
+    def _bash_allowed(self, inp: Dict[str, Any]) -> bool:
+        if not self.bash_rules:
+            return False
+        from tooloop import _tooloop
+
+        d = _tooloop.match_rules({"allow": self.bash_rules}, "bash", inp, ".")
+        return d is not None and d[0] == "allow"
+
+    def ask(self, call: Any, force: bool = False) -> Decision:
+        """Ask about `call`; with `force` (a settings rule says ask) even for a read-only or an "always"
+        tool."""
         name, inp, ident = call_parts(call)
-        if name in self.always or self.is_read_only(name):
+        if not force and (name in self.always or self.is_read_only(name)
+                          or (name == "bash" and self._bash_allowed(inp))):
             return True
         with self._lock:
-            if name in self.always:  # answered "always" while this call waited for the lock
-                return True
+            if not force and (name in self.always or (name == "bash" and self._bash_allowed(inp))):
+                return True  # answered "always" while this call waited for the lock
             begin = getattr(self._read, "begin", None)
             if begin is not None:
                 begin()
@@ -157,6 +175,19 @@ class AskPolicy(Classified):
             return f"No answer from the user (input closed), so the {name} call was not run."
         verdict, reason = parse_answer(line)
         if verdict == "always":
+            if name == "bash":
+                # For bash, "always" means commands with this prefix, never every command.
+                from .settings import prefix_rule
+
+                rule = prefix_rule(str(inp.get("command") or ""))
+                if rule is not None and rule not in self.bash_rules:
+                    self.bash_rules.append(rule)
+                    if self.offer_rule is not None:
+                        try:
+                            self.offer_rule(rule)
+                        except Exception:
+                            pass
+                return True
             self.always.add(name)
             return True
         if verdict == "allow":

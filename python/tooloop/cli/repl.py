@@ -24,6 +24,8 @@ Type a task and press Enter (Alt+Enter or Esc Enter for a new line). Commands:
   /usage        tokens and estimated cost of this session
   /compact [instructions]
                 summarize the older turns now to free context (instructions: what the summary keeps)
+  /plan [task]  plan mode: investigate read-only, then a plan to approve (/plan off leaves it)
+  /init         have the agent write a starter AGENTS.md for this project
   /undo [N]     put the files back as they were before your last (N-th last) message
   /diff         what the agent changed in files during this session
   /retry        send the last request again (after an error or a cancel)
@@ -157,7 +159,28 @@ class Repl:
             self.r.info(f"session {session_id(self.session)} saved; continue with: tooloop --continue")
         return 0
 
+    hooks: Any = None            # settings.Hooks: UserPromptSubmit runs on each message
+    start_context = ""           # what SessionStart hooks said, sent with the first message
+    plan_mode = False            # --plan / /plan: investigate read-only, then a plan to approve
+    max_budget_usd: Optional[float] = None
+
     def task(self, text: Optional[str]) -> None:
+        if text is not None and self.hooks is not None:
+            sent, why = self.hooks.prompt(text)
+            if sent is None:
+                self.r.notice(f"blocked by a UserPromptSubmit hook: {why}")
+                return
+            text = sent
+        if text is not None and self.start_context:
+            text = f"<session-context>\n{self.start_context}\n</session-context>\n\n{text}"
+            self.start_context = ""
+        if text is not None and self.plan_mode:
+            from .plan import plan_task
+            plan_task(self, text)
+            return
+        self.run_task(text)
+
+    def run_task(self, text: Optional[str]) -> None:
         if text is not None:
             self.checkpoints.begin_task(text)
             if self.undo_note:
@@ -183,6 +206,9 @@ class Repl:
         if outcome.result is not None and outcome.result.stop_reason == "repetition":
             from .app import REPETITION_LINE
             self.r.notice(REPETITION_LINE)
+        if outcome.result is not None and outcome.result.stop_reason == "budget":
+            from .app import budget_line
+            self.r.notice(budget_line(self.max_budget_usd))
         total = self.agent.cost_usd
         self.r.status(status_line(self.settings.model, outcome.turns, outcome.usage, total, self.ctx_label()))
         self.r.info("")  # a blank line between one task and the next prompt
@@ -212,6 +238,12 @@ class Repl:
                 self.r.info(ln)
         elif name == "/compact":
             self.compact(text[len(text.split()[0]):].strip() or None)
+        elif name == "/plan":
+            from .plan import plan_command
+            plan_command(self, text[len(text.split()[0]):].strip())
+        elif name == "/init":
+            from .plan import init_command
+            init_command(self)
         elif name == "/undo":
             self.undo(text)
         elif name == "/diff":

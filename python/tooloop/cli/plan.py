@@ -1,0 +1,181 @@
+"""Plan mode (``/plan``, ``--plan``) and ``/init``.
+
+In plan mode the model only investigates: tools that change nothing (``read_file``, ``grep``, ``glob``, ...),
+read-only bash commands (``ls``, ``git status``, ``grep``; the core's ``read_only_command`` decides), the
+todo list and subagents (whose calls pass the same gate). Anything else is refused with a reason that tells
+the model to put it in the plan instead. The run ends with a plan in Markdown; the user approves it (the
+normal mode goes on and carries it out), or types what to change (the model plans again), or says no.
+
+Must never: let a call that writes run while planning.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any, Optional
+
+PLAN_REASON = ("Plan mode: {name} calls that can change something are not allowed while planning. Do not "
+               "retry; put this step in the plan instead.")
+
+PLAN_PROMPT = """[Plan mode] Investigate before changing anything: read the relevant files and run only \
+read-only commands. Do not edit or create files. When you understand the task, answer with a concrete plan \
+in Markdown: a heading "## Plan", then numbered steps naming the files and commands involved, and any risks \
+or open questions.
+
+Task: {task}"""
+
+APPROVED = ("The user approved the plan. Carry it out now, step by step, then say briefly what you did.")
+
+INIT_PROMPT = """Look through this project (its layout, build and test commands, conventions, anything a new \
+contributor must know) and write a concise starter AGENTS.md at the workspace root: the instructions an \
+agent should follow here (how to build, test and lint; code style; where things live; what not to touch). \
+{existing}Keep it short and specific to this project; no generic advice."""
+
+
+class PlanPolicy:
+    """The permission callable while planning: read-only calls go to the normal policy (so the settings'
+    rules and the questions still apply), read-only bash runs, everything else is refused."""
+
+    ALWAYS_OK = frozenset({"todo_write", "task"})
+
+    def __init__(self, inner: Any, agent: Any):
+        self.inner = inner
+        self.agent = agent
+        self.mode = "plan"
+
+    def __call__(self, call: Any) -> Any:
+        from tooloop import _tooloop
+
+        from .permissions import call_parts
+
+        name, inp, _ = call_parts(call)
+        if name == "bash":
+            command = str(inp.get("command") or "")
+            if not _tooloop.read_only_command(command):
+                return PLAN_REASON.format(name="bash") + " (only read-only commands such as ls, cat, grep and " \
+                    "git status/log/diff run while planning)"
+            return self._rules_or_true(call, name, inp)
+        info = self.agent.tool_info(name)
+        if name in self.ALWAYS_OK or (info is not None and info.read_only):
+            return self.inner(call)
+        return PLAN_REASON.format(name=name)
+
+    def _rules_or_true(self, call: Any, name: str, inp: Any) -> Any:
+        # A read-only command needs no question, but the settings' deny rules still hold.
+        note = getattr(self.inner, "note", None)
+        rules_policy = getattr(self.inner, "policy", None)
+        settings = getattr(rules_policy, "settings", None)
+        workspace = getattr(rules_policy, "workspace", None)
+        if settings is not None and workspace is not None:
+            from tooloop import _tooloop
+
+            d = _tooloop.match_rules({"deny": settings.deny}, name, inp, str(workspace))
+            if d is not None:
+                return f"The settings deny this call (rule {d[1]})."
+        if note is not None:
+            try:
+                from .permissions import call_parts
+
+                _, _, ident = call_parts(call)
+                note(ident, name, inp)
+            except Exception:
+                pass
+        return True
+
+
+def _with_plan_policy(agent: Any, policy: Any) -> Any:
+    gate = PlanPolicy(policy, agent)
+    agent.set_permission(gate)
+    return gate
+
+
+def ask_approval(renderer: Any, abort: threading.Event) -> Optional[str]:
+    """'y', 'n', or the text of a refinement; None when input is closed."""
+    from .permissions import TerminalReader
+
+    # A fresh event: the run that wrote the plan has set `abort` on its way out (to free its questions).
+    reader = TerminalReader(sys.stdin.fileno(), threading.Event(), echo=renderer.echo)
+    reader.begin()
+    renderer.question("Approve this plan and carry it out? [y = yes, n = no, or type what to change] ")
+    try:
+        answer = reader()
+    except (Exception, KeyboardInterrupt):
+        return None
+    if answer is None:
+        return None
+    a = answer.strip()
+    if a.lower() in ("y", "yes", "a"):
+        return "y"
+    if a.lower() in ("", "n", "no"):
+        return "n"
+    return a
+
+
+def plan_task(repl: Any, text: str) -> None:
+    """Plan `text` in the REPL, then ask; approve → carry it out in the normal mode."""
+    request = PLAN_PROMPT.format(task=text)
+    while True:
+        _with_plan_policy(repl.agent, repl.policy)
+        try:
+            repl.run_task(request)
+        finally:
+            repl.agent.set_permission(repl.policy)
+        answer = ask_approval(repl.r, repl.abort)
+        if answer == "y":
+            repl.plan_mode = False
+            repl.r.info("plan approved: carrying it out (normal mode)")
+            repl.run_task(APPROVED)
+            return
+        if answer is None or answer == "n":
+            repl.r.info("plan not approved; still in plan mode (/plan off leaves it)")
+            return
+        request = f"[Plan mode] Revise the plan: {answer}\nAnswer with the whole revised plan under \"## Plan\"."
+
+
+def plan_command(repl: Any, arg: str) -> None:
+    """/plan [task | off]."""
+    if arg.lower() in ("off", "exit", "stop"):
+        repl.plan_mode = False
+        repl.r.info("plan mode off: the agent may change files again (as the permissions allow)")
+        return
+    repl.plan_mode = True
+    if arg:
+        plan_task(repl, arg)
+        return
+    repl.r.info("plan mode on: the agent investigates read-only and answers with a plan to approve; "
+                "type the task (/plan off leaves)")
+
+
+def plan_one_shot(agent: Any, task: str, settings: Any, renderer: Any, abort: threading.Event, policy: Any,
+                  args: Any) -> int:
+    """`tooloop --plan "task"`: plan; on a terminal ask, then carry it out; otherwise print the plan."""
+    from .app import EXIT_OK, _isatty, one_shot
+
+    _with_plan_policy(agent, policy)
+    code = one_shot(agent, PLAN_PROMPT.format(task=task), settings, renderer, abort, args.print_mode,
+                    args.max_budget_usd)
+    agent.set_permission(policy)
+    if code != EXIT_OK or not _isatty(sys.stdin):
+        return code
+    request: Optional[str] = None
+    while True:
+        answer = ask_approval(renderer, abort)
+        if answer == "y":
+            return one_shot(agent, APPROVED, settings, renderer, abort, args.print_mode, args.max_budget_usd)
+        if answer is None or answer == "n":
+            renderer.info("plan not approved; nothing was changed")
+            return EXIT_OK
+        request = f"[Plan mode] Revise the plan: {answer}\nAnswer with the whole revised plan under \"## Plan\"."
+        _with_plan_policy(agent, policy)
+        code = one_shot(agent, request, settings, renderer, abort, args.print_mode, args.max_budget_usd)
+        agent.set_permission(policy)
+        if code != EXIT_OK:
+            return code
+
+
+def init_command(repl: Any) -> None:
+    """/init: ask the model to write a starter AGENTS.md for the project."""
+    existing = (repl.settings.workspace / "AGENTS.md").exists()
+    note = ("An AGENTS.md exists already: read it and improve it rather than starting over. " if existing else "")
+    repl.run_task(INIT_PROMPT.format(existing=note))

@@ -1,0 +1,468 @@
+"""Settings files of the `tooloop` command, in Claude Code's format, and the command hooks they declare.
+
+Three files, merged (lists joined):
+
+- the user's ``$XDG_CONFIG_HOME/tooloop/settings.json`` (else ``~/.config/tooloop/settings.json``): trusted;
+- the project's ``<workspace>/.tooloop/settings.json``, checked in, so NOT trusted: its ``deny`` and ``ask``
+  rules apply at once (they only take power away), its ``allow`` rules and hooks only once the user has
+  approved them (asked at the start of an interactive session, like ``.mcp.json``; a changed file is asked
+  again; ``-p`` and ``tooloop "task"`` never run an unapproved project hook);
+- the project-local ``<workspace>/.tooloop/settings.local.json``: the user's own (not checked in), trusted.
+
+Each holds ``{"permissions": {"allow": [...], "ask": [...], "deny": [...]}, "hooks": {"PreToolUse": [...],
+"PostToolUse": [...], "Stop": [...], "UserPromptSubmit": [...], "SessionStart": [...]}}``; a hook entry is
+``{"matcher": "bash|Edit", "hooks": [{"type": "command", "command": "...", "timeout": 60}]}``.
+
+A command hook gets the event as JSON on stdin and runs in the workspace in its own process group, which is
+ended (SIGKILL) when it exits or times out, so nothing it started lives on. Exit 0 carries on (the stdout of
+``UserPromptSubmit`` and ``SessionStart`` hooks becomes context for the model); exit 2 blocks, with stderr as
+the reason the model sees; any other failure is shown and carries on. A JSON answer ``{"decision":
+"block", "reason": ...}`` on stdout blocks too.
+
+Must never: run a project hook the user did not approve with exactly that content, or leave a hook's
+processes running.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from . import paths
+from .config import ConfigProblem
+
+EVENTS = ("PreToolUse", "PostToolUse", "Stop", "UserPromptSubmit", "SessionStart")
+RULE_KINDS = ("allow", "ask", "deny")
+DEFAULT_TIMEOUT = 60.0
+
+#: tooloop's tool names → Claude Code's, so a matcher written for Claude Code ("Bash", "Edit|Write") works.
+CLAUDE_NAMES = {"bash": "Bash", "read_file": "Read", "write_file": "Write", "edit_file": "Edit", "grep": "Grep",
+                "glob": "Glob", "web_fetch": "WebFetch", "task": "Task", "todo_write": "TodoWrite"}
+
+
+def user_settings_file(env: Optional[Mapping[str, str]] = None) -> Path:
+    from .features import user_config_dir
+
+    return user_config_dir(env) / "settings.json"
+
+
+def project_settings_file(workspace: Path) -> Path:
+    return Path(workspace) / ".tooloop" / "settings.json"
+
+
+def local_settings_file(workspace: Path) -> Path:
+    return Path(workspace) / ".tooloop" / "settings.local.json"
+
+
+def read_settings(path: Path) -> Dict[str, Any]:
+    """One settings file as a dict (``{}`` when absent). Raises ConfigProblem for a file that is not valid."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as e:
+        raise ConfigProblem(f"cannot read settings {path}: {e.strerror or e}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise ConfigProblem(f"settings {path} is not valid JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigProblem(f"settings {path} must be a JSON object")
+    perms = data.get("permissions", {})
+    if not isinstance(perms, dict):
+        raise ConfigProblem(f"settings {path}: \"permissions\" must be an object of allow/ask/deny lists")
+    for kind in RULE_KINDS:
+        rules = perms.get(kind, [])
+        if not isinstance(rules, list) or not all(isinstance(r, str) for r in rules):
+            raise ConfigProblem(f"settings {path}: permissions.{kind} must be a list of rule strings")
+    hooks = data.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise ConfigProblem(f"settings {path}: \"hooks\" must be an object keyed by event")
+    for event, entries in hooks.items():
+        if event not in EVENTS:
+            raise ConfigProblem(f"settings {path}: unknown hook event {event!r} (known: {', '.join(EVENTS)})")
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise ConfigProblem(f"settings {path}: hooks.{event} must be a list of {{\"matcher\", \"hooks\"}} objects")
+        for entry in entries:
+            for h in entry.get("hooks", []):
+                if not isinstance(h, dict) or h.get("type", "command") != "command" or not isinstance(
+                        h.get("command"), str):
+                    raise ConfigProblem(f"settings {path}: each hook in hooks.{event} must be "
+                                        "{\"type\": \"command\", \"command\": \"...\"}")
+    return data
+
+
+@dataclass
+class CommandHook:
+    event: str
+    matcher: str
+    command: str
+    timeout: float
+    source: str
+
+
+@dataclass
+class LoadedSettings:
+    """The merged settings of one start."""
+
+    allow: List[str] = field(default_factory=list)
+    ask: List[str] = field(default_factory=list)
+    deny: List[str] = field(default_factory=list)
+    hooks: List[CommandHook] = field(default_factory=list)
+    #: The project file's allow rules and hooks, waiting for the user's approval (empty when approved).
+    pending: Dict[str, Any] = field(default_factory=dict)
+    project_file: Optional[Path] = None
+    problems: List[str] = field(default_factory=list)
+
+    def rules(self) -> Dict[str, List[str]]:
+        return {"allow": list(self.allow), "ask": list(self.ask), "deny": list(self.deny)}
+
+    def has_rules(self) -> bool:
+        return bool(self.allow or self.ask or self.deny)
+
+
+def _hooks_of(data: Mapping[str, Any], source: str) -> List[CommandHook]:
+    out: List[CommandHook] = []
+    for event, entries in (data.get("hooks") or {}).items():
+        for e in entries:
+            matcher = str(e.get("matcher") or "")
+            for h in e.get("hooks") or []:
+                t = h.get("timeout", DEFAULT_TIMEOUT)
+                timeout = float(t) if isinstance(t, (int, float)) and t > 0 else DEFAULT_TIMEOUT
+                out.append(CommandHook(event, matcher, str(h["command"]), timeout, source))
+    return out
+
+
+def trusted_part(data: Mapping[str, Any]) -> Dict[str, Any]:
+    """What of a project file needs approval: its allow rules and hooks."""
+    return {"allow": list((data.get("permissions") or {}).get("allow") or []), "hooks": data.get("hooks") or {}}
+
+
+def approvals_file(workspace: Path) -> Path:
+    return paths.sessions_dir(workspace) / "settings-approved.json"
+
+
+def content_hash(part: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(part, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def approved_hash(workspace: Path) -> Optional[str]:
+    try:
+        data = json.loads(approvals_file(workspace).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    value = data.get("project") if isinstance(data, dict) else None
+    return str(value) if value else None
+
+
+def save_approval(workspace: Path, digest: str) -> None:
+    path = approvals_file(workspace)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump({"project": digest}, f)
+    os.replace(tmp, path)
+
+
+def load(workspace: Path, env: Optional[Mapping[str, str]] = None) -> LoadedSettings:
+    """Read and merge the three files. The project file's allow rules and hooks count only when approved
+    (otherwise they wait in ``pending``). Raises ConfigProblem for a broken user or local file; a broken
+    project file is reported in ``problems`` and ignored."""
+    s = LoadedSettings()
+    for path, source in ((user_settings_file(env), "user"), (local_settings_file(workspace), "local")):
+        data = read_settings(path)
+        perms = data.get("permissions") or {}
+        s.allow += perms.get("allow") or []
+        s.ask += perms.get("ask") or []
+        s.deny += perms.get("deny") or []
+        s.hooks += _hooks_of(data, source)
+    project = project_settings_file(workspace)
+    try:
+        data = read_settings(project)
+    except ConfigProblem as e:
+        s.problems.append(f"{e} (the project's settings are ignored)")
+        data = {}
+    if data:
+        s.project_file = project
+        perms = data.get("permissions") or {}
+        # Rules that only take power away apply at once.
+        s.ask += perms.get("ask") or []
+        s.deny += perms.get("deny") or []
+        part = trusted_part(data)
+        if part["allow"] or part["hooks"]:
+            if approved_hash(workspace) == content_hash(part):
+                s.allow += part["allow"]
+                s.hooks += _hooks_of(data, "project")
+            else:
+                s.pending = part
+    return s
+
+
+def approve_pending(s: LoadedSettings, workspace: Path, question: Callable[[str], Optional[bool]]) -> bool:
+    """Ask once about the project's pending allow rules and hooks; a yes applies and remembers them."""
+    if not s.pending or s.project_file is None:
+        return False
+    part = s.pending
+    lines = [f"allow {r}" for r in part["allow"]]
+    for h in _hooks_of({"hooks": part["hooks"]}, "project"):
+        lines.append(f"{h.event}{'(' + h.matcher + ')' if h.matcher else ''} hook: {h.command}")
+    shown = "; ".join(lines)
+    if len(shown) > 600:
+        shown = shown[:600] + " ..."
+    answer = question(f"The project's .tooloop/settings.json wants: {shown}. Allow them in this workspace? [y/n] ")
+    if not answer:
+        return False
+    try:
+        save_approval(workspace, content_hash(part))
+    except OSError:
+        pass
+    s.allow += part["allow"]
+    s.hooks += _hooks_of({"hooks": part["hooks"]}, "project")
+    s.pending = {}
+    return True
+
+
+# -- bash prefix rules ------------------------------------------------------------------------------------
+
+#: Commands whose second word is a subcommand: an "always" for `npm test` allows `npm test ...`, not `npm`.
+SUBCOMMAND_TOOLS = frozenset({
+    "git", "npm", "pnpm", "yarn", "bun", "deno", "npx", "cargo", "go", "make", "docker", "podman", "kubectl",
+    "pip", "pip3", "uv", "poetry", "pipenv", "bundle", "rake", "gradle", "mvn", "dotnet", "brew", "apt",
+    "apt-get", "systemctl", "gh", "terraform", "helm", "conda", "rustup", "just", "nix", "swift", "mix", "composer",
+})
+
+
+def prefix_rule(command: str) -> Optional[str]:
+    """The rule an "always" answer saves for a bash command: its first word, plus the second when the first
+    is a tool with subcommands (``npm test -x`` → ``bash(npm test:*)``, ``echo hi`` → ``bash(echo:*)``);
+    None for a compound command."""
+    from tooloop import _tooloop
+
+    parts = _tooloop.split_command(command)
+    if len(parts) != 1:
+        return None
+    words = parts[0].split()
+    if not words:
+        return None
+    sub = words[0].rsplit("/", 1)[-1] in SUBCOMMAND_TOOLS and len(words) > 1 and re.fullmatch(
+        r"[A-Za-z][\w.:-]*", words[1])
+    prefix = words[:2] if sub else words[:1]
+    return f"bash({' '.join(prefix)}:*)"
+
+
+def save_local_rule(workspace: Path, rule: str) -> Path:
+    """Add an allow rule to the project-local settings file (created when missing)."""
+    path = local_settings_file(workspace)
+    data = read_settings(path) if path.exists() else {}
+    perms = data.setdefault("permissions", {})
+    allow = perms.setdefault("allow", [])
+    if rule not in allow:
+        allow.append(rule)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+# -- the rules as part of the CLI's permission policy -------------------------------------------------------
+
+class RulesPolicy:
+    """Puts the settings' rules in front of a permission policy: deny refuses, allow runs without asking,
+    ask makes the inner policy ask even for a read-only tool (in read-only mode: refused). Keeps the inner
+    policy's ``mode`` and ``bind``."""
+
+    def __init__(self, inner: Any, settings: LoadedSettings, workspace: Path):
+        self.inner = inner
+        self.settings = settings
+        self.workspace = workspace
+        self.mode = getattr(inner, "mode", "custom")
+
+    def bind(self, agent: Any) -> None:
+        bind = getattr(self.inner, "bind", None)
+        if bind is not None:
+            bind(agent)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def __call__(self, call: Any) -> Any:
+        from tooloop import _tooloop
+
+        from .permissions import call_parts
+
+        name, inp, _ = call_parts(call)
+        rules = self.settings.rules()
+        decision = _tooloop.match_rules(rules, name, inp, str(self.workspace)) if any(rules.values()) else None
+        if decision is None:
+            return self.inner(call)
+        kind, rule = decision
+        if kind == "deny":
+            return f"The settings deny this call (rule {rule}). Do not retry it; take another approach."
+        if kind == "allow":
+            return True
+        ask = getattr(self.inner, "ask", None)
+        if ask is not None:
+            return ask(call, force=True)
+        if self.mode == "auto":
+            return True
+        return f"The settings say {name} calls like this need the user's approval (rule {rule}), and no one can be asked here."
+
+
+# -- command hooks --------------------------------------------------------------------------------------
+
+def matches(matcher: str, tool: str) -> bool:
+    if matcher in ("", "*"):
+        return True
+    names = {tool, CLAUDE_NAMES.get(tool, tool)}
+    try:
+        return any(re.fullmatch(matcher, n) for n in names)
+    except re.error:
+        return matcher in names
+
+
+@dataclass
+class HookOutcome:
+    blocked: bool = False
+    reason: str = ""
+    context: str = ""
+    problems: List[str] = field(default_factory=list)
+
+
+def run_command(hook: CommandHook, payload: Mapping[str, Any], cwd: Path) -> Tuple[int, str, str]:
+    """Run one hook command with the event on stdin; (exit code, stdout, stderr). Its whole process group
+    ends with it: after it exits, and at its timeout (then the code is -9)."""
+    proc = subprocess.Popen(["/bin/sh", "-c", hook.command], cwd=str(cwd), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = proc.communicate(json.dumps(payload).encode(), timeout=hook.timeout)
+        code = proc.returncode
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid)
+        out, err = proc.communicate()
+        code = -9
+        err += f"\n(timed out after {hook.timeout:g} s)".encode()
+    finally:
+        _kill_group(proc.pid)
+    return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+
+
+class Hooks:
+    """The command hooks of one session, as the library's hooks and the CLI's prompt filter."""
+
+    def __init__(self, hooks: List[CommandHook], workspace: Path, session_id: str = "",
+                 transcript: str = "", show: Optional[Callable[[str], None]] = None):
+        self.hooks = hooks
+        self.workspace = workspace
+        self.session_id = session_id
+        self.transcript = transcript
+        self.show = show or (lambda _m: None)
+        self.stop_active = False
+
+    def of(self, event: str, tool: Optional[str] = None) -> List[CommandHook]:
+        return [h for h in self.hooks if h.event == event and (tool is None or matches(h.matcher, tool))]
+
+    def fire(self, event: str, payload: Dict[str, Any], tool: Optional[str] = None) -> HookOutcome:
+        out = HookOutcome()
+        base = {"session_id": self.session_id, "transcript_path": self.transcript, "cwd": str(self.workspace),
+                "hook_event_name": event}
+        for hook in self.of(event, tool):
+            started = time.monotonic()
+            try:
+                code, stdout, stderr = run_command(hook, {**base, **payload}, self.workspace)
+            except OSError as e:
+                self.show(f"{event} hook failed to start: {hook.command}: {e}")
+                continue
+            answer: Any = None
+            if stdout.strip().startswith("{"):
+                try:
+                    answer = json.loads(stdout)
+                except ValueError:
+                    answer = None
+            if code == 2:
+                out.blocked = True
+                out.reason = stderr.strip() or f"blocked by the {event} hook {hook.command}"
+                return out
+            if isinstance(answer, dict) and answer.get("decision") == "block":
+                out.blocked = True
+                out.reason = str(answer.get("reason") or f"blocked by the {event} hook {hook.command}")
+                return out
+            if code != 0:
+                took = time.monotonic() - started
+                self.show(f"{event} hook exited {code} after {took:.1f}s: {hook.command}: "
+                          f"{' '.join(stderr.split())[:300]}")
+                continue
+            if isinstance(answer, dict):
+                extra = answer.get("additionalContext") or (answer.get("hookSpecificOutput") or {}).get(
+                    "additionalContext")
+                if extra:
+                    out.context += str(extra).strip() + "\n"
+            elif stdout.strip():
+                out.context += stdout.strip() + "\n"
+        return out
+
+    def library_hooks(self) -> Dict[str, Any]:
+        """The ``hooks=`` dict for ``tooloop.Agent``."""
+        made: Dict[str, Any] = {}
+        if self.of("PreToolUse"):
+            def before_tool(call: Any) -> Optional[str]:
+                if not self.of("PreToolUse", call.name):
+                    return None
+                o = self.fire("PreToolUse", {"tool_name": CLAUDE_NAMES.get(call.name, call.name),
+                                             "tool_input": call.input}, call.name)
+                return o.reason if o.blocked else None
+            made["before_tool"] = before_tool
+        if self.of("PostToolUse"):
+            def after_tool(call: Any, result: Any) -> Optional[str]:
+                if not self.of("PostToolUse", call.name):
+                    return None
+                o = self.fire("PostToolUse", {"tool_name": CLAUDE_NAMES.get(call.name, call.name),
+                                              "tool_input": call.input,
+                                              "tool_response": {"content": result.content,
+                                                                "is_error": result.is_error}}, call.name)
+                if o.blocked:
+                    return f"{result.text}\n\n[PostToolUse hook] {o.reason}"
+                return None
+            made["after_tool"] = after_tool
+        if self.of("Stop"):
+            def on_stop(result: Any) -> Optional[str]:
+                o = self.fire("Stop", {"stop_hook_active": self.stop_active})
+                self.stop_active = o.blocked
+                return o.reason if o.blocked else None
+            made["on_stop"] = on_stop
+        return made
+
+    def prompt(self, text: str) -> Tuple[Optional[str], str]:
+        """Run UserPromptSubmit hooks: (the text to send, with any context added, or None when blocked;
+        the reason when blocked)."""
+        self.stop_active = False
+        if not self.of("UserPromptSubmit"):
+            return text, ""
+        o = self.fire("UserPromptSubmit", {"prompt": text})
+        if o.blocked:
+            return None, o.reason
+        if o.context:
+            return f"{text}\n\n<hook-context>\n{o.context.strip()}\n</hook-context>", ""
+        return text, ""
+
+    def session_start(self, source: str) -> str:
+        """Run SessionStart hooks; the context they add (stdout), or ''."""
+        if not self.of("SessionStart"):
+            return ""
+        return self.fire("SessionStart", {"source": source}).context.strip()

@@ -1,0 +1,337 @@
+"""The `tooloop` command's control features end to end, against the mock server: settings files (rules,
+the project file's approval), command hooks run as real child processes (blocking with exit 2, JSON
+decisions, timeouts that end the hook's whole process tree), --max-budget-usd, AGENTS.md on by default,
+and in a pseudo-terminal: approving a project's settings, /plan, and saving a bash prefix rule."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "mock"))
+from mockctl import MockServer  # noqa: E402
+from _support import cli_env, text_reply, tool_reply, tool_results  # noqa: E402
+
+
+def env_for(tmp_path, mock, **extra):
+    env = cli_env(tmp_path, mock, XDG_CONFIG_HOME=str(tmp_path / "config"), **extra)
+    return env
+
+
+def run(exe, ws, env, *args, timeout=60):
+    proc = subprocess.run([exe, *args], cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=timeout)
+    print("exit", proc.returncode, "\n--- stdout\n" + proc.stdout + "--- stderr\n" + proc.stderr)
+    return proc
+
+
+def write_json(path, data):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def user_settings(tmp_path, data):
+    write_json(tmp_path / "config" / "tooloop" / "settings.json", data)
+
+
+def hook(command, matcher="", timeout=None):
+    h = {"type": "command", "command": command}
+    if timeout is not None:
+        h["timeout"] = timeout
+    return {"matcher": matcher, "hooks": [h]}
+
+
+def procs_with(marker):
+    found = []
+    for e in Path("/proc").iterdir():
+        if not e.name.isdigit():
+            continue
+        try:
+            cmd = (e / "cmdline").read_bytes().decode("utf-8", "replace")
+            state = (e / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmd and state != "Z":
+            found.append(int(e.name))
+    return found
+
+
+def test_pre_tool_use_hook_blocks_with_exit_2_and_post_tool_use_sees_the_result(tooloop_exe, ws, tmp_path):
+    log = tmp_path / "hook.log"
+    pre = (f"python3 -c \"import json,sys; e=json.load(sys.stdin); open('{log}','a').write('pre '+e['tool_name']+' '"
+           f"+json.dumps(e['tool_input'])+'\\n'); c=e['tool_input'].get('command',''); "
+           f"(sys.stderr.write('no rm here, use trash'), sys.exit(2)) if 'rm ' in c else None\"")
+    post = (f"python3 -c \"import json,sys; e=json.load(sys.stdin); open('{log}','a').write('post '+e['hook_event_name']"
+            f"+' '+json.dumps(e['tool_response']['content'])+'\\n')\"")
+    user_settings(tmp_path, {"hooks": {"PreToolUse": [hook(pre, "Bash")], "PostToolUse": [hook(post, "bash")]}})
+    scenario = {"responses": [
+        tool_reply(("t1", "bash", {"command": "rm -rf build"}), ("t2", "bash", {"command": "echo hi"})),
+        text_reply("done"),
+    ]}
+    with MockServer(scenario) as mock:
+        proc = run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "--yes", "clean up")
+        reqs = mock.requests()
+    assert proc.returncode == 0
+    results = tool_results(reqs[1])
+    assert results["t1"][1] and "no rm here, use trash" in results["t1"][0]
+    assert results["t2"] == ("hi\n", False) or results["t2"][0].startswith("hi")
+    lines = log.read_text().splitlines()
+    assert lines[0] == 'pre Bash {"command": "rm -rf build"}'
+    assert lines[1] == 'pre Bash {"command": "echo hi"}'
+    assert lines[2].startswith("post PostToolUse") and "hi" in lines[2]
+    assert len(lines) == 3, "PostToolUse runs only for the call that ran"
+
+
+def test_json_block_decision_user_prompt_context_and_a_timed_out_hook_ends_its_process_tree(tooloop_exe, ws, tmp_path):
+    marker = f"tooloop-hook-marker-{os.getpid()}"
+    slow = f"sleep 300 {marker} & sleep 300"   # a child of its own, and the hook itself never finishes
+    slow = f"sh -c 'exec -a {marker} sleep 300' & sleep 30"
+    block = "echo '{\"decision\": \"block\", \"reason\": \"write_file is frozen\"}'"
+    user_settings(tmp_path, {"hooks": {
+        "UserPromptSubmit": [hook("echo 'The build command is make fast.'")],
+        "PreToolUse": [hook(slow, "bash", timeout=1), hook(block, "Write")],
+    }})
+    scenario = {"responses": [
+        tool_reply(("t1", "write_file", {"path": "a.txt", "content": "x"}), ("t2", "bash", {"command": "echo ok"})),
+        text_reply("done"),
+    ]}
+    with MockServer(scenario) as mock:
+        started = time.monotonic()
+        proc = run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "--yes", "go")
+        took = time.monotonic() - started
+        reqs = mock.requests()
+    assert proc.returncode == 0
+    first = json.dumps(reqs[0]["body"]["messages"][0])
+    assert "The build command is make fast." in first
+    results = tool_results(reqs[1])
+    assert results["t1"][1] and "write_file is frozen" in results["t1"][0]
+    assert not (ws / "a.txt").exists()
+    assert results["t2"][0].startswith("ok"), "a hook that times out is shown and the call carries on"
+    assert "timed out" in proc.stderr + proc.stdout or "exited" in proc.stderr + proc.stdout
+    assert took < 25
+    deadline = time.monotonic() + 3
+    while procs_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert procs_with(marker) == [], "the hook's processes were left running"
+
+
+def test_project_settings_deny_at_once_but_allow_and_hooks_wait_for_approval(tooloop_exe, ws, tmp_path):
+    ran = tmp_path / "project-hook-ran"
+    write_json(ws / ".tooloop" / "settings.json", {
+        "permissions": {"allow": ["bash"], "deny": ["Bash(curl:*)"]},
+        "hooks": {"PreToolUse": [hook(f"touch {ran}")]},
+    })
+    scenario = {"responses": [
+        tool_reply(("t1", "bash", {"command": "curl http://x"}), ("t2", "bash", {"command": "echo hi"})),
+        text_reply("done"),
+    ]}
+    with MockServer(scenario) as mock:
+        # No --yes and no terminal: read-only mode. The unapproved allow rule must not let bash run.
+        proc = run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "go")
+        reqs = mock.requests()
+    assert proc.returncode == 0
+    assert "not approved yet" in proc.stderr
+    results = tool_results(reqs[1])
+    assert results["t1"][1] and "Bash(curl:*)" in results["t1"][0], "a project deny rule applies at once"
+    assert results["t2"][1] and "read-only" in results["t2"][0], "the project's allow rule waits for approval"
+    assert not ran.exists(), "an unapproved project hook never runs"
+
+
+def test_local_settings_allow_rules_let_bash_run_without_a_terminal(tooloop_exe, ws, tmp_path):
+    write_json(ws / ".tooloop" / "settings.local.json", {"permissions": {"allow": ["bash(echo:*)"]}})
+    scenario = {"responses": [
+        tool_reply(("t1", "bash", {"command": "echo allowed"}), ("t2", "bash", {"command": "echo x && touch y"})),
+        text_reply("done"),
+    ]}
+    with MockServer(scenario) as mock:
+        proc = run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "go")
+        reqs = mock.requests()
+    assert proc.returncode == 0
+    results = tool_results(reqs[1])
+    assert results["t1"] == ("allowed\n", False) or results["t1"][0].startswith("allowed")
+    assert results["t2"][1], "a compound command is allowed only when every part is"
+    assert not (ws / "y").exists()
+
+
+def test_max_budget_usd_stops_with_one_line_and_exit_1(tooloop_exe, ws, tmp_path):
+    big = {"input_tokens": 100_000, "output_tokens": 1000}
+    replies = [tool_reply((f"t{i}", "bash", {"command": "echo hi"})) for i in range(6)]
+    for r in replies:
+        r["anthropic"]["usage"] = big
+    with MockServer({"responses": replies}) as mock:
+        proc = run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "--yes", "--max-budget-usd", "0.7", "loop")
+        reqs = mock.requests()
+    assert proc.returncode == 1
+    assert len(reqs) == 2
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert lines == ["tooloop: stopped: the next request would take the spend past $0.7 (--max-budget-usd)"]
+    bad = run(tooloop_exe, ws, env_for(tmp_path, None, ANTHROPIC_API_KEY="k"), "-p", "--max-budget-usd", "-1", "x")
+    assert bad.returncode == 2
+
+
+def test_agents_md_is_loaded_by_default(tooloop_exe, ws, tmp_path):
+    (ws / "AGENTS.md").write_text("Always answer in French.")
+    with MockServer({"responses": [text_reply("ok"), text_reply("ok")]}) as mock:
+        assert run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "hi").returncode == 0
+        assert run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "--no-instructions", "hi").returncode == 0
+        reqs = mock.requests()
+    assert "Always answer in French." in json.dumps(reqs[0]["body"]["system"])
+    assert "Always answer in French." not in json.dumps(reqs[1]["body"]["system"])
+
+
+# -- in a pseudo-terminal ----------------------------------------------------------------------------------
+
+pexpect = pytest.importorskip("pexpect")
+from test_cli_repl import PROMPT, Term, term_env  # noqa: E402
+
+
+def pty_env(tmp_path, mock):
+    return term_env(tmp_path, mock, NO_COLOR="1", XDG_CONFIG_HOME=str(tmp_path / "config"))
+
+
+def test_project_settings_are_approved_once_and_asked_again_when_changed(tooloop_exe, ws, tmp_path):
+    ran = tmp_path / "ran.log"
+    settings = ws / ".tooloop" / "settings.json"
+    write_json(settings, {"hooks": {"UserPromptSubmit": [hook(f"echo prompt >> {ran}")]}})
+    with MockServer({"responses": [text_reply("one"), text_reply("two"), text_reply("three")]}) as mock:
+        term = Term(tooloop_exe, [], ws, pty_env(tmp_path, mock))
+        try:
+            term.expect(r"Allow them in this workspace\? \[y/n\]")
+            term.child.send("y")
+            term.expect(PROMPT)
+            term.type("hello")
+            term.expect("one")
+            term.expect(PROMPT)
+            term.type("/q")
+            assert term.finish() == 0
+        finally:
+            term.kill()
+        assert ran.read_text().count("prompt") == 1
+        # Approved: no question the next time, the hook runs.
+        term = Term(tooloop_exe, [], ws, pty_env(tmp_path, mock))
+        try:
+            term.expect(PROMPT)
+            term.type("again")
+            term.expect("two")
+            term.expect(PROMPT)
+            term.type("/q")
+            assert term.finish() == 0
+        finally:
+            term.kill()
+        assert "Allow them" not in term.text
+        assert ran.read_text().count("prompt") == 2
+        # Changed: asked again; declined: the hook does not run.
+        write_json(settings, {"hooks": {"UserPromptSubmit": [hook(f"echo changed >> {ran}")]}})
+        term = Term(tooloop_exe, [], ws, pty_env(tmp_path, mock))
+        try:
+            term.expect(r"Allow them in this workspace\? \[y/n\]")
+            term.child.send("n")
+            term.expect(PROMPT)
+            term.type("third")
+            term.expect("three")
+            term.expect(PROMPT)
+            term.type("/q")
+            assert term.finish() == 0
+        finally:
+            term.kill()
+    assert "changed" not in ran.read_text()
+
+
+def test_plan_mode_investigates_read_only_then_carries_out_the_approved_plan(tooloop_exe, ws, tmp_path):
+    (ws / "notes.txt").write_text("fix the typo\n")
+    scenario = {"responses": [
+        # planning: a read, a read-only command, and a write that must be refused
+        tool_reply(("p1", "read_file", {"path": "notes.txt"}), ("p2", "bash", {"command": "ls -la"}),
+                   ("p3", "write_file", {"path": "out.txt", "content": "too early"})),
+        text_reply("## Plan\n\n1. Write out.txt with the fix."),
+        # approved: carry it out
+        tool_reply(("e1", "write_file", {"path": "out.txt", "content": "fixed"})),
+        text_reply("Done: out.txt written."),
+    ]}
+    with MockServer(scenario) as mock:
+        term = Term(tooloop_exe, ["--yes"], ws, pty_env(tmp_path, mock))
+        try:
+            term.expect(PROMPT)
+            term.type("/plan fix the notes")
+            term.expect(r"Approve this plan")
+            assert not (ws / "out.txt").exists()
+            term.child.send("y")
+            term.expect("Done: out.txt written.")
+            term.expect(PROMPT)
+            term.type("/q")
+            assert term.finish() == 0
+        finally:
+            term.kill()
+        reqs = mock.requests()
+    planning = tool_results(reqs[1])
+    assert planning["p1"] == ("fix the typo\n", False) or not planning["p1"][1]
+    assert not planning["p2"][1], "read-only bash runs while planning"
+    assert planning["p3"][1] and "Plan mode" in planning["p3"][0]
+    assert "[Plan mode]" in json.dumps(reqs[0]["body"]["messages"])
+    assert (ws / "out.txt").read_text() == "fixed"
+
+
+def test_always_on_a_bash_question_offers_to_save_a_prefix_rule(tooloop_exe, ws, tmp_path):
+    scenario = {"responses": [
+        tool_reply(("t1", "bash", {"command": "echo one"})),
+        tool_reply(("t2", "bash", {"command": "echo two"})),
+        tool_reply(("t3", "bash", {"command": "touch nope"})),
+        text_reply("done"),
+    ]}
+    with MockServer(scenario) as mock:
+        term = Term(tooloop_exe, [], ws, pty_env(tmp_path, mock))
+        try:
+            term.expect(PROMPT)
+            term.type("go")
+            term.expect(r"allow bash\?")
+            term.child.send("a")
+            term.expect(r"Save it to .*settings.local.json")
+            term.child.send("y")
+            # echo two: covered by the rule, no question; touch: asked
+            term.expect(r"allow bash\?")
+            term.child.send("n")
+            term.expect("done")
+            term.expect(PROMPT)
+            term.type("/q")
+            assert term.finish() == 0
+        finally:
+            term.kill()
+    saved = json.loads((ws / ".tooloop" / "settings.local.json").read_text())
+    assert saved == {"permissions": {"allow": ["bash(echo:*)"]}}
+    assert term.text.count("allow bash?") == 2
+
+
+def test_prefix_rules_and_hook_matchers():
+    from tooloop.cli.settings import matches, prefix_rule
+
+    assert prefix_rule("npm test -- -x") == "bash(npm test:*)"
+    assert prefix_rule("git status") == "bash(git status:*)"
+    assert prefix_rule("echo hi") == "bash(echo:*)"
+    assert prefix_rule("timeout 5 pytest -q") == "bash(pytest:*)"
+    assert prefix_rule("make && rm -rf /") is None
+    assert matches("Bash", "bash") and matches("Edit|Write", "write_file") and matches("", "anything")
+    assert matches("mcp__github__.*", "mcp__github__create_issue") and not matches("Bash", "read_file")
+
+
+def test_plan_flag_without_a_terminal_prints_the_plan_and_changes_nothing(tooloop_exe, ws, tmp_path):
+    scenario = {"responses": [
+        tool_reply(("p1", "bash", {"command": "git status && ls"}), ("p2", "bash", {"command": "touch made"}),
+                   ("p3", "edit_file", {"path": "x", "old_text": "a", "new_text": "b"})),
+        text_reply("## Plan\n\n1. Touch made."),
+    ]}
+    with MockServer(scenario) as mock:
+        proc = run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "--yes", "--plan", "make a file")
+        reqs = mock.requests()
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == "## Plan\n\n1. Touch made."
+    results = tool_results(reqs[1])
+    assert not results["p1"][1]
+    assert results["p2"][1] and "Plan mode" in results["p2"][0], "even with --yes, planning never writes"
+    assert results["p3"][1] and "Plan mode" in results["p3"][0]
+    assert not (ws / "made").exists()
+    assert len(reqs) == 2
