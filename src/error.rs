@@ -170,6 +170,9 @@ pub enum Error {
         /// What is wrong and what is expected.
         message: String,
     },
+    /// The run's final answer was not valid against `output_schema` after the last retry (see
+    /// [`crate::output`]). Carries the errors and the last answer; the conversation stays valid.
+    OutputValidation(Box<crate::output::OutputFailure>),
     /// Reading or writing a session file failed.
     Io {
         /// What was being done.
@@ -194,6 +197,7 @@ impl Error {
             Error::Config(_) => "config",
             Error::InvalidOption { .. } => "invalid_option",
             Error::Io { .. } => "io",
+            Error::OutputValidation(_) => "output_validation",
         }
     }
 
@@ -270,6 +274,13 @@ impl fmt::Display for Error {
             Error::InvalidOption { key, message } if key.is_empty() => write!(f, "invalid options: {message}"),
             Error::InvalidOption { key, message } => write!(f, "invalid option {key}: {message}"),
             Error::Io { context, source } => write!(f, "{context}: {source}"),
+            Error::OutputValidation(o) => write!(
+                f,
+                "the final answer does not match output_schema after {} attempt{}: {}",
+                o.attempts,
+                if o.attempts == 1 { "" } else { "s" },
+                o.errors.join("; ")
+            ),
         }
     }
 }

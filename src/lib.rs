@@ -10,6 +10,7 @@
 //! - [`agent`]: the loop.
 //! - [`cache`]: where prompt-caching breakpoints go.
 //! - [`compaction`]: token estimates, context windows, and compaction of long conversations.
+//! - [`output`]: structured output (`output_schema`): native or a final-answer tool, validated, retried.
 //! - [`options`]: every option of an agent, with its default and checks, shared by every door.
 //! - [`skills`]: skill folders (SKILL.md) the model loads on demand.
 //! - [`subagent`]: the task tool's child agents.
@@ -35,6 +36,7 @@ pub mod error;
 pub mod http;
 pub mod mcp;
 pub mod options;
+pub mod output;
 pub mod pricing;
 pub mod provider;
 pub mod session;

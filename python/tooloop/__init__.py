@@ -43,6 +43,7 @@ from .errors import (
     PermissionDeniedError,
     RateLimitError,
     RequestTooLargeError,
+    OutputValidationError,
     SessionError,
     StreamInterruptedError,
     ToolAbortedError,
@@ -112,6 +113,7 @@ __all__ = [
     "ToolAbortedError",
     "InvalidResponseError",
     "SessionError",
+    "OutputValidationError",
     "ConfigError",
 ]
 

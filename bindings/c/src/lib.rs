@@ -210,12 +210,16 @@ fn core_failure(e: &Error) -> Failure {
         Error::Config(_) => TOOLOOP_CONFIG,
         Error::InvalidOption { .. } => TOOLOOP_INVALID_ARGUMENT,
         Error::Io { .. } => TOOLOOP_IO,
+        Error::OutputValidation(_) => TOOLOOP_OUTPUT_INVALID,
         _ => TOOLOOP_ERROR,
     };
     let mut message = e.to_string();
     // A stream ended by an `error` event: its Display says "interrupted"; the API detail is what to act on.
     if let (Error::StreamInterrupted { .. }, Some(api)) = (e, e.api()) {
         message.push_str(&format!(" [API error: {api}]"));
+    }
+    if let Error::OutputValidation(f) = e {
+        message.push_str(&format!(". Last answer: {}", f.text));
     }
     Failure::new(status, message)
 }
