@@ -415,6 +415,13 @@ typedef void (*tooloop_event_fn)(void *userdata, const tooloop_event *event);
  */
 #define TOOLOOP_INVALID_RESPONSE 33
 
+/**
+ * The run's final answer did not match the config's `"output_schema"` after `"output_retries"`
+ * corrections. `tooloop_last_error()` has the validation errors and the last answer; the conversation is
+ * valid.
+ */
+#define TOOLOOP_OUTPUT_INVALID 40
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -603,6 +610,25 @@ tooloop_status tooloop_agent_run(tooloop_agent *agent,
                                  char **result_json);
 
 /**
+ * Run the agent on new user input given as content blocks: `content_json` is a JSON array such as
+ * `[{"type": "text", "text": "What is in this picture?"}, {"type": "image", "source": {"type": "base64",
+ * "media_type": "image/png", "data": "<base64>"}}]` (also `document` blocks with a base64 PDF or text
+ * source). The blocks are sent as given; an image or document over the provider's size limit (Anthropic 5
+ * MB per image, Bedrock 3.75 MB, OpenAI 20 MB; PDFs 32 MB) is refused with `TOOLOOP_CONFIG` before
+ * anything is stored or sent. Otherwise exactly `tooloop_agent_run` (which also takes such an array as its
+ * `input`).
+ *
+ * Statuses: those of `tooloop_agent_run`, plus `TOOLOOP_INVALID_JSON` (`content_json` does not parse) and
+ * `TOOLOOP_INVALID_ARGUMENT` (not an array of blocks; the detail names the block). Threads: as
+ * `tooloop_agent_run`.
+ */
+tooloop_status tooloop_agent_run_content(tooloop_agent *agent,
+                                         const char *content_json,
+                                         tooloop_event_fn on_event,
+                                         void *event_userdata,
+                                         char **result_json);
+
+/**
  * Continue the conversation after a failure, a cancel or `TOOLOOP_MAX_TURNS`: tool calls left without a
  * result are answered as interrupted (tools that already ran are never re-run), then the conversation
  * is sent again and the run goes on as in `tooloop_agent_run`. Also continues a conversation loaded from
@@ -788,6 +814,22 @@ tooloop_status tooloop_tool_result_set_text(tooloop_tool_result *result, const c
  * `TOOLOOP_PANIC`. Threads: only inside the tool callback that received `result`.
  */
 tooloop_status tooloop_tool_result_set_error(tooloop_tool_result *result, const char *message);
+
+/**
+ * Answer a tool call with content blocks: `content_json` is a JSON array such as `[{"type": "text",
+ * "text": "the screen:"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+ * "data": "<base64>"}}]` (text, image and document blocks; copied). The model receives them as the
+ * `tool_result` content, byte for byte; an image over the provider's size limit becomes an error result
+ * saying so instead. A later set replaces an earlier one.
+ *
+ * If this call fails (NULL, invalid UTF-8 or JSON, not an array of blocks), the result becomes an error
+ * result saying why, unless a later set succeeds.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `result` or `content_json`, or not an array of
+ * content blocks), `TOOLOOP_INVALID_UTF8`, `TOOLOOP_INVALID_JSON`, `TOOLOOP_PANIC`. Threads: only inside the
+ * tool callback that received `result`.
+ */
+tooloop_status tooloop_tool_result_set_content(tooloop_tool_result *result, const char *content_json);
 
 /**
  * Give the reason of a denial: the model reads "Permission denied: <reason>" as the call's error result.

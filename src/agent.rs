@@ -814,6 +814,8 @@ impl Agent {
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<RunResult> {
         let _busy = self.begin(cancel)?;
+        // An image or document the API would refuse for its size is refused here, before it is stored or sent.
+        crate::content::check(&input, crate::content::limits(self.provider.name())).map_err(Error::Config)?;
         self.record(Entry::new(EntryRole::User, input))?;
         self.drive(on_event)
     }
@@ -1595,6 +1597,13 @@ impl Agent {
                 batch.iter().zip(outcomes).zip(denied).zip(children).enumerate()
             {
                 let mut outcome = outcome.unwrap_or_else(|| CallOutcome::error("not run"));
+                if let Err(m) =
+                    crate::content::check_result(&outcome.content, crate::content::limits(self.provider.name()))
+                {
+                    // The model reads why instead of the request failing on the API's size limit.
+                    outcome.content = Value::String(format!("the tool's result was not sent: {m}"));
+                    outcome.is_error = true;
+                }
                 if last_batch && k + 1 == batch_len {
                     if let Some(text) = reminder.take() {
                         append_text(&mut outcome.content, &text);

@@ -11,6 +11,7 @@
 //! - [`cache`]: where prompt-caching breakpoints go.
 //! - [`compaction`]: token estimates, context windows, and compaction of long conversations.
 //! - [`output`]: structured output (`output_schema`): native or a final-answer tool, validated, retried.
+//! - [`content`]: content blocks from hosts (images, documents), checked against the provider's size limits.
 //! - [`options`]: every option of an agent, with its default and checks, shared by every door.
 //! - [`skills`]: skill folders (SKILL.md) the model loads on demand.
 //! - [`subagent`]: the task tool's child agents.
@@ -31,6 +32,7 @@ pub mod builtin;
 pub mod cache;
 pub mod cancel;
 pub mod compaction;
+pub mod content;
 pub mod conversation;
 pub mod error;
 pub mod http;

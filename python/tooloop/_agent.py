@@ -184,16 +184,19 @@ class AgentStream(_RunHandle):
         super().close()
 
 
-def _output_spec(spec: Any) -> Tuple[Optional[Dict[str, Any]], Optional[Callable[[Any], Any]]]:
+def _output_spec(spec: Any) -> Tuple[Any, Optional[Callable[[Any], Any]]]:
     """``output_schema=``: a JSON Schema dict as is; a class (pydantic model, dataclass, TypedDict) or another
     type hint through the same schema builder as tool parameters, with the converter that builds the value."""
     if spec is None:
         return None, None
-    if isinstance(spec, dict):
-        return spec, None
+    if isinstance(spec, (dict, str, int, float, list)):
+        return spec, None  # a schema, or a value the core refuses with a message naming output_schema
     from ._schema import output_schema_for
 
-    return output_schema_for(spec)
+    try:
+        return output_schema_for(spec)
+    except TypeError as e:
+        raise ConfigError(str(e)) from None
 
 
 class SubAgent:
