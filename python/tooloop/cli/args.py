@@ -138,6 +138,16 @@ def build_parser() -> argparse.ArgumentParser:
                       help="allow every tool call without asking")
     perm.add_argument("--read-only", action="store_true",
                       help="deny bash, write_file and edit_file (the model is told why)")
+    p.add_argument("--output-format", choices=["text", "json", "stream-json"], default="text", type=str.lower,
+                   help="text (default); json: one result object at the end (Claude Code's fields: type, "
+                   "subtype, is_error, result, output, stop_reason, num_turns, usage, total_cost_usd, session_id, "
+                   "duration_ms); stream-json: an init object, then one JSON event per line, then the result")
+    p.add_argument("--json-schema", metavar="SCHEMA",
+                   help="the answer must be JSON valid against this JSON Schema (inline JSON or a file); it is "
+                   "the result's \"output\" (retried with the errors when invalid)")
+    p.add_argument("--image", metavar="PATH", action="append", default=[],
+                   help="send this picture (png, jpg, gif, webp) or PDF with the task (repeatable); "
+                   "`@path/to/file.png` in the task does the same")
     p.add_argument("--no-color", action="store_true", help="plain output without colors")
     p.add_argument("--version", action="store_true", help="print the version and exit")
     return p
