@@ -94,11 +94,11 @@ def atif(session_id: str, entries: List[Dict[str, Any]], version: str) -> Dict[s
         role = e.get("role")
         content = e.get("content")
         if role == "user":
-            extra = {"attachments": [b.get("type") for b in content if isinstance(b, dict)
-                                     and b.get("type") not in ("text", "tool_result")]} if isinstance(content, list) else {}
+            kinds = [b.get("type") for b in content if isinstance(b, dict)
+                     and b.get("type") not in ("text", "tool_result")] if isinstance(content, list) else []
             step: Dict[str, Any] = {"source": "user", "message": _text(content)}
-            if extra.get("attachments"):
-                step["extra"] = extra
+            if kinds:
+                step["extra"] = {"attachments": kinds}
             add(step, e)
         elif role == "assistant":
             if e.get("status") == "streaming":
