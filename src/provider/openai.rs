@@ -136,6 +136,21 @@ fn render_message(m: &Message, out: &mut Vec<Value>) {
                         let text = r.text();
                         let content = if r.is_error == Some(true) { format!("Error: {text}") } else { text };
                         out.push(json!({"role": "tool", "tool_call_id": r.tool_use_id, "content": content}));
+                        // Chat Completions tool messages carry text only: a result's images follow in the
+                        // user message after the tool messages, labelled with their call.
+                        let images: Vec<String> =
+                            r.content.as_array().into_iter().flatten().filter_map(image_data_url).collect();
+                        if !images.is_empty() {
+                            let label = format!(
+                                "(the image{} returned by tool call {})",
+                                if images.len() == 1 { "" } else { "s" },
+                                r.tool_use_id
+                            );
+                            parts.push(json!({"type": "text", "text": label}));
+                            parts.extend(
+                                images.into_iter().map(|url| json!({"type": "image_url", "image_url": {"url": url}})),
+                            );
+                        }
                     }
                     ContentBlock::Text(t) => parts.push(json!({"type": "text", "text": t.text})),
                     ContentBlock::Unknown(v) => {
