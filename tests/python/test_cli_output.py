@@ -182,3 +182,21 @@ def test_export_writes_an_atif_trajectory_of_the_session(tooloop_exe: str, ws: P
     assert proc.returncode == 0 and proc.stdout == ""
     assert [e["role"] for e in json.loads(out.read_text())["entries"]] == ["user", "assistant", "tool", "assistant"]
     assert run(tooloop_exe, ws, env, "export", "nope").returncode == 2
+
+
+def test_mentions_become_blocks_before_the_text_and_unknown_ones_stay_text(tmp_path: Path) -> None:
+    from tooloop.cli.config import ConfigProblem
+    from tooloop.cli.media import prompt_input
+
+    (tmp_path / "a.png").write_bytes(PNG)
+    (tmp_path / "doc.pdf").write_bytes(b"%PDF-1.4\n")
+    assert prompt_input("mail @bob about it", tmp_path) == "mail @bob about it"
+    assert prompt_input("see @missing.png", tmp_path) == "see @missing.png"
+    blocks = prompt_input("compare @a.png with @doc.pdf.", tmp_path)
+    assert isinstance(blocks, list)
+    assert [b["type"] for b in blocks] == ["image", "document", "text"]
+    assert base64.b64decode(blocks[0]["source"]["data"]) == PNG
+    assert blocks[1]["source"]["media_type"] == "application/pdf"
+    assert blocks[-1] == {"type": "text", "text": "compare @a.png with @doc.pdf."}
+    with pytest.raises(ConfigProblem, match="no such file"):
+        prompt_input("x", tmp_path, [str(tmp_path / "nope.png")])
