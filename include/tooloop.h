@@ -480,6 +480,11 @@ extern "C" {
  *   summarized by the model or dropped) and tells the event callback with TOOLOOP_EVENT_COMPACTION.
  *   `tooloop_agent_compact` compacts on demand, also when it is off.
  * - `"compaction_model"`: the model that writes compaction summaries (default: `"model"`).
+ * - `"output_schema"`: a JSON Schema object the final answer must be valid against (structured output);
+ *   the result JSON then carries the validated value as `"output"`. Native structured output where the API
+ *   has it (`"output_mode"`: `"auto"` default, `"native"` or `"tool"` for a forced `final_answer` tool); an
+ *   invalid answer goes back to the model with the errors at most `"output_retries"` times (default 2),
+ *   then the run fails with `TOOLOOP_OUTPUT_INVALID`. A subagent type may have its own `"output_schema"`.
  *
  * The keys, defaults and checks are the core's `AgentOptions`, shared with the Python `Agent(...)`.
  * An unknown key is an error (a typo must not pass silently); so is a value that cannot work (a base URL
@@ -589,7 +594,8 @@ tooloop_status tooloop_agent_set_permission(tooloop_agent *agent,
  * - `result_json`: NULL if not wanted; on success `*result_json` receives the run's result, which the
  *   caller frees with `tooloop_string_free`: `{"text": "<last turn's text>", "stop_reason": "end_turn",
  *   "turns": 2, "usage": {...}, "tool_calls": [{"id", "name", "input", "output", "is_error",
- *   "duration_ms"}, ...], "max_turns_reached": false, "message": {<the last assistant message>}}`.
+ *   "duration_ms"}, ...], "max_turns_reached": false, "message": {<the last assistant message>},
+ *   "cost_usd": 0.0012, "output": <the structured answer with "output_schema", else null>}`.
  *   On failure it is left unchanged.
  *
  * Whatever happens, the conversation stays valid: the input, every finished model turn and every tool
@@ -600,8 +606,12 @@ tooloop_status tooloop_agent_set_permission(tooloop_agent *agent,
  * `TOOLOOP_BUSY`; from the run: `TOOLOOP_CANCELLED`, `TOOLOOP_MAX_TURNS`, `TOOLOOP_TOOL_ABORTED`,
  * `TOOLOOP_MODEL_FAILED`, the API codes (`TOOLOOP_API_ERROR` .. `TOOLOOP_INTERNAL_SERVER`),
  * `TOOLOOP_CONNECTION`, `TOOLOOP_TIMEOUT`, `TOOLOOP_STREAM_INTERRUPTED`, `TOOLOOP_INVALID_RESPONSE`,
- * `TOOLOOP_CONFIG`, `TOOLOOP_IO`, `TOOLOOP_PANIC`. Threads: the agent's thread; the callbacks run on it.
+ * `TOOLOOP_OUTPUT_INVALID`, `TOOLOOP_CONFIG` (also: an image over the provider's size limit),
+ * `TOOLOOP_IO`, `TOOLOOP_PANIC`. Threads: the agent's thread; the callbacks run on it.
  * Another thread may call `tooloop_agent_cancel` meanwhile.
+ *
+ * `input` may also be a JSON array of content blocks (see `tooloop_agent_run_content`); any other text is
+ * the user's message as is.
  */
 tooloop_status tooloop_agent_run(tooloop_agent *agent,
                                  const char *input,

@@ -259,6 +259,12 @@ class Agent:
     ``headers`` are added to every HTTP request (e.g. ``{"anthropic-beta": "..."}``) and ``extra`` request body
     fields are passed through unchanged, so a new API feature never waits for a tooloop release.
 
+    ``output_schema`` (a JSON Schema dict, or a pydantic model, dataclass or TypedDict class) makes the final
+    answer structured: ``result.output`` holds it, validated (an instance of the class when one was given);
+    native structured output where the API has it, else a ``final_answer`` tool (``output_mode``: "auto",
+    "native", "tool"); an invalid answer goes back to the model with the errors at most ``output_retries``
+    times, then ``OutputValidationError``.
+
     Threads: one run at a time (another concurrent run raises ConfigError); ``cancel()``, ``messages``,
     ``history`` and ``usage`` may be used from any thread during a run.
     """

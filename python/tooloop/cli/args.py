@@ -38,6 +38,10 @@ examples:
   tooloop --continue "now update the README"
   tooloop --list                      this workspace's sessions (then: tooloop --resume ID-PREFIX)
   tooloop --provider openai --base-url http://localhost:11434/v1 --model qwen2.5-coder
+  tooloop --output-format stream-json "fix the test"   JSON events, one per line, then the result
+  tooloop -p --json-schema schema.json "list the TODOs" the answer as JSON valid against the schema
+  tooloop --image shot.png "why does this look wrong?"  (or @shot.png inside the task)
+  tooloop export SESSION-ID --format atif -o traj.json  a session as an ATIF trajectory file
 
 skills: folders with a SKILL.md in <workspace>/.tooloop/skills/ and ~/.config/tooloop/skills/.
 MCP: servers in <workspace>/.mcp.json start after you approve them once (y/n at the session's start);
