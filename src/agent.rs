@@ -1064,6 +1064,11 @@ impl Agent {
         }
         match verdict {
             Ok(v) => {
+                // The caller sees what a native answer gives: the JSON as the text, a turn that ended.
+                if run.text.trim().is_empty() {
+                    run.text = v.to_string();
+                }
+                run.stop_reason = Some(StopReason::EndTurn);
                 run.output = Some(v);
                 Ok(Verdict::Done)
             }

@@ -104,6 +104,9 @@ fn anthropic_tool_mode_forces_a_tool_and_takes_the_final_answer_input() {
     let agent = build(&mock, "anthropic", json!({"output_mode": "tool"}));
     let r = agent.run("Weather in Oslo", &mut |_| {}).unwrap();
     assert_eq!(r.output, Some(json!({"city": "Oslo", "temp_c": -3.5})));
+    // The same result as a native answer: the JSON as the text, a turn that ended.
+    assert_eq!(serde_json::from_str::<Value>(&r.text).unwrap(), json!({"city": "Oslo", "temp_c": -3.5}));
+    assert_eq!(r.stop_reason, Some(tooloop::StopReason::EndTurn));
     let body = &mock.requests()[0]["body"];
     assert_eq!(tool_names(body), vec!["final_answer"]);
     assert_eq!(body["tools"][0]["input_schema"], schema());
