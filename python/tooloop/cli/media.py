@@ -44,9 +44,13 @@ def mentions(text: str, workspace: Path) -> List[Path]:
     """The `@file.png` mentions in `text` that name existing files (others stay plain text)."""
     found: List[Path] = []
     for m in _MENTION.finditer(text):
-        p = _resolve(m.group(1), workspace)
-        if p.is_file() and p not in found:
-            found.append(p)
+        # Relative to the workspace, else to the current folder (`tooloop -w repo "see @shot.png"`).
+        for base in (workspace, Path.cwd()):
+            p = _resolve(m.group(1), base)
+            if p.is_file():
+                if p not in found:
+                    found.append(p)
+                break
     return found
 
 
