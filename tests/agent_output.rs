@@ -280,3 +280,32 @@ fn a_bad_schema_or_mode_is_refused_when_the_agent_is_built() {
         }
     }
 }
+
+#[test]
+fn bedrock_gets_the_final_answer_tool_by_default() {
+    use tooloop::provider::{AwsCredentials, Protocol, ProviderConfig};
+    let mut response = a_call("toolu_b", "final_answer", json!({"city": "Bern", "temp_c": 9}));
+    response["bedrock"] = json!({"check": false});
+    let mock = MockServer::start(&json!({ "responses": [response] }));
+    let config = ProviderConfig {
+        base_url: Some(mock.base_url()),
+        region: Some("us-west-2".into()),
+        aws_credentials: Some(AwsCredentials::new("AKIDMOCK", "secret", None)),
+        ..ProviderConfig::new(Protocol::Bedrock)
+    };
+    let agent = Agent::new(
+        config.build().unwrap(),
+        tooloop::AgentConfig {
+            model: "us.anthropic.claude-sonnet-4-6-v1:0".into(),
+            cache: false,
+            output: Some(tooloop::output::OutputSpec::new(schema())),
+            ..Default::default()
+        },
+    );
+    let r = agent.run("Weather in Bern", &mut |_| {}).unwrap();
+    assert_eq!(r.output, Some(json!({"city": "Bern", "temp_c": 9})));
+    let body = &mock.requests()[0]["body"];
+    assert_eq!(tool_names(body), vec!["final_answer"]);
+    assert_eq!(body["tool_choice"], json!({"type": "any"}));
+    assert!(body.get("output_config").is_none(), "{body}");
+}
