@@ -452,6 +452,13 @@ typedef int32_t (*tooloop_hook_fn)(void *userdata, const char *event_json, toolo
  */
 #define TOOLOOP_INVALID_RESPONSE 33
 
+/**
+ * The run's final answer did not match the config's `"output_schema"` after `"output_retries"`
+ * corrections. `tooloop_last_error()` has the validation errors and the last answer; the conversation is
+ * valid.
+ */
+#define TOOLOOP_OUTPUT_INVALID 40
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -513,6 +520,11 @@ extern "C" {
  *   summarized by the model or dropped) and tells the event callback with TOOLOOP_EVENT_COMPACTION.
  *   `tooloop_agent_compact` compacts on demand, also when it is off.
  * - `"compaction_model"`: the model that writes compaction summaries (default: `"model"`).
+ * - `"output_schema"`: a JSON Schema object the final answer must be valid against (structured output);
+ *   the result JSON then carries the validated value as `"output"`. Native structured output where the API
+ *   has it (`"output_mode"`: `"auto"` default, `"native"` or `"tool"` for a forced `final_answer` tool); an
+ *   invalid answer goes back to the model with the errors at most `"output_retries"` times (default 2),
+ *   then the run fails with `TOOLOOP_OUTPUT_INVALID`. A subagent type may have its own `"output_schema"`.
  *
  * The keys, defaults and checks are the core's `AgentOptions`, shared with the Python `Agent(...)`.
  * An unknown key is an error (a typo must not pass silently); so is a value that cannot work (a base URL
@@ -623,7 +635,8 @@ tooloop_status tooloop_agent_set_permission(tooloop_agent *agent,
  * - `result_json`: NULL if not wanted; on success `*result_json` receives the run's result, which the
  *   caller frees with `tooloop_string_free`: `{"text": "<last turn's text>", "stop_reason": "end_turn",
  *   "turns": 2, "usage": {...}, "tool_calls": [{"id", "name", "input", "output", "is_error",
- *   "duration_ms"}, ...], "max_turns_reached": false, "message": {<the last assistant message>}}`.
+ *   "duration_ms"}, ...], "max_turns_reached": false, "message": {<the last assistant message>},
+ *   "cost_usd": 0.0012, "output": <the structured answer with "output_schema", else null>}`.
  *   On failure it is left unchanged.
  *
  * Whatever happens, the conversation stays valid: the input, every finished model turn and every tool
@@ -634,14 +647,37 @@ tooloop_status tooloop_agent_set_permission(tooloop_agent *agent,
  * `TOOLOOP_BUSY`; from the run: `TOOLOOP_CANCELLED`, `TOOLOOP_MAX_TURNS`, `TOOLOOP_TOOL_ABORTED`,
  * `TOOLOOP_MODEL_FAILED`, the API codes (`TOOLOOP_API_ERROR` .. `TOOLOOP_INTERNAL_SERVER`),
  * `TOOLOOP_CONNECTION`, `TOOLOOP_TIMEOUT`, `TOOLOOP_STREAM_INTERRUPTED`, `TOOLOOP_INVALID_RESPONSE`,
- * `TOOLOOP_CONFIG`, `TOOLOOP_IO`, `TOOLOOP_PANIC`. Threads: the agent's thread; the callbacks run on it.
+ * `TOOLOOP_OUTPUT_INVALID`, `TOOLOOP_CONFIG` (also: an image over the provider's size limit),
+ * `TOOLOOP_IO`, `TOOLOOP_PANIC`. Threads: the agent's thread; the callbacks run on it.
  * Another thread may call `tooloop_agent_cancel` meanwhile.
+ *
+ * `input` may also be a JSON array of content blocks (see `tooloop_agent_run_content`); any other text is
+ * the user's message as is.
  */
 tooloop_status tooloop_agent_run(tooloop_agent *agent,
                                  const char *input,
                                  tooloop_event_fn on_event,
                                  void *event_userdata,
                                  char **result_json);
+
+/**
+ * Run the agent on new user input given as content blocks: `content_json` is a JSON array such as
+ * `[{"type": "text", "text": "What is in this picture?"}, {"type": "image", "source": {"type": "base64",
+ * "media_type": "image/png", "data": "<base64>"}}]` (also `document` blocks with a base64 PDF or text
+ * source). The blocks are sent as given; an image or document over the provider's size limit (Anthropic 5
+ * MB per image, Bedrock 3.75 MB, OpenAI 20 MB; PDFs 32 MB) is refused with `TOOLOOP_CONFIG` before
+ * anything is stored or sent. Otherwise exactly `tooloop_agent_run` (which also takes such an array as its
+ * `input`).
+ *
+ * Statuses: those of `tooloop_agent_run`, plus `TOOLOOP_INVALID_JSON` (`content_json` does not parse) and
+ * `TOOLOOP_INVALID_ARGUMENT` (not an array of blocks; the detail names the block). Threads: as
+ * `tooloop_agent_run`.
+ */
+tooloop_status tooloop_agent_run_content(tooloop_agent *agent,
+                                         const char *content_json,
+                                         tooloop_event_fn on_event,
+                                         void *event_userdata,
+                                         char **result_json);
 
 /**
  * Continue the conversation after a failure, a cancel or `TOOLOOP_MAX_TURNS`: tool calls left without a
@@ -830,6 +866,22 @@ tooloop_status tooloop_tool_result_set_text(tooloop_tool_result *result, const c
  * `TOOLOOP_PANIC`. Threads: only inside the tool callback that received `result`.
  */
 tooloop_status tooloop_tool_result_set_error(tooloop_tool_result *result, const char *message);
+
+/**
+ * Answer a tool call with content blocks: `content_json` is a JSON array such as `[{"type": "text",
+ * "text": "the screen:"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+ * "data": "<base64>"}}]` (text, image and document blocks; copied). The model receives them as the
+ * `tool_result` content, byte for byte; an image over the provider's size limit becomes an error result
+ * saying so instead. A later set replaces an earlier one.
+ *
+ * If this call fails (NULL, invalid UTF-8 or JSON, not an array of blocks), the result becomes an error
+ * result saying why, unless a later set succeeds.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `result` or `content_json`, or not an array of
+ * content blocks), `TOOLOOP_INVALID_UTF8`, `TOOLOOP_INVALID_JSON`, `TOOLOOP_PANIC`. Threads: only inside the
+ * tool callback that received `result`.
+ */
+tooloop_status tooloop_tool_result_set_content(tooloop_tool_result *result, const char *content_json);
 
 /**
  * Give the reason of a denial: the model reads "Permission denied: <reason>" as the call's error result.

@@ -88,6 +88,8 @@ struct RunResult {
     std::string stop_reason;
     /** Model requests made in this run. */
     int turns = 0;
+    /** The structured answer as compact JSON (config "output_schema"), or "null" without one. */
+    std::string output_json = "null";
     /** The whole result as JSON (see tooloop_agent_run). */
     std::string json;
 };
@@ -401,6 +403,7 @@ private:
         std::optional<std::string> stop = json_get(json, "/stop_reason");
         r.stop_reason = (stop && *stop != "null") ? *stop : "";
         r.turns = std::stoi(json_get(json, "/turns").value_or("0"));
+        r.output_json = json_get(json, "/output").value_or("null");
         r.json = std::move(json);
         return r;
     }

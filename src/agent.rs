@@ -84,6 +84,9 @@ pub struct AgentConfig {
     /// The spend cap in USD (`None`: none): no request is sent that would take the agent's spend past it;
     /// the run then ends with [`StopReason::Budget`]. See [`Agent::spent_usd`].
     pub max_cost_usd: Option<f64>,
+    /// Structured output (`None`: a plain text answer): the final answer must be JSON valid against the
+    /// schema; see [`crate::output`].
+    pub output: Option<crate::output::OutputSpec>,
 }
 
 /// The runaway guard: a model that makes the same tool call (same name, same input) again and again in a
@@ -115,6 +118,16 @@ struct RunState {
     repeats: Repeats,
     /// Model turns with tool calls since the last `todo_write`.
     since_todo: u32,
+    /// Structured answers the model gave in this run (the first one and its corrections).
+    output_attempts: u32,
+}
+
+/// What checking a structured answer decided.
+enum Verdict {
+    /// Valid: the run ends with it.
+    Done,
+    /// Invalid, the model was told why: another turn.
+    Retry,
 }
 
 /// Consecutive identical calls seen in this run, within a turn as across turns: a turn of hundreds of
@@ -166,6 +179,7 @@ impl Default for AgentConfig {
             compact_threshold: 0.8,
             compaction_model: None,
             max_cost_usd: None,
+            output: None,
         }
     }
 }
@@ -336,6 +350,9 @@ pub struct RunResult {
     /// Estimated cost in USD of this run (list prices, cache rates included; `None` for a model without a
     /// known price).
     pub cost_usd: Option<f64>,
+    /// The structured answer, valid against `output_schema` (`None` without a schema, or when the run
+    /// stopped before an answer: max_turns with policy `Return`, the runaway guard).
+    pub output: Option<Value>,
 }
 
 /// What attaching a session file found (see [`Agent::session_info`]).
@@ -679,7 +696,13 @@ impl Agent {
             return fail("`prompt` is empty: give the agent the full instructions".into());
         }
         let parent = self.config();
+        // The child answers in its own type's shape (a schema of its own), never in the parent's.
+        let output = kind.output_schema.clone().map(|schema| crate::output::OutputSpec {
+            schema,
+            ..parent.output.clone().unwrap_or_else(|| crate::output::OutputSpec::new(Value::Null))
+        });
         let config = AgentConfig {
+            output,
             model: kind.model.clone().unwrap_or(parent.model),
             system: kind.system.clone().map(Value::String),
             max_turns: Some(kind.max_turns.unwrap_or(20)),
@@ -767,6 +790,19 @@ impl Agent {
                 ..CallOutcome::error(
                     "the agent stopped: its next request would have passed the spend cap (max_cost_usd)",
                 )
+            },
+            Ok(r) if r.output.is_some() => {
+                // A structured answer goes to the parent's model as the JSON itself.
+                let json = r.output.as_ref().map(Value::to_string).unwrap_or_default();
+                CallOutcome { content: Value::String(self.tools.redact(json)), is_error: false, fatal: None, duration }
+            }
+            Err(Error::OutputValidation(f)) => CallOutcome {
+                duration,
+                ..CallOutcome::error(self.tools.redact(format!(
+                    "the agent's answer did not match its output schema: {}. Its last answer: {}",
+                    f.errors.join("; "),
+                    f.text
+                )))
             },
             Ok(r) => {
                 let text = if r.text.trim().is_empty() { "(the agent gave no answer)".to_string() } else { r.text };
@@ -878,6 +914,8 @@ impl Agent {
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<RunResult> {
         let _busy = self.begin(cancel)?;
+        // An image or document the API would refuse for its size is refused here, before it is stored or sent.
+        crate::content::check(&input, crate::content::limits(self.provider.name())).map_err(Error::Config)?;
         self.record(Entry::new(EntryRole::User, input))?;
         self.drive(on_event)
     }
@@ -943,6 +981,9 @@ impl Agent {
             stream: c.stream,
             extra: c.extra,
         };
+        if let Some(spec) = &c.output {
+            crate::output::prepare(&mut request, spec, spec.uses_tool(self.provider.native_output()));
+        }
         if cache {
             crate::cache::add_breakpoints(&mut request);
         }
@@ -960,6 +1001,7 @@ impl Agent {
             max_turns_reached: false,
             message: None,
             cost_usd: None,
+            output: None,
         };
         let mut state = RunState::default();
         loop {
@@ -999,7 +1041,8 @@ impl Agent {
             run.stop_reason = message.stop_reason.clone();
             run.message = Some(message.clone());
             let calls: Vec<ToolUseBlock> = message.tool_uses().into_iter().cloned().collect();
-            match message.stop_reason {
+            let output = lock(&self.config).output.clone();
+            match message.stop_reason.clone() {
                 Some(stop @ (StopReason::MaxTokens | StopReason::ModelContextWindowExceeded | StopReason::Refusal)) => {
                     // The turn was cut off (a call's input may be incomplete) or refused: never run its calls,
                     // and stop — asking again would hit the same wall. Each call still gets its one result.
@@ -1013,9 +1056,25 @@ impl Agent {
                     for call in &calls {
                         self.record(Entry::tool_result(&call.id, &call.name, Value::String(why.into()), true))?;
                     }
+                    if let Some(spec) = &output {
+                        // No correction: asking again would hit the same wall.
+                        let answer = crate::output::answer_of(&message, &spec.schema);
+                        state.output_attempts += 1;
+                        match crate::output::check(&answer, &spec.schema) {
+                            Ok(v) => run.output = Some(v),
+                            Err((errors, value)) => return Err(output_failure(errors, value, &answer, &state)),
+                        }
+                    }
                     return Ok(run);
                 }
                 Some(StopReason::PauseTurn) if calls.is_empty() => continue,
+                _ if output.is_some() && calls.iter().any(|c| c.name == crate::output::TOOL_NAME) => {
+                    let spec = output.as_ref().map(|o| (o.schema.clone(), o.retries)).unwrap_or_default();
+                    match self.final_answer(&message, &calls, &bad_inputs, spec, &mut state, &mut run, on_event)? {
+                        Verdict::Done => return Ok(run),
+                        Verdict::Retry => continue,
+                    }
+                }
                 _ if !calls.is_empty() => {
                     if self.run_tools(&calls, &bad_inputs, &mut state, &cancel, &mut run, on_event)? {
                         run.stop_reason = Some(StopReason::Repetition);
@@ -1023,6 +1082,11 @@ impl Agent {
                     }
                 }
                 _ => {
+                    if let Some(spec) = &output {
+                        if let Verdict::Retry = self.text_answer(&message, spec, &mut state, &mut run)? {
+                            continue;
+                        }
+                    }
                     // The run would end here: `on_stop` may keep it going with a new user message.
                     let on_stop = lock(&self.hooks).on_stop.clone();
                     let Some(hook) = on_stop else { return Ok(run) };
@@ -1046,6 +1110,98 @@ impl Agent {
         let request = self.request();
         let (tokens, _) = self.estimate_request(&request);
         self.affordable(&request.model, tokens)
+    }
+
+    /// Whether this agent's requests carry the final-answer tool (else the native field).
+    fn output_tool(&self, spec: &crate::output::OutputSpec) -> bool {
+        spec.uses_tool(self.provider.native_output())
+    }
+
+    /// A turn that ended without tool calls, under `output_schema`: its text is the answer.
+    fn text_answer(
+        &self,
+        message: &MessageResponse,
+        spec: &crate::output::OutputSpec,
+        state: &mut RunState,
+        run: &mut RunResult,
+    ) -> Result<Verdict> {
+        let answer = crate::output::Answer::Text(message.text());
+        state.output_attempts += 1;
+        match crate::output::check(&answer, &spec.schema) {
+            Ok(v) => {
+                run.output = Some(v);
+                Ok(Verdict::Done)
+            }
+            Err((errors, value)) => {
+                if state.output_attempts > spec.retries {
+                    return Err(output_failure(errors, value, &answer, state));
+                }
+                let text = crate::output::correction(&errors, self.output_tool(spec));
+                self.record(Entry::new(EntryRole::User, vec![ContentBlock::text(text)]))?;
+                Ok(Verdict::Retry)
+            }
+        }
+    }
+
+    /// A turn that called `final_answer`: its input is the answer. The turn's other calls are not run (the
+    /// model is told to make them before answering); every call gets its one result.
+    #[allow(clippy::too_many_arguments)]
+    fn final_answer(
+        &self,
+        message: &MessageResponse,
+        calls: &[ToolUseBlock],
+        bad_inputs: &HashMap<String, Value>,
+        (schema, retries): (Value, u32),
+        state: &mut RunState,
+        run: &mut RunResult,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<Verdict> {
+        let answer = crate::output::answer_of(message, &schema);
+        state.output_attempts += 1;
+        let verdict = match &answer {
+            crate::output::Answer::Tool { id, .. } if bad_inputs.contains_key(id) => {
+                let raw = bad_inputs.get(id).cloned();
+                Err((vec![bad_input_message(raw.as_ref().unwrap_or(&Value::Null))], raw))
+            }
+            a => crate::output::check(a, &schema),
+        };
+        let failed = verdict.as_ref().err().map(|(errors, _)| crate::output::correction(errors, true));
+        for call in calls {
+            on_event(&Event::ToolUse { id: call.id.clone(), name: call.name.clone(), input: call.input.clone() });
+            let (content, is_error) = if call.name != crate::output::TOOL_NAME {
+                let why = "not run: final_answer was called in the same turn; make the calls you need first,                            then call final_answer alone";
+                (why.to_string(), true)
+            } else {
+                match &failed {
+                    Some(text) => (text.clone(), true),
+                    None => ("accepted".to_string(), false),
+                }
+            };
+            self.record(Entry::tool_result(&call.id, &call.name, Value::String(content.clone()), is_error))?;
+            on_event(&Event::ToolResult {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                content: Value::String(content),
+                is_error,
+                denied: false,
+                duration_ms: 0,
+            });
+        }
+        match verdict {
+            Ok(v) => {
+                // The caller sees what a native answer gives: the JSON as the text, a turn that ended.
+                if run.text.trim().is_empty() {
+                    run.text = v.to_string();
+                }
+                run.stop_reason = Some(StopReason::EndTurn);
+                run.output = Some(v);
+                Ok(Verdict::Done)
+            }
+            Err((errors, value)) if state.output_attempts > retries => {
+                Err(output_failure(errors, value, &answer, state))
+            }
+            Err(_) => Ok(Verdict::Retry),
+        }
     }
 
     /// One model turn, with compaction around it: before the request when it would pass the threshold, and
@@ -1624,6 +1780,13 @@ impl Agent {
                         Err(message) => hook_failed = Some(Error::Hook { hook: "after_tool".into(), message }),
                     }
                 }
+                if let Err(m) =
+                    crate::content::check_result(&outcome.content, crate::content::limits(self.provider.name()))
+                {
+                    // The model reads why instead of the request failing on the API's size limit.
+                    outcome.content = Value::String(format!("the tool's result was not sent: {m}"));
+                    outcome.is_error = true;
+                }
                 if last_batch && k + 1 == batch_len {
                     if let Some(text) = reminder.take() {
                         append_text(&mut outcome.content, &text);
@@ -1743,6 +1906,25 @@ fn gate(
         }
         _ => ask(&call),
     }
+}
+
+/// The error that ends a run whose last structured answer was invalid.
+fn output_failure(
+    errors: Vec<String>,
+    output: Option<Value>,
+    answer: &crate::output::Answer,
+    state: &RunState,
+) -> Error {
+    let text = match answer {
+        crate::output::Answer::Text(t) => t.clone(),
+        crate::output::Answer::Tool { value, .. } => value.to_string(),
+    };
+    Error::OutputValidation(Box::new(crate::output::OutputFailure {
+        errors,
+        output,
+        text,
+        attempts: state.output_attempts,
+    }))
 }
 
 /// Add `text` at the end of a tool result's content (a string or blocks).

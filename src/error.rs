@@ -178,6 +178,9 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// The run's final answer was not valid against `output_schema` after the last retry (see
+    /// [`crate::output`]). Carries the errors and the last answer; the conversation stays valid.
+    OutputValidation(Box<crate::output::OutputFailure>),
     /// Reading or writing a session file failed.
     Io {
         /// What was being done.
@@ -203,6 +206,7 @@ impl Error {
             Error::InvalidOption { .. } => "invalid_option",
             Error::Io { .. } => "io",
             Error::Hook { .. } => "hook",
+            Error::OutputValidation(_) => "output_validation",
         }
     }
 
@@ -280,6 +284,13 @@ impl fmt::Display for Error {
             Error::InvalidOption { key, message } => write!(f, "invalid option {key}: {message}"),
             Error::Io { context, source } => write!(f, "{context}: {source}"),
             Error::Hook { hook, message } => write!(f, "the {hook} hook failed: {message}"),
+            Error::OutputValidation(o) => write!(
+                f,
+                "the final answer does not match output_schema after {} attempt{}: {}",
+                o.attempts,
+                if o.attempts == 1 { "" } else { "s" },
+                o.errors.join("; ")
+            ),
         }
     }
 }

@@ -10,6 +10,8 @@
 //! - [`agent`]: the loop.
 //! - [`cache`]: where prompt-caching breakpoints go.
 //! - [`compaction`]: token estimates, context windows, and compaction of long conversations.
+//! - [`output`]: structured output (`output_schema`): native or a final-answer tool, validated, retried.
+//! - [`content`]: content blocks from hosts (images, documents), checked against the provider's size limits.
 //! - [`options`]: every option of an agent, with its default and checks, shared by every door.
 //! - [`skills`]: skill folders (SKILL.md) the model loads on demand.
 //! - [`subagent`]: the task tool's child agents.
@@ -35,6 +37,7 @@ pub mod builtin;
 pub mod cache;
 pub mod cancel;
 pub mod compaction;
+pub mod content;
 pub mod conversation;
 pub mod error;
 pub mod gate;
@@ -43,6 +46,7 @@ pub mod http;
 pub mod instructions;
 pub mod mcp;
 pub mod options;
+pub mod output;
 pub mod pricing;
 pub mod provider;
 pub mod rules;

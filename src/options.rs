@@ -225,6 +225,17 @@ pub struct AgentOptions {
     /// calls before the permission callable is asked (see [`crate::rules`]).
     #[serde(deserialize_with = "de_rules")]
     pub permission_rules: Option<crate::rules::PermissionRules>,
+    /// Structured output: a JSON Schema (an object) the final answer must be valid against (see
+    /// [`crate::output`]); the result then carries it as `output`.
+    #[serde(deserialize_with = "de_output_schema")]
+    pub output_schema: Option<Value>,
+    /// Invalid structured answers sent back to the model with the errors before the run fails (default 2).
+    #[serde(deserialize_with = "de_output_retries")]
+    pub output_retries: u32,
+    /// How the schema reaches the model: `"auto"` (default: the API's native structured output where it has
+    /// one, else a `final_answer` tool), `"native"` or `"tool"`.
+    #[serde(deserialize_with = "de_output_mode")]
+    pub output_mode: crate::output::OutputMode,
 }
 
 impl Default for AgentOptions {
@@ -269,6 +280,9 @@ impl Default for AgentOptions {
             instruction_files: crate::instructions::InstructionFiles::Off,
             max_cost_usd: None,
             permission_rules: None,
+            output_schema: None,
+            output_retries: 2,
+            output_mode: crate::output::OutputMode::Auto,
         }
     }
 }
@@ -319,6 +333,9 @@ impl AgentOptions {
         "instruction_files",
         "max_cost_usd",
         "permission_rules",
+        "output_schema",
+        "output_retries",
+        "output_mode",
     ];
 
     /// Parse a JSON object of options. Errors are [`Error::InvalidOption`] naming the key.
@@ -442,6 +459,11 @@ impl AgentOptions {
             compact_threshold: self.compact_threshold,
             compaction_model: self.compaction_model.clone(),
             max_cost_usd: self.max_cost_usd,
+            output: self.output_schema.clone().map(|schema| crate::output::OutputSpec {
+                schema,
+                retries: self.output_retries,
+                mode: self.output_mode,
+            }),
         })
         .and_then(|c| self.check_prices(c))
     }
@@ -932,6 +954,10 @@ fn de_subagents<'de, D: Deserializer<'de>>(
                 if t.description.trim().is_empty() {
                     return Err(D::Error::custom(format!("agent type {name:?} needs a \"description\"")));
                 }
+                if let Some(schema) = &t.output_schema {
+                    crate::output::check_schema(schema)
+                        .map_err(|m| D::Error::custom(format!("agent type {name:?}: output_schema {m}")))?;
+                }
                 if t.max_turns == Some(0) {
                     return Err(D::Error::custom(format!("agent type {name:?}: max_turns must be at least 1")));
                 }
@@ -957,6 +983,30 @@ fn de_server_tools<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<V
             })
             .collect(),
         v => Err(D::Error::custom(format!("must be {what}, got {}", got(&v)))),
+    }
+}
+
+fn de_output_schema<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Value>, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(None),
+        v => crate::output::check_schema(&v).map(|()| Some(v)).map_err(D::Error::custom),
+    }
+}
+
+fn de_output_retries<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u32, D::Error> {
+    let v = value(d)?;
+    if v.is_null() {
+        return Ok(2);
+    }
+    integer::<D::Error>(&v, 0, 100, "an integer from 0 to 100").map(|n| n as u32)
+}
+
+fn de_output_mode<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<crate::output::OutputMode, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(crate::output::OutputMode::Auto),
+        Value::String(s) => crate::output::OutputMode::parse(&s)
+            .ok_or_else(|| D::Error::custom(format!("must be \"auto\", \"native\" or \"tool\", got {s:?}"))),
+        v => Err(D::Error::custom(format!("must be \"auto\", \"native\" or \"tool\", got {}", got(&v)))),
     }
 }
 

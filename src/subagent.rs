@@ -42,6 +42,10 @@ pub struct SubAgent {
     /// of the parent's mode; other settings (workspace, network, environment) stay the parent's.
     #[serde(default)]
     pub sandbox: Option<crate::builtin::SandboxMode>,
+    /// A JSON Schema for the child's answer (structured output, see [`crate::output`]): the parent's model
+    /// then receives the validated JSON as the `task` result.
+    #[serde(default)]
+    pub output_schema: Option<Value>,
     /// Tools of the child's own, beside the parent's (hosts add them in code; not in JSON).
     #[serde(skip)]
     pub own_tools: Vec<Tool>,

@@ -44,6 +44,7 @@ from .errors import (
     PermissionDeniedError,
     RateLimitError,
     RequestTooLargeError,
+    OutputValidationError,
     SessionError,
     StreamInterruptedError,
     ToolAbortedError,
@@ -116,6 +117,7 @@ __all__ = [
     "ToolAbortedError",
     "InvalidResponseError",
     "SessionError",
+    "OutputValidationError",
     "ConfigError",
 ]
 

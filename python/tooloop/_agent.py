@@ -21,7 +21,8 @@ DEFAULT_MODEL = "claude-sonnet-4-6"
 # `typing` is for the type checker only: importing it costs more than the rest of `import tooloop`.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TypeVar, Union, overload
+    from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union,
+                        overload)
 
     from .events import Event
 
@@ -137,9 +138,11 @@ class AgentStream(_RunHandle):
 
     result: Optional[RunResult]
 
-    def __init__(self, run: _tooloop._Run, model: str) -> None:
+    def __init__(self, run: _tooloop._Run, model: str,
+                 finish: Optional[Callable[[Dict[str, Any]], RunResult]] = None) -> None:
         self._run = run
         self._model = model
+        self._finish = finish if finish is not None else RunResult._from
         self._finished = False
         self.result = None
 
@@ -153,7 +156,7 @@ class AgentStream(_RunHandle):
             d = self._run.next_event()
             if d is None:
                 self._finished = True
-                self.result = RunResult._from(self._run.result())
+                self.result = self._finish(self._run.result())
                 return DoneEvent(self.result)
             event = _event_from(d)
             if event is not None:
@@ -167,7 +170,7 @@ class AgentStream(_RunHandle):
             text = self._run.next_text()
             if text is None:
                 self._finished = True
-                self.result = RunResult._from(self._run.result())
+                self.result = self._finish(self._run.result())
                 return
             yield text
 
@@ -181,6 +184,21 @@ class AgentStream(_RunHandle):
         super().close()
 
 
+def _output_spec(spec: Any) -> Tuple[Any, Optional[Callable[[Any], Any]]]:
+    """``output_schema=``: a JSON Schema dict as is; a class (pydantic model, dataclass, TypedDict) or another
+    type hint through the same schema builder as tool parameters, with the converter that builds the value."""
+    if spec is None:
+        return None, None
+    if isinstance(spec, (dict, str, int, float, list)):
+        return spec, None  # a schema, or a value the core refuses with a message naming output_schema
+    from ._schema import output_schema_for
+
+    try:
+        return output_schema_for(spec)
+    except TypeError as e:
+        raise ConfigError(str(e)) from None
+
+
 class SubAgent:
     """A kind of child agent the ``task`` tool can start (``Agent(subagents={"explore": SubAgent(...)})``).
 
@@ -192,7 +210,7 @@ class SubAgent:
     start children.
     """
 
-    __slots__ = ("description", "system", "tools", "model", "max_turns", "sandbox")
+    __slots__ = ("description", "system", "tools", "model", "max_turns", "sandbox", "output_schema")
 
     def __init__(
         self,
@@ -202,8 +220,12 @@ class SubAgent:
         model: Optional[str] = None,
         max_turns: Optional[int] = None,
         sandbox: Optional[str] = None,
+        output_schema: Any = None,
     ) -> None:
         self.description = description
+        #: The child's structured answer (a JSON Schema dict or a class, as ``Agent(output_schema=)``): the
+        #: parent's model receives the validated JSON as the task's result.
+        self.output_schema = output_schema
         self.sandbox = sandbox
         self.system = system
         self.tools = list(tools) if tools is not None else None
@@ -213,7 +235,8 @@ class SubAgent:
     def _options(self) -> Dict[str, Any]:
         names = None if self.tools is None else [t for t in self.tools if isinstance(t, str)]
         return {"description": self.description, "system": self.system, "tools": names, "model": self.model,
-                "max_turns": self.max_turns, "sandbox": self.sandbox}
+                "max_turns": self.max_turns, "sandbox": self.sandbox,
+                "output_schema": _output_spec(self.output_schema)[0]}
 
     def _own_tools(self) -> List[Tool]:
         return [as_tool(t) for t in self.tools or [] if not isinstance(t, str)]
@@ -243,6 +266,11 @@ class Agent:
     (``"bash(npm test:*)"``, ``"edit_file(src/**)"``, ``"mcp__github"``; deny > ask > allow; an ask rule
     goes to ``permission``). ``hooks`` run around each call and request (see ``tooloop._hooks``).
     ``max_cost_usd`` stops a run with ``stop_reason == "budget"`` before a request that would pass it.
+    ``output_schema`` (a JSON Schema dict, or a pydantic model, dataclass or TypedDict class) makes the final
+    answer structured: ``result.output`` holds it, validated (an instance of the class when one was given);
+    native structured output where the API has it, else a ``final_answer`` tool (``output_mode``: "auto",
+    "native", "tool"); an invalid answer goes back to the model with the errors at most ``output_retries``
+    times, then ``OutputValidationError``.
 
     Threads: one run at a time (another concurrent run raises ConfigError); ``cancel()``, ``messages``,
     ``history`` and ``usage`` may be used from any thread during a run.
@@ -288,10 +316,14 @@ class Agent:
         max_cost_usd: Optional[float] = None,
         hooks: Optional[Dict[str, Any]] = None,
         permission_rules: Optional[Dict[str, Sequence[str]]] = None,
+        output_schema: Any = None,
+        output_retries: int = 2,
+        output_mode: str = "auto",
     ) -> None:
         if not isinstance(provider, str) and not callable(provider):
             raise ConfigError(f"provider must be 'anthropic', 'openai' or a callable, got {type(provider).__name__}")
         core_provider: Any = provider if isinstance(provider, str) else _model_adapter(provider)
+        schema, self._output_build = _output_spec(output_schema)
         # Every option is read and checked by the core (the same keys as the C config), so the doors agree.
         self._core = _tooloop._Agent(
             core_provider,
@@ -333,6 +365,9 @@ class Agent:
                 "permission_rules": {k: list(v) if isinstance(v, (list, tuple)) else v
                                      for k, v in permission_rules.items()}
                 if isinstance(permission_rules, dict) else permission_rules,
+                "output_schema": schema,
+                "output_retries": output_retries,
+                "output_mode": output_mode,
             },
         )
         self.set_hooks(hooks)
@@ -482,17 +517,32 @@ class Agent:
         """Run until the model stops: send ``input``, run the tools it asks for, repeat. Blocks (the GIL is
         released while waiting); Ctrl+C cancels the run within 200 ms and raises KeyboardInterrupt with the
         conversation intact."""
-        return RunResult._from(self._core.start(input, False).result())
+        return self._result(self._core.start(input, False).result())
+
+    def _result(self, d: Dict[str, Any]) -> RunResult:
+        """The RunResult, its ``output`` built into the ``output_schema`` class when one was given."""
+        result = RunResult._from(d)
+        build = self._output_build
+        if build is not None and result.output is not None:
+            try:
+                object.__setattr__(result, "output", build(result.output))
+            except Exception as e:
+                from .errors import OutputValidationError
+
+                raise OutputValidationError(
+                    f"the final answer is valid JSON for output_schema but building it failed: {e}",
+                    errors=[str(e)], output=result.output, text=result.text, attempts=1) from e
+        return result
 
     def stream(self, input: Input) -> AgentStream:
         """Like ``run`` but yields events as they happen (see ``AgentStream``)."""
-        return AgentStream(self._core.start(input, True), self.model)
+        return AgentStream(self._core.start(input, True), self.model, self._result)
 
     def resume(self) -> RunResult:
         """Continue after a failure, a cancel or max_turns, without new input: unanswered tool calls are
         answered as interrupted (a tool that already ran is never run again), then the conversation is sent
         again."""
-        return RunResult._from(self._core.start(None, False).result())
+        return self._result(self._core.start(None, False).result())
 
     def compact(self, instructions: Optional[str] = None) -> Optional[str]:
         """Compact the conversation now: the older turns are summarized by the model (``compaction_model`` if

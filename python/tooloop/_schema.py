@@ -677,5 +677,20 @@ def _fields_converter(cls: type) -> Optional[Callable[[Any], Any]]:
     return conv
 
 
+def output_schema_for(hint: Any) -> Tuple[Dict[str, Any], Optional[Callable[[Any], Any]]]:
+    """The JSON schema of a structured answer's type (a pydantic model, a dataclass, a TypedDict, or any hint a
+    tool parameter may have), and the converter that builds the value from the validated JSON (None when the
+    JSON value already is one)."""
+    ctx = _Ctx()
+    try:
+        schema = _schema_for(hint, ctx)
+    except _Unmappable as e:
+        raise TypeError(f"output_schema {_hint_name(hint)} has no JSON schema mapping ({e})") from None
+    if ctx.defs:
+        schema = dict(schema)
+        schema["$defs"] = {**ctx.defs, **schema.get("$defs", {})}
+    return schema, _converter_for(hint)
+
+
 build_schema = _build_schema
 Built = _Built

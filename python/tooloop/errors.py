@@ -20,6 +20,7 @@
     ├── ToolAbortedError             a tool ended the run on purpose (tool)
     ├── InvalidResponseError         the response broke the protocol (or a Python model returned garbage)
     ├── SessionError                 reading or writing the session file failed
+    ├── OutputValidationError        the final answer did not match output_schema (errors, output, text)
     └── ConfigError (also ValueError) a bad argument or configuration (missing API key, busy agent, ...)
 
 An ``error`` event inside a stream (e.g. ``overloaded_error`` after some text) raises an exception that is
@@ -36,7 +37,7 @@ from __future__ import annotations
 # `typing` is for the type checker only: importing it costs more than the rest of `import tooloop`.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Dict, Optional, Tuple, Type
+    from typing import Any, Dict, List, Optional, Tuple, Type
 
 __all__ = [
     "Error",
@@ -57,6 +58,7 @@ __all__ = [
     "ToolAbortedError",
     "InvalidResponseError",
     "SessionError",
+    "OutputValidationError",
     "ConfigError",
 ]
 
@@ -223,6 +225,29 @@ class SessionError(Error):
         self.errno = errno
 
 
+class OutputValidationError(Error):
+    """The run's final answer did not match ``output_schema`` after ``output_retries`` corrections.
+
+    ``errors`` lists what was wrong with the last answer; ``output`` is that answer as JSON (None when it did
+    not parse) and ``text`` as the model wrote it; ``attempts`` counts the answers given. The conversation is
+    valid: ``agent.resume()`` or a new ``run`` may go on."""
+
+    errors: List[str]
+    output: Any
+    text: str
+    attempts: int
+
+    def __init__(
+        self, message: str = "", *, errors: Optional[List[str]] = None, output: Any = None, text: str = "",
+        attempts: int = 0,
+    ) -> None:
+        super().__init__(message)
+        self.errors = list(errors or [])
+        self.output = output
+        self.text = text
+        self.attempts = attempts
+
+
 class ConfigError(Error, ValueError):
     """A configuration or argument problem: unknown provider, missing API key, invalid tool name or schema,
     a run started while another is in progress, ..."""
@@ -317,6 +342,12 @@ def _from_core(info: Dict[str, Any]) -> BaseException:
     elif kind == "io":
         exc = _new(SessionError, message)
         exc.errno = info.get("errno")
+    elif kind == "output_validation":
+        exc = _new(OutputValidationError, message)
+        exc.errors = list(info.get("errors") or [])
+        exc.output = info.get("output")
+        exc.text = info.get("text", "")
+        exc.attempts = int(info.get("attempts") or 0)
     elif kind in ("config", "invalid_option"):
         exc = _new(ConfigError, message)
     else:

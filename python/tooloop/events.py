@@ -160,11 +160,12 @@ class RunResult(_Record):
     stopped the run first); ``turns`` the model requests made; ``usage`` this run's tokens; ``tool_calls``
     the calls made, in order; ``message`` the last assistant message as a dict; ``cost_usd`` this run's
     estimated cost in USD from the core's price table (None for a model without a known price; also in
-    ``usage.cost_usd``).
+    ``usage.cost_usd``); ``output`` the structured answer, valid against ``output_schema`` (an instance of
+    its class when a class was given; None without a schema).
     """
 
     __slots__ = ("text", "stop_reason", "turns", "usage", "tool_calls", "max_turns_reached", "message",
-                 "cost_usd")
+                 "cost_usd", "output")
     _fields = __slots__
 
     text: str
@@ -175,12 +176,14 @@ class RunResult(_Record):
     max_turns_reached: bool
     message: Optional[Dict[str, Any]]
     cost_usd: Optional[float]
+    output: Any
 
     def __init__(self, text: str, stop_reason: Optional[str], turns: int, usage: Usage,
                  tool_calls: List[ToolCallRecord], max_turns_reached: bool = False,
-                 message: Optional[Dict[str, Any]] = None, cost_usd: Optional[float] = None) -> None:
+                 message: Optional[Dict[str, Any]] = None, cost_usd: Optional[float] = None,
+                 output: Any = None) -> None:
         self._init(text=text, stop_reason=stop_reason, turns=turns, usage=usage, tool_calls=tool_calls,
-                   max_turns_reached=max_turns_reached, message=message, cost_usd=cost_usd)
+                   max_turns_reached=max_turns_reached, message=message, cost_usd=cost_usd, output=output)
 
     @classmethod
     def _from(cls, d: Dict[str, Any]) -> RunResult:
@@ -195,6 +198,7 @@ class RunResult(_Record):
             max_turns_reached=bool(d.get("max_turns_reached")),
             message=d.get("message"),
             cost_usd=cost_usd,
+            output=d.get("output"),
         )
 
 

@@ -93,6 +93,10 @@ impl Provider for AnthropicProvider {
         true
     }
 
+    fn native_output(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "anthropic"
     }

@@ -113,6 +113,11 @@ impl FnProvider {
 }
 
 impl Provider for FnProvider {
+    /// A host model reads the schema from the request's `output_config.format` and answers with JSON text.
+    fn native_output(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "host"
     }
@@ -180,6 +185,11 @@ impl ScriptedProvider {
 }
 
 impl Provider for ScriptedProvider {
+    /// A host model reads the schema from the request's `output_config.format` and answers with JSON text.
+    fn native_output(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &str {
         "scripted"
     }

@@ -129,6 +129,13 @@ pub trait Provider: Send + Sync {
         false
     }
 
+    /// Whether the API takes a JSON schema for the final answer in the request (Anthropic
+    /// `output_config.format`, OpenAI `response_format`), so structured output needs no final-answer tool
+    /// (see [`crate::output`]). False by default.
+    fn native_output(&self) -> bool {
+        false
+    }
+
     /// The input tokens `request` would carry, counted by the API (Anthropic's `count_tokens` endpoint), or
     /// `None` when this provider has no such endpoint (the agent then estimates). Default `None`.
     fn count_tokens(&self, request: &Request, cancel: &CancelToken) -> Result<Option<u64>> {

@@ -104,6 +104,20 @@ pub fn render_request(request: &Request) -> Value {
     for (k, v) in &request.extra {
         body.insert(k.clone(), v.clone());
     }
+    // Structured output arrives in the neutral (Messages API) field: Chat Completions calls it
+    // `response_format`.
+    if let Some(Value::Object(mut config)) = body.remove("output_config") {
+        if let Some(format) = config.remove("format") {
+            let schema = format.get("schema").cloned().unwrap_or(Value::Null);
+            body.insert(
+                "response_format".into(),
+                json!({"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}),
+            );
+        }
+        if !config.is_empty() {
+            body.insert("output_config".into(), Value::Object(config));
+        }
+    }
     // OpenAI's reasoning models refuse `max_tokens` next to its successor: a host that passes
     // `max_completion_tokens` through `extra` gets that one alone.
     if body.contains_key("max_completion_tokens") {
@@ -122,6 +136,21 @@ fn render_message(m: &Message, out: &mut Vec<Value>) {
                         let text = r.text();
                         let content = if r.is_error == Some(true) { format!("Error: {text}") } else { text };
                         out.push(json!({"role": "tool", "tool_call_id": r.tool_use_id, "content": content}));
+                        // Chat Completions tool messages carry text only: a result's images follow in the
+                        // user message after the tool messages, labelled with their call.
+                        let images: Vec<String> =
+                            r.content.as_array().into_iter().flatten().filter_map(image_data_url).collect();
+                        if !images.is_empty() {
+                            let label = format!(
+                                "(the image{} returned by tool call {})",
+                                if images.len() == 1 { "" } else { "s" },
+                                r.tool_use_id
+                            );
+                            parts.push(json!({"type": "text", "text": label}));
+                            parts.extend(
+                                images.into_iter().map(|url| json!({"type": "image_url", "image_url": {"url": url}})),
+                            );
+                        }
                     }
                     ContentBlock::Text(t) => parts.push(json!({"type": "text", "text": t.text})),
                     ContentBlock::Unknown(v) => {
@@ -441,6 +470,12 @@ impl ChunkAccumulator {
 impl Provider for OpenAiProvider {
     fn name(&self) -> &str {
         "openai"
+    }
+
+    /// OpenAI's own endpoint takes `response_format` with a JSON schema; compatible local servers vary, so
+    /// they get the final-answer tool (`output_mode: "native"` asks them for `response_format` anyway).
+    fn native_output(&self) -> bool {
+        self.base_url.contains("://api.openai.com")
     }
 
     fn secrets(&self) -> Vec<Secret> {

@@ -35,6 +35,8 @@ tests=(
   "mcp_server         -"
   "compaction         c_compaction.json   requests"
   "hooks              -"
+  "output_schema      c_output_schema.json"
+  "content_blocks     c_content_blocks.json   requests"
 )
 # mcp_server starts tests/mcp/fastmcp_server.py with $TOOLOOP_TEST_PYTHON.
 export TOOLOOP_REPO_ROOT="$root"

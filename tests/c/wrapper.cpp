@@ -64,6 +64,7 @@ void network_loop() {
         });
         CHECK(r.text == "In Paris it is 18 \xc2\xb0" "C and sunny, and the time is 14:05.");
         CHECK(r.stop_reason == "end_turn");
+        CHECK(r.output_json == "null");
         CHECK(r.turns == 2);
         CHECK_CONTAINS(r.json.c_str(), "\"tool_calls\":[");
         CHECK(streamed.find("I'll check the weather") == 0);
@@ -170,6 +171,17 @@ void fake_model() {
     }
 }
 
+/* Structured output: "output_schema" in the config, the validated answer as RunResult::output_json. */
+void structured_output() {
+    tooloop::Agent typed(R"({"model": "fake", "output_schema": {"type": "object",
+                             "properties": {"n": {"type": "integer"}}, "required": ["n"]}})",
+                         [](const std::string &) {
+                             return std::string(R"({"content": [{"type": "text", "text": "{\"n\": 7}"}]})");
+                         });
+    tooloop::RunResult r = typed.run("a number");
+    CHECK(r.output_json == "{\"n\":7}");
+}
+
 } // namespace
 
 int main() {
@@ -177,6 +189,7 @@ int main() {
     try {
         network_loop();
         fake_model();
+        structured_output();
     } catch (const std::exception &e) {
         std::fprintf(stderr, "unexpected exception: %s\n", e.what());
         check_failures++;

@@ -566,3 +566,27 @@ def test_a_spinner_with_elapsed_time_shows_until_the_first_token(tooloop_exe, ws
         finally:
             term.kill()
     assert "waiting for the model" not in term.text
+
+
+def test_a_picture_mentioned_in_the_repl_is_sent_as_an_image(tooloop_exe, ws, tmp_path):
+    import base64
+    png = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+    (ws / "shot.png").write_bytes(png)
+    reply = {"anthropic": {"id": "msg_img", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+                           "content": [{"type": "text", "text": "A red pixel."}], "stop_reason": "end_turn",
+                           "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5}}}
+    with MockServer({"responses": [reply]}) as mock:
+        term = Term(tooloop_exe, [], ws, term_env(tmp_path, mock))
+        try:
+            term.expect("/help for commands")
+            term.expect(PROMPT)
+            term.type("what is in @shot.png?")
+            term.expect("A red pixel")
+            term.expect(PROMPT)
+            term.child.sendeof()
+            term.finish()
+            content = mock.requests()[0]["body"]["messages"][0]["content"]
+            assert base64.b64decode(content[0]["source"]["data"]) == png
+            assert content[-1]["text"] == "what is in @shot.png?"
+        finally:
+            term.kill()

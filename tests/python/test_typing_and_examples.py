@@ -91,3 +91,11 @@ def test_example_plan_and_delegate() -> None:
     assert "  [notes] search_notes({'topic': 'port'})" in lines
     assert "Release check done: the service listens on port 8080." in lines
     assert lines[-1] == "todos at the end: ['completed', 'completed']"
+
+
+def test_example_structured_output() -> None:
+    proc = run([sys.executable, str(EXAMPLES / "structured_output.py")])
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "[model] asked for ['breaking', 'changes', 'version'], answering ['changes', 'version']"
+    assert lines[-1] == "2.1.0: breaking=False, 2 changes (2 turns)"

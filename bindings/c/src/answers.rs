@@ -37,8 +37,51 @@ pub extern "C" fn tooloop_tool_result_set_error(
     boundary("tooloop_tool_result_set_error", || set_outcome(result, message, "message", false))
 }
 
+/// Answer a tool call with content blocks: `content_json` is a JSON array such as `[{"type": "text",
+/// "text": "the screen:"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+/// "data": "<base64>"}}]` (text, image and document blocks; copied). The model receives them as the
+/// `tool_result` content, byte for byte; an image over the provider's size limit becomes an error result
+/// saying so instead. A later set replaces an earlier one.
+///
+/// If this call fails (NULL, invalid UTF-8 or JSON, not an array of blocks), the result becomes an error
+/// result saying why, unless a later set succeeds.
+///
+/// Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `result` or `content_json`, or not an array of
+/// content blocks), `TOOLOOP_INVALID_UTF8`, `TOOLOOP_INVALID_JSON`, `TOOLOOP_PANIC`. Threads: only inside the
+/// tool callback that received `result`.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_tool_result_set_content(
+    result: *mut tooloop_tool_result,
+    content_json: *const c_char,
+) -> tooloop_status {
+    boundary("tooloop_tool_result_set_content", || {
+        let r = handle_mut(result, "result")?;
+        let parsed = str_arg(content_json, "content_json").and_then(|t| {
+            let v: Value = serde_json::from_str(t)
+                .map_err(|e| Failure::new(TOOLOOP_INVALID_JSON, format!("content_json does not parse: {e}")))?;
+            tooloop::content::parse_blocks(&v)
+                .map_err(|m| Failure::new(TOOLOOP_INVALID_ARGUMENT, format!("content_json: {m}")))?;
+            Ok(v)
+        });
+        match parsed {
+            Ok(Value::Array(blocks)) => {
+                r.outcome = Some(Ok(String::new()));
+                r.content = Some(blocks);
+                Ok(())
+            }
+            Ok(_) => Err(Failure::new(TOOLOOP_INVALID_ARGUMENT, "content_json must be an array")),
+            Err(f) => {
+                r.content = None;
+                r.outcome = Some(Err(format!("the tool's result could not be set: {}", f.message)));
+                Err(f)
+            }
+        }
+    })
+}
+
 fn set_outcome(result: *mut tooloop_tool_result, text: *const c_char, what: &str, ok: bool) -> FfiResult<()> {
     let r = handle_mut(result, "result")?;
+    r.content = None;
     match str_arg(text, what) {
         Ok(t) => {
             r.outcome = Some(if ok { Ok(t.to_string()) } else { Err(t.to_string()) });

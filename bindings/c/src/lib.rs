@@ -82,6 +82,8 @@ pub struct tooloop_agent {
 pub struct tooloop_tool_result {
     /// `Ok(text)`: the result; `Err(message)`: an is_error result.
     outcome: Option<Result<String, String>>,
+    /// Content blocks set by `tooloop_tool_result_set_content` (the outcome is then `Ok("")`).
+    content: Option<Vec<Value>>,
     cancel: CancelToken,
 }
 
@@ -217,12 +219,16 @@ fn core_failure(e: &Error) -> Failure {
         Error::InvalidOption { .. } => TOOLOOP_INVALID_ARGUMENT,
         Error::Io { .. } => TOOLOOP_IO,
         Error::Hook { .. } => TOOLOOP_HOOK_FAILED,
+        Error::OutputValidation(_) => TOOLOOP_OUTPUT_INVALID,
         _ => TOOLOOP_ERROR,
     };
     let mut message = e.to_string();
     // A stream ended by an `error` event: its Display says "interrupted"; the API detail is what to act on.
     if let (Error::StreamInterrupted { .. }, Some(api)) = (e, e.api()) {
         message.push_str(&format!(" [API error: {api}]"));
+    }
+    if let Error::OutputValidation(f) = e {
+        message.push_str(&format!(". Last answer: {}", f.text));
     }
     Failure::new(status, message)
 }
@@ -339,6 +345,11 @@ fn build_agent(
 ///   summarized by the model or dropped) and tells the event callback with TOOLOOP_EVENT_COMPACTION.
 ///   `tooloop_agent_compact` compacts on demand, also when it is off.
 /// - `"compaction_model"`: the model that writes compaction summaries (default: `"model"`).
+/// - `"output_schema"`: a JSON Schema object the final answer must be valid against (structured output);
+///   the result JSON then carries the validated value as `"output"`. Native structured output where the API
+///   has it (`"output_mode"`: `"auto"` default, `"native"` or `"tool"` for a forced `final_answer` tool); an
+///   invalid answer goes back to the model with the errors at most `"output_retries"` times (default 2),
+///   then the run fails with `TOOLOOP_OUTPUT_INVALID`. A subagent type may have its own `"output_schema"`.
 ///
 /// The keys, defaults and checks are the core's `AgentOptions`, shared with the Python `Agent(...)`.
 /// An unknown key is an error (a typo must not pass silently); so is a value that cannot work (a base URL
@@ -465,7 +476,7 @@ impl ToolHandler for HostTool {
         // serde_json escapes control characters, so the input JSON never holds a NUL byte.
         let json = CString::new(input.to_string())
             .map_err(|_| ToolError::Respond("the tool input contains a NUL byte".into()))?;
-        let mut result = tooloop_tool_result { outcome: None, cancel: ctx.cancel.clone() };
+        let mut result = tooloop_tool_result { outcome: None, content: None, cancel: ctx.cancel.clone() };
         // SAFETY: the host's callback with its own userdata; both pointers we pass live for the call.
         let rc = unsafe { (self.f)(self.userdata.ptr, json.as_ptr(), &mut result) };
         if rc != 0 {
@@ -476,6 +487,7 @@ impl ToolHandler for HostTool {
             return Err(ToolError::Fatal(why));
         }
         match result.outcome {
+            Some(Ok(_)) if result.content.is_some() => Ok(ToolOutput::Blocks(result.content.unwrap_or_default())),
             Some(Ok(text)) => Ok(ToolOutput::Text(text)),
             Some(Err(message)) => Err(ToolError::Respond(message)),
             None => Err(ToolError::Respond("the tool returned no result".into())),
@@ -677,7 +689,8 @@ fn finish_run(
 /// - `result_json`: NULL if not wanted; on success `*result_json` receives the run's result, which the
 ///   caller frees with `tooloop_string_free`: `{"text": "<last turn's text>", "stop_reason": "end_turn",
 ///   "turns": 2, "usage": {...}, "tool_calls": [{"id", "name", "input", "output", "is_error",
-///   "duration_ms"}, ...], "max_turns_reached": false, "message": {<the last assistant message>}}`.
+///   "duration_ms"}, ...], "max_turns_reached": false, "message": {<the last assistant message>},
+///   "cost_usd": 0.0012, "output": <the structured answer with "output_schema", else null>}`.
 ///   On failure it is left unchanged.
 ///
 /// Whatever happens, the conversation stays valid: the input, every finished model turn and every tool
@@ -688,8 +701,12 @@ fn finish_run(
 /// `TOOLOOP_BUSY`; from the run: `TOOLOOP_CANCELLED`, `TOOLOOP_MAX_TURNS`, `TOOLOOP_TOOL_ABORTED`,
 /// `TOOLOOP_MODEL_FAILED`, the API codes (`TOOLOOP_API_ERROR` .. `TOOLOOP_INTERNAL_SERVER`),
 /// `TOOLOOP_CONNECTION`, `TOOLOOP_TIMEOUT`, `TOOLOOP_STREAM_INTERRUPTED`, `TOOLOOP_INVALID_RESPONSE`,
-/// `TOOLOOP_CONFIG`, `TOOLOOP_IO`, `TOOLOOP_PANIC`. Threads: the agent's thread; the callbacks run on it.
+/// `TOOLOOP_OUTPUT_INVALID`, `TOOLOOP_CONFIG` (also: an image over the provider's size limit),
+/// `TOOLOOP_IO`, `TOOLOOP_PANIC`. Threads: the agent's thread; the callbacks run on it.
 /// Another thread may call `tooloop_agent_cancel` meanwhile.
+///
+/// `input` may also be a JSON array of content blocks (see `tooloop_agent_run_content`); any other text is
+/// the user's message as is.
 #[unsafe(no_mangle)]
 pub extern "C" fn tooloop_agent_run(
     agent: *mut tooloop_agent,
@@ -701,10 +718,66 @@ pub extern "C" fn tooloop_agent_run(
     boundary("tooloop_agent_run", || {
         let a = handle(agent, "agent")?;
         let input = str_arg(input, "input")?;
+        // A JSON array of content blocks is taken as blocks (images, documents), plain text as text.
+        let blocks = content_input(input, false)?.unwrap_or_else(|| vec![tooloop::ContentBlock::text(input)]);
         let _busy = a.begin()?;
         lock(&a.model_failure).take();
         let sink = EventSink { f: on_event, userdata: event_userdata };
-        let outcome = a.agent.run(input, &mut |ev: &Event| sink.emit(ev));
+        let outcome = a.agent.run_with(blocks, &mut |ev: &Event| sink.emit(ev));
+        finish_run(a, outcome, result_json)
+    })
+}
+
+/// Input that is a JSON array of content blocks, read as blocks (`required`: anything else is an error;
+/// otherwise text that is not such an array gives `None`).
+fn content_input(input: &str, required: bool) -> FfiResult<Option<Vec<tooloop::ContentBlock>>> {
+    let looks = input.trim_start().starts_with('[');
+    if !looks && !required {
+        return Ok(None);
+    }
+    let value: Value = match serde_json::from_str(input) {
+        Ok(v) => v,
+        Err(_) if !required => return Ok(None),
+        Err(e) => return Err(Failure::new(TOOLOOP_INVALID_JSON, format!("content_json does not parse: {e}"))),
+    };
+    let typed = value
+        .as_array()
+        .is_some_and(|a| !a.is_empty() && a.iter().all(|b| b.get("type").is_some_and(Value::is_string)));
+    if !typed && !required {
+        return Ok(None);
+    }
+    tooloop::content::parse_blocks(&value)
+        .map(Some)
+        .map_err(|m| Failure::new(TOOLOOP_INVALID_ARGUMENT, format!("content_json: {m}")))
+}
+
+/// Run the agent on new user input given as content blocks: `content_json` is a JSON array such as
+/// `[{"type": "text", "text": "What is in this picture?"}, {"type": "image", "source": {"type": "base64",
+/// "media_type": "image/png", "data": "<base64>"}}]` (also `document` blocks with a base64 PDF or text
+/// source). The blocks are sent as given; an image or document over the provider's size limit (Anthropic 5
+/// MB per image, Bedrock 3.75 MB, OpenAI 20 MB; PDFs 32 MB) is refused with `TOOLOOP_CONFIG` before
+/// anything is stored or sent. Otherwise exactly `tooloop_agent_run` (which also takes such an array as its
+/// `input`).
+///
+/// Statuses: those of `tooloop_agent_run`, plus `TOOLOOP_INVALID_JSON` (`content_json` does not parse) and
+/// `TOOLOOP_INVALID_ARGUMENT` (not an array of blocks; the detail names the block). Threads: as
+/// `tooloop_agent_run`.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_run_content(
+    agent: *mut tooloop_agent,
+    content_json: *const c_char,
+    on_event: tooloop_event_fn,
+    event_userdata: *mut c_void,
+    result_json: *mut *mut c_char,
+) -> tooloop_status {
+    boundary("tooloop_agent_run_content", || {
+        let a = handle(agent, "agent")?;
+        let input = str_arg(content_json, "content_json")?;
+        let blocks = content_input(input, true)?.unwrap_or_default();
+        let _busy = a.begin()?;
+        lock(&a.model_failure).take();
+        let sink = EventSink { f: on_event, userdata: event_userdata };
+        let outcome = a.agent.run_with(blocks, &mut |ev: &Event| sink.emit(ev));
         finish_run(a, outcome, result_json)
     })
 }

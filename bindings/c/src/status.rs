@@ -81,6 +81,10 @@ pub const TOOLOOP_STREAM_INTERRUPTED: tooloop_status = 32;
 /// The model's response was not valid: malformed JSON from the API, or a host model that returned 0
 /// without a valid `tooloop_model_response_set_json`.
 pub const TOOLOOP_INVALID_RESPONSE: tooloop_status = 33;
+/// The run's final answer did not match the config's `"output_schema"` after `"output_retries"`
+/// corrections. `tooloop_last_error()` has the validation errors and the last answer; the conversation is
+/// valid.
+pub const TOOLOOP_OUTPUT_INVALID: tooloop_status = 40;
 
 // ---------------------------------------------------------------------------------------------------------
 // Library
@@ -135,6 +139,7 @@ pub extern "C" fn tooloop_status_str(status: tooloop_status) -> *const c_char {
         TOOLOOP_TIMEOUT => c"timeout",
         TOOLOOP_STREAM_INTERRUPTED => c"stream interrupted",
         TOOLOOP_INVALID_RESPONSE => c"invalid response from the model",
+        TOOLOOP_OUTPUT_INVALID => c"the final answer does not match output_schema",
         _ => c"unknown status",
     };
     s.as_ptr()

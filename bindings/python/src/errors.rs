@@ -54,6 +54,12 @@ fn build(py: Python<'_>, err: &Error) -> PyResult<PyErr> {
         }
         Error::InvalidResponse { message, .. } => d.set_item("reason", message)?,
         Error::Config(m) => d.set_item("reason", m)?,
+        Error::OutputValidation(f) => {
+            d.set_item("errors", f.errors.clone())?;
+            d.set_item("output", to_py(py, f.output.as_ref().unwrap_or(&Value::Null))?)?;
+            d.set_item("text", &f.text)?;
+            d.set_item("attempts", f.attempts)?;
+        }
         Error::Io { context, source } => {
             d.set_item("reason", context)?;
             d.set_item("errno", source.raw_os_error())?;

@@ -7,6 +7,7 @@ one line on stderr, never a traceback (an unexpected bug still shows its traceba
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -215,7 +216,20 @@ def main(argv: Optional[List[str]] = None) -> int:
     if raw[:1] == ["batch"]:  # `tooloop batch TASKS.jsonl ...`: many tasks at once (cli/batch.py)
         from .batch import main as batch_main
         return batch_main(raw[1:])
+    if raw[:1] == ["export"]:   # `tooloop export SESSION --format atif`: a trajectory file
+        from .export import main as export_main
+        return export_main(raw[1:])
     args = parse_args(argv)
+    json_mode = args.output_format != "text"
+
+    def problem(message: str) -> int:
+        """A usage or configuration problem: one line on stderr (and, in the JSON modes, a result object)."""
+        _say(message)
+        if json_mode:
+            from .jsonout import error_result
+            print(json.dumps(error_result(message)), flush=True)
+        return EXIT_USAGE
+
     if args.version:
         print(f"tooloop {version()}")
         return EXIT_OK
@@ -224,15 +238,17 @@ def main(argv: Optional[List[str]] = None) -> int:
         return list_sessions(args)
 
     task = args.task
+    if task is None and stdin_tty and json_mode:
+        return problem(f"--output-format {args.output_format} needs a task: tooloop --output-format "
+                       f"{args.output_format} \"explain main.py\" (or pipe it on stdin)")
     if task is None and stdin_tty and args.print_mode:
         _say("--print needs a task: tooloop -p \"explain main.py\" (or pipe it on stdin)")
         return EXIT_USAGE
     if task == "-" or (task is None and not stdin_tty):
         task = read_stdin_task()
         if task is None:
-            _say("no task: give one as an argument (tooloop \"fix the failing test\") or on stdin; "
-                 "the interactive session needs a terminal")
-            return EXIT_USAGE
+            return problem("no task: give one as an argument (tooloop \"fix the failing test\") or on stdin; "
+                           "the interactive session needs a terminal")
     elif task is not None and _piped(sys.stdin):
         # `git diff | tooloop -p "review this"`: what was piped in comes with the task.
         piped = read_stdin_task()
@@ -242,12 +258,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         settings = resolve(args)
     except ConfigProblem as e:
-        _say(str(e))
-        return EXIT_USAGE
+        return problem(str(e))
 
     color = use_color(args)
-    out = sys.stdout
-    renderer = Renderer(out, color=color, unicode=_unicode_ok(out))
+    # In the JSON modes stdout holds only JSON: anything for a person (questions) goes to stderr.
+    out = sys.stderr if json_mode else sys.stdout
+    renderer = Renderer(out, color=color and not json_mode, unicode=_unicode_ok(out))
     abort = threading.Event()
     renderer.abort = abort
     from . import settings as settings_files
@@ -273,8 +289,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         session = session_path(args, settings.workspace)
     except ConfigProblem as e:
-        _say(str(e))
-        return EXIT_USAGE
+        return problem(str(e))
     from .session_db import checkpoint_anchor, exists as session_exists
     resumed = session_exists(session)
     from .checkpoints import Checkpoints
@@ -290,8 +305,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         local_settings(settings, args)
         compaction_settings(settings, args)
     except ConfigProblem as e:
-        _say(str(e))
-        return EXIT_USAGE
+        return problem(str(e))
     if not agent_accepts("compaction") and (args.no_compaction or args.compaction_model):
         _say("--no-compaction and --compaction-model need a tooloop library with compaction; upgrade tooloop")
         return EXIT_USAGE
@@ -313,8 +327,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         mcp = features.McpSetup(settings.workspace, args.mcp_config)
     except ConfigProblem as e:
-        _say(str(e))
-        return EXIT_USAGE
+        return problem(str(e))
     if mcp.project_problem:
         _say(f"{mcp.project_problem} (its servers are not started)")
     if interactive and mcp.pending():
@@ -343,11 +356,25 @@ def main(argv: Optional[List[str]] = None) -> int:
             options["max_cost_usd"] = args.max_budget_usd
         if loaded.hooks:
             options["hooks"] = hooks.library_hooks()
+    if args.json_schema:
+        from .jsonout import load_schema
+        try:
+            options["output_schema"] = load_schema(args.json_schema)
+        except ConfigProblem as e:
+            return problem(str(e))
+    task_input: Any = task
+    if task is not None:
+        from .media import prompt_input
+        try:
+            task_input = prompt_input(task, settings.workspace, args.image)
+        except ConfigProblem as e:
+            return problem(str(e))
+    elif args.image:
+        return problem("--image goes with a task: tooloop --image shot.png \"what is wrong here?\"")
     try:
         agent = build_agent(settings, policy, session, options)
     except tooloop.Error as e:
-        _say(" ".join(str(e).split()))
-        return EXIT_USAGE
+        return problem(" ".join(str(e).split()))
     found = getattr(agent, "instructions", None)
     for skipped in (found or {}).get("skipped", []) if isinstance(found, dict) else []:
         _say(f"instructions file {skipped.get('path')} skipped: {skipped.get('reason')}")
@@ -368,10 +395,21 @@ def main(argv: Optional[List[str]] = None) -> int:
                 return EXIT_FAILED
             if start_context:
                 sent = f"<session-context>\n{start_context}\n</session-context>\n\n{sent}"
+            if sent != task:
+                from .media import prompt_input
+                try:
+                    task_input = prompt_input(sent, settings.workspace, args.image)
+                except ConfigProblem as e:
+                    return problem(str(e))
             if args.plan:
                 from .plan import plan_one_shot
                 return plan_one_shot(agent, sent, settings, renderer, abort, policy, args)
-            return one_shot(agent, sent, settings, renderer, abort, args.print_mode, args.max_budget_usd)
+            if json_mode:
+                from .jsonout import JsonOutput, run_json
+                jout = JsonOutput(sys.stdout, args.output_format == "stream-json", session.stem)
+                jout.init(agent, settings, str(getattr(policy, "mode", "")))
+                return run_json(agent, task_input, settings, abort, jout)
+            return one_shot(agent, task_input, settings, renderer, abort, args.print_mode, args.max_budget_usd)
         from .repl import Repl
         repl = Repl(agent, settings, renderer, policy, session, abort, resumed=resumed,
                     checkpoints=checkpoints, mcp=mcp)
@@ -434,7 +472,7 @@ def budget_line(cap: Optional[float]) -> str:
     return f"stopped: the next request would take the spend past {shown} (--max-budget-usd)"
 
 
-def one_shot(agent: Any, task: str, settings: Settings, renderer: Renderer, abort: threading.Event,
+def one_shot(agent: Any, task: Any, settings: Settings, renderer: Renderer, abort: threading.Event,
              print_mode: bool, max_budget_usd: Optional[float] = None) -> int:
     outcome: Outcome = run_with_corrections(agent, task, None if print_mode else renderer, abort, settings)
     if outcome.status == "cancelled":
@@ -446,6 +484,10 @@ def one_shot(agent: Any, task: str, settings: Settings, renderer: Renderer, abor
         return EXIT_FAILED
     result = outcome.result
     text = result.text if result is not None else ""
+    output = getattr(result, "output", None)
+    if output is not None and print_mode:
+        from .jsonout import to_json
+        text = json.dumps(to_json(output), ensure_ascii=False)
     if print_mode:
         sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
         sys.stdout.flush()

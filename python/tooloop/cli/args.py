@@ -41,6 +41,10 @@ examples:
   tooloop sessions [--db PATH] [--all] [--since DATE]   sessions of either store: turns, tools, tokens, cost
   tooloop sessions migrate FILE.jsonl DB.db#ID        copy a session between the stores (and back)
   tooloop --provider openai --base-url http://localhost:11434/v1 --model qwen2.5-coder
+  tooloop --output-format stream-json "fix the test"   JSON events, one per line, then the result
+  tooloop -p --json-schema schema.json "list the TODOs" the answer as JSON valid against the schema
+  tooloop --image shot.png "why does this look wrong?"  (or @shot.png inside the task)
+  tooloop export SESSION-ID --format atif -o traj.json  a session as an ATIF trajectory file
 
 project instructions: AGENTS.md (else CLAUDE.md) in the workspace and each parent up to the repository
 root, and ~/.config/tooloop/AGENTS.md, go into the system prompt (--no-instructions: none); /init writes one.
@@ -169,6 +173,16 @@ def build_parser() -> argparse.ArgumentParser:
                       help="allow every tool call without asking")
     perm.add_argument("--read-only", action="store_true",
                       help="deny bash, write_file and edit_file (the model is told why)")
+    p.add_argument("--output-format", choices=["text", "json", "stream-json"], default="text", type=str.lower,
+                   help="text (default); json: one result object at the end (Claude Code's fields: type, "
+                   "subtype, is_error, result, output, stop_reason, num_turns, usage, total_cost_usd, session_id, "
+                   "duration_ms); stream-json: an init object, then one JSON event per line, then the result")
+    p.add_argument("--json-schema", metavar="SCHEMA",
+                   help="the answer must be JSON valid against this JSON Schema (inline JSON or a file); it is "
+                   "the result's \"output\" (retried with the errors when invalid)")
+    p.add_argument("--image", metavar="PATH", action="append", default=[],
+                   help="send this picture (png, jpg, gif, webp) or PDF with the task (repeatable); "
+                   "`@path/to/file.png` in the task does the same")
     p.add_argument("--no-color", action="store_true", help="plain output without colors")
     p.add_argument("--version", action="store_true", help="print the version and exit")
     return p

@@ -186,7 +186,11 @@ class Repl:
             if self.undo_note:
                 text = f"{self.undo_note}\n\n{text}"
                 self.undo_note = ""
-        outcome = run_with_corrections(self.agent, text, self.r, self.abort, self.settings)
+        run_input: Any = text
+        if text is not None:
+            from .media import prompt_input
+            run_input = prompt_input(text, self.settings.workspace)   # `@picture.png` mentions become images
+        outcome = run_with_corrections(self.agent, run_input, self.r, self.abort, self.settings)
         if outcome.last_turn is not None:
             t = usage_numbers(outcome.last_turn)
             self.last_context = (t["input_tokens"] + t["cache_read_input_tokens"]

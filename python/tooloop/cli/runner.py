@@ -86,7 +86,7 @@ def one_line(exc: BaseException, settings: Any = None, limit: int = 400) -> str:
     return f"{type(exc).__name__}: {msg}"
 
 
-def start_stream(agent: Any, text: Optional[str]) -> Any:
+def start_stream(agent: Any, text: Any) -> Any:
     """The run's event stream; `text` None continues the conversation without new input (after an error:
     unanswered calls are answered as interrupted, then the request goes again)."""
     if text is not None:
@@ -97,7 +97,7 @@ def start_stream(agent: Any, text: Optional[str]) -> Any:
     return resume_stream() if resume_stream is not None else agent.stream(None)
 
 
-def run_task(agent: Any, text: Optional[str], renderer: Optional[Renderer], abort: threading.Event,
+def run_task(agent: Any, text: Any, renderer: Optional[Renderer], abort: threading.Event,
              settings: Any = None) -> Outcome:
     """Run `text` on `agent` (None: retry the last request), rendering as it goes (renderer None: show
     nothing)."""
@@ -221,7 +221,7 @@ def show(renderer: Renderer, event: Event) -> None:
 MAX_CORRECTIONS = 2
 
 
-def run_with_corrections(agent: Any, text: Optional[str], renderer: Optional[Renderer], abort: threading.Event,
+def run_with_corrections(agent: Any, text: Any, renderer: Optional[Renderer], abort: threading.Event,
                          settings: Any = None) -> Outcome:
     """`run_task`, then, for a local or small model whose final answer is a tool call written as text
     (JSON in a fence, <tool_call> tags, an echoed <tools> block): send a one-line correction as the next
