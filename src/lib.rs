@@ -43,6 +43,7 @@ pub mod sse;
 pub mod subagent;
 mod text;
 pub mod todo;
+mod tool_timeout;
 pub mod tools;
 pub mod types;
 

@@ -1,0 +1,147 @@
+"""Round three's tools through the Python API and the mock server: a per-tool timeout for Python tools,
+background commands of the built-in bash (started, queried through bash, read, killed, all ended by close),
+and grep/glob in the default tool set."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from typing import Any, List
+
+import pytest
+
+import tooloop
+from _support import agent_for, text_reply, tool_reply
+
+
+def sleep_pids(marker: str) -> List[int]:
+    """Live `sleep` processes whose command line holds `marker`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{name}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and cmd.startswith("sleep ") and marker in cmd:
+            found.append(int(name))
+    return found
+
+
+def test_a_python_tool_past_its_timeout_is_an_error_and_is_told_to_stop(mock: Any) -> None:
+    stopped = threading.Event()
+
+    def spin() -> str:
+        """Never finishes by itself."""
+        try:
+            while True:
+                time.sleep(0.01)
+        except TimeoutError:
+            stopped.set()
+            raise
+
+    server = mock({"responses": [tool_reply(("toolu_1", "spin", {})), text_reply("done")]})
+    agent = agent_for(server, tools=[tooloop.Tool("spin", "spins", {"type": "object"}, spin, timeout=0.5)])
+    started = time.monotonic()
+    result = agent.run("go")
+    assert time.monotonic() - started < 5
+    assert result.text == "done"
+    call = result.tool_calls[0]
+    assert call.is_error and "time limit of 0.5 s" in str(call.output)
+    assert stopped.wait(5), "the tool was not told to stop"
+
+
+def test_a_tool_blocked_in_c_code_does_not_hold_up_the_run(mock: Any) -> None:
+    @tooloop.tool(timeout=0.3)
+    def stuck() -> str:
+        """Blocks in time.sleep."""
+        time.sleep(3)
+        return "late"
+
+    assert stuck.timeout == 0.3
+    server = mock({"responses": [tool_reply(("toolu_1", "stuck", {})), text_reply("done")]})
+    agent = agent_for(server, tools=[stuck])
+    started = time.monotonic()
+    result = agent.run("go")
+    assert time.monotonic() - started < 2.5
+    assert result.tool_calls[0].is_error and "late" not in str(result.tool_calls[0].output)
+
+
+def test_agent_tool_decorator_takes_a_timeout_and_bad_ones_are_refused(mock: Any) -> None:
+    server = mock({"responses": [text_reply("x")]})
+    agent = agent_for(server)
+
+    @agent.tool(timeout=2)
+    def quick() -> str:
+        """Quick."""
+        return "ok"
+
+    assert quick.timeout == 2.0
+    for bad in (0, -1, "5", True):
+        with pytest.raises(ValueError, match="timeout must be a positive number"):
+            tooloop.Tool("t", "d", {"type": "object"}, lambda: None, timeout=bad)  # type: ignore[arg-type]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_background_server_is_queried_read_killed_and_nothing_is_left_after_close(mock: Any, tmp_path: Any) -> None:
+    (tmp_path / "index.txt").write_text("served by the background server\n")
+    port = free_port()
+    marker = f"30{os.getpid() % 1000}.4321"
+    fetch = (
+        "for i in $(seq 50); do python3 -c \"import urllib.request as u; "
+        f"print(u.urlopen('http://127.0.0.1:{port}/index.txt').read().decode())\" 2>/dev/null && break; "
+        "sleep 0.2; done"
+    )
+    server = mock({"responses": [
+        tool_reply(("toolu_1", "bash", {"command": f"exec python3 -u -m http.server {port} --bind 127.0.0.1",
+                                        "run_in_background": True})),
+        tool_reply(("toolu_2", "bash", {"command": fetch, "timeout": 30})),
+        tool_reply(("toolu_3", "bash_output", {"id": "bash_1"})),
+        tool_reply(("toolu_4", "bash_kill", {"id": "bash_1"})),
+        tool_reply(("toolu_5", "bash", {"command": f"sleep {marker}", "run_in_background": True})),
+        text_reply("done"),
+    ]})
+    agent = agent_for(server, builtin_tools=True, workspace=str(tmp_path), sandbox="off")
+    result = agent.run("serve")
+    outputs = [str(c.output) for c in result.tool_calls]
+    assert "with id bash_1" in outputs[0]
+    assert "served by the background server" in outputs[1]
+    assert "GET /index.txt" in outputs[2] and "[bash_1: running]" in outputs[2]
+    assert "was killed" in outputs[3]
+    listed = {b["id"]: b["status"] for b in agent.background_commands}
+    assert listed == {"bash_1": "killed", "bash_2": "running"}
+    assert sleep_pids(marker), "the second background command is not running"
+    agent.close()
+    deadline = time.monotonic() + 3
+    while sleep_pids(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not sleep_pids(marker), "a background command outlived agent.close()"
+    assert [b["status"] for b in agent.background_commands] == ["killed", "killed"]
+
+
+def test_grep_and_glob_answer_through_the_agent(mock: Any, tmp_path: Any) -> None:
+    (tmp_path / ".gitignore").write_text("ignored/\n")
+    (tmp_path / "ignored").mkdir()
+    (tmp_path / "ignored" / "x.py").write_text("TODO ignored\n")
+    (tmp_path / "a.py").write_text("# TODO: one\n")
+    server = mock({"responses": [
+        tool_reply(("toolu_1", "grep", {"pattern": "TODO", "output_mode": "content"}),
+                   ("toolu_2", "glob", {"pattern": "**/*.py"})),
+        text_reply("done"),
+    ]})
+    agent = agent_for(server, builtin_tools=True, workspace=str(tmp_path))
+    result = agent.run("find todos")
+    assert [str(c.output) for c in result.tool_calls] == ["a.py:1:# TODO: one", "a.py"]
+    info = agent.tool_info("grep")
+    assert info is not None and info.read_only
