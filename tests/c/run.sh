@@ -32,6 +32,7 @@ tests=(
   "example_cpp        c_example_time.json"
   "mcp_server         -"
   "compaction         c_compaction.json   requests"
+  "tool_timeout       -"
 )
 # mcp_server starts tests/mcp/fastmcp_server.py with $TOOLOOP_TEST_PYTHON.
 export TOOLOOP_REPO_ROOT="$root"
