@@ -198,6 +198,11 @@ class Tool:
                 if alarm is not None:
                     alarm.disarm()
         except Exception as e:
+            if alarm is not None and alarm.fired and isinstance(e, TimeoutError):
+                # The agent has (or is about to have) answered the call with the same words.
+                limit = f"{self.timeout:.0f} s" if float(self.timeout or 0).is_integer() else f"{self.timeout:.1f} s"
+                return (f"Tool '{self.name}' did not finish within its time limit of {limit} and was told to stop; "
+                        "its result is lost. Try smaller input or another approach.", True)
             _log_tool_error("tool %r raised %s", self.name, type(e).__name__)
             return (_describe_exception(e), True)
 
@@ -249,7 +254,10 @@ class _Alarm:
         self._ident = threading.get_ident()
         self._lock = threading.Lock()
         self._armed = True
-        self._timer = threading.Timer(seconds, self._fire)
+        self.fired = False
+        # A little after the agent's own deadline, so the agent answers first and this only tells the
+        # function to stop.
+        self._timer = threading.Timer(seconds + 0.05, self._fire)
         self._timer.daemon = True
         self._timer.start()
 
@@ -259,6 +267,7 @@ class _Alarm:
         with self._lock:
             if self._armed:
                 self._armed = False
+                self.fired = True
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._ident), ctypes.py_object(TimeoutError))
 
     def disarm(self) -> None:

@@ -145,3 +145,39 @@ def test_grep_and_glob_answer_through_the_agent(mock: Any, tmp_path: Any) -> Non
     assert [str(c.output) for c in result.tool_calls] == ["a.py:1:# TODO: one", "a.py"]
     info = agent.tool_info("grep")
     assert info is not None and info.read_only
+
+
+def test_the_cli_prompts_teach_grep_and_glob_over_bash_searches(tmp_path: Any) -> None:
+    from tooloop.cli.prompt import compact_system_prompt, system_prompt
+
+    full = system_prompt(tmp_path, "ask")
+    assert "Search with the grep tool (file contents) and the glob tool (file names), not with grep, rg" in full
+    assert "run_in_background" in full and "bash_output" in full
+    compact = compact_system_prompt(tmp_path, "ask")
+    assert "Search with grep and glob, not bash." in compact and len(compact) < 700
+    assert "grep and glob" in system_prompt(tmp_path, "read-only")
+    agent = tooloop.Agent(provider=lambda r: {"content": "x"}, builtin_tools=True, workspace=tmp_path)
+    bash = agent.tool_info("bash")
+    assert bash is not None and "grep and glob (not grep, rg or find through bash)" in bash.description
+
+
+def test_the_cli_lists_background_commands_and_summarizes_the_new_tools(tmp_path: Any) -> None:
+    import io
+    from types import SimpleNamespace
+
+    from tooloop.cli.render import Renderer, summarize_call
+    from tooloop.cli.repl import Repl
+
+    listed = [{"id": "bash_1", "command": "python3 -m http.server 8000", "status": "running", "exit_code": None},
+              {"id": "bash_2", "command": "make watch", "status": "exited", "exit_code": 2}]
+    out = io.StringIO()
+    settings = SimpleNamespace(model="m", provider="anthropic", workspace=tmp_path)
+    repl = Repl(SimpleNamespace(messages=[], background_commands=listed), settings, Renderer(out, color=False),
+                SimpleNamespace(mode="ask"), tmp_path / "s.jsonl", threading.Event())
+    repl.command("/bashes")
+    text = out.getvalue()
+    assert "bash_1  running" in text and "python3 -m http.server 8000" in text
+    assert "bash_2  exited (2)" in text and "make watch" in text
+    assert summarize_call("grep", {"pattern": "TODO", "path": "src"}) == "grep(TODO in src)"
+    assert summarize_call("web_fetch", {"url": "http://x.test/"}) == "web_fetch(http://x.test/)"
+    assert summarize_call("bash_output", {"id": "bash_1"}) == "bash_output(bash_1)"
