@@ -80,3 +80,78 @@ fn seconds(d: Duration) -> String {
     let s = d.as_secs_f64();
     if s.fract() == 0.0 { format!("{s:.0} s") } else { format!("{s:.1} s") }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use crate::cancel::CancelToken;
+    use crate::tools::{Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
+    use crate::types::ToolUseBlock;
+    use serde_json::{Value, json};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+
+    fn call(name: &str) -> ToolUseBlock {
+        serde_json::from_value(json!({"id": "t1", "name": name, "input": {}})).unwrap()
+    }
+
+    #[test]
+    fn an_overrun_is_an_error_result_at_the_limit_and_the_handler_is_told_to_stop() {
+        let told = Arc::new(AtomicBool::new(false));
+        let seen = Arc::clone(&told);
+        let handler = move |_: &Value, ctx: &ToolContext<'_>| -> Result<ToolOutput, ToolError> {
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(10) {
+                if ctx.cancel.is_cancelled() {
+                    seen.store(true, Ordering::SeqCst);
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Ok("late".into())
+        };
+        let registry = ToolRegistry::new();
+        let tool = Tool::new("slow", "", json!({"type": "object"}), handler).unwrap();
+        registry.register(tool.timeout(Duration::from_millis(200))).unwrap();
+        let start = Instant::now();
+        let out = registry.execute(&call("slow"), &CancelToken::new());
+        assert!(start.elapsed() < Duration::from_millis(600), "{:?}", start.elapsed());
+        assert!(out.is_error, "{out:?}");
+        assert!(out.content.as_str().unwrap().contains("time limit of 0.2 s"), "{out:?}");
+        let until = Instant::now() + Duration::from_secs(2);
+        while !told.load(Ordering::SeqCst) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(told.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn a_call_within_the_limit_answers_as_usual_and_a_run_cancel_ends_the_wait() {
+        let registry = ToolRegistry::new();
+        let quick = Tool::new("quick", "", json!({"type": "object"}), |_: &Value, _: &ToolContext<'_>| {
+            Ok(ToolOutput::Text("fine".into()))
+        })
+        .unwrap();
+        registry.register(quick.timeout(Duration::from_secs(5))).unwrap();
+        let out = registry.execute(&call("quick"), &CancelToken::new());
+        assert_eq!((out.content, out.is_error), (json!("fine"), false));
+
+        let stuck = Tool::new("stuck", "", json!({"type": "object"}), |_: &Value, _: &ToolContext<'_>| {
+            std::thread::sleep(Duration::from_secs(3));
+            Ok(ToolOutput::Text("late".into()))
+        })
+        .unwrap();
+        registry.register(stuck.timeout(Duration::from_secs(60))).unwrap();
+        let cancel = CancelToken::new();
+        let c2 = cancel.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            c2.cancel();
+        });
+        let start = Instant::now();
+        let out = registry.execute(&call("stuck"), &cancel);
+        assert!(start.elapsed() < Duration::from_millis(500));
+        assert!(out.is_error && out.content.as_str().unwrap().contains("cancelled"));
+    }
+}
