@@ -134,6 +134,10 @@ fn grep_context_lines_glob_filter_and_path() {
     assert_eq!(out, "a.py:3:match here\na.py-4-four");
     let out = call(&r, "grep", json!({"pattern": "match", "path": "sub"})).unwrap();
     assert_eq!(out, "sub/c.py");
+    let out = call(&r, "grep", json!({"pattern": "match", "output_mode": "count", "type": "py"})).unwrap();
+    assert_eq!(out, "a.py:1\nsub/c.py:1");
+    let err = call(&r, "grep", json!({"pattern": "match", "type": "nosuchtype"})).unwrap_err();
+    assert!(err.contains("unknown file type"), "{err}");
 }
 
 #[test]

@@ -191,12 +191,12 @@ fn context_arg(args: &Args<'_>, key: &str) -> Result<Option<usize>, String> {
     }
 }
 
-/// `grep(pattern, path?, glob?, output_mode?, -i?, -n?, -A?, -B?, -C?, head_limit?)`.
+/// `grep(pattern, path?, glob?, type?, output_mode?, -i?, -n?, -A?, -B?, -C?, head_limit?)`.
 pub(crate) fn grep(ws: &Workspace, input: &Value, cancel: &CancelToken) -> ToolReply {
     let args = Args::new(
         "grep",
         input,
-        &["pattern", "path", "glob", "output_mode", "-i", "-n", "-A", "-B", "-C", "head_limit"],
+        &["pattern", "path", "glob", "type", "output_mode", "-i", "-n", "-A", "-B", "-C", "head_limit"],
     )?;
     let pattern = args.string("pattern")?;
     if pattern.is_empty() {
@@ -229,6 +229,22 @@ pub(crate) fn grep(ws: &Workspace, input: &Value, cancel: &CancelToken) -> ToolR
         .line_terminator(Some(b'\n'))
         .build(pattern)
         .map_err(|e| format!("grep: invalid regular expression {pattern:?}: {e}"))?;
+    let types = match args.opt_string("type")? {
+        None => None,
+        Some(name) => {
+            let mut b = ignore::types::TypesBuilder::new();
+            b.add_defaults();
+            b.select(name);
+            let built = b.build().ok().filter(|_| b.definitions().iter().any(|d| d.name() == name));
+            let Some(types) = built else {
+                return Err(format!(
+                    "grep: unknown file type {name:?} (ripgrep's names, e.g. \"py\", \"rust\", \"js\", \"ts\", \"go\"); \
+                     or use glob"
+                ));
+            };
+            Some(types)
+        }
+    };
     let (start, root) = open_start(ws, path)?;
 
     let results: Mutex<Vec<FileHits>> = Mutex::new(Vec::new());
@@ -236,7 +252,11 @@ pub(crate) fn grep(ws: &Workspace, input: &Value, cancel: &CancelToken) -> ToolR
     let binary_skipped = AtomicU64::new(0);
     let stopped = AtomicBool::new(false);
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(8);
-    walker(&start).threads(threads).build_parallel().run(|| {
+    let mut walk = walker(&start);
+    if let Some(types) = types {
+        walk.types(types);
+    }
+    walk.threads(threads).build_parallel().run(|| {
         let mut searcher = SearcherBuilder::new()
             .binary_detection(BinaryDetection::quit(0))
             .line_number(true)

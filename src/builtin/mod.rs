@@ -418,6 +418,7 @@ pub fn spec(name: &str) -> Option<(&'static str, &'static str, Value)> {
                     "pattern": {"type": "string", "description": "The regular expression to search for."},
                     "path": {"type": "string", "description": "File or folder to search (default: workspace root)."},
                     "glob": {"type": "string", "description": "Only files matching this glob, e.g. \"*.js\"."},
+                    "type": {"type": "string", "description": "Only files of this type (ripgrep's names: py, rust, js)."},
                     "output_mode": {
                         "type": "string",
                         "enum": ["content", "files_with_matches", "count"],
