@@ -289,7 +289,7 @@ find through bash) to search.";
 const GREP_DESCRIPTION: &str = "\
 Search file contents with a regular expression (ripgrep syntax) under `path` (default: the workspace \
 root). Skips files ignored by .gitignore/.ignore, hidden files and binary files. `glob` filters files \
-(\"*.py\", \"src/**/*.rs\"). `output_mode`: \"files_with_matches\" (default: file paths, newest first), \
+(\"*.py\", \"src/**/*.rs\"), `type` by file type (\"py\", \"rust\"). `output_mode`: \"files_with_matches\" (default: file paths, newest first), \
 \"content\" (matching lines as path:line:text; `-A`/`-B`/`-C` add context lines, `-n` line numbers, on by \
 default) or \"count\" (path:count). `-i` ignores case. `head_limit` keeps the first N entries. Output is \
 capped and says how much was left out. Use this instead of grep or rg through bash.";
