@@ -164,7 +164,8 @@ impl Sink for Collect<'_> {
         }
         self.count += 1;
         self.push(m.line_number(), ':', m.bytes());
-        Ok(true)
+        // File names only: one match settles the file (like `rg -l`).
+        Ok(self.mode != Mode::Files)
     }
 
     fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, io::Error> {
