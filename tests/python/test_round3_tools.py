@@ -154,7 +154,10 @@ def test_the_cli_prompts_teach_grep_and_glob_over_bash_searches(tmp_path: Any) -
     assert "Search with the grep tool (file contents) and the glob tool (file names), not with grep, rg" in full
     assert "run_in_background" in full and "bash_output" in full
     compact = compact_system_prompt(tmp_path, "ask")
-    assert "Search with grep and glob, not bash." in compact and len(compact) < 700
+    assert "edit_file, grep, glob (paths" in compact and len(compact) < 700
+    for name in ("grep", "glob"):
+        info = tooloop.Agent(provider=lambda r: {"content": "x"}, builtin_tools=[name], workspace=tmp_path).tool_info(name)
+        assert info is not None and "instead of" in info.description and "through bash" in info.description
     assert "grep and glob" in system_prompt(tmp_path, "read-only")
     agent = tooloop.Agent(provider=lambda r: {"content": "x"}, builtin_tools=True, workspace=tmp_path)
     bash = agent.tool_info("bash")

@@ -78,8 +78,9 @@ is done, answer in one or two plain sentences without calling a tool."""
 
 def compact_system_prompt(workspace: Path, permission_mode: str = "ask") -> str:
     """A short prompt for small local models: their context is small and long rules distract them."""
+    # grep and glob are named only: their descriptions say to use them instead of bash searches.
     lines = [f"You are a coding agent in {Path(workspace)}. Tools: bash, read_file, write_file, edit_file, "
-             "grep, glob (paths relative to the workspace). Search with grep and glob, not bash.", COMPACT_RULES]
+             "grep, glob (paths relative to the workspace).", COMPACT_RULES]
     if permission_mode == "read-only":
         lines.append("Read-only: bash, write_file and edit_file are refused; describe changes instead.")
     return "\n".join(lines)
