@@ -145,6 +145,18 @@ fn urls_with_credentials_are_refused_first_or_after_a_redirect() {
 }
 
 #[test]
+fn redirects_are_limited() {
+    // Every request is sent back to the same server: the sixth redirect is refused.
+    let server = Server::start(6, move |head| {
+        let n: u32 = head.split_whitespace().nth(1).and_then(|p| p.trim_start_matches("/r").parse().ok()).unwrap_or(0);
+        response("302 Found", &[("Location", &format!("/r{}", n + 1))], b"")
+    });
+    let err = fetch(&registry(true), &server.url("/r0")).unwrap_err();
+    assert!(err.contains("stopped after 5 redirects"), "{err}");
+    assert_eq!(server.finish().len(), 6);
+}
+
+#[test]
 fn a_huge_page_is_capped() {
     let body = format!("<html><body><p>{}</p></body></html>", "word ".repeat(2_000_000)); // 10 MB
     let server = Server::start(1, move |_| response("200 OK", &[("Content-Type", "text/html")], body.as_bytes()));

@@ -184,3 +184,16 @@ def test_the_cli_lists_background_commands_and_summarizes_the_new_tools(tmp_path
     assert summarize_call("grep", {"pattern": "TODO", "path": "src"}) == "grep(TODO in src)"
     assert summarize_call("web_fetch", {"url": "http://x.test/"}) == "web_fetch(http://x.test/)"
     assert summarize_call("bash_output", {"id": "bash_1"}) == "bash_output(bash_1)"
+
+
+def test_the_cli_asks_before_web_fetch_like_bash_but_not_before_searches(tmp_path: Any) -> None:
+    from tooloop.cli.permissions import ReadOnlyPolicy
+
+    agent = tooloop.Agent(provider=lambda r: {"content": "x"}, builtin_tools=True, workspace=tmp_path)
+    policy = ReadOnlyPolicy()
+    policy.bind(agent)
+    for asked in ("bash", "web_fetch"):
+        assert not policy.is_read_only(asked)
+        assert isinstance(policy({"name": asked, "input": {}}), str)
+    for free in ("grep", "glob", "bash_output", "bash_kill"):
+        assert policy({"name": free, "input": {}}) is True
