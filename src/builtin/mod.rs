@@ -495,6 +495,10 @@ pub fn run(name: &str, ws: &Workspace, input: &Value, cancel: &CancelToken) -> T
         "edit_file" => files::edit_file(ws, input, cancel),
         "grep" => grep::grep(ws, input, cancel),
         "glob" => glob::glob(ws, input, cancel),
+        "web_fetch" | "bash_output" | "bash_kill" => Err(format!(
+            "{name} keeps state (an HTTP client, the background commands): call it through the tools that \
+             register() adds"
+        )),
         _ => Err(format!("unknown built-in tool '{name}' (built-in tools: {})", NAMES.join(", "))),
     }
 }
