@@ -106,7 +106,7 @@ def test_a_background_server_is_queried_read_killed_and_nothing_is_left_after_cl
     server = mock({"responses": [
         tool_reply(("toolu_1", "bash", {"command": f"exec python3 -u -m http.server {port} --bind 127.0.0.1",
                                         "run_in_background": True})),
-        tool_reply(("toolu_2", "bash", {"command": fetch, "timeout": 30})),
+        tool_reply(("toolu_2", "bash", {"command": fetch + "; sleep 1", "timeout": 30})),  # the log line lands
         tool_reply(("toolu_3", "bash_output", {"id": "bash_1"})),
         tool_reply(("toolu_4", "bash_kill", {"id": "bash_1"})),
         tool_reply(("toolu_5", "bash", {"command": f"sleep {marker}", "run_in_background": True})),
