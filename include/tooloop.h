@@ -604,6 +604,21 @@ tooloop_status tooloop_agent_add_tool(tooloop_agent *agent,
                                       tooloop_free_fn userdata_free);
 
 /**
+ * Limit each call of the tool `name` (a C tool, or any other registered tool) to `seconds`: the callback
+ * then runs on a thread of its own, and a call that overruns is answered at once with an error result the
+ * model reads ("did not finish within its time limit"), so the run never hangs on a stuck tool. The
+ * overrunning callback is told to stop: `tooloop_tool_result_is_cancelled` returns true from then on, and
+ * it should return soon; its `userdata` stays alive until it has returned (its `userdata_free` may
+ * therefore run after `tooloop_agent_free`, on the callback's thread). Call it once per tool, after
+ * registering it and before a run.
+ *
+ * Statuses: `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `name`, no tool of that name, `seconds` not a
+ * positive finite number), `TOOLOOP_INVALID_UTF8`, `TOOLOOP_PANIC`. Threads: the agent's thread, not during
+ * a run.
+ */
+tooloop_status tooloop_agent_set_tool_timeout(tooloop_agent *agent, const char *name, double seconds);
+
+/**
  * Set the permission hook of an agent: before each tool call, `fn(userdata, call_json, answer)` decides
  * whether it may run (see `tooloop_permission_fn`); a denied call is answered with an error result the model
  * reads, and the run goes on. A NULL `fn` clears the hook: every call runs. Setting a hook replaces the

@@ -387,6 +387,7 @@ pub struct Agent {
     subagents: Mutex<std::collections::BTreeMap<String, crate::subagent::SubAgent>>,
     mcp: Mutex<Option<crate::mcp::McpServers>>,
     builtin: Mutex<Option<crate::builtin::BuiltinOptions>>,
+    background: Mutex<Option<Arc<crate::builtin::BackgroundShells>>>,
     permission: Mutex<Option<PermissionHook>>,
     current: Mutex<Option<CancelToken>>,
     running: Mutex<()>,
@@ -454,6 +455,7 @@ impl Agent {
             subagents: Mutex::new(std::collections::BTreeMap::new()),
             mcp: Mutex::new(None),
             builtin: Mutex::new(None),
+            background: Mutex::new(None),
             permission: Mutex::new(None),
             current: Mutex::new(None),
             running: Mutex::new(()),
@@ -636,19 +638,32 @@ impl Agent {
 
     /// Let go of what the agent holds outside its memory: its MCP servers are stopped (their tools go away)
     /// and its session file is detached (its lock released, so another agent may open it; later entries
-    /// are not written to it). The conversation stays usable. Idempotent; also done on drop.
+    /// are not written to it), and every background command of the built-in `bash` is killed with its process
+    /// tree. The conversation stays usable. Idempotent; also done on drop.
     pub fn close(&self) {
         let servers = lock(&self.mcp).take();
         if let Some(s) = servers {
             s.close();
         }
         lock(&self.session).take();
+        // Background commands (bash run_in_background) end with the agent, their process trees with them.
+        let background = lock(&self.background).clone();
+        if let Some(b) = background {
+            b.close();
+        }
+    }
+
+    /// The background commands the built-in `bash` started (`run_in_background`), oldest first; empty
+    /// without built-in tools.
+    pub fn background_commands(&self) -> Vec<crate::builtin::BackgroundInfo> {
+        lock(&self.background).as_ref().map(|b| b.list()).unwrap_or_default()
     }
 
     /// Register the built-in coding tools with these options (see [`crate::builtin::register`]), and keep the
     /// options so a child agent type with a sandbox of its own gets the same tools in that mode.
     pub fn register_builtins(&self, options: crate::builtin::BuiltinOptions) -> Result<()> {
-        crate::builtin::register(&self.tools, &options)?;
+        let background = crate::builtin::register_owned(&self.tools, &options)?;
+        *lock(&self.background) = Some(background);
         *lock(&self.builtin) = Some(options);
         Ok(())
     }

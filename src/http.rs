@@ -825,6 +825,58 @@ impl HttpClient {
         })
     }
 
+    /// One GET of `url` with `headers` (tools such as `web_fetch`): no retry, and redirects are NOT followed
+    /// (a 3xx comes back as it is, so the caller checks every hop itself and sends no credential along).
+    /// Cancel and the idle/total timeouts work as in [`HttpClient::send_once`].
+    pub fn get_once(&self, url: &str, headers: &[(String, String)], cancel: &CancelToken) -> Result<HttpResponse> {
+        let deadline = Instant::now() + self.config.total_timeout;
+        let watching = Watching::enter(cancel, self.config.idle_timeout, deadline);
+        let mut builder = self.agent.get(url);
+        for (k, v) in headers {
+            builder = builder.header(k.as_str(), v.as_str());
+        }
+        let sent = builder.config().max_redirects(0).build().call();
+        let stop = watching.stop();
+        drop(watching);
+        let response = match sent {
+            Ok(r) => r,
+            Err(e) => {
+                return Err(match stop {
+                    Some(Stop::Cancelled) => Error::Cancelled { partial: None },
+                    Some(Stop::Idle) => {
+                        Error::Timeout { phase: "idle", after: self.config.idle_timeout, partial: None }
+                    }
+                    Some(Stop::Total) => {
+                        Error::Timeout { phase: "total", after: self.config.total_timeout, partial: None }
+                    }
+                    None if cancel.is_cancelled() => Error::Cancelled { partial: None },
+                    None if matches!(e, ureq::Error::Timeout(_)) => {
+                        Error::Timeout { phase: "connect", after: self.config.connect_timeout, partial: None }
+                    }
+                    None => Error::Connection { message: describe_ureq_error(&e) },
+                });
+            }
+        };
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_ascii_lowercase(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .collect();
+        let reader = response.into_body().into_with_config().limit(u64::MAX).reader();
+        Ok(HttpResponse {
+            status,
+            headers,
+            reader,
+            buf: Vec::new(),
+            cancel: cancel.clone(),
+            idle: self.config.idle_timeout,
+            deadline,
+            total: self.config.total_timeout,
+            done: false,
+        })
+    }
+
     /// Send with retries: connection errors and retryable statuses are retried with back-off (honouring
     /// `retry-after-ms`, `retry-after` and `x-should-retry`). Returns a response with a 2xx status whose body
     /// is still to be read, or the final error. `api_error` turns an error response into an [`ApiError`].

@@ -163,6 +163,14 @@ impl Tool {
         self.read_only = yes;
         self
     }
+
+    /// Limit each call to `limit`: the handler runs on a thread of its own, and a call that overruns is
+    /// answered with an `is_error` result at once while the handler's [`ToolContext::cancel`] fires (so it
+    /// can stop, if it polls it). A stuck handler never holds up the run; its thread ends when it returns.
+    pub fn timeout(mut self, limit: std::time::Duration) -> Self {
+        self.handler = Arc::new(crate::tool_timeout::TimeoutHandler { inner: self.handler, limit });
+        self
+    }
 }
 
 /// The outcome of one call, ready to become a `tool_result`.

@@ -375,7 +375,7 @@ class Agent:
             if isinstance(sub, SubAgent):
                 for own in sub._own_tools():
                     self._core.add_subagent_tool(agent_type, own.name, own.description, own.input_schema,
-                                                 own.invoke, own.parallel_safe, own.read_only)
+                                                 own.invoke, own.parallel_safe, own.read_only, own.timeout)
         self._tools: Dict[str, Tool] = {}
         for t in tools:
             self.add_tool(t)
@@ -388,10 +388,18 @@ class Agent:
     # -- lifetime ------------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the agent's MCP servers and detach its session file (its lock is released). The conversation
+        """Stop the agent's MCP servers, end its background commands (``bash`` with ``run_in_background``, with
+        every process they started) and detach its session file (its lock is released). The conversation
         stays readable. Idempotent; also done by ``with tooloop.Agent(...) as agent:`` and on garbage
         collection."""
         self._core.close()
+
+    @property
+    def background_commands(self) -> List[Dict[str, Any]]:
+        """The built-in bash's background commands, oldest first: dicts with ``id``, ``command``, ``status``
+        (``"running"``, ``"exited"``, ``"killed"`` or ``"failed"``), ``exit_code``, ``started`` (Unix time) and
+        ``unread_bytes``."""
+        return list(self._core.background_commands())
 
     def __enter__(self) -> "Agent":
         return self
@@ -419,7 +427,8 @@ class Agent:
     def add_tool(self, tool: Union[Tool, Callable[..., Any]]) -> Tool:
         """Register a tool (a ``Tool`` or a plain function); returns the Tool."""
         t = as_tool(tool)
-        self._core.register_tool(t.name, t.description, t.input_schema, t.invoke, t.parallel_safe, t.read_only)
+        self._core.register_tool(t.name, t.description, t.input_schema, t.invoke, t.parallel_safe, t.read_only,
+                                 t.timeout)
         self._tools[t.name] = t
         return t
 
@@ -437,6 +446,7 @@ class Agent:
         description: Optional[str] = None,
         parallel_safe: bool = False,
         read_only: bool = False,
+        timeout: Optional[float] = None,
     ) -> Tool: ...
 
     @overload
@@ -448,6 +458,7 @@ class Agent:
         description: Optional[str] = None,
         parallel_safe: bool = False,
         read_only: bool = False,
+        timeout: Optional[float] = None,
     ) -> Callable[[Callable[..., Any]], Tool]: ...
 
     def tool(
@@ -458,6 +469,7 @@ class Agent:
         description: Optional[str] = None,
         parallel_safe: bool = False,
         read_only: bool = False,
+        timeout: Optional[float] = None,
     ) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
         """Decorator registering a function as a tool: ``@agent.tool`` or ``@agent.tool(name=...,
         read_only=True)``.
@@ -466,7 +478,8 @@ class Agent:
         """
 
         def register(f: Callable[..., Any]) -> Tool:
-            made = _make_tool(f, name=name, description=description, parallel_safe=parallel_safe, read_only=read_only)
+            made = _make_tool(f, name=name, description=description, parallel_safe=parallel_safe, read_only=read_only,
+                              timeout=timeout)
             return self.add_tool(made)
 
         if fn is None:

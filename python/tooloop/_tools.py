@@ -46,12 +46,17 @@ def _log_tool_error(message: str, *args: Any) -> None:
 
 class Tool:
     """An explicit tool: ``tooloop.Tool(name, description, input_schema, fn, *, parallel_safe=False,
-    read_only=False)``.
+    read_only=False, timeout=None)``.
 
     ``fn`` is called with the model's input as keyword arguments (``fn(**input)``). Calling the ``Tool`` itself
     calls ``fn`` directly, so a function decorated with ``@tool`` stays usable as a function. ``read_only``
     says the tool changes nothing (no file, state or anything outside): the core records it, and hosts use it
     for policies such as "ask before anything that writes" (``Agent.tool_info(name).read_only``).
+
+    ``timeout`` (seconds) bounds each call: a call that overruns is answered with an error result at once (the
+    run never hangs on a stuck tool), and ``TimeoutError`` is raised inside the still-running function so it
+    stops at its next Python instruction (a call blocked in C code, such as a long ``time.sleep``, stops when
+    that returns).
     """
 
     name: str
@@ -60,6 +65,7 @@ class Tool:
     fn: Callable[..., Any]
     parallel_safe: bool
     read_only: bool
+    timeout: Optional[float]
 
     def __init__(
         self,
@@ -70,6 +76,7 @@ class Tool:
         *,
         parallel_safe: bool = False,
         read_only: bool = False,
+        timeout: Optional[float] = None,
     ) -> None:
         if not isinstance(name, str):
             raise TypeError(f"tool name must be a str, got {type(name).__name__}: {name!r}")
@@ -106,6 +113,11 @@ class Tool:
         self.fn = fn
         self.parallel_safe = bool(parallel_safe)
         self.read_only = bool(read_only)
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < 1e9:
+                raise ValueError(f"tool {name!r}: timeout must be a positive number of seconds, got {timeout!r}")
+            timeout = float(timeout)
+        self.timeout = timeout
         # Set by tool()/as_tool(): turns JSON values back into the annotated types (Enum, dataclass, ...).
         self._converters: Dict[str, Callable[[Any], Any]] = {}
         self._signature = _signature_or_none(fn)
@@ -176,11 +188,21 @@ class Tool:
             args.append(converted.pop(pname))
         kwargs = converted
 
+        alarm = _Alarm(self.timeout) if self.timeout is not None else None
         try:
-            result = self.fn(*args, **kwargs)
-            if _isawaitable(result):
-                result = _run_awaitable(result)
+            try:
+                result = self.fn(*args, **kwargs)
+                if _isawaitable(result):
+                    result = _run_awaitable(result)
+            finally:
+                if alarm is not None:
+                    alarm.disarm()
         except Exception as e:
+            if alarm is not None and alarm.fired and isinstance(e, TimeoutError):
+                # The agent has (or is about to have) answered the call with the same words.
+                limit = f"{self.timeout:.0f} s" if float(self.timeout or 0).is_integer() else f"{self.timeout:.1f} s"
+                return (f"Tool '{self.name}' did not finish within its time limit of {limit} and was told to stop; "
+                        "its result is lost. Try smaller input or another approach.", True)
             _log_tool_error("tool %r raised %s", self.name, type(e).__name__)
             return (_describe_exception(e), True)
 
@@ -220,6 +242,38 @@ class Tool:
         if missing:
             return f"missing required parameter(s) for tool {self.name!r}: {', '.join(repr(k) for k in missing)}"
         return None
+
+
+class _Alarm:
+    """Raises ``TimeoutError`` in the calling thread once ``seconds`` have passed, unless disarmed first: how a
+    tool that overran its ``timeout`` is told to stop (the agent has answered the call with an error already)."""
+
+    def __init__(self, seconds: float) -> None:
+        import threading
+
+        self._ident = threading.get_ident()
+        self._lock = threading.Lock()
+        self._armed = True
+        self.fired = False
+        # A little after the agent's own deadline, so the agent answers first and this only tells the
+        # function to stop.
+        self._timer = threading.Timer(seconds + 0.05, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        import ctypes
+
+        with self._lock:
+            if self._armed:
+                self._armed = False
+                self.fired = True
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._ident), ctypes.py_object(TimeoutError))
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._armed = False
+        self._timer.cancel()
 
 
 def _signature_or_none(fn: Any) -> Optional[inspect.Signature]:
@@ -331,9 +385,10 @@ def tool(
     description: Optional[str] = None,
     parallel_safe: bool = False,
     read_only: bool = False,
+    timeout: Optional[float] = None,
 ) -> Any:
     """Make a ``Tool`` of a function: ``@tool`` or ``@tool(name=..., description=..., parallel_safe=...,
-    read_only=...)``.
+    read_only=..., timeout=...)``.
 
     The input schema comes from the type hints (see ``function_schema``), the description from the docstring
     (summary and body, without the ``Args:``/``Returns:``/``Raises:`` sections) unless given.
@@ -341,7 +396,7 @@ def tool(
 
     def build(f: Callable[..., Any]) -> Tool:
         if isinstance(f, Tool):
-            if name is None and description is None and not parallel_safe and not read_only:
+            if name is None and description is None and not parallel_safe and not read_only and timeout is None:
                 return f
             t = Tool(
                 name if name is not None else f.name,
@@ -350,6 +405,7 @@ def tool(
                 f.fn,
                 parallel_safe=parallel_safe or f.parallel_safe,
                 read_only=read_only or f.read_only,
+                timeout=timeout if timeout is not None else f.timeout,
             )
             t._converters = dict(f._converters)
             return t
@@ -375,6 +431,7 @@ def tool(
             f,
             parallel_safe=parallel_safe,
             read_only=read_only,
+            timeout=timeout,
         )
         t._converters = built.converters
         return t

@@ -263,10 +263,10 @@ fn denial_note(reply: &str, opts: &BashOptions) -> Option<String> {
 }
 
 /// A folder only this command writes to (its `$TMPDIR`), removed with everything in it on drop.
-struct PrivateTemp(PathBuf);
+pub(super) struct PrivateTemp(PathBuf);
 
 impl PrivateTemp {
-    fn new() -> io::Result<PrivateTemp> {
+    pub(super) fn new() -> io::Result<PrivateTemp> {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let base = std::env::temp_dir();
         let mut last = None;
@@ -284,7 +284,7 @@ impl PrivateTemp {
         Err(last.unwrap_or_else(|| io::Error::other("no free name")))
     }
 
-    fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -330,7 +330,7 @@ fn shell() -> &'static str {
 }
 
 /// A started command: the outer process (unshare or the wrapper), the pipes, and what was read.
-struct Running {
+pub(super) struct Running {
     child: Child,
     /// The outer process's id, also its process group.
     group: Pid,
@@ -350,7 +350,7 @@ struct Running {
     none_left: bool,
 }
 
-enum Ending {
+pub(super) enum Ending {
     Exited(i32),
     TimedOut,
     Cancelled,
@@ -362,7 +362,7 @@ fn pipe() -> Result<(File, std::os::fd::OwnedFd), String> {
     Ok((File::from(read), write))
 }
 
-fn start(ws: &Workspace, command: &str, opts: &BashOptions, temp: &Path) -> Result<Running, String> {
+pub(super) fn start(ws: &Workspace, command: &str, opts: &BashOptions, temp: &Path) -> Result<Running, String> {
     let (out, out_w) = pipe()?;
     let (status, status_w) = pipe()?;
     let (sync_r, sync) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| format!("could not create a pipe: {e}"))?;
@@ -456,7 +456,7 @@ impl Running {
     }
 
     /// One `poll(2)` round over the open pipes, reading whatever is ready.
-    fn poll_once(&mut self, wait: Duration) -> io::Result<()> {
+    pub(super) fn poll_once(&mut self, wait: Duration) -> io::Result<()> {
         let timeout = Timespec { tv_sec: wait.as_secs() as _, tv_nsec: wait.subsec_nanos() as _ };
         let (out_ready, status_ready) = {
             let mut fds = Vec::with_capacity(2);
@@ -503,7 +503,7 @@ impl Running {
     }
 
     /// What the wrapper wrote on the status pipe: the exit code, or (if it could not run) why.
-    fn exit_status(&self) -> Ending {
+    pub(super) fn exit_status(&self) -> Ending {
         let text = String::from_utf8_lossy(&self.status_text);
         // The status is the last line; the shell may have written a job message ("Killed") before it.
         let last = text.trim_end().lines().last().unwrap_or("").trim();
@@ -538,7 +538,7 @@ impl Running {
     }
 
     /// SIGKILL the whole tree: the outer process (its death ends the namespace) and its process group.
-    fn kill_all(&mut self) {
+    pub(super) fn kill_all(&mut self) {
         // ESRCH (already gone) is the expected failure and means there is nothing to do.
         let _ = killpg(self.group, Signal::SIGKILL);
         let _ = kill(self.group, Signal::SIGKILL);
@@ -546,7 +546,7 @@ impl Running {
     }
 
     /// Read what is left in the output pipe until it closes or `until` passes.
-    fn drain(&mut self, until: Instant) {
+    pub(super) fn drain(&mut self, until: Instant) {
         self.status = None;
         while self.out.is_some() {
             let now = Instant::now();
@@ -562,8 +562,26 @@ impl Running {
         self.out = None;
     }
 
+    /// The output read since the last call (background commands hand it on as it arrives).
+    pub(super) fn take_output(&mut self) -> Vec<u8> {
+        let keep = self.output.keep / 4;
+        let taken = std::mem::replace(&mut self.output, Capture::new(keep));
+        let (a, b) = taken.tail.as_slices();
+        [taken.head.as_slice(), a, b].concat()
+    }
+
+    /// Whether the command has reported its exit status (or its status pipe closed).
+    pub(super) fn has_exited(&self) -> bool {
+        self.status.is_none() || self.status_text.contains(&b'\n')
+    }
+
+    /// Whether the output pipe is still open.
+    pub(super) fn output_open(&self) -> bool {
+        self.out.is_some()
+    }
+
     /// Collect the outer process's exit (it was killed, so this returns at once).
-    fn reap(&mut self) {
+    pub(super) fn reap(&mut self) {
         let _ = self.child.wait();
     }
 }

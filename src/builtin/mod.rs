@@ -1,4 +1,5 @@
-//! Built-in coding tools: `bash`, `read_file`, `write_file` and `edit_file`, working in a [`Workspace`].
+//! Built-in coding tools: `bash` (with `bash_output` and `bash_kill` for commands run in the background),
+//! `read_file`, `write_file`, `edit_file`, `grep`, `glob` and `web_fetch`, working in a [`Workspace`].
 //!
 //! [`register`] adds them to a [`ToolRegistry`] as [`ToolHandler`] types ([`Bash`], [`ReadFile`],
 //! [`WriteFile`], [`EditFile`]) configured by one [`BuiltinOptions`]. Each tool takes a JSON object and
@@ -27,6 +28,7 @@
 //! started. The file tools check it every 64 KB they scan, and before they write; input they scan is
 //! bounded ([`MAX_SCAN_BYTES`]).
 
+mod background;
 mod bash;
 mod env;
 mod files;
@@ -37,6 +39,15 @@ mod seccomp;
 mod workspace;
 
 pub(crate) use bash::unshare_args;
+mod glob;
+mod grep;
+mod web_fetch;
+
+pub use background::{BACKGROUND_BUFFER_BYTES, BackgroundInfo, BackgroundShells, BackgroundStatus, MAX_BACKGROUND};
+pub use glob::GLOB_MAX_RESULTS;
+pub use grep::GREP_OUTPUT_CAP_CHARS;
+pub use web_fetch::{FETCH_OUTPUT_CAP_CHARS, MAX_FETCH_BYTES, MAX_REDIRECTS, is_metadata_address};
+
 pub use bash::{BashOptions, DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS, OUTPUT_CAP_CHARS, process_containment, run_bash};
 pub use env::{is_secret_name, is_socket_variable, secret_env_values};
 pub use files::MAX_SCAN_BYTES;
@@ -57,7 +68,8 @@ use std::sync::Arc;
 pub type ToolReply = std::result::Result<String, String>;
 
 /// Names of all built-in tools, in a stable order.
-pub const NAMES: [&str; 4] = ["bash", "read_file", "write_file", "edit_file"];
+pub const NAMES: [&str; 9] =
+    ["bash", "read_file", "write_file", "edit_file", "grep", "glob", "web_fetch", "bash_output", "bash_kill"];
 
 /// How [`register`] sets up the built-in tools. Deserializes from JSON / config with every field optional
 /// (`{"sandbox": "read-only", "network": false}`); [`Default`] is the whole tool set in the current
@@ -100,6 +112,15 @@ impl Default for BuiltinOptions {
 /// lists the known ones), a tool of that name is already registered, or `bash` is wanted with a sandbox
 /// mode or network setting this system cannot enforce ([`sandbox_check`]).
 pub fn register(registry: &ToolRegistry, opts: &BuiltinOptions) -> Result<()> {
+    register_owned(registry, opts).map(|_| ())
+}
+
+/// [`register`], handing back the manager of the background commands the tools will start, so the owner
+/// can list them and end them ([`BackgroundShells::close`]; they also end when the tools are dropped).
+///
+/// # Errors
+/// As [`register`].
+pub fn register_owned(registry: &ToolRegistry, opts: &BuiltinOptions) -> Result<Arc<BackgroundShells>> {
     // What bash no longer sees must not come back through any tool either (`cat .env`, `read_file`): the
     // dropped variables' values are redacted from every result.
     registry.add_secrets(secret_env_values(&opts.env_passthrough));
@@ -113,6 +134,13 @@ pub fn register(registry: &ToolRegistry, opts: &BuiltinOptions) -> Result<()> {
         // A sandbox the kernel cannot enforce is refused here, in every host, rather than half-applied.
         sandbox_check(opts.sandbox, opts.network).map_err(Error::Config)?;
     }
+    let background = Arc::new(BackgroundShells::new());
+    let bash_opts = BashOptions {
+        sandbox: opts.sandbox,
+        network: opts.network,
+        env_passthrough: opts.env_passthrough.clone(),
+        ..BashOptions::default()
+    };
     for name in wanted {
         let Some((name, description, schema)) = spec(&name) else {
             return Err(Error::Config(format!("unknown built-in tool '{name}' (known: {})", NAMES.join(", "))));
@@ -120,34 +148,41 @@ pub fn register(registry: &ToolRegistry, opts: &BuiltinOptions) -> Result<()> {
         let ws = Arc::clone(&ws);
         let tool = match name {
             "bash" => {
-                let bash = BashOptions {
-                    sandbox: opts.sandbox,
-                    network: opts.network,
-                    env_passthrough: opts.env_passthrough.clone(),
-                    ..BashOptions::default()
-                };
-                Tool::new(name, description, schema, Bash { ws, opts: bash })?
+                let background = Arc::clone(&background);
+                Tool::new(name, description, schema, Bash { ws, opts: bash_opts.clone(), background })?
             }
             "read_file" => Tool::new(name, description, schema, ReadFile { ws })?,
             "write_file" => Tool::new(name, description, schema, WriteFile { ws })?,
+            "grep" | "glob" => Tool::new(name, description, schema, Search { ws, name })?,
+            "web_fetch" => {
+                Tool::new(name, description, schema, WebFetch { client: web_fetch::client(), network: opts.network })?
+            }
+            "bash_output" | "bash_kill" => {
+                let background = Arc::clone(&background);
+                Tool::new(name, description, schema, BackgroundTool { background, name })?
+            }
             _ => Tool::new(name, description, schema, EditFile { ws })?,
         };
-        registry.register(tool.parallel_safe(is_read_only(name)).read_only(is_read_only(name)))?;
+        let parallel = is_read_only(name) || name == "web_fetch";
+        registry.register(tool.parallel_safe(parallel).read_only(is_read_only(name)))?;
     }
-    Ok(())
+    Ok(background)
 }
 
 fn reply(result: ToolReply) -> std::result::Result<ToolOutput, ToolError> {
     result.map(ToolOutput::Text).map_err(ToolError::Respond)
 }
 
-/// The `bash` tool as a [`ToolHandler`] (see [`run_bash`]).
+/// The `bash` tool as a [`ToolHandler`] (see [`run_bash`]); `run_in_background: true` starts the command
+/// in [`Bash::background`] instead and returns its id.
 #[derive(Clone, Debug)]
 pub struct Bash {
     /// Where commands start.
     pub ws: Arc<Workspace>,
     /// Limits and confinement.
     pub opts: BashOptions,
+    /// Where background commands are kept (shared with `bash_output` and `bash_kill`).
+    pub background: Arc<BackgroundShells>,
 }
 
 impl ToolHandler for Bash {
@@ -155,7 +190,62 @@ impl ToolHandler for Bash {
         if ctx.cancel.is_cancelled() {
             return reply(Err("cancelled: bash was not run".to_string()));
         }
-        reply(run_bash(&self.ws, input, &self.opts, ctx.cancel))
+        match input.get("run_in_background") {
+            Some(Value::Bool(true)) => reply(self.background.start(&self.ws, input, &self.opts)),
+            Some(Value::Bool(false) | Value::Null) | None => {
+                // The foreground runner knows only its own parameters: drop the flags it does not need.
+                let mut input = input.clone();
+                if let Some(map) = input.as_object_mut() {
+                    map.remove("run_in_background");
+                    map.remove("description");
+                }
+                reply(run_bash(&self.ws, &input, &self.opts, ctx.cancel))
+            }
+            Some(other) => reply(Err(format!("bash parameter 'run_in_background' must be true or false, got {other}"))),
+        }
+    }
+}
+
+/// The `grep` and `glob` tools as a [`ToolHandler`].
+#[derive(Clone, Debug)]
+struct Search {
+    ws: Arc<Workspace>,
+    name: &'static str,
+}
+
+impl ToolHandler for Search {
+    fn call(&self, input: &Value, ctx: &ToolContext<'_>) -> std::result::Result<ToolOutput, ToolError> {
+        reply(run(self.name, &self.ws, input, ctx.cancel))
+    }
+}
+
+/// The `web_fetch` tool as a [`ToolHandler`].
+#[derive(Clone, Debug)]
+struct WebFetch {
+    client: crate::http::HttpClient,
+    network: bool,
+}
+
+impl ToolHandler for WebFetch {
+    fn call(&self, input: &Value, ctx: &ToolContext<'_>) -> std::result::Result<ToolOutput, ToolError> {
+        reply(web_fetch::web_fetch(&self.client, self.network, input, ctx.cancel))
+    }
+}
+
+/// The `bash_output` and `bash_kill` tools as a [`ToolHandler`].
+#[derive(Clone, Debug)]
+struct BackgroundTool {
+    background: Arc<BackgroundShells>,
+    name: &'static str,
+}
+
+impl ToolHandler for BackgroundTool {
+    fn call(&self, input: &Value, _ctx: &ToolContext<'_>) -> std::result::Result<ToolOutput, ToolError> {
+        reply(if self.name == "bash_output" {
+            self.background.output(input, OUTPUT_CAP_CHARS)
+        } else {
+            self.background.kill(input)
+        })
     }
 }
 
@@ -204,9 +294,37 @@ shows them), followed by `exit code: N` when the command fails. The command star
 Standard input is closed: interactive programs see end-of-file at once, so pass flags that make them \
 non-interactive. The command and everything it started are killed after `timeout` seconds (default 120, \
 at most 600). Output over 30000 characters keeps its beginning and end and says how much was cut from the \
-middle: filter long output yourself (grep, head, tail, wc). Every process the command starts, background \
-ones included, is killed when the command ends: to test a server, start it, use it and stop it within one \
-command. Prefer read_file, write_file and edit_file for files.";
+middle: filter long output yourself (head, tail, wc). Every process the command starts, `&` jobs included, \
+is killed when the command ends. For a server or watcher that must keep running, set \
+`run_in_background: true`: the call returns at once with an id; read new output with bash_output and stop \
+it with bash_kill. Prefer read_file, write_file and edit_file for files, and grep and glob (not grep, rg or \
+find through bash) to search.";
+
+const GREP_DESCRIPTION: &str = "\
+Search file contents with a regular expression (ripgrep syntax) under `path` (default: the workspace \
+root). Skips files ignored by .gitignore/.ignore, hidden files and binary files. `glob` filters files \
+(\"*.py\", \"src/**/*.rs\"), `type` by file type (\"py\", \"rust\"). `output_mode`: \"files_with_matches\" (default: file paths, newest first), \
+\"content\" (matching lines as path:line:text; `-A`/`-B`/`-C` add context lines, `-n` line numbers, on by \
+default) or \"count\" (path:count). `-i` ignores case. `head_limit` keeps the first N entries. Output is \
+capped and says how much was left out. Use this instead of grep or rg through bash.";
+
+const GLOB_DESCRIPTION: &str = "\
+Find files whose paths match a glob pattern such as \"**/*.py\" or \"src/*.rs\", relative to `path` \
+(default: the workspace root). Returns paths, newest first, at most 200; files ignored by .gitignore and \
+hidden files are skipped. Use this instead of find or ls through bash.";
+
+const WEB_FETCH_DESCRIPTION: &str = "\
+Fetch an http(s) URL and return the page as readable text (HTML turned into Markdown-like text; scripts \
+and styles dropped). Follows up to 5 redirects; the text is capped at 40000 characters. Refused when the \
+network is off and for link-local or cloud metadata addresses.";
+
+const BASH_OUTPUT_DESCRIPTION: &str = "\
+Read what a background command (started with bash and run_in_background: true) printed since the last \
+read, followed by whether it is still running or its exit code. `id` is the id bash returned.";
+
+const BASH_KILL_DESCRIPTION: &str = "\
+Stop a background command (started with bash and run_in_background: true) and every process it started. \
+`id` is the id bash returned.";
 
 const READ_FILE_DESCRIPTION: &str = "\
 Read a UTF-8 text file in the workspace. Returns its lines numbered like `cat -n` (a right-aligned line \
@@ -241,7 +359,12 @@ pub fn spec(name: &str) -> Option<(&'static str, &'static str, Value)> {
                         "type": "integer",
                         "minimum": 1,
                         "description": "Seconds before the command is killed (default 120, at most 600)."
-                    }
+                    },
+                    "run_in_background": {
+                        "type": "boolean",
+                        "description": "Start the command and return its id at once; read it with bash_output."
+                    },
+                    "description": {"type": "string", "description": "A few words saying what the command does."}
                 },
                 "required": ["command"],
                 "additionalProperties": false
@@ -300,6 +423,69 @@ pub fn spec(name: &str) -> Option<(&'static str, &'static str, Value)> {
                 "additionalProperties": false
             }),
         ),
+        "grep" => (
+            "grep",
+            GREP_DESCRIPTION,
+            json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "description": "The regular expression to search for."},
+                    "path": {"type": "string", "description": "File or folder to search (default: workspace root)."},
+                    "glob": {"type": "string", "description": "Only files matching this glob, e.g. \"*.js\"."},
+                    "type": {"type": "string", "description": "Only files of this type (ripgrep's names: py, rust, js)."},
+                    "output_mode": {
+                        "type": "string",
+                        "enum": ["content", "files_with_matches", "count"],
+                        "description": "What to return (default files_with_matches)."
+                    },
+                    "-i": {"type": "boolean", "description": "Ignore case."},
+                    "-n": {"type": "boolean", "description": "Line numbers in content mode (default true)."},
+                    "-A": {"type": "integer", "minimum": 0, "description": "Lines after each match (content)."},
+                    "-B": {"type": "integer", "minimum": 0, "description": "Lines before each match (content)."},
+                    "-C": {"type": "integer", "minimum": 0, "description": "Lines around each match (content)."},
+                    "head_limit": {"type": "integer", "minimum": 0, "description": "Keep the first N entries."}
+                },
+                "required": ["pattern"],
+                "additionalProperties": false
+            }),
+        ),
+        "glob" => (
+            "glob",
+            GLOB_DESCRIPTION,
+            json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "description": "Glob pattern, e.g. \"**/*.py\"."},
+                    "path": {"type": "string", "description": "Folder to search in (default: workspace root)."}
+                },
+                "required": ["pattern"],
+                "additionalProperties": false
+            }),
+        ),
+        "web_fetch" => (
+            "web_fetch",
+            WEB_FETCH_DESCRIPTION,
+            json!({
+                "type": "object",
+                "properties": {
+                    "url": {"type": "string", "description": "The http or https URL to fetch."}
+                },
+                "required": ["url"],
+                "additionalProperties": false
+            }),
+        ),
+        "bash_output" | "bash_kill" => (
+            if name == "bash_output" { "bash_output" } else { "bash_kill" },
+            if name == "bash_output" { BASH_OUTPUT_DESCRIPTION } else { BASH_KILL_DESCRIPTION },
+            json!({
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "description": "The id bash returned, e.g. \"bash_1\"."}
+                },
+                "required": ["id"],
+                "additionalProperties": false
+            }),
+        ),
         _ => return None,
     };
     Some(spec)
@@ -321,14 +507,21 @@ pub fn run(name: &str, ws: &Workspace, input: &Value, cancel: &CancelToken) -> T
         "read_file" => files::read_file(ws, input, cancel),
         "write_file" => files::write_file(ws, input, cancel),
         "edit_file" => files::edit_file(ws, input, cancel),
+        "grep" => grep::grep(ws, input, cancel),
+        "glob" => glob::glob(ws, input, cancel),
+        "web_fetch" | "bash_output" | "bash_kill" => Err(format!(
+            "{name} keeps state (an HTTP client, the background commands): call it through the tools that \
+             register() adds"
+        )),
         _ => Err(format!("unknown built-in tool '{name}' (built-in tools: {})", NAMES.join(", "))),
     }
 }
 
-/// Whether the tool changes nothing on disk or elsewhere (`read_file`: true; the others, and unknown
-/// names, false) — used by read-only policies.
+/// Whether the tool changes nothing on disk or elsewhere (`read_file`, `grep`, `glob` and `bash_output`:
+/// true; the others, `web_fetch` included since it reaches out, and unknown names, false) — used by
+/// read-only policies.
 pub fn is_read_only(name: &str) -> bool {
-    name == "read_file"
+    matches!(name, "read_file" | "grep" | "glob" | "bash_output")
 }
 
 /// A tool's input object, checked field by field with messages the model can act on.
@@ -361,6 +554,15 @@ impl<'a> Args<'a> {
         match self.map.get(key) {
             Some(Value::String(s)) => Ok(s),
             None | Some(Value::Null) => Err(format!("{} needs the string parameter '{key}'", self.tool)),
+            Some(other) => Err(format!("{} parameter '{key}' must be a string, got {}", self.tool, kind(other))),
+        }
+    }
+
+    /// An optional string (`null` counts as absent).
+    pub(crate) fn opt_string(&self, key: &str) -> Result<Option<&'a str>, String> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
             Some(other) => Err(format!("{} parameter '{key}' must be a string, got {}", self.tool, kind(other))),
         }
     }
@@ -462,13 +664,14 @@ mod tests {
         assert_eq!(registry.names(), NAMES);
         assert!(registry.get("read_file").unwrap().parallel_safe);
         let other = ToolRegistry::new();
-        let bad = BuiltinOptions { names: vec!["grep".to_string()], ..opts };
-        assert!(register(&other, &bad).unwrap_err().to_string().contains("unknown built-in tool 'grep'"));
+        let bad = BuiltinOptions { names: vec!["grepp".to_string()], ..opts };
+        assert!(register(&other, &bad).unwrap_err().to_string().contains("unknown built-in tool 'grepp'"));
     }
 
     #[test]
-    fn only_read_file_is_read_only() {
-        assert!(is_read_only("read_file"));
+    fn only_the_readers_are_read_only() {
+        assert!(is_read_only("read_file") && is_read_only("grep") && is_read_only("glob"));
+        assert!(!is_read_only("web_fetch") && !is_read_only("bash_kill"));
         assert!(!is_read_only("bash"));
         assert!(!is_read_only("write_file"));
         assert!(!is_read_only("edit_file"));
@@ -478,8 +681,8 @@ mod tests {
     #[test]
     fn unknown_tool_is_an_error_listing_the_names() {
         let (_tmp, ws) = setup();
-        let err = run("grep", &ws, &json!({}), &CancelToken::new()).unwrap_err();
-        assert!(err.contains("unknown built-in tool 'grep'") && err.contains("read_file"), "{err}");
+        let err = run("grepp", &ws, &json!({}), &CancelToken::new()).unwrap_err();
+        assert!(err.contains("unknown built-in tool 'grepp'") && err.contains("read_file"), "{err}");
     }
 
     #[test]

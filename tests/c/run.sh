@@ -37,6 +37,7 @@ tests=(
   "hooks              -"
   "output_schema      c_output_schema.json"
   "content_blocks     c_content_blocks.json   requests"
+  "tool_timeout       -"
 )
 # mcp_server starts tests/mcp/fastmcp_server.py with $TOOLOOP_TEST_PYTHON.
 export TOOLOOP_REPO_ROOT="$root"

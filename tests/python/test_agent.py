@@ -418,7 +418,8 @@ def test_builtin_tools_work_in_the_workspace(mock: Any, tmp_path: Any) -> None:
 
 def test_builtin_tools_true_registers_all_of_them(tmp_path: Any) -> None:
     agent = tooloop.Agent(provider=lambda r: {"content": "x"}, builtin_tools=True, workspace=tmp_path)
-    assert agent.tools == ["bash", "read_file", "write_file", "edit_file"]
+    assert agent.tools == ["bash", "read_file", "write_file", "edit_file", "grep", "glob", "web_fetch", "bash_output",
+                           "bash_kill"]
     with pytest.raises(tooloop.ConfigError, match="unknown built-in tool"):
         tooloop.Agent(provider=lambda r: {"content": "x"}, builtin_tools=["nope"], workspace=tmp_path)
 

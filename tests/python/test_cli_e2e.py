@@ -92,7 +92,7 @@ def test_scripted_session_writes_runs_edits_and_answers(tooloop_cmd, ws, tmp_pat
     assert str(ws.resolve()) in system and "Never invent paths" in system
     # The built-ins, the todo list (planning) and the task tool (subagents); no skill tool without skills.
     assert {t["name"] for t in body["tools"]} == {"bash", "read_file", "write_file", "edit_file", "todo_write",
-                                                  "task"}
+                                                  "task", "grep", "glob", "web_fetch", "bash_output", "bash_kill"}
     assert unmarked(body["messages"][0]["content"]) in (TASK, [{"type": "text", "text": TASK}])
 
     # The session file: one per run, under TOOLOOP_HOME, keyed by workspace, holding the whole task.

@@ -86,7 +86,7 @@ def test_plans_delegates_to_an_explore_subagent_and_uses_a_skill(tooloop_exe, ws
     task_tool = next(t for t in parent["body"]["tools"] if t["name"] == "task")
     assert "explore" in json.dumps(task_tool) and "general" in json.dumps(task_tool)
     # The child: its own system prompt, only read_file and bash, the task's prompt as its message.
-    assert tool_names(child) == ["bash", "read_file"]
+    assert tool_names(child) == ["bash", "glob", "grep", "read_file"]
     assert "exploration agent" in system_text(child) and "Never invent paths" not in system_text(child)
     assert "Find where the program starts" in json.dumps(child["body"]["messages"])
     # What came back to the parent: the child's final answer; the skill's body.

@@ -553,6 +553,40 @@ pub extern "C" fn tooloop_agent_add_tool(
     })
 }
 
+/// Limit each call of the tool `name` (a C tool, or any other registered tool) to `seconds`: the callback
+/// then runs on a thread of its own, and a call that overruns is answered at once with an error result the
+/// model reads ("did not finish within its time limit"), so the run never hangs on a stuck tool. The
+/// overrunning callback is told to stop: `tooloop_tool_result_is_cancelled` returns true from then on, and
+/// it should return soon; its `userdata` stays alive until it has returned (its `userdata_free` may
+/// therefore run after `tooloop_agent_free`, on the callback's thread). Call it once per tool, after
+/// registering it and before a run.
+///
+/// Statuses: `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `name`, no tool of that name, `seconds` not a
+/// positive finite number), `TOOLOOP_INVALID_UTF8`, `TOOLOOP_PANIC`. Threads: the agent's thread, not during
+/// a run.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_set_tool_timeout(
+    agent: *mut tooloop_agent,
+    name: *const c_char,
+    seconds: f64,
+) -> tooloop_status {
+    boundary("tooloop_agent_set_tool_timeout", move || {
+        let a = handle(agent, "agent")?;
+        let name = str_arg(name, "name")?;
+        if !(seconds.is_finite() && seconds > 0.0 && seconds < 1e9) {
+            return Err(Failure::invalid(format!("tool '{name}': timeout must be a positive number of seconds")));
+        }
+        let Some(tool) = a.agent.tools().get(name) else {
+            return Err(Failure::invalid(format!("no tool named '{name}' is registered")));
+        };
+        a.agent.tools().unregister(name);
+        a.agent
+            .tools()
+            .register(tool.timeout(std::time::Duration::from_secs_f64(seconds)))
+            .map_err(|e| core_failure(&e))
+    })
+}
+
 /// The reason a denied call gets when the permission callback set none.
 const DEFAULT_DENIAL: &str = "the host denied this tool call";
 

@@ -172,6 +172,18 @@ fn python_tool(
     Tool::new(name, description, schema, handler).map_err(|e| to_pyerr(py, &e))
 }
 
+/// `tool` limited to `timeout` seconds a call (see `Tool::timeout`), or as it is for None.
+fn with_timeout(tool: Tool, timeout: Option<f64>) -> PyResult<Tool> {
+    match timeout {
+        None => Ok(tool),
+        Some(t) if t.is_finite() && t > 0.0 && t < 1e9 => Ok(tool.timeout(std::time::Duration::from_secs_f64(t))),
+        Some(t) => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "tool '{}': timeout must be a positive number of seconds, got {t}",
+            tool.spec.name
+        ))),
+    }
+}
+
 /// The core agent, shared with the runs it starts.
 #[pyclass(module = "tooloop._tooloop", name = "_Agent", frozen)]
 pub struct PyAgent {
@@ -233,7 +245,7 @@ impl PyAgent {
 
     /// Register a tool whose handler is `invoke(input: dict) -> (content, is_error)`. `read_only`: the tool
     /// changes nothing (hosts ask before the others; see `tool_info`).
-    #[pyo3(signature = (name, description, input_schema, invoke, parallel_safe=false, read_only=false))]
+    #[pyo3(signature = (name, description, input_schema, invoke, parallel_safe=false, read_only=false, timeout=None))]
     #[allow(clippy::too_many_arguments)]
     fn register_tool(
         &self,
@@ -244,13 +256,14 @@ impl PyAgent {
         invoke: Py<PyAny>,
         parallel_safe: bool,
         read_only: bool,
+        timeout: Option<f64>,
     ) -> PyResult<()> {
-        let tool = python_tool(py, name, description, input_schema, invoke, &self.slot)?;
+        let tool = with_timeout(python_tool(py, name, description, input_schema, invoke, &self.slot)?, timeout)?;
         self.core.tools().register(tool.parallel_safe(parallel_safe).read_only(read_only)).map_err(|e| to_pyerr(py, &e))
     }
 
     /// A tool of the child agent type `agent_type`'s own: `invoke(input) -> (content, is_error)`.
-    #[pyo3(signature = (agent_type, name, description, input_schema, invoke, parallel_safe=false, read_only=false))]
+    #[pyo3(signature = (agent_type, name, description, input_schema, invoke, parallel_safe=false, read_only=false, timeout=None))]
     #[allow(clippy::too_many_arguments)]
     fn add_subagent_tool(
         &self,
@@ -262,8 +275,9 @@ impl PyAgent {
         invoke: Py<PyAny>,
         parallel_safe: bool,
         read_only: bool,
+        timeout: Option<f64>,
     ) -> PyResult<()> {
-        let tool = python_tool(py, name, description, input_schema, invoke, &self.slot)?;
+        let tool = with_timeout(python_tool(py, name, description, input_schema, invoke, &self.slot)?, timeout)?;
         self.core
             .add_subagent_tool(agent_type, tool.parallel_safe(parallel_safe).read_only(read_only))
             .map_err(|e| to_pyerr(py, &e))
@@ -273,6 +287,28 @@ impl PyAgent {
     fn close(&self, py: Python<'_>) {
         let core = self.core.clone();
         py.detach(move || core.close());
+    }
+
+    /// The background commands of the built-in bash, oldest first: `[{"id", "command", "status",
+    /// "exit_code", "started", "unread_bytes"}]` (`started`: seconds since the Unix epoch).
+    fn background_commands(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let list: Vec<Value> = self
+            .core
+            .background_commands()
+            .into_iter()
+            .map(|b| {
+                let started = b.started.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+                serde_json::json!({
+                    "id": b.id,
+                    "command": b.command,
+                    "status": b.status.as_str(),
+                    "exit_code": b.exit_code,
+                    "started": started,
+                    "unread_bytes": b.unread_bytes,
+                })
+            })
+            .collect();
+        Ok(to_py(py, &Value::Array(list))?.unbind())
     }
 
     /// The current todo list as a list of dicts.

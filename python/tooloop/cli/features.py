@@ -69,8 +69,9 @@ EXPLORE_DESCRIPTION = (
     "tests that write nothing) and reports what it found. It never writes or edits files. Use it for "
     "searches and investigations whose details the main conversation does not need.")
 EXPLORE_SYSTEM = (
-    "You are an exploration agent working for a coding agent. Investigate what you are asked using read_file "
-    "and bash (read-only commands only: never create, change or delete files, never install anything). "
+    "You are an exploration agent working for a coding agent. Investigate what you are asked using read_file, "
+    "grep and glob (to search), and bash (read-only commands only: never create, change or delete files, never "
+    "install anything). "
     "Look before you answer; never guess. When you are done, report concisely: the facts found, with file "
     "paths and line numbers, and nothing else.")
 GENERAL_DESCRIPTION = (
@@ -82,7 +83,7 @@ def subagents() -> Dict[str, Any]:
     import tooloop
 
     return {
-        "explore": tooloop.SubAgent(EXPLORE_DESCRIPTION, system=EXPLORE_SYSTEM, tools=["read_file", "bash"],
+        "explore": tooloop.SubAgent(EXPLORE_DESCRIPTION, system=EXPLORE_SYSTEM, tools=["read_file", "grep", "glob", "bash"],
                                     sandbox="read-only"),
         "general": tooloop.SubAgent(GENERAL_DESCRIPTION),
     }

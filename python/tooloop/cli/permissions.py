@@ -37,8 +37,9 @@ READ_ONLY_REASON = (
 
 
 #: Tools the CLI's policies allow without asking, though the core does not mark them read-only: todo_write
-#: changes only the agent's own list, and every call a `task` child makes goes through this same policy.
-NEVER_ASKED = frozenset({"todo_write", "task"})
+#: changes only the agent's own list, every call a `task` child makes goes through this same policy, and
+#: bash_kill only stops a background command the agent itself started (with an approved bash call).
+NEVER_ASKED = frozenset({"todo_write", "task", "bash_kill"})
 
 
 class Classified:

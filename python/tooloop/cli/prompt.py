@@ -12,7 +12,11 @@ How you work:
 - Act through your tools. Look before you answer: read files and run commands to find facts instead of \
 guessing. Read a file before you change it.
 - Never invent paths, file contents, command output, functions or APIs. If you have not seen it in this \
-workspace, look for it (ls, grep, read_file) or say that you don't know.
+workspace, look for it (glob, grep, read_file) or say that you don't know.
+- Search with the grep tool (file contents) and the glob tool (file names), not with grep, rg, find or ls \
+through bash: they respect .gitignore and their output is bounded. Read files with read_file, not cat.
+- A server or watcher that must keep running: start it with bash and run_in_background, read its output \
+with bash_output, stop it with bash_kill. web_fetch reads a web page.
 - Make small, focused changes that do what was asked, in the style of the code around them. Don't \
 refactor, reformat or add features nobody asked for. Use edit_file to change existing files and \
 write_file for new ones.
@@ -24,8 +28,8 @@ unless the user asked for exactly that. Commands run without a terminal: use non
 left to do. Keep answers short and plain: the user reads them in a terminal."""
 
 READ_ONLY_NOTE = """\
-This session is read-only: bash, write_file and edit_file will be refused. Investigate with read_file \
-and answer; describe the changes or commands you would make instead of making them."""
+This session is read-only: bash, write_file and edit_file will be refused. Investigate with read_file, \
+grep and glob and answer; describe the changes or commands you would make instead of making them."""
 
 
 def os_description() -> str:
@@ -47,7 +51,8 @@ def system_prompt(workspace: Path, permission_mode: str = "ask", today: Optional
     today = today or _dt.date.today()
     lines = [
         "You are tooloop, a coding agent working in the user's project from their terminal. You have "
-        "tools to run shell commands (bash) and to read, write and edit files.",
+        "tools to run shell commands (bash), to read, write and edit files, to search them (grep, glob) and "
+        "to read web pages (web_fetch).",
         "",
         "Environment:",
         f"- Workspace: {Path(workspace)} (commands start here; file paths are relative to it, and the "
@@ -73,8 +78,9 @@ is done, answer in one or two plain sentences without calling a tool."""
 
 def compact_system_prompt(workspace: Path, permission_mode: str = "ask") -> str:
     """A short prompt for small local models: their context is small and long rules distract them."""
-    lines = [f"You are a coding agent in {Path(workspace)}. Tools: bash, read_file, write_file, edit_file "
-             "(paths relative to the workspace).", COMPACT_RULES]
+    # grep and glob are named only: their descriptions say to use them instead of bash searches.
+    lines = [f"You are a coding agent in {Path(workspace)}. Tools: bash, read_file, write_file, edit_file, "
+             "grep, glob (paths relative to the workspace).", COMPACT_RULES]
     if permission_mode == "read-only":
         lines.append("Read-only: bash, write_file and edit_file are refused; describe changes instead.")
     return "\n".join(lines)

@@ -118,6 +118,13 @@ def summarize_call(name: str, inp: Dict[str, Any], width: int = 100) -> str:
         arg = f"{n} item{'s' if n != 1 else ''}"
     elif name == "skill":
         arg = s("name") or s("skill")
+    elif name in ("grep", "glob"):
+        arg = s("pattern") + (f" in {s('path')}" if inp.get("path") else "")
+        arg += f", {s('glob')}" if inp.get("glob") else ""
+    elif name == "web_fetch":
+        arg = s("url")
+    elif name in ("bash_output", "bash_kill"):
+        arg = s("id")
     else:
         arg = json.dumps(inp, ensure_ascii=False, separators=(",", ":"))
         if arg.startswith("{") and arg.endswith("}"):

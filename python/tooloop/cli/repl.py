@@ -30,6 +30,7 @@ Type a task and press Enter (Alt+Enter or Esc Enter for a new line). Commands:
   /diff         what the agent changed in files during this session
   /retry        send the last request again (after an error or a cancel)
   /todos        the agent's current todo list
+  /bashes       background commands (bash run_in_background): state and command
   /skills       the skills found (.tooloop/skills/, ~/.config/tooloop/skills/) and any problems
   /mcp          MCP servers: state and tools; /mcp revoke NAME forgets a .mcp.json approval
   /sessions     this workspace's sessions (continue one with tooloop --resume ID)
@@ -259,6 +260,8 @@ class Repl:
             self.task(None)
         elif name == "/todos":
             self.r.todos(list(getattr(self.agent, "todos", []) or []), title="todos")
+        elif name == "/bashes":
+            self.bashes()
         elif name == "/skills":
             self.skills()
         elif name == "/mcp":
@@ -275,6 +278,17 @@ class Repl:
         else:
             self.r.notice(f"unknown command {name}; /help lists the commands")
         return None
+
+    def bashes(self) -> None:
+        """/bashes: the background commands the agent started, one line each."""
+        listed = list(getattr(self.agent, "background_commands", []) or [])
+        if not listed:
+            self.r.info("no background commands (the agent starts them with bash and run_in_background)")
+            return
+        for b in listed:
+            state = b["status"] + (f" ({b['exit_code']})" if b.get("exit_code") is not None else "")
+            line = f"{b['id']}  {state:<12} {' '.join(str(b['command']).split())}"
+            self.r.info(line if len(line) <= self.r.width else line[: max(self.r.width - 1, 10)] + "…")
 
     def refresh_context(self) -> None:
         """The conversation changed size without a model turn (compacted, cleared, a failed run): the bar

@@ -1,0 +1,199 @@
+"""Round three's tools through the Python API and the mock server: a per-tool timeout for Python tools,
+background commands of the built-in bash (started, queried through bash, read, killed, all ended by close),
+and grep/glob in the default tool set."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from typing import Any, List
+
+import pytest
+
+import tooloop
+from _support import agent_for, text_reply, tool_reply
+
+
+def sleep_pids(marker: str) -> List[int]:
+    """Live `sleep` processes whose command line holds `marker`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{name}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and cmd.startswith("sleep ") and marker in cmd:
+            found.append(int(name))
+    return found
+
+
+def test_a_python_tool_past_its_timeout_is_an_error_and_is_told_to_stop(mock: Any) -> None:
+    stopped = threading.Event()
+
+    def spin() -> str:
+        """Never finishes by itself."""
+        try:
+            while True:
+                time.sleep(0.01)
+        except TimeoutError:
+            stopped.set()
+            raise
+
+    server = mock({"responses": [tool_reply(("toolu_1", "spin", {})), text_reply("done")]})
+    agent = agent_for(server, tools=[tooloop.Tool("spin", "spins", {"type": "object"}, spin, timeout=0.5)])
+    started = time.monotonic()
+    result = agent.run("go")
+    assert time.monotonic() - started < 5
+    assert result.text == "done"
+    call = result.tool_calls[0]
+    assert call.is_error and "time limit of 0.5 s" in str(call.output)
+    assert stopped.wait(5), "the tool was not told to stop"
+
+
+def test_a_tool_blocked_in_c_code_does_not_hold_up_the_run(mock: Any) -> None:
+    @tooloop.tool(timeout=0.3)
+    def stuck() -> str:
+        """Blocks in time.sleep."""
+        time.sleep(3)
+        return "late"
+
+    assert stuck.timeout == 0.3
+    server = mock({"responses": [tool_reply(("toolu_1", "stuck", {})), text_reply("done")]})
+    agent = agent_for(server, tools=[stuck])
+    started = time.monotonic()
+    result = agent.run("go")
+    assert time.monotonic() - started < 2.5
+    assert result.tool_calls[0].is_error and "late" not in str(result.tool_calls[0].output)
+
+
+def test_agent_tool_decorator_takes_a_timeout_and_bad_ones_are_refused(mock: Any) -> None:
+    server = mock({"responses": [text_reply("x")]})
+    agent = agent_for(server)
+
+    @agent.tool(timeout=2)
+    def quick() -> str:
+        """Quick."""
+        return "ok"
+
+    assert quick.timeout == 2.0
+    for bad in (0, -1, "5", True):
+        with pytest.raises(ValueError, match="timeout must be a positive number"):
+            tooloop.Tool("t", "d", {"type": "object"}, lambda: None, timeout=bad)  # type: ignore[arg-type]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_background_server_is_queried_read_killed_and_nothing_is_left_after_close(mock: Any, tmp_path: Any) -> None:
+    (tmp_path / "index.txt").write_text("served by the background server\n")
+    port = free_port()
+    marker = f"30{os.getpid() % 1000}.4321"
+    fetch = (
+        "for i in $(seq 50); do python3 -c \"import urllib.request as u; "
+        f"print(u.urlopen('http://127.0.0.1:{port}/index.txt').read().decode())\" 2>/dev/null && break; "
+        "sleep 0.2; done"
+    )
+    server = mock({"responses": [
+        tool_reply(("toolu_1", "bash", {"command": f"exec python3 -u -m http.server {port} --bind 127.0.0.1",
+                                        "run_in_background": True})),
+        tool_reply(("toolu_2", "bash", {"command": fetch + "; sleep 1", "timeout": 30})),  # the log line lands
+        tool_reply(("toolu_3", "bash_output", {"id": "bash_1"})),
+        tool_reply(("toolu_4", "bash_kill", {"id": "bash_1"})),
+        tool_reply(("toolu_5", "bash", {"command": f"sleep {marker}", "run_in_background": True})),
+        text_reply("done"),
+    ]})
+    agent = agent_for(server, builtin_tools=True, workspace=str(tmp_path), sandbox="off")
+    result = agent.run("serve")
+    outputs = [str(c.output) for c in result.tool_calls]
+    assert "with id bash_1" in outputs[0]
+    assert "served by the background server" in outputs[1]
+    assert "GET /index.txt" in outputs[2] and "[bash_1: running]" in outputs[2]
+    assert "was killed" in outputs[3]
+    listed = {b["id"]: b["status"] for b in agent.background_commands}
+    assert listed == {"bash_1": "killed", "bash_2": "running"}
+    assert sleep_pids(marker), "the second background command is not running"
+    agent.close()
+    deadline = time.monotonic() + 3
+    while sleep_pids(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not sleep_pids(marker), "a background command outlived agent.close()"
+    assert [b["status"] for b in agent.background_commands] == ["killed", "killed"]
+
+
+def test_grep_and_glob_answer_through_the_agent(mock: Any, tmp_path: Any) -> None:
+    (tmp_path / ".gitignore").write_text("ignored/\n")
+    (tmp_path / "ignored").mkdir()
+    (tmp_path / "ignored" / "x.py").write_text("TODO ignored\n")
+    (tmp_path / "a.py").write_text("# TODO: one\n")
+    server = mock({"responses": [
+        tool_reply(("toolu_1", "grep", {"pattern": "TODO", "output_mode": "content"}),
+                   ("toolu_2", "glob", {"pattern": "**/*.py"})),
+        text_reply("done"),
+    ]})
+    agent = agent_for(server, builtin_tools=True, workspace=str(tmp_path))
+    result = agent.run("find todos")
+    assert [str(c.output) for c in result.tool_calls] == ["a.py:1:# TODO: one", "a.py"]
+    info = agent.tool_info("grep")
+    assert info is not None and info.read_only
+
+
+def test_the_cli_prompts_teach_grep_and_glob_over_bash_searches(tmp_path: Any) -> None:
+    from tooloop.cli.prompt import compact_system_prompt, system_prompt
+
+    full = system_prompt(tmp_path, "ask")
+    assert "Search with the grep tool (file contents) and the glob tool (file names), not with grep, rg" in full
+    assert "run_in_background" in full and "bash_output" in full
+    compact = compact_system_prompt(tmp_path, "ask")
+    assert "edit_file, grep, glob (paths" in compact and len(compact) < 700
+    for name in ("grep", "glob"):
+        info = tooloop.Agent(provider=lambda r: {"content": "x"}, builtin_tools=[name], workspace=tmp_path).tool_info(name)
+        assert info is not None and "instead of" in info.description and "through bash" in info.description
+    assert "grep and glob" in system_prompt(tmp_path, "read-only")
+    agent = tooloop.Agent(provider=lambda r: {"content": "x"}, builtin_tools=True, workspace=tmp_path)
+    bash = agent.tool_info("bash")
+    assert bash is not None and "grep and glob (not grep, rg or find through bash)" in bash.description
+
+
+def test_the_cli_lists_background_commands_and_summarizes_the_new_tools(tmp_path: Any) -> None:
+    import io
+    from types import SimpleNamespace
+
+    from tooloop.cli.render import Renderer, summarize_call
+    from tooloop.cli.repl import Repl
+
+    listed = [{"id": "bash_1", "command": "python3 -m http.server 8000", "status": "running", "exit_code": None},
+              {"id": "bash_2", "command": "make watch", "status": "exited", "exit_code": 2}]
+    out = io.StringIO()
+    settings = SimpleNamespace(model="m", provider="anthropic", workspace=tmp_path)
+    repl = Repl(SimpleNamespace(messages=[], background_commands=listed), settings, Renderer(out, color=False),
+                SimpleNamespace(mode="ask"), tmp_path / "s.jsonl", threading.Event())
+    repl.command("/bashes")
+    text = out.getvalue()
+    assert "bash_1  running" in text and "python3 -m http.server 8000" in text
+    assert "bash_2  exited (2)" in text and "make watch" in text
+    assert summarize_call("grep", {"pattern": "TODO", "path": "src"}) == "grep(TODO in src)"
+    assert summarize_call("web_fetch", {"url": "http://x.test/"}) == "web_fetch(http://x.test/)"
+    assert summarize_call("bash_output", {"id": "bash_1"}) == "bash_output(bash_1)"
+
+
+def test_the_cli_asks_before_web_fetch_like_bash_but_not_before_searches(tmp_path: Any) -> None:
+    from tooloop.cli.permissions import ReadOnlyPolicy
+
+    agent = tooloop.Agent(provider=lambda r: {"content": "x"}, builtin_tools=True, workspace=tmp_path)
+    policy = ReadOnlyPolicy()
+    policy.bind(agent)
+    for asked in ("bash", "web_fetch"):
+        assert not policy.is_read_only(asked)
+        assert isinstance(policy({"name": asked, "input": {}}), str)
+    for free in ("grep", "glob", "bash_output", "bash_kill"):
+        assert policy({"name": free, "input": {}}) is True
