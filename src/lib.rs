@@ -13,6 +13,7 @@
 //! - [`options`]: every option of an agent, with its default and checks, shared by every door.
 //! - [`skills`]: skill folders (SKILL.md) the model loads on demand.
 //! - [`subagent`]: the task tool's child agents.
+//! - [`progress`]: whether the model's tool calls still change anything (cycles, no-op calls).
 //! - [`todo`](mod@todo): the todo list the model keeps (`planning`).
 //! - [`session`]: append-only JSONL persistence, crash-tolerant load, resume.
 //! - [`builtin`]: coding tools (bash, read_file, write_file, edit_file) confined to a workspace.
@@ -36,6 +37,7 @@ pub mod http;
 pub mod mcp;
 pub mod options;
 pub mod pricing;
+pub mod progress;
 pub mod provider;
 pub mod session;
 pub mod skills;

@@ -156,6 +156,11 @@ pub struct AgentOptions {
     /// [`RepeatGuard`].
     #[serde(deserialize_with = "de_repeat_guard")]
     pub repeat_guard: Option<RepeatGuard>,
+    /// Progress detection: `true` (the default), `false` for off, or `{"stop_after": N}`: turns that change
+    /// nothing (identical rewrites, same output again, cycles) get a note, and after N more the run ends with
+    /// stop_reason `"repetition"`. See [`crate::progress`].
+    #[serde(deserialize_with = "de_progress_guard")]
+    pub progress_guard: Option<crate::progress::ProgressGuard>,
     /// The todo list (`todo_write` tool): `false` (default), `true`, or `{"remind_after": N}` — the model
     /// turns an unfinished list may be left alone before a reminder (default 3; `null`: never).
     #[serde(deserialize_with = "de_planning")]
@@ -237,6 +242,7 @@ impl Default for AgentOptions {
             workspace: None,
             session: None,
             repeat_guard: Some(RepeatGuard::default()),
+            progress_guard: Some(crate::progress::ProgressGuard::default()),
             planning: None,
             skills: Vec::new(),
             subagents: BTreeMap::new(),
@@ -261,7 +267,7 @@ fn invalid(key: &str, message: impl Into<String>) -> Error {
 
 impl AgentOptions {
     /// Every key the JSON form may hold.
-    pub const KEYS: [&'static str; 36] = [
+    pub const KEYS: [&'static str; 37] = [
         "provider",
         "model",
         "system",
@@ -284,6 +290,7 @@ impl AgentOptions {
         "workspace",
         "session",
         "repeat_guard",
+        "progress_guard",
         "planning",
         "skills",
         "subagents",
@@ -413,6 +420,7 @@ impl AgentOptions {
             extra: self.extra.clone(),
             tool_concurrency: self.tool_concurrency,
             repeat_guard: self.repeat_guard,
+            progress_guard: self.progress_guard,
             todo_reminder_after: self.planning.unwrap_or(Some(3)),
             server_tools: self.server_tools.clone(),
             cache: self.cache,
@@ -824,6 +832,27 @@ fn de_repeat_guard<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Optio
     }
 }
 
+fn de_progress_guard<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<crate::progress::ProgressGuard>, D::Error> {
+    let what = "false, true, or {\"stop_after\": N} (N ≥ 1)";
+    match value(d)? {
+        Value::Null | Value::Bool(true) => Ok(Some(crate::progress::ProgressGuard::default())),
+        Value::Bool(false) => Ok(None),
+        Value::Object(o) => {
+            let mut g = crate::progress::ProgressGuard::default();
+            for (k, v) in o {
+                match k.as_str() {
+                    "stop_after" => g.stop_after = integer::<D::Error>(&v, 1, 1000, what)? as u32,
+                    _ => return Err(D::Error::custom(format!("unknown key {k:?}; must be {what}"))),
+                }
+            }
+            Ok(Some(g))
+        }
+        v => Err(D::Error::custom(format!("must be {what}, got {}", got(&v)))),
+    }
+}
+
 fn de_paths<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<PathBuf>, D::Error> {
     match value(d)? {
         Value::Null => Ok(Vec::new()),
@@ -1001,6 +1030,8 @@ mod tests {
             (r#"{"provider": "gemini"}"#, "provider"),
             (r#"{"builtin_tools": "yes"}"#, "builtin_tools"),
             (r#"{"repeat_guard": {"warn_after": 1}}"#, "repeat_guard"),
+            (r#"{"progress_guard": {"stop_after": 0}}"#, "progress_guard"),
+            (r#"{"progress_guard": "on"}"#, "progress_guard"),
             (r#"{"model": "m", "max_tokens": 100, "thinking": 2048}"#, "thinking"),
         ] {
             let (k, message) = err(json);
@@ -1060,6 +1091,14 @@ mod tests {
         assert_eq!(a.extra.get("metadata"), Some(&json!({"user_id": "u"})));
         assert_eq!(a.tool_concurrency, 2);
         assert_eq!(a.repeat_guard, None);
+        let p =
+            AgentOptions::from_json(r#"{"model": "m", "progress_guard": false}"#).unwrap().agent_config(false).unwrap();
+        assert_eq!(p.progress_guard, None);
+        let p = AgentOptions::from_json(r#"{"model": "m", "progress_guard": {"stop_after": 5}}"#)
+            .unwrap()
+            .agent_config(false)
+            .unwrap();
+        assert_eq!(p.progress_guard, Some(crate::progress::ProgressGuard { stop_after: 5 }));
         assert_eq!(o.builtin_tools.names(), Some(vec!["read_file".to_string()]));
     }
 

@@ -28,6 +28,16 @@ REPETITION_LINE = ("stopped: the model repeated the same tool call with the same
                    "rephrase the task or give it more to go on")
 
 
+def repetition_line(note: str) -> str:
+    """The one line that says why a repetition guard stopped the task (the core's note, else the generic
+    one)."""
+    prefix = "[tooloop: the run is stopped: "
+    if not note.startswith(prefix):
+        return REPETITION_LINE
+    why = " ".join(note[len(prefix):].rstrip("]").split())
+    return f"stopped: no progress ({why}); the work so far is kept: check it, or rephrase the task"
+
+
 def _say(message: str) -> None:
     print(f"tooloop: {message}", file=sys.stderr, flush=True)
 
@@ -277,6 +287,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         why = "declined" if interactive else "not approved yet: run `tooloop` in this workspace to approve it"
         _say(f"MCP server '{name}' from .mcp.json skipped ({why})")
     options: Dict[str, Any] = {}
+    if args.no_progress_guard and agent_accepts("progress_guard"):
+        options["progress_guard"] = False
     if agent_accepts("planning"):
         options["planning"] = not args.no_planning
         if not args.no_subagents:
@@ -369,7 +381,7 @@ def one_shot(agent: Any, task: str, settings: Settings, renderer: Renderer, abor
         renderer.status(status_line(settings.model, outcome.turns, outcome.usage, ctx=ctx))
     stop = (result.stop_reason if result is not None else None) or ""
     if stop == "repetition":
-        _say(REPETITION_LINE)
+        _say(repetition_line(outcome.repetition))
         return EXIT_FAILED
     if stop == "max_tokens":
         _say("the answer was cut off at the output token limit (max_tokens)")

@@ -123,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="MCP servers to start, as JSON {\"mcpServers\": {...}} (trusted: no question asked); "
                    "the workspace's .mcp.json servers start only once you approve them")
     p.add_argument("--no-planning", action="store_true", help="no todo list tool (todo_write)")
+    p.add_argument("--no-progress-guard", action="store_true",
+                   help="let the model go on when its tool calls change nothing (by default turns that rewrite "
+                   "identical files, repeat the same output or cycle get a note, and after 2 more the task stops)")
     p.add_argument("--no-subagents", action="store_true", help="no task tool (explore and general subagents)")
     p.add_argument("--workspace", "-w", metavar="DIR",
                    help="the project folder the agent works in (default: the current folder)")

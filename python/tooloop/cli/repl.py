@@ -180,8 +180,8 @@ class Repl:
         if outcome.status == "cancelled":
             return
         if outcome.result is not None and outcome.result.stop_reason == "repetition":
-            from .app import REPETITION_LINE
-            self.r.notice(REPETITION_LINE)
+            from .app import repetition_line
+            self.r.notice(repetition_line(outcome.repetition))
         total = self.agent.cost_usd
         self.r.status(status_line(self.settings.model, outcome.turns, outcome.usage, total, self.ctx_label()))
         self.r.info("")  # a blank line between one task and the next prompt
