@@ -119,10 +119,15 @@ def local_settings(settings: Settings, args: Any) -> None:
     """Context window, temperature, max_tokens and prompt style; may ask a local server its context size."""
     from . import local
 
-    window = args.context_window or env_context_window(settings) or local.known_window(settings.model)
+    window = args.context_window or env_context_window(settings)
     custom = local.is_custom_endpoint(settings.base_url)
-    if window is None and custom and settings.provider == "openai" and settings.base_url:
+    if (window is None and custom and settings.provider in ("openai", "anthropic") and settings.base_url
+            and not local.hosted_model(settings.model)):
+        # A local server's own figure wins over the table: the same model name runs with whatever context
+        # the server was started with (llama.cpp -c 4096 for a model the table lists at 32k).
         window = local.probe_context(settings.base_url, settings.api_key)
+    if window is None:
+        window = local.known_window(settings.model)
     settings.context_window = window
     if args.temperature is not None:
         settings.temperature = args.temperature
@@ -289,7 +294,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     options: Dict[str, Any] = {}
     if args.no_progress_guard and agent_accepts("progress_guard"):
         options["progress_guard"] = False
-    if agent_accepts("planning"):
+    from .local import SMALL_MODEL_TOOLS
+    if settings.prompt_style == "compact":
+        # A small context (or --prompt compact): the four file and shell tools only. Every tool definition
+        # costs the prompt tokens, and a small model offered todo_write, task and skill uses them instead of
+        # finishing. MCP servers the user configured still come.
+        options["builtin_tools"] = list(SMALL_MODEL_TOOLS)
+        if servers and agent_accepts("mcp_servers"):
+            options["mcp_servers"] = servers
+    elif agent_accepts("planning"):
         options["planning"] = not args.no_planning
         if not args.no_subagents:
             options["subagents"] = features.subagents()
