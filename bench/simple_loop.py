@@ -35,7 +35,7 @@ def main():
     ap.add_argument("--max-turns", type=int, default=15)
     ap.add_argument("task")
     a = ap.parse_args()
-    client = anthropic.Anthropic(base_url=a.base_url, api_key="local")
+    client = anthropic.Anthropic(base_url=a.base_url, api_key="local", timeout=1800, max_retries=0)
     messages = [{"role": "user", "content": a.task}]
     for turn in range(1, a.max_turns + 1):
         msg = client.messages.create(model=a.model, system=SYSTEM, tools=TOOLS, messages=messages,

@@ -294,7 +294,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     options: Dict[str, Any] = {}
     if args.no_progress_guard and agent_accepts("progress_guard"):
         options["progress_guard"] = False
-    from .local import SMALL_MODEL_TOOLS
+    from .local import LOCAL_TIMEOUT, SMALL_MODEL_TOOLS, hosted_model, is_custom_endpoint
+    if is_custom_endpoint(settings.base_url) and not hosted_model(settings.model):
+        options["timeout"] = LOCAL_TIMEOUT
     if settings.prompt_style == "compact":
         # A small context (or --prompt compact): the four file and shell tools only. Every tool definition
         # costs the prompt tokens, and a small model offered todo_write, task and skill uses them instead of

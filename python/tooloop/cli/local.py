@@ -18,6 +18,9 @@ from urllib.parse import urlsplit, urlunsplit
 DEFAULT_LOCAL_TEMPERATURE = 0.2
 #: Below this context size (tokens) the compact prompt is used unless --prompt says otherwise.
 COMPACT_BELOW = 16_384
+#: Seconds a request to a local server may take: a model on a busy CPU reads a first prompt at a few tokens a
+#: second and writes one token every few seconds, far past the hosted APIs' 600 s.
+LOCAL_TIMEOUT = 3600.0
 #: The tools the compact prompt offers: no planning, subagents or skills (`--prompt full` brings them back).
 SMALL_MODEL_TOOLS = ("bash", "read_file", "write_file", "edit_file")
 
