@@ -161,6 +161,9 @@ pub struct AgentOptions {
     /// stop_reason `"repetition"`. See [`crate::progress`].
     #[serde(deserialize_with = "de_progress_guard")]
     pub progress_guard: Option<crate::progress::ProgressGuard>,
+    /// Built-in tools described in one sentence each (default false): for small context windows.
+    #[serde(deserialize_with = "de_false")]
+    pub short_tool_descriptions: bool,
     /// The todo list (`todo_write` tool): `false` (default), `true`, or `{"remind_after": N}` — the model
     /// turns an unfinished list may be left alone before a reminder (default 3; `null`: never).
     #[serde(deserialize_with = "de_planning")]
@@ -243,6 +246,7 @@ impl Default for AgentOptions {
             session: None,
             repeat_guard: Some(RepeatGuard::default()),
             progress_guard: Some(crate::progress::ProgressGuard::default()),
+            short_tool_descriptions: false,
             planning: None,
             skills: Vec::new(),
             subagents: BTreeMap::new(),
@@ -267,7 +271,7 @@ fn invalid(key: &str, message: impl Into<String>) -> Error {
 
 impl AgentOptions {
     /// Every key the JSON form may hold.
-    pub const KEYS: [&'static str; 37] = [
+    pub const KEYS: [&'static str; 38] = [
         "provider",
         "model",
         "system",
@@ -291,6 +295,7 @@ impl AgentOptions {
         "session",
         "repeat_guard",
         "progress_guard",
+        "short_tool_descriptions",
         "planning",
         "skills",
         "subagents",
@@ -464,6 +469,7 @@ impl AgentOptions {
                 sandbox: self.sandbox,
                 network: self.network,
                 env_passthrough: self.env_passthrough.clone(),
+                short_descriptions: self.short_tool_descriptions,
             };
             agent.register_builtins(builtin)?;
             // The model is told what bash may do, so a refused write is no surprise.
@@ -935,6 +941,15 @@ fn de_cache<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Err
 fn de_network<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
     match value(d)? {
         Value::Null => Ok(true),
+        Value::Bool(b) => Ok(b),
+        v => Err(D::Error::custom(format!("must be true or false, got {}", got(&v)))),
+    }
+}
+
+/// A flag that is off unless `true` (null: off).
+fn de_false<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(false),
         Value::Bool(b) => Ok(b),
         v => Err(D::Error::custom(format!("must be true or false, got {}", got(&v)))),
     }

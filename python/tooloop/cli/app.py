@@ -302,6 +302,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         # costs the prompt tokens, and a small model offered todo_write, task and skill uses them instead of
         # finishing. MCP servers the user configured still come.
         options["builtin_tools"] = list(SMALL_MODEL_TOOLS)
+        if agent_accepts("short_tool_descriptions"):
+            options["short_tool_descriptions"] = True
         if servers and agent_accepts("mcp_servers"):
             options["mcp_servers"] = servers
     elif agent_accepts("planning"):
