@@ -1469,10 +1469,16 @@ impl Agent {
                 let mut outcome = outcome.unwrap_or_else(|| CallOutcome::error("not run"));
                 if let Some(g) = &progress_guard {
                     // A refusal by the user is news to the model, not a repeat.
-                    if denied || again {
+                    if denied {
                         state.progress.moved();
+                    } else if repeated {
+                        // Refused by the runaway guard, which said so: no verdict here.
+                    } else if again {
+                        if let Some(note) = state.progress.again(call, &outcome.content, outcome.is_error) {
+                            append_text(&mut outcome.content, &note);
+                        }
                     } else {
-                        state.progress.see(call, &outcome.content, outcome.is_error, repeated);
+                        state.progress.see(call, &outcome.content, outcome.is_error);
                     }
                     if last_batch && k + 1 == batch_len {
                         if let Some(stall) = state.progress.end_turn(g).filter(|_| !turn_repeated) {

@@ -12,8 +12,8 @@
 //! the run ends with stop_reason `"repetition"`. A turn with any call that changed something (new content, a
 //! new output, a call not made before) starts the count again, so legitimate retries are never stopped.
 //!
-//! The same call in consecutive turns stays the runaway guard's to count (the loop reports it as progress
-//! here), so the two guards never answer one call twice.
+//! The same call in consecutive turns stays the runaway guard's to count and stop ([`Progress::again`]): such
+//! a turn neither stalls nor moves here, but a result the same as last time still gets the note at once.
 //!
 //! Must never: stop a run whose calls keep producing something new (a cycle of commands whose output changes,
 //! like a poll, is left alone), or judge a call before it ran. It only reads what the loop hands it: no I/O,
@@ -93,13 +93,11 @@ impl Progress {
         }
     }
 
-    /// A call of the current turn ran with this result (`refused`: a guard answered it instead).
-    pub fn see(&mut self, call: &ToolUseBlock, content: &Value, is_error: bool, refused: bool) {
+    /// A call of the current turn ran with this result.
+    pub fn see(&mut self, call: &ToolUseBlock, content: &Value, is_error: bool) {
         let key = (call.name.clone(), call.input.to_string());
         let text = result_text(content);
-        let why = if refused {
-            Some(format!("{} was refused as a repeat", describe(call)))
-        } else if !is_error && call.name == "write_file" && text.starts_with("unchanged ") {
+        let why = if !is_error && call.name == "write_file" && text.starts_with("unchanged ") {
             // The built-in write_file compares before writing and says so.
             Some(format!("{} wrote exactly the content the file already had, so nothing changed", describe(call)))
         } else if self.results.get(&key) == Some(&text) {
@@ -116,6 +114,23 @@ impl Progress {
         self.current.push(None);
     }
 
+    /// The same call as in the turn before ran again: the runaway guard counts those and stops them, so the
+    /// turn neither stalls nor moves here. Returns the note for the model when the result is the same as
+    /// last time (a check that passed, run again): the earliest moment to tell it.
+    pub fn again(&mut self, call: &ToolUseBlock, content: &Value, is_error: bool) -> Option<String> {
+        let key = (call.name.clone(), call.input.to_string());
+        let text = result_text(content);
+        let note = (self.results.get(&key) == Some(&text)).then(|| {
+            format!(
+                "[tooloop: no progress: {}. If the task is done, answer now in plain words without calling a tool; \
+                 otherwise do something different.]",
+                same_result(call, &text, is_error)
+            )
+        });
+        self.results.insert(key, text);
+        note
+    }
+
     /// The current turn ended (every call was seen). `Some` when it made no progress.
     pub fn end_turn(&mut self, guard: &ProgressGuard) -> Option<Stall> {
         let cycle = self.cycle.take().map(|p| {
@@ -127,7 +142,10 @@ impl Progress {
         });
         // A cycle counts when its calls also brought nothing new (commands whose output changes, like a poll,
         // are left alone).
-        let all_idle = !self.current.is_empty() && self.current.iter().all(Option::is_some);
+        if self.current.is_empty() {
+            return None; // only calls the runaway guard counts: no verdict either way
+        }
+        let all_idle = self.current.iter().all(Option::is_some);
         let any_idle = self.current.iter().any(Option::is_some);
         if !all_idle && !(cycle.is_some() && any_idle) {
             self.stalled = 0;
@@ -211,7 +229,7 @@ mod tests {
         let only: Vec<ToolUseBlock> = calls.iter().map(|(c, _)| c.clone()).collect();
         p.begin_turn(&only);
         for (c, r) in calls {
-            p.see(c, &Value::String((*r).into()), false, false);
+            p.see(c, &Value::String((*r).into()), false);
         }
         p.end_turn(&ProgressGuard::default())
     }
@@ -276,6 +294,19 @@ mod tests {
         assert_eq!(turn(&mut p, &[(edit, "edited t.py")]), None);
         assert_eq!(turn(&mut p, &[(run.clone(), "ok")]), None);
         assert_eq!(turn(&mut p, &[(run, "ok")]).map(|s| s.count), Some(1));
+    }
+
+    #[test]
+    fn the_same_call_again_is_told_at_once_but_left_to_the_runaway_guard() {
+        let mut p = Progress::default();
+        let run = call("bash", json!({"command": "python3 hello.py"}));
+        assert_eq!(turn(&mut p, &[(run.clone(), "Hello")]), None);
+        p.begin_turn(std::slice::from_ref(&run));
+        let note = p.again(&run, &json!("Hello"), false).expect("the same passing output");
+        assert!(note.contains("already ran before with exactly the same output and it passed"), "{note}");
+        assert_eq!(p.end_turn(&ProgressGuard::default()), None, "no verdict: the runaway guard counts these");
+        p.begin_turn(std::slice::from_ref(&run));
+        assert_eq!(p.again(&run, &json!("Hello again"), false), None, "a new output is no repeat");
     }
 
     #[test]
