@@ -159,3 +159,42 @@ def test_bench_runs_twelve_tasks_side_by_side_with_another_agent(tooloop_exe, tm
     assert "tooloop: 12/12 passed, 12/12 passed and stopped by itself (100%), 12/12 workspaces survived" in proc.stdout
     assert "lazy: 0/12 passed" in proc.stdout
     assert proc.returncode == 1   # the lazy agent failed
+
+
+# -- the Python door ------------------------------------------------------------------------------------------
+
+def test_python_agents_detect_no_progress_by_default_and_can_turn_it_off():
+    import tooloop
+
+    def run_with(**options):
+        calls = []
+
+        def model(request):
+            n = len(request["messages"])
+            if n > 13:
+                return {"content": [{"type": "text", "text": "done"}]}
+            return {"content": [{"type": "tool_use", "id": f"t{n}", "name": "ping", "input": {"x": n // 2 % 2}}]}
+
+        agent = tooloop.Agent(provider=model, **options)
+
+        @agent.tool
+        def ping(x: int) -> str:
+            """Ping."""
+            calls.append(x)
+            return "pong"
+
+        events = []
+        for event in agent.stream("go"):
+            events.append(event)
+        result = [e for e in events if e.type == "done"][0].result
+        return result, [e for e in events if e.type == "repetition"], calls
+
+    # ping(0), ping(1), ping(0), ping(1), ...: the same results again, a cycle.
+    result, reps, calls = run_with()
+    assert result.stop_reason == "repetition" and len(calls) == 5
+    assert [(e.count, e.stopped) for e in reps] == [(1, False), (2, False), (3, True)]
+    assert "ping" in reps[0].note and "without calling a tool" in reps[0].note
+    result, reps, calls = run_with(progress_guard=False)
+    assert result.stop_reason == "end_turn" and reps == [] and len(calls) == 7
+    result, reps, calls = run_with(progress_guard={"stop_after": 5})
+    assert result.stop_reason == "end_turn" and len(reps) == 5 and not any(e.stopped for e in reps)
