@@ -147,7 +147,8 @@ impl Progress {
         }
         let all_idle = self.current.iter().all(Option::is_some);
         let any_idle = self.current.iter().any(Option::is_some);
-        if !all_idle && !(cycle.is_some() && any_idle) {
+        let stalled = all_idle || (cycle.is_some() && any_idle);
+        if !stalled {
             self.stalled = 0;
             return None;
         }
@@ -217,6 +218,7 @@ fn capitalize(s: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use serde_json::json;
