@@ -97,8 +97,7 @@ impl Progress {
     pub fn see(&mut self, call: &ToolUseBlock, content: &Value, is_error: bool) {
         let key = (call.name.clone(), call.input.to_string());
         let text = result_text(content);
-        let why = if !is_error && call.name == "write_file" && text.starts_with("unchanged ") {
-            // The built-in write_file compares before writing and says so.
+        let why = if unchanged_write(call, &text, is_error) {
             Some(format!("{} wrote exactly the content the file already had, so nothing changed", describe(call)))
         } else if self.results.get(&key) == Some(&text) {
             Some(same_result(call, &text, is_error))
@@ -120,11 +119,15 @@ impl Progress {
     pub fn again(&mut self, call: &ToolUseBlock, content: &Value, is_error: bool) -> Option<String> {
         let key = (call.name.clone(), call.input.to_string());
         let text = result_text(content);
-        let note = (self.results.get(&key) == Some(&text)).then(|| {
+        let why = if unchanged_write(call, &text, is_error) {
+            Some(format!("{} wrote exactly the content the file already had, so nothing changed", describe(call)))
+        } else {
+            (self.results.get(&key) == Some(&text)).then(|| same_result(call, &text, is_error))
+        };
+        let note = why.map(|why| {
             format!(
-                "[tooloop: no progress: {}. If the task is done, answer now in plain words without calling a tool; \
-                 otherwise do something different.]",
-                same_result(call, &text, is_error)
+                "[tooloop: no progress: {why}. If the task is done, answer now in plain words without calling a \
+                 tool; otherwise do something different.]"
             )
         });
         self.results.insert(key, text);
@@ -171,6 +174,11 @@ impl Progress {
         };
         Some(Stall { count: self.stalled, stop, note })
     }
+}
+
+/// The built-in write_file compares before writing and says when the file already had the content.
+fn unchanged_write(call: &ToolUseBlock, text: &str, is_error: bool) -> bool {
+    !is_error && call.name == "write_file" && text.starts_with("unchanged ")
 }
 
 /// One string per call: its name and exact input.
@@ -309,6 +317,12 @@ mod tests {
         assert_eq!(p.end_turn(&ProgressGuard::default()), None, "no verdict: the runaway guard counts these");
         p.begin_turn(std::slice::from_ref(&run));
         assert_eq!(p.again(&run, &json!("Hello again"), false), None, "a new output is no repeat");
+        // The second identical write says "unchanged" where the first said "created": told at once too.
+        let write = call("write_file", json!({"path": "errors.txt", "content": "37"}));
+        assert_eq!(turn(&mut p, &[(write.clone(), "created errors.txt (2 bytes)")]), None);
+        p.begin_turn(std::slice::from_ref(&write));
+        let note = p.again(&write, &json!("unchanged errors.txt (2 bytes; it already had this content)"), false);
+        assert!(note.expect("an identical rewrite").contains("wrote exactly the content the file already had"));
     }
 
     #[test]
