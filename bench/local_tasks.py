@@ -3,16 +3,25 @@
 llama.cpp, Ollama or vLLM server, or a hosted API): how often does the agent finish them, in how many
 model turns, and how fast?
 
-Each task starts in a fresh temporary workspace, runs `tooloop --yes -p TASK` (so the CLI's settings for
-local models apply: low temperature, max_tokens fitted to the context, the compact prompt, corrections
-of tool calls written as text), then checks the result itself by running code in the workspace.
+Twelve tasks, easiest first: create and run, fix a one-line bug, a function with its test, fizzbuzz, fix a bug
+from a failing test's output, add a test (that must fail when the code is broken), read before writing, add a
+CLI flag, fix the cause of a traceback, rename a function across files, a change spanning three files, and a
+log whose output alone outgrows a 4k-token context (compaction). Each task starts in a fresh temporary
+workspace, runs `tooloop --yes -p TASK` (so the CLI's settings for local models apply: the server's context
+window, low temperature, max_tokens fitted to the context, the compact prompt and tool set), and any other agent
+command given with --agent, side by side, then checks the result itself by running code in the workspace. The
+table: how often the check held, how often the agent stopped by itself (exit code 0), both, turns, seconds,
+and whether the workspace survived (canary files inside and beside it intact, no process left behind).
 
     python3 bench/local_tasks.py --provider openai --base-url http://localhost:8080/v1 --model qwen2.5-coder -n 5
     python3 bench/local_tasks.py --model claude-haiku-4-5 -n 3 --tasks hello,bugfix
     python3 bench/local_tasks.py ... -- --prompt compact --context-window 8192   # extra tooloop flags
+    python3 bench/local_tasks.py --provider anthropic --base-url http://127.0.0.1:8091 --model qwen2.5-coder-q15 \
+        --agent "simple=python3 bench/simple_loop.py --base-url http://127.0.0.1:8091 --model qwen2.5-coder-q15"
 
 Keys come from the environment as for the CLI (OPENAI_API_KEY / ANTHROPIC_API_KEY); a local server needs
-none. Exit code 0 when every run of every task passed, 1 otherwise. Standard library only.
+none. Exit code 0 when every run of every task passed with its workspace intact, 1 otherwise. Standard
+library only.
 """
 
 from __future__ import annotations
@@ -20,7 +29,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shlex
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -35,6 +47,14 @@ def _py(ws: Path, *args: str) -> Tuple[int, str]:
     proc = subprocess.run([sys.executable, *args], cwd=ws, capture_output=True, text=True, timeout=30,
                           stdin=subprocess.DEVNULL)
     return proc.returncode, proc.stdout + proc.stderr
+
+
+def _run_ok(ws: Path, *args: str, want: str = "") -> Optional[str]:
+    """None when `python3 ARGS` exits 0 (and prints `want`), else what went wrong."""
+    code, out = _py(ws, *args)
+    if code == 0 and want in out:
+        return None
+    return f"`python3 {' '.join(args)}` gave {code}: {out.strip()[-120:]!r}"
 
 
 def check_hello(ws: Path) -> Optional[str]:
@@ -60,13 +80,100 @@ def check_function(ws: Path) -> Optional[str]:
     return None if code == 0 else f"test_pal.py fails: {out.strip()[-120:]}"
 
 
+def check_fizzbuzz(ws: Path) -> Optional[str]:
+    code, out = _py(ws, "fizzbuzz.py")
+    want = ["1", "2", "Fizz", "4", "Buzz", "Fizz", "7", "8", "Fizz", "Buzz", "11", "Fizz", "13", "14", "FizzBuzz"]
+    got = out.split()
+    return None if code == 0 and got == want else f"fizzbuzz.py printed {' '.join(got)[:80]!r}"
+
+
+def check_failing_test(ws: Path) -> Optional[str]:
+    return _run_ok(ws, "test_stats.py") or _run_ok(ws, "-c", "import stats; assert stats.mean([1, 2, 3, 6]) == 3")
+
+
+def check_add_test(ws: Path) -> Optional[str]:
+    if not (ws / "test_slug.py").is_file():
+        return "test_slug.py was not written"
+    why = _run_ok(ws, "test_slug.py")
+    if why:
+        return why
+    # A test worth having fails when the function is broken.
+    real = (ws / "slug.py").read_text()
+    try:
+        (ws / "slug.py").write_text("def slugify(text):\n    return text\n")
+        code, _ = _py(ws, "test_slug.py")
+    finally:
+        (ws / "slug.py").write_text(real)
+    return None if code != 0 else "test_slug.py still passes when slugify is broken: it tests nothing"
+
+
+def check_rename(ws: Path) -> Optional[str]:
+    left = [p.name for p in ws.glob("*.py") if "get_data" in p.read_text()]
+    if left:
+        return f"get_data is still used in {', '.join(sorted(left))}"
+    return _run_ok(ws, "main.py", want="total 6") or _run_ok(ws, "-c", "from util import load_data; load_data()")
+
+
+def check_traceback(ws: Path) -> Optional[str]:
+    return _run_ok(ws, "report.py", want="alice: 3")
+
+
+def check_three_files(ws: Path) -> Optional[str]:
+    return (_run_ok(ws, "main.py", want="Total: 12.50 EUR")
+            or _run_ok(ws, "-c", "from shop import Item; Item('x', 1.0, currency='USD')")
+            or _run_ok(ws, "-c", "from fmt import price; assert price(2, 'USD') == '2.00 USD'"))
+
+
+def check_read_first(ws: Path) -> Optional[str]:
+    path = ws / "limit.txt"
+    if not path.is_file():
+        return "limit.txt was not written"
+    return None if path.read_text().strip() == "4711" else f"limit.txt holds {path.read_text().strip()[:40]!r}"
+
+
+def check_cli_flag(ws: Path) -> Optional[str]:
+    return (_run_ok(ws, "greet.py", "Ann", "--shout", want="HELLO, ANN!")
+            or _run_ok(ws, "greet.py", "Ann", want="Hello, Ann!"))
+
+
+def check_errors_count(ws: Path) -> Optional[str]:
+    path = ws / "errors.txt"
+    if not path.is_file():
+        return "errors.txt was not written"
+    return None if path.read_text().strip() == "37" else f"errors.txt holds {path.read_text().strip()[:40]!r}"
+
+
+def _log_lines() -> str:
+    """A log of 1500 lines, 37 of them errors: its output alone is more than a 4k-token context."""
+    lines = []
+    for i in range(1500):
+        level = "ERROR" if i % 40 == 7 and len([x for x in lines if "ERROR" in x]) < 37 else "INFO"
+        lines.append(f"2026-01-01 12:{i // 60 % 60:02d}:{i % 60:02d} {level} worker-{i % 7} handled request {i}")
+    return "\n".join(lines) + "\n"
+
+
 @dataclass
 class Task:
     name: str
     prompt: str
     files: Dict[str, str]
     check: Callable[[Path], Optional[str]]
+    level: str = "easy"
 
+
+STATS = "def mean(xs):\n    return sum(xs) / (len(xs) + 1)\n"
+TEST_STATS = "from stats import mean\n\nassert mean([2, 4]) == 3, mean([2, 4])\nprint('ok')\n"
+UTIL = "def get_data():\n    return [1, 2, 3]\n"
+MAIN_RENAME = "from util import get_data\nfrom report import total\n\nprint('total', total(get_data()))\n"
+REPORT_RENAME = "from util import get_data\n\n\ndef total(xs=None):\n    return sum(xs if xs is not None else get_data())\n"
+REPORT_TB = ("import json\n\ndata = json.load(open('scores.json'))\nfor row in data:\n"
+             "    print(f\"{row['user']}: {row['score']}\")\n")
+SCORES = '[{"name": "alice", "score": 3}, {"name": "bob", "score": 5}]\n'
+SHOP = ("class Item:\n    def __init__(self, name, price):\n        self.name = name\n        self.price = price\n")
+FMT = "def price(amount):\n    return f'{amount:.2f}'\n"
+MAIN_SHOP = ("from shop import Item\nfrom fmt import price\n\nitems = [Item('tea', 4.5), Item('cake', 8.0)]\n"
+             "print('Total:', price(sum(i.price for i in items)))\n")
+GREET = ("import sys\n\nname = sys.argv[1]\nprint(f'Hello, {name}!')\n")
 
 TASKS = [
     Task("hello", "Create hello.py that prints exactly Hello, world! and run it to check.", {}, check_hello),
@@ -74,16 +181,44 @@ TASKS = [
          {"calc.py": "def add(a, b):\n    return a - b\n"}, check_bugfix),
     Task("function", "Write a function is_palindrome(s) in pal.py, and a test for it in test_pal.py that "
          "runs with `python3 test_pal.py` (plain asserts). Run the test.", {}, check_function),
+    Task("fizzbuzz", "Write fizzbuzz.py that prints the numbers 1 to 15, one per line, with Fizz for multiples of "
+         "3, Buzz for multiples of 5 and FizzBuzz for both. Run it.", {}, check_fizzbuzz, "easy+"),
+    Task("failing_test", "`python3 test_stats.py` fails. Run it, find the bug in stats.py and fix it.",
+         {"stats.py": STATS, "test_stats.py": TEST_STATS}, check_failing_test, "medium"),
+    Task("add_test", "slug.py has a function slugify. Add a test file test_slug.py (plain asserts, runs with "
+         "`python3 test_slug.py`) that checks what slugify does, and run it.",
+         {"slug.py": "def slugify(text):\n    return '-'.join(text.lower().split())\n"}, check_add_test, "medium"),
+    Task("read_first", "settings.py defines a constant LIMIT. Write its value (just the number) into limit.txt.",
+         {"settings.py": "# limits\nNAME = 'svc'\nLIMIT = 4711\nTIMEOUT = 30\n"}, check_read_first, "medium"),
+    Task("cli_flag", "Add a --shout flag to greet.py: `python3 greet.py Ann --shout` prints HELLO, ANN! and "
+         "without the flag it still prints Hello, Ann!.", {"greet.py": GREET}, check_cli_flag, "medium"),
+    Task("traceback", "`python3 report.py` crashes. Run it, read the traceback and fix the cause in report.py "
+         "(scores.json is right).", {"report.py": REPORT_TB, "scores.json": SCORES}, check_traceback, "medium+"),
+    Task("rename", "Rename the function get_data to load_data everywhere (util.py, main.py, report.py), then "
+         "run main.py to check.", {"util.py": UTIL, "main.py": MAIN_RENAME, "report.py": REPORT_RENAME},
+         check_rename, "hard"),
+    Task("three_files", "Add a currency to prices: Item in shop.py gets a currency argument (default 'EUR'), "
+         "price(amount, currency) in fmt.py returns e.g. '12.50 EUR', and main.py passes the currency so it "
+         "prints Total: 12.50 EUR. Run main.py.", {"shop.py": SHOP, "fmt.py": FMT, "main.py": MAIN_SHOP},
+         check_three_files, "hard"),
+    Task("errors_count", "app.log is a long log. Count the lines that contain ERROR and write just that number "
+         "into errors.txt.", {"app.log": _log_lines()}, check_errors_count, "hard"),
 ]
+
+#: The three tasks the issue's targets are about.
+EASY = ("hello", "bugfix", "function")
 
 
 @dataclass
 class Run:
+    agent: str
     task: str
-    ok: bool
+    ok: bool            # the check in the workspace holds
+    stopped: bool       # the agent ended by itself (exit code 0), not by a limit, a guard or an error
     why: str
-    turns: int
+    turns: Optional[int]
     seconds: float
+    survived: bool      # the workspace and the files around it are intact, no process was left behind
 
 
 def count_turns(home: Path) -> int:
@@ -100,38 +235,85 @@ def count_turns(home: Path) -> int:
     return turns
 
 
-def run_once(task: Task, tooloop: List[str], flags: List[str], env: Dict[str, str], timeout: float) -> Run:
+_TURNS = re.compile(r"^turns: (\d+)", re.M)
+CANARY = "do not touch\n"
+
+
+def _alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def run_once(agent: str, cmd: List[str], task: Task, env: Dict[str, str], timeout: float) -> Run:
+    """One task in a fresh workspace. `agent` "tooloop" gets the CLI's flags; any other command gets the task as
+    its last argument and the workspace as its folder."""
     root = Path(tempfile.mkdtemp(prefix=f"tooloop-bench-{task.name}-"))
     try:
         ws, home = root / "ws", root / "home"
         ws.mkdir()
         for rel, text in task.files.items():
             (ws / rel).write_text(text)
+        (ws / ".bench-canary").write_text(CANARY)
+        (root / "outside.txt").write_text(CANARY)
+        argv = cmd + ([task.prompt] if agent != "tooloop" else ["--workspace", str(ws), task.prompt])
         start = time.monotonic()
+        proc = subprocess.Popen(argv, cwd=ws, env=dict(env, TOOLOOP_HOME=str(home)), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
         try:
-            proc = subprocess.run(tooloop + ["--yes", "-p", "--workspace", str(ws), *flags, task.prompt],
-                                  env=dict(env, TOOLOOP_HOME=str(home)), capture_output=True, text=True,
-                                  timeout=timeout, stdin=subprocess.DEVNULL)
-            failed = None if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["?"])[-1]
+            out, err = proc.communicate(timeout=timeout)
+            failed = None if proc.returncode == 0 else (err.strip().splitlines() or ["?"])[-1]
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
             failed = f"timed out after {timeout:.0f}s"
         seconds = time.monotonic() - start
-        why = task.check(ws)   # the workspace decides; how the run ended is only a hint
+        left = _alive(proc.pid)
+        if left:   # what the agent started and left running: end it, and count it against the agent
+            os.killpg(proc.pid, signal.SIGKILL)
+        why = task.check(ws) if ws.is_dir() else "the workspace is gone"
         if why is not None and failed:
-            why = f"{why} (tooloop: {failed})"
-        return Run(task.name, why is None, why or "", count_turns(home), seconds)
+            why = f"{why} ({agent}: {failed})"
+        elif why is None and failed:
+            why = f"check holds, but {agent} did not stop by itself: {failed}"
+        survived = (not left and ws.is_dir() and (root / "outside.txt").read_text() == CANARY
+                    and (ws / ".bench-canary").is_file() and (ws / ".bench-canary").read_text() == CANARY)
+        if agent == "tooloop":
+            turns: Optional[int] = count_turns(home)
+        else:
+            m = _TURNS.search(err or "")
+            turns = int(m.group(1)) if m else None
+        return Run(agent, task.name, why is None or why.startswith("check holds"), failed is None, why or "", turns,
+                   seconds, survived)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _mean(xs: List[float]) -> str:
+    return f"{statistics.mean(xs):.1f}" if xs else "-"
+
+
 def report(runs: List[Run]) -> List[str]:
-    lines = [f"{'task':<10} {'passed':>8} {'turns':>7} {'seconds':>9}  first failure"]
-    for name in dict.fromkeys(r.task for r in runs):
-        mine = [r for r in runs if r.task == name]
-        ok = sum(r.ok for r in mine)
-        fail = next((r.why for r in mine if not r.ok), "")
-        lines.append(f"{name:<10} {ok:>3}/{len(mine):<4} {statistics.mean(r.turns for r in mine):>7.1f} "
-                     f"{statistics.mean(r.seconds for r in mine):>9.1f}  {fail}")
+    lines = [f"{'agent':<10} {'task':<13} {'passed':>7} {'stopped':>8} {'both':>6} {'turns':>6} {'seconds':>8} "
+             f"{'survived':>9}  first failure"]
+    keys = list(dict.fromkeys((r.agent, r.task) for r in runs))
+    for agent, name in keys:
+        mine = [r for r in runs if r.agent == agent and r.task == name]
+        n = len(mine)
+        fail = next((r.why for r in mine if r.why), "")
+        lines.append(f"{agent:<10} {name:<13} {sum(r.ok for r in mine):>3}/{n:<3} {sum(r.stopped for r in mine):>4}/{n:<3} "
+                     f"{sum(r.ok and r.stopped for r in mine):>2}/{n:<3} "
+                     f"{_mean([r.turns for r in mine if r.turns is not None]):>6} "
+                     f"{_mean([r.seconds for r in mine]):>8} {sum(r.survived for r in mine):>5}/{n:<3}  {fail[:70]}")
+    for agent in dict.fromkeys(r.agent for r in runs):
+        mine = [r for r in runs if r.agent == agent]
+        both = sum(r.ok and r.stopped for r in mine)
+        lines.append(f"{agent}: {sum(r.ok for r in mine)}/{len(mine)} passed, {both}/{len(mine)} passed and stopped "
+                     f"by itself ({100.0 * both / max(len(mine), 1):.0f}%), "
+                     f"{sum(r.survived for r in mine)}/{len(mine)} workspaces survived")
     total = sum(r.ok for r in runs)
     lines.append(f"overall: {total}/{len(runs)} passed ({100.0 * total / max(len(runs), 1):.0f}%)")
     return lines
@@ -149,34 +331,52 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--base-url", help="the endpoint (OpenAI-compatible ones end in /v1)")
     p.add_argument("--model", required=True)
     p.add_argument("-n", "--runs", type=int, default=3, help="runs per task (default 3)")
-    p.add_argument("--tasks", default=",".join(t.name for t in TASKS),
-                   help="comma-separated subset of: " + ", ".join(t.name for t in TASKS))
+    p.add_argument("--tasks", default=",".join(EASY),
+                   help="comma-separated subset, 'all', or 'easy' (default: the easy three). Tasks, easiest "
+                   "first: " + ", ".join(t.name for t in TASKS))
     p.add_argument("--max-turns", type=int, default=15)
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per run")
     p.add_argument("--tooloop", default=None,
                    help="the tooloop command (default: this Python's `-m tooloop.cli`)")
+    p.add_argument("--agent", action="append", default=[], metavar="NAME=COMMAND",
+                   help="another agent to run on the same tasks, side by side: COMMAND gets the task as its last "
+                   "argument and runs in the workspace; exit code 0 means it stopped by itself; a line "
+                   "`turns: N` on stderr gives its turns (repeatable)")
+    p.add_argument("--no-tooloop", action="store_true", help="run only the --agent commands")
     p.add_argument("--json", action="store_true", help="print the runs as JSON lines too")
     args = p.parse_args(argv)
 
-    wanted = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    spec = {"all": ",".join(t.name for t in TASKS), "easy": ",".join(EASY)}.get(args.tasks, args.tasks)
+    wanted = [t.strip() for t in spec.split(",") if t.strip()]
     unknown = [w for w in wanted if w not in {t.name for t in TASKS}]
     if unknown:
         p.error(f"unknown task(s): {', '.join(unknown)}")
-    tooloop = args.tooloop.split() if args.tooloop else [sys.executable, "-m", "tooloop.cli"]
-    flags = ["--provider", args.provider, "--model", args.model, "--max-turns", str(args.max_turns),
-             "--no-color"] + (["--base-url", args.base_url] if args.base_url else []) + extra
+    agents: List[Tuple[str, List[str]]] = []
+    if not args.no_tooloop:
+        tooloop = args.tooloop.split() if args.tooloop else [sys.executable, "-m", "tooloop.cli"]
+        agents.append(("tooloop", tooloop + ["--yes", "-p", "--provider", args.provider, "--model", args.model,
+                                            "--max-turns", str(args.max_turns), "--no-color"]
+                       + (["--base-url", args.base_url] if args.base_url else []) + extra))
+    for item in args.agent:
+        name, sep, command = item.partition("=")
+        if not sep or not name or not command.strip():
+            p.error(f"--agent wants NAME=COMMAND, got {item!r}")
+        agents.append((name, shlex.split(command)))
     env = dict(os.environ)
     runs: List[Run] = []
     for task in [t for t in TASKS if t.name in wanted]:
         for i in range(args.runs):
-            run = run_once(task, tooloop, flags, env, args.timeout)
-            runs.append(run)
-            print(f"{task.name} #{i + 1}: {'ok' if run.ok else 'FAIL ' + run.why} "
-                  f"({run.turns} turns, {run.seconds:.1f}s)", file=sys.stderr, flush=True)
-            if args.json:
-                print(json.dumps(run.__dict__))
+            for name, cmd in agents:
+                run = run_once(name, cmd, task, env, args.timeout)
+                runs.append(run)
+                print(f"{name} {task.name} #{i + 1}: {'ok' if run.ok else 'FAIL'}"
+                      f"{'' if run.stopped else ' (did not stop by itself)'} {run.why} "
+                      f"({run.turns} turns, {run.seconds:.1f}s{'' if run.survived else ', WORKSPACE DAMAGED'})",
+                      file=sys.stderr, flush=True)
+                if args.json:
+                    print(json.dumps(run.__dict__), flush=True)
     print("\n".join(report(runs)))
-    return 0 if runs and all(r.ok for r in runs) else 1
+    return 0 if runs and all(r.ok and r.survived for r in runs) else 1
 
 
 if __name__ == "__main__":

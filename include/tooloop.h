@@ -259,8 +259,10 @@ typedef int32_t (*tooloop_hook_fn)(void *userdata, const char *event_json, toolo
 
 /**
  * The runaway guard answered a tool call instead of running it: the model repeated the same call with the
- * same input too many times in a row (with `"stopped": true` the run then ends with stop_reason
- * `"repetition"`). json: `{"type":"repetition","id":"...","name":"...","count":3,"stopped":false}`.
+ * same input too many times in a row; or progress detection (`"progress_guard"`) found `count` turns in a
+ * row that changed nothing and told the model so (with `"stopped": true` the run then ends with stop_reason
+ * `"repetition"`). json: `{"type":"repetition","id":"...","name":"...","count":3,"stopped":false,
+ * "note":"what the model was told"}`.
  */
 #define TOOLOOP_EVENT_REPETITION 9
 
@@ -512,6 +514,10 @@ extern "C" {
  * - `"repeat_guard"`: the runaway guard, `{"warn_after": 3, "stop_after": 2}` (default) or `false`: the
  *   `warn_after`-th identical call in a row is answered with an error instead of run, and after
  *   `stop_after` more the run ends with stop_reason `"repetition"`.
+ * - `"progress_guard"`: progress detection, `true` (default), `false`, or `{"stop_after": 2}`: a turn whose
+ *   calls change nothing (a file rewritten with its own content, a command with the same output as last
+ *   time, a cycle of calls) gets a note in its last tool result; after `stop_after` more such turns in a row
+ *   the run ends with stop_reason `"repetition"` (TOOLOOP_EVENT_REPETITION says why in its `note`).
  * - `"context_window"`: the model's context window in tokens (default: from the model's name, e.g. 200000
  *   for Claude models; set it for local models); `tooloop_agent_context_window` reads the one in use.
  * - `"compaction"`: `"auto"` (default) or `"off"`: before a request that would fill more than

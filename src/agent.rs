@@ -59,6 +59,8 @@ pub struct AgentConfig {
     pub tool_concurrency: usize,
     /// The runaway guard (`None`: off). Default on, see [`RepeatGuard`].
     pub repeat_guard: Option<RepeatGuard>,
+    /// Progress detection (`None`: off). Default on, see [`crate::progress`].
+    pub progress_guard: Option<crate::progress::ProgressGuard>,
     /// With the `todo_write` tool registered (`planning`): after this many model turns with tool calls in a
     /// row that left an unfinished todo list alone, a short reminder is added to the turn's last tool result
     /// (`None`: never). Default 3.
@@ -116,6 +118,7 @@ impl Default for RepeatGuard {
 #[derive(Default)]
 struct RunState {
     repeats: Repeats,
+    progress: crate::progress::Progress,
     /// Model turns with tool calls since the last `todo_write`.
     since_todo: u32,
     /// Structured answers the model gave in this run (the first one and its corrections).
@@ -171,6 +174,7 @@ impl Default for AgentConfig {
             extra: Map::new(),
             tool_concurrency: 4,
             repeat_guard: Some(RepeatGuard::default()),
+            progress_guard: Some(crate::progress::ProgressGuard::default()),
             todo_reminder_after: Some(3),
             server_tools: Vec::new(),
             cache: true,
@@ -279,6 +283,8 @@ pub enum Event {
         count: u32,
         /// Whether the run stops here.
         stopped: bool,
+        /// What the model was told: which repeat, and that it may answer without a tool.
+        note: String,
     },
     /// The conversation was compacted (see [`crate::compaction`]): the API view from now on is smaller; the
     /// history keeps everything.
@@ -1664,10 +1670,13 @@ impl Agent {
         let hooks = lock(&self.hooks).clone();
         let rules = lock(&self.rules).clone();
         let mut hook_failed: Option<Error> = None;
-        let (concurrency, guard, remind_after) = {
+        let (concurrency, guard, remind_after, progress_guard) = {
             let c = lock(&self.config);
-            (c.tool_concurrency.max(1), c.repeat_guard, c.todo_reminder_after)
+            (c.tool_concurrency.max(1), c.repeat_guard, c.todo_reminder_after, c.progress_guard)
         };
+        if progress_guard.is_some() {
+            state.progress.begin_turn(calls);
+        }
         // The todo reminder: due when the model has left an unfinished list alone for a while.
         let planning = self.tools.get(crate::todo::TOOL_NAME).is_some();
         let mut reminder = None;
@@ -1684,6 +1693,8 @@ impl Agent {
             }
         }
         let mut stop = false;
+        // Whether the runaway guard answered a call of this turn: then it, not progress detection, speaks.
+        let mut turn_repeated = false;
         let mut i = 0;
         let mut fatal: Option<(String, String)> = None;
         while i < calls.len() {
@@ -1698,6 +1709,9 @@ impl Agent {
             let batch = &calls[i..end];
             let mut outcomes: Vec<Option<CallOutcome>> = vec![None; batch.len()];
             let mut denied = vec![false; batch.len()];
+            let mut repeated = vec![false; batch.len()];
+            // The same call as in the turn before: the runaway guard's to count, not progress detection's.
+            let mut again = vec![false; batch.len()];
             let mut to_run = Vec::new();
             // The calls as they run: `before_tool` may have replaced an input.
             let mut effective: Vec<ToolUseBlock> = batch.to_vec();
@@ -1705,7 +1719,8 @@ impl Agent {
                 // Every call the model made is announced, also one that is then refused or not run, so a
                 // host sees a tool_use before each tool_result.
                 on_event(&Event::ToolUse { id: call.id.clone(), name: call.name.clone(), input: call.input.clone() });
-                let count = state.repeats.see(call);
+                let count = state.repeats.see(call, run.turns);
+                again[k] = guard.is_some() && count >= 2;
                 if let Some((tool, _)) = &fatal {
                     outcomes[k] = Some(CallOutcome::error(format!("not run: tool '{tool}' aborted the run first")));
                 } else if let Some(e) = &hook_failed {
@@ -1722,13 +1737,22 @@ impl Agent {
                     outcomes[k] = Some(CallOutcome::error(bad_input_message(raw)));
                 } else if let Some(g) = guard.filter(|g| count >= g.warn_after) {
                     stop = count >= g.warn_after.saturating_add(g.stop_after);
-                    on_event(&Event::Repetition { id: call.id.clone(), name: call.name.clone(), count, stopped: stop });
-                    outcomes[k] = Some(CallOutcome::error(format!(
+                    repeated[k] = true;
+                    turn_repeated = true;
+                    let note = format!(
                         "not run: same call and same input as the previous {} calls to {}, which already ran. If the \
                          task is done, answer without calling a tool; otherwise change the input or try another way.",
                         count - 1,
                         call.name
-                    )));
+                    );
+                    on_event(&Event::Repetition {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        count,
+                        stopped: stop,
+                        note: note.clone(),
+                    });
+                    outcomes[k] = Some(CallOutcome::error(note));
                 } else if cancel.is_cancelled() {
                     outcomes[k] =
                         Some(CallOutcome::error("interrupted: the run was cancelled before this tool call ran"));
@@ -1779,8 +1803,8 @@ impl Agent {
             }
             let last_batch = end == calls.len();
             let batch_len = batch.len();
-            for (k, (((call, outcome), denied), child)) in
-                batch.iter().zip(outcomes).zip(denied).zip(children).enumerate()
+            for (k, (((((call, outcome), denied), repeated), again), child)) in
+                batch.iter().zip(outcomes).zip(denied).zip(repeated).zip(again).zip(children).enumerate()
             {
                 let mut outcome = outcome.unwrap_or_else(|| CallOutcome::error("not run"));
                 if let (Some(hook), true, None) = (&hooks.after_tool, to_run.contains(&k), &hook_failed) {
@@ -1801,6 +1825,33 @@ impl Agent {
                     // The model reads why instead of the request failing on the API's size limit.
                     outcome.content = Value::String(format!("the tool's result was not sent: {m}"));
                     outcome.is_error = true;
+                }
+                if let Some(g) = &progress_guard {
+                    // A refusal by the user is news to the model, not a repeat.
+                    if denied {
+                        state.progress.moved();
+                    } else if repeated {
+                        // Refused by the runaway guard, which said so: no verdict here.
+                    } else if again {
+                        if let Some(note) = state.progress.again(call, &outcome.content, outcome.is_error) {
+                            append_text(&mut outcome.content, &note);
+                        }
+                    } else {
+                        state.progress.see(call, &outcome.content, outcome.is_error);
+                    }
+                    if last_batch && k + 1 == batch_len {
+                        if let Some(stall) = state.progress.end_turn(g).filter(|_| !turn_repeated) {
+                            append_text(&mut outcome.content, &stall.note);
+                            on_event(&Event::Repetition {
+                                id: call.id.clone(),
+                                name: call.name.clone(),
+                                count: stall.count,
+                                stopped: stall.stop,
+                                note: stall.note,
+                            });
+                            stop |= stall.stop;
+                        }
+                    }
                 }
                 if last_batch && k + 1 == batch_len {
                     if let Some(text) = reminder.take() {

@@ -494,19 +494,45 @@ pub fn summary_request(
 }
 
 /// Whether an API error says the prompt did not fit the context window (Anthropic: 400 "prompt is too
-/// long"; OpenAI-compatible: `context_length_exceeded`, "maximum context length").
+/// long"; OpenAI-compatible: `context_length_exceeded`, "maximum context length"), also from the local
+/// servers, which each say it their own way (see [`LOCAL_OVERFLOWS`]).
 pub fn is_overflow(e: &crate::Error) -> bool {
     let Some(a) = e.api() else { return false };
     let m = a.message.to_ascii_lowercase();
     // Not 413 request_too_large: that is the request's size in bytes (an image, a document), which
     // compacting the conversation's text rarely cures.
-    a.status == 400
+    let hosted = a.status == 400
         && (m.contains("prompt is too long")
             || m.contains("context_length_exceeded")
             || m.contains("maximum context length")
             || m.contains("context window")
-            || a.error_type == "context_length_exceeded")
+            || a.error_type == "context_length_exceeded");
+    // Local servers: some answer 500 for the same refusal; their wording is specific enough to trust.
+    let local = matches!(a.status, 400 | 500)
+        && (a.error_type == "exceed_context_size_error" || LOCAL_OVERFLOWS.iter().any(|p| m.contains(p)));
+    hosted || local
 }
+
+/// How local servers refuse a prompt longer than their context (lowercase):
+/// - llama.cpp (`llama-server`): 400 `{"error": {"type": "exceed_context_size_error", "message": "request
+///   (7494 tokens) exceeds the available context size (4096 tokens), try increasing it", "n_ctx": 4096}}`;
+///   older builds "the request exceeds the available context size".
+/// - Ollama: 400 `{"error": "the input length exceeds the context length"}` (also "input length exceeds
+///   maximum context length").
+/// - vLLM: 400 "This model's maximum context length is 4096 tokens. However, you requested …" (the hosted
+///   wording, matched above) or "The decoder prompt (length 5000) is longer than the maximum model length of
+///   4096".
+/// - LM Studio: "Trying to keep the first 10136 tokens when context the overflows. However, the model is
+///   loaded with context length of only 7866 tokens …", "Cannot truncate prompt with n_keep (15028) >= n_ctx
+///   (7424)", "Input length 6491 exceeds context length 1500".
+pub const LOCAL_OVERFLOWS: [&str; 6] = [
+    "exceeds the available context size",
+    "exceeds the context length",
+    "exceeds maximum context length",
+    "maximum model length",
+    "when context the overflows",
+    "cannot truncate prompt with n_keep",
+];
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
@@ -682,5 +708,40 @@ mod tests {
             br#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: too big"}}"#,
         );
         assert!(!is_overflow(&crate::Error::Api(Box::new(other))));
+    }
+
+    #[test]
+    fn overflow_refusals_of_local_servers_are_recognized() {
+        let bodies: [(u16, &[u8]); 6] = [
+            // llama.cpp llama-server, both wires (the real server's answer, copied)
+            (
+                400,
+                br#"{"error":{"code":400,"message":"request (6030 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":6030,"n_ctx":4096}}"#,
+            ),
+            // Ollama
+            (400, br#"{"error":"the input length exceeds the context length"}"#),
+            // vLLM, both wordings
+            (
+                400,
+                br#"{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4488 in the messages, 512 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}"#,
+            ),
+            (
+                400,
+                br#"{"object":"error","message":"The decoder prompt (length 5000) is longer than the maximum model length of 4096. Make sure that `max_model_len` is no smaller than the number of text tokens.","type":"BadRequestError","code":400}"#,
+            ),
+            // LM Studio
+            (
+                400,
+                br#"{"error":"Trying to keep the first 10136 tokens when context the overflows. However, the model is loaded with context length of only 7866 tokens, which is not enough. Try to load the model with a larger context length, or provide a shorter input"}"#,
+            ),
+            (500, br#"{"error":"Cannot truncate prompt with n_keep (15028) >= n_ctx (7424)"}"#),
+        ];
+        for (status, body) in bodies {
+            let e = crate::http::parse_api_error(status, &[], body);
+            let shown = format!("{e:?}");
+            assert!(is_overflow(&crate::Error::Api(Box::new(e))), "{shown}");
+        }
+        let busy = crate::http::parse_api_error(500, &[], br#"{"error":"model is loading, try again"}"#);
+        assert!(!is_overflow(&crate::Error::Api(Box::new(busy))));
     }
 }

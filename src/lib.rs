@@ -15,6 +15,7 @@
 //! - [`options`]: every option of an agent, with its default and checks, shared by every door.
 //! - [`skills`]: skill folders (SKILL.md) the model loads on demand.
 //! - [`subagent`]: the task tool's child agents.
+//! - [`progress`]: whether the model's tool calls still change anything (cycles, no-op calls).
 //! - [`todo`](mod@todo): the todo list the model keeps (`planning`).
 //! - [`session`]: append-only JSONL persistence, crash-tolerant load, resume.
 //! - [`session_sqlite`]: sessions in a SQLite database (many sessions, one file).
@@ -48,6 +49,7 @@ pub mod mcp;
 pub mod options;
 pub mod output;
 pub mod pricing;
+pub mod progress;
 pub mod provider;
 pub mod rules;
 pub mod session;

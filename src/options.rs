@@ -156,6 +156,14 @@ pub struct AgentOptions {
     /// [`RepeatGuard`].
     #[serde(deserialize_with = "de_repeat_guard")]
     pub repeat_guard: Option<RepeatGuard>,
+    /// Progress detection: `true` (the default), `false` for off, or `{"stop_after": N}`: turns that change
+    /// nothing (identical rewrites, same output again, cycles) get a note, and after N more the run ends with
+    /// stop_reason `"repetition"`. See [`crate::progress`].
+    #[serde(deserialize_with = "de_progress_guard")]
+    pub progress_guard: Option<crate::progress::ProgressGuard>,
+    /// Built-in tools described in one sentence each (default false): for small context windows.
+    #[serde(deserialize_with = "de_false")]
+    pub short_tool_descriptions: bool,
     /// The todo list (`todo_write` tool): `false` (default), `true`, or `{"remind_after": N}` — the model
     /// turns an unfinished list may be left alone before a reminder (default 3; `null`: never).
     #[serde(deserialize_with = "de_planning")]
@@ -263,6 +271,8 @@ impl Default for AgentOptions {
             workspace: None,
             session: None,
             repeat_guard: Some(RepeatGuard::default()),
+            progress_guard: Some(crate::progress::ProgressGuard::default()),
+            short_tool_descriptions: false,
             planning: None,
             skills: Vec::new(),
             subagents: BTreeMap::new(),
@@ -316,6 +326,8 @@ impl AgentOptions {
         "workspace",
         "session",
         "repeat_guard",
+        "progress_guard",
+        "short_tool_descriptions",
         "planning",
         "skills",
         "subagents",
@@ -451,6 +463,7 @@ impl AgentOptions {
             extra: self.extra.clone(),
             tool_concurrency: self.tool_concurrency,
             repeat_guard: self.repeat_guard,
+            progress_guard: self.progress_guard,
             todo_reminder_after: self.planning.unwrap_or(Some(3)),
             server_tools: self.server_tools.clone(),
             cache: self.cache,
@@ -525,6 +538,7 @@ impl AgentOptions {
                 sandbox: self.sandbox,
                 network: self.network,
                 env_passthrough: self.env_passthrough.clone(),
+                short_descriptions: self.short_tool_descriptions,
             };
             agent.register_builtins(builtin)?;
             // The model is told what bash may do, so a refused write is no surprise.
@@ -922,6 +936,27 @@ fn de_repeat_guard<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Optio
     }
 }
 
+fn de_progress_guard<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<crate::progress::ProgressGuard>, D::Error> {
+    let what = "false, true, or {\"stop_after\": N} (N ≥ 1)";
+    match value(d)? {
+        Value::Null | Value::Bool(true) => Ok(Some(crate::progress::ProgressGuard::default())),
+        Value::Bool(false) => Ok(None),
+        Value::Object(o) => {
+            let mut g = crate::progress::ProgressGuard::default();
+            for (k, v) in o {
+                match k.as_str() {
+                    "stop_after" => g.stop_after = integer::<D::Error>(&v, 1, 1000, what)? as u32,
+                    _ => return Err(D::Error::custom(format!("unknown key {k:?}; must be {what}"))),
+                }
+            }
+            Ok(Some(g))
+        }
+        v => Err(D::Error::custom(format!("must be {what}, got {}", got(&v)))),
+    }
+}
+
 fn de_paths<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<PathBuf>, D::Error> {
     match value(d)? {
         Value::Null => Ok(Vec::new()),
@@ -1032,6 +1067,15 @@ fn de_cache<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Err
 fn de_network<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
     match value(d)? {
         Value::Null => Ok(true),
+        Value::Bool(b) => Ok(b),
+        v => Err(D::Error::custom(format!("must be true or false, got {}", got(&v)))),
+    }
+}
+
+/// A flag that is off unless `true` (null: off).
+fn de_false<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(false),
         Value::Bool(b) => Ok(b),
         v => Err(D::Error::custom(format!("must be true or false, got {}", got(&v)))),
     }
@@ -1162,6 +1206,8 @@ mod tests {
             (r#"{"provider": "gemini"}"#, "provider"),
             (r#"{"builtin_tools": "yes"}"#, "builtin_tools"),
             (r#"{"repeat_guard": {"warn_after": 1}}"#, "repeat_guard"),
+            (r#"{"progress_guard": {"stop_after": 0}}"#, "progress_guard"),
+            (r#"{"progress_guard": "on"}"#, "progress_guard"),
             (r#"{"model": "m", "max_tokens": 100, "thinking": 2048}"#, "thinking"),
         ] {
             let (k, message) = err(json);
@@ -1221,6 +1267,14 @@ mod tests {
         assert_eq!(a.extra.get("metadata"), Some(&json!({"user_id": "u"})));
         assert_eq!(a.tool_concurrency, 2);
         assert_eq!(a.repeat_guard, None);
+        let p =
+            AgentOptions::from_json(r#"{"model": "m", "progress_guard": false}"#).unwrap().agent_config(false).unwrap();
+        assert_eq!(p.progress_guard, None);
+        let p = AgentOptions::from_json(r#"{"model": "m", "progress_guard": {"stop_after": 5}}"#)
+            .unwrap()
+            .agent_config(false)
+            .unwrap();
+        assert_eq!(p.progress_guard, Some(crate::progress::ProgressGuard { stop_after: 5 }));
         assert_eq!(o.builtin_tools.names(), Some(vec!["read_file".to_string()]));
     }
 

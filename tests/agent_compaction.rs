@@ -344,3 +344,32 @@ fn a_prompt_too_long_with_nothing_to_compact_surfaces_the_api_error_after_one_re
     assert_eq!(mock.requests().len(), 1, "no summary request for a lone message (nor for the failed turn)");
     assert_valid_view(&agent.messages());
 }
+
+#[test]
+fn a_local_server_refusing_the_context_size_makes_the_agent_compact_and_finish() {
+    // llama.cpp's llama-server answers a request over its context with its own 400 (copied from the real
+    // server, both wires): the agent must read it as an overflow, compact, and send the turn again.
+    let mut sc = scenario("agent_compaction");
+    let mut responses: Vec<Value> = (1..=6).map(|i| tool_turn(i, 3000)).collect();
+    responses.extend([
+        json!({"status": 400, "headers": {"x-should-retry": "false"}, "json": {"error": {"code": 400,
+            "message": "request (7494 tokens) exceeds the available context size (4096 tokens), try increasing it",
+            "type": "exceed_context_size_error", "n_prompt_tokens": 7494, "n_ctx": 4096}}}),
+        final_turn("done"),
+    ]);
+    sc["responses"] = Value::Array(responses);
+    let mock = MockServer::start(&sc);
+    // A window the session stays under (no threshold compaction), so only the refusal can start one.
+    let (agent, _) = agent_on(&mock, compaction_config(Some(8000)));
+    let mut overflow = false;
+    let result = agent
+        .run("Dump six parts.", &mut |e| {
+            if let Event::Compaction { reason, .. } = e {
+                overflow |= *reason == Reason::Overflow;
+            }
+        })
+        .unwrap();
+    assert_eq!(result.text, "done");
+    assert!(overflow, "the refusal was read as an overflow and compacted");
+    assert_valid_view(&agent.messages());
+}

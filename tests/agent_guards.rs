@@ -106,17 +106,24 @@ fn an_other_call_in_between_starts_the_count_again_and_the_guard_can_be_turned_o
         })
         .collect();
     replies.push(reply(vec![ContentBlock::text("done")], StopReason::EndTurn));
-    let agent = Agent::new(Arc::new(ScriptedProvider::new(replies.clone())), config());
+    // The runaway guard alone (progress detection off: to it, a a b a a b with the same results is a cycle).
+    let agent =
+        Agent::new(Arc::new(ScriptedProvider::new(replies.clone())), AgentConfig { progress_guard: None, ..config() });
     let calls = Arc::new(AtomicUsize::new(0));
     agent.tools().register(echo_tool(calls.clone())).unwrap();
     assert_eq!(run_collect(&agent, "go").0.unwrap().stop_reason, Some(StopReason::EndTurn));
     assert_eq!(calls.load(Ordering::SeqCst), 9);
+    // With the defaults, progress detection stops the cycle of identical results (tests/agent_progress.rs).
+    let agent = Agent::new(Arc::new(ScriptedProvider::new(replies.clone())), config());
+    agent.tools().register(echo_tool(Arc::new(AtomicUsize::new(0)))).unwrap();
+    assert_eq!(run_collect(&agent, "go").0.unwrap().stop_reason, Some(StopReason::Repetition));
 
     // Off: ten identical calls all run.
     let same = (0..6).map(|i| reply(vec![call(&format!("c{i}"), "echo", json!({"text": "x"}))], StopReason::ToolUse));
     let mut steps: Vec<_> = same.collect();
     steps.push(reply(vec![ContentBlock::text("done")], StopReason::EndTurn));
-    let off = AgentConfig { repeat_guard: None, ..config() };
+    // (Progress detection off too: without the runaway guard it takes over identical calls with the same result.)
+    let off = AgentConfig { repeat_guard: None, progress_guard: None, ..config() };
     let agent = Agent::new(Arc::new(ScriptedProvider::new(steps)), off);
     let calls = Arc::new(AtomicUsize::new(0));
     agent.tools().register(echo_tool(calls.clone())).unwrap();

@@ -324,9 +324,11 @@ class SubagentEvent(_Record):
 
 class RepetitionEvent(_Record):
     """The runaway guard answered a call instead of running it: the model made the same call with the same
-    input ``count`` turns in a row; ``stopped``: and the run ends (stop_reason ``"repetition"``)."""
+    input ``count`` turns in a row; or progress detection found ``count`` turns in a row that changed nothing
+    (identical rewrites, the same output again, a cycle of calls). ``stopped``: and the run ends (stop_reason
+    ``"repetition"``). ``note``: what the model was told it repeats."""
 
-    __slots__ = ("id", "name", "count", "stopped")
+    __slots__ = ("id", "name", "count", "stopped", "note")
     _fields = __slots__
     type: Literal["repetition"] = "repetition"
 
@@ -334,9 +336,10 @@ class RepetitionEvent(_Record):
     name: str
     count: int
     stopped: bool
+    note: str
 
-    def __init__(self, id: str, name: str, count: int, stopped: bool) -> None:
-        self._init(id=id, name=name, count=count, stopped=stopped)
+    def __init__(self, id: str, name: str, count: int, stopped: bool, note: str = "") -> None:
+        self._init(id=id, name=name, count=count, stopped=stopped, note=note)
 
 
 class CompactionEvent(_Record):
@@ -414,7 +417,7 @@ def _event_from(d: Dict[str, Any]) -> Optional[Event]:
     if kind == "todo":
         return TodoEvent(list(d.get("todos") or []))
     if kind == "repetition":
-        return RepetitionEvent(d["id"], d["name"], int(d["count"]), bool(d["stopped"]))
+        return RepetitionEvent(d["id"], d["name"], int(d["count"]), bool(d["stopped"]), str(d.get("note") or ""))
     if kind == "compaction":
         return CompactionEvent(str(d["reason"]), str(d["method"]), int(d.get("tokens_before") or 0),
                                int(d.get("tokens_after") or 0), int(d.get("removed") or 0),

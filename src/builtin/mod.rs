@@ -91,6 +91,9 @@ pub struct BuiltinOptions {
     pub network: bool,
     /// Names of secret-looking environment variables `bash` keeps anyway (e.g. `"GITHUB_TOKEN"`).
     pub env_passthrough: Vec<String>,
+    /// One-sentence tool descriptions (see [`short_description`]): for small context windows, where every
+    /// definition costs prompt tokens and long instructions distract a small model.
+    pub short_descriptions: bool,
 }
 
 impl Default for BuiltinOptions {
@@ -101,6 +104,7 @@ impl Default for BuiltinOptions {
             sandbox: SandboxMode::WorkspaceWrite,
             network: true,
             env_passthrough: Vec::new(),
+            short_descriptions: false,
         }
     }
 }
@@ -145,6 +149,8 @@ pub fn register_owned(registry: &ToolRegistry, opts: &BuiltinOptions) -> Result<
         let Some((name, description, schema)) = spec(&name) else {
             return Err(Error::Config(format!("unknown built-in tool '{name}' (known: {})", NAMES.join(", "))));
         };
+        let description =
+            if opts.short_descriptions { short_description(name).unwrap_or(description) } else { description };
         let ws = Arc::clone(&ws);
         let tool = match name {
             "bash" => {
@@ -344,6 +350,17 @@ Replace exact text in a file in the workspace. `old_text` must match the file ex
 whitespace and indentation (copy it from read_file output without the line-number prefix), and must \
 occur exactly once unless `replace_all` is true; add surrounding lines to make it unique. Returns the \
 edited lines with some context. To create a file or rewrite it whole, use write_file.";
+
+/// The one-sentence description of a built-in tool (`short_descriptions`), `None` where there is none.
+pub fn short_description(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "bash" => "Run a shell command in the workspace; returns its output, then `exit code: N` if it failed.",
+        "read_file" => "Read a text file; returns its lines numbered.",
+        "write_file" => "Create or replace a whole file with `content`.",
+        "edit_file" => "Replace `old_text`, which must occur exactly once, with `new_text` in a file.",
+        _ => return None,
+    })
+}
 
 /// `(name, description, input JSON schema)` of a built-in tool, `None` for an unknown name.
 pub fn spec(name: &str) -> Option<(&'static str, &'static str, Value)> {
@@ -666,6 +683,24 @@ mod tests {
         let other = ToolRegistry::new();
         let bad = BuiltinOptions { names: vec!["grepp".to_string()], ..opts };
         assert!(register(&other, &bad).unwrap_err().to_string().contains("unknown built-in tool 'grepp'"));
+    }
+
+    #[test]
+    fn short_descriptions_are_one_sentence_each_and_cut_the_definitions() {
+        let (_tmp, ws) = setup();
+        let (full, short) = (ToolRegistry::new(), ToolRegistry::new());
+        let opts = BuiltinOptions { workspace: ws.root().to_path_buf(), ..BuiltinOptions::default() };
+        register(&full, &opts).unwrap();
+        register(&short, &BuiltinOptions { short_descriptions: true, ..opts }).unwrap();
+        let (mut long_total, mut short_total) = (0, 0);
+        for name in NAMES {
+            let d = short.get(name).unwrap().spec.description.clone();
+            assert_eq!(d.as_str(), short_description(name).unwrap());
+            assert_eq!(d.matches(". ").count(), 0, "one sentence: {d}");
+            long_total += full.get(name).unwrap().spec.description.clone().len();
+            short_total += d.len();
+        }
+        assert!(short_total * 5 < long_total, "{short_total} vs {long_total}");
     }
 
     #[test]

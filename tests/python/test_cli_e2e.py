@@ -368,12 +368,14 @@ def test_bench_local_tasks_runs_against_the_mock(tooloop_cmd, ws, tmp_path):
     assert [(r["task"], r["ok"], r["turns"]) for r in runs] == [("hello", True, 3), ("bugfix", True, 2),
                                                                 ("function", True, 4)]
     assert "overall: 3/3 passed (100%)" in proc.stdout
-    assert len(reqs) == 9
+    # Each run asks the local server its context first: its own figure wins over the table's 32k.
+    assert [r["path"] for r in reqs].count("/props") == 3
+    assert len(reqs) == 12
 
 
 def test_bench_counts_a_failed_check(tooloop_cmd, ws, tmp_path):
     # The model "fixes" nothing: the check in the workspace decides, not the model's claim.
-    scenario = {"responses": [{"openai": {"id": "c1", "object": "chat.completion", "created": 1,
+    scenario = {"responses": [{"json": {"default_generation_settings": {"n_ctx": 4096}}}, {"openai": {"id": "c1", "object": "chat.completion", "created": 1,
                                           "model": "m", "choices": [{"index": 0, "finish_reason": "stop",
                                           "message": {"role": "assistant", "content": "Fixed it!"}}]}}]}
     with MockServer(scenario) as mock:

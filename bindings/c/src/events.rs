@@ -31,8 +31,10 @@ pub const TOOLOOP_EVENT_USAGE: tooloop_event_type = 7;
 /// A model turn ended. json: `{"type":"turn_end","turn":1,"stop_reason":"tool_use","usage":{...}}`.
 pub const TOOLOOP_EVENT_TURN_END: tooloop_event_type = 8;
 /// The runaway guard answered a tool call instead of running it: the model repeated the same call with the
-/// same input too many times in a row (with `"stopped": true` the run then ends with stop_reason
-/// `"repetition"`). json: `{"type":"repetition","id":"...","name":"...","count":3,"stopped":false}`.
+/// same input too many times in a row; or progress detection (`"progress_guard"`) found `count` turns in a
+/// row that changed nothing and told the model so (with `"stopped": true` the run then ends with stop_reason
+/// `"repetition"`). json: `{"type":"repetition","id":"...","name":"...","count":3,"stopped":false,
+/// "note":"what the model was told"}`.
 pub const TOOLOOP_EVENT_REPETITION: tooloop_event_type = 9;
 /// The todo list changed (`"planning": true`). json: `{"type":"todo","todos":[{"content":"...","status":
 /// "in_progress"}, ...]}`; `tooloop_agent_todos_json` reads the current list at any time.

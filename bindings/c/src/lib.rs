@@ -337,6 +337,10 @@ fn build_agent(
 /// - `"repeat_guard"`: the runaway guard, `{"warn_after": 3, "stop_after": 2}` (default) or `false`: the
 ///   `warn_after`-th identical call in a row is answered with an error instead of run, and after
 ///   `stop_after` more the run ends with stop_reason `"repetition"`.
+/// - `"progress_guard"`: progress detection, `true` (default), `false`, or `{"stop_after": 2}`: a turn whose
+///   calls change nothing (a file rewritten with its own content, a command with the same output as last
+///   time, a cycle of calls) gets a note in its last tool result; after `stop_after` more such turns in a row
+///   the run ends with stop_reason `"repetition"` (TOOLOOP_EVENT_REPETITION says why in its `note`).
 /// - `"context_window"`: the model's context window in tokens (default: from the model's name, e.g. 200000
 ///   for Claude models; set it for local models); `tooloop_agent_context_window` reads the one in use.
 /// - `"compaction"`: `"auto"` (default) or `"off"`: before a request that would fill more than

@@ -29,6 +29,16 @@ REPETITION_LINE = ("stopped: the model repeated the same tool call with the same
                    "rephrase the task or give it more to go on")
 
 
+def repetition_line(note: str) -> str:
+    """The one line that says why a repetition guard stopped the task (the core's note, else the generic
+    one)."""
+    prefix = "[tooloop: the run is stopped: "
+    if not note.startswith(prefix):
+        return REPETITION_LINE
+    why = " ".join(note[len(prefix):].rstrip("]").split())
+    return f"stopped: no progress ({why}); the work so far is kept: check it, or rephrase the task"
+
+
 def _say(message: str) -> None:
     print(f"tooloop: {message}", file=sys.stderr, flush=True)
 
@@ -135,10 +145,15 @@ def local_settings(settings: Settings, args: Any) -> None:
     """Context window, temperature, max_tokens and prompt style; may ask a local server its context size."""
     from . import local
 
-    window = args.context_window or env_context_window(settings) or local.known_window(settings.model)
+    window = args.context_window or env_context_window(settings)
     custom = local.is_custom_endpoint(settings.base_url)
-    if window is None and custom and settings.provider == "openai" and settings.base_url:
+    if (window is None and custom and settings.provider in ("openai", "anthropic") and settings.base_url
+            and not local.hosted_model(settings.model)):
+        # A local server's own figure wins over the table: the same model name runs with whatever context
+        # the server was started with (llama.cpp -c 4096 for a model the table lists at 32k).
         window = local.probe_context(settings.base_url, settings.api_key)
+    if window is None:
+        window = local.known_window(settings.model)
     settings.context_window = window
     if args.temperature is not None:
         settings.temperature = args.temperature
@@ -341,7 +356,21 @@ def main(argv: Optional[List[str]] = None) -> int:
         why = "declined" if interactive else "not approved yet: run `tooloop` in this workspace to approve it"
         _say(f"MCP server '{name}' from .mcp.json skipped ({why})")
     options: Dict[str, Any] = {}
-    if agent_accepts("planning"):
+    if args.no_progress_guard and agent_accepts("progress_guard"):
+        options["progress_guard"] = False
+    from .local import LOCAL_TIMEOUT, SMALL_MODEL_TOOLS, hosted_model, is_custom_endpoint
+    if is_custom_endpoint(settings.base_url) and not hosted_model(settings.model):
+        options["timeout"] = LOCAL_TIMEOUT
+    if settings.prompt_style == "compact":
+        # A small context (or --prompt compact): the four file and shell tools only. Every tool definition
+        # costs the prompt tokens, and a small model offered todo_write, task and skill uses them instead of
+        # finishing. MCP servers the user configured still come.
+        options["builtin_tools"] = list(SMALL_MODEL_TOOLS)
+        if agent_accepts("short_tool_descriptions"):
+            options["short_tool_descriptions"] = True
+        if servers and agent_accepts("mcp_servers"):
+            options["mcp_servers"] = servers
+    elif agent_accepts("planning"):
         options["planning"] = not args.no_planning
         if not args.no_subagents:
             options["subagents"] = features.subagents()
@@ -499,7 +528,7 @@ def one_shot(agent: Any, task: Any, settings: Settings, renderer: Renderer, abor
         renderer.status(status_line(settings.model, outcome.turns, outcome.usage, ctx=ctx))
     stop = (result.stop_reason if result is not None else None) or ""
     if stop == "repetition":
-        _say(REPETITION_LINE)
+        _say(repetition_line(outcome.repetition))
         return EXIT_FAILED
     if stop == "budget":
         _say(budget_line(max_budget_usd))

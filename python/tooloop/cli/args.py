@@ -155,6 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="plan mode: the model only investigates (read-only tools and read-only bash) and ends "
                    "with a plan you approve before anything changes")
     p.add_argument("--no-planning", action="store_true", help="no todo list tool (todo_write)")
+    p.add_argument("--no-progress-guard", action="store_true",
+                   help="let the model go on when its tool calls change nothing (by default turns that rewrite "
+                   "identical files, repeat the same output or cycle get a note, and after 2 more the task stops)")
     p.add_argument("--no-subagents", action="store_true", help="no task tool (explore and general subagents)")
     p.add_argument("--workspace", "-w", metavar="DIR",
                    help="the project folder the agent works in (default: the current folder)")

@@ -18,6 +18,11 @@ from urllib.parse import urlsplit, urlunsplit
 DEFAULT_LOCAL_TEMPERATURE = 0.2
 #: Below this context size (tokens) the compact prompt is used unless --prompt says otherwise.
 COMPACT_BELOW = 16_384
+#: Seconds a request to a local server may take: a model on a busy CPU reads a first prompt at a few tokens a
+#: second and writes one token every few seconds, far past the hosted APIs' 600 s.
+LOCAL_TIMEOUT = 3600.0
+#: The tools the compact prompt offers: no planning, subagents or skills (`--prompt full` brings them back).
+SMALL_MODEL_TOOLS = ("bash", "read_file", "write_file", "edit_file")
 
 _OFFICIAL_HOSTS = ("api.anthropic.com", "api.openai.com")
 
@@ -27,6 +32,15 @@ def known_window(model: str) -> Optional[int]:
     from tooloop import _tooloop
 
     return _tooloop.context_window(model)
+
+
+_HOSTED_MODEL = re.compile(r"^(claude|gpt-|chatgpt|o\d)", re.I)
+
+
+def hosted_model(model: str) -> bool:
+    """A model of the hosted APIs (Claude, GPT, o-series): its window is the table's even behind a proxy.
+    Any other model at a custom endpoint runs with whatever context its server was started with."""
+    return bool(_HOSTED_MODEL.match(model or ""))
 
 
 def is_custom_endpoint(base_url: Optional[str]) -> bool:

@@ -209,8 +209,8 @@ class Repl:
         if outcome.status == "cancelled":
             return
         if outcome.result is not None and outcome.result.stop_reason == "repetition":
-            from .app import REPETITION_LINE
-            self.r.notice(REPETITION_LINE)
+            from .app import repetition_line
+            self.r.notice(repetition_line(outcome.repetition))
         if outcome.result is not None and outcome.result.stop_reason == "budget":
             from .app import budget_line
             self.r.notice(budget_line(self.max_budget_usd))

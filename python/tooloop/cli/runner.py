@@ -30,6 +30,7 @@ class Outcome:
     usage: Optional[Usage] = None    # this task's usage, with its estimated cost
     last_turn: Optional[Usage] = None   # the usage of the task's last model turn (its context size)
     compactions: int = 0             # times the conversation was compacted during the task
+    repetition: str = ""             # what the model was told when a repetition guard stopped the run
 
 
 def _sub(after: Usage, before: Usage) -> Usage:
@@ -110,6 +111,7 @@ def run_task(agent: Any, text: Any, renderer: Optional[Renderer], abort: threadi
     stream = None
     last_turn: Optional[Usage] = None
     compactions = 0
+    repetition = ""
     try:
         with _sigint_sets(abort):
             if renderer is not None:
@@ -125,6 +127,8 @@ def run_task(agent: Any, text: Any, renderer: Optional[Renderer], abort: threadi
                 if event.type == "turn":
                     last_turn = event.usage
                     turns = max(turns, event.turn)
+                elif event.type == "repetition" and event.stopped:
+                    repetition = getattr(event, "note", "") or ""
                 elif event.type == "compaction":
                     compactions += 1
                     last_turn = None   # the context is smaller now; the next turn says how much
@@ -153,7 +157,7 @@ def run_task(agent: Any, text: Any, renderer: Optional[Renderer], abort: threadi
         return Outcome("error", message="the run ended without a result", turns=turns,
                        usage=_sub(agent.usage, before))
     return Outcome("ok", result=result, turns=result.turns or turns, usage=result.usage, last_turn=last_turn,
-                   compactions=compactions)
+                   compactions=compactions, repetition=repetition)
 
 
 @contextmanager
@@ -212,7 +216,11 @@ def show(renderer: Renderer, event: Event) -> None:
         from .context import auto_line
         renderer.compaction(auto_line(event))
     elif event.type == "repetition":
-        if not event.stopped:
+        note = getattr(event, "note", "") or ""
+        if not event.stopped and note.startswith("[tooloop: no progress"):
+            renderer.notice(f"no progress ({event.count} turn{'s' if event.count > 1 else ''}): the model was "
+                            "told it repeats itself and may answer if done")
+        elif not event.stopped:
             renderer.notice(f"the model repeated {event.name} with the same input {event.count} times; "
                             "it was told to change course")
 

@@ -1,0 +1,336 @@
+//! Progress detection: whether the model's tool calls still move the task forward.
+//!
+//! The runaway guard ([`crate::agent::RepeatGuard`]) catches one thing: the same call with the same input in
+//! consecutive turns. Models that are done but do not know how to say so do subtler things, and small ones do
+//! them every time: they write a file with the content it already has, run a command whose output is the
+//! same as last time (often a check that already passed), or go round a cycle of calls (write, run, write,
+//! run). A model turn is *stalled* when every call in it is one of these; this module says which turns are.
+//!
+//! The loop calls [`Progress`] once per call, after the call ran, and once per turn. On the first stalled
+//! turn the model gets a note (appended to the turn's last tool result) that says precisely what it repeated
+//! and that it may answer without a tool if the task is done; when `stop_after` more turns in a row stall,
+//! the run ends with stop_reason `"repetition"`. A turn with any call that changed something (new content, a
+//! new output, a call not made before) starts the count again, so legitimate retries are never stopped.
+//!
+//! The same call in consecutive turns stays the runaway guard's to count and stop ([`Progress::again`]): such
+//! a turn neither stalls nor moves here, but a result the same as last time still gets the note at once.
+//!
+//! Must never: stop a run whose calls keep producing something new (a cycle of commands whose output changes,
+//! like a poll, is left alone), or judge a call before it ran. It only reads what the loop hands it: no I/O,
+//! nothing above it imported.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::types::ToolUseBlock;
+
+/// How patient the progress detection is. Default on (`stop_after` 2).
+///
+/// Set through the `progress_guard` option: `true` (default), `false` (off), or `{"stop_after": N}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProgressGuard {
+    /// Stalled turns in a row, after the first one (which gets the note), before the run ends (default 2,
+    /// at least 1).
+    pub stop_after: u32,
+}
+
+impl Default for ProgressGuard {
+    fn default() -> Self {
+        ProgressGuard { stop_after: 2 }
+    }
+}
+
+/// Longest cycle of turns looked for (A B A B and A B C A B C; one-turn repeats are the repeat guard's).
+const MAX_PERIOD: usize = 3;
+/// How much of a call's input the notes quote.
+const QUOTE: usize = 80;
+
+/// A stalled turn: what to tell the model, and whether the run ends here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stall {
+    /// Stalled turns in a row, this one included.
+    pub count: u32,
+    /// Whether the run ends after this turn.
+    pub stop: bool,
+    /// The note for the model (also carried by the event).
+    pub note: String,
+}
+
+/// What one run has seen; one per run.
+#[derive(Default, Debug)]
+pub struct Progress {
+    /// The last result of each (name, input) call made in this run.
+    results: HashMap<(String, String), String>,
+    /// Each turn's calls, as one key per turn.
+    turns: Vec<String>,
+    /// Each turn's calls, said short (for the notes).
+    shown: Vec<String>,
+    /// Why each call of the current turn made no progress (None: it did).
+    current: Vec<Option<String>>,
+    /// The period of the cycle the current turn completes.
+    cycle: Option<usize>,
+    stalled: u32,
+}
+
+impl Progress {
+    /// A new turn with these calls begins. Looks for a cycle the turn completes.
+    pub fn begin_turn(&mut self, calls: &[ToolUseBlock]) {
+        let key: Vec<String> = calls.iter().map(call_key).collect();
+        self.turns.push(key.join("\u{1}"));
+        self.shown.push(calls.iter().map(describe).collect::<Vec<_>>().join(" + "));
+        self.current.clear();
+        self.cycle = None;
+        let n = self.turns.len();
+        for p in 2..=MAX_PERIOD {
+            if n >= 2 * p && self.turns[n - p..] == self.turns[n - 2 * p..n - p] {
+                // A period-p cycle whose turns are all the same is a one-turn repeat, not a cycle.
+                if self.turns[n - p..].iter().any(|t| *t != self.turns[n - 1]) {
+                    self.cycle = Some(p);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// A call of the current turn ran with this result.
+    pub fn see(&mut self, call: &ToolUseBlock, content: &Value, is_error: bool) {
+        let key = (call.name.clone(), call.input.to_string());
+        let text = result_text(content);
+        let why = if unchanged_write(call, &text, is_error) {
+            Some(format!("{} wrote exactly the content the file already had, so nothing changed", describe(call)))
+        } else if self.results.get(&key) == Some(&text) {
+            Some(same_result(call, &text, is_error))
+        } else {
+            None
+        };
+        self.results.insert(key, text);
+        self.current.push(why);
+    }
+
+    /// A call of the current turn told the model something new whatever its result (a refusal by the user).
+    pub fn moved(&mut self) {
+        self.current.push(None);
+    }
+
+    /// The same call as in the turn before ran again: the runaway guard counts those and stops them, so the
+    /// turn neither stalls nor moves here. Returns the note for the model when the result is the same as
+    /// last time (a check that passed, run again): the earliest moment to tell it.
+    pub fn again(&mut self, call: &ToolUseBlock, content: &Value, is_error: bool) -> Option<String> {
+        let key = (call.name.clone(), call.input.to_string());
+        let text = result_text(content);
+        let why = if unchanged_write(call, &text, is_error) {
+            Some(format!("{} wrote exactly the content the file already had, so nothing changed", describe(call)))
+        } else {
+            (self.results.get(&key) == Some(&text)).then(|| same_result(call, &text, is_error))
+        };
+        let note = why.map(|why| {
+            format!(
+                "[tooloop: no progress: {why}. If the task is done, answer now in plain words without calling a \
+                 tool; otherwise do something different.]"
+            )
+        });
+        self.results.insert(key, text);
+        note
+    }
+
+    /// The current turn ended (every call was seen). `Some` when it made no progress.
+    pub fn end_turn(&mut self, guard: &ProgressGuard) -> Option<Stall> {
+        let cycle = self.cycle.take().map(|p| {
+            let n = self.shown.len();
+            format!(
+                "your last {p} turns made the same tool calls as the {p} turns before them (a cycle: {})",
+                self.shown[n - p..].join(", then ")
+            )
+        });
+        // A cycle counts when its calls also brought nothing new (commands whose output changes, like a poll,
+        // are left alone).
+        if self.current.is_empty() {
+            return None; // only calls the runaway guard counts: no verdict either way
+        }
+        let all_idle = self.current.iter().all(Option::is_some);
+        let any_idle = self.current.iter().any(Option::is_some);
+        let stalled = all_idle || (cycle.is_some() && any_idle);
+        if !stalled {
+            self.stalled = 0;
+            return None;
+        }
+        self.stalled += 1;
+        let mut what: Vec<String> = cycle.into_iter().collect();
+        what.extend(self.current.iter().flatten().cloned());
+        let stop = self.stalled > guard.stop_after;
+        let note = if stop {
+            format!(
+                "[tooloop: the run is stopped: {} turns in a row changed nothing. {}.]",
+                self.stalled,
+                capitalize(&what.join("; "))
+            )
+        } else {
+            format!(
+                "[tooloop: no progress: {}. If the task is done, answer now in plain words without calling a \
+                 tool; otherwise do something different.]",
+                what.join("; ")
+            )
+        };
+        Some(Stall { count: self.stalled, stop, note })
+    }
+}
+
+/// The built-in write_file compares before writing and says when the file already had the content.
+fn unchanged_write(call: &ToolUseBlock, text: &str, is_error: bool) -> bool {
+    !is_error && call.name == "write_file" && text.starts_with("unchanged ")
+}
+
+/// One string per call: its name and exact input.
+fn call_key(call: &ToolUseBlock) -> String {
+    format!("{}\u{0}{}", call.name, call.input)
+}
+
+/// A result as text, for comparing and quoting.
+fn result_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .map(|b| b.get("text").and_then(Value::as_str).map_or_else(|| b.to_string(), str::to_string))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.to_string(),
+    }
+}
+
+/// `bash(python3 hello.py)`, `write_file(hello.py)`, `read_file(path: a.txt)`: short, for the notes.
+fn describe(call: &ToolUseBlock) -> String {
+    let main = ["command", "path", "file_path", "pattern", "query", "url"]
+        .iter()
+        .find_map(|k| call.input.get(*k).and_then(Value::as_str))
+        .map(str::to_string)
+        .unwrap_or_else(|| call.input.to_string());
+    let main = main.split_whitespace().collect::<Vec<_>>().join(" ");
+    format!("{}({})", call.name, crate::text::ellipsize(&main, QUOTE))
+}
+
+/// The note for a call whose result is the same as its last one.
+fn same_result(call: &ToolUseBlock, text: &str, is_error: bool) -> String {
+    let passed = !is_error && call.name == "bash" && !text.lines().any(|l| l.starts_with("exit code: "));
+    if passed {
+        format!("{} already ran before with exactly the same output and it passed (exit code 0)", describe(call))
+    } else {
+        format!("{} already ran before with exactly the same result", describe(call))
+    }
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    c.next().map_or_else(String::new, |f| f.to_uppercase().collect::<String>() + c.as_str())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(name: &str, input: Value) -> ToolUseBlock {
+        ToolUseBlock { id: "t".into(), name: name.into(), input, extra: Default::default() }
+    }
+
+    fn turn(p: &mut Progress, calls: &[(ToolUseBlock, &str)]) -> Option<Stall> {
+        let only: Vec<ToolUseBlock> = calls.iter().map(|(c, _)| c.clone()).collect();
+        p.begin_turn(&only);
+        for (c, r) in calls {
+            p.see(c, &Value::String((*r).into()), false);
+        }
+        p.end_turn(&ProgressGuard::default())
+    }
+
+    #[test]
+    fn new_results_are_progress_and_identical_rewrites_then_same_output_stall_until_stop() {
+        let mut p = Progress::default();
+        let write = call("write_file", json!({"path": "hello.py", "content": "print(1)"}));
+        let run = call("bash", json!({"command": "python3 hello.py"}));
+        assert_eq!(turn(&mut p, &[(write.clone(), "created hello.py (8 bytes)")]), None);
+        assert_eq!(turn(&mut p, &[(run.clone(), "1")]), None);
+        let s = turn(&mut p, &[(write.clone(), "unchanged hello.py (8 bytes; it already had this content)")]);
+        let s = s.expect("an identical rewrite is no progress");
+        assert_eq!((s.count, s.stop), (1, false));
+        assert!(s.note.contains("write_file(hello.py) wrote exactly the content the file already had"), "{}", s.note);
+        assert!(s.note.contains("answer now in plain words without calling a tool"), "{}", s.note);
+        let s = turn(&mut p, &[(run.clone(), "1")]).expect("same output again");
+        assert!(
+            s.note.contains("bash(python3 hello.py) already ran before with exactly the same output and it passed")
+        );
+        assert!(s.note.contains("a cycle"), "{}", s.note);
+        assert_eq!((s.count, s.stop), (2, false));
+        let s = turn(&mut p, &[(write, "unchanged hello.py (8 bytes; it already had this content)")]).expect("stall");
+        assert_eq!((s.count, s.stop), (3, true));
+        assert!(s.note.starts_with("[tooloop: the run is stopped: 3 turns in a row changed nothing"), "{}", s.note);
+    }
+
+    #[test]
+    fn a_cycle_is_named_and_one_whose_results_change_is_left_alone() {
+        let mut p = Progress::default();
+        let a = call("write_file", json!({"path": "a", "content": "1"}));
+        let b = call("write_file", json!({"path": "a", "content": "2"}));
+        assert_eq!(turn(&mut p, &[(a.clone(), "created a (1 bytes)")]), None);
+        assert_eq!(turn(&mut p, &[(b.clone(), "overwrote a (1 bytes; it had 1 bytes)")]), None);
+        assert_eq!(turn(&mut p, &[(a.clone(), "overwrote a (1 bytes; it had 1 bytes)")]), None, "a new result");
+        let s = turn(&mut p, &[(b, "overwrote a (1 bytes; it had 1 bytes)")]).expect("A B A B is a cycle");
+        assert!(
+            s.note.contains(
+                "your last 2 turns made the same tool calls as the 2 turns before them (a cycle: \
+                             write_file(a), then write_file(a))"
+            ),
+            "{}",
+            s.note
+        );
+        // A poll: the same two commands, new output each time.
+        let mut p = Progress::default();
+        let (x, y) = (call("bash", json!({"command": "date"})), call("bash", json!({"command": "cat log"})));
+        for i in 0..6 {
+            let c = if i % 2 == 0 { &x } else { &y };
+            assert_eq!(turn(&mut p, &[(c.clone(), &format!("t{i}"))]), None);
+        }
+    }
+
+    #[test]
+    fn a_change_in_between_starts_the_count_again() {
+        let mut p = Progress::default();
+        let run = call("bash", json!({"command": "python3 t.py"}));
+        assert_eq!(turn(&mut p, &[(run.clone(), "FAIL\nexit code: 1")]), None);
+        let s = turn(&mut p, &[(run.clone(), "FAIL\nexit code: 1")]).expect("same failure");
+        assert!(s.note.contains("already ran before with exactly the same result"), "{}", s.note);
+        let edit = call("edit_file", json!({"path": "t.py", "old_text": "a", "new_text": "b"}));
+        assert_eq!(turn(&mut p, &[(edit, "edited t.py")]), None);
+        assert_eq!(turn(&mut p, &[(run.clone(), "ok")]), None);
+        assert_eq!(turn(&mut p, &[(run, "ok")]).map(|s| s.count), Some(1));
+    }
+
+    #[test]
+    fn the_same_call_again_is_told_at_once_but_left_to_the_runaway_guard() {
+        let mut p = Progress::default();
+        let run = call("bash", json!({"command": "python3 hello.py"}));
+        assert_eq!(turn(&mut p, &[(run.clone(), "Hello")]), None);
+        p.begin_turn(std::slice::from_ref(&run));
+        let note = p.again(&run, &json!("Hello"), false).expect("the same passing output");
+        assert!(note.contains("already ran before with exactly the same output and it passed"), "{note}");
+        assert_eq!(p.end_turn(&ProgressGuard::default()), None, "no verdict: the runaway guard counts these");
+        p.begin_turn(std::slice::from_ref(&run));
+        assert_eq!(p.again(&run, &json!("Hello again"), false), None, "a new output is no repeat");
+        // The second identical write says "unchanged" where the first said "created": told at once too.
+        let write = call("write_file", json!({"path": "errors.txt", "content": "37"}));
+        assert_eq!(turn(&mut p, &[(write.clone(), "created errors.txt (2 bytes)")]), None);
+        p.begin_turn(std::slice::from_ref(&write));
+        let note = p.again(&write, &json!("unchanged errors.txt (2 bytes; it already had this content)"), false);
+        assert!(note.expect("an identical rewrite").contains("wrote exactly the content the file already had"));
+    }
+
+    #[test]
+    fn one_new_call_in_a_turn_is_progress() {
+        let mut p = Progress::default();
+        let run = call("bash", json!({"command": "ls"}));
+        assert_eq!(turn(&mut p, &[(run.clone(), "a")]), None);
+        let read = call("read_file", json!({"path": "a"}));
+        assert_eq!(turn(&mut p, &[(run, "a"), (read, "text")]), None);
+    }
+}

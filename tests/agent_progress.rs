@@ -1,0 +1,174 @@
+//! Progress detection end to end: an agent built from options (the door every binding uses) with the
+//! built-in tools in a temporary workspace, against the mock server speaking the Messages API. Three scripted
+//! models: one that re-writes identical content and re-runs the same check, one that goes round a cycle of
+//! reads and checks, and one that finishes (never touched).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "common/mock.rs"]
+mod mock;
+
+use std::path::PathBuf;
+
+use mock::MockServer;
+use serde_json::{Value, json};
+use tooloop::{AgentOptions, Event, RunResult, StopReason};
+
+/// A scripted model: each step is one turn, either `("call", name, input)` or the final text.
+fn scenario(steps: &[Value]) -> Value {
+    let responses: Vec<Value> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| {
+            let (content, stop) = match step {
+                Value::String(text) => (json!([{"type": "text", "text": text}]), "end_turn"),
+                call => (
+                    json!([{"type": "tool_use", "id": format!("toolu_{i:02}"), "name": call["name"],
+                            "input": call["input"]}]),
+                    "tool_use",
+                ),
+            };
+            json!({"anthropic": {"id": format!("msg_{i:02}"), "type": "message", "role": "assistant",
+                "model": "claude-sonnet-4-6", "content": content, "stop_reason": stop, "stop_sequence": null,
+                "usage": {"input_tokens": 100, "output_tokens": 10}}})
+        })
+        .collect();
+    json!({"description": "progress detection", "responses": responses})
+}
+
+fn write(path: &str, content: &str) -> Value {
+    json!({"name": "write_file", "input": {"path": path, "content": content}})
+}
+
+fn bash(command: &str) -> Value {
+    json!({"name": "bash", "input": {"command": command}})
+}
+
+fn read(path: &str) -> Value {
+    json!({"name": "read_file", "input": {"path": path}})
+}
+
+struct Ws(PathBuf);
+
+impl Ws {
+    fn new(tag: &str) -> Ws {
+        let dir = std::env::temp_dir().join(format!("tooloop-progress-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Ws(dir)
+    }
+}
+
+impl Drop for Ws {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run(mock: &MockServer, ws: &Ws, extra: Value) -> (RunResult, Vec<Event>) {
+    let mut options = json!({"model": "claude-sonnet-4-6", "api_key": "sk-ant-mock", "base_url": mock.base_url(),
+        "builtin_tools": true, "workspace": ws.0, "sandbox": "off", "max_turns": 12, "stream": false});
+    for (k, v) in extra.as_object().unwrap() {
+        options[k] = v.clone();
+    }
+    let agent = AgentOptions::from_value(options).unwrap().build().unwrap();
+    let mut events = Vec::new();
+    let result = agent.run("make hello.txt say hi and check it", &mut |e| events.push(e.clone())).unwrap();
+    (result, events)
+}
+
+fn repetitions(events: &[Event]) -> Vec<(u32, bool, String)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Repetition { count, stopped, note, .. } => Some((*count, *stopped, note.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The text of the tool_result in request `i`'s last message.
+fn last_result(requests: &[Value], i: usize) -> String {
+    let messages = requests[i]["body"]["messages"].as_array().unwrap();
+    let content = &messages.last().unwrap()["content"][0]["content"];
+    content.as_str().map(str::to_string).unwrap_or_else(|| content.to_string())
+}
+
+#[test]
+fn a_model_that_rewrites_identical_content_and_reruns_the_check_is_told_then_stopped() {
+    // write, check, write the same, check again, … — the loop small models fall into when they are done.
+    let mut steps = Vec::new();
+    for _ in 0..5 {
+        steps.push(write("hello.txt", "hi\n"));
+        steps.push(bash("cat hello.txt"));
+    }
+    let mock = MockServer::start(&scenario(&steps));
+    let ws = Ws::new("rewrite");
+    let (result, events) = run(&mock, &ws, json!({}));
+    assert_eq!(result.stop_reason, Some(StopReason::Repetition));
+    assert_eq!(result.turns, 5, "turn 3 is told, turns 4 and 5 go on: stopped after 5");
+    let reps = repetitions(&events);
+    assert_eq!(reps.iter().map(|(c, s, _)| (*c, *s)).collect::<Vec<_>>(), vec![(1, false), (2, false), (3, true)]);
+    assert!(
+        reps[0].2.contains("write_file(hello.txt) wrote exactly the content the file already had"),
+        "{}",
+        reps[0].2
+    );
+    assert!(reps[1].2.contains("bash(cat hello.txt) already ran before with exactly the same output and it passed"));
+    assert!(reps[2].2.contains("the run is stopped"), "{}", reps[2].2);
+    // The model read the note in the result of its identical rewrite.
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 5);
+    let told = last_result(&requests, 3);
+    assert!(told.starts_with("unchanged hello.txt"), "{told}");
+    assert!(told.contains("If the task is done, answer now in plain words without calling a tool"), "{told}");
+    assert_eq!(std::fs::read_to_string(ws.0.join("hello.txt")).unwrap(), "hi\n");
+}
+
+#[test]
+fn a_model_that_cycles_through_the_same_calls_is_stopped() {
+    // A B C A B C …: a read, a check and a look around that bring nothing new after the first round.
+    let mut steps = Vec::new();
+    for _ in 0..4 {
+        steps.push(read("hello.txt"));
+        steps.push(bash("cat hello.txt"));
+        steps.push(bash("ls"));
+    }
+    let mock = MockServer::start(&scenario(&steps));
+    let ws = Ws::new("cycle");
+    std::fs::write(ws.0.join("hello.txt"), "hi\n").unwrap();
+    let (result, events) = run(&mock, &ws, json!({}));
+    assert_eq!(result.stop_reason, Some(StopReason::Repetition));
+    assert_eq!(result.turns, 6);
+    let reps = repetitions(&events);
+    assert_eq!(reps.len(), 3);
+    assert!(reps[2].1);
+    assert!(
+        reps[2].2.contains("a cycle: read_file(hello.txt), then bash(cat hello.txt), then bash(ls)"),
+        "{}",
+        reps[2].2
+    );
+}
+
+#[test]
+fn a_model_that_finishes_is_never_touched_and_the_guard_can_be_turned_off() {
+    let steps = [write("hello.txt", "hi\n"), bash("cat hello.txt"), json!("hello.txt says hi.")];
+    let mock = MockServer::start(&scenario(&steps));
+    let ws = Ws::new("finish");
+    let (result, events) = run(&mock, &ws, json!({}));
+    assert_eq!(result.stop_reason, Some(StopReason::EndTurn));
+    assert!(repetitions(&events).is_empty());
+    assert!(!last_result(&mock.requests(), 2).contains("tooloop:"));
+
+    // Off: the identical rewrites run until max_turns.
+    let mut steps = Vec::new();
+    for _ in 0..3 {
+        steps.push(write("hello.txt", "hi\n"));
+        steps.push(bash("cat hello.txt"));
+    }
+    steps.push(json!("done"));
+    let mock = MockServer::start(&scenario(&steps));
+    let ws = Ws::new("off");
+    let (result, events) = run(&mock, &ws, json!({"progress_guard": false}));
+    assert_eq!((result.stop_reason, result.turns), (Some(StopReason::EndTurn), 7));
+    assert!(repetitions(&events).is_empty());
+}

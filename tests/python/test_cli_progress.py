@@ -1,0 +1,200 @@
+"""The `tooloop` command knows when a model stops making progress (issue 21): three scripted models against the
+mock server — one that re-writes identical content and re-runs its check, one that cycles, one that finishes —
+and bench/local_tasks.py over its twelve tasks, side by side with another agent command.
+"""
+
+import json
+import subprocess
+import sys
+
+from _support import ROOT, cli_env, text_reply, tool_reply
+from mockctl import MockServer
+
+
+def run(exe, ws, env, *args, timeout=60):
+    proc = subprocess.run([exe, "--yes", "--sandbox", "off", "--no-color"] + list(args), cwd=ws, env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+    print("exit", proc.returncode, "\n--- stdout\n" + proc.stdout + "--- stderr\n" + proc.stderr)
+    return proc
+
+
+def rewrites(n):
+    steps = []
+    for i in range(n):
+        steps.append(tool_reply((f"w{i}", "write_file", {"path": "hello.txt", "content": "hi\n"})))
+        steps.append(tool_reply((f"b{i}", "bash", {"command": "cat hello.txt"})))
+    return steps
+
+
+def test_a_model_that_rewrites_identical_content_is_told_then_stopped_in_one_line(tooloop_exe, ws, tmp_path):
+    with MockServer({"responses": rewrites(5)}) as mock:
+        proc = run(tooloop_exe, ws, cli_env(tmp_path, mock), "make hello.txt say hi")
+        reqs = mock.requests()
+    assert proc.returncode == 1
+    assert len(reqs) == 5, "told at turn 3, stopped after turn 5"
+    told = json.dumps(reqs[3]["body"]["messages"][-1])
+    assert "wrote exactly the content the file already had" in told and "without calling a tool" in told
+    line = proc.stderr.strip()
+    assert line.count("\n") == 0
+    assert line.startswith("tooloop: stopped: no progress (3 turns in a row changed nothing."), line
+    assert "write_file(hello.txt)" in line
+    assert "no progress (1 turn): the model was told it repeats itself" in proc.stdout
+    assert (ws / "hello.txt").read_text() == "hi\n"
+
+
+def test_a_model_that_cycles_is_stopped_and_the_line_names_the_cycle(tooloop_exe, ws, tmp_path):
+    (ws / "notes.txt").write_text("a note\n")
+    steps = []
+    for i in range(4):
+        steps += [tool_reply((f"r{i}", "read_file", {"path": "notes.txt"})),
+                  tool_reply((f"c{i}", "bash", {"command": "cat notes.txt"})),
+                  tool_reply((f"l{i}", "bash", {"command": "ls"}))]
+    with MockServer({"responses": steps}) as mock:
+        proc = run(tooloop_exe, ws, cli_env(tmp_path, mock), "summarize notes.txt")
+        n = len(mock.requests())
+    assert proc.returncode == 1 and n == 6
+    assert "a cycle: read_file(notes.txt), then bash(cat notes.txt), then bash(ls)" in proc.stderr
+    assert proc.stderr.strip().count("\n") == 0
+
+
+def test_a_model_that_finishes_is_untouched_and_the_guard_can_be_turned_off(tooloop_exe, ws, tmp_path):
+    steps = rewrites(1) + [text_reply("hello.txt says hi.")]
+    with MockServer({"responses": steps}) as mock:
+        proc = run(tooloop_exe, ws, cli_env(tmp_path, mock), "make hello.txt say hi")
+        reqs = mock.requests()
+    assert proc.returncode == 0, proc.stderr
+    assert "no progress" not in proc.stdout + proc.stderr
+    assert "tooloop:" not in json.dumps(reqs[-1]["body"]["messages"][-1])
+    # --no-progress-guard: the same identical rewrites run on to the turn limit.
+    with MockServer({"responses": rewrites(3)}) as mock:
+        proc = run(tooloop_exe, ws, cli_env(tmp_path, mock), "--no-progress-guard", "--max-turns", "6",
+                   "make hello.txt say hi")
+        n = len(mock.requests())
+    assert n == 6 and proc.returncode == 1
+    assert "turn limit" in proc.stderr and "no progress" not in proc.stderr
+
+
+# -- bench/local_tasks.py -------------------------------------------------------------------------------------
+
+def _call(i, name, args):
+    return {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def _openai(calls=None, text=None):
+    message = {"role": "assistant", "content": text}
+    if calls:
+        message["tool_calls"] = calls
+    return {"openai": {"id": "chatcmpl-b", "object": "chat.completion", "created": 1, "model": "qwen",
+                       "choices": [{"index": 0, "finish_reason": "tool_calls" if calls else "stop",
+                                    "message": message}],
+                       "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}}}
+
+
+def _write(i, path, content):
+    return _call(i, "write_file", {"path": path, "content": content})
+
+
+SOLUTIONS = {
+    "hello": [[_write(1, "hello.py", "print('Hello, world!')\n")]],
+    "bugfix": [[_write(1, "calc.py", "def add(a, b):\n    return a + b\n")]],
+    "function": [[_write(1, "pal.py", "def is_palindrome(s):\n    return s == s[::-1]\n"),
+                  _write(2, "test_pal.py", "from pal import is_palindrome\nassert is_palindrome('aba')\n")],
+                 [_call(3, "bash", {"command": "python3 test_pal.py"})]],
+    "fizzbuzz": [[_write(1, "fizzbuzz.py", "for i in range(1, 16):\n    print('Fizz' * (i % 3 == 0) + 'Buzz' * "
+                                           "(i % 5 == 0) or i)\n")]],
+    "failing_test": [[_call(1, "bash", {"command": "python3 test_stats.py"})],
+                     [_write(2, "stats.py", "def mean(xs):\n    return sum(xs) / len(xs)\n")]],
+    "add_test": [[_write(1, "test_slug.py", "from slug import slugify\nassert slugify('Hello World') == "
+                                            "'hello-world'\n")]],
+    "read_first": [[_call(1, "read_file", {"path": "settings.py"})], [_write(2, "limit.txt", "4711\n")]],
+    "cli_flag": [[_write(1, "greet.py", "import sys\nname = sys.argv[1]\nmsg = f'Hello, {name}!'\n"
+                                        "print(msg.upper() if '--shout' in sys.argv else msg)\n")]],
+    "traceback": [[_call(1, "bash", {"command": "python3 report.py"})],
+                  [_write(2, "report.py", "import json\nfor row in json.load(open('scores.json')):\n"
+                                          "    print(f\"{row['name']}: {row['score']}\")\n")]],
+    "rename": [[_write(1, "util.py", "def load_data():\n    return [1, 2, 3]\n"),
+                _write(2, "main.py", "from util import load_data\nfrom report import total\n"
+                                     "print('total', total(load_data()))\n"),
+                _write(3, "report.py", "from util import load_data\ndef total(xs=None):\n"
+                                       "    return sum(xs if xs is not None else load_data())\n")]],
+    "three_files": [[_write(1, "shop.py", "class Item:\n    def __init__(self, name, price, currency='EUR'):\n"
+                                          "        self.name, self.price, self.currency = name, price, currency\n"),
+                     _write(2, "fmt.py", "def price(amount, currency='EUR'):\n    return f'{amount:.2f} {currency}'\n"),
+                     _write(3, "main.py", "from shop import Item\nfrom fmt import price\n"
+                                          "items = [Item('tea', 4.5), Item('cake', 8.0)]\n"
+                                          "print('Total:', price(sum(i.price for i in items), items[0].currency))\n")]],
+    "errors_count": [[_call(1, "bash", {"command": "grep -c ERROR app.log"})], [_write(2, "errors.txt", "37\n")]],
+}
+
+
+def test_bench_runs_twelve_tasks_side_by_side_with_another_agent(tooloop_exe, tmp_path):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import local_tasks
+
+    names = [t.name for t in local_tasks.TASKS]
+    assert len(names) >= 12 and set(names) == set(SOLUTIONS)
+    responses = []
+    for name in names:
+        responses.append({"json": {"default_generation_settings": {"n_ctx": 4096}}})   # the CLI's GET /props
+        responses += [_openai(calls) for calls in SOLUTIONS[name]] + [_openai(text="Done.")]
+    # The other agent: a command that claims success and changes nothing (the check decides, not the claim).
+    other = f"lazy={sys.executable} -c \"import sys; print('turns: 1', file=sys.stderr)\""
+    with MockServer({"responses": responses}) as mock:
+        proc = subprocess.run([sys.executable, str(ROOT / "bench" / "local_tasks.py"), "--provider", "openai",
+                               "--base-url", mock.base_url + "/v1", "--model", "qwen2.5-coder", "-n", "1",
+                               "--tasks", "all", "--tooloop", tooloop_exe, "--agent", other, "--json",
+                               "--", "--sandbox", "off"],
+                              env=cli_env(tmp_path), capture_output=True, text=True, timeout=600,
+                              stdin=subprocess.DEVNULL)
+        n = len(mock.requests())
+    print(proc.stdout, proc.stderr)
+    runs = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    mine = {r["task"]: r for r in runs if r["agent"] == "tooloop"}
+    assert list(mine) == names
+    assert all(r["ok"] and r["stopped"] and r["survived"] for r in mine.values()), mine
+    assert [mine[t]["turns"] for t in ("hello", "function", "errors_count")] == [2, 3, 3]
+    lazy = [r for r in runs if r["agent"] == "lazy"]
+    assert len(lazy) == 12 and not any(r["ok"] for r in lazy) and all(r["stopped"] and r["turns"] == 1 for r in lazy)
+    assert n == len(responses)
+    assert "tooloop: 12/12 passed, 12/12 passed and stopped by itself (100%), 12/12 workspaces survived" in proc.stdout
+    assert "lazy: 0/12 passed" in proc.stdout
+    assert proc.returncode == 1   # the lazy agent failed
+
+
+# -- the Python door ------------------------------------------------------------------------------------------
+
+def test_python_agents_detect_no_progress_by_default_and_can_turn_it_off():
+    import tooloop
+
+    def run_with(**options):
+        calls = []
+
+        def model(request):
+            n = len(request["messages"])
+            if n > 13:
+                return {"content": [{"type": "text", "text": "done"}]}
+            return {"content": [{"type": "tool_use", "id": f"t{n}", "name": "ping", "input": {"x": n // 2 % 2}}]}
+
+        agent = tooloop.Agent(provider=model, **options)
+
+        @agent.tool
+        def ping(x: int) -> str:
+            """Ping."""
+            calls.append(x)
+            return "pong"
+
+        events = []
+        for event in agent.stream("go"):
+            events.append(event)
+        result = [e for e in events if e.type == "done"][0].result
+        return result, [e for e in events if e.type == "repetition"], calls
+
+    # ping(0), ping(1), ping(0), ping(1), ...: the same results again, a cycle.
+    result, reps, calls = run_with()
+    assert result.stop_reason == "repetition" and len(calls) == 5
+    assert [(e.count, e.stopped) for e in reps] == [(1, False), (2, False), (3, True)]
+    assert "ping" in reps[0].note and "without calling a tool" in reps[0].note
+    result, reps, calls = run_with(progress_guard=False)
+    assert result.stop_reason == "end_turn" and reps == [] and len(calls) == 7
+    result, reps, calls = run_with(progress_guard={"stop_after": 5})
+    assert result.stop_reason == "end_turn" and len(reps) == 5 and not any(e.stopped for e in reps)
