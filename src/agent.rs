@@ -1719,7 +1719,7 @@ impl Agent {
                 // Every call the model made is announced, also one that is then refused or not run, so a
                 // host sees a tool_use before each tool_result.
                 on_event(&Event::ToolUse { id: call.id.clone(), name: call.name.clone(), input: call.input.clone() });
-                let count = state.repeats.see(call, run.turns);
+                let count = state.repeats.see(call);
                 again[k] = guard.is_some() && count >= 2;
                 if let Some((tool, _)) = &fatal {
                     outcomes[k] = Some(CallOutcome::error(format!("not run: tool '{tool}' aborted the run first")));

@@ -303,7 +303,7 @@ fn invalid(key: &str, message: impl Into<String>) -> Error {
 
 impl AgentOptions {
     /// Every key the JSON form may hold.
-    pub const KEYS: [&'static str; 39] = [
+    pub const KEYS: [&'static str; 44] = [
         "provider",
         "model",
         "system",

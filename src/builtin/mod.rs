@@ -358,6 +358,11 @@ pub fn short_description(name: &str) -> Option<&'static str> {
         "read_file" => "Read a text file; returns its lines numbered.",
         "write_file" => "Create or replace a whole file with `content`.",
         "edit_file" => "Replace `old_text`, which must occur exactly once, with `new_text` in a file.",
+        "grep" => "Search file contents for a regular expression; returns matching files or lines.",
+        "glob" => "List the files matching a pattern such as `**/*.py`, newest first.",
+        "web_fetch" => "Fetch an http(s) page and return it as text.",
+        "bash_output" => "Read what a background command printed since the last read, and whether it still runs.",
+        "bash_kill" => "Stop a background command and everything it started.",
         _ => return None,
     })
 }

@@ -78,9 +78,9 @@ is done, answer in one or two plain sentences without calling a tool."""
 
 def compact_system_prompt(workspace: Path, permission_mode: str = "ask") -> str:
     """A short prompt for small local models: their context is small and long rules distract them."""
-    # grep and glob are named only: their descriptions say to use them instead of bash searches.
-    lines = [f"You are a coding agent in {Path(workspace)}. Tools: bash, read_file, write_file, edit_file, "
-             "grep, glob (paths relative to the workspace).", COMPACT_RULES]
+    # The compact prompt goes with the small tool set (local.SMALL_MODEL_TOOLS): it names exactly those.
+    lines = [f"You are a coding agent in {Path(workspace)}. Tools: bash, read_file, write_file, edit_file "
+             "(paths relative to the workspace).", COMPACT_RULES]
     if permission_mode == "read-only":
         lines.append("Read-only: bash, write_file and edit_file are refused; describe changes instead.")
     return "\n".join(lines)
