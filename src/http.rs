@@ -786,43 +786,7 @@ impl HttpClient {
         let sent = builder.send(&req.body[..]);
         let stop = watching.stop();
         drop(watching);
-        let response = match sent {
-            Ok(r) => r,
-            Err(e) => {
-                return Err(match stop {
-                    Some(Stop::Cancelled) => Error::Cancelled { partial: None },
-                    Some(Stop::Idle) => {
-                        Error::Timeout { phase: "idle", after: self.config.idle_timeout, partial: None }
-                    }
-                    Some(Stop::Total) => {
-                        Error::Timeout { phase: "total", after: self.config.total_timeout, partial: None }
-                    }
-                    None if cancel.is_cancelled() => Error::Cancelled { partial: None },
-                    None if matches!(e, ureq::Error::Timeout(_)) => {
-                        Error::Timeout { phase: "connect", after: self.config.connect_timeout, partial: None }
-                    }
-                    None => Error::Connection { message: describe_ureq_error(&e) },
-                });
-            }
-        };
-        let status = response.status().as_u16();
-        let headers = response
-            .headers()
-            .iter()
-            .map(|(k, v)| (k.as_str().to_ascii_lowercase(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-            .collect();
-        let reader = response.into_body().into_with_config().limit(u64::MAX).reader();
-        Ok(HttpResponse {
-            status,
-            headers,
-            reader,
-            buf: Vec::new(),
-            cancel: cancel.clone(),
-            idle: self.config.idle_timeout,
-            deadline,
-            total: self.config.total_timeout,
-            done: false,
-        })
+        self.response(sent, stop, cancel, deadline)
     }
 
     /// One GET of `url` with `headers` (tools such as `web_fetch`): no retry, and redirects are NOT followed
@@ -838,6 +802,18 @@ impl HttpClient {
         let sent = builder.config().max_redirects(0).build().call();
         let stop = watching.stop();
         drop(watching);
+        self.response(sent, stop, cancel, deadline)
+    }
+
+    /// The answer to one request, or the error its failure means (cancel and the timeouts named after the
+    /// watch that stopped it). Shared by [`HttpClient::send_to`] and [`HttpClient::get_once`].
+    fn response(
+        &self,
+        sent: std::result::Result<ureq::http::Response<ureq::Body>, ureq::Error>,
+        stop: Option<Stop>,
+        cancel: &CancelToken,
+        deadline: Instant,
+    ) -> Result<HttpResponse> {
         let response = match sent {
             Ok(r) => r,
             Err(e) => {
