@@ -88,7 +88,7 @@ def test_compact_command_in_the_repl_shrinks_the_next_request(tooloop_exe, ws, t
 
 def test_auto_compaction_shows_one_dim_line_in_the_repl(tooloop_exe, ws, tmp_path):
     with MockServer(SCENARIOS / "cli_compact_auto.json") as mock:
-        term = Term(tooloop_exe, ["--context-window", "3200"], ws, term_env(tmp_path, mock))
+        term = Term(tooloop_exe, ["--context-window", "2200"], ws, term_env(tmp_path, mock))
         try:
             term.expect(PROMPT)
             for i in range(2):
@@ -127,7 +127,7 @@ def test_print_mode_prints_only_the_answer_while_compaction_happens(tooloop_exe,
         env = cli_env(tmp_path, mock, NO_COLOR="1")
         runs = []
         for i, extra in enumerate([[], ["--continue"], ["--continue", "--compaction-model", "claude-haiku-4-5"]]):
-            runs.append(subprocess.run([tooloop_exe, "-p", "--context-window", "3200", *extra, f"explain part {i}"],
+            runs.append(subprocess.run([tooloop_exe, "-p", "--context-window", "2200", *extra, f"explain part {i}"],
                                        cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True,
                                        text=True, timeout=60))
         reqs = mock.requests()
@@ -151,30 +151,30 @@ def test_status_bar_shows_the_context_share_of_the_window(tooloop_exe, ws, tmp_p
     with MockServer(SCENARIOS / "cli_compact_manual.json") as mock:
         env = term_env(tmp_path, mock)
         del env["PROMPT_TOOLKIT_NO_CPR"]   # the bar is drawn only once prompt_toolkit knows the cursor
-        term = Term(tooloop_exe, ["--context-window", "4500", "--no-compaction"], ws, env)
+        term = Term(tooloop_exe, ["--context-window", "2300", "--no-compaction"], ws, env)
         try:
-            expect_answering_cpr(term, r"ctx 0% of 4\.5k")     # nothing sent yet
+            expect_answering_cpr(term, r"ctx 0% of 2\.3k")     # nothing sent yet
             term.type("explain part 0")
             term.expect("Point 0.29")
-            # The mock counted the request at ~2.6k tokens (the built-in tools' schemas are most of it): 57% of
-            # 4.5k (input and cache reads together).
-            expect_answering_cpr(term, r"ctx 5\d% of 4\.5k")
+            # A window this small gets the compact prompt and the small tool set: the mock counted the request
+            # at ~0.7k tokens, 3x% of 2.3k (input and cache reads together).
+            expect_answering_cpr(term, r"ctx 3\d% of 2\.3k")
             term.type("explain part 1")
             term.expect("Point 1.29")
-            expect_answering_cpr(term, r"ctx 7\d% of 4\.5k")
+            expect_answering_cpr(term, r"ctx 5\d% of 2\.3k")
             term.type("explain part 2")
             term.expect("Point 2.29")
-            expect_answering_cpr(term, r"ctx 8\d% of 4\.5k")
+            expect_answering_cpr(term, r"ctx 8\d% of 2\.3k")
             term.type("/compact")
             term.expect("compacted: ")
             # After /compact no model turn has said the size yet: the core's estimate, smaller than before.
-            expect_answering_cpr(term, r"ctx [1-7]\d% of 4\.5k")
+            expect_answering_cpr(term, r"ctx [1-7]\d% of 2\.3k")
             term.type("/q")
             assert term.finish() == 0
         finally:
             term.kill()
     text = SGR.sub("", term.log.getvalue())
-    assert re.search(r"claude-sonnet-4-6 · anthropic · ctx 8\d% of 4\.5k · ", text), text[-2000:]
+    assert re.search(r"claude-sonnet-4-6 · anthropic · ctx 8\d% of 2\.3k · ", text), text[-2000:]
 
 
 def test_settings_from_the_environment_turn_compaction_off(tooloop_exe, ws, tmp_path):

@@ -121,6 +121,10 @@ def test_a_background_server_is_queried_read_killed_and_nothing_is_left_after_cl
     assert "was killed" in outputs[3]
     listed = {b["id"]: b["status"] for b in agent.background_commands}
     assert listed == {"bash_1": "killed", "bash_2": "running"}
+    # Started asynchronously (setsid, the PID namespace, then bash execs sleep): wait for it to show up.
+    deadline = time.monotonic() + 5
+    while not sleep_pids(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert sleep_pids(marker), "the second background command is not running"
     agent.close()
     deadline = time.monotonic() + 3

@@ -287,8 +287,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ConfigProblem as e:
         _say(str(e))
         return EXIT_USAGE
-    for problem in loaded.problems:
-        _say(problem)
+    for why in loaded.problems:
+        _say(why)
     interactive = task is None and stdin_tty
     if loaded.pending:
         if interactive:
