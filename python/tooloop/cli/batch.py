@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
+from .args import _positive_int
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 #: The tools a --read-only batch may use: those that change nothing.
@@ -36,16 +38,6 @@ def read_only_permission(call: Any) -> Union[bool, str]:
     if name in READ_ONLY_TOOLS:
         return True
     return f"{name} is not allowed: this batch is read-only (allowed: {', '.join(sorted(READ_ONLY_TOOLS))})"
-
-
-def _positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
 
 
 def _positive_float(text: str) -> float:
