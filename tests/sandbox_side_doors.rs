@@ -111,7 +111,11 @@ fn tiocsti_and_tioclinux_fail_in_every_mode() {
 #[test]
 fn commands_run_in_a_session_of_their_own_without_a_terminal() {
     let fx = Fixture::new();
-    let own_sid = rustix::process::getsid(None).unwrap().as_raw_nonzero().get();
+    // Our own session as /proc shows it: 0 when the session leader lives outside our PID namespace
+    // (a container), which getsid() cannot express.
+    let own_stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after_name = &own_stat[own_stat.rfind(')').unwrap() + 2..];
+    let own_sid: i32 = after_name.split(' ').nth(3).unwrap().parse().unwrap();
     for mode in MODES {
         if mode != SandboxMode::Off && !landlock() {
             continue;
@@ -122,6 +126,7 @@ fn commands_run_in_a_session_of_their_own_without_a_terminal() {
         let mut lines = out.lines();
         let fields: Vec<i32> = lines.next().unwrap().split(' ').map(|f| f.parse().unwrap()).collect();
         assert_ne!(fields[0], own_sid, "{mode}: the command shares the host's session: {out}");
+        assert!(fields[0] > 0, "{mode}: a new session has an id of its own: {out}");
         assert_eq!(fields[1], 0, "{mode}: the command has a controlling terminal: {out}");
         assert_eq!(lines.next(), Some("stdin-not-a-tty"), "{mode}: {out}");
         let out = bash(&fx.registry(mode, true), "exec 3<>/dev/tty && echo opened-tty");
