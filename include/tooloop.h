@@ -531,6 +531,16 @@ extern "C" {
  *   has it (`"output_mode"`: `"auto"` default, `"native"` or `"tool"` for a forced `final_answer` tool); an
  *   invalid answer goes back to the model with the errors at most `"output_retries"` times (default 2),
  *   then the run fails with `TOOLOOP_OUTPUT_INVALID`. A subagent type may have its own `"output_schema"`.
+ * - `"cache"`: prompt-caching breakpoints on the Anthropic API and Bedrock (default true).
+ * - `"short_tool_descriptions"`: the built-in tools described in one sentence each (default false), for
+ *   small context windows.
+ * - `"instruction_files"`: `true` adds the project's `AGENTS.md` (else `CLAUDE.md`) files, from the
+ *   repository root down to the workspace, and the user's own to the system prompt; `false` (default) none;
+ *   an array of paths: exactly those files.
+ * - `"max_cost_usd"`: no request is sent that would take the agent's spend past this many US dollars; the
+ *   run then succeeds with `"stop_reason": "budget"`.
+ * - `"permission_rules"`: `{"allow": [...], "ask": [...], "deny": [...]}`, rules such as `"bash(npm test:*)"`
+ *   or `"edit_file(src/**)"` that decide tool calls before the permission callback (deny > ask > allow).
  *
  * The keys, defaults and checks are the core's `AgentOptions`, shared with the Python `Agent(...)`.
  * An unknown key is an error (a typo must not pass silently); so is a value that cannot work (a base URL

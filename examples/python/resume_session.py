@@ -24,9 +24,9 @@ def main() -> int:
         return 2
     path, question = sys.argv[1], " ".join(sys.argv[2:])
     agent = tooloop.Agent(model="claude-sonnet-4-6", tools=[get_weather], session=path)
-    report = agent.session_report or {}
-    if not report.get("created"):
-        print(f"[loaded {report.get('entries', 0)} entries from {path}]")
+    report = agent.session_report
+    if report is not None and not report["created"]:
+        print(f"[loaded {report['entries']} entries from {path}]")
     messages = agent.messages
     try:
         if messages and messages[-1]["role"] == "user":

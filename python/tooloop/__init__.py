@@ -13,7 +13,8 @@
     for event in agent.stream("And the date?"):
         ...
 
-The wire layer alone is ``tooloop.Client``. Errors form one tree under ``tooloop.Error``. The compiled half
+The wire layer alone is ``tooloop.Client``. Plain data comes back as ``dict``s whose shapes are the TypedDicts
+of ``tooloop.types``; ``tooloop.rules`` is the core's permission-rule matcher. Errors form one tree under ``tooloop.Error``. The compiled half
 is the private ``tooloop._tooloop``; the ``tooloop`` command lives in ``tooloop.cli`` and is never imported
 from here.
 
@@ -22,11 +23,12 @@ here imports ``typing``, ``inspect``, ``dataclasses`` or ``logging`` at import t
 is built or first needs them.
 """
 
-from ._tooloop import __version__, restore_file
+from ._tooloop import __version__, check_aws_credentials, estimate_cost_usd, restore_file, sandbox_support
+from ._tooloop import context_window as model_context_window
 from ._tools import Tool, as_tool, tool
 from ._agent import Agent, AgentStream, SubAgent, ToolInfo
 from ._hooks import ToolResult
-from ._session import SessionInfo, load_session, migrate_session
+from ._session import SessionInfo, list_sessions, load_session, migrate_session
 from .errors import (
     APIConnectionError,
     APIError,
@@ -81,6 +83,11 @@ __all__ = [
     "SessionInfo",
     "load_session",
     "migrate_session",
+    "list_sessions",
+    "sandbox_support",
+    "model_context_window",
+    "estimate_cost_usd",
+    "check_aws_credentials",
     "restore_file",
     "RunResult",
     "Usage",

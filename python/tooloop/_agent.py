@@ -25,6 +25,7 @@ if TYPE_CHECKING:
                         overload)
 
     from .events import Event
+    from .types import (BackgroundCommand, HistoryEntry, Instructions, McpStatus, SessionReport, Skills, Todo)
 
     #: A model written in Python: takes the request (a Messages API request dict), returns a message dict.
     ModelFn = Callable[[Dict[str, Any]], Dict[str, Any]]
@@ -242,6 +243,45 @@ class SubAgent:
         return [as_tool(t) for t in self.tools or [] if not isinstance(t, str)]
 
 
+def _unset_repr(self: object) -> str:
+    return "<core default>"
+
+
+# The default of an ``Agent`` option the caller did not give: the option is not passed, so the core's default
+# applies (the defaults are listed in the README and the C header, both read from the core). The class is
+# made under a name no module defines so that mypy.stubtest, which cannot know a sentinel means "not given",
+# does not hold its type against each parameter's annotation.
+_UNSET: Any = type("core_default", (), {"__slots__": (), "__repr__": _unset_repr})()
+
+#: The core's option keys (``AgentOptions::KEYS``): the keyword arguments of ``Agent`` that go to the core.
+_CORE_KEYS = frozenset(_tooloop.OPTION_KEYS)
+
+
+def _paths(value: Any) -> Any:
+    """One path or several (``skills=``) as the list of strings the core reads."""
+    if value is None:
+        return None
+    if isinstance(value, (str, os.PathLike)):
+        return [os.fspath(value)]
+    return [os.fspath(p) for p in value]
+
+
+#: Python values the core cannot read as they are (paths, tuples, SubAgent objects), converted when given.
+_CONVERT: Dict[str, Callable[[Any], Any]] = {
+    "builtin_tools": lambda v: v if isinstance(v, (bool, str)) or v is None else list(v),
+    "workspace": lambda v: os.fspath(v) if v is not None else None,
+    "session": lambda v: os.fspath(v) if v is not None else None,
+    "env_passthrough": lambda v: list(v) if isinstance(v, (list, tuple)) else v,
+    "stop_sequences": lambda v: list(v) if isinstance(v, (list, tuple)) else v,
+    "subagents": lambda v: {k: s._options() if isinstance(s, SubAgent) else s for k, s in (v or {}).items()},
+    "skills": _paths,
+    "server_tools": lambda v: list(v) if isinstance(v, tuple) else v,
+    "instruction_files": lambda v: v if isinstance(v, bool) or v is None else _paths(v),
+    "permission_rules": lambda v: {k: list(r) if isinstance(r, (list, tuple)) else r for k, r in v.items()}
+    if isinstance(v, dict) else v,
+}
+
+
 class Agent:
     """A model calling tools in a loop.
 
@@ -272,6 +312,16 @@ class Agent:
     "native", "tool"); an invalid answer goes back to the model with the errors at most ``output_retries``
     times, then ``OutputValidationError``.
 
+    Request options: ``temperature``, ``stop_sequences`` (a list of strings), ``tool_choice`` (an object such as
+    ``{"type": "any"}``, passed through), ``stream`` (stream responses; the core's default is True for a network
+    provider, False for a model callable). ``max_turns_policy="return"`` makes reaching ``max_turns`` end the
+    run with a result (``result.max_turns_reached``) instead of ``MaxTurnsExceeded`` (``"error"``, the
+    default). ``tool_concurrency`` caps how many parallel-safe tools run at once within a turn.
+
+    Every option left out takes the core's default (shown as ``<core default>`` in the signature; listed in the
+    README and the C header), the same for Python, C and the CLI. ``model`` is the one exception: Python
+    defaults it to ``DEFAULT_MODEL`` where the core requires it.
+
     Threads: one run at a time (another concurrent run raises ConfigError); ``cancel()``, ``messages``,
     ``history`` and ``usage`` may be used from any thread during a run.
     """
@@ -279,103 +329,71 @@ class Agent:
     def __init__(
         self,
         model: str = DEFAULT_MODEL,
-        system: Union[str, List[Dict[str, Any]], None] = None,
+        system: Union[str, List[Dict[str, Any]], None] = _UNSET,
         *,
-        provider: Union[str, ModelFn] = "anthropic",
-        api_key: Optional[str] = None,
-        base_url: Optional[str] = None,
-        max_tokens: int = 8192,
-        max_turns: Optional[int] = 20,
-        thinking: Union[int, Dict[str, Any], None] = None,
-        timeout: float = 600.0,
-        max_retries: int = 2,
+        provider: Union[str, ModelFn] = _UNSET,
+        api_key: Optional[str] = _UNSET,
+        base_url: Optional[str] = _UNSET,
+        max_tokens: int = _UNSET,
+        max_turns: Optional[int] = _UNSET,
+        max_turns_policy: str = _UNSET,
+        thinking: Union[int, Dict[str, Any], None] = _UNSET,
+        timeout: float = _UNSET,
+        max_retries: int = _UNSET,
+        stream: Optional[bool] = _UNSET,
+        temperature: Optional[float] = _UNSET,
+        stop_sequences: Sequence[str] = _UNSET,
+        tool_choice: Optional[Dict[str, Any]] = _UNSET,
+        tool_concurrency: int = _UNSET,
         tools: Iterable[Union[Tool, Callable[..., Any]]] = (),
-        builtin_tools: Union[bool, Sequence[str]] = False,
-        workspace: Union[str, os.PathLike[str], None] = None,
-        session: Union[str, os.PathLike[str], None] = None,
+        builtin_tools: Union[bool, Sequence[str]] = _UNSET,
+        workspace: Union[str, os.PathLike[str], None] = _UNSET,
+        session: Union[str, os.PathLike[str], None] = _UNSET,
         permission: Optional[PermissionFn] = None,
-        headers: Optional[Dict[str, str]] = None,
-        extra: Optional[Dict[str, Any]] = None,
-        sandbox: Optional[str] = None,
-        network: bool = True,
-        env_passthrough: Sequence[str] = (),
-        cache: bool = True,
-        planning: Union[bool, Dict[str, Any]] = False,
-        subagents: Optional[Dict[str, SubAgent]] = None,
-        skills: Union[str, os.PathLike[str], Sequence[Union[str, os.PathLike[str]]], None] = None,
-        mcp_servers: Optional[Dict[str, Dict[str, Any]]] = None,
-        region: Optional[str] = None,
-        server_tools: Optional[Sequence[Dict[str, Any]]] = None,
-        repeat_guard: Union[bool, Dict[str, int]] = True,
-        progress_guard: Union[bool, Dict[str, int]] = True,
-        short_tool_descriptions: bool = False,
-        temperature: Optional[float] = None,
-        context_window: Optional[int] = None,
-        compaction: Union[str, bool] = "auto",
-        compact_threshold: float = 0.8,
-        compaction_model: Optional[str] = None,
-        instruction_files: Union[bool, Sequence[Union[str, os.PathLike[str]]]] = False,
-        max_cost_usd: Optional[float] = None,
+        headers: Optional[Dict[str, str]] = _UNSET,
+        extra: Optional[Dict[str, Any]] = _UNSET,
+        sandbox: Optional[str] = _UNSET,
+        network: bool = _UNSET,
+        env_passthrough: Sequence[str] = _UNSET,
+        cache: bool = _UNSET,
+        planning: Union[bool, Dict[str, Any]] = _UNSET,
+        subagents: Optional[Dict[str, SubAgent]] = _UNSET,
+        skills: Union[str, os.PathLike[str], Sequence[Union[str, os.PathLike[str]]], None] = _UNSET,
+        mcp_servers: Optional[Dict[str, Dict[str, Any]]] = _UNSET,
+        region: Optional[str] = _UNSET,
+        server_tools: Optional[Sequence[Dict[str, Any]]] = _UNSET,
+        repeat_guard: Union[bool, Dict[str, int]] = _UNSET,
+        progress_guard: Union[bool, Dict[str, int]] = _UNSET,
+        short_tool_descriptions: bool = _UNSET,
+        context_window: Optional[int] = _UNSET,
+        compaction: Union[str, bool] = _UNSET,
+        compact_threshold: float = _UNSET,
+        compaction_model: Optional[str] = _UNSET,
+        instruction_files: Union[bool, Sequence[Union[str, os.PathLike[str]]]] = _UNSET,
+        max_cost_usd: Optional[float] = _UNSET,
         hooks: Optional[Dict[str, Any]] = None,
-        permission_rules: Optional[Dict[str, Sequence[str]]] = None,
-        output_schema: Any = None,
-        output_retries: int = 2,
-        output_mode: str = "auto",
+        permission_rules: Optional[Dict[str, Sequence[str]]] = _UNSET,
+        output_schema: Any = _UNSET,
+        output_retries: int = _UNSET,
+        output_mode: str = _UNSET,
     ) -> None:
-        if not isinstance(provider, str) and not callable(provider):
+        if provider is not _UNSET and not isinstance(provider, str) and not callable(provider):
             raise ConfigError(f"provider must be 'anthropic', 'openai' or a callable, got {type(provider).__name__}")
-        core_provider: Any = provider if isinstance(provider, str) else _model_adapter(provider)
-        schema, self._output_build = _output_spec(output_schema)
-        # Every option is read and checked by the core (the same keys as the C config), so the doors agree.
-        self._core = _tooloop._Agent(
-            core_provider,
-            {
-                "model": model,
-                "system": system,
-                "api_key": api_key,
-                "base_url": base_url,
-                "max_tokens": max_tokens,
-                "max_turns": max_turns,
-                "thinking": thinking,
-                "timeout": timeout,
-                "max_retries": max_retries,
-                "extra": extra,
-                "headers": headers,
-                "builtin_tools": builtin_tools if isinstance(builtin_tools, (bool, str)) else list(builtin_tools),
-                "workspace": os.fspath(workspace) if workspace is not None else None,
-                "session": os.fspath(session) if session is not None else None,
-                "sandbox": sandbox,
-                "network": network,
-                "env_passthrough": list(env_passthrough),
-                "cache": cache,
-                "planning": planning,
-                "subagents": {k: v._options() if isinstance(v, SubAgent) else v for k, v in (subagents or {}).items()},
-                "skills": [os.fspath(skills)] if isinstance(skills, (str, os.PathLike))
-                else [os.fspath(p) for p in skills or ()],
-                "mcp_servers": mcp_servers,
-                "region": region,
-                "server_tools": list(server_tools) if server_tools is not None else None,
-                "repeat_guard": repeat_guard,
-                "progress_guard": progress_guard,
-                "short_tool_descriptions": short_tool_descriptions,
-                "temperature": temperature,
-                "context_window": context_window,
-                "compaction": compaction,
-                "compact_threshold": compact_threshold,
-                "compaction_model": compaction_model,
-                "instruction_files": instruction_files if isinstance(instruction_files, bool)
-                else [os.fspath(p) for p in instruction_files],
-                "max_cost_usd": max_cost_usd,
-                "permission_rules": {k: list(v) if isinstance(v, (list, tuple)) else v
-                                     for k, v in permission_rules.items()}
-                if isinstance(permission_rules, dict) else permission_rules,
-                "output_schema": schema,
-                "output_retries": output_retries,
-                "output_mode": output_mode,
-            },
-        )
+        core_provider: Any = None if provider is _UNSET else provider if isinstance(provider, str) \
+            else _model_adapter(provider)
+        schema, self._output_build = _output_spec(None if output_schema is _UNSET else output_schema)
+        # Only what the caller gave goes to the core, which reads and checks every option (the same keys as
+        # the C config) and owns every default: a default changed there reaches Python users unchanged.
+        given = {k: v for k, v in locals().items() if k in _CORE_KEYS and k != "provider" and v is not _UNSET}
+        given["model"] = model
+        if output_schema is not _UNSET:
+            given["output_schema"] = schema
+        for key, convert in _CONVERT.items():
+            if key in given:
+                given[key] = convert(given[key])
+        self._core = _tooloop._Agent(core_provider, given)
         self.set_hooks(hooks)
-        for agent_type, sub in (subagents or {}).items():
+        for agent_type, sub in (subagents if subagents is not _UNSET and subagents else {}).items():
             if isinstance(sub, SubAgent):
                 for own in sub._own_tools():
                     self._core.add_subagent_tool(agent_type, own.name, own.description, own.input_schema,
@@ -383,9 +401,9 @@ class Agent:
         self._tools: Dict[str, Tool] = {}
         for t in tools:
             self.add_tool(t)
-        self.session_path: Optional[str] = os.fspath(session) if session is not None else None
+        self.session_path: Optional[str] = os.fspath(session) if session not in (None, _UNSET) else None
         #: What loading the session found: entries, torn_tail, skipped, created (None without a session).
-        self.session_report: Optional[Dict[str, Any]] = self._core.session_report()
+        self.session_report: Optional[SessionReport] = self._core.session_report()
         if permission is not None:
             self.set_permission(permission)
 
@@ -399,7 +417,7 @@ class Agent:
         self._core.close()
 
     @property
-    def background_commands(self) -> List[Dict[str, Any]]:
+    def background_commands(self) -> List[BackgroundCommand]:
         """The built-in bash's background commands, oldest first: dicts with ``id``, ``command``, ``status``
         (``"running"``, ``"exited"``, ``"killed"`` or ``"failed"``), ``exit_code``, ``started`` (Unix time) and
         ``unread_bytes``."""
@@ -412,19 +430,19 @@ class Agent:
         self.close()
 
     @property
-    def todos(self) -> List[Dict[str, Any]]:
+    def todos(self) -> List[Todo]:
         """The current todo list (``planning=True``): dicts with ``content``, ``status`` and optionally
         ``active_form``; empty before the model wrote one. Restored with a session."""
         return list(self._core.todos())
 
-    def mcp_status(self) -> Dict[str, Any]:
+    def mcp_status(self) -> McpStatus:
         """The MCP servers: ``{"servers": [{name, state, tools, ...}], "failures": [{server, reason}]}``."""
-        return dict(self._core.mcp_status())
+        return self._core.mcp_status()
 
     @property
-    def skills(self) -> Dict[str, Any]:
+    def skills(self) -> Skills:
         """The skills found (``{"skills": [{name, description, dir, meta}], "problems": [{path, reason}]}``)."""
-        return dict(self._core.skills())
+        return self._core.skills()
 
     # -- tools ---------------------------------------------------------------------------------------------
 
@@ -512,11 +530,10 @@ class Agent:
         self._core.set_hooks(**adapters(hooks))
 
     @property
-    def instructions(self) -> Optional[Dict[str, Any]]:
+    def instructions(self) -> Optional[Instructions]:
         """The project instruction files in the system prompt (``instruction_files=``): ``{"files": [{path,
         truncated, bytes}], "skipped": [{path, reason}]}``, or None when they are off."""
-        found = self._core.instructions()
-        return dict(found) if found is not None else None
+        return self._core.instructions()
 
     @property
     def spent_usd(self) -> float:
@@ -558,8 +575,12 @@ class Agent:
     def resume(self) -> RunResult:
         """Continue after a failure, a cancel or max_turns, without new input: unanswered tool calls are
         answered as interrupted (a tool that already ran is never run again), then the conversation is sent
-        again."""
+        again. (Opening a saved conversation is ``Agent(session=...)``; this goes on with the one loaded.)"""
         return self._result(self._core.start(None, False).result())
+
+    def resume_stream(self) -> AgentStream:
+        """Like ``resume`` but yields events as they happen (see ``AgentStream``)."""
+        return AgentStream(self._core.start(None, True), self.model, self._result)
 
     def compact(self, instructions: Optional[str] = None) -> Optional[str]:
         """Compact the conversation now: the older turns are summarized by the model (``compaction_model`` if
@@ -573,11 +594,11 @@ class Agent:
         summary = record.get("summary")
         return str(summary) if summary is not None else None
 
-    def count_tokens(self, input: Optional[str] = None) -> int:
+    def count_tokens(self, input: Optional[str] = None, *, estimate: bool = False) -> int:
         """Tokens the next request would carry (with ``input`` added as a user message): counted by the API
         where it offers a counting endpoint (Anthropic), else estimated from the size of the request and the
-        token counts the API reported so far."""
-        return int(self._core.count_tokens(input))
+        token counts the API reported so far. ``estimate=True`` never asks the API (cheap, no network)."""
+        return int(self._core.count_tokens(input, estimate))
 
     @property
     def context_window(self) -> Optional[int]:
@@ -606,7 +627,7 @@ class Agent:
         return list(self._core.messages())
 
     @property
-    def history(self) -> List[Dict[str, Any]]:
+    def history(self) -> List[HistoryEntry]:
         """The internal entries: dicts with id, role (user, assistant, tool, system), content, status
         (streaming, complete, error), created_at, and for model turns duration_ms, model, usage, stop_reason,
         error."""

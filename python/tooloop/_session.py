@@ -18,10 +18,12 @@ if TYPE_CHECKING:
     import datetime
     from typing import Any, Dict, List, Optional, Union
 
-__all__ = ["SessionInfo", "load_session", "migrate_session"]
+    from .types import DbSession, HistoryEntry, SkippedLine, TornTail
+
+__all__ = ["SessionInfo", "list_sessions", "load_session", "migrate_session"]
 
 
-def _user_text(entry: Dict[str, Any]) -> str:
+def _user_text(entry: HistoryEntry) -> str:
     content = entry.get("content")
     if isinstance(content, str):
         return content
@@ -46,17 +48,17 @@ class SessionInfo(_Record):
 
     id: str
     path: str
-    entries: List[Dict[str, Any]]
+    entries: List[HistoryEntry]
     started: Optional[datetime.datetime]
     first_user_line: str
     turns: int
     cost_usd: Optional[float]
-    torn_tail: Optional[Dict[str, int]]
-    skipped: List[Dict[str, Any]]
+    torn_tail: Optional[TornTail]
+    skipped: List[SkippedLine]
 
-    def __init__(self, id: str, path: str, entries: List[Dict[str, Any]], started: Optional[datetime.datetime],
+    def __init__(self, id: str, path: str, entries: List[HistoryEntry], started: Optional[datetime.datetime],
                  first_user_line: str, turns: int, cost_usd: Optional[float],
-                 torn_tail: Optional[Dict[str, int]] = None, skipped: Optional[List[Dict[str, Any]]] = None) -> None:
+                 torn_tail: Optional[TornTail] = None, skipped: Optional[List[SkippedLine]] = None) -> None:
         self._init(id=id, path=path, entries=entries, started=started, first_user_line=first_user_line,
                    turns=turns, cost_usd=cost_usd, torn_tail=torn_tail, skipped=list(skipped or []))
 
@@ -79,7 +81,7 @@ def load_session(path: Union[str, os.PathLike[str]]) -> SessionInfo:
     import datetime
 
     report = _tooloop.load_session(os.fspath(path))
-    entries: List[Dict[str, Any]] = list(report.get("entries") or [])
+    entries: List[HistoryEntry] = list(report.get("entries") or [])
     started = None
     if entries and isinstance(entries[0].get("created_at"), int):
         started = datetime.datetime.fromtimestamp(entries[0]["created_at"] / 1000)
@@ -115,3 +117,12 @@ def migrate_session(source: Union[str, os.PathLike[str]], dest: Union[str, os.Pa
     ``tooloop.ConfigError`` when ``dest`` already holds a session, ``tooloop.SessionError`` when either side
     cannot be read or written (a foreign or newer store is refused untouched)."""
     return _tooloop.migrate_session(os.fspath(source), os.fspath(dest))
+
+
+def list_sessions(db: Union[str, os.PathLike[str]]) -> List[DbSession]:
+    """The sessions of a tooloop SQLite database, oldest first (see ``tooloop.types.DbSession``); an empty list
+    when the file does not exist. Raises ``tooloop.SessionError`` for a file that is not tooloop's database
+    (left untouched). Each can be opened with ``Agent(session=f"{db}#{id}")``."""
+    if not os.path.exists(os.fspath(db)):
+        return []
+    return _tooloop.list_db_sessions(os.fspath(db))

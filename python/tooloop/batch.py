@@ -28,6 +28,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, Iterable, List, Optional, TextIO, Tuple
 
+    from .types import HistoryEntry
+
 __all__ = ["BatchResult", "Batch", "run", "load_results", "STATUSES"]
 
 #: Every status a task can end with.
@@ -204,22 +206,22 @@ def _check_options(options: Optional[Dict[str, Any]], resolve: bool = True) -> D
 
 # -- one task --------------------------------------------------------------------------------------------------
 
-def _finished_from_history(history: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+def _finished_from_history(history: List[HistoryEntry]) -> Optional[HistoryEntry]:
     """The last assistant entry when the session already holds a finished conversation (the process ended
     between the final answer and its results line), else None."""
-    for entry in reversed(history):
-        role = entry.get("role")
+    for entry in history[::-1]:
+        role = entry["role"]
         if role == "system":
             continue
-        if role != "assistant" or entry.get("status") != "complete":
+        if role != "assistant" or entry["status"] != "complete":
             return None
         if entry.get("stop_reason") in ("end_turn", "stop_sequence", "refusal"):
-            return dict(entry)
+            return entry
         return None
     return None
 
 
-def _text_of(entry: Dict[str, Any]) -> str:
+def _text_of(entry: HistoryEntry) -> str:
     content = entry.get("content")
     if isinstance(content, str):
         return content

@@ -17,6 +17,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
+    from .types import Todo
+
 __all__ = [
     "Usage",
     "ToolCall",
@@ -300,9 +302,9 @@ class TodoEvent(_Record):
     _fields = __slots__
     type: Literal["todo"] = "todo"
 
-    todos: List[Dict[str, Any]]
+    todos: List[Todo]
 
-    def __init__(self, todos: List[Dict[str, Any]]) -> None:
+    def __init__(self, todos: List[Todo]) -> None:
         self._init(todos=todos)
 
 

@@ -388,15 +388,16 @@ def test_bench_counts_a_failed_check(tooloop_cmd, ws, tmp_path):
     assert "overall: 0/1 passed" in proc.stdout and "calc.add is still wrong" in proc.stdout
 
 
-def test_sandbox_is_passed_only_to_an_agent_that_accepts_it(tooloop_cmd, ws, tmp_path, monkeypatch):
+def test_sandbox_flag_reaches_the_agent_and_an_unenforceable_mode_is_refused(tooloop_cmd, ws, tmp_path,
+                                                                               monkeypatch):
+    """The CLI asks the library (not the kernel, not the Agent's signature) whether bash can be confined."""
     import tooloop
     from tooloop.cli import app
     from tooloop.cli.config import Settings
 
-    has_sandbox = app.agent_accepts("sandbox")
     with MockServer(SCENARIOS / "cli_continue.json") as mock:
         proc = run(tooloop_cmd, ws, clean_env(tmp_path, mock), "-p", "--sandbox", "read-only", "hi")
-    if not has_sandbox:
+    if tooloop.sandbox_support() is None:
         # Confinement that was asked for but cannot be given is refused, not silently dropped.
         assert proc.returncode == 2 and "--sandbox read-only" in proc.stderr and "unconfined" in proc.stderr
         with MockServer(SCENARIOS / "cli_continue.json") as mock:
@@ -404,21 +405,13 @@ def test_sandbox_is_passed_only_to_an_agent_that_accepts_it(tooloop_cmd, ws, tmp
     else:
         assert proc.returncode == 0, proc.stderr
 
-    # An Agent that takes sandbox= gets it (the core's option, detected by signature).
     seen = {}
 
-    class SandboxAgent:
-        def __init__(self, model, system=None, *, sandbox="off", api_key=None, **kwargs):
-            seen.update(kwargs, sandbox=sandbox)
+    class RecordingAgent:
+        def __init__(self, model, system=None, **kwargs):
+            seen.update(kwargs)
 
-    class PlainAgent:
-        def __init__(self, model, system=None, *, api_key=None):
-            pass
-
-    monkeypatch.setattr(tooloop, "Agent", PlainAgent)
-    assert not app.agent_accepts("sandbox")
-    monkeypatch.setattr(tooloop, "Agent", SandboxAgent)
-    assert app.agent_accepts("sandbox")
+    monkeypatch.setattr(tooloop, "Agent", RecordingAgent)
     settings = Settings(provider="anthropic", model="m", api_key="k", base_url=None, max_turns=3,
                         thinking=None, max_tokens=1024, workspace=ws, sandbox="workspace-write")
 
@@ -427,6 +420,24 @@ def test_sandbox_is_passed_only_to_an_agent_that_accepts_it(tooloop_cmd, ws, tmp
 
     app.build_agent(settings, Policy(), tmp_path / "s.jsonl")
     assert seen["sandbox"] == "workspace-write"
+
+
+def test_cli_has_no_private_doors_into_the_library():
+    """The CLI is a user of the public package like any other: no compiled module, no `_core`, no
+    signature introspection of its own library, no kernel probe of its own, and repl never reaches up to
+    app."""
+    import re
+    from pathlib import Path
+
+    import tooloop.cli
+
+    folder = Path(tooloop.cli.__file__).parent
+    for path in sorted(folder.glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        for forbidden in ("_tooloop", "._core", "agent_accepts", "inspect.signature", "syscall(444"):
+            assert forbidden not in text, f"{path.name} uses {forbidden}"
+    repl = (folder / "repl.py").read_text(encoding="utf-8")
+    assert not re.search(r"from \.app import|from \. import app", repl)
 
 
 def test_bash_env_is_scrubbed_unless_passed_through_and_no_network_reaches_the_prompt(tooloop_cmd, ws, tmp_path):

@@ -166,10 +166,25 @@ def test_bedrock_needs_a_region_and_names_the_aws_variables(tooloop_exe, ws, tmp
         assert var in proc.stderr
 
 
-def test_bedrock_settings_default_model_and_region_from_env(tmp_path):
+def test_bedrock_credentials_the_core_never_reads_are_refused_at_start(tooloop_exe, ws, tmp_path):
+    """AWS_PROFILE naming no profile in any credentials file, container or web-identity variables: the
+    Bedrock provider reads none of these, so the CLI refuses at start (it used to accept them and then
+    fail at the first request)."""
+    for extra in ({"AWS_PROFILE": "work"}, {"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/creds"},
+                  {"AWS_WEB_IDENTITY_TOKEN_FILE": str(tmp_path / "token")}):
+        proc = run(tooloop_exe, ws, clean_env(tmp_path, **extra), "-p", "--provider", "bedrock", "--region",
+                   "us-west-2", "hi")
+        assert proc.returncode == 2, (extra, proc.stderr)
+        assert "no AWS credentials" in proc.stderr and "AWS_ACCESS_KEY_ID" in proc.stderr
+
+
+def test_bedrock_settings_default_model_and_region_from_env(tmp_path, monkeypatch):
     from tooloop.cli.args import parse_args
     from tooloop.cli.config import DEFAULT_BEDROCK_MODEL, resolve
 
+    # The credentials check is the library's, which reads the process environment as the provider will.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIA")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
     env = {"AWS_ACCESS_KEY_ID": "AKIA", "AWS_SECRET_ACCESS_KEY": "s", "AWS_DEFAULT_REGION": "eu-west-1",
            "HOME": str(tmp_path)}
     s = resolve(parse_args(["--provider", "bedrock", "-w", str(tmp_path), "x"]), env)

@@ -197,14 +197,17 @@ pub struct PyAgent {
 
 #[pymethods]
 impl PyAgent {
-    /// `provider`: a name (`"anthropic"`, `"openai"`) or a Python model callable; `options`: the keyword
-    /// arguments of `tooloop.Agent`, read by the core's `AgentOptions` (the C config's keys).
+    /// `provider`: a name (`"anthropic"`, `"openai"`), a Python model callable or None (the core's default);
+    /// `options`: the keyword arguments of `tooloop.Agent` the caller gave, read by the core's `AgentOptions`
+    /// (the C config's keys), so every default is the core's.
     #[new]
     #[pyo3(signature = (provider, options))]
     fn new(py: Python<'_>, provider: &Bound<'_, PyAny>, options: &Bound<'_, PyDict>) -> PyResult<Self> {
         let slot = ErrSlot::default();
         let mut map = options_from_kwargs(py, options)?;
         let host = match provider.cast::<PyString>() {
+            // None: the caller did not choose, so the core's default provider applies.
+            _ if provider.is_none() => None,
             Ok(name) => {
                 map.insert("provider".into(), Value::String(name.to_cow()?.into_owned()));
                 None
@@ -599,6 +602,13 @@ pub fn load_session(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Py<PyA
 #[pyfunction]
 pub fn sandbox_support() -> Option<u32> {
     tooloop::builtin::sandbox_support()
+}
+
+/// Whether Bedrock will find AWS credentials, asked the way the Bedrock provider asks (environment keys, else
+/// the shared credentials file at `AWS_PROFILE`): raises ConfigError with the core's message when not.
+#[pyfunction]
+pub fn check_aws_credentials(py: Python<'_>) -> PyResult<()> {
+    py.detach(tooloop::provider::bedrock::AwsCredentials::resolve).map(|_| ()).map_err(|e| to_pyerr(py, &e))
 }
 
 /// The context window of a known model in tokens (the core's table), or None.

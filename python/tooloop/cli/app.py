@@ -7,6 +7,7 @@ one line on stderr, never a traceback (an unexpected bug still shows its traceba
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -14,7 +15,7 @@ import stat
 import sys
 import threading
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, TextIO, Union
 
 from . import paths
 from .args import parse_args
@@ -22,35 +23,32 @@ from .config import ConfigProblem, Settings, compaction_settings, env_context_wi
 from .permissions import AskPolicy, AutoPolicy, Observed, ReadOnlyPolicy, TerminalReader, choose
 from .prompt import system_prompt
 from .render import Renderer, status_line
+from .settings import RulesPolicy
 from .runner import Outcome, run_with_corrections
 
+if TYPE_CHECKING:
+    import tooloop
+
+    from .media import Prompt
+    from .settings import LoadedSettings
+
+from .runner import REPETITION_LINE, budget_line, repetition_line  # noqa: F401 (REPETITION_LINE: re-exported)
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-REPETITION_LINE = ("stopped: the model repeated the same tool call with the same input (runaway guard); "
-                   "rephrase the task or give it more to go on")
-
-
-def repetition_line(note: str) -> str:
-    """The one line that says why a repetition guard stopped the task (the core's note, else the generic
-    one)."""
-    prefix = "[tooloop: the run is stopped: "
-    if not note.startswith(prefix):
-        return REPETITION_LINE
-    why = " ".join(note[len(prefix):].rstrip("]").split())
-    return f"stopped: no progress ({why}); the work so far is kept: check it, or rephrase the task"
 
 
 def _say(message: str) -> None:
     print(f"tooloop: {message}", file=sys.stderr, flush=True)
 
 
-def _isatty(stream: Any) -> bool:
+def _isatty(stream: TextIO) -> bool:
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError, OSError):
         return False
 
 
-def use_color(args: Any, environ: Mapping[str, str] = os.environ, stream: Any = None) -> bool:
+def use_color(args: argparse.Namespace, environ: Mapping[str, str] = os.environ, stream: Optional[TextIO] = None) -> bool:
     """Colors only on a terminal, and never with NO_COLOR (any value), --no-color, --print or TERM=dumb."""
     stream = sys.stdout if stream is None else stream
     if args.no_color or args.print_mode or "NO_COLOR" in environ or environ.get("TERM") == "dumb":
@@ -58,7 +56,7 @@ def use_color(args: Any, environ: Mapping[str, str] = os.environ, stream: Any = 
     return _isatty(stream)
 
 
-def _unicode_ok(stream: Any) -> bool:
+def _unicode_ok(stream: TextIO) -> bool:
     enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
     return enc.startswith("utf")
 
@@ -71,11 +69,11 @@ def version() -> str:
         return "unknown"
 
 
-def make_policy(args: Any, stdin_tty: bool, renderer: Renderer, abort: threading.Event,
-                loaded: Any = None, workspace: Optional[Path] = None) -> Observed:
+def make_policy(args: argparse.Namespace, stdin_tty: bool, renderer: Renderer, abort: threading.Event,
+                loaded: Optional[LoadedSettings] = None, workspace: Optional[Path] = None) -> Observed:
     mode = choose("auto" if args.yes else "read-only" if args.read_only else None, stdin_tty)
     if mode == "auto":
-        policy: Any = AutoPolicy()
+        policy: Union[AutoPolicy, ReadOnlyPolicy, AskPolicy, RulesPolicy] = AutoPolicy()
     elif mode == "read-only":
         policy = ReadOnlyPolicy()
     else:
@@ -89,8 +87,6 @@ def make_policy(args: Any, stdin_tty: bool, renderer: Renderer, abort: threading
         if workspace is not None:
             policy.offer_rule = lambda rule: offer_rule(rule, workspace, asker, abort)
     if loaded is not None and workspace is not None and loaded.has_rules():
-        from .settings import RulesPolicy
-
         policy = RulesPolicy(policy, loaded, workspace)
     return Observed(policy, renderer.note_call, denied=renderer.note_denial)
 
@@ -109,7 +105,7 @@ def offer_rule(rule: str, workspace: Path, renderer: Renderer, abort: threading.
             renderer.notice(f"could not save the rule: {e}")
 
 
-def session_path(args: Any, workspace: Path) -> Path:
+def session_path(args: argparse.Namespace, workspace: Path) -> Path:
     from .session_db import configured_db, session_spec
     db = configured_db(args)
     if db is not None:  # --session-db / TOOLOOP_SESSION_DB: sessions are ids in one SQLite database
@@ -128,20 +124,7 @@ def session_path(args: Any, workspace: Path) -> Path:
     return paths.new_session_path(workspace)
 
 
-def agent_accepts(name: str) -> bool:
-    """Whether this tooloop.Agent takes the keyword `name` (features landing from the core, e.g. sandbox)."""
-    import inspect
-
-    import tooloop
-
-    try:
-        params = inspect.signature(tooloop.Agent.__init__).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-
-
-def local_settings(settings: Settings, args: Any) -> None:
+def local_settings(settings: Settings, args: argparse.Namespace) -> None:
     """Context window, temperature, max_tokens and prompt style; may ask a local server its context size."""
     from . import local
 
@@ -165,7 +148,8 @@ def local_settings(settings: Settings, args: Any) -> None:
         "compact" if window is not None and window < local.COMPACT_BELOW else "full")
 
 
-def build_agent(settings: Settings, policy: Any, session: Path, extra_options: Optional[Dict[str, Any]] = None) -> Any:
+def build_agent(settings: Settings, policy: Observed, session: Path,
+                extra_options: Optional[Dict[str, Any]] = None) -> tooloop.Agent:
     import tooloop
 
     from .local import extra_body
@@ -182,21 +166,20 @@ def build_agent(settings: Settings, policy: Any, session: Path, extra_options: O
     if extra:
         kwargs["extra"] = extra
     if settings.sandbox is not None:
-        kwargs["sandbox"] = settings.sandbox   # only reached when agent_accepts("sandbox"): see main
+        kwargs["sandbox"] = settings.sandbox
     if settings.region is not None:
         kwargs["region"] = settings.region
     if settings.env_passthrough:
         kwargs["env_passthrough"] = list(settings.env_passthrough)
     if not settings.network:
         kwargs["network"] = False
-    if agent_accepts("compaction"):
-        # The window the status bar shows is the one compaction works with (flag, table, local server).
-        if settings.context_window is not None:
-            kwargs["context_window"] = settings.context_window
-        if not settings.compaction:
-            kwargs["compaction"] = "off"
-        if settings.compaction_model:
-            kwargs["compaction_model"] = settings.compaction_model
+    # The window the status bar shows is the one compaction works with (flag, table, local server).
+    if settings.context_window is not None:
+        kwargs["context_window"] = settings.context_window
+    if not settings.compaction:
+        kwargs["compaction"] = "off"
+    if settings.compaction_model:
+        kwargs["compaction_model"] = settings.compaction_model
     kwargs.update(extra_options or {})
     agent = tooloop.Agent(**kwargs)
     bind = getattr(policy, "bind", None)
@@ -205,7 +188,7 @@ def build_agent(settings: Settings, policy: Any, session: Path, extra_options: O
     return agent
 
 
-def _piped(stream: Any) -> bool:
+def _piped(stream: TextIO) -> bool:
     """Whether stdin is a pipe or a file (not a terminal, /dev/null or a socket): only then does a
     task given as an argument also read it."""
     try:
@@ -321,24 +304,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         compaction_settings(settings, args)
     except ConfigProblem as e:
         return problem(str(e))
-    if not agent_accepts("compaction") and (args.no_compaction or args.compaction_model):
-        _say("--no-compaction and --compaction-model need a tooloop library with compaction; upgrade tooloop")
-        return EXIT_USAGE
     settings.env_passthrough = list(args.env_passthrough)
     settings.network = not args.no_network
     from . import features
-    if not agent_accepts("sandbox"):
-        if args.sandbox not in (None, "off"):
-            _say(f"--sandbox {args.sandbox}: this tooloop library has no sandbox support yet, and bash "
-                 "would run unconfined; run without --sandbox to accept that")
-            return EXIT_USAGE
-        settings.sandbox = None   # "off" is what this library does anyway
-    else:
-        try:
-            settings.sandbox, settings.sandbox_note = features.sandbox_mode(args.sandbox, args.read_only)
-        except ConfigProblem as e:
-            _say(str(e))
-            return EXIT_USAGE
+    try:
+        settings.sandbox, settings.sandbox_note = features.sandbox_mode(args.sandbox, args.read_only)
+    except ConfigProblem as e:
+        _say(str(e))
+        return EXIT_USAGE
     try:
         mcp = features.McpSetup(settings.workspace, args.mcp_config)
     except ConfigProblem as e:
@@ -356,7 +329,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         why = "declined" if interactive else "not approved yet: run `tooloop` in this workspace to approve it"
         _say(f"MCP server '{name}' from .mcp.json skipped ({why})")
     options: Dict[str, Any] = {}
-    if args.no_progress_guard and agent_accepts("progress_guard"):
+    if args.no_progress_guard:
         options["progress_guard"] = False
     from .local import LOCAL_TIMEOUT, SMALL_MODEL_TOOLS, hosted_model, is_custom_endpoint
     if is_custom_endpoint(settings.base_url) and not hosted_model(settings.model):
@@ -366,11 +339,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         # costs the prompt tokens, and a small model offered todo_write, task and skill uses them instead of
         # finishing. MCP servers the user configured still come.
         options["builtin_tools"] = list(SMALL_MODEL_TOOLS)
-        if agent_accepts("short_tool_descriptions"):
-            options["short_tool_descriptions"] = True
-        if servers and agent_accepts("mcp_servers"):
+        options["short_tool_descriptions"] = True
+        if servers:
             options["mcp_servers"] = servers
-    elif agent_accepts("planning"):
+    else:
         options["planning"] = not args.no_planning
         if not args.no_subagents:
             options["subagents"] = features.subagents()
@@ -379,19 +351,18 @@ def main(argv: Optional[List[str]] = None) -> int:
             options["mcp_servers"] = servers
     hooks = settings_files.Hooks(loaded.hooks, settings.workspace, session_id=session.stem,
                                  transcript=str(session), show=renderer.notice)
-    if agent_accepts("hooks"):
-        options["instruction_files"] = not args.no_instructions
-        if args.max_budget_usd is not None:
-            options["max_cost_usd"] = args.max_budget_usd
-        if loaded.hooks:
-            options["hooks"] = hooks.library_hooks()
+    options["instruction_files"] = not args.no_instructions
+    if args.max_budget_usd is not None:
+        options["max_cost_usd"] = args.max_budget_usd
+    if loaded.hooks:
+        options["hooks"] = hooks.library_hooks()
     if args.json_schema:
         from .jsonout import load_schema
         try:
             options["output_schema"] = load_schema(args.json_schema)
         except ConfigProblem as e:
             return problem(str(e))
-    task_input: Any = task
+    task_input: Prompt = task if task is not None else ""   # used only with a task
     if task is not None:
         from .media import prompt_input
         try:
@@ -474,7 +445,7 @@ def ask_key(question: str, renderer: Renderer, abort: threading.Event) -> Option
     return answer.strip().lower() in ("y", "yes", "a", "always")
 
 
-def list_sessions(args: Any) -> int:
+def list_sessions(args: argparse.Namespace) -> int:
     """`tooloop --list`: needs no key, only the workspace."""
     from .sessions import list_infos, table
 
@@ -496,12 +467,7 @@ def list_sessions(args: Any) -> int:
     return EXIT_OK
 
 
-def budget_line(cap: Optional[float]) -> str:
-    shown = f"${cap:g}" if cap is not None else "the cap"
-    return f"stopped: the next request would take the spend past {shown} (--max-budget-usd)"
-
-
-def one_shot(agent: Any, task: Any, settings: Settings, renderer: Renderer, abort: threading.Event,
+def one_shot(agent: tooloop.Agent, task: Prompt, settings: Settings, renderer: Renderer, abort: threading.Event,
              print_mode: bool, max_budget_usd: Optional[float] = None) -> int:
     outcome: Outcome = run_with_corrections(agent, task, None if print_mode else renderer, abort, settings)
     if outcome.status == "cancelled":

@@ -16,9 +16,12 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
 from .args import _positive_int
+
+if TYPE_CHECKING:
+    import tooloop
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -32,9 +35,9 @@ OUT/<id>.jsonl and its outcome to OUT/results.jsonl; running the same command ag
 finished and resumes the others where they stopped (no tool call that completed runs again)."""
 
 
-def read_only_permission(call: Any) -> Union[bool, str]:
+def read_only_permission(call: tooloop.ToolCall) -> Union[bool, str]:
     """The permission of a --read-only batch (a module-level function, so Ray workers can import it)."""
-    name = getattr(call, "name", "")
+    name = call.name
     if name in READ_ONLY_TOOLS:
         return True
     return f"{name} is not allowed: this batch is read-only (allowed: {', '.join(sorted(READ_ONLY_TOOLS))})"
@@ -141,7 +144,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.read_only:
         options["permission"] = read_only_permission
     sandbox = args.sandbox or ("read-only" if args.read_only else "workspace-write")
-    if tooloop._tooloop.sandbox_support() is not None:
+    if tooloop.sandbox_support() is not None:
         options["sandbox"] = sandbox
     else:
         _say("this kernel cannot confine bash (no Landlock): bash runs unconfined in each task's workspace")

@@ -10,6 +10,7 @@ repository must not redirect the user's own key). Must never print or log a key.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 from dataclasses import dataclass, field
@@ -177,7 +178,7 @@ class Settings:
     compaction_model: Optional[str] = None   # the model that writes compaction summaries (None: the model)
 
 
-def compaction_settings(settings: Settings, args: Any) -> None:
+def compaction_settings(settings: Settings, args: argparse.Namespace) -> None:
     """--no-compaction / TOOLOOP_COMPACTION and --compaction-model / TOOLOOP_COMPACTION_MODEL into
     `settings` (flags win over the environment and .env). Raises ConfigProblem."""
     env = settings.env
@@ -209,7 +210,7 @@ def key_variable(provider: str) -> str:
     return "OPENAI_API_KEY" if provider == "openai" else "ANTHROPIC_API_KEY"
 
 
-def resolve(args: Any, environ: Optional[Mapping[str, str]] = None) -> Settings:
+def resolve(args: argparse.Namespace, environ: Optional[Mapping[str, str]] = None) -> Settings:
     """Settings from parsed arguments (see args.py) and the environment. Raises ConfigProblem."""
     workspace = Path(args.workspace or os.getcwd()).expanduser()
     if not workspace.is_dir():
@@ -251,7 +252,7 @@ def resolve(args: Any, environ: Optional[Mapping[str, str]] = None) -> Settings:
                     workspace=workspace, env=env)
 
 
-def _turn_limits(args: Any, env: Mapping[str, str]) -> Tuple[int, Optional[int], int]:
+def _turn_limits(args: argparse.Namespace, env: Mapping[str, str]) -> Tuple[int, Optional[int], int]:
     """max_turns, the thinking budget (None: off) and max_tokens, from the flags or the settings, for every
     provider alike."""
     if args.max_turns is not None:
@@ -268,17 +269,17 @@ def _turn_limits(args: Any, env: Mapping[str, str]) -> Tuple[int, Optional[int],
     return max_turns, thinking, max_tokens
 
 
-def _aws_credentials(env: Mapping[str, str]) -> bool:
-    """Whether AWS credentials can be found: keys or a profile in the environment, or ~/.aws files."""
-    if env.get("AWS_ACCESS_KEY_ID") and env.get("AWS_SECRET_ACCESS_KEY"):
-        return True
-    if env.get("AWS_PROFILE") or env.get("AWS_CONTAINER_CREDENTIALS_FULL_URI") or env.get(
-            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") or env.get("AWS_WEB_IDENTITY_TOKEN_FILE"):
-        return True
-    home = Path(env.get("HOME") or os.path.expanduser("~"))
-    files = [env.get("AWS_SHARED_CREDENTIALS_FILE"), env.get("AWS_CONFIG_FILE"),
-             str(home / ".aws" / "credentials"), str(home / ".aws" / "config")]
-    return any(f and Path(f).is_file() for f in files)
+def _aws_credentials_problem() -> Optional[str]:
+    """Why the Bedrock provider would find no AWS credentials, or None: the library's own check
+    (``tooloop.check_aws_credentials``), which reads the process environment and ~/.aws/credentials exactly as
+    the provider will, so a start that passes here never fails later for want of credentials."""
+    import tooloop
+
+    try:
+        tooloop.check_aws_credentials()
+    except tooloop.Error as e:
+        return str(e)
+    return None
 
 
 _REGION = re.compile(r"[a-z][a-z0-9-]{0,31}")
@@ -290,7 +291,7 @@ def valid_region(region: str) -> bool:
             and "--" not in region)
 
 
-def _bedrock(args: Any, env: Mapping[str, str], workspace: Path) -> Settings:
+def _bedrock(args: argparse.Namespace, env: Mapping[str, str], workspace: Path) -> Settings:
     """Claude on Amazon Bedrock: AWS credentials (the library signs the requests) and a region."""
     region = getattr(args, "region", None) or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
     if not region:
@@ -300,10 +301,9 @@ def _bedrock(args: Any, env: Mapping[str, str], workspace: Path) -> Settings:
         # The region becomes part of the endpoint's host name; a cloned repository's .env sets it too.
         raise ConfigProblem(f"{region[:40]!r} is not an AWS region (a region looks like us-west-2: lowercase "
                             "letters, digits and -); check --region, AWS_REGION and the workspace's .env")
-    if not _aws_credentials(env) and not args.base_url:
-        raise ConfigProblem(
-            "no AWS credentials for --provider bedrock: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-            "or AWS_PROFILE (a profile in ~/.aws/credentials)")
+    problem = None if args.base_url else _aws_credentials_problem()
+    if problem is not None:
+        raise ConfigProblem(f"--provider bedrock: {problem}")
     model = args.model or env.get("TOOLOOP_MODEL") or DEFAULT_BEDROCK_MODEL
     max_turns, thinking, max_tokens = _turn_limits(args, env)
     return Settings(provider="bedrock", model=model, api_key=None, base_url=args.base_url or None,

@@ -7,7 +7,16 @@ or a notice line must not break a session because the library is older or the ag
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, List, Optional, Tuple, Union
+
+if TYPE_CHECKING:
+    from tooloop import Agent, CompactionEvent, Usage
+    from tooloop.types import CompactionRecord
+
+    from .config import Settings
+
+#: A compaction as the history records it, or as its event reports it during a run.
+Compaction = Union["CompactionRecord", "CompactionEvent"]
 
 #: How each compaction method is named in the lines the user sees.
 METHOD_WORDS = {"summary": "summary", "drop": "older turns dropped",
@@ -23,17 +32,16 @@ def short(n: int) -> str:
     return f"{n / 1_000_000:.1f}M".replace(".0M", "M")
 
 
-def estimate_tokens(agent: Any) -> Optional[int]:
+def estimate_tokens(agent: Agent) -> Optional[int]:
     """Tokens the next request would carry, estimated by the core (no network request); None when this
     library cannot say."""
-    core = getattr(agent, "_core", None)
     try:
-        return int(core.count_tokens(None, True)) if core is not None else None
+        return int(agent.count_tokens(estimate=True))
     except Exception:
         return None
 
 
-def turn_tokens(usage: Any) -> Optional[int]:
+def turn_tokens(usage: Optional[Usage]) -> Optional[int]:
     """The context a model turn filled: its input tokens, cached ones included (None without a usage)."""
     if usage is None:
         return None
@@ -43,7 +51,7 @@ def turn_tokens(usage: Any) -> Optional[int]:
         return None
 
 
-def window_of(agent: Any, settings: Any = None) -> Optional[int]:
+def window_of(agent: Agent, settings: Optional[Settings] = None) -> Optional[int]:
     """The context window in tokens: the CLI's (flag, table, local server), else the library's; None when
     unknown."""
     window = getattr(settings, "context_window", None)
@@ -67,43 +75,43 @@ def ctx_label(tokens: Optional[int], window: Optional[int], with_window: bool = 
     return f"ctx ~{short(tokens)}"
 
 
-def records(agent: Any) -> List[Dict[str, Any]]:
+def records(agent: Agent) -> List[CompactionRecord]:
     """The compaction records of the conversation (system entries with ``meta.compaction``), oldest first."""
     try:
         history = agent.history
     except Exception:
         return []
-    out: List[Dict[str, Any]] = []
+    out: List[CompactionRecord] = []
     for entry in history or []:
-        meta = entry.get("meta") if isinstance(entry, dict) else None
-        rec = meta.get("compaction") if isinstance(meta, dict) else None
+        rec = entry.get("meta", {}).get("compaction")
         if isinstance(rec, dict):
-            out.append(rec)
+            out.append(rec)  # type: ignore[arg-type]  # the core writes it in this shape
     return out
 
 
-def method_words(method: Any) -> str:
+def method_words(method: object) -> str:
     return METHOD_WORDS.get(str(method), str(method))
 
 
-def compacted_line(rec: Any) -> str:
+def compacted_line(rec: Compaction) -> str:
     """The /compact answer: ``compacted: ~48.2k → ~9.1k tokens (summary)``."""
     before, after, method = _fields(rec)
     return f"compacted: ~{short(before)} → ~{short(after)} tokens ({method_words(method)})"
 
 
-def auto_line(rec: Any) -> str:
+def auto_line(rec: Compaction) -> str:
     """What the REPL prints when compaction happened during a run:
     ``context compacted (summary): ~160k → ~41k tokens``."""
     before, after, method = _fields(rec)
     return f"context compacted ({method_words(method)}): ~{short(before)} → ~{short(after)} tokens"
 
 
-def _fields(rec: Any) -> Tuple[int, int, str]:
-    get = rec.get if isinstance(rec, dict) else (lambda k, d=None: getattr(rec, k, d))
-    return int(get("tokens_before", 0) or 0), int(get("tokens_after", 0) or 0), str(get("method", "") or "")
+def _fields(rec: Compaction) -> Tuple[int, int, str]:
+    if isinstance(rec, dict):
+        return int(rec.get("tokens_before") or 0), int(rec.get("tokens_after") or 0), str(rec.get("method") or "")
+    return int(rec.tokens_before or 0), int(rec.tokens_after or 0), str(rec.method or "")
 
 
-def fallback_reason(rec: Any) -> Optional[str]:
-    reason = rec.get("fallback_reason") if isinstance(rec, dict) else getattr(rec, "fallback_reason", None)
+def fallback_reason(rec: Compaction) -> Optional[str]:
+    reason = rec.get("fallback_reason") if isinstance(rec, dict) else rec.fallback_reason
     return " ".join(str(reason).split()) if reason else None

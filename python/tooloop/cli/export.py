@@ -23,7 +23,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
+
+if TYPE_CHECKING:
+    from tooloop.types import HistoryEntry, UsageDict
+
+#: A JSON object of the trajectory file being written.
+JsonObject = Dict[str, Any]
 
 SCHEMA_VERSION = "ATIF-v1.4"
 
@@ -57,18 +63,27 @@ def _timestamp(ms: Any) -> Optional[str]:
     return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _metrics(entry: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+def _priced(usage: UsageDict, model: object) -> HistoryEntry:
+    """A stand-in entry carrying a subagent's usage and model, for `_metrics`."""
+    entry: HistoryEntry = {"id": "", "role": "tool", "content": [], "status": "complete", "created_at": 0,
+                           "usage": usage}
+    if isinstance(model, str):
+        entry["model"] = model
+    return entry
+
+
+def _metrics(entry: HistoryEntry) -> Optional[JsonObject]:
     usage = entry.get("usage")
     if not isinstance(usage, dict):
         return None
-    from tooloop import _tooloop
+    import tooloop
 
     read = int(usage.get("cache_read_input_tokens") or 0)
     write = int(usage.get("cache_creation_input_tokens") or 0)
-    m: Dict[str, Any] = {"prompt_tokens": int(usage.get("input_tokens") or 0) + read + write,
+    m: JsonObject = {"prompt_tokens": int(usage.get("input_tokens") or 0) + read + write,
                          "completion_tokens": int(usage.get("output_tokens") or 0), "cached_tokens": read}
     model = entry.get("model")
-    cost = _tooloop.estimate_cost_usd(str(model), usage) if model else None
+    cost = tooloop.estimate_cost_usd(str(model), usage) if model else None
     if cost is not None:
         m["cost_usd"] = cost
     if write:
@@ -76,15 +91,15 @@ def _metrics(entry: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     return m
 
 
-def atif(session_id: str, entries: List[Dict[str, Any]], version: str) -> Dict[str, Any]:
+def atif(session_id: str, entries: List[HistoryEntry], version: str) -> JsonObject:
     """The ATIF trajectory of a session's entries."""
-    steps: List[Dict[str, Any]] = []
-    by_call: Dict[str, Dict[str, Any]] = {}
+    steps: List[JsonObject] = []
+    by_call: Dict[str, JsonObject] = {}
     models: List[str] = []
     totals = {"prompt": 0, "completion": 0, "cached": 0}
     cost: Optional[float] = None
 
-    def add(step: Dict[str, Any], entry: Dict[str, Any]) -> Dict[str, Any]:
+    def add(step: JsonObject, entry: HistoryEntry) -> JsonObject:
         step = {"step_id": len(steps) + 1, **({"timestamp": ts} if (ts := _timestamp(entry.get("created_at")))
                                              else {}), **step}
         steps.append(step)
@@ -96,7 +111,7 @@ def atif(session_id: str, entries: List[Dict[str, Any]], version: str) -> Dict[s
         if role == "user":
             kinds = [b.get("type") for b in content if isinstance(b, dict)
                      and b.get("type") not in ("text", "tool_result")] if isinstance(content, list) else []
-            step: Dict[str, Any] = {"source": "user", "message": _text(content)}
+            step: JsonObject = {"source": "user", "message": _text(content)}
             if kinds:
                 step["extra"] = {"attachments": kinds}
             add(step, e)
@@ -124,7 +139,7 @@ def atif(session_id: str, entries: List[Dict[str, Any]], version: str) -> Dict[s
                 totals["cached"] += metrics["cached_tokens"]
                 if "cost_usd" in metrics:
                     cost = (cost or 0.0) + metrics["cost_usd"]
-            extra: Dict[str, Any] = {}
+            extra: JsonObject = {}
             for k in ("stop_reason", "duration_ms", "error"):
                 if e.get(k) is not None:
                     extra[k] = e[k]
@@ -140,16 +155,16 @@ def atif(session_id: str, entries: List[Dict[str, Any]], version: str) -> Dict[s
                 target = by_call.get(str(b.get("tool_use_id", "")))
                 if target is None:
                     continue
-                result: Dict[str, Any] = {"source_call_id": b.get("tool_use_id"),
+                result: JsonObject = {"source_call_id": b.get("tool_use_id"),
                                           "content": _result_text(b.get("content"))}
-                rextra: Dict[str, Any] = {}
+                rextra: JsonObject = {}
                 if b.get("is_error"):
                     rextra["is_error"] = True
                 sub = (e.get("meta") or {}).get("subagent")
                 if isinstance(sub, dict):
                     rextra["subagent"] = {k: sub.get(k) for k in ("agent_type", "model", "turns")}
                     usage = e.get("usage")
-                    m = _metrics({"usage": usage, "model": sub.get("model")}) if isinstance(usage, dict) else None
+                    m = _metrics(_priced(usage, sub.get("model"))) if isinstance(usage, dict) else None
                     if m is not None:
                         rextra["subagent"]["metrics"] = m
                         totals["prompt"] += m["prompt_tokens"]
@@ -162,11 +177,11 @@ def atif(session_id: str, entries: List[Dict[str, Any]], version: str) -> Dict[s
                 target.setdefault("observation", {"results": []})["results"].append(result)
         elif role == "system":
             add({"source": "system", "message": _result_text(content)}, e)
-    final: Dict[str, Any] = {"total_prompt_tokens": totals["prompt"], "total_completion_tokens": totals["completion"],
+    final: JsonObject = {"total_prompt_tokens": totals["prompt"], "total_completion_tokens": totals["completion"],
                              "total_cached_tokens": totals["cached"], "total_steps": len(steps)}
     if cost is not None:
         final["total_cost_usd"] = cost
-    agent: Dict[str, Any] = {"name": "tooloop", "version": version}
+    agent: JsonObject = {"name": "tooloop", "version": version}
     if models:
         agent["model_name"] = models[0]
     return {"schema_version": SCHEMA_VERSION, "session_id": session_id, "agent": agent, "steps": steps,

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
@@ -26,20 +25,11 @@ SANDBOX_MODES = ("workspace-write", "read-only", "off")
 
 
 def landlock_abi() -> Optional[int]:
-    """The kernel's Landlock ABI version, or None where bash cannot be confined (not Linux, Landlock off).
+    """The kernel's Landlock ABI version, or None where bash cannot be confined (not Linux, Landlock off):
+    the library's answer (``tooloop.sandbox_support``), the one its sandbox acts on."""
+    import tooloop
 
-    Asks the kernel the way the core does: ``landlock_create_ruleset(NULL, 0, VERSION)`` (syscall 444 on
-    every Linux architecture)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        abi = int(libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1)))
-    except (OSError, AttributeError, ValueError):
-        return None
-    return abi if abi > 0 else None
+    return tooloop.sandbox_support()
 
 
 def sandbox_mode(requested: Optional[str], read_only: bool,

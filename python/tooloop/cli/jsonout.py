@@ -18,14 +18,20 @@ import json
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional, TextIO, Union
+from typing import TYPE_CHECKING, Any, Dict, Optional, TextIO
 
 from .runner import _cancel, _sigint_sets, one_line
+
+if TYPE_CHECKING:
+    from tooloop import Agent, AgentStream, Event, RunResult, Usage
+
+    from .config import Settings
+    from .media import Prompt
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
-def to_json(value: Any) -> Any:
+def to_json(value: object) -> Any:
     """A library value (events, usage, results: records with ``_fields``) as plain JSON data."""
     fields = getattr(value, "_fields", None)
     if fields is not None and not isinstance(value, tuple):
@@ -43,15 +49,15 @@ def to_json(value: Any) -> Any:
     dump = getattr(value, "model_dump", None)   # a pydantic model
     if callable(dump):
         return to_json(dump(mode="json"))
-    if hasattr(value, "__dataclass_fields__"):
-        import dataclasses
+    import dataclasses
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return to_json(dataclasses.asdict(value))
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return str(value)
 
 
-def usage_json(usage: Any) -> Dict[str, int]:
+def usage_json(usage: Optional[Usage]) -> Dict[str, int]:
     names = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
     return {n: int(getattr(usage, n, 0) or 0) for n in names}
 
@@ -68,31 +74,31 @@ class JsonOutput:
         self.out.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
         self.out.flush()
 
-    def init(self, agent: Any, settings: Any, permission_mode: str) -> None:
+    def init(self, agent: Agent, settings: Settings, permission_mode: str) -> None:
         if self.stream:
             self.line({"type": "system", "subtype": "init", "session_id": self.session_id,
                        "model": settings.model, "provider": settings.provider, "tools": list(agent.tools),
                        "workspace": str(settings.workspace), "cwd": str(settings.workspace),
                        "permission_mode": permission_mode})
 
-    def event(self, event: Any) -> None:
+    def event(self, event: Event) -> None:
         if self.stream:
             d = to_json(event)
             d["session_id"] = self.session_id
             self.line(d)
 
 
-def run_json(agent: Any, task: Union[str, List[Dict[str, Any]]], settings: Any, abort: threading.Event,
+def run_json(agent: Agent, task: Prompt, settings: Settings, abort: threading.Event,
              out: JsonOutput) -> int:
     """Run `task`, printing the events (stream-json) and the result object; the exit code."""
     import tooloop
 
     started = time.monotonic()
     before = agent.usage
-    result: Any = None
+    result: Optional[RunResult] = None
     error: Optional[BaseException] = None
     turns = 0
-    stream = None
+    stream: Optional[AgentStream] = None
     abort.clear()
     try:
         with _sigint_sets(abort):
@@ -127,6 +133,9 @@ def run_json(agent: Any, task: Union[str, List[Dict[str, Any]]], settings: Any, 
                   "usage": usage_json(usage), "total_cost_usd": usage.cost_usd, "session_id": out.session_id,
                   "duration_ms": duration_ms, "error": message})
         return EXIT_INTERRUPTED if cancelled else EXIT_FAILED
+    if result is None:   # the stream ended without its done event: only when the library is broken
+        out.line(error_result("the run ended without a result", out.session_id))
+        return EXIT_FAILED
     stop = result.stop_reason or ("max_turns" if result.max_turns_reached else None)
     subtype = {"budget": "error_budget", "max_turns": "error_max_turns"}.get(stop or "", "success")
     failed = subtype != "success" or stop in ("repetition", "max_tokens", "refusal")

@@ -29,9 +29,9 @@ _OFFICIAL_HOSTS = ("api.anthropic.com", "api.openai.com")
 
 def known_window(model: str) -> Optional[int]:
     """The model's context window from the core's table (the one the agent compacts against), or None."""
-    from tooloop import _tooloop
+    import tooloop
 
-    return _tooloop.context_window(model)
+    return tooloop.model_context_window(model)
 
 
 _HOSTED_MODEL = re.compile(r"^(claude|gpt-|chatgpt|o\d)", re.I)

@@ -18,10 +18,15 @@ from .config import ConfigProblem
 MEDIA_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
                ".webp": "image/webp", ".pdf": "application/pdf"}
 
+#: A content block of a prompt (``{"type": "image", "source": {...}}``, ``{"type": "text", ...}``).
+Block = Dict[str, Any]
+#: A run's input: the text alone, or content blocks (pictures and documents, then the text).
+Prompt = Union[str, List[Block]]
+
 _MENTION = re.compile(r"(?<!\S)@(\S+\.(?:png|jpe?g|gif|webp|pdf))(?=$|[\s,;:!?)]|\.(?:\s|$))", re.IGNORECASE)
 
 
-def block_for(path: Path) -> Dict[str, Any]:
+def block_for(path: Path) -> Block:
     """The content block of an image or PDF file (base64 of its bytes)."""
     media = MEDIA_TYPES.get(path.suffix.lower())
     if media is None:
@@ -54,8 +59,7 @@ def mentions(text: str, workspace: Path) -> List[Path]:
     return found
 
 
-def prompt_input(text: str, workspace: Path, images: Sequence[Union[str, Path]] = ()
-                 ) -> Union[str, List[Dict[str, Any]]]:
+def prompt_input(text: str, workspace: Path, images: Sequence[Union[str, Path]] = ()) -> Prompt:
     """The run's input: `text` alone, or the blocks of `images` and of the `@file` mentions, then the text.
     A missing `--image` file is a ConfigProblem."""
     paths: List[Path] = []
@@ -74,7 +78,7 @@ def prompt_input(text: str, workspace: Path, images: Sequence[Union[str, Path]] 
     return blocks
 
 
-def input_text(value: Optional[Union[str, List[Dict[str, Any]]]]) -> Optional[str]:
+def input_text(value: Optional[Prompt]) -> Optional[str]:
     """The text part of a run input."""
     if value is None or isinstance(value, str):
         return value

@@ -26,9 +26,22 @@ import json
 import os
 import select
 import threading
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Protocol, Set, Tuple, Union
+
+if TYPE_CHECKING:
+    from tooloop import Agent, ToolCall
 
 Decision = Union[bool, str]
+#: A tool call as the library passes it (``tooloop.ToolCall``), or as a dict with the same keys (hooks).
+CallLike = Union["ToolCall", Mapping[str, Any]]
+
+
+class Policy(Protocol):
+    """A permission callable with a name for the status bar (``auto``, ``read-only``, ``ask``, ``plan``)."""
+
+    mode: str
+
+    def __call__(self, call: CallLike) -> Decision: ...
 
 READ_ONLY_REASON = (
     "tooloop is in read-only mode, so {name} is disabled (only tools that change nothing run: {allowed}). "
@@ -46,9 +59,9 @@ class Classified:
     """What a policy knows of the tools: which are read-only, asked of the agent it is bound to."""
 
     def __init__(self) -> None:
-        self._agent: Any = None
+        self._agent: Optional[Agent] = None
 
-    def bind(self, agent: Any) -> None:
+    def bind(self, agent: Agent) -> None:
         """Ask `agent` (a tooloop.Agent) from now on which tools are read-only."""
         self._agent = agent
 
@@ -66,7 +79,7 @@ class Classified:
         return [n for n in self._agent.tools if self.is_read_only(n)]
 
 
-def call_parts(call: Any) -> Tuple[str, Dict[str, Any], str]:
+def call_parts(call: CallLike) -> Tuple[str, Dict[str, Any], str]:
     """(name, input, id) of a tool call given as an object with attributes or as a dict."""
     if isinstance(call, dict):
         name, inp, ident = call.get("name"), call.get("input"), call.get("id")
@@ -86,7 +99,7 @@ class AutoPolicy(Classified):
 
     mode = "auto"
 
-    def __call__(self, call: Any) -> Decision:
+    def __call__(self, call: CallLike) -> Decision:
         return True
 
 
@@ -95,7 +108,7 @@ class ReadOnlyPolicy(Classified):
 
     mode = "read-only"
 
-    def __call__(self, call: Any) -> Decision:
+    def __call__(self, call: CallLike) -> Decision:
         name, _, _ = call_parts(call)
         if self.is_read_only(name):
             return True
@@ -143,18 +156,18 @@ class AskPolicy(Classified):
         #: Offered each new bash prefix rule (the CLI asks whether to save it to settings.local.json).
         self.offer_rule: Optional[Callable[[str], None]] = None
 
-    def __call__(self, call: Any) -> Decision:
+    def __call__(self, call: CallLike) -> Decision:
         return self.ask(call)
 
     def _bash_allowed(self, inp: Dict[str, Any]) -> bool:
         if not self.bash_rules:
             return False
-        from tooloop import _tooloop
+        from tooloop.rules import match_rules
 
-        d = _tooloop.match_rules({"allow": self.bash_rules}, "bash", inp, ".")
+        d = match_rules({"allow": self.bash_rules}, "bash", inp, ".")
         return d is not None and d[0] == "allow"
 
-    def ask(self, call: Any, force: bool = False) -> Decision:
+    def ask(self, call: CallLike, force: bool = False) -> Decision:
         """Ask about `call`; with `force` (a settings rule says ask) even for a read-only or an "always"
         tool."""
         name, inp, ident = call_parts(call)
@@ -324,7 +337,7 @@ class Observed:
     """Wraps a policy so every call it sees is also reported to `note(id, name, input)` (the renderer
     uses it to show refused calls, which get no tool_use event). Keeps the policy's `mode`."""
 
-    def __init__(self, policy: Callable[[Any], Decision], note: Callable[[str, str, Dict[str, Any]], None],
+    def __init__(self, policy: Policy, note: Callable[[str, str, Dict[str, Any]], None],
                  before_run: Optional[Callable[[str, Dict[str, Any]], None]] = None,
                  denied: Optional[Callable[[str, str], None]] = None):
         self.policy = policy
@@ -335,13 +348,13 @@ class Observed:
         self.before_run = before_run
         self.mode = getattr(policy, "mode", "custom")
 
-    def bind(self, agent: Any) -> None:
+    def bind(self, agent: Agent) -> None:
         """Pass the agent on to the wrapped policy (see ``Classified.bind``)."""
         bind = getattr(self.policy, "bind", None)
         if bind is not None:
             bind(agent)
 
-    def __call__(self, call: Any) -> Decision:
+    def __call__(self, call: CallLike) -> Decision:
         name, inp, ident = call_parts(call)
         try:
             self.note(ident, name, inp)

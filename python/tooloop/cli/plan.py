@@ -11,9 +11,18 @@ Must never: let a call that writes run while planning.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import threading
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
+
+if TYPE_CHECKING:
+    import tooloop
+
+    from .config import Settings
+    from .permissions import CallLike, Decision, Observed
+    from .render import Renderer
+    from .repl import Repl
 
 PLAN_REASON = ("Plan mode: {name} calls that can change something are not allowed while planning. Do not "
                "retry; put this step in the plan instead.")
@@ -39,20 +48,20 @@ class PlanPolicy:
 
     ALWAYS_OK = frozenset({"todo_write", "task"})
 
-    def __init__(self, inner: Any, agent: Any):
+    def __init__(self, inner: Observed, agent: tooloop.Agent):
         self.inner = inner
         self.agent = agent
         self.mode = "plan"
 
-    def __call__(self, call: Any) -> Any:
-        from tooloop import _tooloop
+    def __call__(self, call: CallLike) -> Decision:
+        from tooloop.rules import read_only_command
 
         from .permissions import call_parts
 
         name, inp, _ = call_parts(call)
         if name == "bash":
             command = str(inp.get("command") or "")
-            if not _tooloop.read_only_command(command):
+            if not read_only_command(command):
                 return PLAN_REASON.format(name="bash") + " (only read-only commands such as ls, cat, grep and " \
                     "git status/log/diff run while planning)"
             return self._rules_or_true(call, name, inp)
@@ -61,16 +70,16 @@ class PlanPolicy:
             return self.inner(call)
         return PLAN_REASON.format(name=name)
 
-    def _rules_or_true(self, call: Any, name: str, inp: Any) -> Any:
+    def _rules_or_true(self, call: CallLike, name: str, inp: Dict[str, Any]) -> Decision:
         # A read-only command needs no question, but the settings' deny rules still hold.
         note = getattr(self.inner, "note", None)
         rules_policy = getattr(self.inner, "policy", None)
         settings = getattr(rules_policy, "settings", None)
         workspace = getattr(rules_policy, "workspace", None)
         if settings is not None and workspace is not None:
-            from tooloop import _tooloop
+            from tooloop.rules import match_rules
 
-            d = _tooloop.match_rules({"deny": settings.deny}, name, inp, str(workspace))
+            d = match_rules({"deny": settings.deny}, name, inp, workspace)
             if d is not None:
                 return f"The settings deny this call (rule {d[1]})."
         if note is not None:
@@ -84,13 +93,13 @@ class PlanPolicy:
         return True
 
 
-def _with_plan_policy(agent: Any, policy: Any) -> Any:
+def _with_plan_policy(agent: tooloop.Agent, policy: Observed) -> PlanPolicy:
     gate = PlanPolicy(policy, agent)
     agent.set_permission(gate)
     return gate
 
 
-def ask_approval(renderer: Any, abort: threading.Event) -> Optional[str]:
+def ask_approval(renderer: Renderer, abort: threading.Event) -> Optional[str]:
     """'y', 'n', or the text of a refinement; None when input is closed."""
     from .permissions import TerminalReader
 
@@ -112,7 +121,7 @@ def ask_approval(renderer: Any, abort: threading.Event) -> Optional[str]:
     return a
 
 
-def plan_task(repl: Any, text: str) -> None:
+def plan_task(repl: Repl, text: str) -> None:
     """Plan `text` in the REPL, then ask; approve → carry it out in the normal mode."""
     request = PLAN_PROMPT.format(task=text)
     while True:
@@ -133,7 +142,7 @@ def plan_task(repl: Any, text: str) -> None:
         request = f"[Plan mode] Revise the plan: {answer}\nAnswer with the whole revised plan under \"## Plan\"."
 
 
-def plan_command(repl: Any, arg: str) -> None:
+def plan_command(repl: Repl, arg: str) -> None:
     """/plan [task | off]."""
     if arg.lower() in ("off", "exit", "stop"):
         repl.plan_mode = False
@@ -147,8 +156,8 @@ def plan_command(repl: Any, arg: str) -> None:
                 "type the task (/plan off leaves)")
 
 
-def plan_one_shot(agent: Any, task: str, settings: Any, renderer: Any, abort: threading.Event, policy: Any,
-                  args: Any) -> int:
+def plan_one_shot(agent: tooloop.Agent, task: str, settings: Settings, renderer: Renderer, abort: threading.Event,
+                  policy: Observed, args: argparse.Namespace) -> int:
     """`tooloop --plan "task"`: plan; on a terminal ask, then carry it out; otherwise print the plan."""
     from .app import EXIT_OK, _isatty, one_shot
 
@@ -174,7 +183,7 @@ def plan_one_shot(agent: Any, task: str, settings: Any, renderer: Any, abort: th
             return code
 
 
-def init_command(repl: Any) -> None:
+def init_command(repl: Repl) -> None:
     """/init: ask the model to write a starter AGENTS.md for the project."""
     existing = (repl.settings.workspace / "AGENTS.md").exists()
     note = ("An AGENTS.md exists already: read it and improve it rather than starting over. " if existing else "")

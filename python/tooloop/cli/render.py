@@ -15,7 +15,8 @@ import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, TextIO, Tuple
 
 if TYPE_CHECKING:
-    from tooloop import Usage
+    from tooloop import Event, Usage
+    from tooloop.types import Todo
 
 THINKING_LINES = 3      # thinking is shown dimmed, only its first lines
 PREVIEW_LINES = 3       # lines of a tool result shown under the call
@@ -511,7 +512,7 @@ class Renderer:
             self._write(text, "bold yellow")
             self._at_line_start = True
 
-    def todos(self, items: List[Dict[str, Any]], title: Optional[str] = None) -> None:
+    def todos(self, items: List[Todo], title: Optional[str] = None) -> None:
         """The todo list: ✔ completed, ▸ in progress (its active form when given), ○ pending. Without a
         title it goes under the todo_write call, as that call's result."""
         marks = {"completed": "✔", "in_progress": "▸", "pending": "○"} if self.unicode else \
@@ -519,7 +520,7 @@ class Renderer:
         styles = {"completed": "dim", "in_progress": "bold", "pending": ""}
         with self._lock:
             self._switch(None)
-            done = sum(1 for i in items if i.get("status") == "completed")
+            done = sum(1 for i in items if i["status"] == "completed")
             if title is not None:
                 self._line(f"{self.glyph['tool']} {title} ({done}/{len(items)} done)", "bold cyan")
             else:
@@ -527,36 +528,34 @@ class Renderer:
             if not items:
                 self._line("  (empty)", "dim")
             for item in items:
-                status = str(item.get("status", "pending"))
-                text = str(item.get("content", ""))
+                status: str = item["status"]
+                text = item["content"]
                 if status == "in_progress" and item.get("active_form"):
-                    text = str(item["active_form"])
+                    text = item.get("active_form") or text
                 self._line(f"    {marks.get(status, marks['pending'])} {_clip(text, self.width - 8)}",
                            styles.get(status, ""))
 
-    def subagent(self, parent_id: str, agent_type: str, event: Any) -> None:
+    def subagent(self, parent_id: str, agent_type: str, event: Event) -> None:
         """A child agent's event, indented under its task call: its tool calls, a result preview, a final
         line. Its streamed text is not shown (only its final answer reaches the parent)."""
-        kind = getattr(event, "type", "")
         pad = "    "
         with self._lock:
-            if kind == "tool_use":
+            if event.type == "tool_use":
                 self._switch(None)
                 inp = event.input if isinstance(event.input, dict) else {"input": event.input}
                 self._line(f"{pad}{self.glyph['tool']} {summarize_call(event.name, inp, self.width - 8)}", "cyan")
                 self.drawn.add(str(event.id))   # a permission question for this call need not wait
                 self._shown.add(str(event.id))
-            elif kind == "tool_result":
+            elif event.type == "tool_result":
                 self._switch(None)
                 first = preview_lines(content_text(event.content), max_lines=1, width=self.width - 12)[0]
-                if getattr(event, "denied", False):
+                if event.denied:
                     first = "denied: " + self._denials.pop(str(event.id), first)
                 self._line(f"{pad}  {self.glyph['result']} " + ("error: " if event.is_error else "") + first,
                            "red" if event.is_error else "dim")
-            elif kind == "done":
+            elif event.type == "done":
                 self._switch(None)
-                result = event.result
-                turns = getattr(result, "turns", 0) or 0
+                turns = event.result.turns or 0
                 self._line(f"{pad}{self.glyph['result']} {agent_type} agent done "
                            f"({turns} turn{'s' if turns != 1 else ''})", "dim")
 

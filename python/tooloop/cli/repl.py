@@ -9,13 +9,26 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from . import context, paths
 from .checkpoints import Checkpoints, summary
 from .render import Renderer, format_cost, status_line, usage_numbers, usage_report
 from .runner import _sigint_sets, one_line, run_with_corrections
 from .session_db import has_entries as session_has_entries, session_id
+
+if TYPE_CHECKING:
+    import tooloop
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.formatted_text import AnyFormattedText
+    from prompt_toolkit.history import History
+    from prompt_toolkit.key_binding import KeyPressEvent
+
+    from .config import Settings
+    from .features import McpSetup
+    from .media import Prompt
+    from .permissions import Observed
+    from .settings import Hooks
 
 HELP = """\
 Type a task and press Enter (Alt+Enter or Esc Enter for a new line). Commands:
@@ -42,9 +55,9 @@ _short = context.short
 
 
 class Repl:
-    def __init__(self, agent: Any, settings: Any, renderer: Renderer, policy: Any, session: Path,
+    def __init__(self, agent: tooloop.Agent, settings: Settings, renderer: Renderer, policy: Observed, session: Path,
                  abort: threading.Event, resumed: bool = False, checkpoints: Optional[Checkpoints] = None,
-                 mcp: Any = None):
+                 mcp: Optional[McpSetup] = None):
         self.mcp = mcp
         self.agent = agent
         self.settings = settings
@@ -60,12 +73,12 @@ class Repl:
         self.context_estimate: Optional[int] = context.estimate_tokens(agent) if resumed else None
         self.undo_note = ""      # told to the model with the next message: the files changed under it
 
-    def _prompt_session(self) -> Any:
+    def _prompt_session(self) -> PromptSession[str]:
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import FileHistory, InMemoryHistory
         from prompt_toolkit.key_binding import KeyBindings
 
-        history: Any
+        history: History
         try:
             hist_path = paths.history_file()
             hist_path.parent.mkdir(parents=True, exist_ok=True)
@@ -75,7 +88,7 @@ class Repl:
         keys = KeyBindings()
 
         @keys.add("escape", "enter")
-        def _newline(event: Any) -> None:  # Alt+Enter: a new line inside the same message
+        def _newline(event: KeyPressEvent) -> None:  # Alt+Enter: a new line inside the same message
             event.current_buffer.insert_text("\n")
 
         from prompt_toolkit.styles import Style
@@ -115,15 +128,13 @@ class Repl:
         mode = getattr(self.settings, "sandbox", None)
         if mode:
             return str(mode)
-        from .app import agent_accepts
-
-        return "default" if agent_accepts("sandbox") else "off"
+        return "default"   # not set: the library's default mode
 
     def sandbox_header(self) -> str:
         note = getattr(self.settings, "sandbox_note", "")
         return f"sandbox: {self.sandbox_label()}" + (f" ({note})" if note else "")
 
-    def _message(self) -> Any:
+    def _message(self) -> AnyFormattedText:
         if self.r.color:
             from prompt_toolkit.formatted_text import FormattedText
             return FormattedText([("ansicyan bold", self.r.glyph["user"] + " ")])
@@ -160,7 +171,7 @@ class Repl:
             self.r.info(f"session {session_id(self.session)} saved; continue with: tooloop --continue")
         return 0
 
-    hooks: Any = None            # settings.Hooks: UserPromptSubmit runs on each message
+    hooks: Optional[Hooks] = None   # settings.Hooks: UserPromptSubmit runs on each message
     start_context = ""           # what SessionStart hooks said, sent with the first message
     plan_mode = False            # --plan / /plan: investigate read-only, then a plan to approve
     max_budget_usd: Optional[float] = None
@@ -187,7 +198,7 @@ class Repl:
             if self.undo_note:
                 text = f"{self.undo_note}\n\n{text}"
                 self.undo_note = ""
-        run_input: Any = text
+        run_input: Optional[Prompt] = text
         if text is not None:
             from .media import prompt_input
             run_input = prompt_input(text, self.settings.workspace)   # `@picture.png` mentions become images
@@ -209,10 +220,10 @@ class Repl:
         if outcome.status == "cancelled":
             return
         if outcome.result is not None and outcome.result.stop_reason == "repetition":
-            from .app import repetition_line
+            from .runner import repetition_line
             self.r.notice(repetition_line(outcome.repetition))
         if outcome.result is not None and outcome.result.stop_reason == "budget":
-            from .app import budget_line
+            from .runner import budget_line
             self.r.notice(budget_line(self.max_budget_usd))
         total = self.agent.cost_usd
         self.r.status(status_line(self.settings.model, outcome.turns, outcome.usage, total, self.ctx_label()))
@@ -358,8 +369,8 @@ class Repl:
             else:
                 self.r.notice(f"no approved MCP server '{words[2]}' in this workspace")
             return
-        status = self.agent.mcp_status() if hasattr(self.agent, "mcp_status") else {}
-        running = {str(sv.get("name")): sv for sv in status.get("servers", [])}
+        status = self.agent.mcp_status()
+        running = {sv["name"]: sv for sv in status["servers"]}
         names = list(running)
         if self.mcp is not None:
             names += [n for n in list(self.mcp.trusted) + list(self.mcp.project) if n not in names]

@@ -12,12 +12,15 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Iterator, Optional, Union
 
 from .render import Renderer
 
 if TYPE_CHECKING:
-    from tooloop import Event, RunResult, Usage
+    from tooloop import Agent, AgentStream, Event, RunResult, Usage
+
+    from .config import Settings
+    from .media import Prompt
 
 
 @dataclass
@@ -59,7 +62,7 @@ def add_usage(a: Usage, b: Usage) -> Usage:
                          a.cache_read_input_tokens + b.cache_read_input_tokens, cost)
 
 
-def one_line(exc: BaseException, settings: Any = None, limit: int = 400) -> str:
+def one_line(exc: BaseException, settings: Optional[Settings] = None, limit: int = 400) -> str:
     """A library error as one line that says what happened and, where we know it, what to do."""
     import tooloop  # the binding; only reached once a run was attempted
 
@@ -87,19 +90,36 @@ def one_line(exc: BaseException, settings: Any = None, limit: int = 400) -> str:
     return f"{type(exc).__name__}: {msg}"
 
 
-def start_stream(agent: Any, text: Any) -> Any:
+REPETITION_LINE = ("stopped: the model repeated the same tool call with the same input (runaway guard); "
+                   "rephrase the task or give it more to go on")
+
+
+def repetition_line(note: str) -> str:
+    """The one line that says why a repetition guard stopped the task (the core's note, else the generic
+    one)."""
+    prefix = "[tooloop: the run is stopped: "
+    if not note.startswith(prefix):
+        return REPETITION_LINE
+    why = " ".join(note[len(prefix):].rstrip("]").split())
+    return f"stopped: no progress ({why}); the work so far is kept: check it, or rephrase the task"
+
+
+def budget_line(cap: Optional[float]) -> str:
+    """The one line that says a run stopped at --max-budget-usd."""
+    shown = f"${cap:g}" if cap is not None else "the cap"
+    return f"stopped: the next request would take the spend past {shown} (--max-budget-usd)"
+
+
+def start_stream(agent: Agent, text: Optional[Prompt]) -> AgentStream:
     """The run's event stream; `text` None continues the conversation without new input (after an error:
     unanswered calls are answered as interrupted, then the request goes again)."""
     if text is not None:
         return agent.stream(text)
-    # The library's resume() blocks without events; its streaming form is start(None) underneath, which
-    # stream(None) reaches. Replace with agent.resume_stream() (or stream(None) documented) when it exists.
-    resume_stream = getattr(agent, "resume_stream", None)
-    return resume_stream() if resume_stream is not None else agent.stream(None)
+    return agent.resume_stream()
 
 
-def run_task(agent: Any, text: Any, renderer: Optional[Renderer], abort: threading.Event,
-             settings: Any = None) -> Outcome:
+def run_task(agent: Agent, text: Optional[Prompt], renderer: Optional[Renderer], abort: threading.Event,
+             settings: Optional[Settings] = None) -> Outcome:
     """Run `text` on `agent` (None: retry the last request), rendering as it goes (renderer None: show
     nothing)."""
     import tooloop
@@ -108,7 +128,7 @@ def run_task(agent: Any, text: Any, renderer: Optional[Renderer], abort: threadi
     before: Usage = agent.usage
     result: Optional[RunResult] = None
     turns = 0
-    stream = None
+    stream: Optional[AgentStream] = None
     last_turn: Optional[Usage] = None
     compactions = 0
     repetition = ""
@@ -182,7 +202,7 @@ def _sigint_sets(abort: threading.Event) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _cancel(agent: Any, stream: Any) -> None:
+def _cancel(agent: Agent, stream: Optional[AgentStream]) -> None:
     try:
         agent.cancel()
     except Exception:
@@ -229,8 +249,8 @@ def show(renderer: Renderer, event: Event) -> None:
 MAX_CORRECTIONS = 2
 
 
-def run_with_corrections(agent: Any, text: Any, renderer: Optional[Renderer], abort: threading.Event,
-                         settings: Any = None) -> Outcome:
+def run_with_corrections(agent: Agent, text: Optional[Prompt], renderer: Optional[Renderer], abort: threading.Event,
+                         settings: Optional[Settings] = None) -> Outcome:
     """`run_task`, then, for a local or small model whose final answer is a tool call written as text
     (JSON in a fence, <tool_call> tags, an echoed <tools> block): send a one-line correction as the next
     user message and continue, at most MAX_CORRECTIONS times."""

@@ -18,14 +18,30 @@ import datetime as _dt
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple, TypedDict, Union
 
 from . import paths
+
+if TYPE_CHECKING:
+    from tooloop.types import DbSession
 
 DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
 
-def split_spec(session: Any) -> Optional[Tuple[Path, str]]:
+class SessionSummary(TypedDict):
+    """One row of ``tooloop sessions``."""
+
+    id: str
+    session: str                     # the spec that opens it: a file path or ``db#id``
+    started: Optional[_dt.datetime]
+    turns: int
+    tools: int                       # tool calls the model made
+    tokens: int
+    cost_usd: Optional[float]
+    task: str                        # the first line of the first task
+
+
+def split_spec(session: Union[str, "os.PathLike[str]"]) -> Optional[Tuple[Path, str]]:
     """``(db, id)`` of a database session spec, else None (the core's rule: the first ``#`` after a path
     ending in .db, .sqlite or .sqlite3)."""
     text = os.fspath(session)
@@ -37,21 +53,19 @@ def split_spec(session: Any) -> Optional[Tuple[Path, str]]:
     return None
 
 
-def configured_db(args: Any) -> Optional[Path]:
+def configured_db(args: argparse.Namespace) -> Optional[Path]:
     """The database of ``--session-db`` or ``TOOLOOP_SESSION_DB`` (None: JSONL files)."""
     value = getattr(args, "session_db", None) or os.environ.get("TOOLOOP_SESSION_DB") or None
     return Path(value).expanduser() if value else None
 
 
-def _rows(db: Path) -> List[Dict[str, Any]]:
-    from tooloop import _tooloop
+def _rows(db: Path) -> List[DbSession]:
+    import tooloop
 
-    if not db.exists():
-        return []
-    return list(_tooloop.list_db_sessions(str(db)))
+    return tooloop.list_sessions(db)
 
 
-def _same_workspace(row: Dict[str, Any], workspace: Path) -> bool:
+def _same_workspace(row: DbSession, workspace: Path) -> bool:
     ws = row.get("workspace")
     if not ws:
         return False
@@ -61,7 +75,7 @@ def _same_workspace(row: Dict[str, Any], workspace: Path) -> bool:
         return False
 
 
-def session_spec(args: Any, db: Path, workspace: Path) -> Path:
+def session_spec(args: argparse.Namespace, db: Path, workspace: Path) -> Path:
     """The session this start uses in ``db``: new, the workspace's latest (``--continue``) or ``--resume ID``.
     Raises ConfigProblem with a message for the user."""
     from .config import ConfigProblem
@@ -127,7 +141,7 @@ def checkpoint_anchor(session: Path) -> Path:
 
 # ---------------------------------------------------------------------------------------------- listing
 
-def summary(spec: str) -> Dict[str, Any]:
+def summary(spec: str) -> SessionSummary:
     """id, started, turns, tools, tokens, cost and the task's first line of one session (either store)."""
     import tooloop
 
@@ -137,8 +151,8 @@ def summary(spec: str) -> Dict[str, Any]:
         if e.get("role") == "assistant":
             tools += sum(1 for b in e.get("content") or [] if isinstance(b, dict) and b.get("type") == "tool_use")
             usage = e.get("usage") or {}
-            tokens += sum(int(usage.get(k) or 0) for k in ("input_tokens", "output_tokens",
-                                                           "cache_creation_input_tokens", "cache_read_input_tokens"))
+            tokens += (usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
+                       + usage.get("cache_creation_input_tokens", 0) + usage.get("cache_read_input_tokens", 0))
     return {"id": info.id, "session": spec, "started": info.started, "turns": info.turns, "tools": tools,
             "tokens": tokens, "cost_usd": info.cost_usd, "task": info.first_user_line}
 
@@ -151,7 +165,7 @@ def _date(text: str) -> _dt.datetime:
 
 
 def collect(dbs: Sequence[Path], workspace: Optional[Path], files: bool, since: Optional[_dt.datetime],
-            until: Optional[_dt.datetime]) -> List[Dict[str, Any]]:
+            until: Optional[_dt.datetime]) -> List[SessionSummary]:
     specs: List[str] = []
     for db in dbs:
         for row in _rows(db):
@@ -180,7 +194,7 @@ def collect(dbs: Sequence[Path], workspace: Optional[Path], files: bool, since: 
     return out
 
 
-def table(rows: List[Dict[str, Any]], width: int = 120) -> List[str]:
+def table(rows: List[SessionSummary], width: int = 120) -> List[str]:
     from .render import format_cost
 
     if not rows:

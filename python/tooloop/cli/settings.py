@@ -34,7 +34,12 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+if TYPE_CHECKING:
+    import tooloop
+
+    from .permissions import CallLike, Decision, Policy
 
 from . import paths
 from .config import ConfigProblem
@@ -245,9 +250,9 @@ def prefix_rule(command: str) -> Optional[str]:
     """The rule an "always" answer saves for a bash command: its first word, plus the second when the first
     is a tool with subcommands (``npm test -x`` → ``bash(npm test:*)``, ``echo hi`` → ``bash(echo:*)``);
     None for a compound command."""
-    from tooloop import _tooloop
+    from tooloop.rules import split_command
 
-    parts = _tooloop.split_command(command)
+    parts = split_command(command)
     if len(parts) != 1:
         return None
     words = parts[0].split()
@@ -281,13 +286,13 @@ class RulesPolicy:
     ask makes the inner policy ask even for a read-only tool (in read-only mode: refused). Keeps the inner
     policy's ``mode`` and ``bind``."""
 
-    def __init__(self, inner: Any, settings: LoadedSettings, workspace: Path):
+    def __init__(self, inner: Policy, settings: LoadedSettings, workspace: Path):
         self.inner = inner
         self.settings = settings
         self.workspace = workspace
         self.mode = getattr(inner, "mode", "custom")
 
-    def bind(self, agent: Any) -> None:
+    def bind(self, agent: tooloop.Agent) -> None:
         bind = getattr(self.inner, "bind", None)
         if bind is not None:
             bind(agent)
@@ -295,14 +300,14 @@ class RulesPolicy:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def __call__(self, call: Any) -> Any:
-        from tooloop import _tooloop
+    def __call__(self, call: CallLike) -> Decision:
+        from tooloop.rules import match_rules
 
         from .permissions import call_parts
 
         name, inp, _ = call_parts(call)
         rules = self.settings.rules()
-        decision = _tooloop.match_rules(rules, name, inp, str(self.workspace)) if any(rules.values()) else None
+        decision = match_rules(rules, name, inp, self.workspace) if any(rules.values()) else None
         if decision is None:
             return self.inner(call)
         kind, rule = decision
@@ -310,7 +315,7 @@ class RulesPolicy:
             return f"The settings deny this call (rule {rule}). Do not retry it; take another approach."
         if kind == "allow":
             return True
-        ask = getattr(self.inner, "ask", None)
+        ask: Optional[Callable[..., Decision]] = getattr(self.inner, "ask", None)
         if ask is not None:
             return ask(call, force=True)
         if self.mode == "auto":
@@ -417,11 +422,11 @@ class Hooks:
                 out.context += stdout.strip() + "\n"
         return out
 
-    def library_hooks(self) -> Dict[str, Any]:
+    def library_hooks(self) -> Dict[str, Callable[..., Optional[str]]]:
         """The ``hooks=`` dict for ``tooloop.Agent``."""
-        made: Dict[str, Any] = {}
+        made: Dict[str, Callable[..., Optional[str]]] = {}
         if self.of("PreToolUse"):
-            def before_tool(call: Any) -> Optional[str]:
+            def before_tool(call: tooloop.ToolCall) -> Optional[str]:
                 if not self.of("PreToolUse", call.name):
                     return None
                 o = self.fire("PreToolUse", {"tool_name": CLAUDE_NAMES.get(call.name, call.name),
@@ -429,7 +434,7 @@ class Hooks:
                 return o.reason if o.blocked else None
             made["before_tool"] = before_tool
         if self.of("PostToolUse"):
-            def after_tool(call: Any, result: Any) -> Optional[str]:
+            def after_tool(call: tooloop.ToolCall, result: tooloop.ToolResult) -> Optional[str]:
                 if not self.of("PostToolUse", call.name):
                     return None
                 o = self.fire("PostToolUse", {"tool_name": CLAUDE_NAMES.get(call.name, call.name),
@@ -441,7 +446,7 @@ class Hooks:
                 return None
             made["after_tool"] = after_tool
         if self.of("Stop"):
-            def on_stop(result: Any) -> Optional[str]:
+            def on_stop(result: tooloop.RunResult) -> Optional[str]:
                 o = self.fire("Stop", {"stop_hook_active": self.stop_active})
                 self.stop_active = o.blocked
                 return o.reason if o.blocked else None
