@@ -355,18 +355,22 @@ def test_any_other_text_is_the_reason_for_a_refusal(tooloop_exe, ws, tmp_path):
     assert "use write_file instead" in term.text          # the typed reason was echoed
 
 
-def test_retry_after_a_500_sends_the_conversation_again(tooloop_exe, ws, tmp_path):
+def test_resume_after_a_500_sends_the_conversation_again_and_retry_still_works_with_a_warning(
+        tooloop_exe, ws, tmp_path):
+    """/resume is the library's Agent.resume(); /retry, its old name, still works and says it is deprecated."""
     with MockServer(SCENARIOS / "cli_repl_retry.json") as mock:
         term = Term(tooloop_exe, [], ws, term_env(tmp_path, mock))
         try:
             term.expect(PROMPT)
-            term.type("/retry")
-            term.expect("nothing to retry")
+            term.type("/resume")
+            term.expect("nothing to resume")
             term.expect(PROMPT)
             term.type("hello there")
             term.expect(r"error: [^\r\n]*Internal server error")
+            term.expect("/resume goes on")
             term.expect(PROMPT)
             term.type("/retry")
+            term.expect("/retry is deprecated")
             term.expect("Answer after the retry.")
             term.expect("cache read")
             term.expect(PROMPT)

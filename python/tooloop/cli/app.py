@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, TextIO, Union
 
 from . import paths
-from .args import parse_args
+from .args import parse_args, version
 from .config import ConfigProblem, Settings, compaction_settings, env_context_window, resolve
 from .permissions import AskPolicy, AutoPolicy, Observed, ReadOnlyPolicy, TerminalReader, choose
 from .prompt import system_prompt
@@ -59,14 +59,6 @@ def use_color(args: argparse.Namespace, environ: Mapping[str, str] = os.environ,
 def _unicode_ok(stream: TextIO) -> bool:
     enc = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
     return enc.startswith("utf")
-
-
-def version() -> str:
-    try:
-        from importlib.metadata import version as _v
-        return _v("tooloop")
-    except Exception:
-        return "unknown"
 
 
 def make_policy(args: argparse.Namespace, stdin_tty: bool, renderer: Renderer, abort: threading.Event,
@@ -403,7 +395,10 @@ def main(argv: Optional[List[str]] = None) -> int:
                     return problem(str(e))
             if args.plan:
                 from .plan import plan_one_shot
-                return plan_one_shot(agent, sent, settings, renderer, abort, policy, args)
+                return plan_one_shot(
+                    agent, sent, renderer, policy, ask=_isatty(sys.stdin),
+                    one_shot=lambda text: one_shot(agent, text, settings, renderer, abort, args.print_mode,
+                                                   args.max_budget_usd))
             if json_mode:
                 from .jsonout import JsonOutput, run_json
                 jout = JsonOutput(sys.stdout, args.output_format == "stream-json", session.stem)

@@ -57,7 +57,7 @@ skills: folders with a SKILL.md in <workspace>/.tooloop/skills/ and ~/.config/to
 MCP: servers in <workspace>/.mcp.json start after you approve them once (y/n at the session's start);
 /mcp lists them, /mcp revoke NAME forgets an approval.
 
-in the session: /plan, /init, /undo [N], /diff, /retry, /todos, /skills, /mcp, /sessions, /clear, /usage, /help, /quit"""
+in the session: /plan, /init, /undo [N], /diff, /resume, /todos, /skills, /mcp, /sessions, /clear, /usage, /help, /quit"""
 
 
 def _positive_int(text: str) -> int:
@@ -196,3 +196,12 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     args = build_parser().parse_intermixed_args(argv)
     args.task = " ".join(args.task).strip() if args.task else None
     return args
+
+
+def version() -> str:
+    """The installed tooloop's version (``--version``, and the trajectories ``tooloop export`` writes)."""
+    try:
+        from importlib.metadata import version as _v
+        return _v("tooloop")
+    except Exception:
+        return "unknown"

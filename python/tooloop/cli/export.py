@@ -190,7 +190,7 @@ def atif(session_id: str, entries: List[HistoryEntry], version: str) -> JsonObje
 
 def main(argv: List[str]) -> int:
     from . import paths
-    from .app import version
+    from .args import version
 
     p = argparse.ArgumentParser(prog="tooloop export", description="Write a session as a trajectory file.")
     p.add_argument("session", help="a session id (a unique prefix is enough) or a session file")

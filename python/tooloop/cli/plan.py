@@ -11,18 +11,32 @@ Must never: let a call that writes run while planning.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Protocol
 
 if TYPE_CHECKING:
     import tooloop
 
-    from .config import Settings
     from .permissions import CallLike, Decision, Observed
     from .render import Renderer
-    from .repl import Repl
+
+class Repl(Protocol):
+    """What plan mode needs of the REPL (``repl.Repl``): its agent, policy and renderer, and a way to run a
+    task. A protocol, so this module need not import the REPL that imports it."""
+
+    agent: tooloop.Agent
+    policy: Observed
+    r: Renderer
+    abort: threading.Event
+    plan_mode: bool
+
+    @property
+    def workspace(self) -> Path: ...
+
+    def run_task(self, text: Optional[str]) -> None: ...
+
 
 PLAN_REASON = ("Plan mode: {name} calls that can change something are not allowed while planning. Do not "
                "retry; put this step in the plan instead.")
@@ -156,28 +170,27 @@ def plan_command(repl: Repl, arg: str) -> None:
                 "type the task (/plan off leaves)")
 
 
-def plan_one_shot(agent: tooloop.Agent, task: str, settings: Settings, renderer: Renderer, abort: threading.Event,
-                  policy: Observed, args: argparse.Namespace) -> int:
-    """`tooloop --plan "task"`: plan; on a terminal ask, then carry it out; otherwise print the plan."""
-    from .app import EXIT_OK, _isatty, one_shot
-
+def plan_one_shot(agent: tooloop.Agent, task: str, renderer: Renderer, policy: Observed,
+                  one_shot: Callable[[str], int], ask: bool) -> int:
+    """`tooloop --plan "task"`: plan; when `ask` (a terminal), ask, then carry it out; otherwise print the
+    plan. `one_shot(text)` runs one task and returns its exit code (0: done), as the CLI's one-shot mode."""
+    EXIT_OK = 0
     _with_plan_policy(agent, policy)
-    code = one_shot(agent, PLAN_PROMPT.format(task=task), settings, renderer, abort, args.print_mode,
-                    args.max_budget_usd)
+    code = one_shot(PLAN_PROMPT.format(task=task))
     agent.set_permission(policy)
-    if code != EXIT_OK or not _isatty(sys.stdin):
+    if code != EXIT_OK or not ask:
         return code
     request: Optional[str] = None
     while True:
-        answer = ask_approval(renderer, abort)
+        answer = ask_approval(renderer, threading.Event())
         if answer == "y":
-            return one_shot(agent, APPROVED, settings, renderer, abort, args.print_mode, args.max_budget_usd)
+            return one_shot(APPROVED)
         if answer is None or answer == "n":
             renderer.info("plan not approved; nothing was changed")
             return EXIT_OK
         request = f"[Plan mode] Revise the plan: {answer}\nAnswer with the whole revised plan under \"## Plan\"."
         _with_plan_policy(agent, policy)
-        code = one_shot(agent, request, settings, renderer, abort, args.print_mode, args.max_budget_usd)
+        code = one_shot(request)
         agent.set_permission(policy)
         if code != EXIT_OK:
             return code
@@ -185,6 +198,6 @@ def plan_one_shot(agent: tooloop.Agent, task: str, settings: Settings, renderer:
 
 def init_command(repl: Repl) -> None:
     """/init: ask the model to write a starter AGENTS.md for the project."""
-    existing = (repl.settings.workspace / "AGENTS.md").exists()
+    existing = (repl.workspace / "AGENTS.md").exists()
     note = ("An AGENTS.md exists already: read it and improve it rather than starting over. " if existing else "")
     repl.run_task(INIT_PROMPT.format(existing=note))

@@ -41,7 +41,7 @@ Type a task and press Enter (Alt+Enter or Esc Enter for a new line). Commands:
   /init         have the agent write a starter AGENTS.md for this project
   /undo [N]     put the files back as they were before your last (N-th last) message
   /diff         what the agent changed in files during this session
-  /retry        send the last request again (after an error or a cancel)
+  /resume       go on from where the last task stopped (after an error or a cancel; /retry is its old name)
   /todos        the agent's current todo list
   /bashes       background commands (bash run_in_background): state and command
   /skills       the skills found (.tooloop/skills/, ~/.config/tooloop/skills/) and any problems
@@ -66,12 +66,17 @@ class Repl:
         self.session = session
         self.abort = abort
         self.resumed = resumed
-        self.can_retry = False   # the last task ended in an error or a cancel
+        self.can_resume = False   # the last task ended in an error or a cancel
         self.checkpoints = checkpoints or Checkpoints.for_session(session, settings.workspace)
         self.last_context = 0    # input tokens of the last model turn: how full the context is
         # Until a model turn says it (a resumed session, after /compact): the core's estimate, no request.
         self.context_estimate: Optional[int] = context.estimate_tokens(agent) if resumed else None
         self.undo_note = ""      # told to the model with the next message: the files changed under it
+
+    @property
+    def workspace(self) -> Path:
+        """The folder the agent works in."""
+        return self.settings.workspace
 
     def _prompt_session(self) -> PromptSession[str]:
         from prompt_toolkit import PromptSession
@@ -212,10 +217,10 @@ class Repl:
         for problem in self.checkpoints.errors:
             self.r.notice(f"warning: {problem} (/undo cannot restore it)")
         self.checkpoints.errors.clear()
-        self.can_retry = outcome.status in ("error", "cancelled")
+        self.can_resume = outcome.status in ("error", "cancelled")
         if outcome.status == "error":
             self.r.error(f"error: {outcome.message}")
-            self.r.info("/retry sends the request again")
+            self.r.info("/resume goes on from where it stopped")
             return
         if outcome.status == "cancelled":
             return
@@ -264,9 +269,13 @@ class Repl:
             self.undo(text)
         elif name == "/diff":
             self.diff()
-        elif name == "/retry":
-            if not self.can_retry:
-                self.r.notice("nothing to retry: the last task did not fail")
+        elif name in ("/resume", "/retry"):
+            # One word, one meaning: "resume" is the library's Agent.resume() (go on after a failure or a
+            # cancel, no tool run twice), which this calls; "retry" is left to the HTTP retries.
+            if name == "/retry":
+                self.r.notice("/retry is deprecated: it is now called /resume")
+            if not self.can_resume:
+                self.r.notice("nothing to resume: the last task did not fail")
                 return None
             self.task(None)
         elif name == "/todos":
