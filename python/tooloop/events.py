@@ -2,7 +2,8 @@
 ``RunResult``, ``ToolCallRecord``), plus ``ToolCall``, what a permission callable is asked about.
 
 Immutable records built from the dicts the compiled module produces; every event has a ``type`` string
-(``text``, ``thinking``, ``tool_use``, ``tool_result``, ``turn``, ``usage``, ``done``) so code may switch on
+(``text``, ``thinking``, ``tool_use``, ``tool_result``, ``turn``, ``usage``, ``todo``, ``subagent``,
+``repetition``, ``compaction``, ``done``) so code may switch on
 ``event.type`` or on the class. They compare by value, print like dataclasses and pickle.
 
 They are plain classes with ``__slots__`` rather than dataclasses on purpose: ``dataclasses`` pulls in
@@ -266,7 +267,9 @@ class ToolResultEvent(_Record):
 
 
 class TurnEvent(_Record):
-    """A model turn ended: its number in the run, why it stopped and its usage."""
+    """A model turn ended: its number in the run, why it stopped and its usage. Its ``type`` is ``"turn"``
+    (the Python API's documented name); the core and the C API call the same event ``turn_end``. The Python
+    API reports no turn-start event, so ``"turn"`` has this one meaning here."""
 
     __slots__ = ("turn", "stop_reason", "usage")
     _fields = __slots__

@@ -4,7 +4,7 @@ Keys and defaults the CLI reads (from the environment or the workspace's .env fi
 ANTHROPIC_API_KEY, OPENAI_API_KEY, ANTHROPIC_BASE_URL, OPENAI_BASE_URL, TOOLOOP_PROVIDER, TOOLOOP_MODEL,
 TOOLOOP_MAX_TURNS, TOOLOOP_THINKING, TOOLOOP_CONTEXT_WINDOW, TOOLOOP_COMPACTION (auto|off),
 TOOLOOP_COMPACTION_MODEL. The real environment wins over .env, as with python-dotenv and
-docker compose. A base URL from .env counts only with the key from that same file (issue 9: a cloned
+docker compose. A base URL from .env counts only with the key from that same file (a cloned
 repository must not redirect the user's own key). Must never print or log a key. Standard library only.
 """
 

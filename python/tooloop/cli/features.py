@@ -1,8 +1,9 @@
-"""The round-two features as the CLI sets them up: the bash sandbox mode, planning, the subagent types, the
-skill folders and MCP servers (with the once-per-workspace approval of a project's ``.mcp.json``).
+"""What the CLI sets up around the agent: the bash sandbox mode (as the library can enforce it), planning,
+the subagent types, the skill folders and MCP servers (with the once-per-workspace approval of a project's
+``.mcp.json``).
 
 Standard library only. Must never: start a server from a project's ``.mcp.json`` that the user did not
-approve with exactly that configuration and exactly the workspace files it runs (issue 20: the model can
+approve with exactly that configuration and exactly the workspace files it runs (the model can
 rewrite ``server.py``), or ask for an approval without showing every env value and header the server gets.
 Values the file spells out are shown as written; a value taken from one of the user's secret variables is
 named and shown shortened, never whole.
@@ -132,7 +133,7 @@ def save_approvals(workspace: Path, approvals: Mapping[str, str]) -> None:
     os.replace(tmp, path)
 
 
-# What executes: a project server's approval covers the workspace files it runs (issue 20, item 8) --------
+# What executes: a project server's approval covers the workspace files it runs -------------------------
 
 PIN_MAX_FILES = 200            # files hashed per server (a folder argument, a script's sibling modules)
 PIN_MAX_BYTES = 64 * 1024 * 1024   # bytes hashed per file (the size counts beyond that)
