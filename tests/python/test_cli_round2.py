@@ -166,16 +166,33 @@ def test_bedrock_needs_a_region_and_names_the_aws_variables(tooloop_exe, ws, tmp
         assert var in proc.stderr
 
 
-def test_bedrock_credentials_the_core_never_reads_are_refused_at_start(tooloop_exe, ws, tmp_path):
-    """AWS_PROFILE naming no profile in any credentials file, container or web-identity variables: the
-    Bedrock provider reads none of these, so the CLI refuses at start (it used to accept them and then
-    fail at the first request)."""
-    for extra in ({"AWS_PROFILE": "work"}, {"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/creds"},
+def test_bedrock_credentials_the_core_never_reads_are_refused_when_settings_resolve(tmp_path, monkeypatch):
+    """AWS_PROFILE naming no profile in any credentials file, AWS_CONFIG_FILE, container or web-identity
+    variables: the Bedrock provider reads none of these, so resolving the settings refuses them (the CLI
+    used to accept them and fail only when the agent was built)."""
+    from tooloop.cli.args import parse_args
+    from tooloop.cli.config import ConfigProblem, resolve
+
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SHARED_CREDENTIALS_FILE",
+                "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "config").write_text("[profile work]\nregion = us-west-2\n")
+    args = parse_args(["--provider", "bedrock", "--region", "us-west-2", "-w", str(tmp_path), "x"])
+    for extra in ({"AWS_PROFILE": "work"}, {"AWS_CONFIG_FILE": str(tmp_path / "config")},
+                  {"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/creds"},
                   {"AWS_WEB_IDENTITY_TOKEN_FILE": str(tmp_path / "token")}):
-        proc = run(tooloop_exe, ws, clean_env(tmp_path, **extra), "-p", "--provider", "bedrock", "--region",
-                   "us-west-2", "hi")
-        assert proc.returncode == 2, (extra, proc.stderr)
-        assert "no AWS credentials" in proc.stderr and "AWS_ACCESS_KEY_ID" in proc.stderr
+        for k, v in extra.items():
+            monkeypatch.setenv(k, v)
+        with pytest.raises(ConfigProblem, match="no AWS credentials"):
+            resolve(args, dict(extra, HOME=str(tmp_path)))
+        for k in extra:
+            monkeypatch.delenv(k)
+    # What the provider does read passes: a profile in ~/.aws/credentials.
+    (tmp_path / ".aws").mkdir()
+    (tmp_path / ".aws" / "credentials").write_text("[work]\naws_access_key_id = AKIA\naws_secret_access_key = s\n")
+    monkeypatch.setenv("AWS_PROFILE", "work")
+    assert resolve(args, {"AWS_PROFILE": "work", "HOME": str(tmp_path)}).provider == "bedrock"
 
 
 def test_bedrock_settings_default_model_and_region_from_env(tmp_path, monkeypatch):
