@@ -33,6 +33,7 @@ from .errors import (
     APITimeoutError,
     AuthenticationError,
     BadRequestError,
+    BusyError,
     Cancelled,
     ConfigError,
     Error,
@@ -118,6 +119,7 @@ __all__ = [
     "InvalidResponseError",
     "SessionError",
     "OutputValidationError",
+    "BusyError",
     "ConfigError",
 ]
 
