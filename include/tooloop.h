@@ -98,63 +98,6 @@ typedef struct tooloop_tool_result tooloop_tool_result;
 typedef int32_t tooloop_status;
 
 /**
- * A model implemented by the host (the "fake brain" of tests, or a custom backend).
- *
- * `request_json` is the request in the Anthropic Messages API shape (`model`, `max_tokens`, `messages`,
- * `system`, `tools`, ...; borrowed for the call). Answer with `tooloop_model_response_set_json(response,
- * message_json)`, a Messages API message such as `{"role": "assistant", "content": [{"type": "text",
- * "text": "Hi"}], "stop_reason": "end_turn", "usage": {"input_tokens": 3, "output_tokens": 1}}`, and
- * return 0. A non-zero return fails the run with `TOOLOOP_MODEL_FAILED` (or `TOOLOOP_CANCELLED` when
- * the run was cancelled, see `tooloop_model_response_is_cancelled`).
- *
- * Threads: called on the thread that called `tooloop_agent_run` / `tooloop_agent_resume`, one call at a
- * time. Same rules as `tooloop_tool_fn`.
- */
-typedef int32_t (*tooloop_model_fn)(void *userdata, const char *request_json, tooloop_model_response *response);
-
-/**
- * A destructor for host data (`userdata`). Called exactly once, with the pointer given at registration.
- */
-typedef void (*tooloop_free_fn)(void *userdata);
-
-/**
- * A tool implemented by the host.
- *
- * `userdata` is the pointer given to `tooloop_agent_add_tool`; `input_json` is the tool input the model
- * wrote, a JSON object that passed the schema's checks (borrowed for the call); `result` is where the
- * answer goes, through `tooloop_tool_result_set_text` or `tooloop_tool_result_set_error` (borrowed for
- * the call). Return 0 to let the run go on; a non-zero value aborts the run, which then fails with
- * `TOOLOOP_TOOL_ABORTED`. Returning 0 without setting a result gives the model the error result "the tool
- * returned no result".
- *
- * Threads: called on the thread that called `tooloop_agent_run` / `tooloop_agent_resume`, one call at a
- * time. It may call `tooloop_agent_cancel` and the `*_json` readers of its agent, but not run, reset or
- * free it. A C++ callback must not let an exception escape.
- */
-typedef int32_t (*tooloop_tool_fn)(void *userdata, const char *input_json, tooloop_tool_result *result);
-
-/**
- * Decides, before each tool call of a run, whether the call may run (see `tooloop_agent_set_permission`).
- *
- * `userdata` is the pointer given to `tooloop_agent_set_permission`; `call_json` is the call the model made,
- * `{"id": "toolu_...", "name": "...", "input": {...}}` (borrowed for the call; read it with
- * `tooloop_json_get`, e.g. pointer `"/name"`); `answer` is where the reason of a denial goes, through
- * `tooloop_permission_set_reason` (borrowed for the call). Return 0 to let the tool run; a non-zero value
- * denies the call: the tool does not run, and the model reads the error result "Permission denied:
- * <reason>", where the reason is the one set on `answer`, or "the host denied this tool call" when none was
- * set. The run goes on either way (to end it too, call `tooloop_agent_cancel` from the callback). A reason
- * set on an allowed call is ignored.
- *
- * It runs for every tool call the model makes, after the call's `TOOLOOP_EVENT_TOOL_USE` event and before
- * the tool's input is checked against its schema, also for a tool name the agent does not know. Calls
- * skipped because the run was cancelled or a tool aborted it are not asked about.
- *
- * Threads: called on the thread that called `tooloop_agent_run` / `tooloop_agent_resume`, one call at a
- * time. Same rules as `tooloop_tool_fn`.
- */
-typedef int32_t (*tooloop_permission_fn)(void *userdata, const char *call_json, tooloop_permission *answer);
-
-/**
  * The kind of a `tooloop_event`: one of the `TOOLOOP_EVENT_*` codes. Codes are never renumbered; new ones
  * may be added, so ignore a code you do not know.
  */
@@ -213,6 +156,63 @@ typedef void (*tooloop_event_fn)(void *userdata, const tooloop_event *event);
  * time. Same rules as `tooloop_tool_fn`.
  */
 typedef int32_t (*tooloop_hook_fn)(void *userdata, const char *event_json, tooloop_hook_result *result);
+
+/**
+ * A destructor for host data (`userdata`). Called exactly once, with the pointer given at registration.
+ */
+typedef void (*tooloop_free_fn)(void *userdata);
+
+/**
+ * A model implemented by the host (the "fake brain" of tests, or a custom backend).
+ *
+ * `request_json` is the request in the Anthropic Messages API shape (`model`, `max_tokens`, `messages`,
+ * `system`, `tools`, ...; borrowed for the call). Answer with `tooloop_model_response_set_json(response,
+ * message_json)`, a Messages API message such as `{"role": "assistant", "content": [{"type": "text",
+ * "text": "Hi"}], "stop_reason": "end_turn", "usage": {"input_tokens": 3, "output_tokens": 1}}`, and
+ * return 0. A non-zero return fails the run with `TOOLOOP_MODEL_FAILED` (or `TOOLOOP_CANCELLED` when
+ * the run was cancelled, see `tooloop_model_response_is_cancelled`).
+ *
+ * Threads: called on the thread that called `tooloop_agent_run` / `tooloop_agent_resume`, one call at a
+ * time. Same rules as `tooloop_tool_fn`.
+ */
+typedef int32_t (*tooloop_model_fn)(void *userdata, const char *request_json, tooloop_model_response *response);
+
+/**
+ * Decides, before each tool call of a run, whether the call may run (see `tooloop_agent_set_permission`).
+ *
+ * `userdata` is the pointer given to `tooloop_agent_set_permission`; `call_json` is the call the model made,
+ * `{"id": "toolu_...", "name": "...", "input": {...}}` (borrowed for the call; read it with
+ * `tooloop_json_get`, e.g. pointer `"/name"`); `answer` is where the reason of a denial goes, through
+ * `tooloop_permission_set_reason` (borrowed for the call). Return 0 to let the tool run; a non-zero value
+ * denies the call: the tool does not run, and the model reads the error result "Permission denied:
+ * <reason>", where the reason is the one set on `answer`, or "the host denied this tool call" when none was
+ * set. The run goes on either way (to end it too, call `tooloop_agent_cancel` from the callback). A reason
+ * set on an allowed call is ignored.
+ *
+ * It runs for every tool call the model makes, after the call's `TOOLOOP_EVENT_TOOL_USE` event and before
+ * the tool's input is checked against its schema, also for a tool name the agent does not know. Calls
+ * skipped because the run was cancelled or a tool aborted it are not asked about.
+ *
+ * Threads: called on the thread that called `tooloop_agent_run` / `tooloop_agent_resume`, one call at a
+ * time. Same rules as `tooloop_tool_fn`.
+ */
+typedef int32_t (*tooloop_permission_fn)(void *userdata, const char *call_json, tooloop_permission *answer);
+
+/**
+ * A tool implemented by the host.
+ *
+ * `userdata` is the pointer given to `tooloop_agent_add_tool`; `input_json` is the tool input the model
+ * wrote, a JSON object that passed the schema's checks (borrowed for the call); `result` is where the
+ * answer goes, through `tooloop_tool_result_set_text` or `tooloop_tool_result_set_error` (borrowed for
+ * the call). Return 0 to let the run go on; a non-zero value aborts the run, which then fails with
+ * `TOOLOOP_TOOL_ABORTED`. Returning 0 without setting a result gives the model the error result "the tool
+ * returned no result".
+ *
+ * Threads: called on the thread that called `tooloop_agent_run` / `tooloop_agent_resume`, one call at a
+ * time. It may call `tooloop_agent_cancel` and the `*_json` readers of its agent, but not run, reset or
+ * free it. A C++ callback must not let an exception escape.
+ */
+typedef int32_t (*tooloop_tool_fn)(void *userdata, const char *input_json, tooloop_tool_result *result);
 
 /**
  * `tooloop_event.type`: a model request is about to go out. json: `{"type":"turn_start","turn":1}`.
@@ -475,7 +475,8 @@ extern "C" {
  * - `"api_key"`, `"base_url"`: default from the environment: `ANTHROPIC_API_KEY` / `ANTHROPIC_BASE_URL`,
  *   or `OPENAI_API_KEY` / `OPENAI_BASE_URL` (an OpenAI base URL ends with `/v1`, an Anthropic one not).
  * - `"max_tokens"` (default 8192), `"max_turns"` (model requests per run, default 20, `null`: no cap).
- * - `"thinking"`: a budget in tokens, or a thinking object passed to the API as is; `null`/`false`: off.
+ * - `"thinking"`: a budget in tokens (at least 1024, less than `"max_tokens"`), or a thinking object passed
+ *   to the API as is; `null`/`false`: off.
  * - `"timeout"`: seconds for one whole request (default 600); `"max_retries"` (default 2).
  * - `"stream"`: stream responses (default true; events arrive as the bytes do).
  * - `"builtin_tools"`: `true` for bash, read_file, write_file and edit_file, or an array of some of
@@ -520,7 +521,7 @@ extern "C" {
  *   the run ends with stop_reason `"repetition"` (TOOLOOP_EVENT_REPETITION says why in its `note`).
  * - `"context_window"`: the model's context window in tokens (default: from the model's name, e.g. 200000
  *   for Claude models; set it for local models); `tooloop_agent_context_window` reads the one in use.
- * - `"compaction"`: `"auto"` (default) or `"off"`: before a request that would fill more than
+ * - `"compaction"`: `"auto"` (default) or `"off"`. With `"auto"`, before a request that would fill more than
  *   `"compact_threshold"` of the context window (default 0.8; 0.1 to 1), and after an API answer that the
  *   prompt is too long, the run compacts the conversation (old large tool results cleared, older turns
  *   summarized by the model or dropped) and tells the event callback with TOOLOOP_EVENT_COMPACTION.
@@ -531,16 +532,20 @@ extern "C" {
  *   has it (`"output_mode"`: `"auto"` default, `"native"` or `"tool"` for a forced `final_answer` tool); an
  *   invalid answer goes back to the model with the errors at most `"output_retries"` times (default 2),
  *   then the run fails with `TOOLOOP_OUTPUT_INVALID`. A subagent type may have its own `"output_schema"`.
- * - `"cache"`: prompt-caching breakpoints on the Anthropic API and Bedrock (default true).
+ * - `"cache"`: prompt caching on the Anthropic API and Bedrock (default true): cache breakpoints on the last
+ *   tool, the system prompt and the newest turns.
  * - `"short_tool_descriptions"`: the built-in tools described in one sentence each (default false), for
- *   small context windows.
- * - `"instruction_files"`: `true` adds the project's `AGENTS.md` (else `CLAUDE.md`) files, from the
- *   repository root down to the workspace, and the user's own to the system prompt; `false` (default) none;
- *   an array of paths: exactly those files.
- * - `"max_cost_usd"`: no request is sent that would take the agent's spend past this many US dollars; the
- *   run then succeeds with `"stop_reason": "budget"`.
- * - `"permission_rules"`: `{"allow": [...], "ask": [...], "deny": [...]}`, rules such as `"bash(npm test:*)"`
- *   or `"edit_file(src/**)"` that decide tool calls before the permission callback (deny > ask > allow).
+ *   models with a small context window.
+ * - `"instruction_files"`: project instructions added to the system prompt: `true` finds `AGENTS.md` (else
+ *   `CLAUDE.md`) in the workspace and each parent up to the repository root, plus the user's own file;
+ *   `false` (default) none; an array of paths: exactly those files.
+ * - `"max_cost_usd"`: no request is sent that would take the agent's spend (subagents and compaction
+ *   summaries included) past this many US dollars; the run then returns `TOOLOOP_OK` with `"stop_reason":
+ *   "budget"` in its result. Needs a model with a known price.
+ * - `"permission_rules"`: `{"allow": [...], "ask": [...], "deny": [...]}`, rules such as `"bash(git status)"`,
+ *   `"bash(npm test:*)"`, `"edit_file(*.md)"` or `"mcp__github"` that decide each tool call before the
+ *   permission callback is asked (deny wins over ask, ask over allow; an `"ask"` rule leaves the call to
+ *   the callback, and denies it when there is none).
  *
  * The keys, defaults and checks are the core's `AgentOptions`, shared with the Python `Agent(...)`.
  * An unknown key is an error (a typo must not pass silently); so is a value that cannot work (a base URL
@@ -558,29 +563,6 @@ tooloop_status tooloop_agent_new(const char *config_json,
                                  tooloop_agent **out);
 
 /**
- * Create an agent whose model is a host callback instead of a network API: the "fake brain" tests use,
- * or a custom backend. Each model turn calls `model(model_userdata, request_json, response)`; see
- * `tooloop_model_fn`.
- *
- * `config_json` takes the keys of `tooloop_agent_new`; `"provider"` may be left out or be `"host"`,
- * `"model"` defaults to `"host"`, and the network keys (`api_key`, `base_url`, `timeout`,
- * `max_retries`) are accepted and unused.
- *
- * Ownership: `model_userdata` is the host's; tooloop calls `model_userdata_free(model_userdata)` (if not
- * NULL) exactly once: when the agent is freed, or before this function returns if it fails (even for a
- * NULL argument). On success `*out` receives the agent (free with `tooloop_agent_free`); on failure
- * `*out` is left unchanged.
- *
- * Statuses: as `tooloop_agent_new` (`TOOLOOP_INVALID_ARGUMENT` also for a NULL `model`, or a `provider`
- * other than `"host"`). Threads: any.
- */
-tooloop_status tooloop_agent_new_with_model(const char *config_json,
-                                            tooloop_model_fn model,
-                                            void *model_userdata,
-                                            tooloop_free_fn model_userdata_free,
-                                            tooloop_agent **out);
-
-/**
  * Free an agent: its tools' and model's `userdata_free` destructors run now, on this thread, each
  * exactly once. An attached session file stays on disk, complete.
  *
@@ -589,72 +571,6 @@ tooloop_status tooloop_agent_new_with_model(const char *config_json,
  * undefined behaviour.
  */
 void tooloop_agent_free(tooloop_agent *agent);
-
-/**
- * Register a tool implemented by a C callback. The model sees `name`, `description` and the JSON schema
- * of the tool's input; when it calls the tool, the input is checked against the schema (required fields,
- * types, enums) and `fn(userdata, input_json, result)` runs: see `tooloop_tool_fn`.
- *
- * - `name`: `^[a-zA-Z0-9_-]{1,64}$`, unique within the agent (built-in tools included).
- * - `description`: what the tool does, for the model; NULL means none.
- * - `schema_json`: a JSON Schema object for the input, e.g. `{"type": "object", "properties": {"city":
- *   {"type": "string"}}, "required": ["city"]}` (a missing `"type"` is taken as `"object"`).
- *
- * All strings are copied.
- *
- * Ownership: `userdata` is the host's; tooloop calls `userdata_free(userdata)` (if not NULL) exactly once:
- * when the agent is freed, or before this function returns if registration fails for any reason (even a
- * NULL argument or a duplicate name).
- *
- * Statuses: `TOOLOOP_INVALID_ARGUMENT` (NULL `agent`, `name`, `schema_json` or `fn`; an invalid name; a
- * schema that is not a JSON object or whose `"type"` is not `"object"`), `TOOLOOP_INVALID_UTF8`,
- * `TOOLOOP_INVALID_JSON` (schema), `TOOLOOP_DUPLICATE_TOOL`, `TOOLOOP_PANIC`. Threads: the agent's
- * thread; tools added during a run are offered from the next model request.
- */
-tooloop_status tooloop_agent_add_tool(tooloop_agent *agent,
-                                      const char *name,
-                                      const char *description,
-                                      const char *schema_json,
-                                      tooloop_tool_fn fn,
-                                      void *userdata,
-                                      tooloop_free_fn userdata_free);
-
-/**
- * Limit each call of the tool `name` (a C tool, or any other registered tool) to `seconds`: the callback
- * then runs on a thread of its own, and a call that overruns is answered at once with an error result the
- * model reads ("did not finish within its time limit"), so the run never hangs on a stuck tool. The
- * overrunning callback is told to stop: `tooloop_tool_result_is_cancelled` returns true from then on, and
- * it should return soon; its `userdata` stays alive until it has returned (its `userdata_free` may
- * therefore run after `tooloop_agent_free`, on the callback's thread). Call it once per tool, after
- * registering it and before a run.
- *
- * Statuses: `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `name`, no tool of that name, `seconds` not a
- * positive finite number), `TOOLOOP_INVALID_UTF8`, `TOOLOOP_PANIC`. Threads: the agent's thread, not during
- * a run.
- */
-tooloop_status tooloop_agent_set_tool_timeout(tooloop_agent *agent, const char *name, double seconds);
-
-/**
- * Set the permission hook of an agent: before each tool call, `fn(userdata, call_json, answer)` decides
- * whether it may run (see `tooloop_permission_fn`); a denied call is answered with an error result the model
- * reads, and the run goes on. A NULL `fn` clears the hook: every call runs. Setting a hook replaces the
- * previous one. The hook applies from the next run or resume.
- *
- * Ownership: `userdata` is the host's; tooloop calls `userdata_free(userdata)` (if not NULL) exactly once:
- * when the hook is replaced or cleared by a later `tooloop_agent_set_permission`, or when the agent is
- * freed. When this call fails for any reason (even a NULL argument), or when `fn` is NULL (there is then
- * nothing to keep it for), it runs before this function returns. Replacing or clearing a hook runs the
- * previous hook's destructor before this function returns, on this thread; a failed call leaves the
- * previous hook in place.
- *
- * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent`), `TOOLOOP_BUSY` (a run or resume is in
- * progress on the agent, or the call was made from inside one of its callbacks), `TOOLOOP_PANIC`.
- * Threads: the agent's thread, not during a run.
- */
-tooloop_status tooloop_agent_set_permission(tooloop_agent *agent,
-                                            tooloop_permission_fn fn,
-                                            void *userdata,
-                                            tooloop_free_fn userdata_free);
 
 /**
  * Run the agent on new user input: send it, run the tools the model asks for, repeat until the model
@@ -790,34 +706,6 @@ tooloop_status tooloop_agent_todos_json(const tooloop_agent *agent, char **out);
 tooloop_status tooloop_agent_mcp_status_json(const tooloop_agent *agent, char **out);
 
 /**
- * Attach a session file (or a database session, `path.db#id`, as the `"session"` key) to an agent whose
- * conversation is empty: the file's conversation is loaded (a
- * torn last line from a crash is cut off; a tool call left without a result is answered as
- * interrupted), then every finished entry is appended to it as the conversation goes on (flushed and
- * synced before the next request). The file (0600) and its folders (0700) are created if missing. Same
- * as the `"session"` config key. `tooloop_agent_resume` continues a loaded conversation;
- * `tooloop_agent_run` adds to it. The agent holds the file locked until `tooloop_agent_free`.
- *
- * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `path`), `TOOLOOP_INVALID_UTF8`,
- * `TOOLOOP_BUSY`, `TOOLOOP_CONFIG` (the conversation is not empty), `TOOLOOP_IO` (cannot be read or
- * written; not a tooloop session or a newer format version, left untouched; in use by another agent),
- * `TOOLOOP_PANIC`.
- * Threads: the agent's thread.
- */
-tooloop_status tooloop_agent_open_session(tooloop_agent *agent, const char *path);
-
-/**
- * Write the whole conversation to `path` as a session file (the format `tooloop_agent_open_session`
- * and the Python `session=` load), replacing any file there atomically (written beside it, then
- * renamed). Saving onto the agent's own attached session file does nothing: that file is always current.
- * The agent does not start appending to `path`: use `tooloop_agent_open_session` for that.
- *
- * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `path`), `TOOLOOP_INVALID_UTF8`,
- * `TOOLOOP_BUSY`, `TOOLOOP_IO`, `TOOLOOP_PANIC`. Threads: the agent's thread.
- */
-tooloop_status tooloop_agent_save_session(const tooloop_agent *agent, const char *path);
-
-/**
  * Clear the conversation (tools and configuration stay). An attached session file records the reset:
  * loading it later gives the conversation after the reset.
  *
@@ -876,90 +764,6 @@ tooloop_status tooloop_agent_count_tokens(tooloop_agent *agent, const char *inpu
  * Threads: any thread, also during a run.
  */
 tooloop_status tooloop_agent_context_window(const tooloop_agent *agent, uint64_t *out_tokens);
-
-/**
- * Answer a tool call with `text` (UTF-8, copied; it may be JSON). A later set replaces an earlier one.
- *
- * If this call fails on its `text` (NULL or invalid UTF-8), the result becomes an error result saying so,
- * unless a later set succeeds: the model learns the tool misbehaved instead of getting nothing.
- *
- * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `result` or `text`), `TOOLOOP_INVALID_UTF8`,
- * `TOOLOOP_PANIC`. Threads: only inside the tool callback that received `result`.
- */
-tooloop_status tooloop_tool_result_set_text(tooloop_tool_result *result, const char *text);
-
-/**
- * Answer a tool call with an error the model reads and can act on (an `is_error` tool result; the run
- * goes on). `message` is UTF-8, copied. A later set replaces an earlier one. To end the run instead,
- * return non-zero from the callback (this message is then added to the abort detail).
- *
- * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `result` or `message`), `TOOLOOP_INVALID_UTF8`,
- * `TOOLOOP_PANIC`. Threads: only inside the tool callback that received `result`.
- */
-tooloop_status tooloop_tool_result_set_error(tooloop_tool_result *result, const char *message);
-
-/**
- * Answer a tool call with content blocks: `content_json` is a JSON array such as `[{"type": "text",
- * "text": "the screen:"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png",
- * "data": "<base64>"}}]` (text, image and document blocks; copied). The model receives them as the
- * `tool_result` content, byte for byte; an image over the provider's size limit becomes an error result
- * saying so instead. A later set replaces an earlier one.
- *
- * If this call fails (NULL, invalid UTF-8 or JSON, not an array of blocks), the result becomes an error
- * result saying why, unless a later set succeeds.
- *
- * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `result` or `content_json`, or not an array of
- * content blocks), `TOOLOOP_INVALID_UTF8`, `TOOLOOP_INVALID_JSON`, `TOOLOOP_PANIC`. Threads: only inside the
- * tool callback that received `result`.
- */
-tooloop_status tooloop_tool_result_set_content(tooloop_tool_result *result, const char *content_json);
-
-/**
- * Give the reason of a denial: the model reads "Permission denied: <reason>" as the call's error result.
- * `reason` is UTF-8, copied. A later set replaces an earlier one. The reason counts only when the
- * permission callback returns non-zero (deny); without one the model reads "the host denied this tool call".
- *
- * If this call fails on its `reason` (NULL or invalid UTF-8), the reason becomes the default one with a
- * note saying the host's reason could not be set, unless a later set succeeds.
- *
- * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `answer` or `reason`), `TOOLOOP_INVALID_UTF8`,
- * `TOOLOOP_PANIC`. Threads: only inside the permission callback that received `answer`.
- */
-tooloop_status tooloop_permission_set_reason(tooloop_permission *answer, const char *reason);
-
-/**
- * Whether the run this tool call belongs to was cancelled: a long-running tool should poll it and return
- * early (with any result; the run ends with `TOOLOOP_CANCELLED` anyway).
- *
- * Returns false for NULL. Threads: only inside the tool callback that received `result`.
- */
-bool tooloop_tool_result_is_cancelled(const tooloop_tool_result *result);
-
-/**
- * Answer a host model call with `json`, an assistant message in the Anthropic Messages shape (copied and
- * validated now): `{"content": [...blocks...], "stop_reason": "end_turn" | "tool_use" | ..., "usage":
- * {"input_tokens": N, "output_tokens": N}}`; `id`, `model`, `role` ("assistant"), `type` ("message") and
- * `usage` are optional, and so is `stop_reason` (then `"tool_use"` when a block calls a tool, else
- * `"end_turn"`); `content` may also be a plain string (one text block). A `tool_use` block is `{"type": "tool_use", "id": "toolu_1", "name": "...",
- * "input": {...}}`. A later set replaces an earlier one.
- *
- * If `json` is rejected, the response is marked invalid: unless a later set succeeds, the run fails with
- * `TOOLOOP_INVALID_RESPONSE` and this detail, even if the callback returns 0.
- *
- * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `response` or `json`, not a message),
- * `TOOLOOP_INVALID_UTF8`, `TOOLOOP_INVALID_JSON`, `TOOLOOP_PANIC`. Threads: only inside the model
- * callback that received `response`.
- */
-tooloop_status tooloop_model_response_set_json(tooloop_model_response *response,
-                                               const char *json);
-
-/**
- * Whether the run this model call belongs to was cancelled: a slow host model should poll it and return
- * non-zero (the run then ends with `TOOLOOP_CANCELLED`).
- *
- * Returns false for NULL. Threads: only inside the model callback that received `response`.
- */
-bool tooloop_model_response_is_cancelled(const tooloop_model_response *response);
 
 /**
  * Set the hook of kind `kind` (`"before_tool"`, `"after_tool"`, `"before_request"` or `"on_stop"`; see
@@ -1033,6 +837,90 @@ tooloop_status tooloop_hook_result_set_input(tooloop_hook_result *result, const 
 tooloop_status tooloop_json_get(const char *json, const char *pointer, char **out);
 
 /**
+ * Create an agent whose model is a host callback instead of a network API: the "fake brain" tests use,
+ * or a custom backend. Each model turn calls `model(model_userdata, request_json, response)`; see
+ * `tooloop_model_fn`.
+ *
+ * `config_json` takes the keys of `tooloop_agent_new`; `"provider"` may be left out or be `"host"`,
+ * `"model"` defaults to `"host"`, and the network keys (`api_key`, `base_url`, `timeout`,
+ * `max_retries`) are accepted and unused.
+ *
+ * Ownership: `model_userdata` is the host's; tooloop calls `model_userdata_free(model_userdata)` (if not
+ * NULL) exactly once: when the agent is freed, or before this function returns if it fails (even for a
+ * NULL argument). On success `*out` receives the agent (free with `tooloop_agent_free`); on failure
+ * `*out` is left unchanged.
+ *
+ * Statuses: as `tooloop_agent_new` (`TOOLOOP_INVALID_ARGUMENT` also for a NULL `model`, or a `provider`
+ * other than `"host"`). Threads: any.
+ */
+tooloop_status tooloop_agent_new_with_model(const char *config_json,
+                                            tooloop_model_fn model,
+                                            void *model_userdata,
+                                            tooloop_free_fn model_userdata_free,
+                                            tooloop_agent **out);
+
+/**
+ * Answer a host model call with `json`, an assistant message in the Anthropic Messages shape (copied and
+ * validated now): `{"content": [...blocks...], "stop_reason": "end_turn" | "tool_use" | ..., "usage":
+ * {"input_tokens": N, "output_tokens": N}}`; `id`, `model`, `role` ("assistant"), `type` ("message") and
+ * `usage` are optional, and so is `stop_reason` (then `"tool_use"` when a block calls a tool, else
+ * `"end_turn"`); `content` may also be a plain string (one text block). A `tool_use` block is `{"type": "tool_use", "id": "toolu_1", "name": "...",
+ * "input": {...}}`. A later set replaces an earlier one.
+ *
+ * If `json` is rejected, the response is marked invalid: unless a later set succeeds, the run fails with
+ * `TOOLOOP_INVALID_RESPONSE` and this detail, even if the callback returns 0.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `response` or `json`, not a message),
+ * `TOOLOOP_INVALID_UTF8`, `TOOLOOP_INVALID_JSON`, `TOOLOOP_PANIC`. Threads: only inside the model
+ * callback that received `response`.
+ */
+tooloop_status tooloop_model_response_set_json(tooloop_model_response *response,
+                                               const char *json);
+
+/**
+ * Whether the run this model call belongs to was cancelled: a slow host model should poll it and return
+ * non-zero (the run then ends with `TOOLOOP_CANCELLED`).
+ *
+ * Returns false for NULL. Threads: only inside the model callback that received `response`.
+ */
+bool tooloop_model_response_is_cancelled(const tooloop_model_response *response);
+
+/**
+ * Set the permission hook of an agent: before each tool call, `fn(userdata, call_json, answer)` decides
+ * whether it may run (see `tooloop_permission_fn`); a denied call is answered with an error result the model
+ * reads, and the run goes on. A NULL `fn` clears the hook: every call runs. Setting a hook replaces the
+ * previous one. The hook applies from the next run or resume.
+ *
+ * Ownership: `userdata` is the host's; tooloop calls `userdata_free(userdata)` (if not NULL) exactly once:
+ * when the hook is replaced or cleared by a later `tooloop_agent_set_permission`, or when the agent is
+ * freed. When this call fails for any reason (even a NULL argument), or when `fn` is NULL (there is then
+ * nothing to keep it for), it runs before this function returns. Replacing or clearing a hook runs the
+ * previous hook's destructor before this function returns, on this thread; a failed call leaves the
+ * previous hook in place.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent`), `TOOLOOP_BUSY` (a run or resume is in
+ * progress on the agent, or the call was made from inside one of its callbacks), `TOOLOOP_PANIC`.
+ * Threads: the agent's thread, not during a run.
+ */
+tooloop_status tooloop_agent_set_permission(tooloop_agent *agent,
+                                            tooloop_permission_fn fn,
+                                            void *userdata,
+                                            tooloop_free_fn userdata_free);
+
+/**
+ * Give the reason of a denial: the model reads "Permission denied: <reason>" as the call's error result.
+ * `reason` is UTF-8, copied. A later set replaces an earlier one. The reason counts only when the
+ * permission callback returns non-zero (deny); without one the model reads "the host denied this tool call".
+ *
+ * If this call fails on its `reason` (NULL or invalid UTF-8), the reason becomes the default one with a
+ * note saying the host's reason could not be set, unless a later set succeeds.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `answer` or `reason`), `TOOLOOP_INVALID_UTF8`,
+ * `TOOLOOP_PANIC`. Threads: only inside the permission callback that received `answer`.
+ */
+tooloop_status tooloop_permission_set_reason(tooloop_permission *answer, const char *reason);
+
+/**
  * Put the file `path` (relative to `workspace`, or absolute inside it) back to the `len` bytes at
  * `content` with permission bits `mode`; with `content` NULL the file is removed instead (it did not
  * exist before). Every step goes through handles on the workspace that never follow a symlink out: the
@@ -1050,6 +938,34 @@ tooloop_status tooloop_restore_file(const char *workspace,
                                     const uint8_t *content,
                                     size_t len,
                                     uint32_t mode);
+
+/**
+ * Attach a session file (or a database session, `path.db#id`, as the `"session"` key) to an agent whose
+ * conversation is empty: the file's conversation is loaded (a
+ * torn last line from a crash is cut off; a tool call left without a result is answered as
+ * interrupted), then every finished entry is appended to it as the conversation goes on (flushed and
+ * synced before the next request). The file (0600) and its folders (0700) are created if missing. Same
+ * as the `"session"` config key. `tooloop_agent_resume` continues a loaded conversation;
+ * `tooloop_agent_run` adds to it. The agent holds the file locked until `tooloop_agent_free`.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `path`), `TOOLOOP_INVALID_UTF8`,
+ * `TOOLOOP_BUSY`, `TOOLOOP_CONFIG` (the conversation is not empty), `TOOLOOP_IO` (cannot be read or
+ * written; not a tooloop session or a newer format version, left untouched; in use by another agent),
+ * `TOOLOOP_PANIC`.
+ * Threads: the agent's thread.
+ */
+tooloop_status tooloop_agent_open_session(tooloop_agent *agent, const char *path);
+
+/**
+ * Write the whole conversation to `path` as a session file (the format `tooloop_agent_open_session`
+ * and the Python `session=` load), replacing any file there atomically (written beside it, then
+ * renamed). Saving onto the agent's own attached session file does nothing: that file is always current.
+ * The agent does not start appending to `path`: use `tooloop_agent_open_session` for that.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `path`), `TOOLOOP_INVALID_UTF8`,
+ * `TOOLOOP_BUSY`, `TOOLOOP_IO`, `TOOLOOP_PANIC`. Threads: the agent's thread.
+ */
+tooloop_status tooloop_agent_save_session(const tooloop_agent *agent, const char *path);
 
 /**
  * The library version, e.g. "0.1.0".
@@ -1085,6 +1001,95 @@ const char *tooloop_last_error(void);
  * behaviour. Threads: any.
  */
 void tooloop_string_free(char *s);
+
+/**
+ * Register a tool implemented by a C callback. The model sees `name`, `description` and the JSON schema
+ * of the tool's input; when it calls the tool, the input is checked against the schema (required fields,
+ * types, enums) and `fn(userdata, input_json, result)` runs: see `tooloop_tool_fn`.
+ *
+ * - `name`: `^[a-zA-Z0-9_-]{1,64}$`, unique within the agent (built-in tools included).
+ * - `description`: what the tool does, for the model; NULL means none.
+ * - `schema_json`: a JSON Schema object for the input, e.g. `{"type": "object", "properties": {"city":
+ *   {"type": "string"}}, "required": ["city"]}` (a missing `"type"` is taken as `"object"`).
+ *
+ * All strings are copied.
+ *
+ * Ownership: `userdata` is the host's; tooloop calls `userdata_free(userdata)` (if not NULL) exactly once:
+ * when the agent is freed, or before this function returns if registration fails for any reason (even a
+ * NULL argument or a duplicate name).
+ *
+ * Statuses: `TOOLOOP_INVALID_ARGUMENT` (NULL `agent`, `name`, `schema_json` or `fn`; an invalid name; a
+ * schema that is not a JSON object or whose `"type"` is not `"object"`), `TOOLOOP_INVALID_UTF8`,
+ * `TOOLOOP_INVALID_JSON` (schema), `TOOLOOP_DUPLICATE_TOOL`, `TOOLOOP_PANIC`. Threads: the agent's
+ * thread; tools added during a run are offered from the next model request.
+ */
+tooloop_status tooloop_agent_add_tool(tooloop_agent *agent,
+                                      const char *name,
+                                      const char *description,
+                                      const char *schema_json,
+                                      tooloop_tool_fn fn,
+                                      void *userdata,
+                                      tooloop_free_fn userdata_free);
+
+/**
+ * Limit each call of the tool `name` (a C tool, or any other registered tool) to `seconds`: the callback
+ * then runs on a thread of its own, and a call that overruns is answered at once with an error result the
+ * model reads ("did not finish within its time limit"), so the run never hangs on a stuck tool. The
+ * overrunning callback is told to stop: `tooloop_tool_result_is_cancelled` returns true from then on, and
+ * it should return soon; its `userdata` stays alive until it has returned (its `userdata_free` may
+ * therefore run after `tooloop_agent_free`, on the callback's thread). Call it once per tool, after
+ * registering it and before a run.
+ *
+ * Statuses: `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `name`, no tool of that name, `seconds` not a
+ * positive finite number), `TOOLOOP_INVALID_UTF8`, `TOOLOOP_PANIC`. Threads: the agent's thread, not during
+ * a run.
+ */
+tooloop_status tooloop_agent_set_tool_timeout(tooloop_agent *agent, const char *name, double seconds);
+
+/**
+ * Answer a tool call with `text` (UTF-8, copied; it may be JSON). A later set replaces an earlier one.
+ *
+ * If this call fails on its `text` (NULL or invalid UTF-8), the result becomes an error result saying so,
+ * unless a later set succeeds: the model learns the tool misbehaved instead of getting nothing.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `result` or `text`), `TOOLOOP_INVALID_UTF8`,
+ * `TOOLOOP_PANIC`. Threads: only inside the tool callback that received `result`.
+ */
+tooloop_status tooloop_tool_result_set_text(tooloop_tool_result *result, const char *text);
+
+/**
+ * Answer a tool call with an error the model reads and can act on (an `is_error` tool result; the run
+ * goes on). `message` is UTF-8, copied. A later set replaces an earlier one. To end the run instead,
+ * return non-zero from the callback (this message is then added to the abort detail).
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `result` or `message`), `TOOLOOP_INVALID_UTF8`,
+ * `TOOLOOP_PANIC`. Threads: only inside the tool callback that received `result`.
+ */
+tooloop_status tooloop_tool_result_set_error(tooloop_tool_result *result, const char *message);
+
+/**
+ * Answer a tool call with content blocks: `content_json` is a JSON array such as `[{"type": "text",
+ * "text": "the screen:"}, {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+ * "data": "<base64>"}}]` (text, image and document blocks; copied). The model receives them as the
+ * `tool_result` content, byte for byte; an image over the provider's size limit becomes an error result
+ * saying so instead. A later set replaces an earlier one.
+ *
+ * If this call fails (NULL, invalid UTF-8 or JSON, not an array of blocks), the result becomes an error
+ * result saying why, unless a later set succeeds.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `result` or `content_json`, or not an array of
+ * content blocks), `TOOLOOP_INVALID_UTF8`, `TOOLOOP_INVALID_JSON`, `TOOLOOP_PANIC`. Threads: only inside the
+ * tool callback that received `result`.
+ */
+tooloop_status tooloop_tool_result_set_content(tooloop_tool_result *result, const char *content_json);
+
+/**
+ * Whether the run this tool call belongs to was cancelled: a long-running tool should poll it and return
+ * early (with any result; the run ends with `TOOLOOP_CANCELLED` anyway).
+ *
+ * Returns false for NULL. Threads: only inside the tool callback that received `result`.
+ */
+bool tooloop_tool_result_is_cancelled(const tooloop_tool_result *result);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -380,7 +380,7 @@ pub struct SessionInfo {
 ///
 /// # Threads and cloning
 /// `Send + Sync`: share it in an `Arc`. One run at a time (a second concurrent `run` gets
-/// [`Error::Config`] "busy"); `cancel`, `usage`, `messages` and the store may be used from any thread
+/// [`Error::Busy`]); `cancel`, `usage`, `messages` and the store may be used from any thread
 /// during a run.
 pub struct Agent {
     provider: Arc<dyn Provider>,
@@ -962,11 +962,18 @@ impl Agent {
             Ok(g) => g,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
             Err(std::sync::TryLockError::WouldBlock) => {
-                return Err(Error::Config("the agent is busy: a run is already in progress".into()));
+                return Err(Error::Busy);
             }
         };
         *lock(&self.current) = Some(cancel);
         Ok(guard)
+    }
+
+    /// Run `f` while no run is in progress and none can start ([`Error::Busy`] if one is, `f` not called):
+    /// for a host that changes the agent (its session, hooks) only between runs.
+    pub fn when_idle<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let _idle = self.begin(CancelToken::new())?;
+        f()
     }
 
     fn token(&self) -> CancelToken {

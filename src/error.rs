@@ -159,8 +159,29 @@ pub enum Error {
         /// The request id, if the server sent one.
         request_id: Option<String>,
     },
-    /// A configuration or argument problem (missing API key, bad tool name, invalid schema, busy agent).
+    /// A configuration or argument problem (missing API key, bad tool name, invalid schema, nothing to
+    /// resume).
     Config(String),
+    /// A run, resume or compaction was started (or the conversation or session changed) while a run is in
+    /// progress on the same agent, possibly on another thread or from inside one of its own callbacks. One
+    /// run at a time: nothing was changed; [`crate::Agent::cancel`] stops the run in progress.
+    Busy,
+    /// A tool was registered under a name the agent already has (a built-in, MCP or host tool). The tool
+    /// already registered stays; the new one was not added.
+    DuplicateTool {
+        /// The name both tools have.
+        name: String,
+    },
+    /// A model or callback supplied by the host failed on its own terms: a C model callback returned
+    /// non-zero, a host model function returned its own error. The run ends with the conversation valid
+    /// (resume to go on). `source` is the host's error, when it has one: a binding downcasts it to give
+    /// its host back the very error it raised.
+    Host {
+        /// What failed, for a person (e.g. "the host model callback returned 3").
+        message: String,
+        /// The host's own error, if any.
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    },
     /// An option given to build an agent ([`crate::options::AgentOptions`]: a Python keyword argument, a C
     /// config key) is unknown or has a value that cannot work; `key` names it (empty when the options as a
     /// whole are not an object). Raised at creation, before any request.
@@ -203,6 +224,9 @@ impl Error {
             Error::ToolAborted { .. } => "tool_aborted",
             Error::InvalidResponse { .. } => "invalid_response",
             Error::Config(_) => "config",
+            Error::Busy => "busy",
+            Error::DuplicateTool { .. } => "duplicate_tool",
+            Error::Host { .. } => "host",
             Error::InvalidOption { .. } => "invalid_option",
             Error::Io { .. } => "io",
             Error::Hook { .. } => "hook",
@@ -280,6 +304,11 @@ impl fmt::Display for Error {
                 Ok(())
             }
             Error::Config(m) => write!(f, "configuration error: {m}"),
+            Error::Busy => {
+                write!(f, "the agent is busy: a run is already in progress (one at a time; cancel stops it)")
+            }
+            Error::DuplicateTool { name } => write!(f, "a tool named '{name}' is already registered"),
+            Error::Host { message, .. } => write!(f, "{message}"),
             Error::InvalidOption { key, message } if key.is_empty() => write!(f, "invalid options: {message}"),
             Error::InvalidOption { key, message } => write!(f, "invalid option {key}: {message}"),
             Error::Io { context, source } => write!(f, "{context}: {source}"),
@@ -299,6 +328,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } => Some(source),
+            Error::Host { source: Some(source), .. } => Some(source.as_ref()),
             _ => None,
         }
     }

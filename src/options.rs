@@ -656,8 +656,19 @@ pub(crate) fn check_header(name: &str, value: &str) -> std::result::Result<(), S
     Ok(())
 }
 
+/// The smallest thinking budget the API accepts (Anthropic refuses `budget_tokens` below it).
+pub const MIN_THINKING_BUDGET: u64 = 1024;
+
 fn check_thinking_budget(thinking: &Value, max_tokens: u32) -> Result<()> {
     if let Some(b) = thinking.get("budget_tokens").and_then(Value::as_u64) {
+        // A budget given as a number became `{"type": "enabled", ...}`; an object of that type is checked
+        // the same way, so the API never gets to refuse it after a turn's worth of work.
+        if b < MIN_THINKING_BUDGET && thinking.get("type").and_then(Value::as_str) == Some("enabled") {
+            return Err(invalid(
+                "thinking",
+                format!("budget_tokens ({b}) must be at least {MIN_THINKING_BUDGET}, or the thinking off (null)"),
+            ));
+        }
         if b >= u64::from(max_tokens) {
             return Err(invalid(
                 "thinking",
@@ -801,7 +812,7 @@ fn de_thinking<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Va
             Ok(Some(Value::Object(o)))
         }
         v => {
-            let budget = integer::<D::Error>(&v, 1, u64::from(MAX_TOKENS_LIMIT), what)?;
+            let budget = integer::<D::Error>(&v, MIN_THINKING_BUDGET, u64::from(MAX_TOKENS_LIMIT), what)?;
             Ok(Some(json!({"type": "enabled", "budget_tokens": budget})))
         }
     }
@@ -1212,6 +1223,22 @@ mod tests {
         ] {
             let (k, message) = err(json);
             assert_eq!(k, key, "{json}: {message}");
+        }
+    }
+
+    #[test]
+    fn thinking_budget_below_the_api_minimum_is_refused() {
+        for json in [
+            r#"{"thinking": 1}"#,
+            r#"{"thinking": 1023}"#,
+            r#"{"thinking": {"type": "enabled", "budget_tokens": 100}}"#,
+        ] {
+            let (k, message) = err(json);
+            assert_eq!(k, "thinking", "{json}: {message}");
+            assert!(message.contains("1024"), "{json}: {message}");
+        }
+        for json in [r#"{"thinking": 1024}"#, r#"{"thinking": {"type": "enabled", "budget_tokens": 1024}}"#] {
+            assert!(AgentOptions::from_json(json).is_ok(), "{json}");
         }
     }
 

@@ -273,11 +273,11 @@ impl ToolRegistry {
         }
     }
 
-    /// Add a tool. A duplicate name is an error (the old tool stays).
+    /// Add a tool. A duplicate name is [`Error::DuplicateTool`] (the old tool stays).
     pub fn register(&self, tool: Tool) -> Result<()> {
         let mut tools = self.tools.write().unwrap_or_else(|e| e.into_inner());
         if tools.iter().any(|t| t.spec.name == tool.spec.name) {
-            return Err(Error::Config(format!("a tool named '{}' is already registered", tool.spec.name)));
+            return Err(Error::DuplicateTool { name: tool.spec.name.clone() });
         }
         tools.push(tool);
         Ok(())
@@ -590,7 +590,9 @@ mod tests {
     fn duplicate_names_are_refused() {
         let r = registry();
         let h = |_: &Value, _: &ToolContext<'_>| Ok(ToolOutput::Text(String::new()));
-        assert!(r.register(Tool::new("weather", "", json!({}), h).unwrap()).is_err());
+        let e = r.register(Tool::new("weather", "", json!({}), h).unwrap()).unwrap_err();
+        assert!(matches!(&e, Error::DuplicateTool { name } if name == "weather"), "{e:?}");
+        assert_eq!(e.to_string(), "a tool named 'weather' is already registered");
     }
 
     #[test]

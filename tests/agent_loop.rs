@@ -174,7 +174,7 @@ fn tool_names_and_schemas_are_checked_when_registered_on_the_agent() {
     assert!(matches!(Tool::new("list", "", json!({"type": "array"}), ok), Err(Error::Config(_))));
     agent.tools().register(weather_tool(Arc::default())).unwrap();
     let again = agent.tools().register(weather_tool(Arc::default())).unwrap_err();
-    assert!(matches!(&again, Error::Config(m) if m.contains("already registered")), "{again:?}");
+    assert!(matches!(&again, Error::DuplicateTool { name } if name == "get_weather"), "{again:?}");
     assert_eq!(agent.tools().names(), vec!["get_weather"]);
 }
 
@@ -749,6 +749,34 @@ fn a_host_model_error_or_malformed_reply_fails_the_run_and_keeps_the_conversatio
 // ---------------------------------------------------------------------------------------------------------
 
 #[test]
+fn a_host_model_failure_reaches_the_caller_with_its_source() {
+    #[derive(Debug)]
+    struct HostTrouble(i32);
+    impl std::fmt::Display for HostTrouble {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "host trouble {}", self.0)
+        }
+    }
+    impl std::error::Error for HostTrouble {}
+    let provider = FnProvider::new(|_: &tooloop::Request, _: &tooloop::CancelToken| {
+        Err(Error::Host {
+            message: "the host model callback returned 7".into(),
+            source: Some(Box::new(HostTrouble(7))),
+        })
+    });
+    let agent = Agent::new(Arc::new(provider), config());
+    let e = agent.run("hi", &mut |_| {}).unwrap_err();
+    assert!(matches!(&e, Error::Host { .. }), "{e:?}");
+    assert_eq!(e.kind_name(), "host");
+    assert_eq!(e.to_string(), "the host model callback returned 7");
+    let source = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<HostTrouble>());
+    assert_eq!(source.map(|t| t.0), Some(7));
+    // The input is kept and the conversation stays valid: an idle agent lets a host change it.
+    assert_eq!(agent.messages().len(), 1);
+    assert_eq!(agent.when_idle(|| Ok(5)).unwrap(), 5);
+}
+
+#[test]
 fn a_second_concurrent_run_is_refused_as_busy() {
     let (entered_tx, entered_rx) = mpsc::channel::<()>();
     let entered_tx = Mutex::new(entered_tx);
@@ -769,9 +797,20 @@ fn a_second_concurrent_run_is_refused_as_busy() {
     entered_rx.recv_timeout(Duration::from_secs(10)).unwrap();
 
     let busy = agent.run("meanwhile", &mut |_| {}).unwrap_err();
-    assert!(matches!(&busy, Error::Config(m) if m.contains("busy")), "{busy:?}");
+    assert!(matches!(&busy, Error::Busy), "{busy:?}");
+    assert!(busy.to_string().contains("busy"), "{busy}");
     let busy = agent.resume(&mut |_| {}).unwrap_err();
-    assert!(matches!(&busy, Error::Config(m) if m.contains("busy")), "{busy:?}");
+    assert!(matches!(&busy, Error::Busy), "{busy:?}");
+    let busy = agent.compact(None, &mut |_| {}).unwrap_err();
+    assert!(matches!(&busy, Error::Busy), "{busy:?}");
+    let mut called = false;
+    let busy = agent
+        .when_idle(|| {
+            called = true;
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(matches!(&busy, Error::Busy) && !called, "{busy:?}");
     // The refused run left nothing behind: only the first run's input is in the store.
     let users = agent.conversation().snapshot().into_iter().filter(|e| e.role == EntryRole::User).count();
     assert_eq!(users, 1);

@@ -35,6 +35,7 @@ from .errors import (
     APITimeoutError,
     AuthenticationError,
     BadRequestError,
+    BusyError,
     Cancelled,
     ConfigError,
     Error,
@@ -125,6 +126,7 @@ __all__ = [
     "InvalidResponseError",
     "SessionError",
     "OutputValidationError",
+    "BusyError",
     "ConfigError",
 ]
 

@@ -21,7 +21,8 @@
     ├── InvalidResponseError         the response broke the protocol (or a Python model returned garbage)
     ├── SessionError                 reading or writing the session file failed
     ├── OutputValidationError        the final answer did not match output_schema (errors, output, text)
-    └── ConfigError (also ValueError) a bad argument or configuration (missing API key, busy agent, ...)
+    ├── BusyError                    a run was started while one is in progress on the same agent
+    └── ConfigError (also ValueError) a bad argument or configuration (missing API key, duplicate tool, ...)
 
 An ``error`` event inside a stream (e.g. ``overloaded_error`` after some text) raises an exception that is
 BOTH a ``StreamInterruptedError`` (with ``partial``) and the ``APIError`` subclass of its error type, so
@@ -59,6 +60,7 @@ __all__ = [
     "InvalidResponseError",
     "SessionError",
     "OutputValidationError",
+    "BusyError",
     "ConfigError",
 ]
 
@@ -248,9 +250,15 @@ class OutputValidationError(Error):
         self.attempts = attempts
 
 
+class BusyError(Error):
+    """A run, resume or compaction was started while a run is in progress on the same agent (one at a time),
+    possibly on another thread or from inside one of its own callbacks. Nothing was changed: wait for the run
+    to end, or ``cancel()`` it, then try again."""
+
+
 class ConfigError(Error, ValueError):
     """A configuration or argument problem: unknown provider, missing API key, invalid tool name or schema,
-    a run started while another is in progress, ..."""
+    a tool name that is already registered, ..."""
 
 
 # The core's ApiErrorKind names → classes, and the status each error type stands for.
@@ -348,7 +356,9 @@ def _from_core(info: Dict[str, Any]) -> BaseException:
         exc.output = info.get("output")
         exc.text = info.get("text", "")
         exc.attempts = int(info.get("attempts") or 0)
-    elif kind in ("config", "invalid_option"):
+    elif kind == "busy":
+        exc = _new(BusyError, message)
+    elif kind in ("config", "invalid_option", "duplicate_tool"):
         exc = _new(ConfigError, message)
     else:
         exc = _new(Error, message)

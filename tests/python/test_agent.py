@@ -430,8 +430,11 @@ def test_a_second_concurrent_run_is_refused_as_busy(mock: Any) -> None:
     stream = agent.stream("hi")
     first = next(stream)  # the run is now streaming (and stalled)
     assert first.type in ("text", "usage")
-    with pytest.raises(tooloop.ConfigError, match="busy"):
+    with pytest.raises(tooloop.BusyError, match="busy") as refused:
         agent.run("again")
+    # What it is, not a configuration problem: a host retries a busy agent, it does not fix its arguments.
+    assert not isinstance(refused.value, tooloop.ConfigError)
+    assert isinstance(refused.value, tooloop.Error)
     stream.close()
     assert_valid_view(agent.messages)
 

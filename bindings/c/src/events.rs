@@ -1,7 +1,11 @@
-//! Event codes and the event struct a host callback receives.
+//! The event handle: event codes, the `tooloop_event` a host's event callback receives, and the sink that
+//! turns the core's events into calls of that callback.
 
-#[allow(unused_imports)]
-use super::*;
+use std::ffi::{c_char, c_void};
+
+use tooloop::Event;
+
+use crate::ffi::c_string_lossy;
 
 // ---------------------------------------------------------------------------------------------------------
 // Event codes
@@ -53,3 +57,63 @@ pub const TOOLOOP_EVENT_SUBAGENT: tooloop_event_type = 11;
 pub const TOOLOOP_EVENT_COMPACTION: tooloop_event_type = 12;
 /// An event of a kind without its own code in this version; its json's `"type"` names it.
 pub const TOOLOOP_EVENT_OTHER: tooloop_event_type = 99;
+
+/// One event of a run, passed to a `tooloop_event_fn`. The struct and its strings are borrowed: valid only
+/// for the duration of the callback call (copy what you keep).
+#[repr(C)]
+pub struct tooloop_event {
+    /// One of the `TOOLOOP_EVENT_*` codes. Unknown codes may be added: ignore them.
+    pub r#type: tooloop_event_type,
+    /// For `TOOLOOP_EVENT_TEXT` and `TOOLOOP_EVENT_THINKING` the new text, for
+    /// `TOOLOOP_EVENT_TOOL_INPUT_DELTA` the JSON fragment; NULL for the other types. UTF-8; a NUL character
+    /// in the text shows as U+FFFD here (`json` has it exactly).
+    pub text: *const c_char,
+    /// The whole event as a JSON object (`{"type": "text", ...}`, the same shape as the Python and Rust
+    /// events). Never NULL.
+    pub json: *const c_char,
+}
+
+/// Receives the events of a run (see `tooloop_event`). `userdata` is the pointer given to the run call.
+///
+/// Threads: called on the thread that called `tooloop_agent_run` / `tooloop_agent_resume`, as the events
+/// happen (text deltas as their bytes arrive). It may call `tooloop_agent_cancel` and the `*_json` readers
+/// of its agent, but not run, reset or free it. A C++ callback must not let an exception escape.
+pub type tooloop_event_fn = Option<unsafe extern "C" fn(userdata: *mut c_void, event: *const tooloop_event)>;
+
+/// Delivers core events to a C event callback.
+pub(crate) struct EventSink {
+    pub(crate) f: tooloop_event_fn,
+    pub(crate) userdata: *mut c_void,
+}
+
+impl EventSink {
+    pub(crate) fn emit(&self, event: &Event) {
+        let Some(f) = self.f else { return };
+        let (code, text) = match event {
+            Event::TurnStart { .. } => (TOOLOOP_EVENT_TURN_START, None),
+            Event::Text { text } => (TOOLOOP_EVENT_TEXT, Some(text.as_str())),
+            Event::Thinking { thinking } => (TOOLOOP_EVENT_THINKING, Some(thinking.as_str())),
+            Event::ToolInputDelta { partial_json, .. } => (TOOLOOP_EVENT_TOOL_INPUT_DELTA, Some(partial_json.as_str())),
+            Event::ToolUse { .. } => (TOOLOOP_EVENT_TOOL_USE, None),
+            Event::ToolResult { .. } => (TOOLOOP_EVENT_TOOL_RESULT, None),
+            Event::Usage { .. } => (TOOLOOP_EVENT_USAGE, None),
+            Event::TurnEnd { .. } => (TOOLOOP_EVENT_TURN_END, None),
+            Event::Repetition { .. } => (TOOLOOP_EVENT_REPETITION, None),
+            Event::Todo { .. } => (TOOLOOP_EVENT_TODO, None),
+            Event::Subagent { .. } => (TOOLOOP_EVENT_SUBAGENT, None),
+            Event::Compaction { .. } => (TOOLOOP_EVENT_COMPACTION, None),
+            // A kind this version of the C API has no code for yet: its JSON still says what it is.
+            _ => (TOOLOOP_EVENT_OTHER, None),
+        };
+        let json = serde_json::to_string(event).unwrap_or_else(|_| "{}".to_string());
+        let json = c_string_lossy(&json);
+        let text = text.map(c_string_lossy);
+        let ev = tooloop_event {
+            r#type: code,
+            text: text.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()),
+            json: json.as_ptr(),
+        };
+        // SAFETY: the host's callback with its own userdata; `ev` and its strings live for the call.
+        unsafe { f(self.userdata, &ev) };
+    }
+}

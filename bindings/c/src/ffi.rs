@@ -9,8 +9,12 @@ use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+use std::sync::{Mutex, MutexGuard};
+
 use crate::status::{TOOLOOP_INVALID_ARGUMENT, TOOLOOP_INVALID_UTF8, TOOLOOP_OK, TOOLOOP_PANIC, tooloop_status};
-use crate::tooloop_free_fn;
+
+/// A destructor for host data (`userdata`). Called exactly once, with the pointer given at registration.
+pub type tooloop_free_fn = Option<unsafe extern "C" fn(userdata: *mut c_void)>;
 
 thread_local! {
     // One slot per thread: the detail of the last failure, handed out as a borrowed pointer.
@@ -65,6 +69,12 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "a panic without a message".to_string())
+}
+
+/// A lock that a panic on another thread did not make unusable (the data behind it stays consistent: every
+/// critical section here is a single assignment).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Run the body of exported function `name`: catches any panic, and turns a failure into its status with

@@ -1,10 +1,19 @@
 //! Hooks implemented by C callbacks (`tooloop_agent_set_hook`), answering through a `tooloop_hook_result`
 //! handle like a tool's.
 
-#[allow(unused_imports)]
-use super::*;
+use std::ffi::{c_char, c_void};
+use std::sync::Arc;
 
+use serde_json::Value;
+use tooloop::Request;
 use tooloop::hooks::{BeforeTool, Hooks, ToolResultView};
+use tooloop::types::ToolUseBlock;
+
+use crate::agent::tooloop_agent;
+use crate::ffi::{
+    Failure, FfiResult, UserData, boundary, c_string_lossy, handle, handle_mut, lock, str_arg, tooloop_free_fn,
+};
+use crate::status::{TOOLOOP_INVALID_JSON, tooloop_status};
 
 /// A hook failed: its callback returned non-zero (or answered with something invalid). The run ends;
 /// every call of the turn has its result, so the conversation is valid and `tooloop_agent_resume` goes on.
@@ -147,19 +156,17 @@ pub extern "C" fn tooloop_agent_set_hook(
                  and \"on_stop\""
             )));
         };
-        let _busy = a.begin()?;
-        let host = match r#fn {
-            Some(f) => Some(Arc::new(HostHook { f, userdata })),
-            None => {
-                drop(userdata);
-                None
-            }
-        };
-        a.agent.update_hooks(|h| install(h, kind, host.clone()));
-        let previous = match host {
-            Some(h) => lock(&a.hooks).insert(kind, h),
-            None => lock(&a.hooks).remove(kind),
-        };
+        let previous = a
+            .agent
+            .when_idle(|| {
+                let host = r#fn.map(|f| Arc::new(HostHook { f, userdata }));
+                a.agent.update_hooks(|h| install(h, kind, host.clone()));
+                Ok(match host {
+                    Some(h) => lock(&a.hooks).insert(kind, h),
+                    None => lock(&a.hooks).remove(kind),
+                })
+            })
+            .map_err(Failure::from)?;
         // Outside every lock: the host's destructor may call back into tooloop.
         drop(previous);
         Ok(())

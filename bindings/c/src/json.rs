@@ -1,7 +1,11 @@
 //! Small JSON helpers for C hosts, and the test-only panic entry point.
 
-#[allow(unused_imports)]
-use super::*;
+use std::ffi::c_char;
+
+use serde_json::Value;
+
+use crate::ffi::{Failure, boundary, out_arg, owned_string, str_arg, write_out};
+use crate::status::{TOOLOOP_INVALID_JSON, TOOLOOP_NO_VALUE, tooloop_status};
 
 // ---------------------------------------------------------------------------------------------------------
 // JSON

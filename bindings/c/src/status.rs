@@ -1,8 +1,15 @@
 //! Status codes, their static text and the last error of the calling thread; the mapping from core errors
 //! to codes. Every other module reads its codes from here.
+//!
+//! Must never: renumber a code, or map a core error by matching on its message text (the core's `Error`
+//! variants say what happened; a binding that needs a side channel to know is a sign a variant is missing).
 
-#[allow(unused_imports)]
-use super::*;
+use std::ffi::{CStr, CString, c_char};
+
+use tooloop::{ApiErrorKind, Error};
+
+use crate::ffi::{Failure, boundary_void, last_error_ptr};
+use crate::hooks::TOOLOOP_HOOK_FAILED;
 
 // ---------------------------------------------------------------------------------------------------------
 // Status codes
@@ -87,6 +94,66 @@ pub const TOOLOOP_INVALID_RESPONSE: tooloop_status = 33;
 pub const TOOLOOP_OUTPUT_INVALID: tooloop_status = 40;
 
 // ---------------------------------------------------------------------------------------------------------
+// Core errors → statuses
+// ---------------------------------------------------------------------------------------------------------
+
+fn api_status(kind: ApiErrorKind) -> tooloop_status {
+    match kind {
+        ApiErrorKind::BadRequest => TOOLOOP_BAD_REQUEST,
+        ApiErrorKind::Authentication => TOOLOOP_AUTHENTICATION,
+        ApiErrorKind::PermissionDenied => TOOLOOP_PERMISSION_DENIED,
+        ApiErrorKind::NotFound => TOOLOOP_NOT_FOUND,
+        ApiErrorKind::RequestTooLarge => TOOLOOP_REQUEST_TOO_LARGE,
+        ApiErrorKind::RateLimit => TOOLOOP_RATE_LIMIT,
+        ApiErrorKind::Overloaded => TOOLOOP_OVERLOADED,
+        ApiErrorKind::InternalServer => TOOLOOP_INTERNAL_SERVER,
+        _ => TOOLOOP_API_ERROR,
+    }
+}
+
+/// The status of a core error.
+pub(crate) fn status_of(e: &Error) -> tooloop_status {
+    match e {
+        Error::Api(api) => api_status(api.kind),
+        Error::Connection { .. } => TOOLOOP_CONNECTION,
+        Error::Timeout { .. } => TOOLOOP_TIMEOUT,
+        Error::StreamInterrupted { .. } => TOOLOOP_STREAM_INTERRUPTED,
+        Error::Cancelled { .. } => TOOLOOP_CANCELLED,
+        Error::MaxTurns { .. } => TOOLOOP_MAX_TURNS,
+        Error::ToolAborted { .. } => TOOLOOP_TOOL_ABORTED,
+        Error::InvalidResponse { .. } => TOOLOOP_INVALID_RESPONSE,
+        Error::Config(_) => TOOLOOP_CONFIG,
+        Error::InvalidOption { .. } => TOOLOOP_INVALID_ARGUMENT,
+        Error::Busy => TOOLOOP_BUSY,
+        Error::DuplicateTool { .. } => TOOLOOP_DUPLICATE_TOOL,
+        Error::Host { .. } => TOOLOOP_MODEL_FAILED,
+        Error::Io { .. } => TOOLOOP_IO,
+        Error::Hook { .. } => TOOLOOP_HOOK_FAILED,
+        Error::OutputValidation(_) => TOOLOOP_OUTPUT_INVALID,
+        _ => TOOLOOP_ERROR,
+    }
+}
+
+/// A core error as a status and a message a person can act on.
+pub(crate) fn core_failure(e: &Error) -> Failure {
+    let message = match e {
+        // Said in the C API's own words (its cancel function), as before the core had a variant for it.
+        Error::Busy => "a run is in progress on this agent (one at a time; tooloop_agent_cancel stops it)".to_string(),
+        // A stream ended by an `error` event: its Display says "interrupted"; the API detail is what to act on.
+        Error::StreamInterrupted { api: Some(api), .. } => format!("{e} [API error: {api}]"),
+        Error::OutputValidation(f) => format!("{e}. Last answer: {}", f.text),
+        _ => e.to_string(),
+    };
+    Failure::new(status_of(e), message)
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        core_failure(&e)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // Library
 // ---------------------------------------------------------------------------------------------------------
 
@@ -125,7 +192,7 @@ pub extern "C" fn tooloop_status_str(status: tooloop_status) -> *const c_char {
         TOOLOOP_TOOL_ABORTED => c"a tool aborted the run",
         TOOLOOP_MODEL_FAILED => c"the host model failed",
         TOOLOOP_NO_VALUE => c"no value at this JSON pointer",
-        crate::TOOLOOP_HOOK_FAILED => c"a hook failed",
+        TOOLOOP_HOOK_FAILED => c"a hook failed",
         TOOLOOP_API_ERROR => c"API error",
         TOOLOOP_BAD_REQUEST => c"API error: bad request",
         TOOLOOP_AUTHENTICATION => c"API error: authentication failed",
@@ -171,4 +238,26 @@ pub extern "C" fn tooloop_string_free(s: *mut c_char) {
         // SAFETY: produced by CString::into_raw in owned_string, freed once per the contract.
         drop(unsafe { CString::from_raw(s) });
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_duplicate_and_host_failure_come_from_the_core_with_their_codes_and_messages() {
+        let busy = core_failure(&Error::Busy);
+        assert_eq!(busy.status, TOOLOOP_BUSY);
+        assert_eq!(busy.message, "a run is in progress on this agent (one at a time; tooloop_agent_cancel stops it)");
+        let duplicate = core_failure(&Error::DuplicateTool { name: "get_weather".into() });
+        assert_eq!(duplicate.status, TOOLOOP_DUPLICATE_TOOL);
+        assert_eq!(duplicate.message, "a tool named 'get_weather' is already registered");
+        let host = core_failure(&Error::Host { message: "the host model callback returned 42".into(), source: None });
+        assert_eq!(host.status, TOOLOOP_MODEL_FAILED);
+        assert_eq!(host.message, "the host model callback returned 42");
+        // Not mistaken for the kinds they used to hide among.
+        assert_eq!(status_of(&Error::Config("nothing to resume".into())), TOOLOOP_CONFIG);
+        let invalid = Error::InvalidResponse { message: "bad".into(), request_id: None };
+        assert_eq!(status_of(&invalid), TOOLOOP_INVALID_RESPONSE);
+    }
 }
