@@ -4,6 +4,9 @@
 //! after a crash never runs a finished child again.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "common/require.rs"]
+mod require;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -213,8 +216,7 @@ fn a_resume_after_a_crash_inside_the_second_child_does_not_run_the_finished_firs
 
 #[test]
 fn a_read_only_explore_agent_gets_the_builtins_in_read_only_mode_while_the_parent_may_write() {
-    if tooloop::builtin::sandbox_support().is_none() {
-        println!("skipped: this kernel has no Landlock");
+    if !require::landlock() {
         return;
     }
     let ws = std::env::temp_dir().join(format!("tooloop-sub-sandbox-{}", std::process::id()));

@@ -6,6 +6,9 @@
 //! are skipped with a printed reason otherwise. Every process a test starts is stopped, checked by pid.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "common/require.rs"]
+mod require;
+
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -28,19 +31,12 @@ fn python() -> Option<String> {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    if ok {
-        return Some(py);
-    }
     let msg = format!(
         "the MCP tests need a Python with the official MCP SDK: `{py}` cannot import mcp.server.mcpserver. \
          Install it with `python3 -m venv .venv-mcp && .venv-mcp/bin/pip install 'mcp>=2.3,<3'` and run with \
          TOOLOOP_TEST_PYTHON=.venv-mcp/bin/python (scripts/test.sh does this)"
     );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{msg}");
-    }
-    eprintln!("SKIPPED: {msg}");
-    None
+    require::require(ok, &msg).then_some(py)
 }
 
 fn script(name: &str) -> String {

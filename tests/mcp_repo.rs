@@ -7,6 +7,9 @@
 //! tests fail when CI=true and are skipped with a printed reason otherwise.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "common/require.rs"]
+mod require;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -40,18 +43,11 @@ fn python() -> Option<String> {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    if ok {
-        return Some(py);
-    }
     let msg = format!(
         "the MCP tests need a Python with the official MCP SDK: `{py}` cannot import mcp.server.mcpserver \
          (set TOOLOOP_TEST_PYTHON; scripts/test.sh prepares .venv-mcp)"
     );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{msg}");
-    }
-    eprintln!("SKIPPED: {msg}");
-    None
+    require::require(ok, &msg).then_some(py)
 }
 
 fn script() -> String {
