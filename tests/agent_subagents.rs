@@ -141,9 +141,12 @@ fn a_child_that_hits_max_turns_or_names_an_unknown_type_is_an_error_result_and_t
 
 #[test]
 fn cancelling_the_parent_stops_the_child_within_200_ms() {
-    let provider = FnProvider::new(|req: &Request, cancel: &CancelToken| {
+    let (child_started, child_running) = std::sync::mpsc::channel::<()>();
+    let child_started = Mutex::new(child_started);
+    let provider = FnProvider::new(move |req: &Request, cancel: &CancelToken| {
         if req.system.is_some() {
-            // The child's model: stalls until cancelled.
+            // The child's model: says it runs, then stalls until cancelled.
+            let _ = child_started.lock().unwrap().send(());
             while !cancel.is_cancelled() {
                 std::thread::sleep(Duration::from_millis(5));
             }
@@ -160,7 +163,7 @@ fn cancelling_the_parent_stops_the_child_within_200_ms() {
     let t = token.clone();
     let s = started.clone();
     let canceller = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(150));
+        child_running.recv_timeout(Duration::from_secs(10)).expect("the child's model was called");
         *s.lock().unwrap() = Some(Instant::now());
         t.cancel();
     });

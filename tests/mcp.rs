@@ -83,6 +83,15 @@ fn assert_no_orphans(marker: &str) {
     assert_eq!(procs_with_all(marker), Vec::<u32>::new(), "server processes left running");
 }
 
+/// Waits (10 s at the most) until the first server's stderr log shows `line`.
+fn wait_for_log(servers: &McpServers, line: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !servers.status()[0].log_tail.contains(line) {
+        assert!(Instant::now() < deadline, "{line:?} not in the server's log: {}", servers.status()[0].log_tail);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn stdio_config(py: &str, args: &[&str], extra: Value) -> McpServerConfig {
     let mut v = json!({"command": py, "args": args});
     if let (Some(o), Value::Object(e)) = (v.as_object_mut(), extra) {
@@ -185,7 +194,7 @@ fn stdio_slow_tool_is_cancelled_within_200ms_and_the_server_keeps_serving() {
         let out = call_with(&r, "mcp__test__slow", json!({"seconds": 30}), &c);
         (out, Instant::now())
     });
-    std::thread::sleep(Duration::from_millis(500));
+    wait_for_log(&servers, "slow started");
     let cancelled_at = Instant::now();
     cancel.cancel();
     let ((content, is_error), returned_at) = worker.join().unwrap();
@@ -194,11 +203,7 @@ fn stdio_slow_tool_is_cancelled_within_200ms_and_the_server_keeps_serving() {
     assert!(latency < Duration::from_millis(200), "cancel took {latency:?}");
     assert!(is_error && text(&content).contains("cancelled"), "{content}");
     // The server got notifications/cancelled (its handler was cancelled) and goes on serving.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !servers.status()[0].log_tail.contains("slow was cancelled") && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(servers.status()[0].log_tail.contains("slow was cancelled"), "{}", servers.status()[0].log_tail);
+    wait_for_log(&servers, "slow was cancelled");
     assert_eq!(call(&registry, "mcp__test__echo", json!({"text": "after"})), (json!("echo: after"), false));
     assert_eq!(servers.status()[0].restarts, 0);
     drop(servers);
@@ -226,7 +231,7 @@ fn a_server_killed_mid_call_gives_an_error_result_and_is_restarted_before_its_ne
     assert_eq!(call(&registry, "mcp__test__pid", json!({})), (json!(first.to_string()), false));
     let r = registry.clone();
     let worker = std::thread::spawn(move || call(&r, "mcp__test__slow", json!({"seconds": 30})));
-    std::thread::sleep(Duration::from_millis(500));
+    wait_for_log(&servers, "slow started");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(first as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
     let (content, is_error) = worker.join().unwrap();
     assert!(is_error, "{content}");
