@@ -13,6 +13,8 @@ use tooloop::tools::ToolRegistry;
 
 #[path = "common/builtin.rs"]
 mod builtin_fixture;
+#[path = "common/procs.rs"]
+mod procs;
 #[path = "common/require.rs"]
 mod require;
 #[path = "common/wait.rs"]
@@ -28,19 +30,12 @@ fn id_of(reply: &str) -> String {
 
 /// Pids of live (non-zombie) `sleep` processes whose command line holds `marker` (the shells that started
 /// them hold it too, and are not counted).
-fn pids_with(marker: &str) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for entry in fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-        let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else { continue };
-        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let zombie = stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if !zombie && cmdline.starts_with("sleep ") && cmdline.contains(marker) {
-            pids.push(pid);
-        }
-    }
-    pids
+fn pids_with(marker: &str) -> Vec<u32> {
+    procs::live()
+        .into_iter()
+        .filter(|(_, cmd)| cmd.starts_with("sleep ") && cmd.contains(marker))
+        .map(|(pid, _)| pid)
+        .collect()
 }
 
 /// A sleep duration no other test uses, so its processes can be found by command line.

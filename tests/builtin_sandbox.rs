@@ -21,6 +21,8 @@ use tooloop::cancel::CancelToken;
 mod builtin_fixture;
 #[path = "common/child.rs"]
 mod child;
+#[path = "common/procs.rs"]
+mod procs;
 #[path = "common/require.rs"]
 mod require;
 #[path = "common/wait.rs"]
@@ -126,18 +128,7 @@ fn sandboxed_processes_are_still_all_killed_on_timeout() {
     assert!(err.contains("sleep (pid"), "{err}");
     // The pid file holds the namespace pid; find the sleeper by its unique argument instead. It was killed
     // before the call returned; give the kernel a moment to take it out of the process table.
-    let alive = || {
-        fs::read_dir("/proc")
-            .unwrap()
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|pid| {
-                let cmd = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-                let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-                cmd == b"sleep\x0077\x00"
-                    && !stat.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-            })
-            .count()
-    };
+    let alive = || procs::live().iter().filter(|(_, cmd)| cmd == "sleep 77").count();
     wait::until("the setsid sleeper to be gone after the timeout", Duration::from_secs(5), || alive() == 0);
 }
 

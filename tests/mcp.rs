@@ -6,6 +6,8 @@
 //! are skipped with a printed reason otherwise. Every process a test starts is stopped, checked by pid.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "common/procs.rs"]
+mod procs;
 #[path = "common/require.rs"]
 mod require;
 
@@ -24,19 +26,11 @@ use tooloop::types::ToolUseBlock;
 use tooloop::{Agent, AgentConfig, CancelToken, MessageResponse, ToolRegistry};
 
 fn python() -> Option<String> {
-    let py = std::env::var("TOOLOOP_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
-    let ok = Command::new(&py)
-        .args(["-c", "import mcp.server.mcpserver, uvicorn"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    let msg = format!(
-        "the MCP tests need a Python with the official MCP SDK: `{py}` cannot import mcp.server.mcpserver. \
-         Install it with `python3 -m venv .venv-mcp && .venv-mcp/bin/pip install 'mcp>=2.3,<3'` and run with \
-         TOOLOOP_TEST_PYTHON=.venv-mcp/bin/python (scripts/test.sh does this)"
-    );
-    require::require(ok, &msg).then_some(py)
+    require::python_importing(
+        "mcp.server.mcpserver, uvicorn",
+        "a Python with the official MCP SDK: `python3 -m venv .venv-mcp && .venv-mcp/bin/pip install \
+         'mcp>=2.3,<3'`, then TOOLOOP_TEST_PYTHON=.venv-mcp/bin/python (scripts/test.sh does this)",
+    )
 }
 
 fn script(name: &str) -> String {
@@ -62,17 +56,7 @@ fn procs_with(marker: &str) -> Vec<u32> {
 
 /// Pids whose command line contains `marker` (zombies excluded: a reaped child has no /proc entry).
 fn procs_with_all(marker: &str) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let zombie = stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-        if !zombie && String::from_utf8_lossy(&cmd).contains(marker) {
-            out.push(pid);
-        }
-    }
-    out
+    procs::with(marker)
 }
 
 fn assert_no_orphans(marker: &str) {

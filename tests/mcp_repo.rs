@@ -7,6 +7,8 @@
 //! tests fail when CI=true and are skipped with a printed reason otherwise.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "common/procs.rs"]
+mod procs;
 #[path = "common/require.rs"]
 mod require;
 
@@ -36,18 +38,11 @@ fn setup() {
 
 fn python() -> Option<String> {
     setup();
-    let py = std::env::var("TOOLOOP_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
-    let ok = Command::new(&py)
-        .args(["-c", "import mcp.server.mcpserver, uvicorn"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    let msg = format!(
-        "the MCP tests need a Python with the official MCP SDK: `{py}` cannot import mcp.server.mcpserver \
-         (set TOOLOOP_TEST_PYTHON; scripts/test.sh prepares .venv-mcp)"
-    );
-    require::require(ok, &msg).then_some(py)
+    require::python_importing(
+        "mcp.server.mcpserver, uvicorn",
+        "a Python with the official MCP SDK: `python3 -m venv .venv-mcp && .venv-mcp/bin/pip install \
+         'mcp>=2.3,<3'`, then TOOLOOP_TEST_PYTHON=.venv-mcp/bin/python (scripts/test.sh does this)",
+    )
 }
 
 fn script() -> String {
@@ -56,21 +51,6 @@ fn script() -> String {
 
 fn marker(test: &str) -> String {
     format!("tooloop-mcp-repo-{test}-{}", std::process::id())
-}
-
-/// Pids whose command line contains `marker` (zombies excluded).
-fn procs_with(marker: &str) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let zombie = stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-        if !zombie && String::from_utf8_lossy(&cmd).contains(marker) {
-            out.push(pid);
-        }
-    }
-    out
 }
 
 fn hostile(py: &str, m: &str, extra: Value) -> (McpServers, ToolRegistry) {
@@ -177,17 +157,17 @@ fn a_setsid_child_of_the_server_ends_on_close() {
     let (out, is_error) = call(&registry, "mcp__hostile__spawn_detached", json!({"marker": detached}));
     assert!(!is_error, "{out}");
     let deadline = Instant::now() + Duration::from_secs(5);
-    while procs_with(&detached).is_empty() && Instant::now() < deadline {
+    while procs::with(&detached).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let escaped = procs_with(&detached);
+    let escaped = procs::with(&detached);
     assert_eq!(escaped.len(), 1, "the detached process runs");
     servers.close();
     let deadline = Instant::now() + Duration::from_secs(3);
-    while !procs_with(&detached).is_empty() && Instant::now() < deadline {
+    while !procs::with(&detached).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let left = procs_with(&detached);
+    let left = procs::with(&detached);
     for pid in &left {
         // Clean up after a failure (our own process, by pid).
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid as i32), nix::sys::signal::Signal::SIGKILL);
@@ -197,7 +177,7 @@ fn a_setsid_child_of_the_server_ends_on_close() {
     } else {
         eprintln!("no PID namespace here: only the process group is ended (the README says so)");
     }
-    assert!(procs_with(&m).is_empty(), "the server ended");
+    assert!(procs::with(&m).is_empty(), "the server ended");
 }
 
 /// The SDK server over Streamable HTTP on `host`, stopped by pid on drop.

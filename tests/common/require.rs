@@ -56,3 +56,16 @@ pub fn skip(why: &str) {
 fn test() -> String {
     std::thread::current().name().unwrap_or("this test").to_string()
 }
+
+/// The tests' Python (`$TOOLOOP_TEST_PYTHON`, default `python3`) when it can `import {modules}`; otherwise
+/// [`require`]'s verdict on `what`, and `None` where the test skips.
+pub fn python_importing(modules: &str, what: &str) -> Option<String> {
+    let py = std::env::var("TOOLOOP_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let ok = std::process::Command::new(&py)
+        .args(["-c", &format!("import {modules}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    require(ok, &format!("{what} (`{py}` cannot import {modules})")).then_some(py)
+}
