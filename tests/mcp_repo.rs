@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tooloop::mcp::{McpServerConfig, McpServers};
+use tooloop::mcp::{McpServerConfig, McpServers, McpState};
 use tooloop::types::ToolUseBlock;
 use tooloop::{CancelToken, ToolRegistry};
 
@@ -122,8 +122,12 @@ fn a_stderr_flood_without_newline_is_read_with_bounded_memory() {
     let before = rss();
     let (out, is_error) = call(&registry, "mcp__hostile__stderr_flood", json!({"mib": 200}));
     assert!(!is_error && text(&out) == "flooded", "{out}");
-    // Give the stderr reader time to drain what is left in the pipe.
-    std::thread::sleep(Duration::from_millis(500));
+    // The server ends the flood with a line of its own: once the log shows it, the pipe is drained.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !servers.status()[0].log_tail.contains("flood over") {
+        assert!(Instant::now() < deadline, "the end of the flood never reached the log");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let grown = rss().saturating_sub(before);
     assert!(grown < 64 * 1024 * 1024, "200 MiB of stderr grew memory by {} MiB", grown / (1024 * 1024));
     let tail = &servers.status()[0].log_tail;
@@ -316,7 +320,11 @@ fn a_pinned_server_whose_code_changed_is_not_restarted() {
     std::fs::write(&server, format!("{code}# rewritten\n")).unwrap();
     let pid = servers.server_pid("pinned").unwrap();
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while servers.status()[0].state == McpState::Connected {
+        assert!(Instant::now() < deadline, "the server's death was never noticed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let (out, is_error) = call(&registry, "mcp__pinned__env_value", json!({"name": "NOPE"}));
     assert!(is_error && text(&out).contains("changed since the server was approved"), "{out}");
     drop(servers);
