@@ -369,10 +369,11 @@ fn a_server_that_never_answers_initialize_is_reported_by_name_and_skipped() {
     assert_no_orphans(&good);
 }
 
-/// The SDK server over Streamable HTTP on a free port, stopped by pid on drop.
+/// The SDK server over Streamable HTTP on a free port, its stderr in a file, stopped by pid on drop.
 struct HttpServer {
     child: Child,
     url: String,
+    log: PathBuf,
 }
 
 impl HttpServer {
@@ -382,14 +383,17 @@ impl HttpServer {
     }
 
     fn start_on(py: &str, m: &str, port: u16) -> HttpServer {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let log = std::env::temp_dir().join(format!("{m}-{n}.stderr"));
         let child = Command::new(py)
             .args([&script("fastmcp_server.py"), "http", &port.to_string(), m])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let server = HttpServer { child, url: format!("http://127.0.0.1:{port}/mcp") };
+        let server = HttpServer { child, url: format!("http://127.0.0.1:{port}/mcp"), log };
         let deadline = Instant::now() + Duration::from_secs(20);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(Instant::now() < deadline, "the HTTP MCP server did not start");
@@ -399,10 +403,22 @@ impl HttpServer {
     }
 }
 
+impl HttpServer {
+    /// Waits (10 s at the most) until the server's stderr shows `line`.
+    fn wait_for_log(&self, line: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !std::fs::read_to_string(&self.log).unwrap_or_default().contains(line) {
+            assert!(Instant::now() < deadline, "{line:?} not in {}", self.log.display());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
 impl Drop for HttpServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
     }
 }
 
@@ -427,7 +443,7 @@ fn streamable_http_lists_calls_errors_and_cancels() {
     let (r, c) = (registry.clone(), cancel.clone());
     let worker =
         std::thread::spawn(move || (call_with(&r, "mcp__web__slow", json!({"seconds": 30}), &c), Instant::now()));
-    std::thread::sleep(Duration::from_millis(500));
+    server.wait_for_log("slow started");
     let cancelled_at = Instant::now();
     cancel.cancel();
     let ((content, is_error), returned_at) = worker.join().unwrap();
