@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "tests" / "scenarios"
 sys.path.insert(0, str(ROOT / "tests" / "mock"))
 from mockctl import MockServer  # noqa: E402
+from _support import run_cli  # noqa: E402
 from _terminal import PROMPT, SGR, Term, expect_answering_cpr, term_env  # noqa: E402
 
 
@@ -132,13 +133,8 @@ def test_questions_reach_the_terminal_when_stdout_is_redirected(tooloop_exe, ws,
 
 
 def test_repl_continue_shows_the_resumed_session_and_sends_its_messages(tooloop_exe, ws, tmp_path):
-    import subprocess
-
     with MockServer(SCENARIOS / "cli_hello_py.json") as mock:
-        env = term_env(tmp_path, mock)
-        done = subprocess.run([tooloop_exe, "--yes", "-p", "Create hello.py"], cwd=ws, env=env,
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
+        assert run_cli(tooloop_exe, ws, term_env(tmp_path, mock), "--yes", "-p", "Create hello.py").returncode == 0
     [session] = (tmp_path / "home").glob("sessions/*/*.jsonl")
     with MockServer(SCENARIOS / "cli_continue.json") as mock:
         with Term(tooloop_exe, ["--continue"], ws, term_env(tmp_path, mock)) as term:
@@ -275,16 +271,11 @@ def test_retry_after_a_500_sends_the_conversation_again(tooloop_exe, ws, tmp_pat
 
 
 def test_sessions_are_listed_and_resumed_by_a_unique_prefix(tooloop_exe, ws, tmp_path):
-    import subprocess
-
     with MockServer(SCENARIOS / "cli_hello_py.json") as mock:
         env = term_env(tmp_path, mock)
-        done = subprocess.run([tooloop_exe, "--yes", "-p", "Create hello.py\nand run it"], cwd=ws, env=env,
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
+        assert run_cli(tooloop_exe, ws, env, "--yes", "-p", "Create hello.py\nand run it").returncode == 0
     [session] = (tmp_path / "home").glob("sessions/*/*.jsonl")
-    listed = subprocess.run([tooloop_exe, "--list"], cwd=ws, env=env, stdin=subprocess.DEVNULL,
-                            capture_output=True, text=True, timeout=60)
+    listed = run_cli(tooloop_exe, ws, env, "--list")
     assert listed.returncode == 0, listed.stderr
     [row] = [ln for ln in listed.stdout.splitlines() if ln.startswith(session.stem)]
     assert "Create hello.py" in row and "and run it" not in row and "5 turns" in row and "$" in row
@@ -292,8 +283,7 @@ def test_sessions_are_listed_and_resumed_by_a_unique_prefix(tooloop_exe, ws, tmp
     # Another workspace has none.
     other = tmp_path / "other"
     other.mkdir()
-    empty = subprocess.run([tooloop_exe, "--list"], cwd=other, env=env, stdin=subprocess.DEVNULL,
-                           capture_output=True, text=True, timeout=60)
+    empty = run_cli(tooloop_exe, other, env, "--list")
     assert empty.returncode == 0 and "no sessions" in empty.stdout
 
     prefix = session.stem[:17]   # date, time and the first random digit
