@@ -16,6 +16,8 @@ use tooloop::{
     Usage,
 };
 
+#[path = "common/require.rs"]
+mod require;
 #[path = "common/tempdir.rs"]
 mod tempdir;
 
@@ -400,10 +402,11 @@ fn python3() -> Option<String> {
 
 #[test]
 fn an_mcp_tools_calls_get_the_rules_and_hooks_too() {
-    let Some(py) = python3() else {
-        eprintln!("SKIPPED: no python3 for the tiny MCP server");
+    let py = python3();
+    if !require::require(py.is_some(), "python3 (to run the tiny MCP server)") {
         return;
-    };
+    }
+    let py = py.unwrap();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/tiny_server.py");
     let steps = vec![
         reply(

@@ -22,6 +22,8 @@ use tooloop::{
 
 #[path = "common/agent.rs"]
 mod common;
+#[path = "common/require.rs"]
+mod require;
 use common::*;
 
 fn call(id: &str, name: &str, input: Value) -> ContentBlock {
@@ -337,8 +339,7 @@ fn options_build_an_agent_with_builtins_and_a_session() {
 
 #[test]
 fn builtin_tools_from_options_are_sandboxed_by_default_and_the_model_is_told() {
-    if tooloop::builtin::sandbox_support().is_none() {
-        println!("skipped: this kernel has no Landlock");
+    if !require::landlock() {
         return;
     }
     let ws = std::env::temp_dir().join(format!("tooloop-opts-sandbox-{}", std::process::id()));

@@ -4,6 +4,9 @@
 //! after a crash never runs a finished child again.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "common/require.rs"]
+mod require;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -138,9 +141,12 @@ fn a_child_that_hits_max_turns_or_names_an_unknown_type_is_an_error_result_and_t
 
 #[test]
 fn cancelling_the_parent_stops_the_child_within_200_ms() {
-    let provider = FnProvider::new(|req: &Request, cancel: &CancelToken| {
+    let (child_started, child_running) = std::sync::mpsc::channel::<()>();
+    let child_started = Mutex::new(child_started);
+    let provider = FnProvider::new(move |req: &Request, cancel: &CancelToken| {
         if req.system.is_some() {
-            // The child's model: stalls until cancelled.
+            // The child's model: says it runs, then stalls until cancelled.
+            let _ = child_started.lock().unwrap().send(());
             while !cancel.is_cancelled() {
                 std::thread::sleep(Duration::from_millis(5));
             }
@@ -157,7 +163,7 @@ fn cancelling_the_parent_stops_the_child_within_200_ms() {
     let t = token.clone();
     let s = started.clone();
     let canceller = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(150));
+        child_running.recv_timeout(Duration::from_secs(10)).expect("the child's model was called");
         *s.lock().unwrap() = Some(Instant::now());
         t.cancel();
     });
@@ -213,8 +219,7 @@ fn a_resume_after_a_crash_inside_the_second_child_does_not_run_the_finished_firs
 
 #[test]
 fn a_read_only_explore_agent_gets_the_builtins_in_read_only_mode_while_the_parent_may_write() {
-    if tooloop::builtin::sandbox_support().is_none() {
-        println!("skipped: this kernel has no Landlock");
+    if !require::landlock() {
         return;
     }
     let ws = std::env::temp_dir().join(format!("tooloop-sub-sandbox-{}", std::process::id()));

@@ -4,60 +4,23 @@
 //! sandbox confines a background command's writes as it does a foreground one's.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use serde_json::{Value, json};
+use serde_json::json;
 use std::fs;
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use tooloop::builtin::{self, BackgroundShells, BackgroundStatus, BuiltinOptions, SandboxMode};
-use tooloop::cancel::CancelToken;
-use tooloop::tools::{ToolContext, ToolError, ToolOutput, ToolRegistry};
+use tooloop::builtin::{self, BackgroundShells, BackgroundStatus, SandboxMode};
+use tooloop::tools::ToolRegistry;
 
-struct Fixture {
-    base: PathBuf,
-    ws: PathBuf,
-}
+#[path = "common/builtin.rs"]
+mod builtin_fixture;
+#[path = "common/procs.rs"]
+mod procs;
+#[path = "common/require.rs"]
+mod require;
+#[path = "common/wait.rs"]
+mod wait;
 
-impl Fixture {
-    fn new() -> Fixture {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let base = std::env::temp_dir().join(format!(
-            "tooloop-background-test-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = fs::remove_dir_all(&base);
-        fs::create_dir_all(base.join("ws")).unwrap();
-        fs::create_dir_all(base.join("outside")).unwrap();
-        let ws = fs::canonicalize(base.join("ws")).unwrap();
-        Fixture { base, ws }
-    }
-
-    fn registry(&self, sandbox: SandboxMode) -> (ToolRegistry, Arc<BackgroundShells>) {
-        let registry = ToolRegistry::new();
-        let opts = BuiltinOptions { workspace: self.ws.clone(), sandbox, ..BuiltinOptions::default() };
-        let background = builtin::register_owned(&registry, &opts).unwrap();
-        (registry, background)
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.base);
-    }
-}
-
-fn call(registry: &ToolRegistry, name: &str, input: Value) -> Result<String, String> {
-    let tool = registry.get(name).unwrap();
-    let cancel = CancelToken::new();
-    let ctx = ToolContext { tool_use_id: "t1", tool_name: name, cancel: &cancel };
-    match tool.handler.call(&input, &ctx) {
-        Ok(ToolOutput::Text(text)) => Ok(text),
-        Ok(other) => panic!("unexpected output {other:?}"),
-        Err(ToolError::Respond(text)) | Err(ToolError::Fatal(text)) => Err(text),
-    }
-}
+use builtin_fixture::{Fixture, call};
 
 /// The id in a "Started in the background with id bash_N." reply.
 fn id_of(reply: &str) -> String {
@@ -67,19 +30,12 @@ fn id_of(reply: &str) -> String {
 
 /// Pids of live (non-zombie) `sleep` processes whose command line holds `marker` (the shells that started
 /// them hold it too, and are not counted).
-fn pids_with(marker: &str) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for entry in fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-        let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else { continue };
-        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let zombie = stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if !zombie && cmdline.starts_with("sleep ") && cmdline.contains(marker) {
-            pids.push(pid);
-        }
-    }
-    pids
+fn pids_with(marker: &str) -> Vec<u32> {
+    procs::live()
+        .into_iter()
+        .filter(|(_, cmd)| cmd.starts_with("sleep ") && cmd.contains(marker))
+        .map(|(pid, _)| pid)
+        .collect()
 }
 
 /// A sleep duration no other test uses, so its processes can be found by command line.
@@ -108,9 +64,9 @@ fn free_port() -> u16 {
 
 #[test]
 fn a_background_server_is_started_queried_read_and_killed() {
-    let f = Fixture::new();
+    let f = Fixture::new("background-test");
     fs::write(f.ws.join("hello.txt"), "hello from the server\n").unwrap();
-    let (r, _bg) = f.registry(SandboxMode::Off);
+    let (r, _bg) = f.registry_owned(SandboxMode::Off);
     let port = free_port();
     let started = Instant::now();
     let command = format!("exec python3 -u -m http.server {port} --bind 127.0.0.1");
@@ -139,86 +95,65 @@ fn a_background_server_is_started_queried_read_and_killed() {
 
 #[test]
 fn close_kills_every_background_command_and_its_children() {
-    let f = Fixture::new();
-    let (r, bg) = f.registry(SandboxMode::Off);
+    let f = Fixture::new("background-test");
+    let (r, bg) = f.registry_owned(SandboxMode::Off);
     let m = marker();
     // The command itself, a child, and a child that tries to leave the process group.
     let command = format!("sleep {m} & setsid sleep {m} & sleep {m}; wait");
     let reply = call(&r, "bash", json!({"command": command, "run_in_background": true})).unwrap();
     let id = id_of(&reply);
-    let start = Instant::now();
-    while pids_with(&m).len() < 3 && start.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(pids_with(&m).len(), 3, "the three sleeps did not start");
+    wait::until("the three sleeps to start", Duration::from_secs(5), || pids_with(&m).len() == 3);
     let list = bg.list();
     assert_eq!(list.len(), 1);
     assert_eq!((list[0].id.as_str(), &list[0].status), (id.as_str(), &BackgroundStatus::Running));
     bg.close();
-    let start = Instant::now();
-    while !pids_with(&m).is_empty() && start.elapsed() < Duration::from_secs(2) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let left = pids_with(&m);
     if builtin::process_containment() {
-        assert!(left.is_empty(), "still running after close: {left:?}");
+        wait::until("every sleep to end after close", Duration::from_secs(5), || pids_with(&m).is_empty());
     } else {
         // Without a PID namespace only the process group is killed; setsid escapes it.
-        assert!(left.len() <= 1, "still running after close: {left:?}");
+        wait::until("all but the setsid sleep to end after close", Duration::from_secs(5), || pids_with(&m).len() <= 1);
     }
     assert_eq!(bg.list()[0].status, BackgroundStatus::Killed);
 }
 
 #[test]
 fn dropping_the_tools_kills_background_commands() {
-    let f = Fixture::new();
+    let f = Fixture::new("background-test");
     let m = marker();
     {
-        let (r, bg) = f.registry(SandboxMode::Off);
+        let (r, bg) = f.registry_owned(SandboxMode::Off);
         call(&r, "bash", json!({"command": format!("sleep {m}"), "run_in_background": true})).unwrap();
-        let start = Instant::now();
-        while pids_with(&m).is_empty() && start.elapsed() < Duration::from_secs(5) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert_eq!(pids_with(&m).len(), 1);
+        wait::until("the sleep to start", Duration::from_secs(5), || pids_with(&m).len() == 1);
         drop(bg);
     }
-    let start = Instant::now();
-    while !pids_with(&m).is_empty() && start.elapsed() < Duration::from_secs(2) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(pids_with(&m).is_empty());
+    wait::until("the sleep to end once the tools are dropped", Duration::from_secs(5), || pids_with(&m).is_empty());
 }
 
 #[test]
 fn exit_code_is_reported_and_leftovers_are_killed() {
-    let f = Fixture::new();
-    let (r, _bg) = f.registry(SandboxMode::Off);
+    let f = Fixture::new("background-test");
+    let (r, _bg) = f.registry_owned(SandboxMode::Off);
     let m = marker();
     let command = format!("echo first; (sleep {m} &); echo second; exit 3");
     let id = id_of(&call(&r, "bash", json!({"command": command, "run_in_background": true})).unwrap());
     let out = read_until(&r, &id, "exit code: 3");
     assert!(out.contains("first\nsecond\n"), "{out}");
-    let start = Instant::now();
-    while !pids_with(&m).is_empty() && start.elapsed() < Duration::from_secs(3) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    if builtin::process_containment() {
-        assert!(pids_with(&m).is_empty(), "a process the command left outlived it");
+    // Only a PID namespace finds a process the command left behind in a subshell of its own.
+    if require::process_containment() {
+        wait::until("the process the command left to be killed", Duration::from_secs(5), || pids_with(&m).is_empty());
     }
 }
 
 #[test]
 fn the_buffer_is_bounded_and_says_what_was_dropped() {
-    let f = Fixture::new();
-    let (r, _bg) = f.registry(SandboxMode::Off);
+    let f = Fixture::new("background-test");
+    let (r, _bg) = f.registry_owned(SandboxMode::Off);
     // 1 MB of output, four times the buffer.
     let command = "head -c 1048576 /dev/zero | tr '\\0' 'x'; echo; echo END";
     let id = id_of(&call(&r, "bash", json!({"command": command, "run_in_background": true})).unwrap());
-    let start = Instant::now();
-    while builtin_status(&_bg, &id) == BackgroundStatus::Running && start.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait::until("the command to end", Duration::from_secs(10), || {
+        builtin_status(&_bg, &id) != BackgroundStatus::Running
+    });
     let out = call(&r, "bash_output", json!({"id": id})).unwrap();
     assert!(out.starts_with("["), "{}", &out[..200]);
     assert!(out.contains("bytes of older output were dropped"), "{}", &out[..300]);
@@ -232,8 +167,8 @@ fn builtin_status(bg: &BackgroundShells, id: &str) -> BackgroundStatus {
 
 #[test]
 fn unknown_ids_and_bad_flags_are_errors() {
-    let f = Fixture::new();
-    let (r, _bg) = f.registry(SandboxMode::Off);
+    let f = Fixture::new("background-test");
+    let (r, _bg) = f.registry_owned(SandboxMode::Off);
     let err = call(&r, "bash_output", json!({"id": "bash_9"})).unwrap_err();
     assert!(err.contains("none was started"), "{err}");
     let err = call(&r, "bash", json!({"command": "true", "run_in_background": "yes"})).unwrap_err();
@@ -244,13 +179,12 @@ fn unknown_ids_and_bad_flags_are_errors() {
 
 #[test]
 fn a_background_command_is_confined_by_the_sandbox() {
-    if builtin::sandbox_support().is_none() {
-        eprintln!("skipped: no Landlock on this kernel");
+    if !require::landlock() {
         return;
     }
-    let f = Fixture::new();
-    let (r, _bg) = f.registry(SandboxMode::WorkspaceWrite);
-    let outside = fs::canonicalize(f.base.join("outside")).unwrap();
+    let f = Fixture::new("background-test");
+    let (r, _bg) = f.registry_owned(SandboxMode::WorkspaceWrite);
+    let outside = f.outside();
     let command = format!("echo in > inside.txt; echo out > {}/escaped.txt; echo done $?", outside.display());
     let id = id_of(&call(&r, "bash", json!({"command": command, "run_in_background": true})).unwrap());
     let out = read_until(&r, &id, "exit code");

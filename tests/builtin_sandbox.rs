@@ -2,98 +2,41 @@
 //! confinement of bash, the environment policy, the file tools under a racing symlink swap, file modes,
 //! and bounded work on huge inputs.
 //!
-//! Tests that need Landlock print why they skip where the kernel lacks it.
+//! Tests that need Landlock or a PID namespace fail under CI=true where the machine lacks it, and skip
+//! with a line saying so elsewhere (tests/common/require.rs).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use serde_json::{Value, json};
+use serde_json::json;
 use std::fs;
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 use tooloop::builtin::{self, BuiltinOptions, SandboxMode};
 use tooloop::cancel::CancelToken;
-use tooloop::tools::{ToolContext, ToolError, ToolOutput, ToolRegistry};
 
-/// A fresh folder `<tmp>/ws` (the workspace) next to `<tmp>/outside`, removed on drop.
-struct Fixture {
-    base: PathBuf,
-    ws: PathBuf,
-}
+#[path = "common/builtin.rs"]
+mod builtin_fixture;
+#[path = "common/child.rs"]
+mod child;
+#[path = "common/procs.rs"]
+mod procs;
+#[path = "common/require.rs"]
+mod require;
+#[path = "common/wait.rs"]
+mod wait;
 
-impl Fixture {
-    fn new() -> Fixture {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let base = std::env::temp_dir().join(format!(
-            "tooloop-sandbox-test-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = fs::remove_dir_all(&base);
-        fs::create_dir_all(base.join("ws")).unwrap();
-        fs::create_dir_all(base.join("outside")).unwrap();
-        fs::write(base.join("outside/secret.txt"), "secret\n").unwrap();
-        let ws = fs::canonicalize(base.join("ws")).unwrap();
-        Fixture { base, ws }
-    }
-
-    fn outside(&self) -> PathBuf {
-        fs::canonicalize(self.base.join("outside")).unwrap()
-    }
-
-    fn registry(&self, sandbox: SandboxMode, network: bool) -> ToolRegistry {
-        let registry = ToolRegistry::new();
-        let opts = BuiltinOptions { workspace: self.ws.clone(), sandbox, network, ..BuiltinOptions::default() };
-        builtin::register(&registry, &opts).unwrap();
-        registry
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = fs::set_permissions(self.ws.join("ro.txt"), fs::Permissions::from_mode(0o644));
-        let _ = fs::remove_dir_all(&self.base);
-    }
-}
-
-fn call(registry: &ToolRegistry, name: &str, input: Value) -> Result<String, String> {
-    call_with(registry, name, input, &CancelToken::new())
-}
-
-fn call_with(registry: &ToolRegistry, name: &str, input: Value, cancel: &CancelToken) -> Result<String, String> {
-    let tool = registry.get(name).unwrap();
-    let ctx = ToolContext { tool_use_id: "t1", tool_name: name, cancel };
-    match tool.handler.call(&input, &ctx) {
-        Ok(ToolOutput::Text(text)) => Ok(text),
-        Ok(other) => panic!("unexpected output {other:?}"),
-        Err(ToolError::Respond(text)) | Err(ToolError::Fatal(text)) => Err(text),
-    }
-}
-
-fn bash(registry: &ToolRegistry, command: &str) -> String {
-    match call(registry, "bash", json!({"command": command, "timeout": 20})) {
-        Ok(text) | Err(text) => text,
-    }
-}
-
-fn landlock() -> bool {
-    match builtin::sandbox_support() {
-        Some(_) => true,
-        None => {
-            println!("skipped: this kernel has no Landlock (builtin::sandbox_support() is None)");
-            false
-        }
-    }
-}
+use builtin_fixture::{Fixture, bash, call, call_with, registry_with};
+use require::landlock;
 
 #[test]
 fn workspace_write_allows_the_workspace_and_tmpdir_and_refuses_the_rest() {
     if !landlock() {
         return;
     }
-    let fx = Fixture::new();
+    let fx = Fixture::new("sandbox-test");
     let registry = fx.registry(SandboxMode::WorkspaceWrite, true);
     let out = bash(
         &registry,
@@ -126,7 +69,7 @@ fn read_only_refuses_writes_in_the_workspace_but_allows_tmpdir() {
     if !landlock() {
         return;
     }
-    let fx = Fixture::new();
+    let fx = Fixture::new("sandbox-test");
     let registry = fx.registry(SandboxMode::ReadOnly, true);
     let out = bash(&registry, "echo x > new.txt");
     assert!(
@@ -140,7 +83,7 @@ fn read_only_refuses_writes_in_the_workspace_but_allows_tmpdir() {
 
 #[test]
 fn sandbox_off_writes_anywhere_the_user_can() {
-    let fx = Fixture::new();
+    let fx = Fixture::new("sandbox-test");
     let registry = fx.registry(SandboxMode::Off, true);
     let target = fx.outside().join("free.txt");
     assert_eq!(bash(&registry, &format!("echo x > {}", target.display())), "(no output)");
@@ -149,14 +92,11 @@ fn sandbox_off_writes_anywhere_the_user_can() {
 
 #[test]
 fn network_off_refuses_tcp_connect() {
-    match builtin::sandbox_support() {
-        Some(abi) if abi >= 4 => {}
-        other => {
-            println!("skipped: TCP rules need Landlock ABI 4, this kernel has {other:?}");
-            return;
-        }
+    // The seccomp filter refuses the socket whatever the Landlock ABI; workspace-write needs Landlock.
+    if !landlock() {
+        return;
     }
-    let fx = Fixture::new();
+    let fx = Fixture::new("sandbox-test");
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
@@ -176,47 +116,28 @@ fn sandboxed_processes_are_still_all_killed_on_timeout() {
     if !landlock() {
         return;
     }
-    let fx = Fixture::new();
+    let fx = Fixture::new("sandbox-test");
     let registry = fx.registry(SandboxMode::WorkspaceWrite, true);
     let pidfile = fx.ws.join("pid");
     let command = format!("setsid sh -c 'echo $$ > {}; exec sleep 77' & sleep 30", pidfile.display());
     let err = call(&registry, "bash", json!({"command": command, "timeout": 1})).unwrap_err();
     assert!(err.contains("timed out"), "{err}");
-    if !builtin::process_containment() {
-        println!("skipped the survival check: no unprivileged PID namespace here");
+    if !require::process_containment() {
         return;
     }
     assert!(err.contains("sleep (pid"), "{err}");
-    // The pid file holds the namespace pid; find the sleeper by its unique argument instead.
-    thread::sleep(Duration::from_millis(200));
-    let alive = fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let cmd = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            cmd == b"sleep\x0077\x00" && !stat.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-        })
-        .count();
-    assert_eq!(alive, 0, "a setsid process survived the timeout");
+    // The pid file holds the namespace pid; find the sleeper by its unique argument instead. It was killed
+    // before the call returned; give the kernel a moment to take it out of the process table.
+    let alive = || procs::live().iter().filter(|(_, cmd)| cmd == "sleep 77").count();
+    wait::until("the setsid sleeper to be gone after the timeout", Duration::from_secs(5), || alive() == 0);
 }
 
-/// Run only as a child of `secrets_in_the_environment_are_not_inherited` (which sets the variables).
-#[test]
-fn env_child() {
-    if std::env::var_os("TOOLOOP_ENV_CHILD").is_none() {
-        return;
-    }
-    let fx = Fixture::new();
-    let registry = ToolRegistry::new();
-    let opts = BuiltinOptions {
-        workspace: fx.ws.clone(),
-        sandbox: SandboxMode::Off,
-        env_passthrough: vec!["KEPT_TOKEN".to_string()],
-        ..BuiltinOptions::default()
-    };
-    builtin::register(&registry, &opts).unwrap();
-    let out = bash(&registry, "env | sort");
+/// The child's part of `secrets_in_the_environment_are_not_inherited`, in a process whose environment
+/// holds the variables: what bash sees, and the values offered for redaction.
+fn print_the_environment_bash_sees() {
+    let fx = Fixture::new("sandbox-test");
+    let opts = BuiltinOptions { env_passthrough: vec!["KEPT_TOKEN".to_string()], ..fx.options(SandboxMode::Off, true) };
+    let out = bash(&registry_with(&opts), "env | sort");
     println!("CHILD-ENV-BEGIN\n{out}\nCHILD-ENV-END");
     let values = builtin::secret_env_values(&["KEPT_TOKEN".to_string()]);
     println!("CHILD-VALUES {values:?}");
@@ -224,10 +145,10 @@ fn env_child() {
 
 #[test]
 fn secrets_in_the_environment_are_not_inherited() {
-    let exe = std::env::current_exe().unwrap();
-    let out = std::process::Command::new(exe)
-        .args(["--exact", "env_child", "--nocapture", "--test-threads=1"])
-        .env("TOOLOOP_ENV_CHILD", "1")
+    if child::is_child() {
+        return print_the_environment_bash_sees();
+    }
+    let out = child::command()
         .env("OPENAI_API_KEY", "sk-abcdefghijklmnop")
         .env("my_password", "hunter2hunter2")
         .env("AWS_SECRET_ACCESS_KEY", "aws-secret-value-123")
@@ -254,7 +175,7 @@ fn secrets_in_the_environment_are_not_inherited() {
 
 #[test]
 fn file_tools_never_touch_outside_while_a_folder_and_a_symlink_are_swapped() {
-    let fx = Fixture::new();
+    let fx = Fixture::new("sandbox-test");
     let registry = Arc::new(fx.registry(SandboxMode::Off, true));
     let outside = fx.outside();
     fs::write(outside.join("target.txt"), "outside-content\n").unwrap();
@@ -310,7 +231,7 @@ fn file_tools_never_touch_outside_while_a_folder_and_a_symlink_are_swapped() {
 
 #[test]
 fn write_and_edit_refuse_a_read_only_file_and_keep_modes() {
-    let fx = Fixture::new();
+    let fx = Fixture::new("sandbox-test");
     let registry = fx.registry(SandboxMode::Off, true);
     let ro = fx.ws.join("ro.txt");
     fs::write(&ro, "locked\n").unwrap();
@@ -330,7 +251,7 @@ fn write_and_edit_refuse_a_read_only_file_and_keep_modes() {
 
 #[test]
 fn write_refuses_a_file_with_several_hard_links() {
-    let fx = Fixture::new();
+    let fx = Fixture::new("sandbox-test");
     let registry = fx.registry(SandboxMode::Off, true);
     fs::hard_link(fx.outside().join("secret.txt"), fx.ws.join("linked.txt")).unwrap();
     let err = call(&registry, "write_file", json!({"path": "linked.txt", "content": "x"})).unwrap_err();
@@ -343,7 +264,7 @@ fn write_refuses_a_file_with_several_hard_links() {
 
 #[test]
 fn write_of_identical_content_says_unchanged() {
-    let fx = Fixture::new();
+    let fx = Fixture::new("sandbox-test");
     let registry = fx.registry(SandboxMode::Off, true);
     fs::write(fx.ws.join("same.txt"), "same\n").unwrap();
     let out = call(&registry, "write_file", json!({"path": "same.txt", "content": "same\n"})).unwrap();
@@ -358,7 +279,7 @@ fn sparse(path: &Path, len: u64) {
 
 #[test]
 fn read_file_of_a_huge_line_stops_within_200_ms_of_cancel() {
-    let fx = Fixture::new();
+    let fx = Fixture::new("sandbox-test");
     let registry = Arc::new(fx.registry(SandboxMode::Off, true));
     sparse(&fx.ws.join("huge.txt"), 64 * 1024 * 1024 * 1024);
     let cancel = CancelToken::new();
@@ -377,7 +298,7 @@ fn read_file_of_a_huge_line_stops_within_200_ms_of_cancel() {
 
 #[test]
 fn read_file_of_a_huge_line_stops_at_the_scan_cap_with_a_message() {
-    let fx = Fixture::new();
+    let fx = Fixture::new("sandbox-test");
     let registry = fx.registry(SandboxMode::Off, true);
     sparse(&fx.ws.join("huge.txt"), 64 * 1024 * 1024 * 1024);
     // Without the cap this would scan 64 GB of zeros; how fast the cap is reached depends on the build
@@ -395,7 +316,7 @@ fn read_file_of_a_huge_line_stops_at_the_scan_cap_with_a_message() {
 
 #[test]
 fn edit_file_not_found_hint_is_fast_on_a_large_file() {
-    let fx = Fixture::new();
+    let fx = Fixture::new("sandbox-test");
     let registry = fx.registry(SandboxMode::Off, true);
     // 2 MB of identical lines; old_text has many lines that all match the file's first line when trimmed
     // except the last: the worst case of the old window scan.
@@ -412,7 +333,7 @@ fn edit_file_not_found_hint_is_fast_on_a_large_file() {
 
 #[test]
 fn bash_output_of_gigabytes_stays_bounded_and_cancellable() {
-    let fx = Fixture::new();
+    let fx = Fixture::new("sandbox-test");
     let registry = Arc::new(fx.registry(SandboxMode::Off, true));
     let cancel = CancelToken::new();
     let canceller = cancel.clone();
@@ -429,14 +350,10 @@ fn bash_output_of_gigabytes_stays_bounded_and_cancellable() {
     assert!(err.chars().count() < builtin::OUTPUT_CAP_CHARS + 1000);
 }
 
-/// Run only as a child of `a_non_root_user_gets_the_sandbox_and_the_pid_namespace_too`, as uid 65534.
-#[test]
-fn nonroot_child() {
-    let Some(base) = std::env::var_os("TOOLOOP_NONROOT_BASE") else { return };
-    let base = PathBuf::from(base);
-    let registry = ToolRegistry::new();
-    let opts = BuiltinOptions { workspace: base.join("ws"), ..BuiltinOptions::default() };
-    builtin::register(&registry, &opts).unwrap();
+/// The child's part of `a_non_root_user_gets_the_sandbox_and_the_pid_namespace_too`, as uid 65534.
+fn confine_bash_as_nobody() {
+    let base = PathBuf::from(std::env::var_os("TOOLOOP_NONROOT_BASE").unwrap());
+    let registry = registry_with(&BuiltinOptions { workspace: base.join("ws"), ..BuiltinOptions::default() });
     assert_eq!(bash(&registry, "id -u; echo x > f && cat f"), "65534\nx");
     let out = bash(&registry, &format!("echo x > {}", base.join("outside/escape.txt").display()));
     assert!(out.contains("Permission denied") && out.contains("[sandbox:"), "{out}");
@@ -452,31 +369,28 @@ fn nonroot_child() {
 fn a_non_root_user_gets_the_sandbox_and_the_pid_namespace_too() {
     // As root, unshare needs no user namespace; this runs the non-root path (a user namespace whose
     // uid_map unshare writes under Landlock) as uid 65534 through util-linux setpriv.
+    if child::is_child() {
+        return confine_bash_as_nobody();
+    }
     if !rustix::process::geteuid().is_root() {
-        println!("skipped: not root, so the other tests already run the non-root path");
+        require::skip("not root, so the other tests already run the non-root path");
         return;
     }
     if !landlock() {
         return;
     }
-    let fx = Fixture::new();
+    let fx = Fixture::new("sandbox-test");
     for dir in [&fx.base, &fx.ws, &fx.base.join("outside")] {
         std::os::unix::fs::chown(dir, Some(65534), Some(65534)).unwrap();
     }
-    let exe = std::env::current_exe().unwrap();
-    let out = match std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(exe)
-        .args(["--exact", "nonroot_child", "--nocapture", "--test-threads=1"])
+    let out = child::wrapped(&["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
         .env("TOOLOOP_NONROOT_BASE", &fx.base)
-        .output()
-    {
-        Ok(out) => out,
-        Err(e) => {
-            println!("skipped: setpriv could not be run ({e})");
-            return;
-        }
-    };
+        .output();
+    let setpriv = out.as_ref().map_err(|e| e.to_string());
+    if !require::require(setpriv.is_ok(), &format!("setpriv from util-linux ({:?})", setpriv.err())) {
+        return;
+    }
+    let out = out.unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success() && stdout.contains("NONROOT-OK"),
@@ -488,7 +402,7 @@ fn a_non_root_user_gets_the_sandbox_and_the_pid_namespace_too() {
 
 #[test]
 fn write_file_of_large_identical_content_compares_in_bounded_work() {
-    let fx = Fixture::new();
+    let fx = Fixture::new("sandbox-test");
     let registry = fx.registry(SandboxMode::Off, true);
     let content = "0123456789abcdef\n".repeat(2 * 1024 * 1024); // 34 MB
     let out = call(&registry, "write_file", json!({"path": "big.txt", "content": content})).unwrap();
@@ -501,7 +415,7 @@ fn write_file_of_large_identical_content_compares_in_bounded_work() {
 
 #[test]
 fn a_descriptor_the_host_leaked_is_closed_before_the_sandboxed_command_runs() {
-    let fx = Fixture::new();
+    let fx = Fixture::new("sandbox-test");
     let registry = fx.registry(SandboxMode::WorkspaceWrite, true);
     let file = fs::File::create(fx.outside().join("host.log")).unwrap();
     // Like a host that opened its log without close-on-exec: the descriptor is inherited by children.

@@ -3,52 +3,32 @@
 //! ordering, and cancellation on a big tree.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use serde_json::{Value, json};
+use serde_json::json;
 use std::fs;
 use std::os::unix::fs::symlink;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 use tooloop::builtin::{self, BuiltinOptions, SandboxMode};
 use tooloop::cancel::CancelToken;
-use tooloop::tools::{ToolContext, ToolError, ToolOutput, ToolRegistry};
+use tooloop::tools::ToolRegistry;
 
-struct Fixture {
-    base: PathBuf,
-    ws: PathBuf,
+#[path = "common/builtin.rs"]
+mod builtin_fixture;
+
+use builtin_fixture::{Fixture, call, call_with, registry_with};
+
+/// The search tools over the fixture's workspace, and the tree the grep tests search.
+trait Search {
+    fn search_tools(&self) -> ToolRegistry;
+    fn tree(&self);
 }
 
-impl Fixture {
-    fn new() -> Fixture {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let base = std::env::temp_dir().join(format!(
-            "tooloop-search-test-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = fs::remove_dir_all(&base);
-        fs::create_dir_all(base.join("ws")).unwrap();
-        fs::create_dir_all(base.join("outside")).unwrap();
-        let ws = fs::canonicalize(base.join("ws")).unwrap();
-        Fixture { base, ws }
-    }
-
-    fn write(&self, rel: &str, content: impl AsRef<[u8]>) {
-        let p = self.ws.join(rel);
-        fs::create_dir_all(p.parent().unwrap()).unwrap();
-        fs::write(p, content).unwrap();
-    }
-
-    fn registry(&self) -> ToolRegistry {
-        let registry = ToolRegistry::new();
-        let opts = BuiltinOptions {
-            workspace: self.ws.clone(),
-            sandbox: SandboxMode::Off,
+impl Search for Fixture {
+    /// grep and glob alone, unconfined (the sandbox is bash's).
+    fn search_tools(&self) -> ToolRegistry {
+        registry_with(&BuiltinOptions {
             names: vec!["grep".into(), "glob".into()],
-            ..BuiltinOptions::default()
-        };
-        builtin::register(&registry, &opts).unwrap();
-        registry
+            ..self.options(SandboxMode::Off, true)
+        })
     }
 
     /// The tree every grep test searches: a match in a plain file, in an ignored one, a hidden one, a
@@ -72,31 +52,11 @@ impl Fixture {
     }
 }
 
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.base);
-    }
-}
-
-fn call_with(registry: &ToolRegistry, name: &str, input: Value, cancel: &CancelToken) -> Result<String, String> {
-    let tool = registry.get(name).unwrap();
-    let ctx = ToolContext { tool_use_id: "t1", tool_name: name, cancel };
-    match tool.handler.call(&input, &ctx) {
-        Ok(ToolOutput::Text(text)) => Ok(text),
-        Ok(other) => panic!("unexpected output {other:?}"),
-        Err(ToolError::Respond(text)) | Err(ToolError::Fatal(text)) => Err(text),
-    }
-}
-
-fn call(registry: &ToolRegistry, name: &str, input: Value) -> Result<String, String> {
-    call_with(registry, name, input, &CancelToken::new())
-}
-
 #[test]
 fn grep_skips_ignored_hidden_binary_and_symlinked_out_files() {
-    let f = Fixture::new();
+    let f = Fixture::new("search-test");
     f.tree();
-    let r = f.registry();
+    let r = f.search_tools();
     let out = call(&r, "grep", json!({"pattern": "needle"})).unwrap();
     let files: Vec<&str> = out.lines().filter(|l| !l.starts_with('[')).collect();
     assert_eq!(files, vec!["src/main.rs"], "{out}");
@@ -108,9 +68,9 @@ fn grep_skips_ignored_hidden_binary_and_symlinked_out_files() {
 
 #[test]
 fn grep_content_mode_numbers_lines_and_ignores_case_on_request() {
-    let f = Fixture::new();
+    let f = Fixture::new("search-test");
     f.tree();
-    let r = f.registry();
+    let r = f.search_tools();
     let out = call(&r, "grep", json!({"pattern": "needle", "output_mode": "content", "-i": true})).unwrap();
     assert!(out.contains("src/main.rs:2:    let needle = 1;"), "{out}");
     assert!(out.contains("src/lib.rs:1:// NEEDLE in caps"), "{out}");
@@ -123,11 +83,11 @@ fn grep_content_mode_numbers_lines_and_ignores_case_on_request() {
 
 #[test]
 fn grep_context_lines_glob_filter_and_path() {
-    let f = Fixture::new();
+    let f = Fixture::new("search-test");
     f.write("a.py", "one\ntwo\nmatch here\nfour\nfive\n");
     f.write("b.txt", "match here too\n");
     f.write("sub/c.py", "x\nmatch\n");
-    let r = f.registry();
+    let r = f.search_tools();
     let out = call(&r, "grep", json!({"pattern": "match", "output_mode": "content", "-C": 1, "glob": "*.py"})).unwrap();
     assert_eq!(out, "a.py-2-two\na.py:3:match here\na.py-4-four\n--\nsub/c.py-1-x\nsub/c.py:2:match");
     let out = call(&r, "grep", json!({"pattern": "match", "output_mode": "content", "-A": 1, "path": "a.py"})).unwrap();
@@ -142,9 +102,9 @@ fn grep_context_lines_glob_filter_and_path() {
 
 #[test]
 fn grep_refuses_paths_outside_and_bad_input() {
-    let f = Fixture::new();
+    let f = Fixture::new("search-test");
     f.tree();
-    let r = f.registry();
+    let r = f.search_tools();
     let err = call(&r, "grep", json!({"pattern": "needle", "path": "../outside"})).unwrap_err();
     assert!(err.contains("outside the workspace"), "{err}");
     let err = call(&r, "grep", json!({"pattern": "needle", "path": "linkdir"})).unwrap_err();
@@ -158,11 +118,11 @@ fn grep_refuses_paths_outside_and_bad_input() {
 
 #[test]
 fn grep_output_is_capped_with_a_note_saying_how_much_was_left_out() {
-    let f = Fixture::new();
+    let f = Fixture::new("search-test");
     let line = "match ".repeat(20);
     let body: String = (0..5000).map(|i| format!("{i} {line}\n")).collect();
     f.write("big.txt", &body);
-    let r = f.registry();
+    let r = f.search_tools();
     let out = call(&r, "grep", json!({"pattern": "match", "output_mode": "content"})).unwrap();
     assert!(out.chars().count() < builtin::GREP_OUTPUT_CAP_CHARS + 400, "{}", out.len());
     let note = out.lines().last().unwrap();
@@ -174,14 +134,14 @@ fn grep_output_is_capped_with_a_note_saying_how_much_was_left_out() {
 
 #[test]
 fn grep_is_cancelled_within_200_ms_on_a_big_tree() {
-    let f = Fixture::new();
+    let f = Fixture::new("search-test");
     let content = "nothing to see here, only filler text\n".repeat(1000);
     for d in 0..20 {
         for i in 0..100 {
             f.write(&format!("d{d}/f{i}.txt"), &content);
         }
     }
-    let r = f.registry();
+    let r = f.search_tools();
     let cancel = CancelToken::new();
     let c2 = cancel.clone();
     let t = std::thread::spawn(move || {
@@ -200,7 +160,7 @@ fn grep_is_cancelled_within_200_ms_on_a_big_tree() {
 
 #[test]
 fn glob_lists_matches_newest_first_and_respects_gitignore() {
-    let f = Fixture::new();
+    let f = Fixture::new("search-test");
     f.tree();
     let now = SystemTime::now();
     f.write("pkg/old.py", "x");
@@ -214,7 +174,7 @@ fn glob_lists_matches_newest_first_and_respects_gitignore() {
     set("pkg/old.py", 3000);
     set("top.py", 2000);
     set("pkg/new.py", 1000);
-    let r = f.registry();
+    let r = f.search_tools();
     let out = call(&r, "glob", json!({"pattern": "**/*.py"})).unwrap();
     assert_eq!(out, "pkg/new.py\ntop.py\npkg/old.py");
     let out = call(&r, "glob", json!({"pattern": "*.py"})).unwrap();
@@ -230,11 +190,11 @@ fn glob_lists_matches_newest_first_and_respects_gitignore() {
 
 #[test]
 fn glob_output_is_capped() {
-    let f = Fixture::new();
+    let f = Fixture::new("search-test");
     for i in 0..250 {
         f.write(&format!("many/f{i:03}.txt"), "x");
     }
-    let r = f.registry();
+    let r = f.search_tools();
     let out = call(&r, "glob", json!({"pattern": "many/*.txt"})).unwrap();
     assert_eq!(out.lines().count(), builtin::GLOB_MAX_RESULTS + 1);
     assert!(out.ends_with("[50 more paths match, not shown (at most 200, newest first): narrow the pattern or path]"));
@@ -242,7 +202,7 @@ fn glob_output_is_capped() {
 
 #[test]
 fn search_tools_are_in_the_default_set_and_read_only() {
-    let f = Fixture::new();
+    let f = Fixture::new("search-test");
     let registry = ToolRegistry::new();
     let opts = BuiltinOptions { workspace: f.ws.clone(), ..BuiltinOptions::default() };
     builtin::register(&registry, &opts).unwrap();

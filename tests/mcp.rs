@@ -6,6 +6,11 @@
 //! are skipped with a printed reason otherwise. Every process a test starts is stopped, checked by pid.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "common/procs.rs"]
+mod procs;
+#[path = "common/require.rs"]
+mod require;
+
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -21,26 +26,11 @@ use tooloop::types::ToolUseBlock;
 use tooloop::{Agent, AgentConfig, CancelToken, MessageResponse, ToolRegistry};
 
 fn python() -> Option<String> {
-    let py = std::env::var("TOOLOOP_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
-    let ok = Command::new(&py)
-        .args(["-c", "import mcp.server.mcpserver, uvicorn"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if ok {
-        return Some(py);
-    }
-    let msg = format!(
-        "the MCP tests need a Python with the official MCP SDK: `{py}` cannot import mcp.server.mcpserver. \
-         Install it with `python3 -m venv .venv-mcp && .venv-mcp/bin/pip install 'mcp>=2.3,<3'` and run with \
-         TOOLOOP_TEST_PYTHON=.venv-mcp/bin/python (scripts/test.sh does this)"
-    );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{msg}");
-    }
-    eprintln!("SKIPPED: {msg}");
-    None
+    require::python_importing(
+        "mcp.server.mcpserver, uvicorn",
+        "a Python with the official MCP SDK: `python3 -m venv .venv-mcp && .venv-mcp/bin/pip install \
+         'mcp>=2.3,<3'`, then TOOLOOP_TEST_PYTHON=.venv-mcp/bin/python (scripts/test.sh does this)",
+    )
 }
 
 fn script(name: &str) -> String {
@@ -66,17 +56,7 @@ fn procs_with(marker: &str) -> Vec<u32> {
 
 /// Pids whose command line contains `marker` (zombies excluded: a reaped child has no /proc entry).
 fn procs_with_all(marker: &str) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let zombie = stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-        if !zombie && String::from_utf8_lossy(&cmd).contains(marker) {
-            out.push(pid);
-        }
-    }
-    out
+    procs::with(marker)
 }
 
 fn assert_no_orphans(marker: &str) {
@@ -85,6 +65,15 @@ fn assert_no_orphans(marker: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(procs_with_all(marker), Vec::<u32>::new(), "server processes left running");
+}
+
+/// Waits (10 s at the most) until the first server's stderr log shows `line`.
+fn wait_for_log(servers: &McpServers, line: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !servers.status()[0].log_tail.contains(line) {
+        assert!(Instant::now() < deadline, "{line:?} not in the server's log: {}", servers.status()[0].log_tail);
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 fn stdio_config(py: &str, args: &[&str], extra: Value) -> McpServerConfig {
@@ -189,7 +178,7 @@ fn stdio_slow_tool_is_cancelled_within_200ms_and_the_server_keeps_serving() {
         let out = call_with(&r, "mcp__test__slow", json!({"seconds": 30}), &c);
         (out, Instant::now())
     });
-    std::thread::sleep(Duration::from_millis(500));
+    wait_for_log(&servers, "slow started");
     let cancelled_at = Instant::now();
     cancel.cancel();
     let ((content, is_error), returned_at) = worker.join().unwrap();
@@ -198,11 +187,7 @@ fn stdio_slow_tool_is_cancelled_within_200ms_and_the_server_keeps_serving() {
     assert!(latency < Duration::from_millis(200), "cancel took {latency:?}");
     assert!(is_error && text(&content).contains("cancelled"), "{content}");
     // The server got notifications/cancelled (its handler was cancelled) and goes on serving.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !servers.status()[0].log_tail.contains("slow was cancelled") && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(servers.status()[0].log_tail.contains("slow was cancelled"), "{}", servers.status()[0].log_tail);
+    wait_for_log(&servers, "slow was cancelled");
     assert_eq!(call(&registry, "mcp__test__echo", json!({"text": "after"})), (json!("echo: after"), false));
     assert_eq!(servers.status()[0].restarts, 0);
     drop(servers);
@@ -230,7 +215,7 @@ fn a_server_killed_mid_call_gives_an_error_result_and_is_restarted_before_its_ne
     assert_eq!(call(&registry, "mcp__test__pid", json!({})), (json!(first.to_string()), false));
     let r = registry.clone();
     let worker = std::thread::spawn(move || call(&r, "mcp__test__slow", json!({"seconds": 30})));
-    std::thread::sleep(Duration::from_millis(500));
+    wait_for_log(&servers, "slow started");
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(first as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
     let (content, is_error) = worker.join().unwrap();
     assert!(is_error, "{content}");
@@ -384,10 +369,11 @@ fn a_server_that_never_answers_initialize_is_reported_by_name_and_skipped() {
     assert_no_orphans(&good);
 }
 
-/// The SDK server over Streamable HTTP on a free port, stopped by pid on drop.
+/// The SDK server over Streamable HTTP on a free port, its stderr in a file, stopped by pid on drop.
 struct HttpServer {
     child: Child,
     url: String,
+    log: PathBuf,
 }
 
 impl HttpServer {
@@ -397,14 +383,17 @@ impl HttpServer {
     }
 
     fn start_on(py: &str, m: &str, port: u16) -> HttpServer {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let log = std::env::temp_dir().join(format!("{m}-{n}.stderr"));
         let child = Command::new(py)
             .args([&script("fastmcp_server.py"), "http", &port.to_string(), m])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let server = HttpServer { child, url: format!("http://127.0.0.1:{port}/mcp") };
+        let server = HttpServer { child, url: format!("http://127.0.0.1:{port}/mcp"), log };
         let deadline = Instant::now() + Duration::from_secs(20);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(Instant::now() < deadline, "the HTTP MCP server did not start");
@@ -414,10 +403,22 @@ impl HttpServer {
     }
 }
 
+impl HttpServer {
+    /// Waits (10 s at the most) until the server's stderr shows `line`.
+    fn wait_for_log(&self, line: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !std::fs::read_to_string(&self.log).unwrap_or_default().contains(line) {
+            assert!(Instant::now() < deadline, "{line:?} not in {}", self.log.display());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
 impl Drop for HttpServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
     }
 }
 
@@ -442,7 +443,7 @@ fn streamable_http_lists_calls_errors_and_cancels() {
     let (r, c) = (registry.clone(), cancel.clone());
     let worker =
         std::thread::spawn(move || (call_with(&r, "mcp__web__slow", json!({"seconds": 30}), &c), Instant::now()));
-    std::thread::sleep(Duration::from_millis(500));
+    server.wait_for_log("slow started");
     let cancelled_at = Instant::now();
     cancel.cancel();
     let ((content, is_error), returned_at) = worker.join().unwrap();

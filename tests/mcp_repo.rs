@@ -7,6 +7,11 @@
 //! tests fail when CI=true and are skipped with a printed reason otherwise.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "common/procs.rs"]
+mod procs;
+#[path = "common/require.rs"]
+mod require;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -16,7 +21,7 @@ use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tooloop::mcp::{McpServerConfig, McpServers};
+use tooloop::mcp::{McpServerConfig, McpServers, McpState};
 use tooloop::types::ToolUseBlock;
 use tooloop::{CancelToken, ToolRegistry};
 
@@ -33,25 +38,11 @@ fn setup() {
 
 fn python() -> Option<String> {
     setup();
-    let py = std::env::var("TOOLOOP_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
-    let ok = Command::new(&py)
-        .args(["-c", "import mcp.server.mcpserver, uvicorn"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if ok {
-        return Some(py);
-    }
-    let msg = format!(
-        "the MCP tests need a Python with the official MCP SDK: `{py}` cannot import mcp.server.mcpserver \
-         (set TOOLOOP_TEST_PYTHON; scripts/test.sh prepares .venv-mcp)"
-    );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{msg}");
-    }
-    eprintln!("SKIPPED: {msg}");
-    None
+    require::python_importing(
+        "mcp.server.mcpserver, uvicorn",
+        "a Python with the official MCP SDK: `python3 -m venv .venv-mcp && .venv-mcp/bin/pip install \
+         'mcp>=2.3,<3'`, then TOOLOOP_TEST_PYTHON=.venv-mcp/bin/python (scripts/test.sh does this)",
+    )
 }
 
 fn script() -> String {
@@ -60,21 +51,6 @@ fn script() -> String {
 
 fn marker(test: &str) -> String {
     format!("tooloop-mcp-repo-{test}-{}", std::process::id())
-}
-
-/// Pids whose command line contains `marker` (zombies excluded).
-fn procs_with(marker: &str) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let zombie = stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-        if !zombie && String::from_utf8_lossy(&cmd).contains(marker) {
-            out.push(pid);
-        }
-    }
-    out
 }
 
 fn hostile(py: &str, m: &str, extra: Value) -> (McpServers, ToolRegistry) {
@@ -146,8 +122,12 @@ fn a_stderr_flood_without_newline_is_read_with_bounded_memory() {
     let before = rss();
     let (out, is_error) = call(&registry, "mcp__hostile__stderr_flood", json!({"mib": 200}));
     assert!(!is_error && text(&out) == "flooded", "{out}");
-    // Give the stderr reader time to drain what is left in the pipe.
-    std::thread::sleep(Duration::from_millis(500));
+    // The server ends the flood with a line of its own: once the log shows it, the pipe is drained.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !servers.status()[0].log_tail.contains("flood over") {
+        assert!(Instant::now() < deadline, "the end of the flood never reached the log");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let grown = rss().saturating_sub(before);
     assert!(grown < 64 * 1024 * 1024, "200 MiB of stderr grew memory by {} MiB", grown / (1024 * 1024));
     let tail = &servers.status()[0].log_tail;
@@ -181,17 +161,17 @@ fn a_setsid_child_of_the_server_ends_on_close() {
     let (out, is_error) = call(&registry, "mcp__hostile__spawn_detached", json!({"marker": detached}));
     assert!(!is_error, "{out}");
     let deadline = Instant::now() + Duration::from_secs(5);
-    while procs_with(&detached).is_empty() && Instant::now() < deadline {
+    while procs::with(&detached).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let escaped = procs_with(&detached);
+    let escaped = procs::with(&detached);
     assert_eq!(escaped.len(), 1, "the detached process runs");
     servers.close();
     let deadline = Instant::now() + Duration::from_secs(3);
-    while !procs_with(&detached).is_empty() && Instant::now() < deadline {
+    while !procs::with(&detached).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let left = procs_with(&detached);
+    let left = procs::with(&detached);
     for pid in &left {
         // Clean up after a failure (our own process, by pid).
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid as i32), nix::sys::signal::Signal::SIGKILL);
@@ -201,7 +181,7 @@ fn a_setsid_child_of_the_server_ends_on_close() {
     } else {
         eprintln!("no PID namespace here: only the process group is ended (the README says so)");
     }
-    assert!(procs_with(&m).is_empty(), "the server ended");
+    assert!(procs::with(&m).is_empty(), "the server ended");
 }
 
 /// The SDK server over Streamable HTTP on `host`, stopped by pid on drop.
@@ -340,7 +320,11 @@ fn a_pinned_server_whose_code_changed_is_not_restarted() {
     std::fs::write(&server, format!("{code}# rewritten\n")).unwrap();
     let pid = servers.server_pid("pinned").unwrap();
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while servers.status()[0].state == McpState::Connected {
+        assert!(Instant::now() < deadline, "the server's death was never noticed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let (out, is_error) = call(&registry, "mcp__pinned__env_value", json!({"name": "NOPE"}));
     assert!(is_error && text(&out).contains("changed since the server was approved"), "{out}");
     drop(servers);

@@ -2,77 +2,26 @@
 //! terminal injection, the controlling terminal, Unix sockets (real listeners started here), the network
 //! allow-list (MPTCP, UDP), metadata writes, and a sandbox the kernel cannot provide.
 //!
-//! Tests that need Landlock print why they skip where the kernel lacks it.
+//! Tests that need Landlock fail under CI=true where the kernel lacks it, and skip with a line saying so
+//! elsewhere (tests/common/require.rs).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use serde_json::json;
 use std::fs;
 use std::os::unix::net::{UnixDatagram, UnixListener};
 use std::path::PathBuf;
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use tooloop::builtin::{self, BuiltinOptions, SandboxMode};
-use tooloop::cancel::CancelToken;
-use tooloop::tools::{ToolContext, ToolError, ToolOutput, ToolRegistry};
+use tooloop::tools::ToolRegistry;
 
-/// `<tmp>/ws` (the workspace) beside `<tmp>/outside`, removed on drop.
-struct Fixture {
-    base: PathBuf,
-    ws: PathBuf,
-}
+#[path = "common/builtin.rs"]
+mod builtin_fixture;
+#[path = "common/child.rs"]
+mod child;
+#[path = "common/require.rs"]
+mod require;
 
-impl Fixture {
-    fn new() -> Fixture {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let base = std::env::temp_dir().join(format!(
-            "tooloop-side-doors-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::SeqCst)
-        ));
-        let _ = fs::remove_dir_all(&base);
-        fs::create_dir_all(base.join("ws")).unwrap();
-        fs::create_dir_all(base.join("outside")).unwrap();
-        let base = fs::canonicalize(base).unwrap();
-        let ws = base.join("ws");
-        Fixture { base, ws }
-    }
-
-    fn outside(&self) -> PathBuf {
-        self.base.join("outside")
-    }
-
-    fn registry(&self, sandbox: SandboxMode, network: bool) -> ToolRegistry {
-        let registry = ToolRegistry::new();
-        let opts = BuiltinOptions { workspace: self.ws.clone(), sandbox, network, ..BuiltinOptions::default() };
-        builtin::register(&registry, &opts).unwrap();
-        registry
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.base);
-    }
-}
-
-fn bash(registry: &ToolRegistry, command: &str) -> String {
-    let tool = registry.get("bash").unwrap();
-    let cancel = CancelToken::new();
-    let ctx = ToolContext { tool_use_id: "t1", tool_name: "bash", cancel: &cancel };
-    match tool.handler.call(&json!({"command": command, "timeout": 30}), &ctx) {
-        Ok(ToolOutput::Text(text)) => text,
-        Ok(other) => panic!("unexpected output {other:?}"),
-        Err(ToolError::Respond(text)) | Err(ToolError::Fatal(text)) => text,
-    }
-}
-
-fn landlock() -> bool {
-    if builtin::sandbox_support().is_some() {
-        return true;
-    }
-    println!("skipped: this kernel has no Landlock (builtin::sandbox_support() is None)");
-    false
-}
+use builtin_fixture::{Fixture, bash, registry_with};
+use require::landlock;
 
 /// A Python one-liner run by bash (python3 is on every machine the suite runs on).
 fn py(code: &str) -> String {
@@ -88,7 +37,7 @@ fn tiocsti_and_tioclinux_fail_in_every_mode() {
     if !landlock() {
         return;
     }
-    let fx = Fixture::new();
+    let fx = Fixture::new("side-doors");
     // A pseudo-terminal of the command's own (its master: the sandbox lets anyone open /dev/ptmx): as
     // root, TIOCSTI works on any terminal one can open, so only the seccomp filter stands between a
     // command and the user's terminal. The pty test in tests/python/test_sandbox_tty.py uses the real one.
@@ -110,7 +59,7 @@ fn tiocsti_and_tioclinux_fail_in_every_mode() {
 
 #[test]
 fn commands_run_in_a_session_of_their_own_without_a_terminal() {
-    let fx = Fixture::new();
+    let fx = Fixture::new("side-doors");
     // Our own session as /proc shows it: 0 when the session leader lives outside our PID namespace
     // (a container), which getsid() cannot express.
     let own_stat = std::fs::read_to_string("/proc/self/stat").unwrap();
@@ -199,7 +148,7 @@ fn unix_sockets_outside_the_workspace_are_out_of_reach_when_sandboxed() {
     if !landlock() {
         return;
     }
-    let fx = Fixture::new();
+    let fx = Fixture::new("side-doors");
     let services = Services::start(&fx);
     // Unconfined, the client reaches all three: the test can tell a refusal from a broken client.
     let out = bash(&fx.registry(SandboxMode::Off, true), &services.client());
@@ -221,43 +170,26 @@ fn unix_sockets_outside_the_workspace_are_out_of_reach_when_sandboxed() {
     assert_eq!(out, "ok");
 }
 
-/// Run only as a child of `socket_variables_are_not_inherited_under_a_sandbox`.
-#[test]
-fn socket_env_child() {
-    if std::env::var_os("TOOLOOP_SOCKET_ENV_CHILD").is_none() {
-        return;
+/// The child's part of `socket_variables_are_not_inherited_under_a_sandbox`, in a process whose
+/// environment holds the socket variables: what bash sees in each mode, and with TMUX passed through.
+fn print_the_environment_bash_sees() {
+    let fx = Fixture::new("side-doors");
+    for mode in [SandboxMode::WorkspaceWrite, SandboxMode::Off] {
+        println!("CHILD-ENV-{mode}-BEGIN\n{}\nCHILD-ENV-END", bash(&fx.registry(mode, true), "env | sort"));
     }
-    let fx = Fixture::new();
-    for (mode, passthrough) in [(SandboxMode::WorkspaceWrite, vec![]), (SandboxMode::Off, vec![])] {
-        let registry = ToolRegistry::new();
-        let opts = BuiltinOptions {
-            workspace: fx.ws.clone(),
-            sandbox: mode,
-            env_passthrough: passthrough,
-            ..Default::default()
-        };
-        builtin::register(&registry, &opts).unwrap();
-        println!("CHILD-ENV-{mode}-BEGIN\n{}\nCHILD-ENV-END", bash(&registry, "env | sort"));
-    }
-    let registry = ToolRegistry::new();
-    let opts = BuiltinOptions {
-        workspace: fx.ws.clone(),
-        sandbox: SandboxMode::ReadOnly,
-        env_passthrough: vec!["TMUX".to_string()],
-        ..Default::default()
-    };
-    builtin::register(&registry, &opts).unwrap();
-    println!("CHILD-ENV-kept-BEGIN\n{}\nCHILD-ENV-END", bash(&registry, "env | sort"));
+    let opts = BuiltinOptions { env_passthrough: vec!["TMUX".to_string()], ..fx.options(SandboxMode::ReadOnly, true) };
+    println!("CHILD-ENV-kept-BEGIN\n{}\nCHILD-ENV-END", bash(&registry_with(&opts), "env | sort"));
 }
 
 #[test]
 fn socket_variables_are_not_inherited_under_a_sandbox() {
+    if child::is_child() {
+        return print_the_environment_bash_sees();
+    }
     if !landlock() {
         return;
     }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "socket_env_child", "--nocapture", "--test-threads=1"])
-        .env("TOOLOOP_SOCKET_ENV_CHILD", "1")
+    let out = child::command()
         .env("TMUX", "/tmp/tmux-1000/default,4242,0")
         .env("SSH_AUTH_SOCK", "/tmp/ssh-XXXX/agent.42")
         .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/1000/bus")
@@ -302,7 +234,7 @@ fn network_off_refuses_every_family_but_unix_mptcp_and_udp_included() {
     if !landlock() {
         return;
     }
-    let fx = Fixture::new();
+    let fx = Fixture::new("side-doors");
     let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     tcp.set_nonblocking(true).unwrap();
     let port = tcp.local_addr().unwrap().port();
@@ -361,10 +293,10 @@ fn metadata_writes_outside_the_writable_folders_fail() {
         return;
     }
     if !rustix::process::geteuid().is_root() {
-        println!("skipped: the read-only view needs root (an unprivileged user gets Landlock's content rules only)");
+        require::skip("the read-only view needs root (an unprivileged user gets Landlock's content rules only)");
         return;
     }
-    let fx = Fixture::new();
+    let fx = Fixture::new("side-doors");
     let outside = fx.outside().join("victim.txt");
     let inside = fx.ws.join("mine.txt");
     let script = |target: &std::path::Path| {
@@ -405,6 +337,9 @@ fn metadata_writes_outside_the_writable_folders_fail() {
 
 #[test]
 fn a_sandbox_that_is_enforced_is_described_and_one_that_is_not_is_refused() {
+    if child::is_child() {
+        return refuse_a_sandbox_without_landlock();
+    }
     // Where this kernel has both, every mode registers and the prompt says what is confined.
     if builtin::sandbox_support().is_some() {
         assert!(builtin::sandbox_check(SandboxMode::ReadOnly, false).is_ok());
@@ -412,14 +347,14 @@ fn a_sandbox_that_is_enforced_is_described_and_one_that_is_not_is_refused() {
     }
     // In a child process whose kernel "has no Landlock" (a seccomp filter makes landlock_create_ruleset
     // fail with ENOSYS), an explicit mode is refused by register and the prompt claims nothing.
-    let out = without_landlock(&["--exact", "no_landlock_child", "--nocapture", "--test-threads=1"]);
+    let out = without_landlock(child::command());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("NO-LANDLOCK-CHILD-RAN"), "{stdout}");
 }
 
-/// Run the test binary with `args` under a seccomp filter that makes Landlock look absent.
-pub fn without_landlock(args: &[&str]) -> std::process::Output {
+/// Runs `command` under a seccomp filter that makes Landlock look absent.
+fn without_landlock(mut command: Command) -> std::process::Output {
     use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
     let arch = match std::env::consts::ARCH {
         "x86_64" => TargetArch::x86_64,
@@ -430,23 +365,20 @@ pub fn without_landlock(args: &[&str]) -> std::process::Output {
     rules.insert(444, Vec::new()); // landlock_create_ruleset, on every architecture
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(38), arch).unwrap();
     let program = BpfProgram::try_from(filter).unwrap();
-    let exe = std::env::current_exe().unwrap();
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    // The filter holds for the thread that applies it and what it starts: one spawned for this command.
     std::thread::spawn(move || {
         seccompiler::apply_filter(&program).unwrap();
-        Command::new(exe).args(args).env("TOOLOOP_NO_LANDLOCK_CHILD", "1").output().unwrap()
+        command.output().unwrap()
     })
     .join()
     .unwrap()
 }
 
-#[test]
-fn no_landlock_child() {
-    if std::env::var_os("TOOLOOP_NO_LANDLOCK_CHILD").is_none() {
-        return;
-    }
+/// The child's part of `a_sandbox_that_is_enforced_is_described_and_one_that_is_not_is_refused`, where
+/// the kernel "has no Landlock".
+fn refuse_a_sandbox_without_landlock() {
     assert_eq!(builtin::sandbox_support(), None);
-    let fx = Fixture::new();
+    let fx = Fixture::new("side-doors");
     for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
         let opts = BuiltinOptions { workspace: fx.ws.clone(), sandbox: mode, ..BuiltinOptions::default() };
         let err = builtin::register(&ToolRegistry::new(), &opts).unwrap_err().to_string();

@@ -16,6 +16,10 @@ use tooloop::provider::ScriptedProvider;
 use tooloop::session::SessionSink;
 use tooloop::{Agent, AgentConfig, ContentBlock, Entry, EntryRole, Error, Session};
 
+#[path = "common/child.rs"]
+mod child;
+#[path = "common/require.rs"]
+mod require;
 #[path = "common/tempdir.rs"]
 mod tempdir;
 use tempdir::TempDir;
@@ -348,10 +352,10 @@ fn a_session_held_by_another_process_is_refused() {
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn();
-    let Ok(mut child) = child else {
-        eprintln!("flock(1) is not installed: the cross-process lock test is skipped");
+    if !require::require(child.is_ok(), "flock(1) from util-linux") {
         return;
-    };
+    }
+    let mut child = child.unwrap();
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"x\n").unwrap();
     let mut echo = [0u8; 2];
@@ -412,32 +416,26 @@ const CHILD_DIR: &str = "TOOLOOP_TEST_FSIZE_DIR";
 
 #[test]
 fn on_a_real_file_size_limit_a_failed_append_is_cut_back_and_the_next_entry_is_kept() {
+    if child::is_child() {
+        return append_until_the_limit();
+    }
     let dir = TempDir::new("durability-fsize");
-    let exe = std::env::current_exe().unwrap();
-    let out = std::process::Command::new("bash")
-        .arg("-c")
-        .arg(
-            "trap '' XFSZ; ulimit -f 8; exec \"$0\" --exact fsize_limited_child --ignored --nocapture --test-threads 1",
-        )
-        .arg(&exe)
+    let out = child::wrapped(&["bash", "-c", "trap '' XFSZ; ulimit -f 8; exec \"$0\" \"$@\""])
         .env(CHILD_DIR, &dir.0)
         .output();
-    let Ok(out) = out else {
-        eprintln!("bash is not installed: the file-size-limit test is skipped");
+    if !require::require(out.is_ok(), "bash (to set the file-size limit)") {
         return;
-    };
+    }
+    let out = out.unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the limited child failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains("FSIZE-CHILD-OK") && stdout.contains("1 passed"), "the child did not run:\n{stdout}");
 }
 
-/// The child of the test above, under an 8 KiB file-size limit (does nothing when run on its own).
-#[test]
-#[ignore = "run by on_a_real_file_size_limit_a_failed_append_is_cut_back_and_the_next_entry_is_kept"]
-fn fsize_limited_child() {
-    let Some(dir) = std::env::var_os(CHILD_DIR) else { return };
-    let path = PathBuf::from(dir).join("s.jsonl");
+/// The child's part of the test above, under an 8 KiB file-size limit.
+fn append_until_the_limit() {
+    let path = PathBuf::from(std::env::var_os(CHILD_DIR).unwrap()).join("s.jsonl");
     let mut session = Session::open(&path).unwrap();
     session.append(&entry("first")).unwrap();
     let big = "x".repeat(3000);

@@ -9,7 +9,7 @@
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -19,6 +19,8 @@ use tooloop::session_sqlite::{self, Record, SqliteSession};
 use tooloop::store::{self, Location};
 use tooloop::{Agent, AgentConfig, AgentOptions, ContentBlock, Entry, EntryRole, Error, Session, StopReason, Tool};
 
+#[path = "common/child.rs"]
+mod child;
 #[path = "common/tempdir.rs"]
 mod tempdir;
 use tempdir::TempDir;
@@ -214,14 +216,10 @@ fn a_writer_whose_claim_was_taken_over_fails_instead_of_interleaving() {
 
 const CHILD_DB: &str = "TOOLOOP_TEST_SQLITE_DB";
 
-/// Run the ignored child test `name` of this binary with `TOOLOOP_TEST_SQLITE_DB=db` (under `prefix`, a bash
+/// The current test again in a child process with `TOOLOOP_TEST_SQLITE_DB=db` (under `prefix`, a bash
 /// line such as `ulimit -f 64;`), its stdin and stdout piped.
-fn child(name: &str, db: &Path, prefix: &str) -> std::process::Child {
-    let exe = std::env::current_exe().unwrap();
-    Command::new("bash")
-        .arg("-c")
-        .arg(format!("{prefix} exec \"$0\" --exact {name} --ignored --nocapture --test-threads 1"))
-        .arg(&exe)
+fn start_child(db: &Path, prefix: &str) -> std::process::Child {
+    child::wrapped(&["bash", "-c", &format!("{prefix} exec \"$0\" \"$@\"")])
         .env(CHILD_DB, db)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -232,9 +230,12 @@ fn child(name: &str, db: &Path, prefix: &str) -> std::process::Child {
 
 #[test]
 fn a_session_held_by_another_process_is_refused_and_free_once_it_closes() {
+    if child::is_child() {
+        return hold_the_session_until_stdin_closes();
+    }
     let dir = TempDir::new("sqlite-lock-process");
     let db = dir.file("s.db");
-    let mut holder = child("holding_child", &db, "");
+    let mut holder = start_child(&db, "");
     let mut out = BufReader::new(holder.stdout.take().unwrap());
     let mut line = String::new();
     while !line.contains("HOLDING") {
@@ -251,11 +252,9 @@ fn a_session_held_by_another_process_is_refused_and_free_once_it_closes() {
     assert_eq!(texts(&s.report().entries), ["from the child"]);
 }
 
-/// The child of the test above: holds session `held` until its stdin closes.
-#[test]
-#[ignore = "run by a_session_held_by_another_process_is_refused_and_free_once_it_closes"]
-fn holding_child() {
-    let Some(db) = std::env::var_os(CHILD_DB) else { return };
+/// The child's part of the test above: holds session `held` until its stdin closes.
+fn hold_the_session_until_stdin_closes() {
+    let db = std::env::var_os(CHILD_DB).unwrap();
     let mut s = SqliteSession::open(PathBuf::from(db), "held", None).unwrap();
     s.append(&entry("from the child")).unwrap();
     println!("HOLDING");
@@ -270,9 +269,12 @@ fn holding_child() {
 
 #[test]
 fn a_writer_killed_mid_write_loses_at_most_that_entry_and_never_blocks_the_next_open() {
+    if child::is_child() {
+        return append_until_killed();
+    }
     let dir = TempDir::new("sqlite-kill");
     let db = dir.file("s.db");
-    let mut writer = child("appending_child", &db, "");
+    let mut writer = start_child(&db, "");
     let mut out = BufReader::new(writer.stdout.take().unwrap());
     let mut line = String::new();
     let mut reported = 0usize;
@@ -301,11 +303,9 @@ fn a_writer_killed_mid_write_loses_at_most_that_entry_and_never_blocks_the_next_
     assert_eq!(SqliteSession::load(&db, "crash").unwrap().entries.len(), got.len() + 1);
 }
 
-/// The child of the test above: appends numbered 8 KB entries until it is killed.
-#[test]
-#[ignore = "run by a_writer_killed_mid_write_loses_at_most_that_entry_and_never_blocks_the_next_open"]
-fn appending_child() {
-    let Some(db) = std::env::var_os(CHILD_DB) else { return };
+/// The child's part of the test above: appends numbered 8 KB entries until it is killed.
+fn append_until_killed() {
+    let db = std::env::var_os(CHILD_DB).unwrap();
     let mut s = SqliteSession::open(PathBuf::from(db), "crash", None).unwrap();
     let pad = "x".repeat(8000);
     for i in 0..100_000 {
@@ -316,10 +316,13 @@ fn appending_child() {
 
 #[test]
 fn on_a_real_file_size_limit_a_failed_append_leaves_the_database_valid_and_later_appends_work() {
+    if child::is_child() {
+        return append_until_the_limit();
+    }
     let dir = TempDir::new("sqlite-fsize");
     let db = dir.file("s.db");
     // SIGXFSZ ignored, so write(2) fails with EFBIG instead of killing the process: a full disk, for real.
-    let limited = child("fsize_limited_child", &db, "trap '' XFSZ; ulimit -f 256;").wait_with_output().unwrap();
+    let limited = start_child(&db, "trap '' XFSZ; ulimit -f 256;").wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&limited.stdout);
     let stderr = String::from_utf8_lossy(&limited.stderr);
     assert!(limited.status.success(), "the limited child failed:\n{stdout}\n{stderr}");
@@ -339,12 +342,9 @@ fn on_a_real_file_size_limit_a_failed_append_leaves_the_database_valid_and_later
     assert_eq!(all.last().unwrap(), "small, after the failure");
 }
 
-/// The child of the test above, under a 256 KiB file-size limit (does nothing when run on its own).
-#[test]
-#[ignore = "run by on_a_real_file_size_limit_a_failed_append_leaves_the_database_valid_and_later_appends_work"]
-fn fsize_limited_child() {
-    let Some(db) = std::env::var_os(CHILD_DB) else { return };
-    let db = PathBuf::from(db);
+/// The child's part of the test above, under a 256 KiB file-size limit.
+fn append_until_the_limit() {
+    let db = PathBuf::from(std::env::var_os(CHILD_DB).unwrap());
     let mut s = SqliteSession::open(&db, "full", None).unwrap();
     let big = "y".repeat(20_000);
     let mut kept = 0;

@@ -51,6 +51,8 @@ def fail(message: str) -> str:
 @mcp.tool()
 async def slow(seconds: float) -> str:
     """Sleep for the given number of seconds."""
+    # Tests wait for this line to know the call is under way before they cancel it or kill the server.
+    print("slow started", file=sys.stderr, flush=True)
     try:
         await anyio.sleep(seconds)
     except anyio.get_cancelled_exc_class():

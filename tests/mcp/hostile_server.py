@@ -55,6 +55,8 @@ def stderr_flood(mib: int) -> str:
     chunk = b"x" * (1024 * 1024)
     for _ in range(mib):
         sys.stderr.buffer.write(chunk)
+    # The end of the flood, on a line of its own: once the client's log shows it, the pipe is drained.
+    sys.stderr.buffer.write(b"\nflood over\n")
     sys.stderr.buffer.flush()
     return "flooded"
 

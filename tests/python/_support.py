@@ -67,6 +67,57 @@ def cli_env(tmp_path: Path, mock: Optional[MockServer] = None, **extra: str) -> 
     return env
 
 
+def in_ci() -> bool:
+    """Whether this run is CI's (`CI=true`, as CI services set it)."""
+    return os.environ.get("CI") == "true"
+
+
+def require(available: bool, what: str) -> None:
+    """Go on when `available`; otherwise fail under `CI=true` (CI is meant to run the whole suite, and a
+    skipped sandbox test would hide a broken sandbox behind a green run) and skip elsewhere, naming `what`
+    the test needs."""
+    if available:
+        return
+    import pytest
+
+    if in_ci():
+        pytest.fail(f"this test needs {what}, which this machine lacks (CI=true: a missing capability fails)")
+    pytest.skip(f"needs {what}")
+
+
+def require_landlock() -> None:
+    """Landlock: the sandboxed modes of the built-in bash need it."""
+    from tooloop import _tooloop
+
+    require(_tooloop.sandbox_support() is not None, "Landlock (tooloop._tooloop.sandbox_support() is None)")
+
+
+def mcp_python() -> str:
+    """A Python with the official MCP SDK: $TOOLOOP_TEST_PYTHON (scripts/test.sh prepares one), else this
+    interpreter. Without the SDK the test fails under CI=true and skips elsewhere."""
+    py = os.environ.get("TOOLOOP_TEST_PYTHON", sys.executable)
+    ok = subprocess.run([py, "-c", "import mcp.server.mcpserver"], capture_output=True).returncode == 0
+    require(ok, f"a Python with the `mcp` package ({py} has none: pip install 'mcp>=2.3,<3', "
+                "or set TOOLOOP_TEST_PYTHON)")
+    return py
+
+
+def clean_env(tmp_path: Path, mock: Optional[MockServer] = None, **extra: str) -> Dict[str, str]:
+    """`cli_env` with the config and home folders in `tmp_path` too."""
+    return cli_env(tmp_path, mock, XDG_CONFIG_HOME=str(tmp_path / "config"), HOME=str(tmp_path / "homedir"),
+                   **extra)
+
+
+def run_cli(exe: str, ws: Path, env: Dict[str, str], *args: str,
+            timeout: float = 60) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
+    """Run the `tooloop` command in `ws` without a terminal (stdin empty) and wait for it; what it printed is
+    printed too, for failure reports."""
+    proc = subprocess.run([exe, *args], cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=timeout)
+    print("exit", proc.returncode, "\n--- stdout\n" + proc.stdout + "--- stderr\n" + proc.stderr)
+    return proc
+
+
 def run_script(code: str, env: Optional[Dict[str, str]] = None, timeout: float = 60) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
     """Run `code` in a fresh interpreter (the one running the tests) and wait for it."""
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,

@@ -213,7 +213,7 @@ def test_resume_after_sigkill_runs_no_tool_twice(mock, tmp_path):
             time.sleep(0.05)
         else:
             pytest.fail("the four agents never reached the slow tool")
-        time.sleep(0.2)
+        # Each slow call is under way, so its tool_use is already in the session: kill now.
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
     finally:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from _support import cli_env
-from test_cli_repl import PROMPT, SGR, Term, expect_answering_cpr, term_env
+from _terminal import PROMPT, SGR, Term, expect_answering_cpr, term_env
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "tests" / "scenarios"
@@ -34,9 +34,8 @@ def model_requests(reqs):
 def test_compact_command_in_the_repl_shrinks_the_next_request(tooloop_exe, ws, tmp_path):
     with MockServer(SCENARIOS / "cli_compact_manual.json") as mock:
         # --no-compaction: only /compact may compact (the small window would cross the threshold otherwise).
-        term = Term(tooloop_exe, ["--context-window", "4500", "--no-compaction"], ws,
-                    term_env(tmp_path, mock, NO_COLOR="1"))
-        try:
+        with Term(tooloop_exe, ["--context-window", "4500", "--no-compaction"], ws,
+                    term_env(tmp_path, mock, NO_COLOR="1")) as term:
             term.expect(PROMPT)
             term.type("/compact")
             term.expect("nothing to compact")
@@ -54,11 +53,7 @@ def test_compact_command_in_the_repl_shrinks_the_next_request(tooloop_exe, ws, t
             term.expect(PROMPT)
             term.type("and now?")
             term.expect("SHORT-ANSWER-AFTER")
-            term.expect(PROMPT)
-            term.type("/q")
-            assert term.finish() == 0
-        finally:
-            term.kill()
+            term.quit()
         reqs = mock.requests()
     out = term.text
     print("\n".join(f"{r.get('index')} route={r.get('route')} tokens={r.get('tokens')} "
@@ -88,8 +83,7 @@ def test_compact_command_in_the_repl_shrinks_the_next_request(tooloop_exe, ws, t
 
 def test_auto_compaction_shows_one_dim_line_in_the_repl(tooloop_exe, ws, tmp_path):
     with MockServer(SCENARIOS / "cli_compact_auto.json") as mock:
-        term = Term(tooloop_exe, ["--context-window", "2200"], ws, term_env(tmp_path, mock))
-        try:
+        with Term(tooloop_exe, ["--context-window", "2200"], ws, term_env(tmp_path, mock)) as term:
             term.expect(PROMPT)
             for i in range(2):
                 term.type(f"explain part {i}")
@@ -103,11 +97,7 @@ def test_auto_compaction_shows_one_dim_line_in_the_repl(tooloop_exe, ws, tmp_pat
             term.expect(PROMPT)
             term.type("/usage")
             term.expect(r"compactions\s+1")
-            term.expect(PROMPT)
-            term.type("/q")
-            assert term.finish() == 0
-        finally:
-            term.kill()
+            term.quit()
         reqs = mock.requests()
     raw, out = term.log.getvalue(), term.text
     assert out.count("context compacted") == 1, out
@@ -151,8 +141,7 @@ def test_status_bar_shows_the_context_share_of_the_window(tooloop_exe, ws, tmp_p
     with MockServer(SCENARIOS / "cli_compact_manual.json") as mock:
         env = term_env(tmp_path, mock)
         del env["PROMPT_TOOLKIT_NO_CPR"]   # the bar is drawn only once prompt_toolkit knows the cursor
-        term = Term(tooloop_exe, ["--context-window", "2300", "--no-compaction"], ws, env)
-        try:
+        with Term(tooloop_exe, ["--context-window", "2300", "--no-compaction"], ws, env) as term:
             expect_answering_cpr(term, r"ctx 0% of 2\.3k")     # nothing sent yet
             term.type("explain part 0")
             term.expect("Point 0.29")
@@ -171,8 +160,6 @@ def test_status_bar_shows_the_context_share_of_the_window(tooloop_exe, ws, tmp_p
             expect_answering_cpr(term, r"ctx [1-7]\d% of 2\.3k")
             term.type("/q")
             assert term.finish() == 0
-        finally:
-            term.kill()
     text = SGR.sub("", term.log.getvalue())
     assert re.search(r"claude-sonnet-4-6 · anthropic · ctx 8\d% of 2\.3k · ", text), text[-2000:]
 

@@ -5,7 +5,6 @@ and in a pseudo-terminal: approving a project's settings, /plan, and saving a ba
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,19 +14,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "mock"))
 from mockctl import MockServer  # noqa: E402
-from _support import cli_env, text_reply, tool_reply, tool_results  # noqa: E402
+from _support import cli_env, run_cli as run, text_reply, tool_reply, tool_results  # noqa: E402
 
 
 def env_for(tmp_path, mock, **extra):
     env = cli_env(tmp_path, mock, XDG_CONFIG_HOME=str(tmp_path / "config"), **extra)
     return env
-
-
-def run(exe, ws, env, *args, timeout=60):
-    proc = subprocess.run([exe, *args], cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                          text=True, timeout=timeout)
-    print("exit", proc.returncode, "\n--- stdout\n" + proc.stdout + "--- stderr\n" + proc.stderr)
-    return proc
 
 
 def write_json(path, data):
@@ -187,7 +179,7 @@ def test_agents_md_is_loaded_by_default(tooloop_exe, ws, tmp_path):
 # -- in a pseudo-terminal ----------------------------------------------------------------------------------
 
 pexpect = pytest.importorskip("pexpect")
-from test_cli_repl import PROMPT, Term, term_env  # noqa: E402
+from _terminal import PROMPT, Term, term_env  # noqa: E402
 
 
 def pty_env(tmp_path, mock):
@@ -199,46 +191,31 @@ def test_project_settings_are_approved_once_and_asked_again_when_changed(tooloop
     settings = ws / ".tooloop" / "settings.json"
     write_json(settings, {"hooks": {"UserPromptSubmit": [hook(f"echo prompt >> {ran}")]}})
     with MockServer({"responses": [text_reply("one"), text_reply("two"), text_reply("three")]}) as mock:
-        term = Term(tooloop_exe, [], ws, pty_env(tmp_path, mock))
-        try:
+        with Term(tooloop_exe, [], ws, pty_env(tmp_path, mock)) as term:
             term.expect(r"Allow them in this workspace\? \[y/n\]")
             term.child.send("y")
             term.expect(PROMPT)
             term.type("hello")
             term.expect("one")
-            term.expect(PROMPT)
-            term.type("/q")
-            assert term.finish() == 0
-        finally:
-            term.kill()
+            term.quit()
         assert ran.read_text().count("prompt") == 1
         # Approved: no question the next time, the hook runs.
-        term = Term(tooloop_exe, [], ws, pty_env(tmp_path, mock))
-        try:
+        with Term(tooloop_exe, [], ws, pty_env(tmp_path, mock)) as term:
             term.expect(PROMPT)
             term.type("again")
             term.expect("two")
-            term.expect(PROMPT)
-            term.type("/q")
-            assert term.finish() == 0
-        finally:
-            term.kill()
+            term.quit()
         assert "Allow them" not in term.text
         assert ran.read_text().count("prompt") == 2
         # Changed: asked again; declined: the hook does not run.
         write_json(settings, {"hooks": {"UserPromptSubmit": [hook(f"echo changed >> {ran}")]}})
-        term = Term(tooloop_exe, [], ws, pty_env(tmp_path, mock))
-        try:
+        with Term(tooloop_exe, [], ws, pty_env(tmp_path, mock)) as term:
             term.expect(r"Allow them in this workspace\? \[y/n\]")
             term.child.send("n")
             term.expect(PROMPT)
             term.type("third")
             term.expect("three")
-            term.expect(PROMPT)
-            term.type("/q")
-            assert term.finish() == 0
-        finally:
-            term.kill()
+            term.quit()
     assert "changed" not in ran.read_text()
 
 
@@ -254,19 +231,14 @@ def test_plan_mode_investigates_read_only_then_carries_out_the_approved_plan(too
         text_reply("Done: out.txt written."),
     ]}
     with MockServer(scenario) as mock:
-        term = Term(tooloop_exe, ["--yes"], ws, pty_env(tmp_path, mock))
-        try:
+        with Term(tooloop_exe, ["--yes"], ws, pty_env(tmp_path, mock)) as term:
             term.expect(PROMPT)
             term.type("/plan fix the notes")
             term.expect(r"Approve this plan")
             assert not (ws / "out.txt").exists()
             term.child.send("y")
             term.expect("Done: out.txt written.")
-            term.expect(PROMPT)
-            term.type("/q")
-            assert term.finish() == 0
-        finally:
-            term.kill()
+            term.quit()
         reqs = mock.requests()
     planning = tool_results(reqs[1])
     assert planning["p1"] == ("fix the typo\n", False) or not planning["p1"][1]
@@ -284,8 +256,7 @@ def test_always_on_a_bash_question_offers_to_save_a_prefix_rule(tooloop_exe, ws,
         text_reply("done"),
     ]}
     with MockServer(scenario) as mock:
-        term = Term(tooloop_exe, [], ws, pty_env(tmp_path, mock))
-        try:
+        with Term(tooloop_exe, [], ws, pty_env(tmp_path, mock)) as term:
             term.expect(PROMPT)
             term.type("go")
             term.expect(r"allow bash\?")
@@ -296,11 +267,7 @@ def test_always_on_a_bash_question_offers_to_save_a_prefix_rule(tooloop_exe, ws,
             term.expect(r"allow bash\?")
             term.child.send("n")
             term.expect("done")
-            term.expect(PROMPT)
-            term.type("/q")
-            assert term.finish() == 0
-        finally:
-            term.kill()
+            term.quit()
     saved = json.loads((ws / ".tooloop" / "settings.local.json").read_text())
     assert saved == {"permissions": {"allow": ["bash(echo:*)"]}}
     assert term.text.count("allow bash?") == 2

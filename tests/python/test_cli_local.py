@@ -1,15 +1,12 @@
-"""The CLI's pieces for small local models and for undo, without a terminal: text tool-call detection,
-context windows and max_tokens, the llama.cpp probe (against the mock server), checkpoints."""
+"""The CLI's pieces for small local models, without a terminal: text tool-call detection, context windows
+and max_tokens, the llama.cpp probe (against the mock server). Undo's checkpoints: test_undo.py."""
 
-import os
-import stat
 import sys
 from pathlib import Path
 
 import pytest
 
 from tooloop.cli import local
-from tooloop.cli.checkpoints import Checkpoints
 from tooloop.cli.render import _last_block_end, _rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,56 +70,3 @@ def test_markdown_blocks_end_at_blank_lines_and_closing_fences():
     assert _last_block_end("```py\nx\n\n") == 0          # a blank line inside an open fence
     assert _last_block_end("no end yet") == 0
     assert _rows("ab\ncd", 80) == 2 and _rows("x" * 81, 80) == 2 and _rows("x" * 80 + "\n", 80) == 2
-
-
-def test_checkpoints_restore_bytes_and_modes_across_tasks(tmp_path):
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    (ws / "a.txt").write_bytes(b"one\r\ntwo")
-    os.chmod(ws / "a.txt", 0o640)
-    cp = Checkpoints.for_session(tmp_path / "s" / "20260101-000000-abcd.jsonl", ws)
-    cp.begin_task("first")
-    cp.before_call("write_file", {"path": "a.txt"})
-    (ws / "a.txt").write_bytes(b"changed\n")
-    cp.before_call("edit_file", {"path": "a.txt"})          # the task's first state is kept
-    (ws / "a.txt").write_bytes(b"changed again\n")
-    cp.before_call("write_file", {"path": "new/b.txt"})
-    (ws / "new").mkdir()
-    (ws / "new" / "b.txt").write_text("b\n")
-    cp.before_call("write_file", {"path": "../outside.txt"})   # outside the workspace: never recorded
-    cp.before_call("bash", {"command": "rm -rf /"})             # not a file tool
-    cp.begin_task("second, no changes")
-    assert cp.diff()[0] == "--- a/a.txt"
-    # A new process (a resumed session) sees the same checkpoints.
-    again = Checkpoints.for_session(tmp_path / "s" / "20260101-000000-abcd.jsonl", ws)
-    assert [t["text"] for t in again.tasks] == ["first", "second, no changes"]
-    # A run that changes nothing leaves no folder behind.
-    idle = Checkpoints.for_session(tmp_path / "s" / "20260101-000000-ffff.jsonl", ws)
-    idle.begin_task("just a question")
-    assert not (tmp_path / "s" / "20260101-000000-ffff.checkpoints").exists()
-    with pytest.raises(ValueError):
-        cp.undo(3)
-    n, restored = cp.undo(2)
-    assert n == 2 and {(r.path, r.action) for r in restored} == {("a.txt", "restored"), ("new/b.txt", "removed")}
-    assert (ws / "a.txt").read_bytes() == b"one\r\ntwo" and stat.S_IMODE((ws / "a.txt").stat().st_mode) == 0o640
-    assert not (ws / "new" / "b.txt").exists()
-    assert cp.diff() == [] and cp.tasks == []
-    folder = tmp_path / "s" / "20260101-000000-abcd.checkpoints"
-    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
-    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in folder.rglob("*") if p.is_file())
-
-
-def test_undo_never_writes_through_a_folder_that_now_leads_out_of_the_workspace(tmp_path):
-    ws, outside = tmp_path / "ws", tmp_path / "outside"
-    (ws / "d").mkdir(parents=True)
-    outside.mkdir()
-    (ws / "d" / "f.txt").write_text("before\n")
-    cp = Checkpoints.for_session(tmp_path / "s" / "x.jsonl", ws)
-    cp.begin_task("t")
-    cp.before_call("write_file", {"path": "d/f.txt"})
-    (ws / "d" / "f.txt").unlink()
-    (ws / "d").rmdir()
-    (ws / "d").symlink_to(outside)
-    _, restored = cp.undo(1)
-    assert [(r.path, r.action) for r in restored] == [("d/f.txt", "skipped")]
-    assert list(outside.iterdir()) == []

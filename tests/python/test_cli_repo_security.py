@@ -7,7 +7,6 @@ The installed console script runs against the shared mock server; the question t
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,31 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "tests" / "scenarios"
 sys.path.insert(0, str(ROOT / "tests" / "mock"))
 from mockctl import MockServer  # noqa: E402
-from _support import cli_env  # noqa: E402
+from _support import clean_env, mcp_python, run_cli as run  # noqa: E402
 
 FASTMCP = ROOT / "tests" / "mcp" / "fastmcp_server.py"
-
-
-def clean_env(tmp_path, mock=None, **extra):
-    return cli_env(tmp_path, mock, XDG_CONFIG_HOME=str(tmp_path / "config"), HOME=str(tmp_path / "homedir"),
-                   **extra)
-
-
-def run(exe, ws, env, *args, timeout=60):
-    proc = subprocess.run([exe] + list(args), cwd=ws, env=env, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=timeout)
-    print("exit", proc.returncode, "\n--- stdout\n" + proc.stdout + "--- stderr\n" + proc.stderr)
-    return proc
-
-
-def mcp_python():
-    py = os.environ.get("TOOLOOP_TEST_PYTHON", "python3")
-    if subprocess.run([py, "-c", "import mcp.server.mcpserver"], capture_output=True).returncode != 0:
-        reason = f"{py} has no `mcp` package (set TOOLOOP_TEST_PYTHON to a Python with it)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return py
 
 
 def approve(ws, tmp_path, name):
@@ -115,7 +92,7 @@ def test_the_pinned_files_are_the_program_the_named_files_and_a_scripts_siblings
 def test_the_approval_question_shows_every_env_value_and_header_with_variables_spelled_out(
         tooloop_exe, ws, tmp_path):
     pytest.importorskip("pexpect")
-    from test_cli_repl import Term, term_env, PROMPT
+    from _terminal import Term, term_env, PROMPT
 
     secret = "svc-token-0123456789abcdef"
     (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {
@@ -125,8 +102,7 @@ def test_the_approval_question_shows_every_env_value_and_header_with_variables_s
     }}))
     with MockServer(SCENARIOS / "cli_continue.json") as mock:
         env = term_env(tmp_path, mock, NO_COLOR="1", MY_SERVICE_TOKEN=secret)
-        term = Term(tooloop_exe, [], ws, env)
-        try:
+        with Term(tooloop_exe, [], ws, env) as term:
             term.expect(r"wants to start MCP server 'remote'")
             term.expect(r"connects to: http://127.0.0.1:9/mcp")
             term.expect(r"header X-Client: \$\{MY_SERVICE_TOKEN\}.*YOUR MY_SERVICE_TOKEN, a secret: svc-")
@@ -141,8 +117,6 @@ def test_the_approval_question_shows_every_env_value_and_header_with_variables_s
             term.expect(PROMPT)
             term.child.sendcontrol("d")
             assert term.finish() == 0
-        finally:
-            term.kill()
     print(term.text)
     assert secret not in term.text, "the user's secret is named and shortened, never shown whole"
     assert f"${{HOME}} = {env['HOME']!r}" in term.text, "a plain variable is spelled out"

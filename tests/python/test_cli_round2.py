@@ -4,7 +4,6 @@ the shared mock server; the REPL parts through a pseudo-terminal (pexpect).
 """
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,22 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "tests" / "scenarios"
 sys.path.insert(0, str(ROOT / "tests" / "mock"))
 from mockctl import MockServer  # noqa: E402
-from _support import cli_env, tool_results  # noqa: E402
+from _support import clean_env, cli_env, mcp_python, run_cli as run, tool_results  # noqa: E402
 
 FASTMCP = ROOT / "tests" / "mcp" / "fastmcp_server.py"
-
-
-def clean_env(tmp_path, mock=None, **extra):
-    """`cli_env` with the config and home folders in `tmp_path` too."""
-    return cli_env(tmp_path, mock, XDG_CONFIG_HOME=str(tmp_path / "config"), HOME=str(tmp_path / "homedir"),
-                   **extra)
-
-
-def run(exe, ws, env, *args, timeout=60):
-    proc = subprocess.run([exe] + list(args), cwd=ws, env=env, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=timeout)
-    print("exit", proc.returncode, "\n--- stdout\n" + proc.stdout + "--- stderr\n" + proc.stderr)
-    return proc
 
 
 def system_text(req):
@@ -213,19 +199,6 @@ def test_bedrock_settings_default_model_and_region_from_env(tmp_path, monkeypatc
 
 # -- MCP (issue 14) -----------------------------------------------------------------------------------------
 
-def mcp_python():
-    """A Python with the official `mcp` package ($TOOLOOP_TEST_PYTHON, as scripts/test.sh exports)."""
-    py = os.environ.get("TOOLOOP_TEST_PYTHON", "python3")
-    ok = subprocess.run([py, "-c", "import mcp.server.mcpserver"], capture_output=True).returncode == 0
-    if not ok:
-        reason = f"{py} has no `mcp` package (set TOOLOOP_TEST_PYTHON to a Python with it)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        print("skipping:", reason)
-        pytest.skip(reason)
-    return py
-
-
 def write_mcp_json(ws, py):
     (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"demo": {"command": py, "args": [str(FASTMCP)]}}}))
 
@@ -267,13 +240,12 @@ def test_mcp_config_flag_is_trusted_and_its_tools_obey_the_policy(tooloop_exe, w
 
 def test_repl_asks_to_approve_a_project_server_then_calls_it_and_mcp_lists_and_revokes(tooloop_exe, ws, tmp_path):
     pytest.importorskip("pexpect")
-    from test_cli_repl import Term, term_env, PROMPT
+    from _terminal import Term, term_env, PROMPT
 
     py = mcp_python()
     write_mcp_json(ws, py)
     with MockServer(SCENARIOS / "cli_mcp_echo.json") as mock:
-        term = Term(tooloop_exe, [], ws, term_env(tmp_path, mock, NO_COLOR="1"))
-        try:
+        with Term(tooloop_exe, [], ws, term_env(tmp_path, mock, NO_COLOR="1")) as term:
             term.expect(r"wants to start MCP server 'demo'")
             term.expect(r"Allow it in this workspace\? \[y/n\]")
             term.child.send("y")                    # one key, no Enter
@@ -294,8 +266,6 @@ def test_repl_asks_to_approve_a_project_server_then_calls_it_and_mcp_lists_and_r
             term.expect(PROMPT)
             term.child.sendcontrol("d")
             assert term.finish() == 0
-        finally:
-            term.kill()
         reqs = mock.requests()
     print(term.text)
     assert "mcp__demo__echo" in tool_names(reqs[0])
@@ -360,7 +330,7 @@ def test_bedrock_signature_refused_names_the_aws_variables(tooloop_exe, ws, tmp_
 
 def test_repl_todos_and_skills_commands(tooloop_exe, ws, tmp_path):
     pytest.importorskip("pexpect")
-    from test_cli_repl import Term, term_env, PROMPT
+    from _terminal import Term, term_env, PROMPT
 
     (ws / "main.py").write_text("def main():\n    print('hi')\n")
     skill = ws / ".tooloop" / "skills" / "greeting"
@@ -370,9 +340,8 @@ def test_repl_todos_and_skills_commands(tooloop_exe, ws, tmp_path):
     broken.mkdir()
     (broken / "SKILL.md").write_text("no front matter here\n")
     with MockServer(SCENARIOS / "cli_plan_subagent_skill.json") as mock:
-        term = Term(tooloop_exe, ["--yes"], ws, term_env(tmp_path, mock, NO_COLOR="1",
-                                                         XDG_CONFIG_HOME=str(tmp_path / "config")))
-        try:
+        with Term(tooloop_exe, ["--yes"], ws, term_env(tmp_path, mock, NO_COLOR="1",
+                                                       XDG_CONFIG_HOME=str(tmp_path / "config"))) as term:
             term.expect(PROMPT)
             term.type("/todos")
             term.expect(r"todos \(0/0 done\)")
@@ -394,20 +363,17 @@ def test_repl_todos_and_skills_commands(tooloop_exe, ws, tmp_path):
             term.expect(PROMPT)
             term.child.sendcontrol("d")
             assert term.finish() == 0
-        finally:
-            term.kill()
     print(term.text)
 
 
 def test_a_subagents_bash_call_is_asked_about_under_its_task(tooloop_exe, ws, tmp_path):
     pytest.importorskip("pexpect")
-    from test_cli_repl import Term, term_env, PROMPT
+    from _terminal import Term, term_env, PROMPT
 
     (ws / "a.txt").write_text("a\n")
     (ws / "b.txt").write_text("b\n")
     with MockServer(SCENARIOS / "cli_subagent_ask.json") as mock:
-        term = Term(tooloop_exe, [], ws, term_env(tmp_path, mock, NO_COLOR="1"))
-        try:
+        with Term(tooloop_exe, [], ws, term_env(tmp_path, mock, NO_COLOR="1")) as term:
             term.expect(PROMPT)
             term.type("how many files?")
             term.expect(r"task\(explore: count files\)")
@@ -419,8 +385,6 @@ def test_a_subagents_bash_call_is_asked_about_under_its_task(tooloop_exe, ws, tm
             term.expect(PROMPT)
             term.child.sendcontrol("d")
             assert term.finish() == 0
-        finally:
-            term.kill()
         reqs = mock.requests()
     print(term.text)
     assert term.text.count("bash(ls | wc -l)") == 1   # the call's line is drawn once, indented
@@ -461,12 +425,11 @@ def test_an_mcp_server_that_cannot_start_is_one_line_and_the_run_goes_on(tooloop
 
 def test_declining_a_project_server_skips_it_and_ctrl_c_at_the_question_exits_130(tooloop_exe, ws, tmp_path):
     pytest.importorskip("pexpect")
-    from test_cli_repl import Term, term_env, PROMPT
+    from _terminal import Term, term_env, PROMPT
 
     write_mcp_json(ws, "/nonexistent/python")
     with MockServer(SCENARIOS / "cli_continue.json") as mock:
-        term = Term(tooloop_exe, [], ws, term_env(tmp_path, mock, NO_COLOR="1"))
-        try:
+        with Term(tooloop_exe, [], ws, term_env(tmp_path, mock, NO_COLOR="1")) as term:
             term.expect(r"MCP server 'demo'.*\[y/n\]")
             term.child.send("n")
             term.expect(r"MCP server 'demo' from .mcp.json skipped \(declined\)")
@@ -476,16 +439,11 @@ def test_declining_a_project_server_skips_it_and_ctrl_c_at_the_question_exits_13
             term.expect(PROMPT)
             term.child.sendcontrol("d")
             assert term.finish() == 0
-        finally:
-            term.kill()
         assert approvals(tmp_path) == {}
-        term = Term(tooloop_exe, [], ws, term_env(tmp_path, mock, NO_COLOR="1"))
-        try:
+        with Term(tooloop_exe, [], ws, term_env(tmp_path, mock, NO_COLOR="1")) as term:
             term.expect(r"MCP server 'demo'.*\[y/n\]")   # asked again: a no is not remembered
             term.child.sendcontrol("c")
             assert term.finish() == 130
-        finally:
-            term.kill()
     assert "Traceback" not in term.text
 
 

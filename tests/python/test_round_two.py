@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
 
 import tooloop
-from _support import assert_valid_view
+from _support import assert_valid_view, mcp_python, require_landlock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,16 +100,6 @@ def test_skills_are_listed_in_the_system_prompt_and_loaded_on_demand(tmp_path: P
     assert len(problems) == 1 and problems[0]["path"].endswith("broken/SKILL.md")
 
 
-def mcp_python() -> str:
-    py = os.environ.get("TOOLOOP_TEST_PYTHON", sys.executable)
-    ok = subprocess.run([py, "-c", "import mcp.server.mcpserver"], capture_output=True).returncode == 0
-    if not ok:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{py} has no MCP SDK: scripts/test.sh sets TOOLOOP_TEST_PYTHON to one that has")
-        pytest.skip(f"{py} has no MCP SDK (pip install 'mcp>=2.3,<3')")
-    return py
-
-
 def test_mcp_server_tools_from_the_official_sdk_and_close_stops_the_server() -> None:
     py = mcp_python()
     marker = f"tooloop-py-mcp-{os.getpid()}"
@@ -129,10 +118,7 @@ def test_mcp_server_tools_from_the_official_sdk_and_close_stops_the_server() -> 
 
 
 def test_builtin_bash_is_confined_to_the_workspace_by_default(tmp_path: Path) -> None:
-    from tooloop import _tooloop
-
-    if _tooloop.sandbox_support() is None:
-        pytest.skip("this kernel has no Landlock: bash cannot be confined here")
+    require_landlock()
     outside = Path(f"/tmp/tooloop-py-outside-{os.getpid()}")
     if outside.exists():
         outside.unlink()

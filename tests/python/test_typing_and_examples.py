@@ -10,12 +10,13 @@ import subprocess
 import sys
 from typing import Any, List
 
-import pytest
-
-from _support import ROOT, mock_env, scenario
+from _support import ROOT, mock_env, require, scenario
 
 EXAMPLES = ROOT / "examples" / "python"
-needs_mypy = pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed")
+
+
+def needs_mypy() -> None:
+    require(importlib.util.find_spec("mypy") is not None, "mypy (pip install mypy; scripts/test.sh installs it)")
 
 
 def run(args: List[str], env: Any = None, timeout: float = 300) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
@@ -23,16 +24,16 @@ def run(args: List[str], env: Any = None, timeout: float = 300) -> subprocess.Co
                           env={**os.environ, **(env or {})})
 
 
-@needs_mypy
 def test_stubtest_passes() -> None:
+    needs_mypy()
     proc = run([sys.executable, "-m", "mypy.stubtest", "tooloop", "--mypy-config-file", "pyproject.toml"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@needs_mypy
 def test_examples_and_the_whole_package_pass_mypy_strict() -> None:
     """The whole package, CLI and tool helpers included (issue 10.5): no module list to forget a new one,
     no ignore_errors override for any part of it."""
+    needs_mypy()
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert "ignore_errors" not in pyproject and "\"tooloop.cli.*\"" not in pyproject
     proc = run([sys.executable, "-m", "mypy", "--strict", "examples/python", "python/tooloop"], timeout=900)
