@@ -60,7 +60,6 @@ pub mod store;
 pub mod subagent;
 mod text;
 pub mod todo;
-mod tool_timeout;
 pub mod tools;
 pub mod types;
 

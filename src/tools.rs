@@ -16,6 +16,8 @@ use crate::cancel::CancelToken;
 use crate::error::{Error, Result};
 use crate::types::{ToolSpec, ToolUseBlock};
 
+mod timeout;
+
 /// Default cap on a result's size, in bytes of text.
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 50 * 1024;
 
@@ -168,7 +170,7 @@ impl Tool {
     /// answered with an `is_error` result at once while the handler's [`ToolContext::cancel`] fires (so it
     /// can stop, if it polls it). A stuck handler never holds up the run; its thread ends when it returns.
     pub fn timeout(mut self, limit: std::time::Duration) -> Self {
-        self.handler = Arc::new(crate::tool_timeout::TimeoutHandler { inner: self.handler, limit });
+        self.handler = Arc::new(timeout::TimeoutHandler { inner: self.handler, limit });
         self
     }
 }
