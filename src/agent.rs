@@ -16,6 +16,7 @@ use crate::cancel::CancelToken;
 use crate::conversation::{Conversation, Entry, EntryRole, EntryStatus, now_ms};
 use crate::error::{Error, Result};
 use crate::provider::{Provider, StreamEvent};
+pub use crate::run::{RunResult, ToolCallRecord};
 use crate::store::SessionStore;
 use crate::tools::{CallOutcome, ToolRegistry};
 use crate::types::{ContentBlock, MessageResponse, Request, StopReason, ToolUseBlock, Usage};
@@ -317,48 +318,16 @@ pub enum Event {
     },
 }
 
-/// One tool call made during a run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ToolCallRecord {
-    /// Call id.
-    pub id: String,
-    /// Tool name.
-    pub name: String,
-    /// Input.
-    pub input: Value,
-    /// Result content.
-    pub output: Value,
-    /// Whether it was an error result.
-    pub is_error: bool,
-    /// Whether the permission hook refused it.
-    pub denied: bool,
-    /// Duration.
-    pub duration_ms: u64,
-}
-
-/// The outcome of a run that ended normally.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RunResult {
-    /// Text of the last assistant turn.
-    pub text: String,
-    /// Why the last turn stopped (`None` when max_turns stopped the run first).
-    pub stop_reason: Option<StopReason>,
-    /// Model requests made in this run.
-    pub turns: u32,
-    /// Usage of this run.
-    pub usage: Usage,
-    /// Tool calls of this run, in order.
-    pub tool_calls: Vec<ToolCallRecord>,
-    /// Whether the run stopped because of max_turns (policy `Return`).
-    pub max_turns_reached: bool,
-    /// The last assistant message.
-    pub message: Option<MessageResponse>,
-    /// Estimated cost in USD of this run (list prices, cache rates included; `None` for a model without a
-    /// known price).
-    pub cost_usd: Option<f64>,
-    /// The structured answer, valid against `output_schema` (`None` without a schema, or when the run
-    /// stopped before an answer: max_turns with policy `Return`, the runaway guard).
-    pub output: Option<Value>,
+/// What [`Agent::build`] puts into a new agent besides its provider and config.
+pub(crate) struct Parts<'a> {
+    /// The built-in coding tools, registered first.
+    pub builtin: Option<crate::builtin::BuiltinOptions>,
+    /// Further tools, registered after them in this order.
+    pub tools: Vec<crate::tools::Tool>,
+    /// The sandbox (mode, network) its `bash` runs in, when it has the built-in one: the model is told.
+    pub sandbox: Option<(crate::builtin::SandboxMode, bool)>,
+    /// A registry whose secrets the new agent's results must not show either (a child's parent).
+    pub secrets: Option<&'a ToolRegistry>,
 }
 
 /// What attaching a session file found (see [`Agent::session_info`]).
@@ -674,6 +643,30 @@ impl Agent {
         Ok(())
     }
 
+    /// The one way an agent is put together: [`AgentOptions::build`](crate::options::AgentOptions::build)
+    /// builds its agents with it, and a `task` call its child agents. The built-in tools come first (in
+    /// their sandbox mode), then `tools`; when the agent ends up with a `bash`, the model is told what its
+    /// sandbox allows.
+    pub(crate) fn build(provider: Arc<dyn Provider>, config: AgentConfig, parts: Parts<'_>) -> Result<Agent> {
+        let agent = Agent::new(provider, config);
+        if let Some(from) = parts.secrets {
+            agent.tools.share_secrets(from);
+        }
+        if let Some(builtin) = parts.builtin {
+            agent.register_builtins(builtin)?;
+        }
+        for t in parts.tools {
+            agent.tools.register(t)?;
+        }
+        if let (Some((mode, network)), true) = (parts.sandbox, agent.tools.get("bash").is_some()) {
+            let prompt = crate::builtin::sandbox_prompt(mode, network);
+            if !prompt.is_empty() {
+                agent.update_config(|c| c.system = Some(crate::text::with_text(c.system.take(), &prompt)));
+            }
+        }
+        Ok(agent)
+    }
+
     /// Give the child agent type `agent_type` a tool of its own (beside the parent's tools it names).
     pub fn add_subagent_tool(&self, agent_type: &str, tool: crate::tools::Tool) -> Result<()> {
         let mut types = lock(&self.subagents);
@@ -735,49 +728,40 @@ impl Agent {
             ..parent
         };
         let model = config.model.clone();
-        let child = Agent::new(self.provider.clone(), config);
-        child.tools.share_secrets(&self.tools);
         let wanted: Vec<String> = match &kind.tools {
             Some(names) => names.clone(),
             None => self.tools.names(),
         };
+        let parent_builtin = lock(&self.builtin).clone();
         // Built-in tools in the child's own sandbox mode, when its type asks for one.
-        let rebuilt: Vec<String> = match (kind.sandbox, lock(&self.builtin).clone()) {
+        let (builtin, rebuilt) = match (kind.sandbox, parent_builtin.clone()) {
             (Some(mode), Some(parent)) => {
                 let names: Vec<String> =
                     wanted.iter().filter(|n| crate::builtin::NAMES.contains(&n.as_str())).cloned().collect();
-                if !names.is_empty() {
-                    let own = crate::builtin::BuiltinOptions { names: names.clone(), sandbox: mode, ..parent };
-                    if let Err(e) = crate::builtin::register(&child.tools, &own) {
-                        return fail(format!("agent type {agent_type}: {e}"));
-                    }
-                }
-                names
+                let own = (!names.is_empty()).then(|| crate::builtin::BuiltinOptions {
+                    names: names.clone(),
+                    sandbox: mode,
+                    ..parent
+                });
+                (own, names)
             }
-            _ => Vec::new(),
+            _ => (None, Vec::new()),
         };
+        let mut tools = Vec::new();
         for name in wanted.iter().filter(|n| n.as_str() != crate::subagent::TOOL_NAME && !rebuilt.contains(n)) {
             match self.tools.get(name) {
-                Some(t) => {
-                    if let Err(e) = child.tools.register(t) {
-                        return fail(format!("agent type {agent_type}: {e}"));
-                    }
-                }
+                Some(t) => tools.push(t),
                 None => return fail(format!("agent type {agent_type} names tool {name:?}, which does not exist")),
             }
         }
-        for t in kind.own_tools {
-            if let Err(e) = child.tools.register(t) {
-                return fail(format!("agent type {agent_type}: {e}"));
-            }
-        }
+        tools.extend(kind.own_tools);
         // The child is told what its bash may do, as the parent is.
-        if let (Some(parent), true) = (lock(&self.builtin).clone(), child.tools.get("bash").is_some()) {
-            let prompt = crate::builtin::sandbox_prompt(kind.sandbox.unwrap_or(parent.sandbox), parent.network);
-            if !prompt.is_empty() {
-                child.update_config(|c| c.system = Some(crate::options::with_text(c.system.take(), &prompt)));
-            }
-        }
+        let sandbox = parent_builtin.map(|p| (kind.sandbox.unwrap_or(p.sandbox), p.network));
+        let parts = Parts { builtin, tools, sandbox, secrets: Some(&self.tools) };
+        let child = match Agent::build(self.provider.clone(), config, parts) {
+            Ok(child) => child,
+            Err(e) => return fail(format!("agent type {agent_type}: {e}")),
+        };
         child.set_permission(lock(&self.permission).clone());
         child.set_hooks(lock(&self.hooks).for_child());
         *lock(&child.rules) = lock(&self.rules).clone();

@@ -293,20 +293,6 @@ impl ToolRegistry {
         before != tools.len()
     }
 
-    /// Register the built-in coding tools `names` (all of them when empty), confined to `workspace`, with
-    /// `bash` unsandboxed ([`builtin::SandboxMode::Off`](crate::builtin::SandboxMode)): a thin shim over
-    /// [`builtin::register`](crate::builtin::register), which takes the sandbox and the rest.
-    pub fn register_builtins(&self, workspace: &std::path::Path, names: &[String]) -> Result<()> {
-        use crate::builtin::{BuiltinOptions, SandboxMode, register};
-        let opts = BuiltinOptions {
-            workspace: workspace.to_path_buf(),
-            names: names.to_vec(),
-            sandbox: SandboxMode::Off,
-            ..BuiltinOptions::default()
-        };
-        register(self, &opts)
-    }
-
     /// The tool called `name`.
     pub fn get(&self, name: &str) -> Option<Tool> {
         self.tools.read().unwrap_or_else(|e| e.into_inner()).iter().find(|t| t.spec.name == name).cloned()

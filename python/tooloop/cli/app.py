@@ -21,24 +21,10 @@ from .args import parse_args
 from .config import ConfigProblem, Settings, compaction_settings, env_context_window, resolve
 from .permissions import AskPolicy, AutoPolicy, Observed, ReadOnlyPolicy, TerminalReader, choose
 from .prompt import system_prompt
-from .render import Renderer, status_line
+from .render import Renderer, budget_line, repetition_line, status_line
 from .runner import Outcome, run_with_corrections
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-REPETITION_LINE = ("stopped: the model repeated the same tool call with the same input (runaway guard); "
-                   "rephrase the task or give it more to go on")
-
-
-def repetition_line(note: str) -> str:
-    """The one line that says why a repetition guard stopped the task (the core's note, else the generic
-    one)."""
-    prefix = "[tooloop: the run is stopped: "
-    if not note.startswith(prefix):
-        return REPETITION_LINE
-    why = " ".join(note[len(prefix):].rstrip("]").split())
-    return f"stopped: no progress ({why}); the work so far is kept: check it, or rephrase the task"
-
-
 def _say(message: str) -> None:
     print(f"tooloop: {message}", file=sys.stderr, flush=True)
 
@@ -494,11 +480,6 @@ def list_sessions(args: Any) -> int:
     if rows:
         print("continue one with: tooloop --resume ID (a unique prefix of the id is enough)")
     return EXIT_OK
-
-
-def budget_line(cap: Optional[float]) -> str:
-    shown = f"${cap:g}" if cap is not None else "the cap"
-    return f"stopped: the next request would take the spend past {shown} (--max-budget-usd)"
 
 
 def one_shot(agent: Any, task: Any, settings: Settings, renderer: Renderer, abort: threading.Event,

@@ -597,3 +597,23 @@ class Renderer:
                 self.out.flush()
             except (OSError, ValueError):
                 pass
+
+
+# Why a run stopped, said once for the one-shot and the REPL (both print it).
+REPETITION_LINE = ("stopped: the model repeated the same tool call with the same input (runaway guard); "
+                   "rephrase the task or give it more to go on")
+
+
+def repetition_line(note: str) -> str:
+    """The one line that says why a repetition guard stopped the task (the core's note, else the generic
+    one)."""
+    prefix = "[tooloop: the run is stopped: "
+    if not note.startswith(prefix):
+        return REPETITION_LINE
+    why = " ".join(note[len(prefix):].rstrip("]").split())
+    return f"stopped: no progress ({why}); the work so far is kept: check it, or rephrase the task"
+
+
+def budget_line(cap: Optional[float]) -> str:
+    shown = f"${cap:g}" if cap is not None else "the cap"
+    return f"stopped: the next request would take the spend past {shown} (--max-budget-usd)"

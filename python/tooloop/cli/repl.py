@@ -209,10 +209,10 @@ class Repl:
         if outcome.status == "cancelled":
             return
         if outcome.result is not None and outcome.result.stop_reason == "repetition":
-            from .app import repetition_line
+            from .render import repetition_line
             self.r.notice(repetition_line(outcome.repetition))
         if outcome.result is not None and outcome.result.stop_reason == "budget":
-            from .app import budget_line
+            from .render import budget_line
             self.r.notice(budget_line(self.max_budget_usd))
         total = self.agent.cost_usd
         self.r.status(status_line(self.settings.model, outcome.turns, outcome.usage, total, self.ctx_label()))
