@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The import graph of the core (`src/`) and of the Python package (`python/tooloop/`), and a check on it.
 
-Fails (exit 1) when modules import each other in a circle, in either tree. Prints each graph as
+Fails (exit 1) when modules import each other in a circle, in either tree, or when a module of the core's
+layers (RANKS) imports one above it. Prints each graph as
 `module -> modules it names`, one line per module, then every circle found. CI runs it from scripts/test.sh.
 
 Rust: the nodes are the top-level modules of `src/` (a folder such as `src/agent/` is one node); an edge is any
@@ -30,6 +31,29 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("cli.settings", "cli.permissions"): "call_parts",
     ("_batch_ray", "batch"): "the batch runner's pieces",
 }
+
+
+# The core's layers (DESIGN.md, "one way through the house"): host -> binding -> options -> agent -> provider
+# -> http, with plain data at the bottom. An import between two ranked modules must go down a rank (the
+# bottom ones may use each other); the cycle check covers the rest.
+RANKS: dict[str, int] = {
+    "types": 0, "text": 0, "cancel": 0, "id": 0,
+    "error": 1, "models": 1,
+    "http": 2,
+    "provider": 3,
+    "agent": 8,
+    "options": 9,
+}
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from a ranked module to one of a higher rank (or the same, above the bottom)."""
+    bad = []
+    for a, deps in sorted(graph.items()):
+        for b in sorted(deps):
+            if a in RANKS and b in RANKS and (RANKS[b] > RANKS[a] or (RANKS[b] == RANKS[a] and RANKS[a] > 0)):
+                bad.append(f"{a} -> {b}")
+    return bad
 
 
 def _strip_rust(text: str) -> str:
@@ -230,10 +254,15 @@ def report(title: str, graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def main() -> int:
-    bad = report("src/", rust_graph(os.path.join(ROOT, "src")))
+    core = rust_graph(os.path.join(ROOT, "src"))
+    bad = report("src/", core)
+    for edge in upward(core):
+        print(f"UPWARD: {edge}")
+        bad.append([edge])
     bad += report("python/tooloop/", python_graph(os.path.join(ROOT, "python", "tooloop")))
     if bad:
-        print(f"{len(bad)} import circle(s): a lower module must not import a higher one", file=sys.stderr)
+        print(f"{len(bad)} import circle(s) or upward import(s): a lower module must not import a higher one",
+              file=sys.stderr)
         return 1
     print("no import circles")
     return 0

@@ -3,7 +3,7 @@
 //! **Counting.** [`Estimator`] turns a request's size in bytes into tokens with the ratio the API itself
 //! reported for the last request (tokens from its `usage` over the bytes that request carried), so the
 //! estimate tracks the real tokenizer; before the first answer it assumes [`DEFAULT_BYTES_PER_TOKEN`].
-//! [`context_window`] knows the windows of the models in common use.
+//! [`context_window`] (from [`crate::models`]) knows the windows of the models in common use.
 //!
 //! **Compaction** never rewrites an entry. It appends one: a `system` entry whose `meta.compaction` is a
 //! [`Compaction`] record saying which earlier entries leave the API view, which tool results in it are
@@ -33,40 +33,7 @@ use crate::types::{ContentBlock, Message, Request};
 pub const DEFAULT_BYTES_PER_TOKEN: f64 = 3.5;
 /// Tool results smaller than this are never cleared (bytes).
 pub const CLEAR_MIN_BYTES: usize = 2048;
-/// The context window of a known model, in tokens (`None`: unknown). Model ids from Bedrock
-/// (`us.anthropic.claude-…`) count as their Claude model.
-pub fn context_window(model: &str) -> Option<u64> {
-    let m = model.to_ascii_lowercase();
-    // "Qwen/Qwen2.5-Coder-7B" (Hugging Face), "qwen2.5-coder:7b" (Ollama): the name after the last slash.
-    let m = m.rsplit('/').next().unwrap_or(&m).to_string();
-    // Local model families at the context their servers usually run them with (a server's own report or
-    // `context_window` wins).
-    const TABLE: &[(&str, u64)] = &[
-        ("qwen2.5-coder", 32_768),
-        ("qwen3", 32_768),
-        ("llama3", 8_192),
-        ("llama3.1", 131_072),
-        ("llama3.2", 131_072),
-        ("llama3.3", 131_072),
-        ("claude", 200_000),
-        ("gpt-4.1", 1_047_576),
-        ("gpt-5", 400_000),
-        ("gpt-4o", 128_000),
-        ("gpt-4-turbo", 128_000),
-        ("o1", 200_000),
-        ("o3", 200_000),
-        ("o4-mini", 200_000),
-        ("gpt-3.5-turbo", 16_385),
-        ("deepseek-chat", 128_000),
-        ("deepseek-reasoner", 128_000),
-    ];
-    // Longest matching prefix (or, for "claude", anywhere: Bedrock prefixes region and vendor).
-    TABLE
-        .iter()
-        .filter(|(p, _)| if *p == "claude" { m.contains(p) } else { m.starts_with(p) })
-        .max_by_key(|(p, _)| p.len())
-        .map(|(_, w)| *w)
-}
+pub use crate::models::context_window;
 
 /// Bytes a request's prompt takes on the wire: its tools, system prompt and messages as compact JSON.
 pub fn request_bytes(request: &Request) -> u64 {

@@ -227,15 +227,7 @@ impl Conversation {
     /// Estimated cost in USD of the whole conversation: each turn priced with its own model
     /// ([`crate::pricing`]). `None` when no turn's model has a known price.
     pub fn cost_usd(&self) -> Option<f64> {
-        let mut total = None;
-        for e in self.read().iter() {
-            if let (Some(u), Some(m)) = (&e.usage, &e.model) {
-                if let Some(c) = crate::pricing::estimate_cost_usd(m, u) {
-                    *total.get_or_insert(0.0) += c;
-                }
-            }
-        }
-        total
+        cost_usd(&self.read())
     }
 
     /// The tool calls of the last complete assistant turn that have no result yet (what a resume must
@@ -259,6 +251,13 @@ impl Conversation {
     pub fn api_view(&self) -> Vec<Message> {
         render_view(&self.read())
     }
+}
+
+/// Cost in USD of `entries` (a store's, or a session's as loaded): each entry with usage priced with its
+/// own model by [`crate::models::cost_usd`]. `None` when no entry's model has a known price.
+pub fn cost_usd(entries: &[Entry]) -> Option<f64> {
+    let priced = entries.iter().filter_map(|e| crate::models::cost_usd(e.model.as_deref()?, e.usage.as_ref()?));
+    priced.fold(None, |total, c| Some(total.unwrap_or(0.0) + c))
 }
 
 /// Render entries into a valid API view (compactions applied: see [`crate::compaction`]).

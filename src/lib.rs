@@ -9,7 +9,8 @@
 //! - [`tools`]: the registry of tools and their handlers.
 //! - [`agent`]: the loop.
 //! - [`cache`]: where prompt-caching breakpoints go.
-//! - [`compaction`]: token estimates, context windows, and compaction of long conversations.
+//! - [`models`]: the one model table (context windows, prices, families) and the one cost function.
+//! - [`compaction`]: token estimates and compaction of long conversations.
 //! - [`output`]: structured output (`output_schema`): native or a final-answer tool, validated, retried.
 //! - [`content`]: content blocks from hosts (images, documents), checked against the provider's size limits.
 //! - [`options`]: every option of an agent, with its default and checks, shared by every door.
@@ -47,6 +48,7 @@ pub mod http;
 mod id;
 pub mod instructions;
 pub mod mcp;
+pub mod models;
 pub mod options;
 pub mod output;
 pub mod pricing;

@@ -493,7 +493,7 @@ impl AgentOptions {
             .chain(self.subagents.values().map(|s| s.model.clone()))
             .flatten();
         for m in models {
-            if crate::pricing::price(&m).is_none() {
+            if crate::models::price(&m).is_none() {
                 return Err(invalid(
                     "max_cost_usd",
                     format!(

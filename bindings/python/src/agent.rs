@@ -535,7 +535,8 @@ impl PyAgent {
         let usage = self.core.usage();
         let mut v = serde_json::to_value(&usage).unwrap_or(Value::Null);
         if let Value::Object(m) = &mut v {
-            let cost = tooloop::pricing::estimate_cost_usd(&self.core.config().model, &usage);
+            // Each turn priced with its own model, as the conversation's cost is (one cost function).
+            let cost = self.core.cost_usd();
             m.insert("cost_usd".into(), cost.map(Value::from).unwrap_or(Value::Null));
         }
         Ok(to_py(py, &v)?.unbind())
@@ -565,7 +566,7 @@ impl PyAgent {
 pub fn estimate_cost_usd(model: &str, usage: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
     let u: tooloop::Usage = serde_json::from_value(from_py(usage, "usage")?)
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("usage: {e}")))?;
-    Ok(tooloop::pricing::estimate_cost_usd(model, &u))
+    Ok(tooloop::models::cost_usd(model, &u))
 }
 
 /// Read the session file (or database session, `path.db#id`) at `path` without opening it for writing
@@ -576,14 +577,7 @@ pub fn estimate_cost_usd(model: &str, usage: &Bound<'_, PyAny>) -> PyResult<Opti
 pub fn load_session(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Py<PyAny>> {
     let shown = path.display().to_string();
     let report = py.detach(|| tooloop::store::load(&path)).map_err(|e| to_pyerr(py, &e))?;
-    let mut cost: Option<f64> = None;
-    for e in &report.entries {
-        if let (Some(u), Some(m)) = (&e.usage, &e.model)
-            && let Some(c) = tooloop::pricing::estimate_cost_usd(m, u)
-        {
-            *cost.get_or_insert(0.0) += c;
-        }
-    }
+    let cost = tooloop::conversation::cost_usd(&report.entries);
     let v = serde_json::json!({
         "path": shown,
         "entries": report.entries,
@@ -604,5 +598,5 @@ pub fn sandbox_support() -> Option<u32> {
 /// The context window of a known model in tokens (the core's table), or None.
 #[pyfunction]
 pub fn context_window(model: &str) -> Option<u64> {
-    tooloop::compaction::context_window(model)
+    tooloop::models::context_window(model)
 }
