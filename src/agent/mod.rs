@@ -7,7 +7,7 @@
 //!
 //! Where things are: this file holds the [`Agent`] handle and its public API (setters, run/resume entry
 //! points, usage, close); `config.rs` [`AgentConfig`] and the permission hook's types; `events.rs`
-//! [`Event`]; `build.rs` [`Agent::build`], the one way an agent is put together (for the options and for a
+//! [`Event`]; `build.rs` `Agent::build`, the one way an agent is put together (for the options and for a
 //! `task` call's child agents) and the child's run; `run_loop.rs` the loop of a run (requests, the model's
 //! turn, the spend cap, structured answers); `dispatch.rs` one turn's tool calls (rules, hooks, permission,
 //! concurrency); `compact.rs` token estimates and compaction as the loop needs them.

@@ -535,8 +535,9 @@ impl PyAgent {
         let usage = self.core.usage();
         let mut v = serde_json::to_value(&usage).unwrap_or(Value::Null);
         if let Value::Object(m) = &mut v {
-            // Each turn priced with its own model, as the conversation's cost is (one cost function).
-            let cost = self.core.cost_usd();
+            // Each turn priced with its own model, as the conversation's cost is; before any priced turn, the
+            // usage so far on the agent's model (0 when it has a price: the CLI shows $0 rather than n/a).
+            let cost = self.core.cost_usd().or_else(|| tooloop::models::cost_usd(&self.core.config().model, &usage));
             m.insert("cost_usd".into(), cost.map(Value::from).unwrap_or(Value::Null));
         }
         Ok(to_py(py, &v)?.unbind())
