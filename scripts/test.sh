@@ -15,6 +15,9 @@ step "Rust: cargo fmt --check, cargo clippy -D warnings"
 cargo fmt --all -- --check || failed+=("rustfmt (run: cargo fmt --all)")
 cargo clippy --workspace --all-targets -- -D warnings || failed+=("clippy")
 
+step "Layers: no import circle in src/ or python/tooloop/"
+python3 scripts/module_graph.py >/dev/null || failed+=("import circles (run: python3 scripts/module_graph.py)")
+
 step "Rust: a Python with the official MCP SDK for tests/mcp.rs (venv at $mcp_venv)"
 # A small dedicated venv, kept between runs (reused when it already imports mcp), so the Rust suite can run
 # real MCP servers without waiting for the package's own venv below. Without it tests/mcp.rs fails under CI.

@@ -6,14 +6,14 @@
 //! message, thinking blocks are kept verbatim. Must never: drop information silently — an orphan result is
 //! kept as text, a missing one is synthesized as an `is_error` result that says so.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::types::{ContentBlock, Message, Role, StopReason, ToolResultBlock, ToolUseBlock, Usage};
+
+pub(crate) mod compacted;
 
 /// Who an entry belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,24 +120,7 @@ impl Entry {
     }
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
-
-/// A fresh id: time, a process-wide counter and a per-process random part (unique across processes too,
-/// which matters for entries of several sessions merged by a host).
-pub fn new_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    static SALT: once_cell::sync::Lazy<u64> = once_cell::sync::Lazy::new(|| {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        h.finish()
-    });
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{:011x}{:06x}{:04x}", now_ms(), (*SALT & 0xff_ffff), n & 0xffff)
-}
+pub use crate::id::{new_id, now_ms};
 
 /// The thread-safe store.
 ///
@@ -212,7 +195,7 @@ impl Conversation {
     pub fn content_bytes_from(&self, start: usize) -> Option<u64> {
         let entries = self.read();
         let added = entries.get(start..)?;
-        Some(added.iter().filter(|e| e.status == EntryStatus::Complete).map(crate::compaction::entry_bytes).sum())
+        Some(added.iter().filter(|e| e.status == EntryStatus::Complete).map(compacted::entry_bytes).sum())
     }
 
     /// Number of entries.
@@ -244,15 +227,7 @@ impl Conversation {
     /// Estimated cost in USD of the whole conversation: each turn priced with its own model
     /// ([`crate::pricing`]). `None` when no turn's model has a known price.
     pub fn cost_usd(&self) -> Option<f64> {
-        let mut total = None;
-        for e in self.read().iter() {
-            if let (Some(u), Some(m)) = (&e.usage, &e.model) {
-                if let Some(c) = crate::pricing::estimate_cost_usd(m, u) {
-                    *total.get_or_insert(0.0) += c;
-                }
-            }
-        }
-        total
+        cost_usd(&self.read())
     }
 
     /// The tool calls of the last complete assistant turn that have no result yet (what a resume must
@@ -278,9 +253,16 @@ impl Conversation {
     }
 }
 
+/// Cost in USD of `entries` (a store's, or a session's as loaded): each entry with usage priced with its
+/// own model by [`crate::models::cost_usd`]. `None` when no entry's model has a known price.
+pub fn cost_usd(entries: &[Entry]) -> Option<f64> {
+    let priced = entries.iter().filter_map(|e| crate::models::cost_usd(e.model.as_deref()?, e.usage.as_ref()?));
+    priced.fold(None, |total, c| Some(total.unwrap_or(0.0) + c))
+}
+
 /// Render entries into a valid API view (compactions applied: see [`crate::compaction`]).
 pub fn render_view(entries: &[Entry]) -> Vec<Message> {
-    let entries = crate::compaction::effective(entries);
+    let entries = compacted::effective(entries);
     // 1. Keep complete, sendable entries; tool entries speak as the user.
     let mut msgs: Vec<Message> = Vec::new();
     for e in entries.iter() {

@@ -201,7 +201,7 @@ pub enum Error {
     },
     /// The run's final answer was not valid against `output_schema` after the last retry (see
     /// [`crate::output`]). Carries the errors and the last answer; the conversation stays valid.
-    OutputValidation(Box<crate::output::OutputFailure>),
+    OutputValidation(Box<OutputFailure>),
     /// Reading or writing a session file failed.
     Io {
         /// What was being done.
@@ -336,6 +336,19 @@ impl std::error::Error for Error {
 
 /// `Result<T, tooloop::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why a run's structured answer was refused after the last retry, with that answer.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct OutputFailure {
+    /// The validation errors of the last answer.
+    pub errors: Vec<String>,
+    /// The last answer as JSON, when it parsed.
+    pub output: Option<serde_json::Value>,
+    /// The last answer as the model wrote it (the text, or the `final_answer` input as JSON).
+    pub text: String,
+    /// Answers the model gave (the first one and its retries).
+    pub attempts: u32,
+}
 
 #[cfg(test)]
 mod size {

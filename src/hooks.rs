@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::agent::RunResult;
+use crate::run::RunResult;
 use crate::types::{Request, ToolUseBlock};
 
 /// What `before_tool` answers.

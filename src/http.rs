@@ -1009,6 +1009,37 @@ pub fn parse_api_error(status: u16, headers: &[(String, String)], body: &[u8]) -
     }
 }
 
+/// A base URL must be `http://` or `https://` with a host, and parse as a URI.
+pub(crate) fn check_base_url(url: &str) -> std::result::Result<(), String> {
+    let bad = |why: &str| format!("{why}, got {:?}; e.g. \"http://localhost:8080\"", crate::text::ellipsize(url, 80));
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(bad("must not contain spaces or control characters"));
+    }
+    let uri: ureq::http::Uri = url.parse().map_err(|_| bad("is not a valid URL"))?;
+    match uri.scheme_str() {
+        Some("http" | "https") => {}
+        _ => return Err(bad("must start with http:// or https://")),
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(bad("has no host"));
+    }
+    Ok(())
+}
+
+/// A header name must be a valid HTTP token and its value free of CR, LF and other control characters.
+pub(crate) fn check_header(name: &str, value: &str) -> std::result::Result<(), String> {
+    if ureq::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+        return Err(format!(
+            "{:?} is not a valid header name (letters, digits and -, no spaces)",
+            crate::text::ellipsize(name, 80)
+        ));
+    }
+    if ureq::http::HeaderValue::from_str(value).is_err() || value.contains(['\r', '\n']) {
+        return Err(format!("the value of header {name:?} must be printable text without line breaks"));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -9,7 +9,8 @@
 //! - [`tools`]: the registry of tools and their handlers.
 //! - [`agent`]: the loop.
 //! - [`cache`]: where prompt-caching breakpoints go.
-//! - [`compaction`]: token estimates, context windows, and compaction of long conversations.
+//! - [`models`]: the one model table (context windows, prices, families) and the one cost function.
+//! - [`compaction`]: token estimates and compaction of long conversations.
 //! - [`output`]: structured output (`output_schema`): native or a final-answer tool, validated, retried.
 //! - [`content`]: content blocks from hosts (images, documents), checked against the provider's size limits.
 //! - [`options`]: every option of an agent, with its default and checks, shared by every door.
@@ -44,14 +45,17 @@ pub mod error;
 pub mod gate;
 pub mod hooks;
 pub mod http;
+mod id;
 pub mod instructions;
 pub mod mcp;
+pub mod models;
 pub mod options;
 pub mod output;
 pub mod pricing;
 pub mod progress;
 pub mod provider;
 pub mod rules;
+mod run;
 pub mod session;
 pub mod session_sqlite;
 pub mod skills;
@@ -60,7 +64,6 @@ pub mod store;
 pub mod subagent;
 mod text;
 pub mod todo;
-mod tool_timeout;
 pub mod tools;
 pub mod types;
 

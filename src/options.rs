@@ -18,9 +18,10 @@ use serde::de::{Deserializer, Error as _};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::agent::{Agent, AgentConfig, MaxTurnsPolicy, RepeatGuard};
+use crate::agent::{Agent, AgentConfig, MaxTurnsPolicy, Parts, RepeatGuard};
 use crate::error::{Error, Result};
 use crate::provider::{Protocol, Provider, ProviderConfig, Secret};
+pub use crate::text::with_text;
 
 /// Largest `max_tokens` accepted: far above any model's output limit, far below overflow.
 pub const MAX_TOKENS_LIMIT: u32 = 1 << 24;
@@ -396,10 +397,10 @@ impl AgentOptions {
     /// valid HTTP, the API key has no line break.
     pub fn validate(&self) -> Result<()> {
         if let Some(url) = &self.base_url {
-            check_base_url(url).map_err(|m| invalid("base_url", m))?;
+            crate::http::check_base_url(url).map_err(|m| invalid("base_url", m))?;
         }
         for (name, value) in &self.headers {
-            check_header(name, value).map_err(|m| invalid("headers", m))?;
+            crate::http::check_header(name, value).map_err(|m| invalid("headers", m))?;
         }
         if let Some(k) = &self.api_key {
             if k.expose().chars().any(|c| c.is_control()) || k.expose().trim().is_empty() {
@@ -492,7 +493,7 @@ impl AgentOptions {
             .chain(self.subagents.values().map(|s| s.model.clone()))
             .flatten();
         for m in models {
-            if crate::pricing::price(&m).is_none() {
+            if crate::models::price(&m).is_none() {
                 return Err(invalid(
                     "max_cost_usd",
                     format!(
@@ -525,28 +526,20 @@ impl AgentOptions {
     }
 
     fn finish(&self, provider: Arc<dyn Provider>, config: AgentConfig) -> Result<Agent> {
-        let agent = Agent::new(provider, config);
-        if let Some(names) = self.builtin_tools.names() {
-            let workspace = match &self.workspace {
-                Some(w) => w.clone(),
-                None => std::env::current_dir()
-                    .map_err(|e| Error::Config(format!("no workspace given and no current folder: {e}")))?,
-            };
-            let builtin = crate::builtin::BuiltinOptions {
-                workspace,
+        let builtin = match self.builtin_tools.names() {
+            Some(names) => Some(crate::builtin::BuiltinOptions {
+                workspace: self.workspace_dir()?,
                 names,
                 sandbox: self.sandbox,
                 network: self.network,
                 env_passthrough: self.env_passthrough.clone(),
                 short_descriptions: self.short_tool_descriptions,
-            };
-            agent.register_builtins(builtin)?;
-            // The model is told what bash may do, so a refused write is no surprise.
-            let prompt = crate::builtin::sandbox_prompt(self.sandbox, self.network);
-            if !prompt.is_empty() && agent.tools().get("bash").is_some() {
-                agent.update_config(|c| c.system = Some(with_text(c.system.take(), &prompt)));
-            }
-        }
+            }),
+            None => None,
+        };
+        let sandbox = builtin.as_ref().map(|b| (b.sandbox, b.network));
+        let parts = Parts { builtin, tools: Vec::new(), sandbox, secrets: None };
+        let agent = Agent::build(provider, config, parts)?;
         if self.planning.is_some() {
             agent.tools().register(crate::todo::tool())?;
         }
@@ -610,50 +603,8 @@ impl AgentOptions {
     }
 }
 
-/// A system prompt (string or text blocks) with `text` added at the end.
-pub fn with_text(system: Option<Value>, text: &str) -> Value {
-    match system {
-        None => Value::String(text.to_string()),
-        Some(Value::String(s)) if s.is_empty() => Value::String(text.to_string()),
-        Some(Value::String(s)) => Value::String(format!("{s}\n\n{text}")),
-        Some(Value::Array(mut blocks)) => {
-            blocks.push(json!({"type": "text", "text": text}));
-            Value::Array(blocks)
-        }
-        Some(other) => other,
-    }
-}
-
 fn shorten(s: &str) -> String {
     crate::text::ellipsize(s, 80)
-}
-
-/// A base URL must be `http://` or `https://` with a host, and parse as a URI.
-pub(crate) fn check_base_url(url: &str) -> std::result::Result<(), String> {
-    let bad = |why: &str| format!("{why}, got {:?}; e.g. \"http://localhost:8080\"", shorten(url));
-    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(bad("must not contain spaces or control characters"));
-    }
-    let uri: ureq::http::Uri = url.parse().map_err(|_| bad("is not a valid URL"))?;
-    match uri.scheme_str() {
-        Some("http" | "https") => {}
-        _ => return Err(bad("must start with http:// or https://")),
-    }
-    if uri.host().is_none_or(str::is_empty) {
-        return Err(bad("has no host"));
-    }
-    Ok(())
-}
-
-/// A header name must be a valid HTTP token and its value free of CR, LF and other control characters.
-pub(crate) fn check_header(name: &str, value: &str) -> std::result::Result<(), String> {
-    if ureq::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
-        return Err(format!("{:?} is not a valid header name (letters, digits and -, no spaces)", shorten(name)));
-    }
-    if ureq::http::HeaderValue::from_str(value).is_err() || value.contains(['\r', '\n']) {
-        return Err(format!("the value of header {name:?} must be printable text without line breaks"));
-    }
-    Ok(())
 }
 
 /// The smallest thinking budget the API accepts (Anthropic refuses `budget_tokens` below it).

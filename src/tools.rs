@@ -16,6 +16,8 @@ use crate::cancel::CancelToken;
 use crate::error::{Error, Result};
 use crate::types::{ToolSpec, ToolUseBlock};
 
+mod timeout;
+
 /// Default cap on a result's size, in bytes of text.
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 50 * 1024;
 
@@ -168,7 +170,7 @@ impl Tool {
     /// answered with an `is_error` result at once while the handler's [`ToolContext::cancel`] fires (so it
     /// can stop, if it polls it). A stuck handler never holds up the run; its thread ends when it returns.
     pub fn timeout(mut self, limit: std::time::Duration) -> Self {
-        self.handler = Arc::new(crate::tool_timeout::TimeoutHandler { inner: self.handler, limit });
+        self.handler = Arc::new(timeout::TimeoutHandler { inner: self.handler, limit });
         self
     }
 }
@@ -289,20 +291,6 @@ impl ToolRegistry {
         let before = tools.len();
         tools.retain(|t| t.spec.name != name);
         before != tools.len()
-    }
-
-    /// Register the built-in coding tools `names` (all of them when empty), confined to `workspace`, with
-    /// `bash` unsandboxed ([`builtin::SandboxMode::Off`](crate::builtin::SandboxMode)): a thin shim over
-    /// [`builtin::register`](crate::builtin::register), which takes the sandbox and the rest.
-    pub fn register_builtins(&self, workspace: &std::path::Path, names: &[String]) -> Result<()> {
-        use crate::builtin::{BuiltinOptions, SandboxMode, register};
-        let opts = BuiltinOptions {
-            workspace: workspace.to_path_buf(),
-            names: names.to_vec(),
-            sandbox: SandboxMode::Off,
-            ..BuiltinOptions::default()
-        };
-        register(self, &opts)
     }
 
     /// The tool called `name`.

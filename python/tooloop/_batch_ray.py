@@ -20,7 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Optional
 
-    from .batch import Batch, BatchResult, _Progress
+    from ._batch import Batch, BatchResult, _Progress
 
 #: How often Ray re-runs a chunk whose worker died (the chunk resumes from its sessions each time).
 MAX_RETRIES = 3
@@ -31,7 +31,7 @@ def _chunk(tasks: List[Dict[str, Any]], options: Optional[Dict[str, Any]], out: 
            limits: Dict[str, Optional[float]], request_cost: float = 0.0) -> List[Dict[str, Any]]:
     """Runs in a Ray worker: the chunk's tasks on threads; their outcomes as results.jsonl dicts.
     ``request_cost``: the most a request of the batch has cost so far (the chunk's budget starts from it)."""
-    from .batch import Batch
+    from ._batch import Batch
 
     b = Batch(tasks, options, out=out, concurrency=threads, budget_usd=budget_usd, check=check, progress=False,
               requests_per_minute=limits.get("requests_per_minute"),
@@ -48,7 +48,7 @@ def run_on_ray(batch: Batch, pending: List[Dict[str, Any]], results: Dict[str, B
         import ray  # type: ignore[import-not-found, import-untyped, unused-ignore]
     except ImportError as e:
         raise ConfigError('engine="ray" needs the ray package: pip install "tooloop[ray]"') from e
-    from .batch import BatchResult
+    from ._batch import BatchResult
 
     started_here = False
     if not ray.is_initialized():

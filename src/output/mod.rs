@@ -23,6 +23,7 @@ use serde_json::{Map, Value, json};
 use crate::types::{ContentBlock, MessageResponse, Request, ToolSpec};
 
 mod validate;
+pub use crate::error::OutputFailure;
 pub use validate::validate;
 
 /// The name of the forced final-answer tool.
@@ -215,7 +216,7 @@ pub fn prepare(request: &mut Request, spec: &OutputSpec, tool: bool) {
             "When the task is done, give your final answer by calling the {TOOL_NAME} tool (its input is the \
              answer, following its schema); do not answer in plain text."
         );
-        request.system = Some(crate::options::with_text(request.system.take(), &note));
+        request.system = Some(crate::text::with_text(request.system.take(), &note));
     } else {
         let format = json!({"type": "json_schema", "schema": api_schema(&spec.schema)});
         match request.extra.get_mut("output_config") {
@@ -313,19 +314,6 @@ pub fn correction(errors: &[String], tool: bool) -> String {
     format!("Your final answer does not match the required JSON schema:\n- {}\n{how}", errors.join("\n- "))
 }
 
-/// Why a run's structured answer was refused after the last retry, with that answer.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct OutputFailure {
-    /// The validation errors of the last answer.
-    pub errors: Vec<String>,
-    /// The last answer as JSON, when it parsed.
-    pub output: Option<Value>,
-    /// The last answer as the model wrote it (the text, or the `final_answer` input as JSON).
-    pub text: String,
-    /// Answers the model gave (the first one and its retries).
-    pub attempts: u32,
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -356,15 +344,16 @@ mod tests {
         let t = tool_spec(&s);
         assert_eq!(t.input_schema["required"], json!(["value"]));
         assert!(t.input_schema["$defs"].is_object());
-        let m = crate::provider::host::reply(
-            vec![ContentBlock::ToolUse(crate::types::ToolUseBlock {
+        let m = MessageResponse {
+            content: vec![ContentBlock::ToolUse(crate::types::ToolUseBlock {
                 id: "f".into(),
                 name: TOOL_NAME.into(),
                 input: json!({"value": [1, 2]}),
                 extra: Map::new(),
             })],
-            crate::types::StopReason::ToolUse,
-        );
+            stop_reason: Some(crate::types::StopReason::ToolUse),
+            ..Default::default()
+        };
         assert_eq!(answer_of(&m, &s), Answer::Tool { id: "f".into(), value: json!([1, 2]) });
         assert!(check(&answer_of(&m, &s), &s).is_ok());
     }

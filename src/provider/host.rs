@@ -81,7 +81,7 @@ pub fn check_reply(reply: Value) -> std::result::Result<MessageResponse, String>
 
 fn with_id(mut message: MessageResponse) -> MessageResponse {
     if message.id.is_empty() {
-        message.id = format!("msg_host_{}", crate::conversation::new_id());
+        message.id = format!("msg_host_{}", crate::id::new_id());
     }
     message
 }

@@ -268,9 +268,9 @@ impl ProviderConfig {
         let api_key = self.api_key.clone().or_else(|| env(key_var).map(Secret::new));
         let base_url = self.base_url.clone().or_else(|| env(url_var)).unwrap_or_else(|| default_url.to_string());
         let base_url = base_url.trim_end_matches('/').to_string();
-        crate::options::check_base_url(&base_url).map_err(|m| Error::Config(format!("base URL {m}")))?;
+        crate::http::check_base_url(&base_url).map_err(|m| Error::Config(format!("base URL {m}")))?;
         for (name, value) in &self.headers {
-            crate::options::check_header(name, value).map_err(Error::Config)?;
+            crate::http::check_header(name, value).map_err(Error::Config)?;
         }
         if api_key.is_none() && base_url == default_url {
             return Err(Error::Config(format!(

@@ -492,3 +492,12 @@ def test_an_explicit_sandbox_the_kernel_cannot_provide_is_refused_and_the_defaul
         # Said in one line, and the model is not told it is confined.
         assert proc.stderr.count("bash runs unconfined") == 1, proc.stderr
         assert "sandboxed" not in system_text(mock.requests()[0])
+
+
+def test_the_default_bedrock_model_has_a_window_and_a_price() -> None:
+    # The status bar showed no cost on Bedrock: the model table knew the window of a Bedrock id, not its price.
+    from tooloop import _tooloop
+    from tooloop.cli.config import DEFAULT_BEDROCK_MODEL
+    assert _tooloop.context_window(DEFAULT_BEDROCK_MODEL) == 200_000
+    usage = {"input_tokens": 1_000_000, "output_tokens": 1_000_000}
+    assert _tooloop.estimate_cost_usd(DEFAULT_BEDROCK_MODEL, usage) == 18.0

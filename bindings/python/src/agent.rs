@@ -538,7 +538,9 @@ impl PyAgent {
         let usage = self.core.usage();
         let mut v = serde_json::to_value(&usage).unwrap_or(Value::Null);
         if let Value::Object(m) = &mut v {
-            let cost = tooloop::pricing::estimate_cost_usd(&self.core.config().model, &usage);
+            // Each turn priced with its own model, as the conversation's cost is; before any priced turn, the
+            // usage so far on the agent's model (0 when it has a price: the CLI shows $0 rather than n/a).
+            let cost = self.core.cost_usd().or_else(|| tooloop::models::cost_usd(&self.core.config().model, &usage));
             m.insert("cost_usd".into(), cost.map(Value::from).unwrap_or(Value::Null));
         }
         Ok(to_py(py, &v)?.unbind())
@@ -568,7 +570,7 @@ impl PyAgent {
 pub fn estimate_cost_usd(model: &str, usage: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
     let u: tooloop::Usage = serde_json::from_value(from_py(usage, "usage")?)
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("usage: {e}")))?;
-    Ok(tooloop::pricing::estimate_cost_usd(model, &u))
+    Ok(tooloop::models::cost_usd(model, &u))
 }
 
 /// Read the session file (or database session, `path.db#id`) at `path` without opening it for writing
@@ -579,14 +581,7 @@ pub fn estimate_cost_usd(model: &str, usage: &Bound<'_, PyAny>) -> PyResult<Opti
 pub fn load_session(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Py<PyAny>> {
     let shown = path.display().to_string();
     let report = py.detach(|| tooloop::store::load(&path)).map_err(|e| to_pyerr(py, &e))?;
-    let mut cost: Option<f64> = None;
-    for e in &report.entries {
-        if let (Some(u), Some(m)) = (&e.usage, &e.model)
-            && let Some(c) = tooloop::pricing::estimate_cost_usd(m, u)
-        {
-            *cost.get_or_insert(0.0) += c;
-        }
-    }
+    let cost = tooloop::conversation::cost_usd(&report.entries);
     let v = serde_json::json!({
         "path": shown,
         "entries": report.entries,
@@ -614,5 +609,5 @@ pub fn check_aws_credentials(py: Python<'_>) -> PyResult<()> {
 /// The context window of a known model in tokens (the core's table), or None.
 #[pyfunction]
 pub fn context_window(model: &str) -> Option<u64> {
-    tooloop::compaction::context_window(model)
+    tooloop::models::context_window(model)
 }

@@ -24,6 +24,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import re
 import select
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Protocol, Set, Tuple, Union
@@ -191,8 +192,6 @@ class AskPolicy(Classified):
         if verdict == "always":
             if name == "bash":
                 # For bash, "always" means commands with this prefix, never every command.
-                from .settings import prefix_rule
-
                 rule = prefix_rule(str(inp.get("command") or ""))
                 if rule is not None and rule not in self.bash_rules:
                     self.bash_rules.append(rule)
@@ -372,3 +371,29 @@ class Observed:
             except Exception:
                 pass
         return decision
+
+
+#: Commands whose second word is a subcommand: an "always" for `npm test` allows `npm test ...`, not `npm`.
+SUBCOMMAND_TOOLS = frozenset({
+    "git", "npm", "pnpm", "yarn", "bun", "deno", "npx", "cargo", "go", "make", "docker", "podman", "kubectl",
+    "pip", "pip3", "uv", "poetry", "pipenv", "bundle", "rake", "gradle", "mvn", "dotnet", "brew", "apt",
+    "apt-get", "systemctl", "gh", "terraform", "helm", "conda", "rustup", "just", "nix", "swift", "mix", "composer",
+})
+
+
+def prefix_rule(command: str) -> Optional[str]:
+    """The rule an "always" answer saves for a bash command: its first word, plus the second when the first
+    is a tool with subcommands (``npm test -x`` → ``bash(npm test:*)``, ``echo hi`` → ``bash(echo:*)``);
+    None for a compound command."""
+    from tooloop.rules import split_command
+
+    parts = split_command(command)
+    if len(parts) != 1:
+        return None
+    words = parts[0].split()
+    if not words:
+        return None
+    sub = words[0].rsplit("/", 1)[-1] in SUBCOMMAND_TOOLS and len(words) > 1 and re.fullmatch(
+        r"[A-Za-z][\w.:-]*", words[1])
+    prefix = words[:2] if sub else words[:1]
+    return f"bash({' '.join(prefix)}:*)"

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 from . import paths
 from .config import ConfigProblem
+from .permissions import prefix_rule  # noqa: F401 (re-exported: the rule an "always" saves)
 
 EVENTS = ("PreToolUse", "PostToolUse", "Stop", "UserPromptSubmit", "SessionStart")
 RULE_KINDS = ("allow", "ask", "deny")
@@ -237,32 +238,6 @@ def approve_pending(s: LoadedSettings, workspace: Path, question: Callable[[str]
 
 
 # -- bash prefix rules ------------------------------------------------------------------------------------
-
-#: Commands whose second word is a subcommand: an "always" for `npm test` allows `npm test ...`, not `npm`.
-SUBCOMMAND_TOOLS = frozenset({
-    "git", "npm", "pnpm", "yarn", "bun", "deno", "npx", "cargo", "go", "make", "docker", "podman", "kubectl",
-    "pip", "pip3", "uv", "poetry", "pipenv", "bundle", "rake", "gradle", "mvn", "dotnet", "brew", "apt",
-    "apt-get", "systemctl", "gh", "terraform", "helm", "conda", "rustup", "just", "nix", "swift", "mix", "composer",
-})
-
-
-def prefix_rule(command: str) -> Optional[str]:
-    """The rule an "always" answer saves for a bash command: its first word, plus the second when the first
-    is a tool with subcommands (``npm test -x`` → ``bash(npm test:*)``, ``echo hi`` → ``bash(echo:*)``);
-    None for a compound command."""
-    from tooloop.rules import split_command
-
-    parts = split_command(command)
-    if len(parts) != 1:
-        return None
-    words = parts[0].split()
-    if not words:
-        return None
-    sub = words[0].rsplit("/", 1)[-1] in SUBCOMMAND_TOOLS and len(words) > 1 and re.fullmatch(
-        r"[A-Za-z][\w.:-]*", words[1])
-    prefix = words[:2] if sub else words[:1]
-    return f"bash({' '.join(prefix)}:*)"
-
 
 def save_local_rule(workspace: Path, rule: str) -> Path:
     """Add an allow rule to the project-local settings file (created when missing)."""

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::{ToolContext, ToolError, ToolHandler, ToolOutput};
 use crate::cancel::CancelToken;
-use crate::tools::{ToolContext, ToolError, ToolHandler, ToolOutput};
 
 /// How often the wait looks at the run's cancel token.
 const SLICE: Duration = Duration::from_millis(20);

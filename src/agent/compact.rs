@@ -1,0 +1,330 @@
+//! The agent's side of compaction: how big the next request is, when to compact, and appending the
+//! record ([`crate::compaction`] holds the rules of what stays).
+
+use super::*;
+
+/// How the next request's size is estimated: the bytes-per-token ratio and the last reported usage (read
+/// and updated together).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Sizing {
+    pub(super) estimator: crate::compaction::Estimator,
+    pub(super) baseline: Option<Baseline>,
+}
+
+/// What the API reported for the last request: its prompt tokens plus the answer's tokens, and how many
+/// entries the store held once that answer was in. The next request's size is this plus what was added
+/// since, so the estimate stays anchored to the API's own count (and costs no serialization per turn).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Baseline {
+    pub(super) tokens: u64,
+    pub(super) upto: usize,
+}
+
+/// The tokens of a request as the API reports them (uncached, cache writes and cache reads).
+pub(super) fn prompt_tokens(u: &Usage) -> u64 {
+    u.input_tokens + u.cache_creation_input_tokens.unwrap_or(0) + u.cache_read_input_tokens.unwrap_or(0)
+}
+
+impl Agent {
+    /// One model turn, with compaction around it: before the request when it would pass the threshold, and
+    /// after an answer that the prompt is too long (then the turn is sent again; at most twice, the second
+    /// time keeping only the last turn).
+    pub(super) fn compacting_turn(
+        &self,
+        turn: u32,
+        cancel: &CancelToken,
+        run: &mut RunResult,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<(MessageResponse, HashMap<String, Value>)> {
+        use crate::compaction::Reason;
+        let mut request = self.request();
+        let (tokens, mut measured) = self.estimate_request(&request);
+        if self.over_threshold(tokens) {
+            let mut spent = (&mut run.usage, &mut run.cost_usd);
+            if self.compact_inner(Reason::Threshold, None, false, cancel, &mut spent, on_event)?.is_some() {
+                request = self.request();
+                measured = Some(crate::compaction::request_bytes(&request));
+            }
+        }
+        let mut overflows = 0;
+        loop {
+            match self.model_turn(turn, (request, measured), cancel, &mut run.usage, &mut run.cost_usd, on_event) {
+                Err(e) if overflows < 2 && self.config().compaction && crate::compaction::is_overflow(&e) => {
+                    overflows += 1;
+                    let mut spent = (&mut run.usage, &mut run.cost_usd);
+                    if self
+                        .compact_inner(Reason::Overflow, None, overflows > 1, cancel, &mut spent, on_event)?
+                        .is_none()
+                    {
+                        return Err(e);
+                    }
+                    request = self.request();
+                    measured = Some(crate::compaction::request_bytes(&request));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The context window used for compaction: the configured one, else the model table's.
+    pub fn context_window(&self) -> Option<u64> {
+        let c = lock(&self.config);
+        c.context_window.or_else(|| crate::models::context_window(&c.model))
+    }
+
+    /// Tokens the next request would carry, estimated from its size and the ratio of the last real usage
+    /// (no request is made). `input`: user input to count as if it were added.
+    pub fn estimate_tokens(&self, input: Option<Vec<ContentBlock>>) -> u64 {
+        let extra = input.as_ref().map(crate::compaction::json_bytes).unwrap_or(0);
+        let est = lock(&self.sizing).estimator;
+        match self.baseline_estimate() {
+            Some(t) => t + est.tokens(extra),
+            None => est.tokens(crate::compaction::request_bytes(&self.request_with(input))),
+        }
+    }
+
+    /// The next request's tokens from the last reported usage plus what was added since (`None` without a
+    /// usable baseline: before the first answer, after a compaction or a reset).
+    pub(super) fn baseline_estimate(&self) -> Option<u64> {
+        let sizing = *lock(&self.sizing);
+        let b = sizing.baseline?;
+        let added = self.conversation.content_bytes_from(b.upto)?;
+        Some(b.tokens + sizing.estimator.tokens(added))
+    }
+
+    /// The next request's estimated tokens, and its size in bytes when it had to be measured (then the answer's
+    /// usage calibrates the estimator).
+    pub(super) fn estimate_request(&self, request: &Request) -> (u64, Option<u64>) {
+        match self.baseline_estimate() {
+            Some(t) => (t, None),
+            None => {
+                let bytes = crate::compaction::request_bytes(request);
+                (lock(&self.sizing).estimator.tokens(bytes), Some(bytes))
+            }
+        }
+    }
+
+    /// Anchor the estimate to the newest answered turn in the store that no compaction came after (what
+    /// a loaded session holds).
+    pub(super) fn rebase(&self) {
+        let entries = self.conversation.snapshot();
+        let mut found = None;
+        for (i, e) in entries.iter().enumerate().rev() {
+            if crate::compaction::Compaction::of(e).is_some() {
+                break;
+            }
+            if e.role == EntryRole::Assistant && e.status == EntryStatus::Complete {
+                found = e.usage.as_ref().map(|u| (i, prompt_tokens(u) + u.output_tokens)).filter(|(_, t)| *t > 0);
+                break;
+            }
+        }
+        lock(&self.sizing).baseline = found.map(|(i, tokens)| Baseline { tokens, upto: i + 1 });
+    }
+
+    /// Tokens the next request would carry: from the API's token-counting endpoint where the provider offers
+    /// one (Anthropic), else [`Agent::estimate_tokens`]. `input`: user input to count as if it were added.
+    pub fn count_tokens(&self, input: Option<Vec<ContentBlock>>) -> Result<u64> {
+        let request = self.request_with(input.clone());
+        match self.provider.count_tokens(&request, &CancelToken::new())? {
+            Some(n) => Ok(n),
+            None => Ok(self.estimate_tokens(input)),
+        }
+    }
+
+    pub(super) fn request_with(&self, input: Option<Vec<ContentBlock>>) -> Request {
+        let mut request = self.request();
+        if let Some(blocks) = input {
+            let mut entries = self.conversation.snapshot();
+            entries.push(Entry::new(EntryRole::User, blocks));
+            request.messages = crate::conversation::render_view(&entries);
+            if lock(&self.config).cache && self.provider.supports_cache() {
+                crate::cache::add_breakpoints(&mut request);
+            }
+        }
+        request
+    }
+
+    /// Whether a request of `tokens` passes the compaction threshold: `compact_threshold` of the window, or
+    /// less when the answer's `max_tokens` would not fit beside it.
+    pub(super) fn over_threshold(&self, tokens: u64) -> bool {
+        let (on, threshold, max_tokens) = {
+            let c = lock(&self.config);
+            (c.compaction, c.compact_threshold, c.max_tokens)
+        };
+        let Some(window) = self.context_window().filter(|_| on) else { return false };
+        let mut limit = threshold * window as f64;
+        if u64::from(max_tokens) * 2 < window {
+            limit = limit.min((window - u64::from(max_tokens)) as f64);
+        }
+        tokens as f64 > limit
+    }
+
+    /// Compact the conversation now (see [`crate::compaction`]): summarize the older turns with the model
+    /// (`instructions` say what the summary should keep), keeping the first user message and the newest
+    /// turns; when the summary request fails, drop the older turns instead. The history keeps everything;
+    /// the record is an entry (and a session line). Returns it, or `None` when there was nothing to compact.
+    pub fn compact(
+        &self,
+        instructions: Option<&str>,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<Option<crate::compaction::Compaction>> {
+        let _busy = self.begin(CancelToken::new())?;
+        let cancel = self.token();
+        let mut usage = Usage::default();
+        let mut cost = None;
+        let mut spent = (&mut usage, &mut cost);
+        self.compact_inner(crate::compaction::Reason::Manual, instructions, false, &cancel, &mut spent, on_event)
+    }
+
+    pub(super) fn compact_inner(
+        &self,
+        reason: crate::compaction::Reason,
+        instructions: Option<&str>,
+        aggressive: bool,
+        cancel: &CancelToken,
+        spent: &mut (&mut Usage, &mut Option<f64>),
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<Option<crate::compaction::Compaction>> {
+        use crate::compaction::{Compaction, Method, Plan, entry_bytes, json_bytes, request_bytes};
+        let config = self.config();
+        let window = self.context_window();
+        let request = self.request();
+        let est = lock(&self.sizing).estimator;
+        let total = request_bytes(&request);
+        let before = est.tokens(total);
+        // Budgets in bytes: the window's, or (unknown window) the request's own size.
+        let window_bytes = window.map(|w| w as f64 * est.bytes_per_token).unwrap_or(total as f64 * 1.25);
+        let fits = |bytes: u64| (bytes as f64) <= config.compact_threshold * window_bytes;
+        let target = (0.5 * window_bytes) as u64;
+        let manual = reason == crate::compaction::Reason::Manual;
+        // Keep about 30% of the window verbatim; asked by hand, at most a quarter of what there is (so a
+        // conversation far from the limit still gets compacted).
+        let tail_budget = match (aggressive, manual) {
+            (true, _) => 0,
+            (false, true) => ((0.3 * window_bytes) as u64).min(total / 4),
+            (false, false) => (0.3 * window_bytes) as u64,
+        };
+        let head_budget = (0.1 * window_bytes) as u64;
+        let entries = self.conversation.snapshot();
+        let eff = crate::compaction::effective(&entries).into_owned();
+        let plan = Plan::new(&eff, tail_budget, head_budget);
+        let size_of =
+            |ids: &[String]| -> u64 { eff.iter().filter(|e| ids.contains(&e.id)).map(entry_bytes).sum::<u64>() };
+        const NOTE_BYTES: u64 = 160;
+        let clear_saves = size_of(&plan.clearable).saturating_sub(NOTE_BYTES * plan.clearable.len() as u64);
+        let mut record = Compaction {
+            reason,
+            method: Method::ClearToolResults,
+            tokens_before: before,
+            tokens_after: before,
+            removed: Vec::new(),
+            cleared: Vec::new(),
+            summary: None,
+            fallback_reason: None,
+            instructions: instructions.map(str::to_string),
+            todos: None,
+        };
+        // 1. The cheapest win: clear old, large tool results, when that is enough.
+        let clearing_is_enough = !manual && !aggressive && total.saturating_sub(clear_saves) <= target;
+        if !plan.clearable.is_empty() && (clearing_is_enough || !plan.has_middle()) {
+            record.cleared = plan.clearable.clone();
+            record.tokens_after = est.tokens(total.saturating_sub(clear_saves));
+            return self.record_compaction(record, None, spent, on_event).map(Some);
+        }
+        if !plan.has_middle() {
+            return Ok(None);
+        }
+        // 2. Summarize the middle; 3. or drop it.
+        let middle = &eff[plan.middle_start..plan.tail_start];
+        let middle_bytes: u64 = middle.iter().map(entry_bytes).sum();
+        let removed: Vec<String> = middle.iter().map(|e| e.id.clone()).collect();
+        let todos = {
+            let list = self.todos();
+            (!list.is_empty()).then(|| crate::todo::render(&list))
+        };
+        let model = config.compaction_model.clone().unwrap_or(config.model.clone());
+        let max_summary = window.map(|w| (w / 20).clamp(1024, 8192)).unwrap_or(4096) as u32;
+        let transcript_budget = ((0.5 * window_bytes) as usize).clamp(8_000, 600_000);
+        let text = crate::compaction::transcript(middle, transcript_budget);
+        let summary_req =
+            crate::compaction::summary_request(&model, &text, todos.as_deref(), instructions, max_summary);
+        let mut summary_turn = None;
+        let summary_tokens = est.tokens(request_bytes(&summary_req));
+        let answer = if self.affordable(&model, summary_tokens + u64::from(max_summary)) {
+            // The summary request is a request too: the host's before_request hook sees it.
+            let before_request = lock(&self.hooks).before_request.clone();
+            if let Some(hook) = before_request {
+                hook(&summary_req).map_err(|message| Error::Hook { hook: "before_request".into(), message })?;
+            }
+            self.provider.send(&summary_req, cancel, &mut |_| {})
+        } else {
+            Err(Error::Config("it would take the spend past max_cost_usd".into()))
+        };
+        let fallback = match answer {
+            Err(Error::Cancelled { .. }) => return Err(Error::Cancelled { partial: None }),
+            Err(e) => Some(format!("the summary request failed: {e}")),
+            Ok(resp) => {
+                let summary = resp.message.text();
+                let after = total.saturating_sub(middle_bytes) + json_bytes(&summary) + NOTE_BYTES * 2;
+                let used = (resp.message.model.clone(), resp.message.usage.clone());
+                summary_turn = Some(used);
+                if summary.trim().is_empty() {
+                    Some("the summary came back empty".to_string())
+                } else if !fits(after) && window.is_some() {
+                    Some(format!("the summary left the request at ~{} tokens, still too large", est.tokens(after)))
+                } else {
+                    record.method = Method::Summary;
+                    record.summary = Some(summary);
+                    record.tokens_after = est.tokens(after);
+                    None
+                }
+            }
+        };
+        record.removed = removed;
+        record.todos = todos;
+        if let Some(why) = fallback {
+            record.method = Method::Drop;
+            record.fallback_reason = Some(why);
+            let mut after = total.saturating_sub(middle_bytes) + NOTE_BYTES * 2;
+            if window.is_some() && !fits(after) && !aggressive {
+                // Keep only the last turn.
+                let tight = Plan::new(&eff, 0, head_budget);
+                let middle = &eff[tight.middle_start..tight.tail_start];
+                record.removed = middle.iter().map(|e| e.id.clone()).collect();
+                after = total.saturating_sub(middle.iter().map(entry_bytes).sum::<u64>()) + NOTE_BYTES * 2;
+            }
+            record.tokens_after = est.tokens(after);
+        }
+        let model_for = summary_turn.map(|(m, u)| (if m.is_empty() { model.clone() } else { m }, u));
+        self.record_compaction(record, model_for, spent, on_event).map(Some)
+    }
+
+    /// Store the compaction (and its summary request's usage), tell the host.
+    pub(super) fn record_compaction(
+        &self,
+        record: crate::compaction::Compaction,
+        summary_turn: Option<(String, Usage)>,
+        spent: &mut (&mut Usage, &mut Option<f64>),
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<crate::compaction::Compaction> {
+        lock(&self.sizing).baseline = None;
+        let mut entry = record.clone().into_entry();
+        if let Some((model, usage)) = summary_turn {
+            self.charge(&model, &usage, spent.0, spent.1);
+            entry.usage = Some(usage);
+            entry.model = Some(model);
+        }
+        self.record(entry)?;
+        on_event(&Event::Compaction {
+            reason: record.reason,
+            method: record.method,
+            tokens_before: record.tokens_before,
+            tokens_after: record.tokens_after,
+            removed: record.removed.len(),
+            cleared: record.cleared.len(),
+            summary: record.summary.clone(),
+            fallback_reason: record.fallback_reason.clone(),
+        });
+        Ok(record)
+    }
+}

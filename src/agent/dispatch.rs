@@ -1,0 +1,345 @@
+//! Running one turn's tool calls: rules, hooks and the permission callable around each, concurrency for
+//! parallel-safe tools, and exactly one result per call.
+
+use super::*;
+
+/// What the checks before a call decided.
+pub(super) enum Gate {
+    /// Run it, with this input.
+    Run(Value),
+    /// Refused, with the reason the model reads.
+    Deny(String),
+    /// A hook failed: the run ends.
+    Fail(Error),
+}
+
+/// The checks before one call, in order: the permission rules, `before_tool`, the permission callable.
+pub(super) fn gate(
+    call: &ToolUseBlock,
+    rules: Option<&(Arc<crate::rules::PermissionRules>, std::path::PathBuf)>,
+    hooks: &crate::hooks::Hooks,
+    permission: Option<&PermissionHook>,
+) -> Gate {
+    use crate::hooks::BeforeTool;
+    use crate::rules::RuleDecision;
+    let decide = |input: &Value| match rules {
+        Some((r, ws)) => r.decide(&call.name, input, ws),
+        None => RuleDecision::NoMatch,
+    };
+    let mut decision = decide(&call.input);
+    if let RuleDecision::Deny(rule) = &decision {
+        return Gate::Deny(format!("the rule {rule} forbids this call"));
+    }
+    let mut call = std::borrow::Cow::Borrowed(call);
+    if let Some(hook) = &hooks.before_tool {
+        match hook(&call) {
+            Ok(BeforeTool::Continue) => {}
+            Ok(BeforeTool::Deny(reason)) => return Gate::Deny(reason),
+            Ok(BeforeTool::Input(input)) if input.is_object() => {
+                decision = decide(&input);
+                if let RuleDecision::Deny(rule) = &decision {
+                    return Gate::Deny(format!("the rule {rule} forbids this call"));
+                }
+                call.to_mut().input = input;
+            }
+            Ok(BeforeTool::Input(other)) => {
+                let message = format!(
+                    "it replaced the input with {}, which is not an object",
+                    crate::text::ellipsize(&other.to_string(), 100)
+                );
+                return Gate::Fail(Error::Hook { hook: "before_tool".into(), message });
+            }
+            Err(message) => return Gate::Fail(Error::Hook { hook: "before_tool".into(), message }),
+        }
+    }
+    let ask = |call: &ToolUseBlock| match permission.map(|p| p(call)) {
+        Some(Permission::Deny(reason)) => Gate::Deny(reason),
+        _ => Gate::Run(call.input.clone()),
+    };
+    match decision {
+        RuleDecision::Allow(_) => Gate::Run(call.input.clone()),
+        RuleDecision::Ask(rule) if permission.is_none() => {
+            Gate::Deny(format!("the rule {rule} asks for approval of this call, and there is no one to ask"))
+        }
+        _ => ask(&call),
+    }
+}
+
+/// Make every `tool_use` input an object, in place, so the stored turn, the API view and the request are
+/// the same bytes (the Messages API takes only objects; weak models send `[1, 2]`, and OpenAI `arguments`
+/// may not parse). Returns the inputs replaced, by call id.
+pub(super) fn object_inputs(content: &mut [ContentBlock]) -> HashMap<String, Value> {
+    let mut bad = HashMap::new();
+    for block in content {
+        if let ContentBlock::ToolUse(t) = block {
+            if !t.input.is_object() {
+                bad.insert(t.id.clone(), std::mem::replace(&mut t.input, Value::Object(Map::new())));
+            }
+        }
+    }
+    bad
+}
+
+pub(super) fn bad_input_message(raw: &Value) -> String {
+    let shown = match raw {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    format!(
+        "not run: the tool input must be a JSON object with the parameters as keys, got {}",
+        crate::text::ellipsize(&shown, 200)
+    )
+}
+
+impl Agent {
+    /// Run one turn's calls. Returns `true` when the runaway guard stops the run.
+    pub(super) fn run_tools(
+        &self,
+        calls: &[ToolUseBlock],
+        bad_inputs: &HashMap<String, Value>,
+        state: &mut RunState,
+        cancel: &CancelToken,
+        run: &mut RunResult,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<bool> {
+        let permission = lock(&self.permission).clone();
+        let hooks = lock(&self.hooks).clone();
+        let rules = lock(&self.rules).clone();
+        let mut hook_failed: Option<Error> = None;
+        let (concurrency, guard, remind_after, progress_guard) = {
+            let c = lock(&self.config);
+            (c.tool_concurrency.max(1), c.repeat_guard, c.todo_reminder_after, c.progress_guard)
+        };
+        if progress_guard.is_some() {
+            state.progress.begin_turn(calls);
+        }
+        // The todo reminder: due when the model has left an unfinished list alone for a while.
+        let planning = self.tools.get(crate::todo::TOOL_NAME).is_some();
+        let mut reminder = None;
+        if planning && calls.iter().any(|c| c.name == crate::todo::TOOL_NAME) {
+            state.since_todo = 0;
+        } else if planning {
+            state.since_todo += 1;
+            if remind_after.is_some_and(|n| state.since_todo >= n.max(1)) {
+                let list = crate::todo::current(&self.conversation.snapshot());
+                if crate::todo::unfinished(&list) > 0 {
+                    reminder = Some(crate::todo::reminder(&list));
+                    state.since_todo = 0;
+                }
+            }
+        }
+        let mut stop = false;
+        // Whether the runaway guard answered a call of this turn: then it, not progress detection, speaks.
+        let mut turn_repeated = false;
+        let mut i = 0;
+        let mut fatal: Option<(String, String)> = None;
+        while i < calls.len() {
+            // A batch: one call, or a run of consecutive parallel-safe calls (up to the cap).
+            let parallel = |c: &ToolUseBlock| self.tools.get(&c.name).is_some_and(|t| t.parallel_safe);
+            let mut end = i + 1;
+            if parallel(&calls[i]) {
+                while end < calls.len() && end - i < concurrency && parallel(&calls[end]) {
+                    end += 1;
+                }
+            }
+            let batch = &calls[i..end];
+            let mut outcomes: Vec<Option<CallOutcome>> = vec![None; batch.len()];
+            let mut denied = vec![false; batch.len()];
+            let mut repeated = vec![false; batch.len()];
+            // The same call as in the turn before: the runaway guard's to count, not progress detection's.
+            let mut again = vec![false; batch.len()];
+            let mut to_run = Vec::new();
+            // The calls as they run: `before_tool` may have replaced an input.
+            let mut effective: Vec<ToolUseBlock> = batch.to_vec();
+            for (k, call) in batch.iter().enumerate() {
+                // Every call the model made is announced, also one that is then refused or not run, so a
+                // host sees a tool_use before each tool_result.
+                on_event(&Event::ToolUse { id: call.id.clone(), name: call.name.clone(), input: call.input.clone() });
+                let count = state.repeats.see(call);
+                again[k] = guard.is_some() && count >= 2;
+                if let Some((tool, _)) = &fatal {
+                    outcomes[k] = Some(CallOutcome::error(format!("not run: tool '{tool}' aborted the run first")));
+                } else if let Some(e) = &hook_failed {
+                    outcomes[k] = Some(CallOutcome::error(format!("not run: {e}")));
+                } else if stop {
+                    outcomes[k] = Some(CallOutcome::error("not run: the run was stopped for repeating the same call"));
+                } else if i + k >= MAX_TOOL_CALLS_PER_TURN {
+                    outcomes[k] = Some(CallOutcome::error(format!(
+                        "not run: a turn may make at most {MAX_TOOL_CALLS_PER_TURN} tool calls and this turn made {}; \
+                         make fewer calls per turn (one bash command can do many things)",
+                        calls.len()
+                    )));
+                } else if let Some(raw) = bad_inputs.get(&call.id) {
+                    outcomes[k] = Some(CallOutcome::error(bad_input_message(raw)));
+                } else if let Some(g) = guard.filter(|g| count >= g.warn_after) {
+                    stop = count >= g.warn_after.saturating_add(g.stop_after);
+                    repeated[k] = true;
+                    turn_repeated = true;
+                    let note = format!(
+                        "not run: same call and same input as the previous {} calls to {}, which already ran. If the \
+                         task is done, answer without calling a tool; otherwise change the input or try another way.",
+                        count - 1,
+                        call.name
+                    );
+                    on_event(&Event::Repetition {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        count,
+                        stopped: stop,
+                        note: note.clone(),
+                    });
+                    outcomes[k] = Some(CallOutcome::error(note));
+                } else if cancel.is_cancelled() {
+                    outcomes[k] =
+                        Some(CallOutcome::error("interrupted: the run was cancelled before this tool call ran"));
+                } else {
+                    match gate(call, rules.as_ref(), &hooks, permission.as_ref()) {
+                        Gate::Run(input) => {
+                            effective[k].input = input;
+                            to_run.push(k);
+                        }
+                        Gate::Deny(reason) => {
+                            denied[k] = true;
+                            outcomes[k] = Some(CallOutcome::error(format!("Permission denied: {reason}")));
+                        }
+                        Gate::Fail(e) => {
+                            outcomes[k] = Some(CallOutcome::error(format!("not run: {e}")));
+                            hook_failed = Some(e);
+                        }
+                    }
+                }
+            }
+            let batch = &effective[..];
+            let mut children: Vec<Option<crate::subagent::ChildRun>> = vec![None; batch.len()];
+            if to_run.len() == 1 {
+                let k = to_run[0];
+                // `task` is not parallel-safe, so it always runs alone, here, where its child's events can
+                // reach the host as they happen.
+                if batch[k].name == crate::subagent::TOOL_NAME && !lock(&self.subagents).is_empty() {
+                    let (o, child) = self.run_child(&batch[k], cancel, on_event);
+                    outcomes[k] = Some(o);
+                    children[k] = child;
+                } else {
+                    outcomes[k] = Some(self.tools.execute(&batch[k], cancel));
+                }
+            } else if !to_run.is_empty() {
+                let results: Vec<(usize, CallOutcome)> = std::thread::scope(|s| {
+                    let handles: Vec<_> =
+                        to_run.iter().map(|&k| (k, s.spawn(move || self.tools.execute(&batch[k], cancel)))).collect();
+                    handles
+                        .into_iter()
+                        .map(|(k, h)| {
+                            (k, h.join().unwrap_or_else(|_| CallOutcome::error("the tool's thread panicked")))
+                        })
+                        .collect()
+                });
+                for (k, o) in results {
+                    outcomes[k] = Some(o);
+                }
+            }
+            let last_batch = end == calls.len();
+            let batch_len = batch.len();
+            for (k, (((((call, outcome), denied), repeated), again), child)) in
+                batch.iter().zip(outcomes).zip(denied).zip(repeated).zip(again).zip(children).enumerate()
+            {
+                let mut outcome = outcome.unwrap_or_else(|| CallOutcome::error("not run"));
+                if let (Some(hook), true, None) = (&hooks.after_tool, to_run.contains(&k), &hook_failed) {
+                    let view = crate::hooks::ToolResultView {
+                        content: outcome.content.clone(),
+                        is_error: outcome.is_error,
+                        denied,
+                    };
+                    match hook(call, &view) {
+                        Ok(Some(text)) => outcome.content = Value::String(self.tools.redact(text)),
+                        Ok(None) => {}
+                        Err(message) => hook_failed = Some(Error::Hook { hook: "after_tool".into(), message }),
+                    }
+                }
+                if let Err(m) =
+                    crate::content::check_result(&outcome.content, crate::content::limits(self.provider.name()))
+                {
+                    // The model reads why instead of the request failing on the API's size limit.
+                    outcome.content = Value::String(format!("the tool's result was not sent: {m}"));
+                    outcome.is_error = true;
+                }
+                if let Some(g) = &progress_guard {
+                    // A refusal by the user is news to the model, not a repeat.
+                    if denied {
+                        state.progress.moved();
+                    } else if repeated {
+                        // Refused by the runaway guard, which said so: no verdict here.
+                    } else if again {
+                        if let Some(note) = state.progress.again(call, &outcome.content, outcome.is_error) {
+                            append_text(&mut outcome.content, &note);
+                        }
+                    } else {
+                        state.progress.see(call, &outcome.content, outcome.is_error);
+                    }
+                    if last_batch && k + 1 == batch_len {
+                        if let Some(stall) = state.progress.end_turn(g).filter(|_| !turn_repeated) {
+                            append_text(&mut outcome.content, &stall.note);
+                            on_event(&Event::Repetition {
+                                id: call.id.clone(),
+                                name: call.name.clone(),
+                                count: stall.count,
+                                stopped: stall.stop,
+                                note: stall.note,
+                            });
+                            stop |= stall.stop;
+                        }
+                    }
+                }
+                if last_batch && k + 1 == batch_len {
+                    if let Some(text) = reminder.take() {
+                        append_text(&mut outcome.content, &text);
+                    }
+                }
+                if let (Some(m), None) = (&outcome.fatal, &fatal) {
+                    fatal = Some((call.name.clone(), m.clone()));
+                }
+                let mut entry = Entry::tool_result(&call.id, &call.name, outcome.content.clone(), outcome.is_error);
+                entry.duration_ms = Some(outcome.duration.as_millis() as u64);
+                if let Some(c) = &child {
+                    // The child's usage rolls into the conversation's (and the session's) through this entry.
+                    entry.usage = Some(c.usage.clone());
+                    entry.model = Some(c.model.clone());
+                    entry.meta.insert("subagent".into(), c.meta());
+                    self.charge(&c.model, &c.usage, &mut run.usage, &mut run.cost_usd);
+                }
+                entry.created_at = now_ms();
+                self.record(entry)?;
+                on_event(&Event::ToolResult {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    content: outcome.content.clone(),
+                    is_error: outcome.is_error,
+                    denied,
+                    duration_ms: outcome.duration.as_millis() as u64,
+                });
+                if call.name == crate::todo::TOOL_NAME && !outcome.is_error && planning {
+                    on_event(&Event::Todo { todos: crate::todo::current(&self.conversation.snapshot()) });
+                }
+                run.tool_calls.push(ToolCallRecord {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    input: call.input.clone(),
+                    output: outcome.content,
+                    is_error: outcome.is_error,
+                    denied,
+                    duration_ms: outcome.duration.as_millis() as u64,
+                });
+            }
+            i = end;
+        }
+        if let Some((tool, message)) = fatal {
+            return Err(Error::ToolAborted { tool, message });
+        }
+        if let Some(e) = hook_failed {
+            return Err(e);
+        }
+        if cancel.is_cancelled() {
+            return Err(Error::Cancelled { partial: None });
+        }
+        Ok(stop)
+    }
+}

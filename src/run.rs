@@ -1,0 +1,51 @@
+//! What a run returns: [`RunResult`] and the [`ToolCallRecord`] of each call. Plain data, below the loop
+//! that fills it ([`crate::agent`]) and the hooks that read it ([`crate::hooks`]).
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::types::{MessageResponse, StopReason, Usage};
+
+/// One tool call made during a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolCallRecord {
+    /// Call id.
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// Input.
+    pub input: Value,
+    /// Result content.
+    pub output: Value,
+    /// Whether it was an error result.
+    pub is_error: bool,
+    /// Whether the permission hook refused it.
+    pub denied: bool,
+    /// Duration.
+    pub duration_ms: u64,
+}
+
+/// The outcome of a run that ended normally.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunResult {
+    /// Text of the last assistant turn.
+    pub text: String,
+    /// Why the last turn stopped (`None` when max_turns stopped the run first).
+    pub stop_reason: Option<StopReason>,
+    /// Model requests made in this run.
+    pub turns: u32,
+    /// Usage of this run.
+    pub usage: Usage,
+    /// Tool calls of this run, in order.
+    pub tool_calls: Vec<ToolCallRecord>,
+    /// Whether the run stopped because of max_turns (policy `Return`).
+    pub max_turns_reached: bool,
+    /// The last assistant message.
+    pub message: Option<MessageResponse>,
+    /// Estimated cost in USD of this run (list prices, cache rates included; `None` for a model without a
+    /// known price).
+    pub cost_usd: Option<f64>,
+    /// The structured answer, valid against `output_schema` (`None` without a schema, or when the run
+    /// stopped before an answer: max_turns with policy `Return`, the runaway guard).
+    pub output: Option<Value>,
+}
