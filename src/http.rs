@@ -598,6 +598,12 @@ impl HttpResponse {
 
     /// The next piece of the body, as soon as it arrives; `Ok(None)` at the end.
     pub fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, BodyError> {
+        self.next_slice().map(|s| s.map(<[u8]>::to_vec))
+    }
+
+    /// Like [`HttpResponse::next_chunk`], borrowing the bytes from the response's read buffer (valid until the
+    /// next read): a stream decoder that copies what it keeps needs no allocation per read.
+    pub fn next_slice(&mut self) -> Result<Option<&[u8]>, BodyError> {
         if self.done {
             return Ok(None);
         }
@@ -615,7 +621,7 @@ impl HttpResponse {
                     self.done = true;
                     return Ok(None);
                 }
-                Ok(n) => return Ok(Some(self.buf[..n].to_vec())),
+                Ok(n) => return Ok(Some(&self.buf[..n])),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     let stop = watching.stop();
