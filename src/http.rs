@@ -631,6 +631,30 @@ impl HttpResponse {
         }
     }
 
+    /// Read and discard the rest of the body for at most `within` (and at most 64 KB), then give up quietly.
+    /// A body read to its end lets its connection go back to the pool; one still open is closed when the
+    /// response is dropped.
+    pub fn drain(&mut self, within: Duration) {
+        if self.done || self.check().is_err() {
+            return;
+        }
+        let deadline = (Instant::now() + within).min(self.deadline);
+        let _watching = Watching::enter(&self.cancel, within, deadline);
+        let mut scratch = [0u8; 4096];
+        let mut left = 64 * 1024usize;
+        loop {
+            match self.reader.read(&mut scratch) {
+                Ok(0) => {
+                    self.done = true;
+                    return;
+                }
+                Ok(n) if n < left => left -= n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                _ => return,
+            }
+        }
+    }
+
     /// Read the rest of the body.
     pub fn read_all(&mut self) -> Result<Vec<u8>, BodyError> {
         let mut out = Vec::new();

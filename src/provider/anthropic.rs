@@ -275,7 +275,7 @@ pub(crate) trait StreamDecoder {
     fn feed_each(&mut self, bytes: &[u8], f: &mut dyn FnMut(&Self::Unit)) -> std::result::Result<(), String> {
         let mut out = Vec::new();
         let fed = self.feed(bytes, &mut out);
-        out.iter().for_each(|u| f(u));
+        out.iter().for_each(f);
         fed
     }
     /// The body ended: a last unit the framing lets through without its terminator, if any.
@@ -329,6 +329,9 @@ where
     }
 }
 
+/// How long a finished stream waits for the rest of its body (see [`HttpResponse::drain`]).
+const DRAIN_AFTER_STOP: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// A Messages API event stream being read, one network read per [`StreamReader::step`]: what
 /// [`read_stream`] loops over, and what a caller that drives the stream itself (a pull-based raw stream,
 /// see [`super::RawStream`]) keeps between reads.
@@ -362,6 +365,7 @@ where
         // Each unit is applied as the decoder completes it (lent, not collected); the first one that fails
         // or completes the turn decides, and any after it are ignored.
         let mut outcome: Option<Result<Response>> = None;
+        let mut complete = false;
         let (acc, apply, emitted, request_id) = (&mut self.acc, &mut self.apply, &mut self.emitted, &self.request_id);
         let mut take = |unit: &D::Unit| {
             if outcome.is_some() {
@@ -374,6 +378,7 @@ where
             if let Err(e) = step {
                 outcome = Some(Err(stream_failure(e, *emitted, request_id)));
             } else if acc.is_complete() {
+                complete = true;
                 let message = acc.snapshot();
                 let raw = serde_json::to_value(&message).unwrap_or(Value::Null);
                 outcome = Some(Ok(Response { message, raw, request_id: request_id.clone() }));
@@ -389,6 +394,11 @@ where
                 Ok(())
             }
         };
+        if complete {
+            // The end of the body (a chunked body's last chunk) follows `message_stop` at once: read it, so
+            // the connection goes back to the pool instead of a new one being opened for the next request.
+            resp.drain(DRAIN_AFTER_STOP);
+        }
         if let Some(outcome) = outcome {
             return outcome.map(Some);
         }

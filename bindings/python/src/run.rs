@@ -80,17 +80,17 @@ impl Item {
 /// An event as a Python dict. A raw text delta (the bulk of a stream) is built straight from a borrowed
 /// parse of its JSON text, with interned keys and type strings: no JSON value in between, one new `str`.
 pub fn item_to_py<'py>(py: Python<'py>, item: Item) -> PyResult<Bound<'py, PyAny>> {
-    if let (Item::Json(j), false) = (&item, worker_streams()) {
-        if let Some((index, text)) = tooloop::provider::anthropic::text_delta_parts(j) {
-            let delta = PyDict::new(py);
-            delta.set_item(intern!(py, "type"), intern!(py, "text_delta"))?;
-            delta.set_item(intern!(py, "text"), PyString::new(py, &text))?;
-            let ev = PyDict::new(py);
-            ev.set_item(intern!(py, "type"), intern!(py, "content_block_delta"))?;
-            ev.set_item(intern!(py, "index"), index)?;
-            ev.set_item(intern!(py, "delta"), delta)?;
-            return Ok(ev.into_any());
-        }
+    if let (Item::Json(j), false) = (&item, worker_streams())
+        && let Some((index, text)) = tooloop::provider::anthropic::text_delta_parts(j)
+    {
+        let delta = PyDict::new(py);
+        delta.set_item(intern!(py, "type"), intern!(py, "text_delta"))?;
+        delta.set_item(intern!(py, "text"), PyString::new(py, &text))?;
+        let ev = PyDict::new(py);
+        ev.set_item(intern!(py, "type"), intern!(py, "content_block_delta"))?;
+        ev.set_item(intern!(py, "index"), index)?;
+        ev.set_item(intern!(py, "delta"), delta)?;
+        return Ok(ev.into_any());
     }
     to_py(py, &item.into_value())
 }
