@@ -168,3 +168,33 @@ def test_event_dicts_equal_the_wire_json(mock: Any) -> None:
         assert stream.get_final_text() == "hi"
     assert events[2] == {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hi"},
                          "x_extra": 1}
+
+
+def _closed_connections_to(port: int) -> int:
+    """Client sockets to `port` in TIME_WAIT (closed by this side: a connection that was not reused)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if int(cols[2].rsplit(":", 1)[1], 16) == port and cols[3] == "06":
+                count += 1
+    return count
+
+
+def test_finished_streams_hand_their_connection_back_to_the_pool(mock: Any) -> None:
+    # A stream that ends at message_stop reads the rest of its (chunked) body, so the next request reuses the
+    # connection instead of opening one: small streamed requests stay as cheap as create().
+    server = mock([text_reply(f"reply {i}") for i in range(20)])
+    port = urlparse(server.base_url).port or 0
+    client = tooloop.Client(base_url=server.base_url, api_key="k")
+    for i in range(20):
+        with client.stream(REQUEST) as stream:
+            assert "".join(stream.text_stream) == f"reply {i}"
+    closed = _closed_connections_to(port)
+    print(f"20 streamed requests: {closed} connections closed")
+    assert closed <= 2
