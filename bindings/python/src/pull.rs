@@ -85,9 +85,18 @@ impl PullStream {
                 })
             });
             let mut items = Vec::new();
+            // The core reports a lazily read text delta as its text, then its JSON: kept together.
+            let mut text = None;
             let mut on_event = |ev: StreamEvent| match ev {
-                StreamEvent::RawJson { json, .. } => items.push(Item::Json(json)),
-                StreamEvent::Raw { data, .. } => items.push(Item::Value(data)),
+                StreamEvent::TextDelta { text: t, .. } => text = Some(t),
+                StreamEvent::RawJson { json, .. } => items.push(match text.take() {
+                    Some(text) => Item::TextJson { json, text },
+                    None => Item::Json(json),
+                }),
+                StreamEvent::Raw { data, .. } => {
+                    text = None;
+                    items.push(Item::Value(data));
+                }
                 _ => {}
             };
             let next = tooloop::http::with_poll_hook(hook, || match phase {

@@ -58,6 +58,14 @@ pub enum Item {
     Value(Value),
     /// A raw event's JSON text.
     Json(String),
+    /// A raw text delta's JSON text, with the text the core already read from it (so `text_stream` does not
+    /// parse it again).
+    TextJson {
+        /// The event's JSON text.
+        json: String,
+        /// Its text.
+        text: String,
+    },
 }
 
 impl Item {
@@ -66,13 +74,14 @@ impl Item {
         match self {
             Item::Value(v) => text_of(v).map(std::borrow::Cow::Borrowed),
             Item::Json(j) => tooloop::provider::anthropic::text_delta_of(j),
+            Item::TextJson { text, .. } => Some(std::borrow::Cow::Borrowed(text)),
         }
     }
 
     pub fn into_value(self) -> Value {
         match self {
             Item::Value(v) => v,
-            Item::Json(j) => serde_json::from_str(&j).unwrap_or(Value::Null),
+            Item::Json(j) | Item::TextJson { json: j, .. } => serde_json::from_str(&j).unwrap_or(Value::Null),
         }
     }
 }
@@ -80,7 +89,7 @@ impl Item {
 /// An event as a Python dict. A raw text delta (the bulk of a stream) is built straight from a borrowed
 /// parse of its JSON text, with interned keys and type strings: no JSON value in between, one new `str`.
 pub fn item_to_py<'py>(py: Python<'py>, item: Item) -> PyResult<Bound<'py, PyAny>> {
-    if let (Item::Json(j), false) = (&item, worker_streams())
+    if let (Item::Json(j) | Item::TextJson { json: j, .. }, false) = (&item, worker_streams())
         && let Some((index, text)) = tooloop::provider::anthropic::text_delta_parts(j)
     {
         let delta = PyDict::new(py);
