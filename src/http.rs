@@ -598,6 +598,12 @@ impl HttpResponse {
 
     /// The next piece of the body, as soon as it arrives; `Ok(None)` at the end.
     pub fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, BodyError> {
+        self.next_slice().map(|s| s.map(<[u8]>::to_vec))
+    }
+
+    /// Like [`HttpResponse::next_chunk`], borrowing the bytes from the response's read buffer (valid until the
+    /// next read): a stream decoder that copies what it keeps needs no allocation per read.
+    pub fn next_slice(&mut self) -> Result<Option<&[u8]>, BodyError> {
         if self.done {
             return Ok(None);
         }
@@ -615,12 +621,36 @@ impl HttpResponse {
                     self.done = true;
                     return Ok(None);
                 }
-                Ok(n) => return Ok(Some(self.buf[..n].to_vec())),
+                Ok(n) => return Ok(Some(&self.buf[..n])),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     let stop = watching.stop();
                     return Err(self.failed(stop, &e));
                 }
+            }
+        }
+    }
+
+    /// Read and discard the rest of the body for at most `within` (and at most 64 KB), then give up quietly.
+    /// A body read to its end lets its connection go back to the pool; one still open is closed when the
+    /// response is dropped.
+    pub fn drain(&mut self, within: Duration) {
+        if self.done || self.check().is_err() {
+            return;
+        }
+        let deadline = (Instant::now() + within).min(self.deadline);
+        let _watching = Watching::enter(&self.cancel, within, deadline);
+        let mut scratch = [0u8; 4096];
+        let mut left = 64 * 1024usize;
+        loop {
+            match self.reader.read(&mut scratch) {
+                Ok(0) => {
+                    self.done = true;
+                    return;
+                }
+                Ok(n) if n < left => left -= n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                _ => return,
             }
         }
     }

@@ -69,16 +69,14 @@ pub struct SseDecoder {
     past_first_line: bool,
     /// Bytes (terminators included) of the complete lines since the last blank line.
     event_bytes: usize,
-    /// Event type buffer; None when unset or set to the empty string.
-    event: Option<String>,
-    /// Data lines received so far, joined with `\n`.
-    data: String,
+    /// The event being received: its type (None when unset or set to the empty string), data lines joined
+    /// with `\n`, and the last valid `id` and `retry` of the block. Its buffers are reused from one event to
+    /// the next ([`SseDecoder::feed_with`] lends it out), so a steady stream costs no allocation per event.
+    cur: SseEvent,
+    /// An `event` field was seen in the current block (else the event's type is the default).
+    event_seen: bool,
     /// A `data` field was seen; distinguishes `data:` (dispatch "") from no data.
     data_seen: bool,
-    /// The last valid `id` of the current block.
-    id: Option<String>,
-    /// The last valid `retry` of the current block.
-    retry: Option<u64>,
 }
 
 impl SseDecoder {
@@ -90,6 +88,17 @@ impl SseDecoder {
     /// Feed bytes; push every event completed by them onto `out` (in order).
     /// Never panics on any input.
     pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) {
+        self.feed_sink(bytes, &mut |cur| out.push(take_owned(cur)));
+    }
+
+    /// Feed bytes; call `f` with every event completed by them (in order), lent from the decoder's own
+    /// buffers: no allocation per event once the buffers have grown to the stream's event size (an event
+    /// type is copied only when it differs from the previous event's). Never panics on any input.
+    pub fn feed_with(&mut self, bytes: &[u8], f: &mut dyn FnMut(&SseEvent)) {
+        self.feed_sink(bytes, &mut |cur| f(cur));
+    }
+
+    fn feed_sink(&mut self, bytes: &[u8], sink: &mut dyn FnMut(&mut SseEvent)) {
         let mut rest = bytes;
         // Only a non-empty chunk can tell whether the pending `\r` was a CRLF.
         if self.after_cr {
@@ -112,8 +121,8 @@ impl SseDecoder {
                 }
                 _ => 1,
             };
-            if let Some(event) = self.end_line(line, terminator_len) {
-                out.push(event);
+            if self.end_line(line, terminator_len) {
+                self.dispatch(sink);
             }
             rest = terminator.get(terminator_len..).unwrap_or_default();
         }
@@ -128,8 +137,11 @@ impl SseDecoder {
     /// again returns None and further bytes are decoded as a new stream.
     pub fn finish(&mut self) -> Option<SseEvent> {
         let line = mem::take(&mut self.line);
-        let flushed = if line.is_empty() { None } else { self.process_line(&line, 0) };
-        let event = flushed.or_else(|| self.take_event());
+        if !line.is_empty() {
+            self.process_line(&line, 0);
+        }
+        let mut event = None;
+        self.dispatch(&mut |cur| event = Some(take_owned(cur)));
         *self = Self::default();
         event
     }
@@ -141,8 +153,8 @@ impl SseDecoder {
         self.event_bytes.saturating_add(self.line.len())
     }
 
-    /// Completes the stashed partial line with `tail` and processes it.
-    fn end_line(&mut self, tail: &[u8], terminator_len: usize) -> Option<SseEvent> {
+    /// Completes the stashed partial line with `tail` and processes it; true when it ended a block.
+    fn end_line(&mut self, tail: &[u8], terminator_len: usize) -> bool {
         if self.line.is_empty() {
             return self.process_line(tail, terminator_len);
         }
@@ -155,9 +167,9 @@ impl SseDecoder {
         event
     }
 
-    /// Interprets one complete line (without terminator); returns the event a
-    /// blank line dispatches.
-    fn process_line(&mut self, line: &[u8], terminator_len: usize) -> Option<SseEvent> {
+    /// Interprets one complete line (without terminator); true for a blank line (the block ends: see
+    /// [`SseDecoder::dispatch`]).
+    fn process_line(&mut self, line: &[u8], terminator_len: usize) -> bool {
         let raw_len = line.len();
         let line = if self.past_first_line {
             line
@@ -166,11 +178,11 @@ impl SseDecoder {
             line.strip_prefix(BOM).unwrap_or(line)
         };
         if line.is_empty() {
-            return self.take_event();
+            return true;
         }
         self.event_bytes = self.event_bytes.saturating_add(raw_len).saturating_add(terminator_len);
         if line.first() == Some(&b':') {
-            return None;
+            return false;
         }
         // Field names and values are split on bytes: ':' and ' ' are ASCII and
         // never occur inside a multi-byte sequence, so this matches splitting the
@@ -180,40 +192,58 @@ impl SseDecoder {
         let value = parts.next().map_or(&[][..], |v| v.strip_prefix(b" ").unwrap_or(v));
         match name {
             b"event" => {
-                // An empty type means "message", the same as no `event` field.
-                self.event = (!value.is_empty()).then(|| decode(value).into_owned());
+                self.event_seen = true;
+                // An empty type means "message", the same as no `event` field. The same type as the previous
+                // event's (the usual case) keeps its buffer.
+                if value.is_empty() {
+                    self.cur.event = None;
+                } else {
+                    let name = decode(value);
+                    if self.cur.event.as_deref() != Some(&*name) {
+                        self.cur.event = Some(name.into_owned());
+                    }
+                }
             }
             b"data" => {
                 if self.data_seen {
-                    self.data.push('\n');
+                    self.cur.data.push('\n');
                 }
                 self.data_seen = true;
-                self.data.push_str(&decode(value));
+                self.cur.data.push_str(&decode(value));
             }
             // NUL in UTF-8 is only ever the byte 0, and lossy decoding never produces it.
-            b"id" if !value.contains(&0) => self.id = Some(decode(value).into_owned()),
+            b"id" if !value.contains(&0) => self.cur.id = Some(decode(value).into_owned()),
             b"retry" => {
                 if let Some(ms) = parse_retry(value) {
-                    self.retry = Some(ms);
+                    self.cur.retry = Some(ms);
                 }
             }
             _ => {}
         }
-        None
+        false
     }
 
-    /// Ends the current block: returns its event if a `data` field was seen and
-    /// resets the per-event state either way.
-    fn take_event(&mut self) -> Option<SseEvent> {
+    /// Ends the current block: hands its event to `sink` if a `data` field was seen, and resets the
+    /// per-event state either way (keeping the buffers).
+    fn dispatch(&mut self, sink: &mut dyn FnMut(&mut SseEvent)) {
         self.event_bytes = 0;
-        let event = self.event.take();
-        let id = self.id.take();
-        let retry = self.retry.take();
-        if !mem::take(&mut self.data_seen) {
-            return None;
+        if !self.event_seen {
+            self.cur.event = None;
         }
-        Some(SseEvent { event, data: mem::take(&mut self.data), id, retry })
+        if mem::take(&mut self.data_seen) {
+            sink(&mut self.cur);
+        }
+        self.event_seen = false;
+        self.cur.data.clear();
+        self.cur.id = None;
+        self.cur.retry = None;
     }
+}
+
+/// An owned copy of the decoder's current event for [`SseDecoder::feed`]: the data buffer is taken (the
+/// decoder grows a new one), the type copied (the decoder keeps it for the next event).
+fn take_owned(cur: &mut SseEvent) -> SseEvent {
+    SseEvent { event: cur.event.clone(), data: mem::take(&mut cur.data), id: cur.id.take(), retry: cur.retry.take() }
 }
 
 /// Lossy UTF-8: borrows when the bytes are valid, so valid data costs no allocation.
@@ -328,6 +358,44 @@ data: {"type":"message_stop"}
             let (a, b) = bytes.split_at(split);
             assert_eq!(decode_chunks([a, b]), expected, "split at byte {split}");
         }
+    }
+
+    /// What `feed_with` lends, copied, for every chunk; then `finish`.
+    fn decode_chunks_lent<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> Vec<SseEvent> {
+        let mut decoder = SseDecoder::new();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            decoder.feed_with(chunk, &mut |e| out.push(e.clone()));
+        }
+        out.extend(decoder.finish());
+        out
+    }
+
+    #[test]
+    fn lent_events_equal_owned_events_at_every_split() {
+        // Named and unnamed events, ids, retry, comments, CRLF: the lending path must agree with `feed`.
+        let mixed =
+            format!("{ANTHROPIC}data: no name\r\nid: 7\r\nretry: 10\r\n\r\n: comment\n\nevent: x\n\ndata: after\n\n");
+        let bytes = mixed.as_bytes();
+        let expected = decode_all(bytes);
+        assert!(expected.iter().any(|e| e.event.is_none() && e.id.as_deref() == Some("7")));
+        for split in 0..=bytes.len() {
+            let (a, b) = bytes.split_at(split);
+            assert_eq!(decode_chunks_lent([a, b]), expected, "split at byte {split}");
+        }
+    }
+
+    #[test]
+    fn lent_events_reuse_the_decoders_buffers() {
+        // A steady stream allocates nothing per event: every delta is lent from the same data buffer.
+        let one = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0}\n\n";
+        let mut decoder = SseDecoder::new();
+        let mut seen = Vec::new();
+        decoder.feed_with(one.repeat(50).as_bytes(), &mut |e| {
+            seen.push((e.data.as_ptr() as usize, e.event.as_ref().map(|n| n.as_ptr() as usize)))
+        });
+        assert_eq!(seen.len(), 50);
+        assert!(seen.windows(2).all(|w| w[0] == w[1]), "a buffer was reallocated between events");
     }
 
     #[test]

@@ -103,7 +103,7 @@ class _RunHandle:
     agent is free for the next one.
     """
 
-    _run: _tooloop._Run
+    _run: Union[_tooloop._Run, _tooloop._Stream]
 
     def cancel(self) -> None:
         """Ask the run to stop (any thread)."""

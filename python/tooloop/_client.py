@@ -5,7 +5,8 @@ Requests and responses are dicts in the API's own shape: a Messages API request 
 ``provider="openai"``. ``stream()`` yields every wire event as a dict, as received (Anthropic events, ping and
 unknown ones included; ``chat.completion.chunk`` dicts), and ``final_message()`` the dict ``create()`` would
 have returned (for OpenAI: every choice, ``content`` and ``refusal`` as the API sent them). Requests run with
-the GIL released (``create()`` on the calling thread, ``stream()`` on a worker thread); Ctrl+C cancels them.
+the GIL released, on the calling thread (``stream()`` with a model callable, and OpenAI or Bedrock streams, on a
+worker thread); Ctrl+C cancels them.
 """
 
 from __future__ import annotations
@@ -25,10 +26,14 @@ class MessageStream(_RunHandle):
     Use it as a context manager: leaving the block early cancels the request.
     """
 
-    def __init__(self, run: _tooloop._Run) -> None:
+    def __init__(self, run: Union[_tooloop._Run, _tooloop._Stream]) -> None:
         self._run = run
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:
+        # A stream read on this thread iterates itself (no Python frame per event); it raises the stream's
+        # exception at the end, as __next__ does.
+        if isinstance(self._run, _tooloop._Stream):
+            return self._run
         return self
 
     def __next__(self) -> Dict[str, Any]:

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Provider, Response, Secret, StreamEvent, body_error, cut_short, redact_key};
+use super::{Provider, RawOpen, RawStream, Response, Secret, StreamEvent, body_error, cut_short, redact_key};
 use crate::cancel::CancelToken;
 use crate::error::{ApiError, ApiErrorKind, Error, Result};
 use crate::http::{HttpClient, HttpRequest, HttpResponse, parse_api_error};
@@ -167,6 +167,59 @@ impl Provider for AnthropicProvider {
     ) -> Result<Value> {
         self.send_with(&super::raw_request(body, stream)?, cancel, on_event, true).map(|r| r.raw)
     }
+
+    fn pulls_raw_streams(&self) -> bool {
+        true
+    }
+
+    /// The exchange of [`Provider::send_raw`] (retries included) up to the first delivered events; the rest
+    /// is read by the caller through the returned [`RawStream`].
+    fn open_raw_stream(
+        &self,
+        body: &Value,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<RawOpen> {
+        let req = self.http_request(&super::raw_request(body, true)?)?;
+        let on_error = |s: u16, h: &[(String, String)], b: &[u8]| {
+            redact_key(api_error_with_hint(s, h, b, "ANTHROPIC_API_KEY"), self.api_key.as_ref())
+        };
+        self.http.exchange(&req, cancel, &on_error, &mut |mut resp| {
+            let request_id = resp.header("request-id").map(str::to_string);
+            if !resp.header("content-type").is_some_and(|c| c.starts_with("text/event-stream")) {
+                return read_json(&mut resp, request_id)
+                    .map(|r| RawOpen::Done(r.raw))
+                    .map_err(|e| super::attempt(e, false));
+            }
+            let mut reader = StreamReader::new(request_id, SseDecoder::new(), apply_lazy as LazyApply);
+            loop {
+                match reader.step(&mut resp, on_event) {
+                    Ok(Some(done)) => return Ok(RawOpen::Done(done.raw)),
+                    Ok(None) if reader.emitted => return Ok(RawOpen::Open(Box::new(PulledSse { resp, reader }))),
+                    Ok(None) => {}
+                    Err(e) => return Err(super::attempt(e, reader.emitted)),
+                }
+            }
+        })
+    }
+}
+
+type LazyApply = fn(&SseEvent, &mut MessageAccumulator, &mut dyn FnMut(StreamEvent)) -> Result<()>;
+
+fn apply_lazy(ev: &SseEvent, acc: &mut MessageAccumulator, emit: &mut dyn FnMut(StreamEvent)) -> Result<()> {
+    acc.apply_sse_lazy(ev, emit)
+}
+
+/// An Anthropic stream under way, pulled by the caller (see [`Provider::open_raw_stream`]).
+struct PulledSse {
+    resp: HttpResponse,
+    reader: StreamReader<SseDecoder, LazyApply>,
+}
+
+impl RawStream for PulledSse {
+    fn step(&mut self, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Option<Value>> {
+        Ok(self.reader.step(&mut self.resp, on_event)?.map(|r| r.raw))
+    }
 }
 
 impl AnthropicProvider {
@@ -217,6 +270,14 @@ pub(crate) trait StreamDecoder {
     /// Feed body bytes and push the units they complete. An error (a corrupt frame) ends the stream; the
     /// units before it are pushed all the same.
     fn feed(&mut self, bytes: &[u8], out: &mut Vec<Self::Unit>) -> std::result::Result<(), String>;
+    /// Like `feed`, handing each unit to `f` as it completes (a decoder that can lend its units out
+    /// overrides this to spare an allocation per unit).
+    fn feed_each(&mut self, bytes: &[u8], f: &mut dyn FnMut(&Self::Unit)) -> std::result::Result<(), String> {
+        let mut out = Vec::new();
+        let fed = self.feed(bytes, &mut out);
+        out.iter().for_each(f);
+        fed
+    }
     /// The body ended: a last unit the framing lets through without its terminator, if any.
     fn finish(&mut self) -> Option<Self::Unit>;
     /// What to say of a body that ended before `message_stop`.
@@ -227,6 +288,10 @@ impl StreamDecoder for SseDecoder {
     type Unit = SseEvent;
     fn feed(&mut self, bytes: &[u8], out: &mut Vec<SseEvent>) -> std::result::Result<(), String> {
         SseDecoder::feed(self, bytes, out);
+        Ok(())
+    }
+    fn feed_each(&mut self, bytes: &[u8], f: &mut dyn FnMut(&SseEvent)) -> std::result::Result<(), String> {
+        SseDecoder::feed_with(self, bytes, f);
         Ok(())
     }
     fn finish(&mut self) -> Option<SseEvent> {
@@ -245,8 +310,8 @@ impl StreamDecoder for SseDecoder {
 pub(crate) fn read_stream<D, A>(
     resp: &mut HttpResponse,
     request_id: Option<String>,
-    mut decoder: D,
-    mut apply: A,
+    decoder: D,
+    apply: A,
     on_event: &mut dyn FnMut(StreamEvent),
     emitted: &mut bool,
 ) -> Result<Response>
@@ -254,44 +319,102 @@ where
     D: StreamDecoder,
     A: FnMut(&D::Unit, &mut MessageAccumulator, &mut dyn FnMut(StreamEvent)) -> Result<()>,
 {
-    let mut acc = MessageAccumulator::new();
-    let mut units = Vec::new();
+    let mut reader = StreamReader::new(request_id, decoder, apply);
     loop {
-        let chunk = resp.next_chunk().map_err(|e| body_error(e, acc.snapshot(), *emitted))?;
+        let step = reader.step(resp, on_event);
+        *emitted = reader.emitted;
+        if let Some(response) = step? {
+            return Ok(response);
+        }
+    }
+}
+
+/// How long a finished stream waits for the rest of its body (see [`HttpResponse::drain`]).
+const DRAIN_AFTER_STOP: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// A Messages API event stream being read, one network read per [`StreamReader::step`]: what
+/// [`read_stream`] loops over, and what a caller that drives the stream itself (a pull-based raw stream,
+/// see [`super::RawStream`]) keeps between reads.
+pub(crate) struct StreamReader<D: StreamDecoder, A> {
+    request_id: Option<String>,
+    decoder: D,
+    apply: A,
+    acc: MessageAccumulator,
+    /// Whether any event reached the caller (after which nothing may be retried).
+    pub(crate) emitted: bool,
+}
+
+impl<D, A> StreamReader<D, A>
+where
+    D: StreamDecoder,
+    A: FnMut(&D::Unit, &mut MessageAccumulator, &mut dyn FnMut(StreamEvent)) -> Result<()>,
+{
+    pub(crate) fn new(request_id: Option<String>, decoder: D, apply: A) -> Self {
+        StreamReader { request_id, decoder, apply, acc: MessageAccumulator::new(), emitted: false }
+    }
+
+    /// Wait for the next bytes of `resp`, pass the events they complete to `on_event`, and return the whole
+    /// turn once `message_stop` arrived (`None`: read again). An error ends the stream.
+    pub(crate) fn step(
+        &mut self,
+        resp: &mut HttpResponse,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<Option<Response>> {
+        let chunk = resp.next_slice().map_err(|e| body_error(e, self.acc.snapshot(), self.emitted))?;
         let finished = chunk.is_none();
-        let fed = match chunk {
-            Some(bytes) => decoder.feed(&bytes, &mut units),
-            None => {
-                units.extend(decoder.finish());
-                Ok(())
+        // Each unit is applied as the decoder completes it (lent, not collected); the first one that fails
+        // or completes the turn decides, and any after it are ignored.
+        let mut outcome: Option<Result<Response>> = None;
+        let mut complete = false;
+        let (acc, apply, emitted, request_id) = (&mut self.acc, &mut self.apply, &mut self.emitted, &self.request_id);
+        let mut take = |unit: &D::Unit| {
+            if outcome.is_some() {
+                return;
             }
-        };
-        // Units that completed before a corrupt frame are still applied (one read can hold several).
-        for unit in units.drain(..) {
-            let step = apply(&unit, &mut acc, &mut |e| {
+            let step = apply(unit, acc, &mut |e| {
                 *emitted = true;
                 on_event(e)
             });
             if let Err(e) = step {
-                return Err(stream_failure(e, *emitted, &request_id));
-            }
-            if acc.is_complete() {
+                outcome = Some(Err(stream_failure(e, *emitted, request_id)));
+            } else if acc.is_complete() {
+                complete = true;
                 let message = acc.snapshot();
                 let raw = serde_json::to_value(&message).unwrap_or(Value::Null);
-                return Ok(Response { message, raw, request_id });
+                outcome = Some(Ok(Response { message, raw, request_id: request_id.clone() }));
             }
+        };
+        // Units that completed before a corrupt frame are still applied (one read can hold several).
+        let fed = match chunk {
+            Some(bytes) => self.decoder.feed_each(bytes, &mut take),
+            None => {
+                if let Some(unit) = self.decoder.finish() {
+                    take(&unit);
+                }
+                Ok(())
+            }
+        };
+        if complete {
+            // The end of the body (a chunked body's last chunk) follows `message_stop` at once: read it, so
+            // the connection goes back to the pool instead of a new one being opened for the next request.
+            resp.drain(DRAIN_AFTER_STOP);
+        }
+        if let Some(outcome) = outcome {
+            return outcome.map(Some);
         }
         if let Err(message) = fed {
-            return Err(cut_short(message, acc.snapshot(), *emitted, |message| Error::InvalidResponse {
+            let request_id = self.request_id.clone();
+            return Err(cut_short(message, self.acc.snapshot(), self.emitted, |message| Error::InvalidResponse {
                 message,
                 request_id,
             }));
         }
         if finished {
-            return Err(cut_short(decoder.ended_message(), acc.snapshot(), *emitted, |message| Error::Connection {
-                message,
+            return Err(cut_short(self.decoder.ended_message(), self.acc.snapshot(), self.emitted, |message| {
+                Error::Connection { message }
             }));
         }
+        Ok(None)
     }
 }
 
@@ -318,6 +441,35 @@ struct TextDelta<'a> {
 pub fn text_delta_of(json: &str) -> Option<std::borrow::Cow<'_, str>> {
     let d: DeltaEvent<'_> = serde_json::from_str(json).ok()?;
     (d.kind == "content_block_delta" && d.delta.kind == "text_delta").then_some(d.delta.text)
+}
+
+/// A text delta event exactly as [`text_delta_parts`] accepts it: these fields and no others.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StrictDeltaEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    index: u64,
+    #[serde(borrow)]
+    delta: StrictTextDelta<'a>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StrictTextDelta<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    text: std::borrow::Cow<'a, str>,
+}
+
+/// The block index and text of a `content_block_delta` event's JSON when it is a text delta and holds
+/// nothing else (`{"type", "index", "delta": {"type", "text"}}`), read without building a JSON value (the
+/// text borrowed unless escaped): a host can then build its own object for the event, knowing it equals
+/// the parsed JSON. `None` for any other event, or one with more fields.
+pub fn text_delta_parts(json: &str) -> Option<(u64, std::borrow::Cow<'_, str>)> {
+    let d: StrictDeltaEvent<'_> = serde_json::from_str(json).ok()?;
+    (d.kind == "content_block_delta" && d.delta.kind == "text_delta").then_some((d.index, d.delta.text))
 }
 
 /// Read a whole JSON Messages API message (the non-streaming answer; Bedrock's InvokeModel too).

@@ -117,6 +117,28 @@ pub trait Provider: Send + Sync {
         self.send(&raw_request(body, stream)?, cancel, on_event).map(|r| r.raw)
     }
 
+    /// Whether [`Provider::open_raw_stream`] works here: the caller can then drive a raw stream on its own
+    /// thread, a network read at a time, instead of handing [`Provider::send_raw`] to a worker. False by
+    /// default.
+    fn pulls_raw_streams(&self) -> bool {
+        false
+    }
+
+    /// Start a streamed raw request (a body in the provider's own shape) and read until the first events
+    /// reached `on_event` (within the same retry budget as [`Provider::send_raw`]: nothing is retried after
+    /// an event was delivered). Returns the final response JSON if the stream already ended, else the open
+    /// stream to pull the rest from with [`RawStream::step`]. The default refuses (see
+    /// [`Provider::pulls_raw_streams`]).
+    fn open_raw_stream(
+        &self,
+        body: &Value,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<RawOpen> {
+        let _ = (body, cancel, on_event);
+        Err(Error::Config(format!("the {} provider cannot hand out a pull-based stream", self.name())))
+    }
+
     /// The secret values this provider holds (API key; AWS secret key, session token and key id), so a host
     /// can redact them from tool output and logs. Empty by default.
     fn secrets(&self) -> Vec<Secret> {
@@ -141,6 +163,35 @@ pub trait Provider: Send + Sync {
     fn count_tokens(&self, request: &Request, cancel: &CancelToken) -> Result<Option<u64>> {
         let _ = (request, cancel);
         Ok(None)
+    }
+}
+
+/// A raw stream the caller drives: each [`RawStream::step`] waits for the next bytes on the calling thread
+/// (cancel and the timeouts end the wait within 20 ms, and the thread's poll hook runs, see
+/// [`crate::http::with_poll_hook`]) and delivers the events they complete.
+///
+/// # Threads and cloning
+/// `Send`: step it from any thread, one at a time. Dropping it closes the connection.
+pub trait RawStream: Send {
+    /// Read once; the events completed go to `on_event`. `Some(json)`: the stream is complete and this is
+    /// the final response JSON (what [`Provider::send_raw`] returns). An error ends the stream.
+    fn step(&mut self, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Option<Value>>;
+}
+
+/// What [`Provider::open_raw_stream`] gives back.
+pub enum RawOpen {
+    /// The whole answer arrived already (or it was not a stream): the final response JSON.
+    Done(Value),
+    /// The stream is under way: pull the rest.
+    Open(Box<dyn RawStream>),
+}
+
+impl std::fmt::Debug for RawOpen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RawOpen::Done(v) => f.debug_tuple("Done").field(v).finish(),
+            RawOpen::Open(_) => f.write_str("Open(..)"),
+        }
     }
 }
 

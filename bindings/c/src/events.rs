@@ -5,8 +5,6 @@ use std::ffi::{c_char, c_void};
 
 use tooloop::Event;
 
-use crate::ffi::c_string_lossy;
-
 // ---------------------------------------------------------------------------------------------------------
 // Event codes
 // ---------------------------------------------------------------------------------------------------------
@@ -105,15 +103,37 @@ impl EventSink {
             // A kind this version of the C API has no code for yet: its JSON still says what it is.
             _ => (TOOLOOP_EVENT_OTHER, None),
         };
-        let json = serde_json::to_string(event).unwrap_or_else(|_| "{}".to_string());
-        let json = c_string_lossy(&json);
-        let text = text.map(c_string_lossy);
-        let ev = tooloop_event {
-            r#type: code,
-            text: text.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()),
-            json: json.as_ptr(),
+        // The strings are written into this thread's reusable buffers (no allocation per event once they have
+        // grown); taken out for the call, so a callback that starts another run on this thread gets its own.
+        let (mut json, mut text_buf) = EVENT_BUFFERS.with_borrow_mut(std::mem::take);
+        json.clear();
+        if serde_json::to_writer(&mut json, event).is_err() {
+            json.clear();
+            json.extend_from_slice(b"{}");
+        }
+        json.push(0); // serde_json escapes NUL inside strings: the only NUL is this terminator
+        let text_ptr = match text {
+            Some(t) => {
+                text_buf.clear();
+                if t.contains('\0') {
+                    text_buf.extend_from_slice(t.replace('\0', "\u{FFFD}").as_bytes());
+                } else {
+                    text_buf.extend_from_slice(t.as_bytes());
+                }
+                text_buf.push(0);
+                text_buf.as_ptr().cast::<c_char>()
+            }
+            None => std::ptr::null(),
         };
-        // SAFETY: the host's callback with its own userdata; `ev` and its strings live for the call.
+        let ev = tooloop_event { r#type: code, text: text_ptr, json: json.as_ptr().cast::<c_char>() };
+        // SAFETY: the host's callback with its own userdata; `ev` and its NUL-terminated strings live for the
+        // call.
         unsafe { f(self.userdata, &ev) };
+        EVENT_BUFFERS.with_borrow_mut(|b| *b = (json, text_buf));
     }
+}
+
+thread_local! {
+    /// The JSON and text buffers `EventSink::emit` fills for each event.
+    static EVENT_BUFFERS: std::cell::RefCell<(Vec<u8>, Vec<u8>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
 }

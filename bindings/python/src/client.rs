@@ -15,6 +15,7 @@ use tooloop::{CancelToken, Provider, StreamEvent};
 use crate::agent::build_provider;
 use crate::convert::{from_py, to_py};
 use crate::errors::{config_error, to_pyerr};
+use crate::pull::PullStream;
 use crate::run::{ErrSlot, Item, Run, lock, park};
 
 #[pyclass(module = "tooloop._tooloop", name = "_Client", frozen)]
@@ -149,9 +150,14 @@ impl PyClient {
     }
 
     /// Start a streaming request; the handle yields raw event dicts, its result is the final message dict.
-    fn start_stream(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<Run> {
+    /// A built-in provider that can hand out a pull-based stream (Anthropic) gives a `_Stream`, read on the
+    /// caller's thread as the caller asks for events (sent at the first ask); the others a `_Run` on a worker.
+    fn start_stream(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let body = Self::request(py, request)?;
-        self.send(py, body, true)
+        if self.direct && self.provider.pulls_raw_streams() && !crate::run::worker_streams() {
+            return Ok(Bound::new(py, PullStream::new(self.provider.clone(), body))?.into_any().unbind());
+        }
+        Ok(Bound::new(py, self.send(py, body, true)?)?.into_any().unbind())
     }
 
     /// The provider's name.

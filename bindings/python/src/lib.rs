@@ -11,6 +11,7 @@ mod control;
 mod convert;
 mod errors;
 mod gate;
+mod pull;
 mod restore;
 mod run;
 mod sessions;
@@ -22,6 +23,7 @@ fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<agent::PyAgent>()?;
     m.add_class::<client::PyClient>()?;
     m.add_class::<run::Run>()?;
+    m.add_class::<pull::PullStream>()?;
     m.add_function(wrap_pyfunction!(agent::estimate_cost_usd, m)?)?;
     m.add_function(wrap_pyfunction!(agent::load_session, m)?)?;
     m.add_function(wrap_pyfunction!(agent::sandbox_support, m)?)?;

@@ -18,7 +18,9 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
 use serde_json::Value;
 use tooloop::Error;
 
@@ -56,23 +58,58 @@ pub enum Item {
     Value(Value),
     /// A raw event's JSON text.
     Json(String),
+    /// A raw text delta's JSON text, with the text the core already read from it (so `text_stream` does not
+    /// parse it again).
+    TextJson {
+        /// The event's JSON text.
+        json: String,
+        /// Its text.
+        text: String,
+    },
 }
 
 impl Item {
     /// The text the event carries, if any (see [`text_of`]).
-    fn text(&self) -> Option<std::borrow::Cow<'_, str>> {
+    pub fn text(&self) -> Option<std::borrow::Cow<'_, str>> {
         match self {
             Item::Value(v) => text_of(v).map(std::borrow::Cow::Borrowed),
             Item::Json(j) => tooloop::provider::anthropic::text_delta_of(j),
+            Item::TextJson { text, .. } => Some(std::borrow::Cow::Borrowed(text)),
         }
     }
 
-    fn into_value(self) -> Value {
+    pub fn into_value(self) -> Value {
         match self {
             Item::Value(v) => v,
-            Item::Json(j) => serde_json::from_str(&j).unwrap_or(Value::Null),
+            Item::Json(j) | Item::TextJson { json: j, .. } => serde_json::from_str(&j).unwrap_or(Value::Null),
         }
     }
+}
+
+/// An event as a Python dict. A raw text delta (the bulk of a stream) is built straight from a borrowed
+/// parse of its JSON text, with interned keys and type strings: no JSON value in between, one new `str`.
+pub fn item_to_py<'py>(py: Python<'py>, item: Item) -> PyResult<Bound<'py, PyAny>> {
+    if let (Item::Json(j) | Item::TextJson { json: j, .. }, false) = (&item, worker_streams())
+        && let Some((index, text)) = tooloop::provider::anthropic::text_delta_parts(j)
+    {
+        let delta = PyDict::new(py);
+        delta.set_item(intern!(py, "type"), intern!(py, "text_delta"))?;
+        delta.set_item(intern!(py, "text"), PyString::new(py, &text))?;
+        let ev = PyDict::new(py);
+        ev.set_item(intern!(py, "type"), intern!(py, "content_block_delta"))?;
+        ev.set_item(intern!(py, "index"), index)?;
+        ev.set_item(intern!(py, "delta"), delta)?;
+        return Ok(ev.into_any());
+    }
+    to_py(py, &item.into_value())
+}
+
+/// `TOOLOOP_WORKER_STREAMS=1` in the environment (read once): raw streams go through a worker thread and
+/// every event through a JSON value, as before issue 28 — what `bench/speed.py` compares the new paths with,
+/// in the same build and the same run. Not for production use.
+pub fn worker_streams() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("TOOLOOP_WORKER_STREAMS").is_some_and(|v| v == "1"))
 }
 
 enum Msg {
@@ -289,7 +326,7 @@ impl Run {
         loop {
             let next = lock(&self.pending).pop_front();
             if let Some(item) = next {
-                return Ok(Some(to_py(py, &item.into_value())?.unbind()));
+                return Ok(Some(item_to_py(py, item)?.unbind()));
             }
             if self.is_finished() {
                 return Ok(None);

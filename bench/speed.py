@@ -1,0 +1,346 @@
+#!/usr/bin/env python3
+"""Every speed figure of issue 28 in one run, quiet and loaded: tooloop against the official `anthropic` SDK
+and bare `http.client`, all against the same local mock server.
+
+    python3 bench/speed.py [--rounds 3] [--requests 300] [--busy 2] [--no-rust] [--json OUT]
+
+1. Small streamed requests per second (`--requests` one after another on one keep-alive connection, median
+   of `--rounds`): tooloop `Client.stream` (every event, then `final_message()`), tooloop `Client.create`,
+   the SDK's `messages.create(stream=True)` (every raw event), bare `http.client` (stream read to the end).
+   Targets: stream ≥ 2× the SDK with the machine loaded, and within 1.5× of `create`.
+2. A 1 MB stream of ~70k text deltas (bench/make_stream_scenario.py): the raw bytes with `http.client`,
+   tooloop with every event as a dict, tooloop `text_stream`, the SDK's raw events. Targets: every event as
+   a dict within 3× of the bytes, `text_stream` within 2×.
+4. With `--callgrind`: instructions per event on the 1 MB stream (valgrind's callgrind, independent of the
+   machine's load): the whole client process streaming, minus the same process without the stream, divided
+   by the stream's events; for every event as a dict and for `text_stream`.
+3. The agent loop's own cost per turn at turns 1-10 and 190-200: Rust with the scripted model
+   (`cargo bench --bench agent_loop`, skipped with `--no-rust`), and Python with a Python model callable and
+   a Python tool (the time between two calls of the model). Target: 190-200 within 1.5× of 1-10.
+
+"Loaded" = `--busy` processes running `while 1: pass`, started here and killed by pid at the end of each
+loaded section. Needs tooloop installed in the running interpreter (a release build:
+`maturin develop --release`); the SDK is optional (its columns say n/a without it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional
+from urllib.parse import urlparse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "mock"))
+sys.path.insert(0, HERE)
+
+import tooloop  # noqa: E402
+from make_stream_scenario import make_scenario  # noqa: E402
+from mockctl import MockServer  # noqa: E402
+
+MODEL = "claude-sonnet-4-6"
+KEY = "sk-ant-bench"
+HEADERS = {"content-type": "application/json", "x-api-key": KEY, "anthropic-version": "2023-06-01"}
+SMALL_MESSAGE = {
+    "id": "msg_bench", "type": "message", "role": "assistant", "model": MODEL,
+    "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "stop_sequence": None,
+    "usage": {"input_tokens": 5, "output_tokens": 1},
+}
+SMALL = {"responses": [], "routes": [{"match": {}, "response": {"anthropic": SMALL_MESSAGE}}]}
+REQUEST = {"model": MODEL, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+BIG_MESSAGES = [{"role": "user", "content": "Write a very long text."}]
+
+
+@contextmanager
+def busy(n: int) -> Iterator[None]:
+    """`n` busy-looping processes for the duration (killed by pid)."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(n)]
+    try:
+        time.sleep(0.3)
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+
+
+def sdk_client(base_url: str) -> Any:
+    try:
+        import anthropic
+    except ImportError:
+        return None
+    return anthropic.Anthropic(base_url=base_url, api_key=KEY, max_retries=0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 1. small streamed requests
+# ---------------------------------------------------------------------------------------------------------
+
+def small_clients(base_url: str) -> Dict[str, Callable[[], None]]:
+    client = tooloop.Client(base_url=base_url, api_key=KEY, max_retries=0)
+    streamed = dict(REQUEST, stream=True)
+
+    def tl_stream() -> None:
+        with client.stream(streamed) as s:
+            for _ in s:
+                pass
+            assert s.final_message()["content"][0]["text"] == "ok"
+
+    def tl_create() -> None:
+        assert client.create(REQUEST)["content"][0]["text"] == "ok"
+
+    u = urlparse(base_url)
+    conn = http.client.HTTPConnection(u.hostname or "127.0.0.1", u.port)
+    body = json.dumps(streamed).encode()
+
+    def raw() -> None:
+        conn.request("POST", "/v1/messages", body=body, headers=HEADERS)
+        resp = conn.getresponse()
+        data = resp.read()
+        assert resp.status == 200 and b"message_stop" in data
+
+    out = {"tooloop stream": tl_stream, "tooloop create": tl_create, "http.client stream": raw}
+    sdk = sdk_client(base_url)
+    if sdk is not None:
+        def sdk_stream() -> None:
+            text = ""
+            for ev in sdk.messages.create(**REQUEST, stream=True):
+                if ev.type == "content_block_delta":
+                    text += ev.delta.text
+            assert text == "ok"
+        out["SDK stream"] = sdk_stream
+    return out
+
+
+def small(mock: MockServer, rounds: int, requests: int) -> Dict[str, float]:
+    clients = small_clients(mock.base_url)
+    rates: Dict[str, List[float]] = {k: [] for k in clients}
+    for _ in range(rounds):
+        for name, one in clients.items():
+            mock.load(SMALL)  # clears the recording
+            for _ in range(10):
+                one()
+            t = time.perf_counter()
+            for _ in range(requests):
+                one()
+            rates[name].append(requests / (time.perf_counter() - t))
+    return {k: statistics.median(v) for k, v in rates.items()}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 2. the 1 MB stream
+# ---------------------------------------------------------------------------------------------------------
+
+def big_once(kind: str, base_url: str, text_len: int) -> float:
+    start = time.perf_counter()
+    got = 0
+    if kind == "bytes":
+        u = urlparse(base_url)
+        conn = http.client.HTTPConnection(u.hostname or "127.0.0.1", u.port)
+        body = json.dumps({"model": MODEL, "max_tokens": 64000, "messages": BIG_MESSAGES, "stream": True})
+        conn.request("POST", "/v1/messages", body, HEADERS)
+        resp = conn.getresponse()
+        while resp.read1(65536):
+            pass
+        conn.close()
+        got = text_len
+    elif kind in ("tooloop events", "tooloop text_stream"):
+        client = tooloop.Client(base_url=base_url, api_key=KEY, max_retries=0)
+        with client.stream({"model": MODEL, "max_tokens": 64000, "messages": BIG_MESSAGES}) as s:
+            if kind == "tooloop events":
+                for ev in s:
+                    if ev["type"] == "content_block_delta" and ev["delta"]["type"] == "text_delta":
+                        got += len(ev["delta"]["text"])
+            else:
+                for text in s.text_stream:
+                    got += len(text)
+            assert len(s.final_message()["content"][0]["text"]) == text_len
+    else:
+        sdk = sdk_client(base_url)
+        for ev in sdk.messages.create(model=MODEL, max_tokens=64000, messages=BIG_MESSAGES, stream=True):
+            if ev.type == "content_block_delta" and ev.delta.type == "text_delta":
+                got += len(ev.delta.text)
+    elapsed = time.perf_counter() - start
+    assert got == text_len, (kind, got, text_len)
+    return elapsed
+
+
+def big(mock: MockServer, scenario: Dict[str, Any], text_len: int, rounds: int) -> Dict[str, float]:
+    kinds = ["bytes", "tooloop events", "tooloop text_stream"]
+    if sdk_client(mock.base_url) is not None:
+        kinds.append("SDK events")
+    times: Dict[str, List[float]] = {k: [] for k in kinds}
+    for _ in range(rounds):
+        for k in kinds:
+            mock.load(scenario)
+            times[k].append(big_once(k, mock.base_url, text_len))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 3. per-turn cost
+# ---------------------------------------------------------------------------------------------------------
+
+def python_turns(turns: int, rounds: int) -> Dict[str, float]:
+    """Mean µs between two model calls at turns 1-10 and 190-200 (median over rounds): everything the loop
+    does per turn (record the turn, run the Python tool, render and convert the next request)."""
+    def count(n: int) -> str:
+        """Count.
+
+        Args:
+            n: a number
+        """
+        return f"ok {n}"
+
+    firsts: List[float] = []
+    lasts: List[float] = []
+    for _ in range(rounds):
+        stamps: List[float] = []
+
+        def model(request: Dict[str, Any]) -> Dict[str, Any]:
+            stamps.append(time.perf_counter())
+            k = len(stamps)
+            if k > turns:
+                return {"content": [{"type": "text", "text": "Done."}], "stop_reason": "end_turn"}
+            return {"content": [{"type": "text", "text": f"Step {k}."},
+                                {"type": "tool_use", "id": f"toolu_{k:04d}", "name": "count", "input": {"n": k}}],
+                    "stop_reason": "tool_use"}
+
+        agent = tooloop.Agent(MODEL, provider=model, tools=[count], max_turns=None)
+        agent.run("Count until done.")
+        gaps = [(b - a) * 1e6 for a, b in zip(stamps, stamps[1:])]
+        firsts.append(statistics.mean(gaps[0:10]))
+        lasts.append(statistics.mean(gaps[189:200]) if len(gaps) >= 200 else float("nan"))
+    return {"1-10": statistics.median(firsts), "190-200": statistics.median(lasts)}
+
+
+def rust_turns() -> Optional[Dict[str, float]]:
+    env = dict(os.environ, AGENT_BENCH_RUNS="5", AGENT_BENCH_TURNS="200")
+    p = subprocess.run(["cargo", "bench", "-q", "-p", "tooloop", "--bench", "agent_loop"], cwd=ROOT, env=env,
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        print(p.stderr[-2000:], file=sys.stderr)
+        return None
+    out: Dict[str, float] = {}
+    for line in p.stdout.splitlines():  # the first table: no session
+        m = re.match(r"\|\s*(\d+-\d+)\s*\|\s*([\d.]+) µs", line)
+        if m and m.group(1) not in out:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def callgrind(scenario: Dict[str, Any], text_len: int) -> Dict[str, float]:
+    """Instructions per SSE event of the 1 MB stream, per client kind (see the module docs)."""
+    import tempfile
+
+    events = len(scenario["responses"][0]["sse"])
+    totals: Dict[str, int] = {}
+    with MockServer(SMALL) as mock, tempfile.TemporaryDirectory() as tmp:
+        for kind in ("none", "tooloop events", "tooloop text_stream"):
+            mock.load(scenario)
+            out = os.path.join(tmp, "cg.out")
+            p = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
+                                __file__, "--cg-worker", kind, "--base-url", mock.base_url, "--text-len", str(text_len)],
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                print(p.stderr[-2000:], file=sys.stderr)
+                raise SystemExit(1)
+            with open(out) as f:
+                totals[kind] = next(int(line.split()[1]) for line in f if line.startswith(("summary:", "totals:")))
+    return {k: (v - totals["none"]) / events for k, v in totals.items() if k != "none"} | {"events": events}
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+def fmt_ratio(a: Optional[float], b: Optional[float]) -> str:
+    return f"{a / b:.2f}x" if a and b else "n/a"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=300)
+    ap.add_argument("--busy", type=int, default=2)
+    ap.add_argument("--turns", type=int, default=200)
+    ap.add_argument("--no-rust", action="store_true", help="skip the Rust agent-loop bench (it compiles)")
+    ap.add_argument("--only", default="small,big,turns")
+    ap.add_argument("--json")
+    ap.add_argument("--callgrind", action="store_true", help="only the instruction counts per event")
+    ap.add_argument("--cg-worker", help=argparse.SUPPRESS)
+    ap.add_argument("--base-url", help=argparse.SUPPRESS)
+    ap.add_argument("--text-len", type=int, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.cg_worker:
+        tooloop.Client(base_url=a.base_url, api_key=KEY, max_retries=0)
+        if a.cg_worker != "none":
+            big_once(a.cg_worker, a.base_url, a.text_len)
+        return 0
+    if a.callgrind:
+        sc = make_scenario(1_200_000, 16, 16384, False)
+        text = sc.pop("text")
+        cg = callgrind(sc, len(text))
+        print(f"callgrind, 1 MB stream of {cg['events']:,} SSE events: instructions per event "
+              f"(whole process, minus the same process without the stream)")
+        for k, v in cg.items():
+            if k != "events":
+                print(f"  {k:<20} {v:8.0f}")
+        return 0
+    only = set(a.only.split(","))
+    load1 = os.getloadavg()[0]
+    print(f"{os.cpu_count()} CPUs, load average {load1:.2f} at start; python {sys.version.split()[0]}; "
+          f"{a.rounds} rounds, medians")
+    res: Dict[str, Any] = {"load_at_start": load1}
+    scenario = make_scenario(1_200_000, 16, 16384, False)
+    text = scenario.pop("text")
+    with MockServer(SMALL) as mock:
+        for cond in ("quiet", "loaded"):
+            n = 0 if cond == "quiet" else a.busy
+            with busy(n):
+                if "small" in only:
+                    res[f"small {cond}"] = small(mock, a.rounds, a.requests)
+                if "big" in only:
+                    res[f"big {cond}"] = big(mock, scenario, len(text), a.rounds)
+    if "turns" in only:
+        res["python turns"] = python_turns(a.turns, a.rounds)
+        if not a.no_rust:
+            res["rust turns"] = rust_turns()
+
+    for cond in ("quiet", "loaded"):
+        s = res.get(f"small {cond}")
+        if s:
+            print(f"\n{a.requests} small streamed requests, {cond}" + (f" ({a.busy} busy loops)" if cond == "loaded" else ""))
+            for k, v in s.items():
+                print(f"  {k:<20} {v:7.0f} req/s")
+            print(f"  tooloop stream: {fmt_ratio(s['tooloop stream'], s.get('SDK stream'))} the SDK (target >= 2), "
+                  f"create/stream {fmt_ratio(s['tooloop create'], s['tooloop stream'])} (target <= 1.5)")
+    for cond in ("quiet", "loaded"):
+        b = res.get(f"big {cond}")
+        if b:
+            print(f"\n1 MB stream ({len(text.encode()):,} bytes of text, 16-char deltas), {cond}")
+            for k, v in b.items():
+                print(f"  {k:<20} {v:7.3f} s  {fmt_ratio(v, b['bytes'])} the bytes")
+            print("  targets: events <= 3x the bytes, text_stream <= 2x")
+    for name in ("rust turns", "python turns"):
+        t = res.get(name)
+        if t:
+            print(f"\n{name} (µs per turn): 1-10 {t['1-10']:.1f}, 190-200 {t.get('190-200', float('nan')):.1f}, "
+                  f"ratio {fmt_ratio(t.get('190-200'), t['1-10'])} (target <= 1.5)")
+    print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""Client.stream pulled on the calling thread (issue 28): no worker thread, the GIL released while it waits,
+cancel() from another thread and Ctrl+C (SIGINT) ending a stalled stream within 200 ms, and event dicts built
+from the wire bytes equal to the wire JSON."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from typing import Any, Dict, List
+from urllib.parse import urlparse
+
+import pytest
+
+import tooloop
+from _support import mock_env, text_reply
+
+REQUEST: Dict[str, Any] = {"model": "claude-sonnet-4-6", "max_tokens": 256,
+                           "messages": [{"role": "user", "content": "hi"}]}
+
+
+def test_anthropic_client_stream_reads_on_the_calling_thread_without_a_worker(mock: Any) -> None:
+    # A fresh process: no idle worker from an earlier test. The worker path names its threads tooloop-run.
+    server = mock([text_reply("pulled on this thread " * 20)])
+    script = textwrap.dedent("""
+        import os, sys, tooloop
+        def names():
+            out = []
+            for t in os.listdir("/proc/self/task"):
+                with open(f"/proc/self/task/{t}/comm") as f:
+                    out.append(f.read().strip())
+            return out
+        client = tooloop.Client(base_url=os.environ["TOOLOOP_MOCK_URL"], api_key="k")
+        seen = []
+        with client.stream({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}) as s:
+            for event in s:
+                seen.extend(names())
+            text = s.get_final_text()
+        assert text == "pulled on this thread " * 20, text
+        print("tooloop-run" in seen, type(s._run).__name__)
+    """)
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, **mock_env(server.base_url)})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["False", "_Stream"]
+
+
+def test_cancel_from_another_thread_ends_a_stalled_pulled_stream_within_200_ms(mock: Any) -> None:
+    server = mock("anthropic_stream_stall")
+    stream = tooloop.Client(base_url=server.base_url, api_key="k").stream(REQUEST)
+    first = next(stream)
+    assert first["type"] == "message_start"
+    # While this thread waits in the stall, another Python thread runs (the GIL is released).
+    ticks: List[float] = []
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.005)
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    cancelled_at: List[float] = []
+
+    def cancel() -> None:
+        cancelled_at.append(time.monotonic())
+        stream.cancel()
+
+    timer = threading.Timer(0.4, cancel)
+    timer.start()
+    try:
+        with pytest.raises(tooloop.Cancelled) as info:
+            for _ in stream:
+                pass
+        ended = time.monotonic()
+    finally:
+        timer.cancel()
+        stop.set()
+        ticker.join()
+    took = ended - cancelled_at[0]
+    print(f"cancel() → the stalled stream ended after {took * 1000:.0f} ms; {len(ticks)} ticks of another thread")
+    assert took < 0.2 + 0.15  # 200 ms, with room for a loaded machine's scheduler
+    assert len(ticks) > 20
+    assert info.value.partial is not None
+    assert info.value.partial["content"] == [{"type": "text", "text": "This tex"}]
+
+
+SIGINT_SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    import tooloop
+
+    client = tooloop.Client(base_url=os.environ["TOOLOOP_MOCK_URL"], api_key="sk-ant-mock")
+    stream = client.stream({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})
+    assert type(stream._run).__name__ == "_Stream"
+    try:
+        for event in stream if sys.argv[1] == "events" else stream.text_stream:
+            pass
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt at", time.monotonic(), flush=True)
+        sys.exit(42)
+    sys.exit(1)
+""")
+
+
+@pytest.mark.parametrize("mode", ["events", "text"])
+def test_sigint_during_a_stalled_pulled_stream_raises_keyboard_interrupt_within_200_ms(mock: Any, mode: str) -> None:
+    server = mock("anthropic_stream_stall")
+    proc = subprocess.Popen([sys.executable, "-c", SIGINT_SCRIPT, mode], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **mock_env(server.base_url)})
+    try:
+        deadline = time.monotonic() + 20
+        while not server.requests() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.requests(), "the script never sent its request"
+        time.sleep(0.5)  # well into the stall
+        sent = time.monotonic()
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 42, (out, err)
+    took = float(out.split()[-1]) - sent  # when the script saw KeyboardInterrupt (same monotonic clock)
+    print(f"SIGINT → KeyboardInterrupt after {took * 1000:.0f} ms")
+    assert took < 0.2 + 0.15
+
+
+def test_event_dicts_equal_the_wire_json(mock: Any) -> None:
+    # Text deltas are built from a borrowed parse, the rest parsed in full: either way each dict must be the
+    # event's JSON as sent, escapes and non-ASCII included; a text delta with an extra field too.
+    text = 'plain "quoted" \\ back\\slash\nnew line, ünïcödé, 東京, emoji 🎉 and \t tab'
+    reply = text_reply(text)
+    server = mock([reply, reply])
+    u = urlparse(server.base_url)
+    conn = http.client.HTTPConnection(u.hostname or "127.0.0.1", u.port)
+    conn.request("POST", "/v1/messages", json.dumps({**REQUEST, "stream": True}),
+                 {"content-type": "application/json", "x-api-key": "k", "anthropic-version": "2023-06-01"})
+    body = conn.getresponse().read().decode()
+    conn.close()
+    wire = [json.loads(line[len("data: "):]) for line in body.splitlines() if line.startswith("data: ")]
+    assert sum(1 for e in wire if e["type"] == "content_block_delta") > 1
+    with tooloop.Client(base_url=server.base_url, api_key="k").stream(REQUEST) as stream:
+        got = list(stream)
+    assert got == wire
+    # An extra field in a text delta is kept (the full parse takes over).
+    extra = [{"raw": "event: message_start\ndata: " + json.dumps({"type": "message_start", "message": {
+        "id": "msg_x", "type": "message", "role": "assistant", "model": "m", "content": [], "stop_reason": None,
+        "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}}) + "\n\n"},
+        {"raw": 'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+                '"content_block":{"type":"text","text":""}}\n\n'},
+        {"raw": 'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+                '"delta":{"type":"text_delta","text":"hi"},"x_extra":1}\n\n'},
+        {"raw": 'event: content_block_stop\ndata: {"type":"content_block_stop","index":0}\n\n'},
+        {"raw": 'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn",'
+                '"stop_sequence":null},"usage":{"output_tokens":1}}\n\n'},
+        {"raw": 'event: message_stop\ndata: {"type":"message_stop"}\n\n'}]
+    server.load({"responses": [{"sse": extra}]})
+    with tooloop.Client(base_url=server.base_url, api_key="k").stream(REQUEST) as stream:
+        events = list(stream)
+        assert stream.get_final_text() == "hi"
+    assert events[2] == {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hi"},
+                         "x_extra": 1}
+
+
+def _closed_connections_to(port: int) -> int:
+    """Client sockets to `port` in TIME_WAIT (closed by this side: a connection that was not reused)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if int(cols[2].rsplit(":", 1)[1], 16) == port and cols[3] == "06":
+                count += 1
+    return count
+
+
+def test_finished_streams_hand_their_connection_back_to_the_pool(mock: Any) -> None:
+    # A stream that ends at message_stop reads the rest of its (chunked) body, so the next request reuses the
+    # connection instead of opening one: small streamed requests stay as cheap as create().
+    server = mock([text_reply(f"reply {i}") for i in range(20)])
+    port = urlparse(server.base_url).port or 0
+    client = tooloop.Client(base_url=server.base_url, api_key="k")
+    for i in range(20):
+        with client.stream(REQUEST) as stream:
+            assert "".join(stream.text_stream) == f"reply {i}"
+    closed = _closed_connections_to(port)
+    print(f"20 streamed requests: {closed} connections closed")
+    assert closed <= 2
