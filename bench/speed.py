@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Every speed figure of issue 28 in one run, quiet and loaded: tooloop against the official `anthropic` SDK
+"""Every speed figure in one run, quiet and loaded: tooloop against the official `anthropic` SDK
 and bare `http.client`, all against the same local mock server.
 
     python3 bench/speed.py [--rounds 3] [--requests 300] [--busy 2] [--no-rust] [--json OUT]

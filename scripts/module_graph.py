@@ -28,7 +28,7 @@ ALLOWED: dict[tuple[str, str], str] = {
 }
 
 
-# The core's layers (DESIGN.md, "one way through the house"): host -> binding -> options -> agent -> provider
+# The core's layers ("one way through the house"): host -> binding -> options -> agent -> provider
 # -> http, with plain data at the bottom. An import between two ranked modules must go down a rank (the
 # bottom ones may use each other); the cycle check covers the rest.
 RANKS: dict[str, int] = {

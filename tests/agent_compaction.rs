@@ -1,4 +1,4 @@
-//! Long sessions (issue 11): compaction against a mock server that enforces a context limit the way the API
+//! Long sessions: compaction against a mock server that enforces a context limit the way the API
 //! does (400 "prompt is too long"), reports usage from its own token estimate, and answers summary requests
 //! through a route. Every request that went out is checked: under the limit, and a valid API view.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -1,4 +1,4 @@
-//! A model turn with hundreds of tool calls (issue 20, item 7): at most `MAX_TOOL_CALLS_PER_TURN` run, the
+//! A model turn with hundreds of tool calls: at most `MAX_TOOL_CALLS_PER_TURN` run, the
 //! rest are answered with an error result; identical calls inside one turn count for the runaway guard.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,5 +1,5 @@
 //! What an MCP server from a repository can do to us, against a real server built with the official MCP
-//! Python SDK (tests/mcp/hostile_server.py) — issue 20, items 10 to 13: secrets handed to it or shown by it
+//! Python SDK (tests/mcp/hostile_server.py): secrets handed to it or shown by it
 //! are redacted, its output is read with bounded memory, its images cannot poison the conversation, its
 //! secret headers never follow a redirect to another origin, and its whole process tree ends on close.
 //!

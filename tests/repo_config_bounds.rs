@@ -1,4 +1,4 @@
-//! Configuration a cloned repository brings cannot redirect credentials (issue 20, items 11 and 14): the
+//! Configuration a cloned repository brings cannot redirect credentials: the
 //! Bedrock region is validated before it becomes part of a host name, and secret headers never follow a
 //! redirect to another origin (model providers and MCP over HTTP alike).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::result_large_err)]

@@ -1,4 +1,4 @@
-//! A repository's skills cannot crash the agent (issue 20, item 15): YAML front matter is bounded in size,
+//! A repository's skills cannot crash the agent: YAML front matter is bounded in size,
 //! alias expansion and nesting depth; a bad SKILL.md is reported with its path and skipped, the good ones
 //! beside it still load.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

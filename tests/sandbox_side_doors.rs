@@ -1,4 +1,4 @@
-//! The side doors of the bash sandbox (issue 20, items 2–6), end to end through `builtin::register`:
+//! The side doors of the bash sandbox, end to end through `builtin::register`:
 //! terminal injection, the controlling terminal, Unix sockets (real listeners started here), the network
 //! allow-list (MPTCP, UDP), metadata writes, and a sandbox the kernel cannot provide.
 //!

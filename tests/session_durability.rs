@@ -1,4 +1,4 @@
-//! Session files under failure and misuse (issue 9, items 4–6): a failed append (a full disk) loses no later
+//! Session files under failure and misuse: a failed append (a full disk) loses no later
 //! entry, a last line without its newline is kept, unknown versions and files that are not sessions are
 //! refused untouched, one writer at a time (flock), and owner-only permissions.
 //!

@@ -1,4 +1,4 @@
-//! Sessions in SQLite (issue 27) under failure, misuse and load: the `session` spec, one writer per session
+//! Sessions in SQLite under failure, misuse and load: the `session` spec, one writer per session
 //! (in this process and another), a crashed writer (kill -9) never blocking the next open and losing at most
 //! the entry being written, a full disk (a real file-size limit), foreign and newer databases refused
 //! untouched, owner-only files, migration to and from JSONL, and 64 agents writing to one database at once.

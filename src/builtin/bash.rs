@@ -911,7 +911,7 @@ mod tests {
         assert!(fitted.ends_with("...]\n99\n"), "{fitted}");
     }
 
-    /// The escapes of issue 16: each must die on timeout, be named, and leak no thread.
+    /// The known sandbox escapes: each must die on timeout, be named, and leak no thread.
     fn escape_dies_on_timeout(template: &str) {
         let (_tmp, ws) = setup();
         let m = marker();

@@ -1,4 +1,4 @@
-/* Round three's control through the C API, on a host model (no network):
+/* Hooks, rules and the spend cap through the C API, on a host model (no network):
  * - tooloop_agent_set_hook: before_tool denies one call and rewrites another's input, after_tool replaces
  *   a result, before_request sees every request, on_stop keeps the run going once; the order around a call
  *   is rules, before_tool, permission callback, tool, after_tool;

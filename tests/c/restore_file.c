@@ -1,4 +1,4 @@
-/* tooloop_restore_file (issue 20, item 1): a C host's undo puts a workspace file back through the library's
+/* tooloop_restore_file: a C host's undo puts a workspace file back through the library's
  * race-free handles. A symlink planted where a naive undo would write its temporary file is never written
  * through; a path leading out is TOOLOOP_IO with the file outside untouched; NULL content removes. */
 #define _POSIX_C_SOURCE 200809L

@@ -1,4 +1,4 @@
-/* Session files through the C doors (issue 9, items 4 and 6): the "session" config key and
+/* Session files through the C doors: the "session" config key and
  * tooloop_agent_open_session refuse a file that is not a tooloop session and one written in a newer format
  * version (TOOLOOP_IO, the file untouched), a second agent cannot open a session another one holds, a last
  * line without its newline is kept, and a new session file is created 0600 in a 0700 folder. No server:

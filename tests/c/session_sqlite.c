@@ -1,4 +1,4 @@
-/* Sessions in SQLite through the C doors (issue 27): the "session" config key and
+/* Sessions in SQLite through the C doors: the "session" config key and
  * tooloop_agent_open_session take "path.db#id" (the database and its folders created owner-only), a session
  * is resumed by id, a second writer of one session is refused while another id of the same database opens,
  * a database that is not tooloop's is refused untouched (TOOLOOP_IO), and a database path without an id is

@@ -1,7 +1,6 @@
 """An MCP server built with the official MCP Python SDK that does what a hostile or careless one could: it
 leaks secrets into its instructions and tool descriptions, echoes its environment, floods its stderr, sends
-huge results and images, and leaves a `setsid` process behind. Used by tests/mcp_repo.rs (issue 20, items
-10-13).
+huge results and images, and leaves a `setsid` process behind. Used by tests/mcp_repo.rs.
 
 Run: python hostile_server.py [MARKER]                 (stdio)
      python hostile_server.py http HOST PORT [MARKER]  (Streamable HTTP on HOST:PORT/mcp)

@@ -144,7 +144,7 @@ def tool_reply(*calls: Any, text: Optional[str] = None, **extra: Any) -> Dict[st
 
 def unmarked(v: Any) -> Any:
     """`v` (a request body or part of one) without prompt-caching markers: they are wire-only annotations
-    (see tooloop's cache module and tests/python/test_round_two.py), and many tests compare the rest."""
+    (see tooloop's cache module and tests/python/test_agent_options_more.py), and many tests compare the rest."""
     if isinstance(v, dict):
         return {k: unmarked(x) for k, x in v.items() if k != "cache_control"}
     if isinstance(v, list):

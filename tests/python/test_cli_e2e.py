@@ -219,7 +219,7 @@ def test_key_from_the_workspace_dotenv_is_used(tooloop_cmd, ws, tmp_path):
 
 
 def test_a_dotenv_base_url_without_its_own_key_is_refused_and_nothing_is_sent(tooloop_cmd, ws, tmp_path):
-    """Issue 9: a cloned repository's .env must not redirect the user's own key to its server."""
+    """A cloned repository's .env must not redirect the user's own key to its server."""
     with MockServer(SCENARIOS / "cli_continue.json") as mock:
         (ws / ".env").write_text(f"OPENAI_BASE_URL={mock.base_url}/v1\nANTHROPIC_BASE_URL={mock.base_url}\n")
         env = clean_env(tmp_path, ANTHROPIC_API_KEY="sk-users-own-key")

@@ -1,4 +1,4 @@
-"""The `tooloop` command knows when a model stops making progress (issue 21): three scripted models against the
+"""The `tooloop` command knows when a model stops making progress: three scripted models against the
 mock server — one that re-writes identical content and re-runs its check, one that cycles, one that finishes —
 and bench/local_tasks.py over its twelve tasks, side by side with another agent command.
 """

@@ -151,7 +151,7 @@ def test_call_asked_about_is_not_repeated_when_it_runs():
 
 
 def test_call_shown_by_its_event_is_not_repeated_in_the_question():
-    """Issue 15.1: in ask mode the tool_use event usually arrives before the question."""
+    """In ask mode the tool_use event usually arrives before the question."""
     out = io.StringIO()
     r = Renderer(out, color=False)
     r.text("Let me run it.")

@@ -1,4 +1,4 @@
-"""What a cloned repository brings to the `tooloop` command (issue 20, items 8, 9 and 14): a project MCP
+"""What a cloned repository brings to the `tooloop` command: a project MCP
 server's approval pins the workspace files it runs, the approval question shows every env value and header
 the server gets with `${VAR}` spelled out, and the workspace `.env` is read only when it is a small regular
 file (a FIFO or /dev/zero neither hangs nor fills memory), while a region from it is checked before use.
@@ -29,7 +29,7 @@ def approve(ws, tmp_path, name):
     config = json.loads((ws / ".mcp.json").read_text())["mcpServers"][name]
     folder = sessions_dir(ws.resolve(), {"TOOLOOP_HOME": str(tmp_path / "home")})
     folder.mkdir(parents=True, exist_ok=True)
-    pin = getattr(features, "approval_hash", None)   # (a tooloop before issue 20 pinned the configuration only)
+    pin = getattr(features, "approval_hash", None)   # (older versions pinned the configuration only)
     value = pin(config, ws.resolve()) if pin else features.config_hash(config)
     (folder / "mcp-approved.json").write_text(json.dumps({name: value}))
 

@@ -1,4 +1,4 @@
-"""Round three's control doors in Python: hooks=, permission_rules=, max_cost_usd= (result.cost_usd,
+"""The control doors in Python: hooks=, permission_rules=, max_cost_usd= (result.cost_usd,
 stop_reason "budget"), instruction_files=."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`import tooloop` stays cheap (issue 10.7): the heavy standard modules load when first needed (a tool built
+"""`import tooloop` stays cheap: the heavy standard modules load when first needed (a tool built
 from a function, a tool that raises), not at import. Timing itself is measured by bench/import_time.py, not
 here: a timed test would be flaky on a shared machine."""
 

@@ -1,4 +1,4 @@
-"""What a host asks the library instead of knowing it (issue 10.3): which tools are read-only, whether a
+"""What a host asks the library instead of knowing it: which tools are read-only, whether a
 tool call was denied, what a run and a conversation cost, what a session file holds. Against the mock
 server, with the core's own price table and session loader."""
 

@@ -1,4 +1,4 @@
-"""Client.stream pulled on the calling thread (issue 28): no worker thread, the GIL released while it waits,
+"""Client.stream pulled on the calling thread: no worker thread, the GIL released while it waits,
 cancel() from another thread and Ctrl+C (SIGINT) ending a stalled stream within 200 ms, and event dicts built
 from the wire bytes equal to the wire JSON."""
 

@@ -1,4 +1,4 @@
-"""A command run by bash cannot reach the user's terminal (issue 20, item 2), on a real pseudo-terminal.
+"""A command run by bash cannot reach the user's terminal, on a real pseudo-terminal.
 
 A host program runs with a pty as its controlling terminal and stdin, like `tooloop` in a user's shell.
 Its fake model asks bash to push "echo INJECTED" into that terminal with the TIOCSTI ioctl, through

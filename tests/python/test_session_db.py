@@ -1,4 +1,4 @@
-"""Sessions in SQLite through Python and the CLI (issue 27): ``session="runs/sessions.db#id"`` across
+"""Sessions in SQLite through Python and the CLI: ``session="runs/sessions.db#id"`` across
 processes, ``tooloop.migrate_session`` both ways, ``--session-db`` (new, ``--continue``, ``--resume``),
 ``tooloop sessions`` listing both stores with turns, tools, tokens and cost, filtered by workspace and date,
 and ``tooloop sessions migrate``."""

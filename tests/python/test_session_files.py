@@ -1,4 +1,4 @@
-"""Session files through the Python doors (issue 9, items 4 and 6): `Agent(session=path)` and the CLI's
+"""Session files through the Python doors: `Agent(session=path)` and the CLI's
 `--resume` refuse a file that is not a tooloop session and a newer format version (the file untouched),
 one agent at a time may hold a session (also across processes), a last line without its newline is kept,
 and files and folders are created owner-only."""

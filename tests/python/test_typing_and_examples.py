@@ -31,7 +31,7 @@ def test_stubtest_passes() -> None:
 
 
 def test_examples_and_the_whole_package_pass_mypy_strict() -> None:
-    """The whole package, CLI and tool helpers included (issue 10.5): no module list to forget a new one,
+    """The whole package, CLI and tool helpers included: no module list to forget a new one,
     no ignore_errors override for any part of it."""
     needs_mypy()
     pyproject = (ROOT / "pyproject.toml").read_text()

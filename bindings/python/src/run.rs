@@ -105,7 +105,7 @@ pub fn item_to_py<'py>(py: Python<'py>, item: Item) -> PyResult<Bound<'py, PyAny
 }
 
 /// `TOOLOOP_WORKER_STREAMS=1` in the environment (read once): raw streams go through a worker thread and
-/// every event through a JSON value, as before issue 28 — what `bench/speed.py` compares the new paths with,
+/// every event through a JSON value, as the worker path did — what `bench/speed.py` compares the new paths with,
 /// in the same build and the same run. Not for production use.
 pub fn worker_streams() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();

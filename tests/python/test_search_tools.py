@@ -1,4 +1,4 @@
-"""Round three's tools through the Python API and the mock server: a per-tool timeout for Python tools,
+"""The search, fetch and background tools through the Python API and the mock server: a per-tool timeout for Python tools,
 background commands of the built-in bash (started, queried through bash, read, killed, all ended by close),
 and grep/glob in the default tool set."""
 

@@ -1,4 +1,4 @@
-"""The `tooloop` command with the round-two features: sandbox mode, planning, subagents, skills, MCP servers
+"""The `tooloop` command with its coding-agent features: sandbox mode, planning, subagents, skills, MCP servers
 (with the project approval), bedrock settings, the runaway guard. The installed console script runs against
 the shared mock server; the REPL parts through a pseudo-terminal (pexpect).
 """
@@ -40,7 +40,7 @@ def in_order(out, pieces):
         pos = found + len(piece)
 
 
-# -- planning, subagents, skills (issue 12) -----------------------------------------------------------------
+# -- planning, subagents, skills -----------------------------------------------------------------
 
 def test_plans_delegates_to_an_explore_subagent_and_uses_a_skill(tooloop_exe, ws, tmp_path):
     (ws / "main.py").write_text("def main():\n    print('hi')\n")
@@ -90,7 +90,7 @@ def test_no_planning_and_no_subagents_leave_the_tools_out(tooloop_exe, ws, tmp_p
     assert "todo_write" not in names and "task" not in names and "bash" in names
 
 
-# -- sandbox (issue 16) -------------------------------------------------------------------------------------
+# -- sandbox -------------------------------------------------------------------------------------
 
 def landlock():
     from tooloop.cli.features import landlock_abi
@@ -134,14 +134,14 @@ def test_sandbox_mode_refuses_required_without_landlock():
     # Not asked for: the default falls back to off, said in one line (never claimed to the model).
     mode, note = sandbox_mode(None, False, probe=lambda: None)
     assert mode == "off" and "unconfined" in note
-    # Asked for explicitly: refused (issue 20 item 6), whichever mode.
+    # Asked for explicitly: refused, whichever mode.
     for asked in ("required", "workspace-write", "read-only"):
         with pytest.raises(ConfigProblem, match="Landlock"):
             sandbox_mode(asked, False, probe=lambda: None)
     assert sandbox_mode("required", False, probe=lambda: 1) == ("workspace-write", "")
 
 
-# -- bedrock (issue 13) -------------------------------------------------------------------------------------
+# -- bedrock -------------------------------------------------------------------------------------
 
 def test_bedrock_needs_a_region_and_names_the_aws_variables(tooloop_exe, ws, tmp_path):
     proc = run(tooloop_exe, ws, clean_env(tmp_path), "-p", "--provider", "bedrock", "hi")
@@ -197,7 +197,7 @@ def test_bedrock_settings_default_model_and_region_from_env(tmp_path, monkeypatc
     assert (s.model, s.region) == ("m", "us-east-1")
 
 
-# -- MCP (issue 14) -----------------------------------------------------------------------------------------
+# -- MCP -----------------------------------------------------------------------------------------
 
 def write_mcp_json(ws, py):
     (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"demo": {"command": py, "args": [str(FASTMCP)]}}}))
@@ -467,7 +467,7 @@ def test_header_line_says_when_landlock_is_missing(tmp_path, monkeypatch):
             in out.getvalue())
 
 
-# -- a sandbox the kernel cannot provide (issue 20, item 6) -------------------------------------------------
+# -- a sandbox the kernel cannot provide -------------------------------------------------
 
 NO_LANDLOCK = ("import sys\n"
                "from tooloop.cli import app, features\n"

@@ -1,5 +1,5 @@
-"""The round-two options through the Python door: planning (todo list), subagents whose tools are Python
-functions, skills, MCP servers from the official SDK, the bash sandbox, close() and the context manager."""
+"""The agent options beyond the loop through the Python door: planning (todo list), subagents whose tools are
+Python functions, skills, MCP servers from the official SDK, the bash sandbox, close() and the context manager."""
 
 from __future__ import annotations
 
