@@ -3,6 +3,11 @@
 //! An embeddable LLM agent core: a model calling tools in a loop. Send the conversation and the tool
 //! schemas, run the tools the model asks for, append their results, repeat until the model stops.
 //!
+//! - [`error`]: the one error type, its kinds following the API's error types.
+//! - [`http`]: the HTTP client: timeouts, retries with backoff, cancellation; [`sse`] decodes streams;
+//!   [`gate`] is where a batch paces every agent's requests.
+//! - [`cancel`]: cancellation from any thread.
+//! - [`pricing`]: the old path of the prices, now in [`models`].
 //! - [`types`]: wire types in the Anthropic Messages shape (also the neutral form), lossless.
 //! - [`provider`]: Anthropic Messages, OpenAI-compatible Chat Completions, host-supplied models.
 //! - [`conversation`]: the store of entries and the always-valid API view.
@@ -21,7 +26,8 @@
 //! - [`session`]: append-only JSONL persistence, crash-tolerant load, resume.
 //! - [`session_sqlite`]: sessions in a SQLite database (many sessions, one file).
 //! - [`store`]: the session store seam both implement, and migration between them.
-//! - [`builtin`]: coding tools (bash, read_file, write_file, edit_file) confined to a workspace.
+//! - [`builtin`]: coding tools (bash with background commands, read_file, write_file, edit_file, grep, glob,
+//!   web_fetch) confined to a workspace.
 //! - [`rules`]: permission rules (`bash(npm test:*)`, `edit_file(src/**)`, `mcp__github`).
 //! - [`hooks`]: host code around each tool call, each request and the end of a run.
 //! - [`instructions`]: project instruction files (AGENTS.md, CLAUDE.md).
