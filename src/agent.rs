@@ -1057,7 +1057,8 @@ impl Agent {
             run.turns += 1;
             let turn = run.turns;
             on_event(&Event::TurnStart { turn });
-            let (message, bad_inputs) = self.compacting_turn(turn, &cancel, &mut run, on_event)?;
+            let wrap_up = state.progress.take_wrap_up(); // progress.rs: this request with tools disabled
+            let (message, bad_inputs) = self.compacting_turn(turn, wrap_up, &cancel, &mut run, on_event)?;
             run.text = message.text();
             run.stop_reason = message.stop_reason.clone();
             run.message = Some(message.clone());
@@ -1231,17 +1232,23 @@ impl Agent {
     fn compacting_turn(
         &self,
         turn: u32,
+        wrap_up: bool,
         cancel: &CancelToken,
         run: &mut RunResult,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<(MessageResponse, HashMap<String, Value>)> {
         use crate::compaction::Reason;
-        let mut request = self.request();
+        let request_now = || {
+            let mut r = self.request();
+            crate::progress::wrap_up(&mut r, wrap_up);
+            r
+        };
+        let mut request = request_now();
         let (tokens, mut measured) = self.estimate_request(&request);
         if self.over_threshold(tokens) {
             let mut spent = (&mut run.usage, &mut run.cost_usd);
             if self.compact_inner(Reason::Threshold, None, false, cancel, &mut spent, on_event)?.is_some() {
-                request = self.request();
+                request = request_now();
                 measured = Some(crate::compaction::request_bytes(&request));
             }
         }
@@ -1257,7 +1264,7 @@ impl Agent {
                     {
                         return Err(e);
                     }
-                    request = self.request();
+                    request = request_now();
                     measured = Some(crate::compaction::request_bytes(&request));
                 }
                 other => return other,
