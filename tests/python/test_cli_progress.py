@@ -74,6 +74,25 @@ def test_a_model_that_finishes_is_untouched_and_the_guard_can_be_turned_off(tool
     assert "turn limit" in proc.stderr and "no progress" not in proc.stderr
 
 
+def test_a_model_that_reruns_a_passing_check_gets_a_tools_off_turn_and_the_command_ends_by_itself(
+        tooloop_exe, ws, tmp_path):
+    # What a small local model does when it is done: write, run (passes), run again. The next request goes out
+    # once with tools disabled, asking for the answer; the model answers in text and the command exits 0.
+    steps = [tool_reply(("w", "write_file", {"path": "hello.py", "content": "print('hi')\n"})),
+             tool_reply(("b1", "bash", {"command": "python3 hello.py"})),
+             tool_reply(("b2", "bash", {"command": "python3 hello.py"})),
+             text_reply("hello.py prints hi.")]
+    with MockServer({"responses": steps}) as mock:
+        proc = run(tooloop_exe, ws, cli_env(tmp_path, mock), "make hello.py print hi and run it")
+        reqs = mock.requests()
+    assert proc.returncode == 0, proc.stderr
+    assert len(reqs) == 4
+    assert [r["body"].get("tool_choice") for r in reqs] == [None, None, None, {"type": "none"}]
+    assert reqs[3]["body"]["tools"], "the tools stay defined: the history holds calls of them"
+    assert "tools are off for this answer" in json.dumps(reqs[3]["body"]["messages"][-1])
+    assert "hello.py prints hi." in proc.stdout
+
+
 # -- bench/local_tasks.py -------------------------------------------------------------------------------------
 
 def _call(i, name, args):
