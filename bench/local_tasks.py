@@ -319,6 +319,13 @@ def report(runs: List[Run]) -> List[str]:
     return lines
 
 
+def _absolute(cmd: List[str]) -> List[str]:
+    """Each agent runs in its task's workspace: a relative path in its command (`./target/release/x`,
+    `bench/simple_loop.py`) that names a file here is made absolute, so it still names that file there."""
+    return [str(Path(a).resolve()) if not a.startswith("-") and os.sep in a and Path(a).exists() else a
+            for a in cmd]
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: List[str] = []
@@ -353,7 +360,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         p.error(f"unknown task(s): {', '.join(unknown)}")
     agents: List[Tuple[str, List[str]]] = []
     if not args.no_tooloop:
-        tooloop = args.tooloop.split() if args.tooloop else [sys.executable, "-m", "tooloop.cli"]
+        tooloop = _absolute(shlex.split(args.tooloop)) if args.tooloop else [sys.executable, "-m", "tooloop.cli"]
         agents.append(("tooloop", tooloop + ["--yes", "-p", "--provider", args.provider, "--model", args.model,
                                             "--max-turns", str(args.max_turns), "--no-color"]
                        + (["--base-url", args.base_url] if args.base_url else []) + extra))
@@ -361,7 +368,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         name, sep, command = item.partition("=")
         if not sep or not name or not command.strip():
             p.error(f"--agent wants NAME=COMMAND, got {item!r}")
-        agents.append((name, shlex.split(command)))
+        agents.append((name, _absolute(shlex.split(command))))
     env = dict(os.environ)
     runs: List[Run] = []
     for task in [t for t in TASKS if t.name in wanted]:

@@ -157,9 +157,10 @@ pub struct AgentOptions {
     /// [`RepeatGuard`].
     #[serde(deserialize_with = "de_repeat_guard")]
     pub repeat_guard: Option<RepeatGuard>,
-    /// Progress detection: `true` (the default), `false` for off, or `{"stop_after": N}`: turns that change
-    /// nothing (identical rewrites, same output again, cycles) get a note, and after N more the run ends with
-    /// stop_reason `"repetition"`. See [`crate::progress`].
+    /// Progress detection: `true` (the default), `false` for off, or `{"stop_after": N, "wrap_up": bool}`:
+    /// turns that change nothing (identical rewrites, same output again, cycles) get a note, and after N more
+    /// the run ends with stop_reason `"repetition"`; after a turn that only re-ran a passing check the next
+    /// request goes out once with tools disabled (`wrap_up`, default true). See [`crate::progress`].
     #[serde(deserialize_with = "de_progress_guard")]
     pub progress_guard: Option<crate::progress::ProgressGuard>,
     /// Built-in tools described in one sentence each (default false): for small context windows.
@@ -901,7 +902,7 @@ fn de_repeat_guard<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Optio
 fn de_progress_guard<'de, D: Deserializer<'de>>(
     d: D,
 ) -> std::result::Result<Option<crate::progress::ProgressGuard>, D::Error> {
-    let what = "false, true, or {\"stop_after\": N} (N ≥ 1)";
+    let what = "false, true, or {\"stop_after\": N, \"wrap_up\": bool} (N ≥ 1)";
     match value(d)? {
         Value::Null | Value::Bool(true) => Ok(Some(crate::progress::ProgressGuard::default())),
         Value::Bool(false) => Ok(None),
@@ -910,6 +911,11 @@ fn de_progress_guard<'de, D: Deserializer<'de>>(
             for (k, v) in o {
                 match k.as_str() {
                     "stop_after" => g.stop_after = integer::<D::Error>(&v, 1, 1000, what)? as u32,
+                    "wrap_up" => {
+                        g.wrap_up = v.as_bool().ok_or_else(|| {
+                            D::Error::custom(format!("wrap_up must be true or false, got {}", got(&v)))
+                        })?
+                    }
                     _ => return Err(D::Error::custom(format!("unknown key {k:?}; must be {what}"))),
                 }
             }
@@ -1170,6 +1176,7 @@ mod tests {
             (r#"{"repeat_guard": {"warn_after": 1}}"#, "repeat_guard"),
             (r#"{"progress_guard": {"stop_after": 0}}"#, "progress_guard"),
             (r#"{"progress_guard": "on"}"#, "progress_guard"),
+            (r#"{"progress_guard": {"wrap_up": 1}}"#, "progress_guard"),
             (r#"{"model": "m", "max_tokens": 100, "thinking": 2048}"#, "thinking"),
         ] {
             let (k, message) = err(json);
@@ -1252,7 +1259,12 @@ mod tests {
             .unwrap()
             .agent_config(false)
             .unwrap();
-        assert_eq!(p.progress_guard, Some(crate::progress::ProgressGuard { stop_after: 5 }));
+        assert_eq!(p.progress_guard, Some(crate::progress::ProgressGuard { stop_after: 5, wrap_up: true }));
+        let p = AgentOptions::from_json(r#"{"model": "m", "progress_guard": {"wrap_up": false}}"#)
+            .unwrap()
+            .agent_config(false)
+            .unwrap();
+        assert_eq!(p.progress_guard, Some(crate::progress::ProgressGuard { stop_after: 2, wrap_up: false }));
         assert_eq!(o.builtin_tools.names(), Some(vec!["read_file".to_string()]));
     }
 

@@ -15,6 +15,13 @@
 //! The same call in consecutive turns stays the runaway guard's to count and stop ([`Progress::again`]): such
 //! a turn neither stalls nor moves here, but a result the same as last time still gets the note at once.
 //!
+//! The wrap-up turn ([`ProgressGuard::wrap_up`], on by default): a note alone does not make a small model
+//! stop — it reads "answer without a tool" and calls the tool again. So when a turn only repeated a check
+//! that had already passed (a command with the same output as before, exit code 0), the next request is
+//! sent once with tools disabled (`tool_choice` none, the tools still defined so the history stays valid)
+//! and a line asking for the final answer ([`wrap_up`]): the model has to answer in text, and the run ends
+//! the natural way, with `end_turn`. Once per run; if the model still calls a tool, the guard goes on.
+//!
 //! Must never: stop a run whose calls keep producing something new (a cycle of commands whose output changes,
 //! like a poll, is left alone), or judge a call before it ran. It only reads what the loop hands it: no I/O,
 //! nothing above it imported.
@@ -23,22 +30,43 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::types::ToolUseBlock;
+use crate::types::{ContentBlock, Request, ToolUseBlock};
 
-/// How patient the progress detection is. Default on (`stop_after` 2).
+/// How patient the progress detection is. Default on (`stop_after` 2, `wrap_up` on).
 ///
-/// Set through the `progress_guard` option: `true` (default), `false` (off), or `{"stop_after": N}`.
+/// Set through the `progress_guard` option: `true` (default), `false` (off), or
+/// `{"stop_after": N, "wrap_up": bool}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProgressGuard {
     /// Stalled turns in a row, after the first one (which gets the note), before the run ends (default 2,
     /// at least 1).
     pub stop_after: u32,
+    /// After a turn that only re-ran a check that had already passed, send the next request once with tools
+    /// disabled, asking for the final answer (default true). See [`wrap_up`].
+    pub wrap_up: bool,
 }
 
 impl Default for ProgressGuard {
     fn default() -> Self {
-        ProgressGuard { stop_after: 2 }
+        ProgressGuard { stop_after: 2, wrap_up: true }
     }
+}
+
+/// The line the wrap-up request adds to the last tool result.
+pub const WRAP_UP_NOTE: &str = "[tooloop: tools are off for this answer. Your last call repeated a check that had \
+                                already passed. Answer now in one or two plain sentences: what you did and whether \
+                                it worked (or what is left).]";
+
+/// Where the wrap-up stands in this run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum WrapUp {
+    /// Not (yet) called for.
+    #[default]
+    Idle,
+    /// The next request goes out with tools disabled.
+    Due,
+    /// Sent: once per run.
+    Sent,
 }
 
 /// Longest cycle of turns looked for (A B A B and A B C A B C; one-turn repeats are the repeat guard's).
@@ -71,6 +99,14 @@ pub struct Progress {
     /// The period of the cycle the current turn completes.
     cycle: Option<usize>,
     stalled: u32,
+    /// Whether a call of the current turn re-ran a check that had passed, with the same output.
+    passed_again: bool,
+    /// Whether a call of the current turn failed (an error, or a command with a non-zero exit code).
+    turn_failed: bool,
+    /// Whether a call failed since the last turn that made progress: then the task is not done, and the
+    /// tools stay on.
+    failed_since_progress: bool,
+    wrap_up: WrapUp,
 }
 
 impl Progress {
@@ -81,6 +117,8 @@ impl Progress {
         self.shown.push(calls.iter().map(describe).collect::<Vec<_>>().join(" + "));
         self.current.clear();
         self.cycle = None;
+        self.passed_again = false;
+        self.turn_failed = false;
         let n = self.turns.len();
         for p in 2..=MAX_PERIOD {
             if n >= 2 * p && self.turns[n - p..] == self.turns[n - 2 * p..n - p] {
@@ -97,9 +135,11 @@ impl Progress {
     pub fn see(&mut self, call: &ToolUseBlock, content: &Value, is_error: bool) {
         let key = (call.name.clone(), call.input.to_string());
         let text = result_text(content);
+        self.turn_failed |= is_error || (call.name == "bash" && !passed(call, &text, is_error));
         let why = if unchanged_write(call, &text, is_error) {
             Some(format!("{} wrote exactly the content the file already had, so nothing changed", describe(call)))
         } else if self.results.get(&key) == Some(&text) {
+            self.passed_again |= passed(call, &text, is_error);
             Some(same_result(call, &text, is_error))
         } else {
             None
@@ -119,10 +159,13 @@ impl Progress {
     pub fn again(&mut self, call: &ToolUseBlock, content: &Value, is_error: bool) -> Option<String> {
         let key = (call.name.clone(), call.input.to_string());
         let text = result_text(content);
+        self.turn_failed |= is_error || (call.name == "bash" && !passed(call, &text, is_error));
         let why = if unchanged_write(call, &text, is_error) {
             Some(format!("{} wrote exactly the content the file already had, so nothing changed", describe(call)))
         } else {
-            (self.results.get(&key) == Some(&text)).then(|| same_result(call, &text, is_error))
+            let same = self.results.get(&key) == Some(&text);
+            self.passed_again |= same && passed(call, &text, is_error);
+            same.then(|| same_result(call, &text, is_error))
         };
         let note = why.map(|why| {
             format!(
@@ -145,12 +188,22 @@ impl Progress {
         });
         // A cycle counts when its calls also brought nothing new (commands whose output changes, like a poll,
         // are left alone).
-        if self.current.is_empty() {
-            return None; // only calls the runaway guard counts: no verdict either way
-        }
         let all_idle = self.current.iter().all(Option::is_some);
         let any_idle = self.current.iter().any(Option::is_some);
         let stalled = all_idle || (cycle.is_some() && any_idle);
+        // A turn that moved forgets older failures; a stalled one adds its own.
+        self.failed_since_progress =
+            if stalled { self.failed_since_progress || self.turn_failed } else { self.turn_failed };
+        // Every call of the turn repeated something (or was the same call as the turn before), one of them
+        // was a passing check, and nothing has failed since the last change: the model is done but does not
+        // say so.
+        if stalled && self.passed_again && !self.failed_since_progress && guard.wrap_up && self.wrap_up == WrapUp::Idle
+        {
+            self.wrap_up = WrapUp::Due;
+        }
+        if self.current.is_empty() {
+            return None; // only calls the runaway guard counts: no verdict either way
+        }
         if !stalled {
             self.stalled = 0;
             return None;
@@ -174,6 +227,51 @@ impl Progress {
         };
         Some(Stall { count: self.stalled, stop, note })
     }
+}
+
+impl Progress {
+    /// Whether the next request is the wrap-up (tools disabled); `true` once per run, then never again.
+    pub fn take_wrap_up(&mut self) -> bool {
+        let due = self.wrap_up == WrapUp::Due;
+        if due {
+            self.wrap_up = WrapUp::Sent;
+        }
+        due
+    }
+}
+
+/// Make `request` the wrap-up request: tools disabled (`tool_choice` none; the tools stay defined, since the
+/// history holds calls of them), and [`WRAP_UP_NOTE`] added to the last tool result, so the model answers in
+/// text. Only the request changes, not the conversation. Does nothing when `on` is false or the request
+/// already has a `tool_choice` other than auto.
+pub fn wrap_up(request: &mut Request, on: bool) {
+    // A tool_choice the host (or output_schema's final-answer tool) set is theirs: leave the request alone.
+    let auto = request.tool_choice.as_ref().is_none_or(|c| c.get("type").and_then(Value::as_str) == Some("auto"));
+    if !on || !auto {
+        return;
+    }
+    request.tool_choice = Some(serde_json::json!({"type": "none"}));
+    let last = request.messages.last_mut().and_then(|m| {
+        m.content.iter_mut().rev().find_map(|b| match b {
+            ContentBlock::ToolResult(r) => Some(r),
+            _ => None,
+        })
+    });
+    if let Some(result) = last {
+        match &mut result.content {
+            Value::String(s) => {
+                s.push_str("\n\n");
+                s.push_str(WRAP_UP_NOTE);
+            }
+            Value::Array(blocks) => blocks.push(serde_json::json!({"type": "text", "text": WRAP_UP_NOTE})),
+            other => *other = Value::String(format!("{other}\n\n{WRAP_UP_NOTE}")),
+        }
+    }
+}
+
+/// A bash command that exited 0 (its output carries no `exit code: N` line).
+fn passed(call: &ToolUseBlock, text: &str, is_error: bool) -> bool {
+    !is_error && call.name == "bash" && !text.lines().any(|l| l.starts_with("exit code: "))
 }
 
 /// The built-in write_file compares before writing and says when the file already had the content.
@@ -212,8 +310,7 @@ fn describe(call: &ToolUseBlock) -> String {
 
 /// The note for a call whose result is the same as its last one.
 fn same_result(call: &ToolUseBlock, text: &str, is_error: bool) -> String {
-    let passed = !is_error && call.name == "bash" && !text.lines().any(|l| l.starts_with("exit code: "));
-    if passed {
+    if passed(call, text, is_error) {
         format!("{} already ran before with exactly the same output and it passed (exit code 0)", describe(call))
     } else {
         format!("{} already ran before with exactly the same result", describe(call))
@@ -323,6 +420,71 @@ mod tests {
         p.begin_turn(std::slice::from_ref(&write));
         let note = p.again(&write, &json!("unchanged errors.txt (2 bytes; it already had this content)"), false);
         assert!(note.expect("an identical rewrite").contains("wrote exactly the content the file already had"));
+    }
+
+    #[test]
+    fn a_rerun_passing_check_calls_for_one_wrap_up_but_not_after_a_failure_or_when_off() {
+        let mut p = Progress::default();
+        let write = call("write_file", json!({"path": "hello.py", "content": "print(1)"}));
+        let run = call("bash", json!({"command": "python3 hello.py"}));
+        assert_eq!(turn(&mut p, &[(write.clone(), "created hello.py (8 bytes)")]), None);
+        assert_eq!(turn(&mut p, &[(run.clone(), "1")]), None);
+        assert!(!p.take_wrap_up(), "a first run is no repeat");
+        assert!(
+            turn(&mut p, &[(write.clone(), "unchanged hello.py (8 bytes; it already had this content)")]).is_some()
+        );
+        assert!(!p.take_wrap_up(), "an identical rewrite alone is no passing check");
+        assert!(turn(&mut p, &[(run.clone(), "1")]).is_some());
+        assert!(p.take_wrap_up(), "the check passed again with the same output");
+        assert!(!p.take_wrap_up(), "once");
+        assert!(turn(&mut p, &[(run.clone(), "1")]).is_some());
+        assert!(!p.take_wrap_up(), "once per run");
+
+        // A check that fails the same way again: the task is not done, the tools stay.
+        let mut p = Progress::default();
+        let test = call("bash", json!({"command": "python3 t.py"}));
+        let look = call("bash", json!({"command": "cat t.py"}));
+        for _ in 0..3 {
+            turn(&mut p, &[(test.clone(), "FAIL\nexit code: 1")]);
+            turn(&mut p, &[(look.clone(), "raise SystemExit(1)")]);
+            assert!(!p.take_wrap_up());
+        }
+        // Off.
+        let mut p = Progress::default();
+        let off = ProgressGuard { wrap_up: false, ..ProgressGuard::default() };
+        for _ in 0..3 {
+            p.begin_turn(std::slice::from_ref(&run));
+            p.see(&run, &json!("1"), false);
+            p.end_turn(&off);
+            assert!(!p.take_wrap_up());
+        }
+    }
+
+    #[test]
+    fn the_wrap_up_request_has_tools_off_and_asks_for_the_answer_unless_the_host_chose_a_tool() {
+        let result = |text: &str| crate::types::Message {
+            role: crate::types::Role::User,
+            content: vec![ContentBlock::ToolResult(crate::types::ToolResultBlock {
+                tool_use_id: "t".into(),
+                content: json!(text),
+                is_error: None,
+                extra: Default::default(),
+            })],
+        };
+        let mut r = Request { messages: vec![crate::types::Message::user("go"), result("1")], ..Default::default() };
+        let before = r.clone();
+        wrap_up(&mut r, false);
+        assert_eq!(r, before);
+        wrap_up(&mut r, true);
+        assert_eq!(r.tool_choice, Some(json!({"type": "none"})));
+        let ContentBlock::ToolResult(t) = &r.messages[1].content[0] else { panic!() };
+        assert_eq!(t.content, json!(format!("1\n\n{WRAP_UP_NOTE}")));
+        // output_schema's forced final-answer tool, or a host's own choice, is left alone.
+        let mut r = before.clone();
+        r.tool_choice = Some(json!({"type": "tool", "name": "final_answer"}));
+        let chosen = r.clone();
+        wrap_up(&mut r, true);
+        assert_eq!(r, chosen);
     }
 
     #[test]

@@ -172,3 +172,73 @@ fn a_model_that_finishes_is_never_touched_and_the_guard_can_be_turned_off() {
     assert_eq!((result.stop_reason, result.turns), (Some(StopReason::EndTurn), 7));
     assert!(repetitions(&events).is_empty());
 }
+
+/// The tool_choice request `i` carried (Null when none).
+fn tool_choice(requests: &[Value], i: usize) -> Value {
+    requests[i]["body"].get("tool_choice").cloned().unwrap_or(Value::Null)
+}
+
+#[test]
+fn a_model_that_reruns_a_passing_check_gets_one_tools_off_request_and_ends_with_end_turn() {
+    // write, run (passes), run again (same output): the next request has tools disabled and asks for the
+    // final answer; the model answers in text and the run ends the natural way.
+    let steps = [
+        write("hello.py", "print('hi')\n"),
+        bash("python3 hello.py"),
+        bash("python3 hello.py"),
+        json!("hello.py prints hi."),
+    ];
+    let mock = MockServer::start(&scenario(&steps));
+    let ws = Ws::new("wrapup");
+    let (result, events) = run(&mock, &ws, json!({}));
+    assert_eq!((result.stop_reason, result.turns), (Some(StopReason::EndTurn), 4));
+    assert_eq!(result.text, "hello.py prints hi.");
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4);
+    for i in 0..3 {
+        assert_eq!(tool_choice(&requests, i), Value::Null, "request {i} is an ordinary one");
+    }
+    assert_eq!(tool_choice(&requests, 3), json!({"type": "none"}));
+    assert!(!requests[3]["body"]["tools"].as_array().unwrap().is_empty(), "the tools stay defined");
+    let told = last_result(&requests, 3);
+    assert!(told.contains("already ran before with exactly the same output and it passed"), "{told}");
+    assert!(told.ends_with(tooloop::progress::WRAP_UP_NOTE), "{told}");
+    assert!(repetitions(&events).iter().all(|(_, stopped, _)| !stopped));
+    // Only the request changed: the stored tool result has no wrap-up line.
+    assert!(!requests.iter().skip(4).any(|r| r.to_string().contains("tools are off")));
+
+    // Turned off: the same model gets no tools-off request.
+    let mock = MockServer::start(&scenario(&steps));
+    let ws = Ws::new("wrapup-off");
+    let (result, _) = run(&mock, &ws, json!({"progress_guard": {"wrap_up": false}}));
+    assert_eq!(result.stop_reason, Some(StopReason::EndTurn));
+    assert!(mock.requests().iter().all(|r| r["body"].get("tool_choice").is_none()));
+}
+
+#[test]
+fn the_wrap_up_is_sent_once_and_a_model_that_still_calls_tools_is_stopped_by_the_guard() {
+    // A model that ignores tool_choice (some servers do) and keeps re-running its check.
+    let mut steps = vec![write("hello.py", "print('hi')\n")];
+    for _ in 0..8 {
+        steps.push(bash("python3 hello.py"));
+        steps.push(bash("cat hello.py"));
+    }
+    let mock = MockServer::start(&scenario(&steps));
+    let ws = Ws::new("wrapup-once");
+    let (result, _) = run(&mock, &ws, json!({}));
+    assert_eq!(result.stop_reason, Some(StopReason::Repetition));
+    let requests = mock.requests();
+    let off: Vec<usize> =
+        (0..requests.len()).filter(|&i| tool_choice(&requests, i) == json!({"type": "none"})).collect();
+    assert_eq!(off.len(), 1, "once per run: {off:?}");
+    // A failing check run again is no reason to take the tools away: the model may still fix it.
+    let mut steps = vec![write("t.py", "raise SystemExit(1)\n")];
+    for _ in 0..4 {
+        steps.push(bash("python3 t.py"));
+        steps.push(bash("cat t.py"));
+    }
+    let mock = MockServer::start(&scenario(&steps));
+    let ws = Ws::new("wrapup-failing");
+    let _ = run(&mock, &ws, json!({}));
+    assert!(mock.requests().iter().all(|r| r["body"].get("tool_choice").is_none()));
+}

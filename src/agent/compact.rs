@@ -32,17 +32,23 @@ impl Agent {
     pub(super) fn compacting_turn(
         &self,
         turn: u32,
+        wrap_up: bool,
         cancel: &CancelToken,
         run: &mut RunResult,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<(MessageResponse, HashMap<String, Value>)> {
         use crate::compaction::Reason;
-        let mut request = self.request();
+        let request_now = || {
+            let mut r = self.request();
+            crate::progress::wrap_up(&mut r, wrap_up);
+            r
+        };
+        let mut request = request_now();
         let (tokens, mut measured) = self.estimate_request(&request);
         if self.over_threshold(tokens) {
             let mut spent = (&mut run.usage, &mut run.cost_usd);
             if self.compact_inner(Reason::Threshold, None, false, cancel, &mut spent, on_event)?.is_some() {
-                request = self.request();
+                request = request_now();
                 measured = Some(crate::compaction::request_bytes(&request));
             }
         }
@@ -58,7 +64,7 @@ impl Agent {
                     {
                         return Err(e);
                     }
-                    request = self.request();
+                    request = request_now();
                     measured = Some(crate::compaction::request_bytes(&request));
                 }
                 other => return other,

@@ -205,7 +205,8 @@ impl Agent {
             run.turns += 1;
             let turn = run.turns;
             on_event(&Event::TurnStart { turn });
-            let (message, bad_inputs) = self.compacting_turn(turn, &cancel, &mut run, on_event)?;
+            let wrap_up = state.progress.take_wrap_up(); // progress.rs: this request with tools disabled
+            let (message, bad_inputs) = self.compacting_turn(turn, wrap_up, &cancel, &mut run, on_event)?;
             run.text = message.text();
             run.stop_reason = message.stop_reason.clone();
             run.message = Some(message.clone());

@@ -74,6 +74,47 @@ def test_a_model_that_finishes_is_untouched_and_the_guard_can_be_turned_off(tool
     assert "turn limit" in proc.stderr and "no progress" not in proc.stderr
 
 
+def test_a_model_that_reruns_a_passing_check_gets_a_tools_off_turn_and_the_command_ends_by_itself(
+        tooloop_exe, ws, tmp_path):
+    # What a small local model does when it is done: write, run (passes), run again. The next request goes out
+    # once with tools disabled, asking for the answer; the model answers in text and the command exits 0.
+    steps = [tool_reply(("w", "write_file", {"path": "hello.py", "content": "print('hi')\n"})),
+             tool_reply(("b1", "bash", {"command": "python3 hello.py"})),
+             tool_reply(("b2", "bash", {"command": "python3 hello.py"})),
+             text_reply("hello.py prints hi.")]
+    with MockServer({"responses": steps}) as mock:
+        proc = run(tooloop_exe, ws, cli_env(tmp_path, mock), "make hello.py print hi and run it")
+        reqs = mock.requests()
+    assert proc.returncode == 0, proc.stderr
+    assert len(reqs) == 4
+    assert [r["body"].get("tool_choice") for r in reqs] == [None, None, None, {"type": "none"}]
+    assert reqs[3]["body"]["tools"], "the tools stay defined: the history holds calls of them"
+    assert "tools are off for this answer" in json.dumps(reqs[3]["body"]["messages"][-1])
+    assert "hello.py prints hi." in proc.stdout
+
+
+def test_an_answer_that_writes_an_already_made_call_as_text_stands_and_a_new_one_is_corrected(
+        tooloop_exe, ws, tmp_path):
+    # The wrap-up turn's answer of a small model on llama.cpp: the call it already made, as fenced JSON. Asking
+    # it to make that call properly would restart its loop: the answer stands and the command exits 0.
+    run_hello = {"command": "python3 hello.py", "timeout": 120}
+    fenced = "```json\n" + json.dumps({"name": "bash", "arguments": run_hello}) + "\n```"
+    steps = [tool_reply(("w", "write_file", {"path": "hello.py", "content": "print('hi')\n"})),
+             tool_reply(("b1", "bash", run_hello)), tool_reply(("b2", "bash", run_hello)), text_reply(fenced)]
+    with MockServer({"responses": steps}) as mock:
+        proc = run(tooloop_exe, ws, cli_env(tmp_path, mock), "make hello.py print hi and run it")
+        n = len(mock.requests())
+    assert proc.returncode == 0 and n == 4, proc.stderr
+    assert "wrote a tool call as text" not in proc.stdout + proc.stderr
+    # A call it never made, written as text, still gets the one-line correction.
+    fenced = "```json\n" + json.dumps({"name": "bash", "arguments": {"command": "ls"}}) + "\n```"
+    with MockServer({"responses": steps[:3] + [text_reply(fenced), text_reply("done")]}) as mock:
+        proc = run(tooloop_exe, ws, cli_env(tmp_path, mock), "make hello.py print hi and run it")
+        reqs = mock.requests()
+    assert proc.returncode == 0 and len(reqs) == 5, proc.stderr
+    assert "Call the tool through the tool-calling interface" in json.dumps(reqs[4]["body"]["messages"][-1])
+
+
 # -- bench/local_tasks.py -------------------------------------------------------------------------------------
 
 def _call(i, name, args):

@@ -136,6 +136,41 @@ def text_tool_call(text: str, tool_names: List[str]) -> Optional[str]:
     return None
 
 
+def repeats_a_call(text: str, calls: Any) -> bool:
+    """Whether the tool call written as text in an answer is one the run already made (same tool, same
+    input). Such an answer is not corrected: asking the model to make that call properly only restarts the
+    loop of a model that was done (typically its answer to the wrap-up turn, when tools were off)."""
+    blobs = [m.group(1) for m in _TAGGED.finditer(text or "")] + [m.group(1) for m in _FENCED.finditer(text or "")]
+    stripped = (text or "").strip()
+    if stripped.startswith("{") and stripped.endswith("}"):
+        blobs.append(stripped)
+    made = set()
+    for c in calls or []:
+        try:
+            made.add((str(c.name), json.dumps(c.input, sort_keys=True)))
+        except (AttributeError, TypeError, ValueError):
+            continue
+    for blob in blobs:
+        try:
+            data = json.loads(blob)
+        except ValueError:
+            continue
+        if not isinstance(data, dict):
+            continue
+        fn_raw = data.get("function")
+        fn: Dict[str, Any] = fn_raw if isinstance(fn_raw, dict) else {}
+        name = data.get("name") or fn.get("name")
+        args = data.get("arguments", data.get("parameters", fn.get("arguments", {})))
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
+                continue
+        if (str(name), json.dumps(args, sort_keys=True)) in made:
+            return True
+    return False
+
+
 def _call_name(blob: str) -> Optional[str]:
     try:
         data = json.loads(blob)

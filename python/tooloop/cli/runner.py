@@ -254,7 +254,7 @@ def run_with_corrections(agent: Agent, text: Optional[Prompt], renderer: Optiona
     """`run_task`, then, for a local or small model whose final answer is a tool call written as text
     (JSON in a fence, <tool_call> tags, an echoed <tools> block): send a one-line correction as the next
     user message and continue, at most MAX_CORRECTIONS times."""
-    from .local import correction, is_custom_endpoint, text_tool_call
+    from .local import correction, is_custom_endpoint, repeats_a_call, text_tool_call
 
     outcome = run_task(agent, text, renderer, abort, settings)
     watch = getattr(settings, "prompt_style", "full") == "compact" or is_custom_endpoint(
@@ -266,7 +266,8 @@ def run_with_corrections(agent: Agent, text: Optional[Prompt], renderer: Optiona
         except Exception:
             names = []
         name = text_tool_call(outcome.result.text if outcome.result is not None else "", names)
-        if name is None:
+        if name is None or repeats_a_call(outcome.result.text if outcome.result is not None else "",
+                                          getattr(outcome.result, "tool_calls", None)):
             break
         tries += 1
         if renderer is not None:
