@@ -85,7 +85,8 @@ int main(void) {
     start = now();
     CHECK_STATUS(tooloop_agent_run(agent, "go", NULL, NULL, &result), TOOLOOP_OK);
     waited = now() - start;
-    CHECK(waited < 3.0);
+    /* Well under the tool's 10 s: the run did not wait for it (valgrind on a loaded machine is slow). */
+    CHECK(waited < 8.0);
     CHECK_CONTAINS(result, "gave up");
     tooloop_string_free(result);
 
