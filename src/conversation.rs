@@ -1,12 +1,13 @@
 //! The conversation store: rich internal entries, and the API view every request is rendered from.
 //!
 //! Entries are provider-neutral and never rewritten behind the host's back (only appended to, or updated by
-//! id). The API view is derived on every request and is valid by construction: it starts with a user turn,
+//! id). The API view is derived from them on every request (the part before the newest complete assistant turn
+//! is kept rendered, so a request renders only what is new: see `ViewCache`) and is valid by construction: it starts with a user turn,
 //! roles alternate, every `tool_use` is answered by exactly one `tool_result` at the front of the next user
 //! message, thinking blocks are kept verbatim. Must never: drop information silently — an orphan result is
 //! kept as text, a missing one is synthesized as an `is_error` result that says so.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -129,7 +130,30 @@ pub use crate::id::{new_id, now_ms};
 /// appends.
 #[derive(Clone, Debug, Default)]
 pub struct Conversation {
-    inner: Arc<RwLock<Vec<Entry>>>,
+    inner: Arc<Store>,
+}
+
+/// The entries, and the rendered view of their stable front (see [`ViewCache`]). Lock order: `entries`
+/// first, then `view`.
+#[derive(Debug, Default)]
+struct Store {
+    entries: RwLock<Vec<Entry>>,
+    view: Mutex<ViewCache>,
+}
+
+/// The rendered view of `entries[..cut]`, kept so a request renders only what came after it: the turns
+/// before the newest complete assistant turn never render differently again unless an entry before `cut`
+/// changes (update, clear) — appended entries only reach back through a compaction record, and the view is
+/// rendered fresh whenever one lies after `cut`.
+///
+/// Invariant: `prefix == render_view(&entries[..cut])`; when `cut > 0`, `entries[cut]` is a complete,
+/// non-empty assistant entry, `prefix` ends with a user message (so nothing after `cut` merges into it,
+/// and the `tool_use`s before `cut` are answered inside it), and no compaction record lies at or after `cut`
+/// at the time it was set.
+#[derive(Debug, Default)]
+struct ViewCache {
+    cut: usize,
+    prefix: Vec<Message>,
 }
 
 impl Conversation {
@@ -140,15 +164,27 @@ impl Conversation {
 
     /// A store holding `entries`.
     pub fn from_entries(entries: Vec<Entry>) -> Self {
-        Conversation { inner: Arc::new(RwLock::new(entries)) }
+        Conversation { inner: Arc::new(Store { entries: RwLock::new(entries), view: Mutex::default() }) }
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Entry>> {
-        self.inner.read().unwrap_or_else(|e| e.into_inner())
+        self.inner.entries.read().unwrap_or_else(|e| e.into_inner())
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Entry>> {
-        self.inner.write().unwrap_or_else(|e| e.into_inner())
+        self.inner.entries.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn view_cache(&self) -> std::sync::MutexGuard<'_, ViewCache> {
+        self.inner.view.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Forget the cached view when the entry at `index` (or anything, with `0`) changed in place.
+    fn invalidate_from(&self, index: usize) {
+        let mut cache = self.view_cache();
+        if index <= cache.cut {
+            *cache = ViewCache::default();
+        }
     }
 
     /// Append an entry; returns its id.
@@ -166,9 +202,10 @@ impl Conversation {
     /// Change the entry `id` in place. Returns false when there is no such entry.
     pub fn update(&self, id: &str, f: impl FnOnce(&mut Entry)) -> bool {
         let mut entries = self.write();
-        match entries.iter_mut().find(|e| e.id == id) {
-            Some(e) => {
+        match entries.iter_mut().enumerate().find(|(_, e)| e.id == id) {
+            Some((i, e)) => {
                 f(e);
+                self.invalidate_from(i);
                 true
             }
             None => false,
@@ -210,7 +247,9 @@ impl Conversation {
 
     /// Remove every entry.
     pub fn clear(&self) {
-        self.write().clear();
+        let mut entries = self.write();
+        entries.clear();
+        self.invalidate_from(0);
     }
 
     /// Sum of the usage of every assistant entry (errors included: those tokens were spent too).
@@ -249,7 +288,20 @@ impl Conversation {
 
     /// The API view (see the module docs for the rules it guarantees).
     pub fn api_view(&self) -> Vec<Message> {
-        render_view(&self.read())
+        let entries = self.read();
+        let mut cache = self.view_cache();
+        advance(&mut cache, &entries);
+        let tail = &entries[cache.cut..];
+        if cache.cut == 0 || compacted::any(tail) {
+            return render_view(&entries);
+        }
+        // Cut invariant: the tail starts with an assistant message and holds no compaction record, so its
+        // rendering does not reach back, and nothing of it merges into the prefix.
+        let tail = render_messages(tail);
+        let mut msgs = Vec::with_capacity(cache.prefix.len() + tail.len());
+        msgs.extend(cache.prefix.iter().cloned());
+        msgs.extend(tail);
+        msgs
     }
 }
 
@@ -260,9 +312,66 @@ pub fn cost_usd(entries: &[Entry]) -> Option<f64> {
     priced.fold(None, |total, c| Some(total.unwrap_or(0.0) + c))
 }
 
+/// Move the cache's cut to the newest complete assistant entry after which no compaction record lies,
+/// when the view before it ends with a user message (see [`ViewCache`]).
+fn advance(cache: &mut ViewCache, entries: &[Entry]) {
+    if cache.cut > entries.len() {
+        *cache = ViewCache::default();
+    }
+    let Some(cut) = entries.iter().rposition(|e| {
+        (e.role == EntryRole::Assistant && e.status == EntryStatus::Complete && !e.content.is_empty())
+            || (e.role == EntryRole::System && e.meta.contains_key(compacted::META_KEY))
+    }) else {
+        return;
+    };
+    if cut <= cache.cut || entries[cut].role != EntryRole::Assistant {
+        return;
+    }
+    let between = &entries[cache.cut..cut];
+    let prefix = if cache.cut == 0 || compacted::any(between) {
+        // Merging is decided before results are paired: the entries themselves must end with a user turn.
+        if !ends_with_user(&compacted::effective(&entries[..cut])) {
+            return;
+        }
+        render_view(&entries[..cut])
+    } else {
+        if !ends_with_user(between) {
+            return;
+        }
+        let mut p = std::mem::take(&mut cache.prefix);
+        p.extend(render_messages(between));
+        p
+    };
+    // Always true given the checks above; should it not be, render everything fresh rather than trust it.
+    *cache = if prefix.last().map(|m| m.role) == Some(Role::User) {
+        ViewCache { cut, prefix }
+    } else {
+        ViewCache::default()
+    };
+}
+
+/// Whether the last entry of `entries` (compactions applied) that reaches the view speaks as the user.
+fn ends_with_user(entries: &[Entry]) -> bool {
+    let last = entries
+        .iter()
+        .rev()
+        .find(|e| e.status == EntryStatus::Complete && !e.content.is_empty() && e.role != EntryRole::System);
+    matches!(last.map(|e| e.role), Some(EntryRole::User | EntryRole::Tool))
+}
+
 /// Render entries into a valid API view (compactions applied: see [`crate::compaction`]).
 pub fn render_view(entries: &[Entry]) -> Vec<Message> {
     let entries = compacted::effective(entries);
+    let mut msgs = render_messages(&entries);
+    // 4. Start with a user turn.
+    if msgs.first().map(|m| m.role) == Some(Role::Assistant) {
+        msgs.insert(0, Message::user("(conversation resumed)"));
+    }
+    msgs
+}
+
+/// Steps 1-3 of [`render_view`] over entries with compactions already applied.
+fn render_messages(entries: &[Entry]) -> Vec<Message> {
     // 1. Keep complete, sendable entries; tool entries speak as the user.
     let mut msgs: Vec<Message> = Vec::new();
     for e in entries.iter() {
@@ -305,10 +414,6 @@ pub fn render_view(entries: &[Entry]) -> Vec<Message> {
             }
         }
         i += 1;
-    }
-    // 4. Start with a user turn.
-    if msgs.first().map(|m| m.role) == Some(Role::Assistant) {
-        msgs.insert(0, Message::user("(conversation resumed)"));
     }
     msgs
 }
@@ -374,6 +479,145 @@ mod tests {
 
     fn roles(v: &[Message]) -> Vec<Role> {
         v.iter().map(|m| m.role).collect()
+    }
+
+    /// A small deterministic generator, so a failing walk can be replayed.
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((self.0 >> 33) as usize) % n.max(1)
+        }
+    }
+
+    /// Every operation the store sees (turns, streamed turns, tool results in and out of order, interrupted
+    /// calls, error turns, paused turns, compactions that remove and clear, in-place updates, reset, resume
+    /// from a snapshot): after each, the view served with the cache must equal a fresh render, twice.
+    #[test]
+    fn cached_view_equals_a_fresh_render_after_every_operation() {
+        use compacted::{Compaction, Method, Reason};
+        let mut cached_steps = 0;
+        for seed in 1..=6u64 {
+            let mut rng = Lcg(seed);
+            let mut c = Conversation::new();
+            let mut calls: Vec<String> = Vec::new();
+            let mut next = 0;
+            for step in 0..300 {
+                let entries = c.snapshot();
+                match rng.below(16) {
+                    0 | 1 => {
+                        c.add(EntryRole::User, vec![ContentBlock::text(format!("user {step}"))]);
+                    }
+                    2 => {
+                        c.add(EntryRole::Assistant, vec![ContentBlock::text(format!("answer {step}"))]);
+                    }
+                    3..=5 => {
+                        // A streamed turn with calls: pushed while streaming, completed in place, like the loop.
+                        let mut e = Entry::new(EntryRole::Assistant, Vec::new());
+                        e.status = EntryStatus::Streaming;
+                        let id = c.push(e);
+                        let _ = c.api_view();
+                        let mut content = vec![ContentBlock::text(format!("calling {step}"))];
+                        for _ in 0..=rng.below(3) {
+                            next += 1;
+                            let call = format!("call_{seed}_{next}");
+                            content.push(tool_use(&call));
+                            calls.push(call);
+                        }
+                        c.update(&id, |e| {
+                            e.content = content;
+                            e.status = EntryStatus::Complete;
+                        });
+                    }
+                    6..=8 if !calls.is_empty() => {
+                        // A result: mostly for the newest calls, sometimes a late or a second one.
+                        let k = if rng.below(4) == 0 { rng.below(calls.len()) } else { calls.len() - 1 };
+                        let call = calls[k].clone();
+                        c.push(Entry::tool_result(&call, "t", json!(format!("result {step}")), rng.below(5) == 0));
+                    }
+                    9 => {
+                        for call in c.pending_tool_uses() {
+                            c.push(Entry::tool_result(&call.id, &call.name, json!("interrupted"), true));
+                        }
+                    }
+                    10 => {
+                        let kind = rng.below(3);
+                        let mut e = Entry::new(
+                            if kind == 0 { EntryRole::System } else { EntryRole::Assistant },
+                            if kind == 2 { Vec::new() } else { vec![ContentBlock::text("note")] },
+                        );
+                        if kind == 1 {
+                            e.status = EntryStatus::Error;
+                        }
+                        c.push(e);
+                    }
+                    11 => {
+                        let server = ContentBlock::Unknown(
+                            json!({"type": "server_tool_use", "id": format!("s{step}"), "name": "web_search", "input": {}}),
+                        );
+                        c.add(EntryRole::Assistant, vec![ContentBlock::text("searching"), server]);
+                    }
+                    12 if entries.len() > 4 => {
+                        let from = rng.below(entries.len() / 2);
+                        let to = from + rng.below(entries.len() / 2 - from + 1);
+                        let record = Compaction {
+                            reason: Reason::Threshold,
+                            method: if rng.below(2) == 0 { Method::Summary } else { Method::ClearToolResults },
+                            tokens_before: 100,
+                            tokens_after: 10,
+                            removed: entries[from..to].iter().map(|e| e.id.clone()).collect(),
+                            cleared: entries
+                                .iter()
+                                .filter(|e| e.role == EntryRole::Tool && rng.below(2) == 0)
+                                .map(|e| e.id.clone())
+                                .collect(),
+                            summary: Some(format!("summary {step}")),
+                            fallback_reason: None,
+                            instructions: None,
+                            todos: None,
+                        };
+                        c.push(record.into_entry());
+                    }
+                    13 if !entries.is_empty() => {
+                        let e = &entries[rng.below(entries.len())];
+                        let status = [EntryStatus::Complete, EntryStatus::Error][rng.below(2)];
+                        c.update(&e.id, |e| {
+                            e.content.push(ContentBlock::text(format!("edited {step}")));
+                            e.status = status;
+                        });
+                    }
+                    14 => {
+                        // Resume: a new store from what a session would hold.
+                        c = Conversation::from_entries(c.snapshot());
+                    }
+                    _ if rng.below(8) == 0 => c.clear(),
+                    _ => {}
+                }
+                let fresh = render_view(&c.snapshot());
+                assert_eq!(c.api_view(), fresh, "seed {seed}, step {step}");
+                assert_eq!(c.api_view(), fresh, "seed {seed}, step {step}, second call");
+                if c.view_cache().cut > 0 {
+                    cached_steps += 1;
+                }
+            }
+        }
+        // The walk must have exercised the cache, not only the fresh render.
+        assert!(cached_steps > 600, "the cache served only {cached_steps} views");
+    }
+
+    /// A long tool loop renders through the cache: the cut follows the newest assistant turn.
+    #[test]
+    fn a_tool_loop_keeps_its_cut_at_the_newest_assistant_turn() {
+        let c = Conversation::new();
+        c.add(EntryRole::User, vec![ContentBlock::text("go")]);
+        for k in 0..50 {
+            let id = c.add(EntryRole::Assistant, vec![tool_use(&format!("c{k}"))]);
+            c.push(Entry::tool_result(&format!("c{k}"), "t", json!("ok"), false));
+            assert_eq!(c.api_view(), render_view(&c.snapshot()));
+            let at = c.snapshot().iter().position(|e| e.id == id).unwrap();
+            assert_eq!(c.view_cache().cut, at);
+        }
     }
 
     #[test]
