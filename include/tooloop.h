@@ -291,6 +291,24 @@ typedef int32_t (*tooloop_tool_fn)(void *userdata, const char *input_json, toolo
 #define TOOLOOP_EVENT_COMPACTION 12
 
 /**
+ * The permission callback (`tooloop_agent_set_permission`) is about to be asked about a call: draw the
+ * question from this event. Comes after the call's TOOLOOP_EVENT_TOOL_USE, before its TOOLOOP_EVENT_TOOL_RESULT;
+ * `input` is what the call runs with. json: `{"type":"approval_request","id":"toolu_...","name":"bash",
+ * "input":{...}}`.
+ */
+#define TOOLOOP_EVENT_APPROVAL_REQUEST 13
+
+/**
+ * A built-in file tool (`write_file`, `edit_file`) changed a file; comes before the call's
+ * TOOLOOP_EVENT_TOOL_RESULT. `kind`: `"created"`, `"modified"` or `"deleted"`; `path` is relative to the
+ * workspace; `before` the content before when it was UTF-8 text, else `before_base64`; both null when the file
+ * did not exist or `before_too_large` (over 8 MiB). json: `{"type":"file_change","id":"toolu_...",
+ * "name":"edit_file","path":"src/a.c","kind":"modified","before":"...","before_base64":null,
+ * "before_mode":420,"before_too_large":false}`.
+ */
+#define TOOLOOP_EVENT_FILE_CHANGE 14
+
+/**
  * An event of a kind without its own code in this version; its json's `"type"` names it.
  */
 #define TOOLOOP_EVENT_OTHER 99

@@ -74,8 +74,8 @@ pub mod tools;
 pub mod types;
 
 pub use agent::{
-    Agent, AgentConfig, Event, MaxTurnsPolicy, Permission, PermissionHook, RepeatGuard, RunResult, SessionInfo,
-    ToolCallRecord,
+    Agent, AgentConfig, Event, FILE_CHANGE_BEFORE_CAP, FileChangeKind, MaxTurnsPolicy, Permission, PermissionHook,
+    RepeatGuard, RunResult, SessionInfo, ToolCallRecord,
 };
 pub use cancel::CancelToken;
 pub use conversation::{Conversation, Entry, EntryRole, EntryStatus};

@@ -68,6 +68,8 @@ from .events import (
     SubagentEvent,
     RepetitionEvent,
     CompactionEvent,
+    ApprovalRequestEvent,
+    FileChangeEvent,
 )
 
 __all__ = [
@@ -106,6 +108,8 @@ __all__ = [
     "SubagentEvent",
     "RepetitionEvent",
     "CompactionEvent",
+    "ApprovalRequestEvent",
+    "FileChangeEvent",
     "DoneEvent",
     "Error",
     "APIError",

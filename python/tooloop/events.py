@@ -3,7 +3,7 @@
 
 Immutable records built from the dicts the compiled module produces; every event has a ``type`` string
 (``text``, ``thinking``, ``tool_use``, ``tool_result``, ``turn``, ``usage``, ``todo``, ``subagent``,
-``repetition``, ``compaction``, ``done``) so code may switch on
+``repetition``, ``compaction``, ``approval_request``, ``file_change``, ``done``) so code may switch on
 ``event.type`` or on the class. They compare by value, print like dataclasses and pickle.
 
 They are plain classes with ``__slots__`` rather than dataclasses on purpose: ``dataclasses`` pulls in
@@ -35,6 +35,8 @@ __all__ = [
     "CompactionEvent",
     "SubagentEvent",
     "RepetitionEvent",
+    "ApprovalRequestEvent",
+    "FileChangeEvent",
     "DoneEvent",
     "Event",
 ]
@@ -373,6 +375,61 @@ class CompactionEvent(_Record):
                    removed=removed, cleared=cleared, summary=summary, fallback_reason=fallback_reason)
 
 
+class ApprovalRequestEvent(_Record):
+    """The ``permission`` callable is about to be asked about this call (the rules and ``before_tool`` let it
+    through to the question). It comes after the call's ToolUseEvent and before its ToolResultEvent, so a
+    UI draws the question from the event stream, in order; ``input`` is the input the call runs with."""
+
+    __slots__ = ("id", "name", "input")
+    _fields = __slots__
+    type: Literal["approval_request"] = "approval_request"
+
+    id: str
+    name: str
+    input: Any
+
+    def __init__(self, id: str, name: str, input: Any) -> None:
+        self._init(id=id, name=name, input=input)
+
+
+class FileChangeEvent(_Record):
+    """A built-in file tool (``write_file``, ``edit_file``) changed a file; comes before the call's
+    ToolResultEvent. ``path`` is relative to the workspace (what ``tooloop.restore_file`` takes), ``kind``
+    ``"created"``, ``"modified"`` or ``"deleted"``. What the file was before: ``before`` (its text, when it
+    was UTF-8; see ``before_bytes`` for any content) and ``before_mode`` (permission bits), both None when the
+    file did not exist; ``before_too_large`` when it was too large (over 8 MiB) to carry."""
+
+    __slots__ = ("id", "name", "path", "kind", "before", "before_base64", "before_mode", "before_too_large")
+    _fields = __slots__
+    type: Literal["file_change"] = "file_change"
+
+    id: str
+    name: str
+    path: str
+    kind: str
+    before: Optional[str]
+    before_base64: Optional[str]
+    before_mode: Optional[int]
+    before_too_large: bool
+
+    def __init__(self, id: str, name: str, path: str, kind: str, before: Optional[str] = None,
+                 before_base64: Optional[str] = None, before_mode: Optional[int] = None,
+                 before_too_large: bool = False) -> None:
+        self._init(id=id, name=name, path=path, kind=kind, before=before, before_base64=before_base64,
+                   before_mode=before_mode, before_too_large=before_too_large)
+
+    @property
+    def before_bytes(self) -> Optional[bytes]:
+        """The file's exact content before the change; None when it did not exist or was too large."""
+        if self.before is not None:
+            return self.before.encode("utf-8")
+        if self.before_base64 is not None:
+            import base64
+
+            return base64.b64decode(self.before_base64)
+        return None
+
+
 class DoneEvent(_Record):
     """The run ended normally; always the last event."""
 
@@ -388,7 +445,7 @@ class DoneEvent(_Record):
 
 if TYPE_CHECKING:
     Event = Union[TextEvent, ThinkingEvent, ToolUseEvent, ToolResultEvent, TurnEvent, UsageEvent, TodoEvent,
-                  SubagentEvent, RepetitionEvent, CompactionEvent, DoneEvent]
+                  SubagentEvent, RepetitionEvent, CompactionEvent, ApprovalRequestEvent, FileChangeEvent, DoneEvent]
 
 
 def __getattr__(name: str) -> object:
@@ -397,7 +454,8 @@ def __getattr__(name: str) -> object:
         from typing import Union
 
         event = Union[TextEvent, ThinkingEvent, ToolUseEvent, ToolResultEvent, TurnEvent, UsageEvent, TodoEvent,
-                      SubagentEvent, RepetitionEvent, CompactionEvent, DoneEvent]
+                      SubagentEvent, RepetitionEvent, CompactionEvent, ApprovalRequestEvent, FileChangeEvent,
+                      DoneEvent]
         globals()["Event"] = event
         return event
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -427,6 +485,13 @@ def _event_from(d: Dict[str, Any]) -> Optional[Event]:
         return CompactionEvent(str(d["reason"]), str(d["method"]), int(d.get("tokens_before") or 0),
                                int(d.get("tokens_after") or 0), int(d.get("removed") or 0),
                                int(d.get("cleared") or 0), d.get("summary"), d.get("fallback_reason"))
+    if kind == "approval_request":
+        return ApprovalRequestEvent(d["id"], d["name"], d.get("input"))
+    if kind == "file_change":
+        mode = d.get("before_mode")
+        return FileChangeEvent(d["id"], d["name"], str(d["path"]), str(d["kind"]), d.get("before"),
+                               d.get("before_base64"), None if mode is None else int(mode),
+                               bool(d.get("before_too_large")))
     if kind == "subagent":
         inner = _event_from(d.get("event") or {})
         if inner is None:

@@ -19,6 +19,7 @@ pub(super) fn gate(
     rules: Option<&(Arc<crate::rules::PermissionRules>, std::path::PathBuf)>,
     hooks: &crate::hooks::Hooks,
     permission: Option<&PermissionHook>,
+    on_event: &mut dyn FnMut(&Event),
 ) -> Gate {
     use crate::hooks::BeforeTool;
     use crate::rules::RuleDecision;
@@ -52,9 +53,14 @@ pub(super) fn gate(
             Err(message) => return Gate::Fail(Error::Hook { hook: "before_tool".into(), message }),
         }
     }
-    let ask = |call: &ToolUseBlock| match permission.map(|p| p(call)) {
-        Some(Permission::Deny(reason)) => Gate::Deny(reason),
-        _ => Gate::Run(call.input.clone()),
+    let mut ask = |call: &ToolUseBlock| {
+        let Some(p) = permission else { return Gate::Run(call.input.clone()) };
+        // Announced before the callable is asked, so a UI draws the question in order with the other events.
+        on_event(&Event::ApprovalRequest { id: call.id.clone(), name: call.name.clone(), input: call.input.clone() });
+        match p(call) {
+            Permission::Deny(reason) => Gate::Deny(reason),
+            _ => Gate::Run(call.input.clone()),
+        }
     };
     match decision {
         RuleDecision::Allow(_) => Gate::Run(call.input.clone()),
@@ -193,7 +199,7 @@ impl Agent {
                     outcomes[k] =
                         Some(CallOutcome::error("interrupted: the run was cancelled before this tool call ran"));
                 } else {
-                    match gate(call, rules.as_ref(), &hooks, permission.as_ref()) {
+                    match gate(call, rules.as_ref(), &hooks, permission.as_ref(), on_event) {
                         Gate::Run(input) => {
                             effective[k].input = input;
                             to_run.push(k);
@@ -210,6 +216,9 @@ impl Agent {
                 }
             }
             let batch = &effective[..];
+            // What each file tool's file held before the call, for its file_change event.
+            let mut file_states: Vec<Option<crate::builtin::FileState>> =
+                batch.iter().enumerate().map(|(k, c)| self.file_state_before(c, to_run.contains(&k))).collect();
             let mut children: Vec<Option<crate::subagent::ChildRun>> = vec![None; batch.len()];
             if to_run.len() == 1 {
                 let k = to_run[0];
@@ -308,6 +317,9 @@ impl Agent {
                 }
                 entry.created_at = now_ms();
                 self.record(entry)?;
+                if let (Some(state), false) = (file_states[k].take(), outcome.is_error) {
+                    on_event(&events::file_change(call, state));
+                }
                 on_event(&Event::ToolResult {
                     id: call.id.clone(),
                     name: call.name.clone(),
@@ -341,5 +353,24 @@ impl Agent {
             return Err(Error::Cancelled { partial: None });
         }
         Ok(stop)
+    }
+
+    /// The state of the file a built-in `write_file`/`edit_file` call is about to change (`None` for other
+    /// calls, calls that will not run, or a path the tool will refuse anyway).
+    fn file_state_before(&self, call: &ToolUseBlock, runs: bool) -> Option<crate::builtin::FileState> {
+        if !runs || !matches!(call.name.as_str(), "write_file" | "edit_file") {
+            return None;
+        }
+        let workspace = {
+            let builtin = lock(&self.builtin);
+            let (opts, _) = builtin.as_ref()?;
+            if !opts.names.is_empty() && !opts.names.iter().any(|n| n == &call.name) {
+                return None; // a host tool of that name, not the built-in
+            }
+            opts.workspace.clone()
+        };
+        let path = call.input.get("path")?.as_str()?;
+        let ws = crate::builtin::Workspace::new(&workspace).ok()?;
+        crate::builtin::file_state(&ws, path, FILE_CHANGE_BEFORE_CAP).ok()
     }
 }

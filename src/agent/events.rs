@@ -39,6 +39,39 @@ pub enum Event {
         /// Its input.
         input: Value,
     },
+    /// The permission callable is about to be asked about this call (the rules and `before_tool` let it
+    /// through to the question): a UI draws the question from this event, in order with the others. Comes
+    /// after the call's `tool_use` event and before its `tool_result`. `input` is the input the call will run
+    /// with (a `before_tool` hook may have replaced it).
+    ApprovalRequest {
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+        /// The input the callable is asked about.
+        input: Value,
+    },
+    /// A built-in file tool (`write_file`, `edit_file`) changed a file in the workspace. Comes after the
+    /// call's `tool_use` and before its `tool_result`; carries what the file was before, so a host can keep
+    /// undo checkpoints (put it back with [`crate::builtin::restore_file`]) or draw a diff.
+    FileChange {
+        /// The call id that changed it.
+        id: String,
+        /// The tool that changed it.
+        name: String,
+        /// The path relative to the workspace root (`/`-separated), as `restore_file` takes it.
+        path: String,
+        /// What happened to the file.
+        kind: FileChangeKind,
+        /// The content before, when the file existed and was UTF-8 text.
+        before: Option<String>,
+        /// The content before, base64, when the file existed and was not UTF-8.
+        before_base64: Option<String>,
+        /// Permission bits before (e.g. `0o644`), when the file existed.
+        before_mode: Option<u32>,
+        /// The file existed but was larger than [`FILE_CHANGE_BEFORE_CAP`]: its content before is not given.
+        before_too_large: bool,
+    },
     /// A tool finished (or was denied, interrupted or not run).
     ToolResult {
         /// Call id.
@@ -117,4 +150,55 @@ pub enum Event {
         /// The turn's usage.
         usage: Usage,
     },
+}
+
+/// The largest file whose content before a change a [`Event::FileChange`] carries (8 MiB).
+pub const FILE_CHANGE_BEFORE_CAP: u64 = 8 << 20;
+
+/// What a [`Event::FileChange`] did to its file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+#[serde(rename_all = "snake_case")]
+pub enum FileChangeKind {
+    /// There was no file at the path before.
+    Created,
+    /// The file existed and was rewritten or edited.
+    Modified,
+    /// The file was removed (no built-in tool does this yet; hosts should expect it).
+    Deleted,
+}
+
+impl FileChangeKind {
+    /// The name in the event's JSON: `created`, `modified` or `deleted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileChangeKind::Created => "created",
+            FileChangeKind::Modified => "modified",
+            FileChangeKind::Deleted => "deleted",
+        }
+    }
+}
+
+/// The event for a file tool's call that succeeded, from the file's state before it ran.
+pub(super) fn file_change(call: &ToolUseBlock, state: crate::builtin::FileState) -> Event {
+    let before_mode = state.before.as_ref().map(|(_, mode)| *mode);
+    let kind =
+        if state.before.is_some() || state.too_large { FileChangeKind::Modified } else { FileChangeKind::Created };
+    let (before, before_base64) = match state.before {
+        None => (None, None),
+        Some((data, _)) => match String::from_utf8(data) {
+            Ok(text) => (Some(text), None),
+            Err(e) => (None, Some(aws_smithy_types::base64::encode(e.into_bytes()))),
+        },
+    };
+    Event::FileChange {
+        id: call.id.clone(),
+        name: call.name.clone(),
+        path: state.path,
+        kind,
+        before,
+        before_base64,
+        before_mode,
+        before_too_large: state.too_large,
+    }
 }

@@ -39,7 +39,7 @@ pub(crate) use build::Parts;
 use compact::*;
 pub use config::{AgentConfig, MAX_TOOL_CALLS_PER_TURN, MaxTurnsPolicy, Permission, PermissionHook, RepeatGuard};
 use dispatch::*;
-pub use events::Event;
+pub use events::{Event, FILE_CHANGE_BEFORE_CAP, FileChangeKind};
 use run_loop::*;
 
 /// What attaching a session file found (see [`Agent::session_info`]).

@@ -68,6 +68,54 @@ pub fn restore_file(ws: &Workspace, path: &str, content: Option<&[u8]>, mode: u3
     }
 }
 
+/// A file's state before a built-in tool changes it (see [`file_state`]): what a host needs to put it back
+/// with [`restore_file`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileState {
+    /// The path relative to the workspace root, as [`restore_file`] takes it (`/`-separated).
+    pub path: String,
+    /// Content and permission bits, when a file stood there; `None` when there was none.
+    pub before: Option<(Vec<u8>, u32)>,
+    /// A file stood there but was larger than the cap given to [`file_state`]: its content was not read.
+    pub too_large: bool,
+}
+
+/// Read what `path` holds now (through the same race-free handles as the file tools), reading at most
+/// `cap` bytes of content.
+///
+/// # Errors
+/// A message when the path leads outside the workspace, names a folder, or cannot be read.
+pub fn file_state(ws: &Workspace, path: &str, cap: u64) -> Result<FileState, String> {
+    use std::io::Read;
+    let (root, rel) = open_root(ws, path)?;
+    let (parent_rel, name) = split_parent(&rel, path)?;
+    let shown = rel.to_string_lossy().replace(std::path::MAIN_SEPARATOR, "/");
+    let absent = FileState { path: shown.clone(), before: None, too_large: false };
+    let parent = match open_parent(&root, &parent_rel, path) {
+        Ok(parent) => parent,
+        Err(_) if root.symlink_metadata(&parent_rel).is_err() => return Ok(absent),
+        Err(e) => return Err(e),
+    };
+    let meta = match parent.metadata(&name) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(absent),
+        Err(e) => return Err(refusal(path, "inspect", &e)),
+        Ok(meta) => meta,
+    };
+    if meta.is_dir() {
+        return Err(format!("'{path}' is a folder"));
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    if meta.len() > cap {
+        return Ok(FileState { path: shown, before: None, too_large: true });
+    }
+    let mut data = Vec::new();
+    parent
+        .open(&name)
+        .and_then(|f| f.take(cap.saturating_add(1)).read_to_end(&mut data))
+        .map_err(|e| refusal(path, "read", &e))?;
+    Ok(FileState { path: shown, before: Some((data, mode)), too_large: false })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {

@@ -40,6 +40,7 @@ int main(void) {
         CHECK(ev.type == 2 && ev.text[0] == 'h' && ev.json[0] == '{');
         /* Event codes are never renumbered. */
         CHECK(TOOLOOP_EVENT_SUBAGENT == 11 && TOOLOOP_EVENT_COMPACTION == 12 && TOOLOOP_EVENT_OTHER == 99);
+        CHECK(TOOLOOP_EVENT_APPROVAL_REQUEST == 13 && TOOLOOP_EVENT_FILE_CHANGE == 14);
     }
     printf("tooloop %s\n", tooloop_version());
     return check_exit("header_c99");

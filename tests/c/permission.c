@@ -45,6 +45,8 @@ static int32_t list_files(void *userdata, const char *input_json, tooloop_tool_r
 
 typedef struct {
     char last_tool_use_id[64];
+    char last_approval_id[64]; /* of the last TOOLOOP_EVENT_APPROVAL_REQUEST */
+    int approvals;
     char tool_results[1024];
 } event_log;
 
@@ -55,6 +57,14 @@ static void on_event(void *userdata, const tooloop_event *ev) {
         CHECK_STATUS(tooloop_json_get(ev->json, "/id", &id), TOOLOOP_OK);
         snprintf(log->last_tool_use_id, sizeof log->last_tool_use_id, "%s", id ? id : "");
         tooloop_string_free(id);
+    }
+    if (ev->type == TOOLOOP_EVENT_APPROVAL_REQUEST) {
+        char *id = NULL;
+        CHECK_STATUS(tooloop_json_get(ev->json, "/id", &id), TOOLOOP_OK);
+        CHECK(id != NULL && strcmp(id, log->last_tool_use_id) == 0); /* after its call's TOOL_USE */
+        snprintf(log->last_approval_id, sizeof log->last_approval_id, "%s", id ? id : "");
+        tooloop_string_free(id);
+        log->approvals++;
     }
     if (ev->type == TOOLOOP_EVENT_TOOL_RESULT) {
         strncat(log->tool_results, ev->json, sizeof log->tool_results - strlen(log->tool_results) - 1);
@@ -91,6 +101,8 @@ static int32_t deny_deletes(void *userdata, const char *call_json, tooloop_permi
     CHECK_STATUS(tooloop_json_get(call_json, "/name", &name), TOOLOOP_OK);
     CHECK_STATUS(tooloop_json_get(call_json, "/input/path", &path), TOOLOOP_OK);
     CHECK(id != NULL && strcmp(id, p->log->last_tool_use_id) == 0);
+    /* ... and after its TOOLOOP_EVENT_APPROVAL_REQUEST, which a UI draws the question from. */
+    CHECK(id != NULL && strcmp(id, p->log->last_approval_id) == 0);
     CHECK(path != NULL);
     strncat(p->names, name ? name : "?", sizeof p->names - strlen(p->names) - 2);
     strcat(p->names, ",");
@@ -224,6 +236,7 @@ int main(void) {
     CHECK(deleted.calls == 0);
     CHECK(listed.calls == 1);
     CHECK(strict.calls == 2);
+    CHECK(log.approvals == 2); /* one TOOLOOP_EVENT_APPROVAL_REQUEST per question */
     CHECK(strcmp(strict.names, "delete_files,list_files,") == 0);
     CHECK(replaced.calls == 0);
     CHECK(strict.refused.freed == 2); /* one refused set per hook call, each freed once */
@@ -254,6 +267,7 @@ int main(void) {
     CHECK_STATUS(tooloop_agent_run(agent, "Now you may.", on_event, &log, NULL), TOOLOOP_OK);
     CHECK(deleted.calls == 1);
     CHECK(silent.calls == 1 && strict.calls == 2);
+    CHECK(log.approvals == 3); /* no hook, no question, no approval request */
 
     /* What the model was sent: the denial as an is_error tool_result in the request after each denial. */
     requests = mock_requests();

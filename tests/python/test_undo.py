@@ -7,6 +7,7 @@ removal."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import stat
@@ -195,3 +196,26 @@ def test_undo_restores_files_byte_for_byte_and_diff_shows_the_changes(tooloop_ex
     files = [p for p in folder.rglob("*") if p.is_file()]
     assert files and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in files)
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in folder.rglob("*") if p.is_dir())
+
+
+def test_checkpoints_record_the_state_a_file_change_event_carries(tmp_path: Path) -> None:
+    """The CLI keeps undo state from the run's file_change events (what the core read before the tool
+    wrote), not from a snapshot taken in the permission callable."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_bytes(b"changed by the tool\n")
+    (ws / "new.txt").write_text("created\n")
+    cp = Checkpoints.for_session(tmp_path / "s" / "20260101-000000-eeee.jsonl", ws)
+    cp.begin_task("edit")
+    cp.record_change(tooloop.FileChangeEvent("toolu_1", "edit_file", "a.txt", "modified", None,
+                                             base64.b64encode(b"\xffbefore").decode(), 0o600))
+    # A second change of the same file in the task: the first state is the one kept.
+    cp.record_change(tooloop.FileChangeEvent("toolu_2", "write_file", "a.txt", "modified", "in between", None,
+                                             0o644))
+    cp.record_change(tooloop.FileChangeEvent("toolu_3", "write_file", "new.txt", "created"))
+    cp.record_change(tooloop.FileChangeEvent("toolu_4", "write_file", "../out.txt", "created"))  # never kept
+    assert cp.errors == []
+    n, restored = cp.undo(1)
+    assert n == 1 and {(r.path, r.action) for r in restored} == {("a.txt", "restored"), ("new.txt", "removed")}
+    assert (ws / "a.txt").read_bytes() == b"\xffbefore" and stat.S_IMODE((ws / "a.txt").stat().st_mode) == 0o600
+    assert not (ws / "new.txt").exists()

@@ -53,6 +53,18 @@ pub const TOOLOOP_EVENT_SUBAGENT: tooloop_event_type = 11;
 /// cleared. json: `{"type":"compaction","reason":"threshold","method":"summary","tokens_before":9000,
 /// "tokens_after":2100,"removed":6,"cleared":0,"summary":"...","fallback_reason":null}`.
 pub const TOOLOOP_EVENT_COMPACTION: tooloop_event_type = 12;
+/// The permission callback (`tooloop_agent_set_permission`) is about to be asked about a call: draw the
+/// question from this event. Comes after the call's TOOLOOP_EVENT_TOOL_USE, before its TOOLOOP_EVENT_TOOL_RESULT;
+/// `input` is what the call runs with. json: `{"type":"approval_request","id":"toolu_...","name":"bash",
+/// "input":{...}}`.
+pub const TOOLOOP_EVENT_APPROVAL_REQUEST: tooloop_event_type = 13;
+/// A built-in file tool (`write_file`, `edit_file`) changed a file; comes before the call's
+/// TOOLOOP_EVENT_TOOL_RESULT. `kind`: `"created"`, `"modified"` or `"deleted"`; `path` is relative to the
+/// workspace; `before` the content before when it was UTF-8 text, else `before_base64`; both null when the file
+/// did not exist or `before_too_large` (over 8 MiB). json: `{"type":"file_change","id":"toolu_...",
+/// "name":"edit_file","path":"src/a.c","kind":"modified","before":"...","before_base64":null,
+/// "before_mode":420,"before_too_large":false}`.
+pub const TOOLOOP_EVENT_FILE_CHANGE: tooloop_event_type = 14;
 /// An event of a kind without its own code in this version; its json's `"type"` names it.
 pub const TOOLOOP_EVENT_OTHER: tooloop_event_type = 99;
 
@@ -100,6 +112,8 @@ impl EventSink {
             Event::Todo { .. } => (TOOLOOP_EVENT_TODO, None),
             Event::Subagent { .. } => (TOOLOOP_EVENT_SUBAGENT, None),
             Event::Compaction { .. } => (TOOLOOP_EVENT_COMPACTION, None),
+            Event::ApprovalRequest { .. } => (TOOLOOP_EVENT_APPROVAL_REQUEST, None),
+            Event::FileChange { .. } => (TOOLOOP_EVENT_FILE_CHANGE, None),
             // A kind this version of the C API has no code for yet: its JSON still says what it is.
             _ => (TOOLOOP_EVENT_OTHER, None),
         };

@@ -42,8 +42,19 @@ const BATCH_MAX: usize = 512;
 /// about to run, a turn ending). Deltas and raw stream events wait in the batch until the worker is about to
 /// wait for the network (see `tooloop::http::with_wait_hook`) — so they are never held back while the stream
 /// is quiet, and a fast stream crosses to Python a network read at a time instead of an event at a time.
-const DELIVER_AT_ONCE: &[&str] =
-    &["turn_start", "tool_use", "tool_result", "turn_end", "todo", "subagent", "repetition", "compaction"];
+const DELIVER_AT_ONCE: &[&str] = &[
+    "turn_start",
+    "tool_use",
+    "tool_result",
+    "turn_end",
+    "todo",
+    "subagent",
+    "repetition",
+    "compaction",
+    // A permission question waits for its answer: the event that draws it must reach the host now.
+    "approval_request",
+    "file_change",
+];
 
 /// An exception raised by Python code on the worker that must end the operation and reach the caller.
 pub type ErrSlot = Arc<Mutex<Option<PyErr>>>;

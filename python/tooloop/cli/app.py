@@ -29,6 +29,7 @@ from .runner import Outcome, run_with_corrections
 if TYPE_CHECKING:
     import tooloop
 
+    from .checkpoints import Checkpoints
     from .media import Prompt
     from .settings import LoadedSettings
 
@@ -283,8 +284,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     from .session_db import checkpoint_anchor, exists as session_exists
     resumed = session_exists(session)
     from .checkpoints import Checkpoints
+    # Filled from the run's file_change events (see runner.run_task), not from the permission callable.
     checkpoints = Checkpoints.for_session(checkpoint_anchor(session), settings.workspace)
-    policy.before_run = checkpoints.before_call
 
     try:
         import tooloop
@@ -398,13 +399,14 @@ def main(argv: Optional[List[str]] = None) -> int:
                 return plan_one_shot(
                     agent, sent, renderer, policy, ask=_isatty(sys.stdin),
                     one_shot=lambda text: one_shot(agent, text, settings, renderer, abort, args.print_mode,
-                                                   args.max_budget_usd))
+                                                   args.max_budget_usd, checkpoints))
             if json_mode:
                 from .jsonout import JsonOutput, run_json
                 jout = JsonOutput(sys.stdout, args.output_format == "stream-json", session.stem)
                 jout.init(agent, settings, str(getattr(policy, "mode", "")))
-                return run_json(agent, task_input, settings, abort, jout)
-            return one_shot(agent, task_input, settings, renderer, abort, args.print_mode, args.max_budget_usd)
+                return run_json(agent, task_input, settings, abort, jout, checkpoints)
+            return one_shot(agent, task_input, settings, renderer, abort, args.print_mode, args.max_budget_usd,
+                            checkpoints)
         from .repl import Repl
         repl = Repl(agent, settings, renderer, policy, session, abort, resumed=resumed,
                     checkpoints=checkpoints, mcp=mcp)
@@ -463,8 +465,10 @@ def list_sessions(args: argparse.Namespace) -> int:
 
 
 def one_shot(agent: tooloop.Agent, task: Prompt, settings: Settings, renderer: Renderer, abort: threading.Event,
-             print_mode: bool, max_budget_usd: Optional[float] = None) -> int:
-    outcome: Outcome = run_with_corrections(agent, task, None if print_mode else renderer, abort, settings)
+             print_mode: bool, max_budget_usd: Optional[float] = None,
+             checkpoints: Optional[Checkpoints] = None) -> int:
+    outcome: Outcome = run_with_corrections(agent, task, None if print_mode else renderer, abort, settings,
+                                            checkpoints)
     if outcome.status == "cancelled":
         return EXIT_INTERRUPTED
     if outcome.status == "error":

@@ -1,7 +1,8 @@
 """Checkpoints of the files the agent writes or edits, for `/undo` and `/diff`.
 
-Before each write_file or edit_file call runs (from the permission hook, which the agent calls before
-every tool call), the file's bytes and mode are saved, once per file per user message ("task"), in
+Each time a built-in file tool (write_file, edit_file) changes a file, the run's ``file_change`` event
+carries what the file was before; the runner hands it to `record_change`, which saves those bytes and mode,
+once per file per user message ("task"), in
 ``<session>.checkpoints/`` beside the session file: ``manifest.json`` (tasks and, per task, what each file
 was before its first change) and ``blobs/<sha256>``. Folder 0700, files 0600: they may hold secrets.
 
@@ -24,7 +25,10 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+
+if TYPE_CHECKING:
+    from tooloop import FileChangeEvent
 
 #: The built-in tools that change a file named by their "path" input.
 FILE_TOOLS = ("write_file", "edit_file")
@@ -113,7 +117,8 @@ class Checkpoints:
         return None if str(rel) in ("", ".") else rel.as_posix()
 
     def before_call(self, name: str, inp: Dict[str, Any]) -> None:
-        """Called before a tool call runs (allowed by the policy). Never raises."""
+        """Snapshot a file a call is about to change, from the disk (for a host without the run's events;
+        the CLI records from ``file_change`` events, see `record_change`). Never raises."""
         if name not in FILE_TOOLS:
             return
         try:
@@ -131,13 +136,32 @@ class Checkpoints:
         except Exception as e:  # a checkpoint problem must not stop the agent's work
             self.errors.append(f"checkpoint of {inp.get('path')!r} failed: {e}")
 
-    def _snapshot(self, path: Path) -> Record:
-        if path.is_symlink() or (path.exists() and not path.is_file()):
-            return {"existed": True, "mode": None, "blob": None}   # not ours to restore: left alone
-        if not path.exists():
-            return {"existed": False, "mode": None, "blob": None}
-        data = path.read_bytes()
-        mode = path.stat().st_mode & 0o7777
+    def record_change(self, event: FileChangeEvent) -> None:
+        """A file tool changed a file (a ``file_change`` event, which says what the file was before): keep
+        that state, unless the task already holds an earlier one. Never raises."""
+        try:
+            rel = self._relative(event.path)
+            if rel is None:
+                return
+            with self._lock:
+                if not self.tasks:
+                    self.tasks.append({"text": "", "at": int(time.time() * 1000), "files": {}})
+                files = self.tasks[-1]["files"]
+                if rel in files:
+                    return  # the state before the task's first change is the one to keep
+                before = event.before_bytes
+                if before is not None:
+                    files[rel] = self._store(before, int(event.before_mode or 0o644))
+                elif event.before_too_large or event.kind != "created":
+                    files[rel] = {"existed": True, "mode": None, "blob": None}   # cannot restore: left alone
+                    self.errors.append(f"the content of {rel!r} before the change was not kept (too large)")
+                else:
+                    files[rel] = {"existed": False, "mode": None, "blob": None}
+                self._save()
+        except Exception as e:  # a checkpoint problem must not stop the agent's work
+            self.errors.append(f"checkpoint of {event.path!r} failed: {e}")
+
+    def _store(self, data: bytes, mode: int) -> Record:
         digest = hashlib.sha256(data).hexdigest()
         blobs = self.folder / "blobs"
         _private_dir(self.folder)
@@ -145,6 +169,13 @@ class Checkpoints:
         if not (blobs / digest).exists():
             _write_private(blobs / digest, data)
         return {"existed": True, "mode": mode, "blob": digest}
+
+    def _snapshot(self, path: Path) -> Record:
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            return {"existed": True, "mode": None, "blob": None}   # not ours to restore: left alone
+        if not path.exists():
+            return {"existed": False, "mode": None, "blob": None}
+        return self._store(path.read_bytes(), path.stat().st_mode & 0o7777)
 
     def _save(self) -> None:
         _private_dir(self.folder)

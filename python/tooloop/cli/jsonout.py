@@ -25,6 +25,7 @@ from .runner import _cancel, _sigint_sets, one_line
 if TYPE_CHECKING:
     from tooloop import Agent, AgentStream, Event, RunResult, Usage
 
+    from .checkpoints import Checkpoints
     from .config import Settings
     from .media import Prompt
 
@@ -84,12 +85,16 @@ class JsonOutput:
     def event(self, event: Event) -> None:
         if self.stream:
             d = to_json(event)
+            if d.get("type") == "file_change":
+                # The file's whole content before: for undo, not for a line of the stream.
+                d.pop("before", None)
+                d.pop("before_base64", None)
             d["session_id"] = self.session_id
             self.line(d)
 
 
 def run_json(agent: Agent, task: Prompt, settings: Settings, abort: threading.Event,
-             out: JsonOutput) -> int:
+             out: JsonOutput, checkpoints: Optional[Checkpoints] = None) -> int:
     """Run `task`, printing the events (stream-json) and the result object; the exit code."""
     import tooloop
 
@@ -109,6 +114,10 @@ def run_json(agent: Agent, task: Prompt, settings: Settings, abort: threading.Ev
                     continue
                 if event.type == "turn":
                     turns = max(turns, event.turn)
+                if checkpoints is not None:
+                    change = event.event if event.type == "subagent" else event
+                    if change.type == "file_change":
+                        checkpoints.record_change(change)
                 out.event(event)
     except BaseException as exc:  # Ctrl+C included: it cancels the run, and the result object says so
         abort.set()

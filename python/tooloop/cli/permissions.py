@@ -337,14 +337,11 @@ class Observed:
     uses it to show refused calls, which get no tool_use event). Keeps the policy's `mode`."""
 
     def __init__(self, policy: Policy, note: Callable[[str, str, Dict[str, Any]], None],
-                 before_run: Optional[Callable[[str, Dict[str, Any]], None]] = None,
                  denied: Optional[Callable[[str, str], None]] = None):
         self.policy = policy
         self.note = note
         #: Called with (id, reason) when the policy refuses a call (the renderer shows that reason).
         self.denied = denied
-        #: Called with (name, input) once a call is allowed, before it runs (the undo checkpoints).
-        self.before_run = before_run
         self.mode = getattr(policy, "mode", "custom")
 
     def bind(self, agent: Agent) -> None:
@@ -363,11 +360,6 @@ class Observed:
         if isinstance(decision, str) and self.denied is not None:
             try:
                 self.denied(ident, decision)
-            except Exception:
-                pass
-        if decision is True and self.before_run is not None:
-            try:
-                self.before_run(name, inp)
             except Exception:
                 pass
         return decision

@@ -207,7 +207,8 @@ class Repl:
         if text is not None:
             from .media import prompt_input
             run_input = prompt_input(text, self.settings.workspace)   # `@picture.png` mentions become images
-        outcome = run_with_corrections(self.agent, run_input, self.r, self.abort, self.settings)
+        outcome = run_with_corrections(self.agent, run_input, self.r, self.abort, self.settings,
+                                       self.checkpoints)
         if outcome.last_turn is not None:
             t = usage_numbers(outcome.last_turn)
             self.last_context = (t["input_tokens"] + t["cache_read_input_tokens"]

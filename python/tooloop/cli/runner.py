@@ -19,6 +19,7 @@ from .render import Renderer
 if TYPE_CHECKING:
     from tooloop import Agent, AgentStream, Event, RunResult, Usage
 
+    from .checkpoints import Checkpoints
     from .config import Settings
     from .media import Prompt
 
@@ -119,9 +120,9 @@ def start_stream(agent: Agent, text: Optional[Prompt]) -> AgentStream:
 
 
 def run_task(agent: Agent, text: Optional[Prompt], renderer: Optional[Renderer], abort: threading.Event,
-             settings: Optional[Settings] = None) -> Outcome:
+             settings: Optional[Settings] = None, checkpoints: Optional[Checkpoints] = None) -> Outcome:
     """Run `text` on `agent` (None: retry the last request), rendering as it goes (renderer None: show
-    nothing)."""
+    nothing). Each ``file_change`` event (also a subagent's) goes to `checkpoints`, for /undo."""
     import tooloop
 
     abort.clear()
@@ -144,6 +145,10 @@ def run_task(agent: Agent, text: Optional[Prompt], renderer: Optional[Renderer],
                 if event.type == "done":
                     result = event.result
                     continue
+                if checkpoints is not None:
+                    change = event.event if event.type == "subagent" else event
+                    if change.type == "file_change":
+                        checkpoints.record_change(change)
                 if event.type == "turn":
                     last_turn = event.usage
                     turns = max(turns, event.turn)
@@ -250,13 +255,13 @@ MAX_CORRECTIONS = 2
 
 
 def run_with_corrections(agent: Agent, text: Optional[Prompt], renderer: Optional[Renderer], abort: threading.Event,
-                         settings: Optional[Settings] = None) -> Outcome:
+                         settings: Optional[Settings] = None, checkpoints: Optional[Checkpoints] = None) -> Outcome:
     """`run_task`, then, for a local or small model whose final answer is a tool call written as text
     (JSON in a fence, <tool_call> tags, an echoed <tools> block): send a one-line correction as the next
     user message and continue, at most MAX_CORRECTIONS times."""
     from .local import correction, is_custom_endpoint, repeats_a_call, text_tool_call
 
-    outcome = run_task(agent, text, renderer, abort, settings)
+    outcome = run_task(agent, text, renderer, abort, settings, checkpoints)
     watch = getattr(settings, "prompt_style", "full") == "compact" or is_custom_endpoint(
         getattr(settings, "base_url", None))
     tries = 0
@@ -273,7 +278,7 @@ def run_with_corrections(agent: Agent, text: Optional[Prompt], renderer: Optiona
         if renderer is not None:
             renderer.notice(f"the model wrote a tool call as text; asking it to use the tool ({tries}/"
                             f"{MAX_CORRECTIONS})")
-        nxt = run_task(agent, correction(name), renderer, abort, settings)
+        nxt = run_task(agent, correction(name), renderer, abort, settings, checkpoints)
         nxt.turns += outcome.turns
         nxt.compactions += outcome.compactions
         if outcome.usage is not None and nxt.usage is not None:
