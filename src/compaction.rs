@@ -345,18 +345,6 @@ mod tests {
     }
 
     #[test]
-    fn the_window_table_knows_claude_on_every_door_and_not_local_models() {
-        assert_eq!(context_window("claude-sonnet-4-6"), Some(200_000));
-        assert_eq!(context_window("us.anthropic.claude-sonnet-4-5-20250929-v1:0"), Some(200_000));
-        assert_eq!(context_window("gpt-4o-mini"), Some(128_000));
-        assert_eq!(context_window("gpt-4.1-mini"), Some(1_047_576));
-        assert_eq!(context_window("qwen2.5-coder:7b"), Some(32_768));
-        assert_eq!(context_window("Qwen/Qwen2.5-Coder-7B-Instruct"), Some(32_768));
-        assert_eq!(context_window("llama3.1:8b"), Some(131_072));
-        assert_eq!(context_window("my-finetune"), None);
-    }
-
-    #[test]
     fn the_estimator_learns_the_ratio_and_ignores_nonsense() {
         let mut e = Estimator::default();
         assert_eq!(e.tokens(3500), 1000);
