@@ -10,32 +10,10 @@ mod mock;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use mock::MockServer;
-use serde_json::{Value, json};
+use mock::{MockServer, scripted};
+use serde_json::json;
 use tooloop::types::ToolUseBlock;
 use tooloop::{AgentOptions, Event, FileChangeKind, Permission};
-
-/// A scripted model: each step is one turn, either a tool call `{"name", "input"}` or the final text.
-fn scenario(steps: &[Value]) -> Value {
-    let responses: Vec<Value> = steps
-        .iter()
-        .enumerate()
-        .map(|(i, step)| {
-            let (content, stop) = match step {
-                Value::String(text) => (json!([{"type": "text", "text": text}]), "end_turn"),
-                call => (
-                    json!([{"type": "tool_use", "id": format!("toolu_{i:02}"), "name": call["name"],
-                            "input": call["input"]}]),
-                    "tool_use",
-                ),
-            };
-            json!({"anthropic": {"id": format!("msg_{i:02}"), "type": "message", "role": "assistant",
-                "model": "claude-sonnet-4-6", "content": content, "stop_reason": stop, "stop_sequence": null,
-                "usage": {"input_tokens": 100, "output_tokens": 10}}})
-        })
-        .collect();
-    json!({"description": "file change events", "responses": responses})
-}
 
 struct Ws(PathBuf);
 
@@ -87,7 +65,7 @@ fn file_tools_report_each_change_with_the_content_before_between_tool_use_and_to
         json!({"name": "read_file", "input": {"path": "src/new.txt"}}),
         json!("done"),
     ];
-    let mock = MockServer::start(&scenario(&steps));
+    let mock = MockServer::start(&scripted("file change events", &steps));
     let mut events = Vec::new();
     agent(&mock, &ws).run("make files", &mut |e| events.push(e.clone())).unwrap();
 
@@ -150,7 +128,7 @@ fn an_approval_request_is_announced_before_the_permission_callable_is_asked() {
         json!({"name": "write_file", "input": {"path": "b.txt", "content": "b"}}),
         json!("done"),
     ];
-    let mock = MockServer::start(&scenario(&steps));
+    let mock = MockServer::start(&scripted("file change events", &steps));
     let agent = agent(&mock, &ws);
     let log: Arc<Mutex<Vec<String>>> = Arc::default();
     let asked = log.clone();
@@ -192,7 +170,7 @@ fn an_approval_request_is_announced_before_the_permission_callable_is_asked() {
 fn no_permission_callable_means_no_approval_request() {
     let ws = Ws::new("noask");
     let steps = [json!({"name": "write_file", "input": {"path": "a.txt", "content": "a"}}), json!("done")];
-    let mock = MockServer::start(&scenario(&steps));
+    let mock = MockServer::start(&scripted("file change events", &steps));
     let mut events = Vec::new();
     agent(&mock, &ws).run("write", &mut |e| events.push(e.clone())).unwrap();
     assert_eq!(names(&events), ["tool_use:toolu_00", "file_change:toolu_00", "tool_result:toolu_00"]);

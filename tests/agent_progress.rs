@@ -9,31 +9,9 @@ mod mock;
 
 use std::path::PathBuf;
 
-use mock::MockServer;
+use mock::{MockServer, scripted};
 use serde_json::{Value, json};
 use tooloop::{AgentOptions, Event, RunResult, StopReason};
-
-/// A scripted model: each step is one turn, either `("call", name, input)` or the final text.
-fn scenario(steps: &[Value]) -> Value {
-    let responses: Vec<Value> = steps
-        .iter()
-        .enumerate()
-        .map(|(i, step)| {
-            let (content, stop) = match step {
-                Value::String(text) => (json!([{"type": "text", "text": text}]), "end_turn"),
-                call => (
-                    json!([{"type": "tool_use", "id": format!("toolu_{i:02}"), "name": call["name"],
-                            "input": call["input"]}]),
-                    "tool_use",
-                ),
-            };
-            json!({"anthropic": {"id": format!("msg_{i:02}"), "type": "message", "role": "assistant",
-                "model": "claude-sonnet-4-6", "content": content, "stop_reason": stop, "stop_sequence": null,
-                "usage": {"input_tokens": 100, "output_tokens": 10}}})
-        })
-        .collect();
-    json!({"description": "progress detection", "responses": responses})
-}
 
 fn write(path: &str, content: &str) -> Value {
     json!({"name": "write_file", "input": {"path": path, "content": content}})
@@ -101,7 +79,7 @@ fn a_model_that_rewrites_identical_content_and_reruns_the_check_is_told_then_sto
         steps.push(write("hello.txt", "hi\n"));
         steps.push(bash("cat hello.txt"));
     }
-    let mock = MockServer::start(&scenario(&steps));
+    let mock = MockServer::start(&scripted("progress detection", &steps));
     let ws = Ws::new("rewrite");
     let (result, events) = run(&mock, &ws, json!({}));
     assert_eq!(result.stop_reason, Some(StopReason::Repetition));
@@ -133,7 +111,7 @@ fn a_model_that_cycles_through_the_same_calls_is_stopped() {
         steps.push(bash("cat hello.txt"));
         steps.push(bash("ls"));
     }
-    let mock = MockServer::start(&scenario(&steps));
+    let mock = MockServer::start(&scripted("progress detection", &steps));
     let ws = Ws::new("cycle");
     std::fs::write(ws.0.join("hello.txt"), "hi\n").unwrap();
     let (result, events) = run(&mock, &ws, json!({}));
@@ -152,7 +130,7 @@ fn a_model_that_cycles_through_the_same_calls_is_stopped() {
 #[test]
 fn a_model_that_finishes_is_never_touched_and_the_guard_can_be_turned_off() {
     let steps = [write("hello.txt", "hi\n"), bash("cat hello.txt"), json!("hello.txt says hi.")];
-    let mock = MockServer::start(&scenario(&steps));
+    let mock = MockServer::start(&scripted("progress detection", &steps));
     let ws = Ws::new("finish");
     let (result, events) = run(&mock, &ws, json!({}));
     assert_eq!(result.stop_reason, Some(StopReason::EndTurn));
@@ -166,7 +144,7 @@ fn a_model_that_finishes_is_never_touched_and_the_guard_can_be_turned_off() {
         steps.push(bash("cat hello.txt"));
     }
     steps.push(json!("done"));
-    let mock = MockServer::start(&scenario(&steps));
+    let mock = MockServer::start(&scripted("progress detection", &steps));
     let ws = Ws::new("off");
     let (result, events) = run(&mock, &ws, json!({"progress_guard": false}));
     assert_eq!((result.stop_reason, result.turns), (Some(StopReason::EndTurn), 7));
@@ -188,7 +166,7 @@ fn a_model_that_reruns_a_passing_check_gets_one_tools_off_request_and_ends_with_
         bash("python3 hello.py"),
         json!("hello.py prints hi."),
     ];
-    let mock = MockServer::start(&scenario(&steps));
+    let mock = MockServer::start(&scripted("progress detection", &steps));
     let ws = Ws::new("wrapup");
     let (result, events) = run(&mock, &ws, json!({}));
     assert_eq!((result.stop_reason, result.turns), (Some(StopReason::EndTurn), 4));
@@ -208,7 +186,7 @@ fn a_model_that_reruns_a_passing_check_gets_one_tools_off_request_and_ends_with_
     assert!(!requests.iter().skip(4).any(|r| r.to_string().contains("tools are off")));
 
     // Turned off: the same model gets no tools-off request.
-    let mock = MockServer::start(&scenario(&steps));
+    let mock = MockServer::start(&scripted("progress detection", &steps));
     let ws = Ws::new("wrapup-off");
     let (result, _) = run(&mock, &ws, json!({"progress_guard": {"wrap_up": false}}));
     assert_eq!(result.stop_reason, Some(StopReason::EndTurn));
@@ -223,7 +201,7 @@ fn the_wrap_up_is_sent_once_and_a_model_that_still_calls_tools_is_stopped_by_the
         steps.push(bash("python3 hello.py"));
         steps.push(bash("cat hello.py"));
     }
-    let mock = MockServer::start(&scenario(&steps));
+    let mock = MockServer::start(&scripted("progress detection", &steps));
     let ws = Ws::new("wrapup-once");
     let (result, _) = run(&mock, &ws, json!({}));
     assert_eq!(result.stop_reason, Some(StopReason::Repetition));
@@ -237,7 +215,7 @@ fn the_wrap_up_is_sent_once_and_a_model_that_still_calls_tools_is_stopped_by_the
         steps.push(bash("python3 t.py"));
         steps.push(bash("cat t.py"));
     }
-    let mock = MockServer::start(&scenario(&steps));
+    let mock = MockServer::start(&scripted("progress detection", &steps));
     let ws = Ws::new("wrapup-failing");
     let _ = run(&mock, &ws, json!({}));
     assert!(mock.requests().iter().all(|r| r["body"].get("tool_choice").is_none()));

@@ -16,7 +16,7 @@
 //! each request to stderr. Panics with a message on any failure: this is test-only code.
 #![allow(dead_code)]
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -150,4 +150,27 @@ fn reap(child: &mut Child) {
     // Child::kill signals exactly this pid; wait() reaps it so no zombie outlives the test.
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// A scripted Messages-API model: each step is one turn, either a tool call `{"name", "input"}` or the final
+/// text (a string); the call ids are `toolu_00`, `toolu_01`, ... by step.
+pub fn scripted(description: &str, steps: &[Value]) -> Value {
+    let responses: Vec<Value> = steps
+        .iter()
+        .enumerate()
+        .map(|(i, step)| {
+            let (content, stop) = match step {
+                Value::String(text) => (json!([{"type": "text", "text": text}]), "end_turn"),
+                call => (
+                    json!([{"type": "tool_use", "id": format!("toolu_{i:02}"), "name": call["name"],
+                            "input": call["input"]}]),
+                    "tool_use",
+                ),
+            };
+            json!({"anthropic": {"id": format!("msg_{i:02}"), "type": "message", "role": "assistant",
+                "model": "claude-sonnet-4-6", "content": content, "stop_reason": stop, "stop_sequence": null,
+                "usage": {"input_tokens": 100, "output_tokens": 10}}})
+        })
+        .collect();
+    json!({"description": description, "responses": responses})
 }
