@@ -164,3 +164,28 @@ def tool_results(request: Dict[str, Any]) -> Dict[str, Any]:
                         content = "".join(x.get("text", "") for x in content)
                     out[b["tool_use_id"]] = (content, bool(b.get("is_error")))
     return out
+
+
+def sigint_into_stall(server: MockServer, script: str, *args: str, after: float = 0.5) -> tuple:  # type: ignore[type-arg]
+    """Run ``script`` (``python -c``) against ``server``, wait until it has sent its request and ``after``
+    seconds more (well into a stalled stream), send it SIGINT; (returncode, stdout, stderr, the monotonic time
+    the signal was sent). The process is always reaped."""
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, **mock_env(server.base_url)})
+    try:
+        deadline = time.monotonic() + 20
+        while not server.requests() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.requests(), "the script never sent its request"
+        time.sleep(after)
+        sent = time.monotonic()
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, out, err, sent

@@ -17,7 +17,7 @@ from typing import Any, Dict, List
 import pytest
 
 import tooloop
-from _support import ROOT, agent_for, assert_valid_view, mock_env, scenario, text_reply
+from _support import agent_for, assert_valid_view, mock_env, sigint_into_stall, text_reply
 
 
 def slow_text_reply(text: str, ms_between: int) -> Dict[str, Any]:
@@ -147,25 +147,10 @@ SIGINT_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.parametrize("mode", ["run", "stream"])
 def test_sigint_during_a_stalled_stream_raises_keyboard_interrupt_within_a_second(mock: Any, mode: str) -> None:
-    server = mock("anthropic_stream_stall")
-    proc = subprocess.Popen([sys.executable, "-c", SIGINT_SCRIPT, mode], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, **mock_env(server.base_url)})
-    try:
-        deadline = time.monotonic() + 20
-        while not server.requests() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert server.requests(), "the script never sent its request"
-        time.sleep(0.5)  # well into the stall (the first delta came at once)
-        sent = time.monotonic()
-        os.kill(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=10)
-        elapsed = time.monotonic() - sent
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    code, out, err, sent = sigint_into_stall(mock("anthropic_stream_stall"), SIGINT_SCRIPT, mode)
+    elapsed = time.monotonic() - sent
     print(f"SIGINT → process exited after {elapsed:.3f} s")
-    assert proc.returncode == 42, (out, err)
+    assert code == 42, (out, err)
     assert elapsed < 1.0
     state = json.loads(out.splitlines()[1])
     assert_valid_view(state["messages"])

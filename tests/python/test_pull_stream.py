@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -19,7 +18,7 @@ from urllib.parse import urlparse
 import pytest
 
 import tooloop
-from _support import mock_env, text_reply
+from _support import mock_env, sigint_into_stall, text_reply
 
 REQUEST: Dict[str, Any] = {"model": "claude-sonnet-4-6", "max_tokens": 256,
                            "messages": [{"role": "user", "content": "hi"}]}
@@ -111,23 +110,8 @@ SIGINT_SCRIPT = textwrap.dedent("""
 
 @pytest.mark.parametrize("mode", ["events", "text"])
 def test_sigint_during_a_stalled_pulled_stream_raises_keyboard_interrupt_within_200_ms(mock: Any, mode: str) -> None:
-    server = mock("anthropic_stream_stall")
-    proc = subprocess.Popen([sys.executable, "-c", SIGINT_SCRIPT, mode], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, **mock_env(server.base_url)})
-    try:
-        deadline = time.monotonic() + 20
-        while not server.requests() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert server.requests(), "the script never sent its request"
-        time.sleep(0.5)  # well into the stall
-        sent = time.monotonic()
-        os.kill(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 42, (out, err)
+    code, out, err, sent = sigint_into_stall(mock("anthropic_stream_stall"), SIGINT_SCRIPT, mode)
+    assert code == 42, (out, err)
     took = float(out.split()[-1]) - sent  # when the script saw KeyboardInterrupt (same monotonic clock)
     print(f"SIGINT → KeyboardInterrupt after {took * 1000:.0f} ms")
     assert took < 0.2 + 0.15
