@@ -9,17 +9,19 @@
 
 #[path = "common/procs.rs"]
 mod procs;
+#[path = "common/recorder.rs"]
+mod recorder;
 #[path = "common/require.rs"]
 mod require;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::Once;
 use std::time::{Duration, Instant};
 
+use recorder::{Recorder, redirect};
 use serde_json::{Value, json};
 use tooloop::mcp::{McpServerConfig, McpServers, McpState};
 use tooloop::types::ToolUseBlock;
@@ -216,37 +218,15 @@ impl Drop for HttpServer {
     }
 }
 
-/// A server on 127.0.0.1 that answers every request with a redirect to `target`, recording request heads.
-fn redirector(target: String) -> (u16, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let heads = Arc::new(Mutex::new(Vec::new()));
-    let seen = heads.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-            let mut buf = Vec::new();
-            let mut byte = [0u8; 1];
-            while !buf.ends_with(b"\r\n\r\n") && s.read(&mut byte).is_ok_and(|n| n == 1) {
-                buf.push(byte[0]);
-            }
-            seen.lock().unwrap().push(String::from_utf8_lossy(&buf).to_string());
-            let answer =
-                format!("HTTP/1.1 307 Moved\r\nLocation: {target}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-            let _ = s.write_all(answer.as_bytes());
-        }
-    });
-    (port, heads)
-}
-
 #[test]
 fn http_secret_headers_do_not_follow_a_redirect_to_another_origin() {
     let Some(py) = python() else { return };
     let m = marker("redirect");
     // The real server listens on 127.0.0.2: loopback, but another origin than the redirecting 127.0.0.1.
     let server = HttpServer::start(&py, "127.0.0.2", &m);
-    let (port, heads) = redirector(format!("http://127.0.0.2:{}/mcp", server.port));
+    let target = format!("http://127.0.0.2:{}/mcp", server.port);
+    let redirector = Recorder::start("127.0.0.1", move |_| redirect(307, &target));
+    let port = redirector.port;
     let config: McpServerConfig = serde_json::from_value(json!({
         "type": "http", "url": format!("http://127.0.0.1:{port}/mcp"),
         "headers": {"Authorization": "Bearer ${TOOLOOP_REPO_TEST_SECRET}", "X-Custom": "custom-secret-value-1"}
@@ -259,10 +239,7 @@ fn http_secret_headers_do_not_follow_a_redirect_to_another_origin() {
     assert!(failures[0].reason.contains("another origin"), "{}", failures[0].reason);
     assert!(!failures[0].reason.contains(USER_SECRET), "{}", failures[0].reason);
     assert!(registry.names().is_empty());
-    assert!(
-        heads.lock().unwrap()[0].contains(USER_SECRET),
-        "the first server did get the header it was configured for"
-    );
+    assert!(redirector.heads()[0].contains(USER_SECRET), "the first server did get the header it was configured for");
     // The same server reached directly works: the refusal is the redirect's doing.
     let direct: McpServerConfig =
         serde_json::from_value(json!({"type": "http", "url": format!("http://127.0.0.2:{}/mcp", server.port)}))
