@@ -26,24 +26,6 @@ mod common;
 mod require;
 use common::*;
 
-fn call(id: &str, name: &str, input: Value) -> ContentBlock {
-    ContentBlock::ToolUse(ToolUseBlock { id: id.into(), name: name.into(), input, extra: Map::new() })
-}
-
-/// `echo`: returns its `text` input, counting calls.
-fn echo_tool(calls: Arc<AtomicUsize>) -> Tool {
-    Tool::new(
-        "echo",
-        "Echo the text.",
-        json!({"type": "object", "properties": {"text": {"type": "string"}}}),
-        move |input: &Value, _: &ToolContext<'_>| {
-            calls.fetch_add(1, Ordering::SeqCst);
-            Ok(ToolOutput::Text(input["text"].as_str().unwrap_or("").to_string()))
-        },
-    )
-    .unwrap()
-}
-
 fn run_collect(agent: &Agent, input: &str) -> (tooloop::Result<tooloop::RunResult>, Vec<Event>) {
     let mut events = Vec::new();
     let r = agent.run(input, &mut |e| events.push(e.clone()));
@@ -59,7 +41,7 @@ fn the_same_call_again_and_again_is_answered_by_the_guard_then_the_run_stops() {
     // Ten turns of the very same call: it runs twice, the 3rd and 4th are refused with a note, the 5th
     // (warn_after 3 + stop_after 2) ends the run.
     let replies =
-        (0..10).map(|i| reply(vec![call(&format!("c{i}"), "echo", json!({"text": "hi"}))], StopReason::ToolUse));
+        (0..10).map(|i| reply(vec![tool_use(&format!("c{i}"), "echo", json!({"text": "hi"}))], StopReason::ToolUse));
     let provider = Arc::new(ScriptedProvider::new(replies));
     let agent = Agent::new(provider.clone(), config());
     let calls = Arc::new(AtomicUsize::new(0));
@@ -85,7 +67,7 @@ fn the_same_call_again_and_again_is_answered_by_the_guard_then_the_run_stops() {
 #[test]
 fn repeated_calls_with_different_inputs_are_never_touched() {
     let mut replies: Vec<_> = (0..8)
-        .map(|i| reply(vec![call(&format!("c{i}"), "echo", json!({"text": format!("n{i}")}))], StopReason::ToolUse))
+        .map(|i| reply(vec![tool_use(&format!("c{i}"), "echo", json!({"text": format!("n{i}")}))], StopReason::ToolUse))
         .collect();
     replies.push(reply(vec![ContentBlock::text("done")], StopReason::EndTurn));
     let agent = Agent::new(Arc::new(ScriptedProvider::new(replies)), config());
@@ -104,7 +86,7 @@ fn an_other_call_in_between_starts_the_count_again_and_the_guard_can_be_turned_o
     let mut replies: Vec<_> = (0..9)
         .map(|i| {
             let text = if i % 3 == 2 { "b" } else { "a" };
-            reply(vec![call(&format!("c{i}"), "echo", json!({"text": text}))], StopReason::ToolUse)
+            reply(vec![tool_use(&format!("c{i}"), "echo", json!({"text": text}))], StopReason::ToolUse)
         })
         .collect();
     replies.push(reply(vec![ContentBlock::text("done")], StopReason::EndTurn));
@@ -121,7 +103,8 @@ fn an_other_call_in_between_starts_the_count_again_and_the_guard_can_be_turned_o
     assert_eq!(run_collect(&agent, "go").0.unwrap().stop_reason, Some(StopReason::Repetition));
 
     // Off: ten identical calls all run.
-    let same = (0..6).map(|i| reply(vec![call(&format!("c{i}"), "echo", json!({"text": "x"}))], StopReason::ToolUse));
+    let same =
+        (0..6).map(|i| reply(vec![tool_use(&format!("c{i}"), "echo", json!({"text": "x"}))], StopReason::ToolUse));
     let mut steps: Vec<_> = same.collect();
     steps.push(reply(vec![ContentBlock::text("done")], StopReason::EndTurn));
     // (Progress detection off too: without the runaway guard it takes over identical calls with the same result.)
@@ -134,7 +117,8 @@ fn an_other_call_in_between_starts_the_count_again_and_the_guard_can_be_turned_o
 
     // Tighter settings apply.
     let tight = AgentConfig { repeat_guard: Some(RepeatGuard { warn_after: 2, stop_after: 1 }), ..config() };
-    let same = (0..6).map(|i| reply(vec![call(&format!("c{i}"), "echo", json!({"text": "x"}))], StopReason::ToolUse));
+    let same =
+        (0..6).map(|i| reply(vec![tool_use(&format!("c{i}"), "echo", json!({"text": "x"}))], StopReason::ToolUse));
     let agent = Agent::new(Arc::new(ScriptedProvider::new(same)), tight);
     let calls = Arc::new(AtomicUsize::new(0));
     agent.tools().register(echo_tool(calls.clone())).unwrap();
@@ -149,7 +133,7 @@ fn an_other_call_in_between_starts_the_count_again_and_the_guard_can_be_turned_o
 #[test]
 fn a_tool_input_that_is_not_an_object_is_stored_as_sent_and_answered_with_an_error() {
     let replies = vec![
-        reply(vec![call("c1", "echo", json!([1, 2]))], StopReason::ToolUse),
+        reply(vec![tool_use("c1", "echo", json!([1, 2]))], StopReason::ToolUse),
         reply(vec![ContentBlock::text("ok")], StopReason::EndTurn),
     ];
     let provider = Arc::new(ScriptedProvider::new(replies));
@@ -348,7 +332,7 @@ fn builtin_tools_from_options_are_sandboxed_by_default_and_the_model_is_told() {
     let _ = std::fs::remove_file(&outside);
     let cmd = format!("touch {} ; touch inside.txt", outside.display());
     let provider = Arc::new(ScriptedProvider::new([
-        reply(vec![call("b1", "bash", json!({"command": cmd}))], StopReason::ToolUse),
+        reply(vec![tool_use("b1", "bash", json!({"command": cmd}))], StopReason::ToolUse),
         reply(vec![ContentBlock::text("done")], StopReason::EndTurn),
     ]));
     let agent = AgentOptions::from_value(json!({"builtin_tools": ["bash"], "workspace": ws}))

@@ -9,36 +9,19 @@ mod mock;
 mod common;
 use common::*;
 
-use serde_json::{Map, Value, json};
+use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tooloop::agent::MAX_TOOL_CALLS_PER_TURN;
 use tooloop::provider::ScriptedProvider;
 use tooloop::provider::host::reply;
-use tooloop::types::ToolUseBlock;
-use tooloop::{Agent, ContentBlock, Event, StopReason, Tool, ToolContext, ToolOutput};
-
-fn call(id: &str, input: Value) -> ContentBlock {
-    ContentBlock::ToolUse(ToolUseBlock { id: id.into(), name: "echo".into(), input, extra: Map::new() })
-}
-
-fn echo_tool(calls: Arc<AtomicUsize>) -> Tool {
-    Tool::new(
-        "echo",
-        "Echo the text.",
-        json!({"type": "object", "properties": {"text": {"type": "string"}}}),
-        move |input: &Value, _: &ToolContext<'_>| {
-            calls.fetch_add(1, Ordering::SeqCst);
-            Ok(ToolOutput::Text(input["text"].as_str().unwrap_or("").to_string()))
-        },
-    )
-    .unwrap()
-}
+use tooloop::{Agent, ContentBlock, Event, StopReason};
 
 #[test]
 fn a_turn_of_hundreds_of_calls_runs_only_the_documented_number() {
     assert_eq!(MAX_TOOL_CALLS_PER_TURN, 64, "the README documents 64");
-    let many: Vec<ContentBlock> = (0..200).map(|i| call(&format!("c{i}"), json!({"text": format!("n{i}")}))).collect();
+    let many: Vec<ContentBlock> =
+        (0..200).map(|i| tool_use(&format!("c{i}"), "echo", json!({"text": format!("n{i}")}))).collect();
     let replies = vec![reply(many, StopReason::ToolUse), reply(vec![ContentBlock::text("done")], StopReason::EndTurn)];
     let agent = Agent::new(Arc::new(ScriptedProvider::new(replies)), config());
     let calls = Arc::new(AtomicUsize::new(0));
@@ -61,7 +44,8 @@ fn a_turn_of_hundreds_of_calls_runs_only_the_documented_number() {
 
 #[test]
 fn identical_calls_inside_one_turn_count_for_the_runaway_guard() {
-    let same: Vec<ContentBlock> = (0..100).map(|i| call(&format!("c{i}"), json!({"text": "again"}))).collect();
+    let same: Vec<ContentBlock> =
+        (0..100).map(|i| tool_use(&format!("c{i}"), "echo", json!({"text": "again"}))).collect();
     let replies = vec![reply(same, StopReason::ToolUse), reply(vec![ContentBlock::text("never")], StopReason::EndTurn)];
     let provider = Arc::new(ScriptedProvider::new(replies));
     let agent = Agent::new(provider.clone(), config());

@@ -219,3 +219,17 @@ pub fn weather_tool(calls: Arc<AtomicUsize>) -> Tool {
 pub fn tool_use(id: &str, name: &str, input: Value) -> ContentBlock {
     ContentBlock::ToolUse(ToolUseBlock { id: id.into(), name: name.into(), input, extra: Default::default() })
 }
+
+/// `echo`: returns its `text` input, counting calls.
+pub fn echo_tool(calls: Arc<AtomicUsize>) -> Tool {
+    Tool::new(
+        "echo",
+        "Echo the text.",
+        json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+        move |input: &Value, _: &ToolContext<'_>| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok(ToolOutput::Text(input["text"].as_str().unwrap_or("").to_string()))
+        },
+    )
+    .unwrap()
+}
