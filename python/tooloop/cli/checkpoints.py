@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
 if TYPE_CHECKING:
     from tooloop import FileChangeEvent
@@ -121,26 +121,28 @@ class Checkpoints:
         the CLI records from ``file_change`` events, see `record_change`). Never raises."""
         if name not in FILE_TOOLS:
             return
-        try:
-            rel = self._relative(inp.get("path"))
-            if rel is None:
-                return
-            with self._lock:
-                if not self.tasks:
-                    self.tasks.append({"text": "", "at": int(time.time() * 1000), "files": {}})
-                files = self.tasks[-1]["files"]
-                if rel in files:
-                    return  # the state before the task's first change is the one to keep
-                files[rel] = self._snapshot(self.workspace / rel)
-                self._save()
-        except Exception as e:  # a checkpoint problem must not stop the agent's work
-            self.errors.append(f"checkpoint of {inp.get('path')!r} failed: {e}")
+        self._keep_first(inp.get("path"), lambda rel: self._snapshot(self.workspace / rel))
 
     def record_change(self, event: FileChangeEvent) -> None:
         """A file tool changed a file (a ``file_change`` event, which says what the file was before): keep
         that state, unless the task already holds an earlier one. Never raises."""
+        def before(rel: str) -> Record:
+            data = event.before_bytes
+            if data is not None:
+                return self._store(data, int(event.before_mode or 0o644))
+            if event.before_too_large or event.kind != "created":
+                self.errors.append(f"the content of {rel!r} before the change was not kept (too large)")
+                return {"existed": True, "mode": None, "blob": None}   # cannot restore: left alone
+            return {"existed": False, "mode": None, "blob": None}
+
+        self._keep_first(event.path, before)
+
+    def _keep_first(self, path: Any, state: Callable[[str], Record]) -> None:
+        """Keep ``state(rel)`` for the file at ``path`` in the current task, unless the task already holds the
+        state before its first change (that one is kept). Never raises: a checkpoint problem must not stop the
+        agent's work."""
         try:
-            rel = self._relative(event.path)
+            rel = self._relative(path)
             if rel is None:
                 return
             with self._lock:
@@ -148,18 +150,11 @@ class Checkpoints:
                     self.tasks.append({"text": "", "at": int(time.time() * 1000), "files": {}})
                 files = self.tasks[-1]["files"]
                 if rel in files:
-                    return  # the state before the task's first change is the one to keep
-                before = event.before_bytes
-                if before is not None:
-                    files[rel] = self._store(before, int(event.before_mode or 0o644))
-                elif event.before_too_large or event.kind != "created":
-                    files[rel] = {"existed": True, "mode": None, "blob": None}   # cannot restore: left alone
-                    self.errors.append(f"the content of {rel!r} before the change was not kept (too large)")
-                else:
-                    files[rel] = {"existed": False, "mode": None, "blob": None}
+                    return
+                files[rel] = state(rel)
                 self._save()
-        except Exception as e:  # a checkpoint problem must not stop the agent's work
-            self.errors.append(f"checkpoint of {event.path!r} failed: {e}")
+        except Exception as e:
+            self.errors.append(f"checkpoint of {path!r} failed: {e}")
 
     def _store(self, data: bytes, mode: int) -> Record:
         digest = hashlib.sha256(data).hexdigest()
