@@ -100,6 +100,14 @@ def _budget(text: str) -> float:
     return x
 
 
+def add_model_flags(p: argparse.ArgumentParser) -> None:
+    """--model and --provider, the same for a task and for a batch."""
+    p.add_argument("--model", help="model name (default: $TOOLOOP_MODEL, or claude-sonnet-4-6 for anthropic)")
+    p.add_argument("--provider", choices=["anthropic", "openai", "bedrock"], type=str.lower,
+                   help="API protocol (default: $TOOLOOP_PROVIDER or anthropic); bedrock: Claude on Amazon "
+                   "Bedrock with AWS credentials")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tooloop", description=DESCRIPTION, epilog=EPILOG,
@@ -108,10 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "piped, the task is read from stdin). `-` reads it from stdin")
     p.add_argument("-p", "--print", dest="print_mode", action="store_true",
                    help="print only the final answer, as plain text (for pipes and scripts)")
-    p.add_argument("--model", help="model name (default: $TOOLOOP_MODEL, or claude-sonnet-4-6 for anthropic)")
-    p.add_argument("--provider", choices=["anthropic", "openai", "bedrock"], type=str.lower,
-                   help="API protocol (default: $TOOLOOP_PROVIDER or anthropic); bedrock: Claude on Amazon "
-                   "Bedrock with AWS credentials")
+    add_model_flags(p)
     p.add_argument("--region", help="AWS region for --provider bedrock (default: $AWS_REGION or "
                    "$AWS_DEFAULT_REGION)")
     p.add_argument("--base-url", help="API endpoint, e.g. http://localhost:11434/v1 for a local "

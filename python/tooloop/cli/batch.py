@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Union
 
-from .args import _positive_int
+from .args import _positive_int, add_model_flags
 
 if TYPE_CHECKING:
     import tooloop
@@ -70,9 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="at most N model requests a minute, shared by every agent")
     p.add_argument("--tokens-per-minute", type=_positive_float, metavar="N",
                    help="at most about N prompt tokens a minute, shared by every agent")
-    p.add_argument("--model", help="model name (default: $TOOLOOP_MODEL, or claude-sonnet-4-6)")
-    p.add_argument("--provider", choices=["anthropic", "openai", "bedrock"], type=str.lower,
-                   help="API protocol (default: $TOOLOOP_PROVIDER or anthropic)")
+    add_model_flags(p)
     p.add_argument("--base-url", help="API endpoint")
     p.add_argument("--max-turns", type=_positive_int, metavar="N", help="most model requests per task (default: 50)")
     p.add_argument("--sandbox", choices=["workspace-write", "read-only"], type=str.lower,
