@@ -2,7 +2,6 @@
 //! for OpenAI), its own JSON back, raw stream events as received.
 
 use std::collections::HashMap;
-use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,7 +15,7 @@ use crate::agent::build_provider;
 use crate::convert::{from_py, to_py};
 use crate::errors::{config_error, to_pyerr};
 use crate::pull::PullStream;
-use crate::run::{ErrSlot, Item, Run, lock, park};
+use crate::run::{ErrSlot, Item, Run, lock, signal_hook};
 
 #[pyclass(module = "tooloop._tooloop", name = "_Client", frozen)]
 pub struct PyClient {
@@ -129,15 +128,7 @@ impl PyClient {
         let interrupt: ErrSlot = Arc::new(Mutex::new(None));
         let provider = &self.provider;
         let outcome = py.detach(|| {
-            let (hook_cancel, hook_slot) = (cancel.clone(), interrupt.clone());
-            let hook = Rc::new(move || {
-                Python::attach(|py| {
-                    if let Err(e) = py.check_signals() {
-                        park(&hook_slot, e);
-                        hook_cancel.cancel();
-                    }
-                })
-            });
+            let hook = signal_hook(&cancel, &interrupt);
             tooloop::http::with_poll_hook(hook, || provider.send_raw(&body, false, &cancel, &mut |_| {}))
         });
         if let Some(e) = lock(&interrupt).take() {

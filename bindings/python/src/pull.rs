@@ -10,7 +10,6 @@
 //! Must never: hold the GIL while waiting for the network, or block on the state lock while holding it.
 
 use std::collections::VecDeque;
-use std::rc::Rc;
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
@@ -21,7 +20,7 @@ use tooloop::{CancelToken, Error, Provider, StreamEvent};
 
 use crate::convert::to_py;
 use crate::errors::to_pyerr;
-use crate::run::{ErrSlot, Item, item_to_py, lock, park};
+use crate::run::{ErrSlot, Item, item_to_py, lock, signal_hook};
 
 /// Where the stream is.
 enum Phase {
@@ -75,15 +74,7 @@ impl PullStream {
         let phase = std::mem::replace(&mut st.phase, Phase::Ended(Ok(Value::Null)));
         let (provider, cancel) = (&self.provider, &self.cancel);
         let (phase, items) = py.detach(|| {
-            let (hook_cancel, hook_slot) = (cancel.clone(), interrupt.clone());
-            let hook = Rc::new(move || {
-                Python::attach(|py| {
-                    if let Err(e) = py.check_signals() {
-                        park(&hook_slot, e);
-                        hook_cancel.cancel();
-                    }
-                })
-            });
+            let hook = signal_hook(cancel, &interrupt);
             let mut items = Vec::new();
             // The core reports a lazily read text delta as its text, then its JSON: kept together.
             let mut text = None;

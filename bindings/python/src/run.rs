@@ -22,7 +22,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use serde_json::Value;
-use tooloop::Error;
+use tooloop::{CancelToken, Error};
 
 use crate::convert::to_py;
 use crate::errors::to_pyerr;
@@ -198,6 +198,21 @@ pub fn park(slot: &ErrSlot, err: PyErr) {
     if s.is_none() {
         *s = Some(err);
     }
+}
+
+/// The hook the core's HTTP waits poll (`tooloop::http::with_poll_hook`) while a read runs on the caller's
+/// thread with the GIL released: it runs Python's signal handlers, and an exception one raises (Ctrl+C) is
+/// parked in `slot` and cancels `cancel`.
+pub fn signal_hook(cancel: &CancelToken, slot: &ErrSlot) -> std::rc::Rc<dyn Fn()> {
+    let (cancel, slot) = (cancel.clone(), slot.clone());
+    std::rc::Rc::new(move || {
+        Python::attach(|py| {
+            if let Err(e) = py.check_signals() {
+                park(&slot, e);
+                cancel.cancel();
+            }
+        })
+    })
 }
 
 type Finished = Result<Value, PyErr>;
