@@ -247,9 +247,11 @@ def _alive(pgid: int) -> bool:
     return True
 
 
-def run_once(agent: str, cmd: List[str], task: Task, env: Dict[str, str], timeout: float) -> Run:
+def run_once(agent: str, cmd: List[str], task: Task, env: Dict[str, str], timeout: float,
+             keep: Optional[Path] = None) -> Run:
     """One task in a fresh workspace. `agent` "tooloop" gets the CLI's flags; any other command gets the task as
-    its last argument and the workspace as its folder."""
+    its last argument and the workspace as its folder. With `keep`, a failed run's folder (workspace, sessions,
+    the agent's stdout and stderr) is copied there for reading."""
     root = Path(tempfile.mkdtemp(prefix=f"tooloop-bench-{task.name}-"))
     try:
         ws, home = root / "ws", root / "home"
@@ -286,8 +288,14 @@ def run_once(agent: str, cmd: List[str], task: Task, env: Dict[str, str], timeou
         else:
             m = _TURNS.search(err or "")
             turns = int(m.group(1)) if m else None
-        return Run(agent, task.name, why is None or why.startswith("check holds"), failed is None, why or "", turns,
-                   seconds, survived)
+        run = Run(agent, task.name, why is None or why.startswith("check holds"), failed is None, why or "", turns,
+                  seconds, survived)
+        if keep is not None and not (run.ok and run.stopped):
+            (root / "stdout.txt").write_text(out or "")
+            (root / "stderr.txt").write_text(err or "")
+            shutil.copytree(root, Path(tempfile.mkdtemp(prefix=f"{agent}-{task.name}-", dir=keep)), symlinks=True,
+                            dirs_exist_ok=True)
+        return run
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -351,6 +359,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "`turns: N` on stderr gives its turns (repeatable)")
     p.add_argument("--no-tooloop", action="store_true", help="run only the --agent commands")
     p.add_argument("--json", action="store_true", help="print the runs as JSON lines too")
+    p.add_argument("--keep", type=Path, metavar="DIR",
+                   help="copy each failed run's folder (workspace, sessions, the agent's output) into DIR")
     args = p.parse_args(argv)
 
     spec = {"all": ",".join(t.name for t in TASKS), "easy": ",".join(EASY)}.get(args.tasks, args.tasks)
@@ -370,11 +380,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             p.error(f"--agent wants NAME=COMMAND, got {item!r}")
         agents.append((name, _absolute(shlex.split(command))))
     env = dict(os.environ)
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
     runs: List[Run] = []
     for task in [t for t in TASKS if t.name in wanted]:
         for i in range(args.runs):
             for name, cmd in agents:
-                run = run_once(name, cmd, task, env, args.timeout)
+                run = run_once(name, cmd, task, env, args.timeout, args.keep)
                 runs.append(run)
                 print(f"{name} {task.name} #{i + 1}: {'ok' if run.ok else 'FAIL'}"
                       f"{'' if run.stopped else ' (did not stop by itself)'} {run.why} "

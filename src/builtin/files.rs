@@ -41,6 +41,10 @@ const HINT_BUDGET: usize = 2_000_000;
 const BINARY_PROBE_BYTES: u64 = 8 * 1024;
 /// Lines of context shown around an edit.
 const EDIT_CONTEXT_LINES: usize = 3;
+/// A file this small is shown whole, numbered like read_file, when `old_text` matches nothing in it: a model
+/// that edited without reading (small models often do) then sees what is there instead of guessing again.
+const SHOW_WHOLE_FILE_LINES: usize = 60;
+const SHOW_WHOLE_FILE_BYTES: usize = 4_000;
 /// Edited regions shown in full in `edit_file`'s reply (the rest are only counted).
 const EDIT_REGIONS_SHOWN: usize = 3;
 
@@ -692,6 +696,15 @@ fn not_found_message(path: &str, text: &str, old_text: &str, cancel: &CancelToke
             return message;
         }
     }
+    if file_lines.len() <= SHOW_WHOLE_FILE_LINES && text.len() <= SHOW_WHOLE_FILE_BYTES {
+        message.push_str(&format!(
+            ". The file has {} line{}; it reads (numbered like read_file; the numbers are not part of it):\n{}",
+            file_lines.len(),
+            if file_lines.len() == 1 { "" } else { "s" },
+            numbered(&file_lines, 1, file_lines.len())
+        ));
+        return message;
+    }
     message.push_str(". Read the file again (read_file) and copy the exact text to replace, whitespace included");
     message
 }
@@ -972,6 +985,26 @@ mod tests {
         let err = edit(&ws, "stop();", "halt();", None).unwrap_err();
         assert!(err.starts_with("old_text was not found in 'code.rs'"), "{err}");
         assert_eq!(fs::read_to_string(path).unwrap(), "fn main() {\n    run();\n}\n");
+    }
+
+    #[test]
+    fn edit_file_zero_matches_in_a_small_file_shows_the_file() {
+        let (_tmp, ws) = setup();
+        code_file(&ws, "def add(a, b):\n    return a - b\n");
+        let err = edit(&ws, "return a - c", "return a + b", None).unwrap_err();
+        assert!(err.starts_with("old_text was not found in 'code.rs'"), "{err}");
+        assert!(err.contains("The file has 2 lines"), "{err}");
+        assert!(err.ends_with("     1\tdef add(a, b):\n     2\t    return a - b\n"), "{err}");
+    }
+
+    #[test]
+    fn edit_file_zero_matches_in_a_large_file_does_not_show_it() {
+        let (_tmp, ws) = setup();
+        let text: String = (1..=200).map(|i| format!("line {i}\n")).collect();
+        code_file(&ws, &text);
+        let err = edit(&ws, "no such line", "x", None).unwrap_err();
+        assert!(!err.contains("line 100"), "{err}");
+        assert!(err.ends_with("copy the exact text to replace, whitespace included"), "{err}");
     }
 
     #[test]
