@@ -49,9 +49,16 @@ fn read_until(registry: &ToolRegistry, id: &str, want: &str) -> String {
     let start = Instant::now();
     let mut seen = String::new();
     while start.elapsed() < Duration::from_secs(10) {
-        seen.push_str(&call(registry, "bash_output", json!({"id": id})).unwrap());
-        if seen.contains(want) {
-            return seen;
+        // Each read is the new output, then a status line: keep the output of every read and the last status,
+        // so text that arrived over two reads reads as one.
+        let reply = call(registry, "bash_output", json!({"id": id})).unwrap();
+        let (output, status) = reply.rsplit_once('\n').unwrap_or(("", &reply));
+        seen.push_str(output.strip_suffix("(no new output)").unwrap_or(output).trim_end_matches('\n'));
+        if !output.ends_with("(no new output)") && !output.is_empty() {
+            seen.push('\n');
+        }
+        if seen.contains(want) || status.contains(want) {
+            return format!("{seen}{status}");
         }
         std::thread::sleep(Duration::from_millis(50));
     }
