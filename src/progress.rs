@@ -20,7 +20,8 @@
 //! that had already passed (a command with the same output as before, exit code 0), the next request is
 //! sent once with tools disabled (`tool_choice` none, the tools still defined so the history stays valid)
 //! and a line asking for the final answer ([`wrap_up`]): the model has to answer in text, and the run ends
-//! the natural way, with `end_turn`. Once per run; if the model still calls a tool, the guard goes on.
+//! the natural way, with `end_turn`. Once per run. A server that ignores `tool_choice` none and sends calls
+//! anyway gets them answered, not run ([`WRAP_UP_IGNORED`]), and the run ends with `"repetition"`.
 //!
 //! Must never: stop a run whose calls keep producing something new (a cycle of commands whose output changes,
 //! like a poll, is left alone), or judge a call before it ran. It only reads what the loop hands it: no I/O,
@@ -56,6 +57,11 @@ impl Default for ProgressGuard {
 pub const WRAP_UP_NOTE: &str = "[tooloop: tools are off for this answer. Your last call repeated a check that had \
                                 already passed. Answer now in one or two plain sentences: what you did and whether \
                                 it worked (or what is left).]";
+
+/// The result of a call the model made in the wrap-up turn anyway (a server that ignores `tool_choice` none):
+/// not run, and the run ends with stop_reason `"repetition"`.
+pub const WRAP_UP_IGNORED: &str = "not run: tools were off for this answer, because your last call repeated a check \
+                                   that had already passed. The run ends here.";
 
 /// Where the wrap-up stands in this run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -43,6 +43,11 @@ impl Drop for Ws {
 }
 
 fn run(mock: &MockServer, ws: &Ws, extra: Value) -> (RunResult, Vec<Event>) {
+    let (_, result, events) = run_agent(mock, ws, extra);
+    (result, events)
+}
+
+fn run_agent(mock: &MockServer, ws: &Ws, extra: Value) -> (tooloop::Agent, RunResult, Vec<Event>) {
     let mut options = json!({"model": "claude-sonnet-4-6", "api_key": "sk-ant-mock", "base_url": mock.base_url(),
         "builtin_tools": true, "workspace": ws.0, "sandbox": "off", "max_turns": 12, "stream": false});
     for (k, v) in extra.as_object().unwrap() {
@@ -51,7 +56,7 @@ fn run(mock: &MockServer, ws: &Ws, extra: Value) -> (RunResult, Vec<Event>) {
     let agent = AgentOptions::from_value(options).unwrap().build().unwrap();
     let mut events = Vec::new();
     let result = agent.run("make hello.txt say hi and check it", &mut |e| events.push(e.clone())).unwrap();
-    (result, events)
+    (agent, result, events)
 }
 
 fn repetitions(events: &[Event]) -> Vec<(u32, bool, String)> {
@@ -81,7 +86,8 @@ fn a_model_that_rewrites_identical_content_and_reruns_the_check_is_told_then_sto
     }
     let mock = MockServer::start(&scripted("progress detection", &steps));
     let ws = Ws::new("rewrite");
-    let (result, events) = run(&mock, &ws, json!({}));
+    // The mock ignores tool_choice none, so a wrap-up turn would end the run (tested below): off here.
+    let (result, events) = run(&mock, &ws, json!({"progress_guard": {"wrap_up": false}}));
     assert_eq!(result.stop_reason, Some(StopReason::Repetition));
     assert_eq!(result.turns, 5, "turn 3 is told, turns 4 and 5 go on: stopped after 5");
     let reps = repetitions(&events);
@@ -114,7 +120,7 @@ fn a_model_that_cycles_through_the_same_calls_is_stopped() {
     let mock = MockServer::start(&scripted("progress detection", &steps));
     let ws = Ws::new("cycle");
     std::fs::write(ws.0.join("hello.txt"), "hi\n").unwrap();
-    let (result, events) = run(&mock, &ws, json!({}));
+    let (result, events) = run(&mock, &ws, json!({"progress_guard": {"wrap_up": false}}));
     assert_eq!(result.stop_reason, Some(StopReason::Repetition));
     assert_eq!(result.turns, 6);
     let reps = repetitions(&events);
@@ -194,21 +200,35 @@ fn a_model_that_reruns_a_passing_check_gets_one_tools_off_request_and_ends_with_
 }
 
 #[test]
-fn the_wrap_up_is_sent_once_and_a_model_that_still_calls_tools_is_stopped_by_the_guard() {
-    // A model that ignores tool_choice (some servers do) and keeps re-running its check.
-    let mut steps = vec![write("hello.py", "print('hi')\n")];
-    for _ in 0..8 {
-        steps.push(bash("python3 hello.py"));
-        steps.push(bash("cat hello.py"));
-    }
+fn the_wrap_up_is_sent_once_and_calls_a_server_sends_anyway_are_not_run_and_end_the_run() {
+    // A server that ignores tool_choice none (llama.cpp's Anthropic endpoint sometimes does): the model keeps
+    // re-running its check, and in the wrap-up turn it calls a tool that would change the workspace.
+    let steps = [
+        write("hello.py", "print('hi')\n"),
+        bash("python3 hello.py"),
+        bash("python3 hello.py"),
+        bash("touch ran-anyway"),
+        json!("never asked for"),
+    ];
     let mock = MockServer::start(&scripted("progress detection", &steps));
     let ws = Ws::new("wrapup-once");
-    let (result, _) = run(&mock, &ws, json!({}));
-    assert_eq!(result.stop_reason, Some(StopReason::Repetition));
+    let (agent, result, events) = run_agent(&mock, &ws, json!({}));
+    assert_eq!((result.stop_reason, result.turns), (Some(StopReason::Repetition), 4));
     let requests = mock.requests();
     let off: Vec<usize> =
         (0..requests.len()).filter(|&i| tool_choice(&requests, i) == json!({"type": "none"})).collect();
-    assert_eq!(off.len(), 1, "once per run: {off:?}");
+    assert_eq!(off, vec![3], "once per run, and the run ends with that turn");
+    assert!(!ws.0.join("ran-anyway").exists(), "a call made with tools off is not run");
+    assert!(
+        repetitions(&events)
+            .last()
+            .is_some_and(|(_, stopped, note)| *stopped && note == tooloop::progress::WRAP_UP_IGNORED)
+    );
+    // The call got its one result: the conversation stays valid for the next run.
+    let last = agent.messages().pop().unwrap();
+    let last = serde_json::to_value(&last).unwrap();
+    assert_eq!(last["content"][0]["type"], "tool_result", "{last}");
+    assert_eq!(last["content"][0]["is_error"], true, "{last}");
     // A failing check run again is no reason to take the tools away: the model may still fix it.
     let mut steps = vec![write("t.py", "raise SystemExit(1)\n")];
     for _ in 0..4 {

@@ -245,6 +245,24 @@ impl Agent {
                         Verdict::Retry => continue,
                     }
                 }
+                _ if wrap_up && !calls.is_empty() => {
+                    // The wrap-up asked for the answer with tools off, and the server sent calls anyway (some
+                    // local servers ignore tool_choice none). The check they would repeat has passed: they are
+                    // not run, each gets its one result, and the run ends here.
+                    for call in &calls {
+                        let note = crate::progress::WRAP_UP_IGNORED.to_string();
+                        self.record(Entry::tool_result(&call.id, &call.name, Value::String(note.clone()), true))?;
+                        on_event(&Event::Repetition {
+                            id: call.id.clone(),
+                            name: call.name.clone(),
+                            count: 1,
+                            stopped: true,
+                            note,
+                        });
+                    }
+                    run.stop_reason = Some(StopReason::Repetition);
+                    return Ok(run);
+                }
                 _ if !calls.is_empty() => {
                     if self.run_tools(&calls, &bad_inputs, &mut state, &cancel, &mut run, on_event)? {
                         run.stop_reason = Some(StopReason::Repetition);
