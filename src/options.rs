@@ -159,8 +159,9 @@ pub struct AgentOptions {
     pub repeat_guard: Option<RepeatGuard>,
     /// Progress detection: `true` (the default), `false` for off, or `{"stop_after": N, "wrap_up": bool}`:
     /// turns that change nothing (identical rewrites, same output again, cycles) get a note, and after N more
-    /// the run ends with stop_reason `"repetition"`; after a turn that only re-ran a passing check the next
-    /// request goes out once with tools disabled (`wrap_up`, default true). See [`crate::progress`].
+    /// the run ends with stop_reason `"repetition"`; after a turn that only re-ran a passing check (or rewrote
+    /// a file unchanged) the next request goes out once with tools disabled (`wrap_up`, default true). See
+    /// [`crate::progress`].
     #[serde(deserialize_with = "de_progress_guard")]
     pub progress_guard: Option<crate::progress::ProgressGuard>,
     /// Built-in tools described in one sentence each (default false): for small context windows.

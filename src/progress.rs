@@ -17,7 +17,8 @@
 //!
 //! The wrap-up turn ([`ProgressGuard::wrap_up`], on by default): a note alone does not make a small model
 //! stop — it reads "answer without a tool" and calls the tool again. So when a turn only repeated a check
-//! that had already passed (a command with the same output as before, exit code 0), the next request is
+//! that had already passed (a command with the same output as before, exit code 0) or wrote a file with the
+//! content it already had, with nothing failing since the last change, the next request is
 //! sent once with tools disabled (`tool_choice` none, the tools still defined so the history stays valid)
 //! and a line asking for the final answer ([`wrap_up`]): the model has to answer in text, and the run ends
 //! the natural way, with `end_turn`. Once per run. A server that ignores `tool_choice` none and sends calls
@@ -42,7 +43,8 @@ pub struct ProgressGuard {
     /// Stalled turns in a row, after the first one (which gets the note), before the run ends (default 2,
     /// at least 1).
     pub stop_after: u32,
-    /// After a turn that only re-ran a check that had already passed, send the next request once with tools
+    /// After a turn that only re-ran a check that had already passed (or rewrote a file with the content it
+    /// had), nothing failing since the last change, send the next request once with tools
     /// disabled, asking for the final answer (default true). See [`wrap_up`].
     pub wrap_up: bool,
 }
@@ -54,14 +56,14 @@ impl Default for ProgressGuard {
 }
 
 /// The line the wrap-up request adds to the last tool result.
-pub const WRAP_UP_NOTE: &str = "[tooloop: tools are off for this answer. Your last call repeated a check that had \
-                                already passed. Answer now in one or two plain sentences: what you did and whether \
+pub const WRAP_UP_NOTE: &str = "[tooloop: tools are off for this answer. Your last call only repeated what was \
+                                already done. Answer now in one or two plain sentences: what you did and whether \
                                 it worked (or what is left).]";
 
 /// The result of a call the model made in the wrap-up turn anyway (a server that ignores `tool_choice` none):
 /// not run, and the run ends with stop_reason `"repetition"`.
-pub const WRAP_UP_IGNORED: &str = "not run: tools were off for this answer, because your last call repeated a check \
-                                   that had already passed. The run ends here.";
+pub const WRAP_UP_IGNORED: &str = "not run: tools were off for this answer, because your last call only repeated \
+                                   what was already done. The run ends here.";
 
 /// Where the wrap-up stands in this run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -107,6 +109,8 @@ pub struct Progress {
     stalled: u32,
     /// Whether a call of the current turn re-ran a check that had passed, with the same output.
     passed_again: bool,
+    /// Whether a call of the current turn wrote a file with the content it already had.
+    rewrote_same: bool,
     /// Whether a call of the current turn failed (an error, or a command with a non-zero exit code).
     turn_failed: bool,
     /// Whether a call failed since the last turn that made progress: then the task is not done, and the
@@ -124,6 +128,7 @@ impl Progress {
         self.current.clear();
         self.cycle = None;
         self.passed_again = false;
+        self.rewrote_same = false;
         self.turn_failed = false;
         let n = self.turns.len();
         for p in 2..=MAX_PERIOD {
@@ -143,6 +148,7 @@ impl Progress {
         let text = result_text(content);
         self.turn_failed |= is_error || (call.name == "bash" && !passed(call, &text, is_error));
         let why = if unchanged_write(call, &text, is_error) {
+            self.rewrote_same = true;
             Some(format!("{} wrote exactly the content the file already had, so nothing changed", describe(call)))
         } else if self.results.get(&key) == Some(&text) {
             self.passed_again |= passed(call, &text, is_error);
@@ -167,6 +173,7 @@ impl Progress {
         let text = result_text(content);
         self.turn_failed |= is_error || (call.name == "bash" && !passed(call, &text, is_error));
         let why = if unchanged_write(call, &text, is_error) {
+            self.rewrote_same = true;
             Some(format!("{} wrote exactly the content the file already had, so nothing changed", describe(call)))
         } else {
             let same = self.results.get(&key) == Some(&text);
@@ -201,10 +208,10 @@ impl Progress {
         self.failed_since_progress =
             if stalled { self.failed_since_progress || self.turn_failed } else { self.turn_failed };
         // Every call of the turn repeated something (or was the same call as the turn before), one of them
-        // was a passing check, and nothing has failed since the last change: the model is done but does not
-        // say so.
-        if stalled && self.passed_again && !self.failed_since_progress && guard.wrap_up && self.wrap_up == WrapUp::Idle
-        {
+        // was a passing check or a rewrite of what a file already held, and nothing has failed since the last
+        // change: the model is done but does not say so.
+        let idle_again = self.passed_again || self.rewrote_same;
+        if stalled && idle_again && !self.failed_since_progress && guard.wrap_up && self.wrap_up == WrapUp::Idle {
             self.wrap_up = WrapUp::Due;
         }
         if self.current.is_empty() {
@@ -429,22 +436,31 @@ mod tests {
     }
 
     #[test]
-    fn a_rerun_passing_check_calls_for_one_wrap_up_but_not_after_a_failure_or_when_off() {
+    fn a_rerun_passing_check_or_an_identical_rewrite_calls_for_one_wrap_up_but_not_after_a_failure_or_when_off() {
         let mut p = Progress::default();
         let write = call("write_file", json!({"path": "hello.py", "content": "print(1)"}));
         let run = call("bash", json!({"command": "python3 hello.py"}));
         assert_eq!(turn(&mut p, &[(write.clone(), "created hello.py (8 bytes)")]), None);
         assert_eq!(turn(&mut p, &[(run.clone(), "1")]), None);
         assert!(!p.take_wrap_up(), "a first run is no repeat");
-        assert!(
-            turn(&mut p, &[(write.clone(), "unchanged hello.py (8 bytes; it already had this content)")]).is_some()
-        );
-        assert!(!p.take_wrap_up(), "an identical rewrite alone is no passing check");
         assert!(turn(&mut p, &[(run.clone(), "1")]).is_some());
         assert!(p.take_wrap_up(), "the check passed again with the same output");
         assert!(!p.take_wrap_up(), "once");
         assert!(turn(&mut p, &[(run.clone(), "1")]).is_some());
         assert!(!p.take_wrap_up(), "once per run");
+
+        // A rewrite of what the file already held, nothing failing since the change: done too.
+        let unchanged = "unchanged hello.py (8 bytes; it already had this content)";
+        let mut p = Progress::default();
+        assert_eq!(turn(&mut p, &[(write.clone(), "created hello.py (8 bytes)")]), None);
+        assert!(turn(&mut p, &[(write.clone(), unchanged)]).is_some());
+        assert!(p.take_wrap_up(), "an identical rewrite with nothing failing");
+        // ... but not after a failing check: the model may still be fixing something.
+        let mut p = Progress::default();
+        assert_eq!(turn(&mut p, &[(write.clone(), "created hello.py (8 bytes)")]), None);
+        assert_eq!(turn(&mut p, &[(run.clone(), "Traceback\nexit code: 1")]), None);
+        assert!(turn(&mut p, &[(write.clone(), unchanged)]).is_some());
+        assert!(!p.take_wrap_up(), "a rewrite after a failure");
 
         // A check that fails the same way again: the task is not done, the tools stay.
         let mut p = Progress::default();

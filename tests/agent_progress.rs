@@ -200,6 +200,26 @@ fn a_model_that_reruns_a_passing_check_gets_one_tools_off_request_and_ends_with_
 }
 
 #[test]
+fn a_model_that_rewrites_a_fixed_file_unchanged_gets_the_tools_off_request_and_ends_with_end_turn() {
+    // The fix is written, then written again unchanged (what a small model did on a bug fix): done.
+    let steps = [
+        write("calc.py", "def add(a, b):\n    return a + b\n"),
+        write("calc.py", "def add(a, b):\n    return a + b\n"),
+        json!("Fixed add in calc.py."),
+    ];
+    let mock = MockServer::start(&scripted("progress detection", &steps));
+    let ws = Ws::new("wrapup-rewrite");
+    let (result, _) = run(&mock, &ws, json!({}));
+    assert_eq!((result.stop_reason, result.turns), (Some(StopReason::EndTurn), 3));
+    let requests = mock.requests();
+    assert_eq!(tool_choice(&requests, 1), Value::Null);
+    assert_eq!(tool_choice(&requests, 2), json!({"type": "none"}));
+    let told = last_result(&requests, 2);
+    assert!(told.contains("wrote exactly the content the file already had"), "{told}");
+    assert!(told.ends_with(tooloop::progress::WRAP_UP_NOTE), "{told}");
+}
+
+#[test]
 fn the_wrap_up_is_sent_once_and_calls_a_server_sends_anyway_are_not_run_and_end_the_run() {
     // A server that ignores tool_choice none (llama.cpp's Anthropic endpoint sometimes does): the model keeps
     // re-running its check, and in the wrap-up turn it calls a tool that would change the workspace.
