@@ -109,7 +109,7 @@ pub struct Progress {
     stalled: u32,
     /// Whether a call of the current turn re-ran a check that had passed, with the same output.
     passed_again: bool,
-    /// Whether a call of the current turn wrote a file with the content it already had.
+    /// Whether a call of the current turn wrote a file with the content this run had already written to it.
     rewrote_same: bool,
     /// Whether a call of the current turn failed (an error, or a command with a non-zero exit code).
     turn_failed: bool,
@@ -117,6 +117,8 @@ pub struct Progress {
     /// tools stay on.
     failed_since_progress: bool,
     wrap_up: WrapUp,
+    /// What the last stalled turn repeated, said for a person (the stop line names it).
+    last_stall: String,
 }
 
 impl Progress {
@@ -148,7 +150,8 @@ impl Progress {
         let text = result_text(content);
         self.turn_failed |= is_error || (call.name == "bash" && !passed(call, &text, is_error));
         let why = if unchanged_write(call, &text, is_error) {
-            self.rewrote_same = true;
+            // The model's own earlier write, made again (a first write that finds the content there is not).
+            self.rewrote_same |= self.results.contains_key(&key);
             Some(format!("{} wrote exactly the content the file already had, so nothing changed", describe(call)))
         } else if self.results.get(&key) == Some(&text) {
             self.passed_again |= passed(call, &text, is_error);
@@ -180,6 +183,9 @@ impl Progress {
             self.passed_again |= same && passed(call, &text, is_error);
             same.then(|| same_result(call, &text, is_error))
         };
+        if let Some(why) = &why {
+            self.last_stall = capitalize(why);
+        }
         let note = why.map(|why| {
             format!(
                 "[tooloop: no progress: {why}. If the task is done, answer now in plain words without calling a \
@@ -225,6 +231,7 @@ impl Progress {
         let mut what: Vec<String> = cycle.into_iter().collect();
         what.extend(self.current.iter().flatten().cloned());
         let stop = self.stalled > guard.stop_after;
+        self.last_stall = capitalize(&what.join("; "));
         let note = if stop {
             format!(
                 "[tooloop: the run is stopped: {} turns in a row changed nothing. {}.]",
@@ -243,6 +250,15 @@ impl Progress {
 }
 
 impl Progress {
+    /// The note of the event that ends a run whose wrap-up turn called a tool anyway: what happened, then what
+    /// the turn before repeated (the CLI's stop line shows it).
+    pub fn wrap_up_ignored_note(&self) -> String {
+        let what = if self.last_stall.is_empty() { String::new() } else { format!(" {}.", self.last_stall) };
+        format!(
+            "[tooloop: the run is stopped: asked for its final answer with tools off, the model called a tool again.{what}]"
+        )
+    }
+
     /// Whether the next request is the wrap-up (tools disabled); `true` once per run, then never again.
     pub fn take_wrap_up(&mut self) -> bool {
         let due = self.wrap_up == WrapUp::Due;
@@ -452,7 +468,9 @@ mod tests {
         // A rewrite of what the file already held, nothing failing since the change: done too.
         let unchanged = "unchanged hello.py (8 bytes; it already had this content)";
         let mut p = Progress::default();
-        assert_eq!(turn(&mut p, &[(write.clone(), "created hello.py (8 bytes)")]), None);
+        assert!(turn(&mut p, &[(write.clone(), unchanged)]).is_some());
+        assert!(!p.take_wrap_up(), "a first write that finds its content there is no repeat of the model's own");
+        assert_eq!(turn(&mut p, &[(run.clone(), "1")]), None);
         assert!(turn(&mut p, &[(write.clone(), unchanged)]).is_some());
         assert!(p.take_wrap_up(), "an identical rewrite with nothing failing");
         // ... but not after a failing check: the model may still be fixing something.

@@ -239,16 +239,16 @@ fn the_wrap_up_is_sent_once_and_calls_a_server_sends_anyway_are_not_run_and_end_
         (0..requests.len()).filter(|&i| tool_choice(&requests, i) == json!({"type": "none"})).collect();
     assert_eq!(off, vec![3], "once per run, and the run ends with that turn");
     assert!(!ws.0.join("ran-anyway").exists(), "a call made with tools off is not run");
-    assert!(
-        repetitions(&events)
-            .last()
-            .is_some_and(|(_, stopped, note)| *stopped && note == tooloop::progress::WRAP_UP_IGNORED)
-    );
+    let (_, stopped, note) = repetitions(&events).pop().unwrap();
+    assert!(stopped, "{note}");
+    assert!(note.starts_with("[tooloop: the run is stopped: asked for its final answer with tools off"), "{note}");
+    assert!(note.contains("Bash(python3 hello.py) already ran before with exactly the same output"), "{note}");
     // The call got its one result: the conversation stays valid for the next run.
     let last = agent.messages().pop().unwrap();
     let last = serde_json::to_value(&last).unwrap();
     assert_eq!(last["content"][0]["type"], "tool_result", "{last}");
     assert_eq!(last["content"][0]["is_error"], true, "{last}");
+    assert_eq!(last["content"][0]["content"], tooloop::progress::WRAP_UP_IGNORED, "{last}");
     // A failing check run again is no reason to take the tools away: the model may still fix it.
     let mut steps = vec![write("t.py", "raise SystemExit(1)\n")];
     for _ in 0..4 {

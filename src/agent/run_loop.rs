@@ -249,9 +249,12 @@ impl Agent {
                     // The wrap-up asked for the answer with tools off, and the server sent calls anyway (some
                     // local servers ignore tool_choice none). The check they would repeat has passed: they are
                     // not run, each gets its one result, and the run ends here.
+                    let note = state.progress.wrap_up_ignored_note();
                     for call in &calls {
-                        let note = crate::progress::WRAP_UP_IGNORED.to_string();
-                        self.record(Entry::tool_result(&call.id, &call.name, Value::String(note.clone()), true))?;
+                        let result = Value::String(crate::progress::WRAP_UP_IGNORED.into());
+                        self.record(Entry::tool_result(&call.id, &call.name, result, true))?;
+                    }
+                    if let Some(call) = calls.last() {
                         on_event(&Event::Repetition {
                             id: call.id.clone(),
                             name: call.name.clone(),
