@@ -142,6 +142,43 @@ fn claude_code_aliases_and_bad_rules() {
     assert!(matches!(e, Error::InvalidOption { ref key, .. } if key == "permission_rules"), "{e}");
 }
 
+#[test]
+fn claude_codes_edit_covers_every_file_changing_tool_and_its_path_forms_work() {
+    // Claude Code: "Edit rules apply to all built-in tools that edit files"; `//x` absolute, `/x` from the
+    // project (the workspace).
+    let r = rules(json!({"deny": ["Edit(secret/**)", "Read(//etc/**)", "Read(/private/**)"]}));
+    let ws = Path::new("/ws");
+    let d = |tool: &str, path: &str| r.decide(tool, &json!({"path": path}), ws);
+    assert!(matches!(d("edit_file", "secret/k"), RuleDecision::Deny(_)));
+    assert!(matches!(d("write_file", "secret/k"), RuleDecision::Deny(_)), "Edit covers write_file too");
+    assert_eq!(d("write_file", "public/k"), RuleDecision::NoMatch);
+    assert!(matches!(d("read_file", "/etc/passwd"), RuleDecision::Deny(_)));
+    assert_eq!(d("read_file", "etc/passwd"), RuleDecision::NoMatch, "// is the root, not the workspace");
+    assert!(matches!(d("read_file", "private/key"), RuleDecision::Deny(_)), "/x is relative to the project");
+    assert!(matches!(d("read_file", "/private/key"), RuleDecision::Deny(_)));
+    let tooloop_names = rules(json!({"deny": ["edit_file(secret/**)"]}));
+    assert_eq!(tooloop_names.decide("write_file", &json!({"path": "secret/k"}), ws), RuleDecision::NoMatch);
+}
+
+#[test]
+fn shell_keywords_and_command_paths_do_not_hide_a_denied_command() {
+    let r = rules(json!({"deny": ["bash(rm:*)"], "allow": ["bash(npm test:*)", "bash(ls)"]}));
+    for cmd in [
+        "if true; then rm -rf x; fi",
+        "for f in *; do rm $f; done",
+        "while true; do rm x; done",
+        "if [ -d x ]; then ls; else rm -rf x; fi",
+        "/bin/rm -rf x",
+        "sudo /usr/bin/rm x",
+        "! rm x",
+    ] {
+        assert!(matches!(bash(&r, cmd), RuleDecision::Deny(_)), "{cmd}");
+    }
+    assert!(is_allow(&bash(&r, "if npm test; then ls; fi")), "the keywords and fi are no commands of their own");
+    assert_eq!(bash(&r, "./npm test"), RuleDecision::NoMatch, "an allow rule never runs another file of that name");
+    assert_eq!(bash(&r, "/opt/evil/ls"), RuleDecision::NoMatch);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Hooks and their order
 // ---------------------------------------------------------------------------------------------------------
