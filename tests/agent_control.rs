@@ -544,7 +544,20 @@ fn the_run_stops_with_budget_before_a_request_that_would_pass_the_cap() {
     // The next run stops at once: nothing more fits.
     let r = agent.run("more", &mut |_| {}).unwrap();
     assert_eq!((r.stop_reason, r.turns), (Some(StopReason::Budget), 0));
+    assert_eq!(r.cost_usd, Some(0.0), "nothing spent is a known cost, not an unknown one");
     assert_eq!(provider.requests().len(), 3);
+}
+
+#[test]
+fn a_cap_of_zero_sends_nothing_and_ends_with_budget() {
+    let provider = Arc::new(ScriptedProvider::new(vec![reply(vec![ContentBlock::text("hi")], StopReason::EndTurn)]));
+    let agent = AgentOptions::from_value(json!({"model": "claude-sonnet-4-6", "max_cost_usd": 0}))
+        .unwrap()
+        .build_with(provider.clone())
+        .unwrap();
+    let r = agent.run("go", &mut |_| {}).unwrap();
+    assert_eq!((r.stop_reason, r.turns, r.cost_usd), (Some(StopReason::Budget), 0, Some(0.0)));
+    assert!(provider.requests().is_empty());
 }
 
 #[test]
@@ -588,7 +601,7 @@ fn a_cap_with_a_model_without_a_known_price_is_a_configuration_error() {
         .unwrap_err();
     assert!(matches!(&e, Error::InvalidOption { key, .. } if key == "max_cost_usd"), "{e}");
     assert!(e.to_string().contains("my-local-llama"), "{e}");
-    for bad in [json!(0), json!(-1), json!("1"), json!(f64::MAX)] {
+    for bad in [json!(-0.01), json!(-1), json!("1"), json!(f64::MAX)] {
         assert!(AgentOptions::from_value(json!({"max_cost_usd": bad})).is_err(), "{bad}");
     }
 }

@@ -200,6 +200,8 @@ impl Agent {
                 let note = format!("stopped: the next request would take the spend past max_cost_usd={cap}");
                 self.record(Entry::new(EntryRole::System, vec![ContentBlock::text(note)]))?;
                 run.stop_reason = Some(StopReason::Budget);
+                // Every model under a cap has a price: what this run spent is known, nothing included.
+                run.cost_usd = Some(run.cost_usd.unwrap_or(0.0));
                 return Ok(run);
             }
             run.turns += 1;

@@ -191,6 +191,10 @@ def test_max_cost_usd_stops_with_budget_and_cost_usd_is_reported() -> None:
         tooloop.Agent(model="my-local-model", provider=brain, max_cost_usd=1.0)
     with pytest.raises(tooloop.ConfigError, match="max_cost_usd"):
         tooloop.Agent(provider=brain, max_cost_usd=-1)
+    # A cap of 0: nothing is sent, and the result says so with a known cost of 0.
+    zero = Brain(text("never sent"))
+    result = tooloop.Agent(model="claude-sonnet-4-6", provider=zero, max_cost_usd=0).run("go")
+    assert (result.stop_reason, result.turns, result.cost_usd) == ("budget", 0, 0.0) and zero.requests == []
 
 
 def test_instruction_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -404,7 +404,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 from .jsonout import JsonOutput, run_json
                 jout = JsonOutput(sys.stdout, args.output_format == "stream-json", session.stem)
                 jout.init(agent, settings, str(getattr(policy, "mode", "")))
-                return run_json(agent, task_input, settings, abort, jout, checkpoints)
+                return run_json(agent, task_input, settings, abort, jout, checkpoints, args.max_budget_usd)
             return one_shot(agent, task_input, settings, renderer, abort, args.print_mode, args.max_budget_usd,
                             checkpoints)
         from .repl import Repl
