@@ -248,6 +248,24 @@ def test_plan_mode_investigates_read_only_then_carries_out_the_approved_plan(too
     assert (ws / "out.txt").read_text() == "fixed"
 
 
+def test_init_has_the_agent_write_a_starter_agents_md(tooloop_exe, ws, tmp_path):
+    (ws / "Makefile").write_text("test:\n\tpytest -q\n")
+    scenario = {"responses": [
+        tool_reply(("i1", "write_file", {"path": "AGENTS.md", "content": "# AGENTS.md\n\nTest with `make test`.\n"})),
+        text_reply("Wrote AGENTS.md."),
+    ]}
+    with MockServer(scenario) as mock:
+        with Term(tooloop_exe, ["--yes"], ws, pty_env(tmp_path, mock)) as term:
+            term.expect(PROMPT)
+            term.type("/init")
+            term.expect("Wrote AGENTS.md.")
+            term.quit()
+        reqs = mock.requests()
+    asked = json.dumps(reqs[0]["body"]["messages"])
+    assert "AGENTS.md" in asked and "starter" in asked
+    assert (ws / "AGENTS.md").read_text().startswith("# AGENTS.md")
+
+
 def test_always_on_a_bash_question_offers_to_save_a_prefix_rule(tooloop_exe, ws, tmp_path):
     scenario = {"responses": [
         tool_reply(("t1", "bash", {"command": "echo one"})),
