@@ -75,6 +75,33 @@ def test_stream_json_is_init_then_events_then_the_result(tooloop_exe: str, ws: P
     assert result["type"] == "result" and result["subtype"] == "success" and result["result"] == "Done."
 
 
+def test_stream_json_lines_arrive_as_things_happen(tooloop_exe: str, ws: Path, tmp_path: Path, mock: Any) -> None:
+    # The model answers after a pause, in slow pieces: the init line and the first text must be readable
+    # while the command still runs (each line flushed as it is written, through a pipe).
+    slow = text_reply("one two three four five six", delay_ms=1000, chunk_size=40, delay_ms_between=60)
+    server = mock({"responses": [slow]})
+    proc = subprocess.Popen([tooloop_exe, "--output-format", "stream-json", "count"], cwd=ws,
+                            env=cli_env(tmp_path, server), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        first = json.loads(proc.stdout.readline())
+        assert first["type"] == "system" and first["subtype"] == "init"
+        assert proc.poll() is None, "the init line came only at the end"
+        while True:
+            obj = json.loads(proc.stdout.readline())
+            if obj["type"] == "text":
+                break
+        assert proc.poll() is None, "the first text came only at the end"
+        rest = [json.loads(line) for line in proc.stdout.read().splitlines()]
+        assert rest[-1]["type"] == "result" and rest[-1]["result"] == "one two three four five six"
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_json_schema_inline_or_from_a_file_gives_the_output(tooloop_exe: str, ws: Path, tmp_path: Path,
                                                             mock: Any) -> None:
     schema = {"type": "object", "properties": {"files": {"type": "integer"}}, "required": ["files"]}
