@@ -266,6 +266,37 @@ def test_init_has_the_agent_write_a_starter_agents_md(tooloop_exe, ws, tmp_path)
     assert (ws / "AGENTS.md").read_text().startswith("# AGENTS.md")
 
 
+def test_a_refined_plan_is_planned_again_read_only_then_carried_out(tooloop_exe, ws, tmp_path):
+    scenario = {"responses": [
+        text_reply("## Plan\n\n1. Write out.txt."),
+        # refining: still plan mode, a write is refused
+        tool_reply(("r1", "write_file", {"path": "out.txt", "content": "too early"})),
+        text_reply("## Plan\n\n1. Write out.txt.\n2. Add a test."),
+        tool_reply(("e1", "write_file", {"path": "out.txt", "content": "done"})),
+        text_reply("Carried out."),
+    ]}
+    with MockServer(scenario) as mock:
+        with Term(tooloop_exe, ["--yes"], ws, pty_env(tmp_path, mock)) as term:
+            term.expect(PROMPT)
+            term.type("/plan write out.txt")
+            term.expect(r"Approve this plan")
+            for ch in "also add a test":   # key by key, as a person types: "a" must not approve
+                term.child.send(ch)
+                time.sleep(0.02)
+            term.child.send("\r")
+            term.expect(r"2\. Add a test")
+            term.expect(r"Approve this plan")
+            assert not (ws / "out.txt").exists()
+            term.child.send("y")
+            term.expect("Carried out.")
+            term.quit()
+        reqs = mock.requests()
+    assert "Revise the plan: also add a test" in json.dumps(reqs[1]["body"]["messages"])
+    refused = tool_results(reqs[2])["r1"]
+    assert refused[1] and "Plan mode" in refused[0], "a refinement is planned read-only too"
+    assert (ws / "out.txt").read_text() == "done"
+
+
 def test_always_on_a_bash_question_offers_to_save_a_prefix_rule(tooloop_exe, ws, tmp_path):
     scenario = {"responses": [
         tool_reply(("t1", "bash", {"command": "echo one"})),
