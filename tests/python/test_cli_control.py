@@ -84,14 +84,19 @@ def test_json_block_decision_user_prompt_context_and_a_timed_out_hook_ends_its_p
     slow = f"sleep 300 {marker} & sleep 300"   # a child of its own, and the hook itself never finishes
     slow = f"sh -c 'exec -a {marker} sleep 300' & sleep 30"
     block = "echo '{\"decision\": \"block\", \"reason\": \"write_file is frozen\"}'"
+    # Claude Code's newer PreToolUse answer.
+    deny = ("echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PreToolUse\", \"permissionDecision\": \"deny\", "
+            "\"permissionDecisionReason\": \"b.txt is generated\"}}'")
     user_settings(tmp_path, {"hooks": {
         "UserPromptSubmit": [hook("echo 'The build command is make fast.'")],
-        "PreToolUse": [hook(slow, "bash", timeout=1), hook(block, "Write")],
+        "PreToolUse": [hook(slow, "bash", timeout=1), hook(block, "Write"), hook(deny, "Edit")],
     }})
     scenario = {"responses": [
-        tool_reply(("t1", "write_file", {"path": "a.txt", "content": "x"}), ("t2", "bash", {"command": "echo ok"})),
+        tool_reply(("t1", "write_file", {"path": "a.txt", "content": "x"}), ("t2", "bash", {"command": "echo ok"}),
+                   ("t3", "edit_file", {"path": "b.txt", "old_string": "b", "new_string": "c"})),
         text_reply("done"),
     ]}
+    (ws / "b.txt").write_text("b")
     with MockServer(scenario) as mock:
         started = time.monotonic()
         proc = run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "--yes", "go")
@@ -103,6 +108,8 @@ def test_json_block_decision_user_prompt_context_and_a_timed_out_hook_ends_its_p
     results = tool_results(reqs[1])
     assert results["t1"][1] and "write_file is frozen" in results["t1"][0]
     assert not (ws / "a.txt").exists()
+    assert results["t3"][1] and "b.txt is generated" in results["t3"][0]
+    assert (ws / "b.txt").read_text() == "b"
     assert results["t2"][0].startswith("ok"), "a hook that times out is shown and the call carries on"
     assert "timed out" in proc.stderr + proc.stdout or "exited" in proc.stderr + proc.stdout
     assert took < 25

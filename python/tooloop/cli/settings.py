@@ -383,6 +383,13 @@ class Hooks:
                 out.blocked = True
                 out.reason = str(answer.get("reason") or f"blocked by the {event} hook {hook.command}")
                 return out
+            specific = answer.get("hookSpecificOutput") if isinstance(answer, dict) else None
+            if isinstance(specific, dict) and specific.get("permissionDecision") == "deny":
+                # Claude Code's newer PreToolUse answer.
+                out.blocked = True
+                out.reason = str(specific.get("permissionDecisionReason")
+                                 or f"blocked by the {event} hook {hook.command}")
+                return out
             if code != 0:
                 took = time.monotonic() - started
                 self.show(f"{event} hook exited {code} after {took:.1f}s: {hook.command}: "
