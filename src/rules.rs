@@ -666,15 +666,21 @@ fn read_only_simple(part: &str) -> bool {
     ];
     if PLAIN.contains(&cmd) {
         // `sort -o file` and awk's system() or output redirection inside the program could write.
-        let sort_writes = cmd == "sort" && words.iter().any(|w| w.starts_with("-o") || *w == "--output");
+        // `tree -o file` too; `uniq IN OUT` writes OUT; `file -C` compiles a magic file.
+        let output_flag =
+            matches!(cmd, "sort" | "tree") && words.iter().any(|w| w.starts_with("-o") || w.starts_with("--output"));
         let awk_runs = cmd == "awk" && part.contains("system(");
-        return !sort_writes && !awk_runs;
+        let uniq_writes = cmd == "uniq" && words.iter().skip(1).filter(|w| !w.starts_with('-')).count() >= 2;
+        let file_compiles = cmd == "file" && words.iter().any(|w| *w == "-C" || *w == "--compile");
+        return !output_flag && !awk_runs && !uniq_writes && !file_compiles;
     }
     match cmd {
         "find" => !words.iter().any(|w| {
-            matches!(*w, "-delete" | "-exec" | "-execdir" | "-ok" | "-okdir" | "-fprint" | "-fprintf" | "-fls")
+            matches!(*w, "-delete" | "-exec" | "-execdir" | "-ok" | "-okdir" | "-fls") || w.starts_with("-fprint")
         }),
         "sed" => !words.iter().any(|w| w.starts_with("-i") || *w == "--in-place") && !part.contains("w "),
+        // `git diff --output=FILE` and `git log -o`-style options write a file.
+        "git" if words.iter().any(|w| w.starts_with("--output")) => false,
         "git" => {
             let sub = words.iter().skip(1).find(|w| !w.starts_with('-')).copied().unwrap_or("");
             matches!(
@@ -753,6 +759,11 @@ mod tests {
         assert!(!read_only_command("git branch feature"), "creates a branch");
         assert!(!read_only_command("git branch -u origin/main"));
         assert!(read_only_command("if true; then ls; fi"));
+        assert!(!read_only_command("git diff --output=patch.diff"));
+        assert!(!read_only_command("find . -fprint0 out") && read_only_command("find . -name '*.rs'"));
+        assert!(!read_only_command("tree -o out.txt") && read_only_command("tree -L 2"));
+        assert!(!read_only_command("uniq in.txt out.txt") && read_only_command("sort a | uniq -c"));
+        assert!(!read_only_command("file -C -m magic"));
     }
 
     #[test]
