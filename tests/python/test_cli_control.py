@@ -119,6 +119,20 @@ def test_json_block_decision_user_prompt_context_and_a_timed_out_hook_ends_its_p
     assert procs_with(marker) == [], "the hook's processes were left running"
 
 
+def test_a_user_prompt_submit_hook_that_exits_2_blocks_the_task_before_any_request(tooloop_exe, ws, tmp_path):
+    user_settings(tmp_path, {"hooks": {"UserPromptSubmit": [hook("echo 'no secrets in prompts' >&2; exit 2")]}})
+    with MockServer({"responses": [text_reply("never")]}) as mock:
+        plain = run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "go")
+        as_json = run(tooloop_exe, ws, env_for(tmp_path, mock), "--output-format", "json", "go")
+        assert mock.requests() == []
+    assert plain.returncode == 1 and plain.stdout == ""
+    assert plain.stderr.strip() == "tooloop: the task was blocked by a UserPromptSubmit hook: no secrets in prompts"
+    assert as_json.returncode == 1 and len(as_json.stderr.strip().splitlines()) == 1
+    [result] = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert result["type"] == "result" and result["subtype"] == "error" and result["is_error"] is True
+    assert "no secrets in prompts" in result["error"] and result["session_id"]
+
+
 def test_project_settings_deny_at_once_but_allow_and_hooks_wait_for_approval(tooloop_exe, ws, tmp_path):
     ran = tmp_path / "project-hook-ran"
     write_json(ws / ".tooloop" / "settings.json", {

@@ -384,7 +384,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             checkpoints.begin_task(task)
             sent, why = hooks.prompt(task)
             if sent is None:
-                _say(f"the task was blocked by a UserPromptSubmit hook: {why}")
+                blocked = f"the task was blocked by a UserPromptSubmit hook: {why}"
+                _say(blocked)
+                if json_mode:   # the JSON modes end with a result object, also when nothing ran
+                    from .jsonout import error_result
+                    print(json.dumps(error_result(blocked, session.stem), separators=(",", ":")), flush=True)
                 return EXIT_FAILED
             if start_context:
                 sent = f"<session-context>\n{start_context}\n</session-context>\n\n{sent}"
