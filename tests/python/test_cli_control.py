@@ -131,6 +131,12 @@ def test_a_user_prompt_submit_hook_that_exits_2_blocks_the_task_before_any_reque
     [result] = [json.loads(line) for line in as_json.stdout.splitlines()]
     assert result["type"] == "result" and result["subtype"] == "error" and result["is_error"] is True
     assert "no secrets in prompts" in result["error"] and result["session_id"]
+    # A broken settings file: one stderr line, and in the JSON modes an error result object.
+    user_settings(tmp_path, {"permissions": {"allow": "bash"}})
+    broken = run(tooloop_exe, ws, env_for(tmp_path, None, ANTHROPIC_API_KEY="k"), "--output-format", "json", "go")
+    assert broken.returncode == 2 and len(broken.stderr.strip().splitlines()) == 1
+    [result] = [json.loads(line) for line in broken.stdout.splitlines()]
+    assert result["subtype"] == "error" and "permissions.allow" in result["error"]
 
 
 def test_project_settings_deny_at_once_but_allow_and_hooks_wait_for_approval(tooloop_exe, ws, tmp_path):

@@ -261,8 +261,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         loaded = settings_files.load(settings.workspace)
     except ConfigProblem as e:
-        _say(str(e))
-        return EXIT_USAGE
+        return problem(str(e))
     for why in loaded.problems:
         _say(why)
     interactive = task is None and stdin_tty
@@ -303,8 +302,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         settings.sandbox, settings.sandbox_note = features.sandbox_mode(args.sandbox, args.read_only)
     except ConfigProblem as e:
-        _say(str(e))
-        return EXIT_USAGE
+        return problem(str(e))
     try:
         mcp = features.McpSetup(settings.workspace, args.mcp_config)
     except ConfigProblem as e:
