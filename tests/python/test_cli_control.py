@@ -378,3 +378,27 @@ def test_plan_flag_without_a_terminal_prints_the_plan_and_changes_nothing(tooloo
     assert results["p3"][1] and "Plan mode" in results["p3"][0]
     assert not (ws / "made").exists()
     assert len(reqs) == 2
+
+
+def test_plan_flag_in_the_json_modes_reports_the_plan_as_the_result_and_changes_nothing(tooloop_exe, ws, tmp_path):
+    for fmt in ("json", "stream-json"):
+        scenario = {"responses": [
+            tool_reply(("p1", "write_file", {"path": "out.txt", "content": "too early"})),
+            text_reply("## Plan\n\n1. Write out.txt."),
+        ]}
+        with MockServer(scenario) as mock:
+            proc = run(tooloop_exe, ws, env_for(tmp_path, mock), "--yes", "--output-format", fmt, "--plan", "fix it")
+            reqs = mock.requests()
+        assert proc.returncode == 0
+        objs = [json.loads(line) for line in proc.stdout.splitlines()]
+        result = objs[-1]
+        assert result["type"] == "result" and result["subtype"] == "success"
+        assert result["result"].startswith("## Plan")
+        if fmt == "stream-json":
+            assert objs[0]["subtype"] == "init" and objs[0]["permission_mode"] == "plan"
+        else:
+            assert len(objs) == 1
+        refused = tool_results(reqs[1])["p1"]
+        assert refused[1] and "Plan mode" in refused[0]
+        assert "[Plan mode]" in json.dumps(reqs[0]["body"]["messages"])
+        assert not (ws / "out.txt").exists()

@@ -396,6 +396,18 @@ def main(argv: Optional[List[str]] = None) -> int:
                     task_input = prompt_input(sent, settings.workspace, args.image)
                 except ConfigProblem as e:
                     return problem(str(e))
+            if args.plan and json_mode:
+                # A program asked: plan read-only and report the plan as the result (no one to approve it).
+                from .jsonout import JsonOutput, run_json
+                from .plan import PLAN_PROMPT, _with_plan_policy
+                jout = JsonOutput(sys.stdout, args.output_format == "stream-json", session.stem)
+                jout.init(agent, settings, "plan")
+                _with_plan_policy(agent, policy)
+                try:
+                    return run_json(agent, PLAN_PROMPT.format(task=sent), settings, abort, jout, checkpoints,
+                                    args.max_budget_usd)
+                finally:
+                    agent.set_permission(policy)
             if args.plan:
                 from .plan import plan_one_shot
                 return plan_one_shot(
