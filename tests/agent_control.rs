@@ -395,6 +395,45 @@ fn on_stop_keeps_the_run_going_with_a_new_user_message_within_max_turns() {
 }
 
 #[test]
+fn a_hook_failing_in_a_subagents_call_ends_the_parents_run_too() {
+    let steps = vec![
+        reply(
+            vec![
+                call("p1", "task", json!({"description": "d", "prompt": "look around", "agent_type": "explore"})),
+                call("p2", "look", json!({"n": 2})),
+            ],
+            StopReason::ToolUse,
+        ),
+        // child: its call's hook fails
+        reply(vec![call("k1", "look", json!({"n": 7}))], StopReason::ToolUse),
+        // the parent, only when resumed
+        reply(vec![ContentBlock::text("all done")], StopReason::EndTurn),
+    ];
+    let provider = Arc::new(ScriptedProvider::new(steps));
+    let agent =
+        AgentOptions::from_value(json!({"subagents": {"explore": {"description": "looks", "tools": ["look"]}}}))
+            .unwrap()
+            .build_with(provider.clone())
+            .unwrap();
+    let log: Log = Arc::default();
+    agent.tools().register(logging_tool("look", log.clone())).unwrap();
+    agent.set_hooks(Hooks {
+        before_tool: Some(Arc::new(|c: &ToolUseBlock| {
+            if c.input["n"] == 7 { Err("the host's check broke".to_string()) } else { Ok(BeforeTool::Continue) }
+        })),
+        ..Hooks::default()
+    });
+    let e = agent.run("go", &mut |_| {}).unwrap_err();
+    assert!(matches!(&e, Error::Hook { hook, message } if hook == "before_tool" && message.contains("broke")), "{e}");
+    assert_eq!(provider.requests().len(), 2, "the parent did not go on after the hook failed");
+    assert!(log.lock().unwrap().is_empty(), "no tool ran: {:?}", log.lock().unwrap());
+    assert!(agent.conversation().pending_tool_uses().is_empty(), "every call has its result");
+    assert_eq!(agent.messages()[0].role, Role::User);
+    agent.set_hooks(Hooks::default());
+    assert_eq!(agent.resume(&mut |_| {}).unwrap().text, "all done", "the conversation goes on");
+}
+
+#[test]
 fn a_subagents_calls_get_the_rules_and_hooks_too() {
     let steps = vec![
         reply(
