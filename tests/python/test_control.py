@@ -125,6 +125,29 @@ def test_a_hook_that_raises_ends_the_run_with_its_exception_and_the_conversation
         assert agent.resume().text in ("done", "done again")
 
 
+def test_a_hook_that_raises_in_a_subagents_call_ends_the_parents_run_with_its_exception() -> None:
+    class Boom(Exception):
+        pass
+
+    def before_tool(call: tooloop.ToolCall) -> None:
+        if call.name == "look":
+            raise Boom("the check broke")
+
+    brain = Brain(calls(("p1", "task", {"description": "d", "prompt": "look", "agent_type": "explore"})),
+                  calls(("k1", "look", {})), text("parent done"))
+    ran: List[int] = []
+    look = tooloop.tool(lambda: ran.append(1) or "ok", name="look", description="l")
+    agent = tooloop.Agent(provider=brain, tools=[look], hooks={"before_tool": before_tool},
+                          subagents={"explore": tooloop.SubAgent("explores", tools=["look"])})
+    with pytest.raises(Boom, match="the check broke"):
+        agent.run("go")
+    assert len(brain.requests) == 2, "the parent did not carry on after its hook failed in the child"
+    assert ran == []
+    assert_valid_view(agent.messages)
+    agent.set_hooks(None)
+    assert agent.resume().text == "parent done"
+
+
 def test_a_hook_returning_the_wrong_type_is_a_clear_type_error() -> None:
     brain = Brain(calls(("c1", "look", {})), text("done"))
     agent = tooloop.Agent(provider=brain, hooks={"before_tool": lambda call: 42})
