@@ -119,6 +119,26 @@ def test_json_block_decision_user_prompt_context_and_a_timed_out_hook_ends_its_p
     assert procs_with(marker) == [], "the hook's processes were left running"
 
 
+def test_session_start_adds_context_and_a_stop_hook_exiting_2_keeps_the_run_going_once(tooloop_exe, ws, tmp_path):
+    log, mark = tmp_path / "stop.log", tmp_path / "stopped-once"
+    stop = (f"python3 -c \"import json,os,sys; e=json.load(sys.stdin); open('{log}','a').write(json.dumps(e)+'\\n'); "
+            f"(open('{mark}','w').close(), sys.stderr.write('run the tests first'), sys.exit(2)) "
+            f"if not os.path.exists('{mark}') else None\"")
+    user_settings(tmp_path, {"hooks": {"SessionStart": [hook("echo 'Today: fix bug 7.'")], "Stop": [hook(stop)]}})
+    scenario = {"responses": [text_reply("Done, I think."), text_reply("Tests pass now.")]}
+    with MockServer(scenario) as mock:
+        proc = run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "--yes", "fix it")
+        reqs = mock.requests()
+    assert proc.returncode == 0 and "Tests pass now." in proc.stdout
+    assert len(reqs) == 2
+    assert "Today: fix bug 7." in json.dumps(reqs[0]["body"]["messages"][0])
+    assert "run the tests first" in json.dumps(reqs[1]["body"]["messages"][-1])
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [e["hook_event_name"] for e in events] == ["Stop", "Stop"]
+    assert [e["stop_hook_active"] for e in events] == [False, True]
+    assert all(e["cwd"] == str(ws.resolve()) and e["session_id"] for e in events)
+
+
 def test_a_user_prompt_submit_hook_that_exits_2_blocks_the_task_before_any_request(tooloop_exe, ws, tmp_path):
     user_settings(tmp_path, {"hooks": {"UserPromptSubmit": [hook("echo 'no secrets in prompts' >&2; exit 2")]}})
     with MockServer({"responses": [text_reply("never")]}) as mock:
