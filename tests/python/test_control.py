@@ -262,6 +262,13 @@ def test_rule_helpers_for_hosts() -> None:
     assert _tooloop.read_only_command("git status && ls | head")
     assert not _tooloop.read_only_command("rm -rf x")
     assert _tooloop.split_command("timeout 5 a && b") == ["a", "b"]
+    # Claude Code's meanings: Edit covers every file-changing tool; shell keywords hide nothing.
+    assert _tooloop.match_rules({"deny": ["Edit(secret/**)"]}, "write_file", {"path": "secret/k"}, "/w") == \
+        ("deny", "Edit(secret/**)")
+    assert _tooloop.match_rules({"deny": ["Bash(rm:*)"]}, "bash", {"command": "if true; then rm -rf x; fi"},
+                                "/w") == ("deny", "Bash(rm:*)")
+    assert _tooloop.match_rules({"deny": ["Bash(rm:*)"]}, "bash", {"command": "/bin/rm x"}, "/w") == \
+        ("deny", "Bash(rm:*)")
 
 
 def test_tool_result_is_the_text_with_its_details_and_a_missing_instruction_file_is_refused(tmp_path: Path) -> None:
