@@ -139,6 +139,28 @@ def test_session_start_adds_context_and_a_stop_hook_exiting_2_keeps_the_run_goin
     assert all(e["cwd"] == str(ws.resolve()) and e["session_id"] for e in events)
 
 
+def test_a_claude_code_settings_file_with_events_tooloop_lacks_still_works(tooloop_exe, ws, tmp_path):
+    ran = tmp_path / "notified"
+    user_settings(tmp_path, {"permissions": {"deny": ["Bash(rm:*)"], "defaultMode": "default"}, "hooks": {
+        "Notification": [hook(f"touch {ran}")],
+        "PreCompact": [hook(f"touch {ran}")],
+        "PreToolUse": [hook("echo 'no writes today' >&2; exit 2", "Write")],
+    }})
+    scenario = {"responses": [
+        tool_reply(("t1", "write_file", {"path": "a.txt", "content": "x"}), ("t2", "bash", {"command": "rm -rf x"})),
+        text_reply("done"),
+    ]}
+    with MockServer(scenario) as mock:
+        proc = run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "--yes", "go")
+        reqs = mock.requests()
+    assert proc.returncode == 0
+    assert "Notification, PreCompact are ignored" in proc.stderr
+    results = tool_results(reqs[1])
+    assert results["t1"][1] and "no writes today" in results["t1"][0], "the file's hooks that tooloop has still run"
+    assert results["t2"][1] and "Bash(rm:*)" in results["t2"][0], "and its rules still apply"
+    assert not ran.exists()
+
+
 def test_a_user_prompt_submit_hook_that_exits_2_blocks_the_task_before_any_request(tooloop_exe, ws, tmp_path):
     user_settings(tmp_path, {"hooks": {"UserPromptSubmit": [hook("echo 'no secrets in prompts' >&2; exit 2")]}})
     with MockServer({"responses": [text_reply("never")]}) as mock:
