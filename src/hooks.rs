@@ -6,8 +6,9 @@
 //! hooks; `on_stop` stays the parent's).
 //!
 //! A hook that fails (returns `Err`: a Python exception, a C callback returning non-zero) ends the run with
-//! [`crate::Error::Hook`]; the calls of that turn still get their results first, so the conversation stays
-//! valid and can be resumed.
+//! [`crate::Error::Hook`] — also when it fails in a subagent's call: the parent's run ends with the same
+//! error; the calls of that turn still get their results first, so the conversation stays valid and can be
+//! resumed.
 
 use std::sync::Arc;
 

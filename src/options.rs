@@ -1100,9 +1100,14 @@ fn de_cost<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<f64>, 
     if v.is_null() {
         return Ok(None);
     }
-    let what = "a positive number of US dollars";
+    // 0 is a cap too: nothing may be spent (the run ends with "budget" before its first request).
+    let what = "a number of US dollars, 0 or more";
     let x = number::<D::Error>(&v, what)?;
-    if x > 0.0 && x < 1e9 { Ok(Some(x)) } else { Err(D::Error::custom(format!("must be {what}, got {}", got(&v)))) }
+    if (0.0..1e9).contains(&x) {
+        Ok(Some(x))
+    } else {
+        Err(D::Error::custom(format!("must be {what}, got {}", got(&v))))
+    }
 }
 
 fn de_rules<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<crate::rules::PermissionRules>, D::Error> {

@@ -10,12 +10,16 @@
 //! - `mcp__github` every tool of an MCP server, `mcp__github__create_issue` one tool, `mcp__github__*` too.
 //!
 //! Claude Code's names are accepted as aliases (`Bash`, `Read`, `Write`, `Edit`, `MultiEdit`, `Grep`,
-//! `Glob`, `WebFetch`), so an existing settings file works. Deny beats ask beats allow.
+//! `Glob`, `WebFetch`), so an existing settings file works; as in Claude Code, an `Edit` rule covers every
+//! tool that changes a file (`edit_file` and `write_file`). A path specifier `//abs/**` is absolute, and a
+//! Claude Code `/src/**` (relative to the project) matches from the workspace as well as from the root.
+//! Deny beats ask beats allow.
 //!
 //! A compound command (`a && b`, `a || b`, `a; b`, `a | b`, `a & b`, a newline, `$(…)` and backticks) is
 //! split first: a deny or ask rule matching any part applies, and an allow rule counts only when every part
 //! is allowed. Wrappers (`timeout 5`, `nice -n 10`, `env X=1`, `sudo`, `nohup`, `time`, `X=1 cmd`) are
-//! looked through, so `timeout 9 rm -rf /` is matched as `rm -rf /`.
+//! looked through, so `timeout 9 rm -rf /` is matched as `rm -rf /`, and so are the shell's own words
+//! (`if x; then rm y; fi` holds `rm y`); a command named by its path (`/bin/rm`) matches its name's rules.
 //!
 //! Must never: allow a command because one part of it is allowed, or match a path rule against a path
 //! that leaves the pattern's folder through `..`.
@@ -48,6 +52,8 @@ pub struct Rule {
     tool: String,
     /// The specifier, without the parentheses.
     spec: Option<String>,
+    /// Written as Claude Code's `Edit`/`MultiEdit`: covers every file-changing tool (`write_file` too).
+    edits: bool,
 }
 
 /// Claude Code's tool names → tooloop's.
@@ -88,12 +94,13 @@ impl Rule {
             ));
         }
         let spec = spec.filter(|s| !s.is_empty() && s != "*" && s != "**");
-        Ok(Rule { text: t.to_string(), tool: alias(name).to_string(), spec })
+        let edits = matches!(name, "Edit" | "MultiEdit");
+        Ok(Rule { text: t.to_string(), tool: alias(name).to_string(), spec, edits })
     }
 
     fn tool_matches(&self, name: &str) -> bool {
         let pat = self.tool.as_str();
-        if pat == name || pat == "*" {
+        if pat == name || pat == "*" || (self.edits && name == "write_file") {
             return true;
         }
         if let Some(server) = pat.strip_prefix("mcp__") {
@@ -109,10 +116,23 @@ impl Rule {
         pat.contains('*') && glob(pat, name)
     }
 
-    /// Whether this rule covers one simple command (already split and unwrapped).
-    fn matches_command(&self, command: &str) -> bool {
+    /// Whether this rule covers one simple command (already split and unwrapped). `by_name`: a command
+    /// named by its path (`/bin/rm`) is also matched by its name (for deny and ask rules; an allow rule
+    /// never lets an unknown file of a known name run).
+    fn matches_command(&self, command: &str, by_name: bool) -> bool {
         let Some(spec) = &self.spec else { return true };
         let command = normalize_ws(command);
+        // `/bin/rm -rf x` is `rm -rf x` to a rule about `rm` (a rule naming the path matches it as written).
+        let named = command.split_once(' ').map_or(command.as_str(), |(first, _)| first);
+        if by_name && named.contains('/') && !spec.contains('/') {
+            let base = named.rsplit('/').next().unwrap_or(named);
+            if !base.is_empty() {
+                let plain = format!("{base}{}", &command[named.len()..]);
+                if self.matches_command(&plain, false) {
+                    return true;
+                }
+            }
+        }
         if let Some(prefix) = spec.strip_suffix(":*") {
             let prefix = normalize_ws(prefix);
             return command == prefix
@@ -138,12 +158,18 @@ impl Rule {
             }
             _ => spec,
         };
+        let abs_match = || spec.starts_with('/') && glob_path(spec.trim_start_matches('/'), &absolute(path, workspace));
         let Some(rel) = relative(path, workspace) else {
             // Outside the workspace: only an absolute pattern can match it.
-            return spec.starts_with('/') && glob_path(spec.trim_start_matches('/'), &absolute(path, workspace));
+            return abs_match();
         };
-        if let Some(abs) = spec.strip_prefix('/') {
-            return glob_path(abs, &absolute(path, workspace));
+        if spec.starts_with("//") {
+            // Claude Code's absolute form.
+            return abs_match();
+        }
+        if let Some(from_project) = spec.strip_prefix('/') {
+            // Absolute, or Claude Code's "relative to the project" (its settings live in the workspace).
+            return abs_match() || glob_path(from_project, &rel);
         }
         let spec = spec.strip_prefix("./").unwrap_or(spec);
         glob_path(spec, &rel) || (!spec.contains('/') && glob(spec, rel.rsplit('/').next().unwrap_or(&rel)))
@@ -229,7 +255,7 @@ impl PermissionRules {
                     }
                     let mut found = None;
                     for p in &parts {
-                        let m = rules.iter().find(|r| r.matches_command(p));
+                        let m = rules.iter().find(|r| r.matches_command(p, !every));
                         match (m, every) {
                             (Some(r), false) => return Some(r.text.clone()),
                             (Some(r), true) => found = found.or(Some(r.text.clone())),
@@ -488,7 +514,8 @@ fn balanced(chars: &[char], start: usize) -> (String, usize) {
     (chars[start.min(chars.len())..].iter().collect(), chars.len())
 }
 
-/// `timeout 5 nice -n 3 env A=1 sudo -u x cmd args` → `cmd args`.
+/// `timeout 5 nice -n 3 env A=1 sudo -u x cmd args` → `cmd args`; the shell's own words too (`then rm x` →
+/// `rm x`; a lone `fi` or `done` is no command at all).
 fn unwrap_wrappers(part: &str) -> String {
     let words: Vec<&str> = part.split_whitespace().collect();
     let mut i = 0;
@@ -550,6 +577,8 @@ fn unwrap_wrappers(part: &str) -> String {
                     }
                 }
             }
+            "if" | "then" | "else" | "elif" | "do" | "while" | "until" | "!" | "{" if i + 1 < words.len() => i += 1,
+            "fi" | "done" | "esac" | "}" if i + 1 == words.len() => i += 1,
             "nohup" | "time" | "command" | "builtin" | "exec" | "stdbuf" if i + 1 < words.len() => {
                 i += 1;
                 if *w == "stdbuf" {
@@ -637,15 +666,21 @@ fn read_only_simple(part: &str) -> bool {
     ];
     if PLAIN.contains(&cmd) {
         // `sort -o file` and awk's system() or output redirection inside the program could write.
-        let sort_writes = cmd == "sort" && words.iter().any(|w| w.starts_with("-o") || *w == "--output");
+        // `tree -o file` too; `uniq IN OUT` writes OUT; `file -C` compiles a magic file.
+        let output_flag =
+            matches!(cmd, "sort" | "tree") && words.iter().any(|w| w.starts_with("-o") || w.starts_with("--output"));
         let awk_runs = cmd == "awk" && part.contains("system(");
-        return !sort_writes && !awk_runs;
+        let uniq_writes = cmd == "uniq" && words.iter().skip(1).filter(|w| !w.starts_with('-')).count() >= 2;
+        let file_compiles = cmd == "file" && words.iter().any(|w| *w == "-C" || *w == "--compile");
+        return !output_flag && !awk_runs && !uniq_writes && !file_compiles;
     }
     match cmd {
         "find" => !words.iter().any(|w| {
-            matches!(*w, "-delete" | "-exec" | "-execdir" | "-ok" | "-okdir" | "-fprint" | "-fprintf" | "-fls")
+            matches!(*w, "-delete" | "-exec" | "-execdir" | "-ok" | "-okdir" | "-fls") || w.starts_with("-fprint")
         }),
         "sed" => !words.iter().any(|w| w.starts_with("-i") || *w == "--in-place") && !part.contains("w "),
+        // `git diff --output=FILE` and `git log -o`-style options write a file.
+        "git" if words.iter().any(|w| w.starts_with("--output")) => false,
         "git" => {
             let sub = words.iter().skip(1).find(|w| !w.starts_with('-')).copied().unwrap_or("");
             matches!(
@@ -664,9 +699,14 @@ fn read_only_simple(part: &str) -> bool {
                     | "cat-file"
                     | "reflog"
             ) || (sub == "branch"
-                && words.len() <= 3
-                && !words.iter().any(|w| w.starts_with("-d") || w.starts_with("-D") || w.starts_with("-m")))
-                || (sub == "remote" && words.len() <= 3)
+                // Listing only: `git branch NAME` creates one, `-d`/`-m`/`-c`/`-u` change them.
+                && words.iter().skip_while(|w| **w != "branch").skip(1).all(|w| {
+                    matches!(
+                        *w,
+                        "-a" | "-r" | "-v" | "-vv" | "-l" | "--all" | "--remotes" | "--list" | "--show-current"
+                    )
+                }))
+                || (sub == "remote" && words.len() <= 3 && words.get(2).is_none_or(|w| w.starts_with('-')))
         }
         _ => false,
     }
@@ -715,6 +755,15 @@ mod tests {
         assert!(!read_only_command("sed -i s/a/b/ f"));
         assert!(!read_only_command("git commit -m x"));
         assert!(!read_only_command("ls $(touch x)"));
+        assert!(read_only_command("git branch -a") && read_only_command("git branch"));
+        assert!(!read_only_command("git branch feature"), "creates a branch");
+        assert!(!read_only_command("git branch -u origin/main"));
+        assert!(read_only_command("if true; then ls; fi"));
+        assert!(!read_only_command("git diff --output=patch.diff"));
+        assert!(!read_only_command("find . -fprint0 out") && read_only_command("find . -name '*.rs'"));
+        assert!(!read_only_command("tree -o out.txt") && read_only_command("tree -L 2"));
+        assert!(!read_only_command("uniq in.txt out.txt") && read_only_command("sort a | uniq -c"));
+        assert!(!read_only_command("file -C -m magic"));
     }
 
     #[test]

@@ -373,3 +373,56 @@ fn a_local_server_refusing_the_context_size_makes_the_agent_compact_and_finish()
     assert!(overflow, "the refusal was read as an overflow and compacted");
     assert_valid_view(&agent.messages());
 }
+
+#[test]
+fn a_summary_request_counts_toward_max_cost_usd_and_is_not_sent_past_it() {
+    let mut sc = scenario("agent_compaction");
+    sc["responses"] = Value::Array((1..=6).map(|i| tool_turn(i, 500)).chain([final_turn("six done")]).collect());
+    let mock = MockServer::start(&sc);
+    let (agent, _) = agent_on(&mock, AgentConfig { max_cost_usd: Some(1.0), ..compaction_config(None) });
+    agent.run("Dump six parts.", &mut |_| {}).unwrap();
+    // Under the cap: the summary is asked for, and what it cost is part of the agent's spend.
+    let before = agent.spent_usd();
+    let record = agent.compact(None, &mut |_| {}).unwrap().expect("compacted");
+    assert_eq!(record.method, Method::Summary);
+    let summary = mock.requests().into_iter().find(is_summary).expect("the summary request went out");
+    assert!(summary["tokens"].as_u64().unwrap() > 0);
+    assert!(agent.spent_usd() > before, "the summary's cost counts: {} -> {}", before, agent.spent_usd());
+    // A cap the summary would pass: it is never sent; the compaction falls back to dropping old turns.
+    sc["responses"] = Value::Array((1..=6).map(|i| tool_turn(i, 500)).chain([final_turn("six done")]).collect());
+    mock.load(&sc);
+    let (agent, _) = agent_on(&mock, AgentConfig { max_cost_usd: Some(1.0), ..compaction_config(None) });
+    agent.run("Dump six parts.", &mut |_| {}).unwrap();
+    let spent = agent.spent_usd();
+    agent.update_config(|c| c.max_cost_usd = Some(spent + 0.001));
+    let record = agent.compact(None, &mut |_| {}).unwrap().expect("compacted");
+    assert_eq!(record.method, Method::Drop);
+    assert!(record.fallback_reason.as_deref().unwrap_or("").contains("max_cost_usd"), "{record:?}");
+    assert!(!mock.requests().iter().any(is_summary), "no summary request past the cap");
+    assert_eq!(agent.spent_usd(), spent);
+    assert_valid_view(&agent.messages());
+}
+
+#[test]
+fn a_request_sent_again_after_an_overflow_compaction_must_still_fit_under_max_cost_usd() {
+    let mut sc = scenario("agent_compaction");
+    // The summary is expensive (two million output tokens): after it, nothing more fits under the cap.
+    sc["routes"][0]["response"]["anthropic"]["usage"]["output_tokens"] = json!(2_000_000);
+    sc["responses"] = Value::Array((1..=60).map(|i| tool_turn(i, 1500)).chain([final_turn("never")]).collect());
+    let mock = MockServer::start(&sc);
+    // A window larger than the server's real limit: the threshold is never reached, the server refuses.
+    let (agent, calls) = agent_on(&mock, AgentConfig { max_cost_usd: Some(5.0), ..compaction_config(Some(20_000)) });
+    let result = agent.run("Dump 60 parts.", &mut |_| {}).unwrap();
+    assert_eq!(result.stop_reason, Some(tooloop::StopReason::Budget));
+    let ran = calls.load(Ordering::SeqCst);
+    assert!((2..60).contains(&ran), "{ran}");
+    let reqs = mock.requests();
+    let refused = reqs.iter().filter(|r| r["rejected"] == "context_limit").count();
+    assert_eq!(refused, 1, "one request was too long for the server");
+    assert_eq!(reqs.iter().filter(|r| is_summary(r)).count(), 1, "the overflow was compacted");
+    let after_summary = reqs.iter().skip_while(|r| !is_summary(r)).skip(1).count();
+    assert_eq!(after_summary, 0, "the turn was not sent again past the cap");
+    assert!(agent.spent_usd() > 5.0, "the summary itself was allowed by its estimate: {}", agent.spent_usd());
+    assert_eq!(result.turns as usize, ran, "the turn that was not sent again is not counted");
+    assert_valid_view(&agent.messages());
+}

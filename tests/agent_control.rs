@@ -142,6 +142,43 @@ fn claude_code_aliases_and_bad_rules() {
     assert!(matches!(e, Error::InvalidOption { ref key, .. } if key == "permission_rules"), "{e}");
 }
 
+#[test]
+fn claude_codes_edit_covers_every_file_changing_tool_and_its_path_forms_work() {
+    // Claude Code: "Edit rules apply to all built-in tools that edit files"; `//x` absolute, `/x` from the
+    // project (the workspace).
+    let r = rules(json!({"deny": ["Edit(secret/**)", "Read(//etc/**)", "Read(/private/**)"]}));
+    let ws = Path::new("/ws");
+    let d = |tool: &str, path: &str| r.decide(tool, &json!({"path": path}), ws);
+    assert!(matches!(d("edit_file", "secret/k"), RuleDecision::Deny(_)));
+    assert!(matches!(d("write_file", "secret/k"), RuleDecision::Deny(_)), "Edit covers write_file too");
+    assert_eq!(d("write_file", "public/k"), RuleDecision::NoMatch);
+    assert!(matches!(d("read_file", "/etc/passwd"), RuleDecision::Deny(_)));
+    assert_eq!(d("read_file", "etc/passwd"), RuleDecision::NoMatch, "// is the root, not the workspace");
+    assert!(matches!(d("read_file", "private/key"), RuleDecision::Deny(_)), "/x is relative to the project");
+    assert!(matches!(d("read_file", "/private/key"), RuleDecision::Deny(_)));
+    let tooloop_names = rules(json!({"deny": ["edit_file(secret/**)"]}));
+    assert_eq!(tooloop_names.decide("write_file", &json!({"path": "secret/k"}), ws), RuleDecision::NoMatch);
+}
+
+#[test]
+fn shell_keywords_and_command_paths_do_not_hide_a_denied_command() {
+    let r = rules(json!({"deny": ["bash(rm:*)"], "allow": ["bash(npm test:*)", "bash(ls)"]}));
+    for cmd in [
+        "if true; then rm -rf x; fi",
+        "for f in *; do rm $f; done",
+        "while true; do rm x; done",
+        "if [ -d x ]; then ls; else rm -rf x; fi",
+        "/bin/rm -rf x",
+        "sudo /usr/bin/rm x",
+        "! rm x",
+    ] {
+        assert!(matches!(bash(&r, cmd), RuleDecision::Deny(_)), "{cmd}");
+    }
+    assert!(is_allow(&bash(&r, "if npm test; then ls; fi")), "the keywords and fi are no commands of their own");
+    assert_eq!(bash(&r, "./npm test"), RuleDecision::NoMatch, "an allow rule never runs another file of that name");
+    assert_eq!(bash(&r, "/opt/evil/ls"), RuleDecision::NoMatch);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Hooks and their order
 // ---------------------------------------------------------------------------------------------------------
@@ -358,6 +395,45 @@ fn on_stop_keeps_the_run_going_with_a_new_user_message_within_max_turns() {
 }
 
 #[test]
+fn a_hook_failing_in_a_subagents_call_ends_the_parents_run_too() {
+    let steps = vec![
+        reply(
+            vec![
+                call("p1", "task", json!({"description": "d", "prompt": "look around", "agent_type": "explore"})),
+                call("p2", "look", json!({"n": 2})),
+            ],
+            StopReason::ToolUse,
+        ),
+        // child: its call's hook fails
+        reply(vec![call("k1", "look", json!({"n": 7}))], StopReason::ToolUse),
+        // the parent, only when resumed
+        reply(vec![ContentBlock::text("all done")], StopReason::EndTurn),
+    ];
+    let provider = Arc::new(ScriptedProvider::new(steps));
+    let agent =
+        AgentOptions::from_value(json!({"subagents": {"explore": {"description": "looks", "tools": ["look"]}}}))
+            .unwrap()
+            .build_with(provider.clone())
+            .unwrap();
+    let log: Log = Arc::default();
+    agent.tools().register(logging_tool("look", log.clone())).unwrap();
+    agent.set_hooks(Hooks {
+        before_tool: Some(Arc::new(|c: &ToolUseBlock| {
+            if c.input["n"] == 7 { Err("the host's check broke".to_string()) } else { Ok(BeforeTool::Continue) }
+        })),
+        ..Hooks::default()
+    });
+    let e = agent.run("go", &mut |_| {}).unwrap_err();
+    assert!(matches!(&e, Error::Hook { hook, message } if hook == "before_tool" && message.contains("broke")), "{e}");
+    assert_eq!(provider.requests().len(), 2, "the parent did not go on after the hook failed");
+    assert!(log.lock().unwrap().is_empty(), "no tool ran: {:?}", log.lock().unwrap());
+    assert!(agent.conversation().pending_tool_uses().is_empty(), "every call has its result");
+    assert_eq!(agent.messages()[0].role, Role::User);
+    agent.set_hooks(Hooks::default());
+    assert_eq!(agent.resume(&mut |_| {}).unwrap().text, "all done", "the conversation goes on");
+}
+
+#[test]
 fn a_subagents_calls_get_the_rules_and_hooks_too() {
     let steps = vec![
         reply(
@@ -507,7 +583,20 @@ fn the_run_stops_with_budget_before_a_request_that_would_pass_the_cap() {
     // The next run stops at once: nothing more fits.
     let r = agent.run("more", &mut |_| {}).unwrap();
     assert_eq!((r.stop_reason, r.turns), (Some(StopReason::Budget), 0));
+    assert_eq!(r.cost_usd, Some(0.0), "nothing spent is a known cost, not an unknown one");
     assert_eq!(provider.requests().len(), 3);
+}
+
+#[test]
+fn a_cap_of_zero_sends_nothing_and_ends_with_budget() {
+    let provider = Arc::new(ScriptedProvider::new(vec![reply(vec![ContentBlock::text("hi")], StopReason::EndTurn)]));
+    let agent = AgentOptions::from_value(json!({"model": "claude-sonnet-4-6", "max_cost_usd": 0}))
+        .unwrap()
+        .build_with(provider.clone())
+        .unwrap();
+    let r = agent.run("go", &mut |_| {}).unwrap();
+    assert_eq!((r.stop_reason, r.turns, r.cost_usd), (Some(StopReason::Budget), 0, Some(0.0)));
+    assert!(provider.requests().is_empty());
 }
 
 #[test]
@@ -551,7 +640,7 @@ fn a_cap_with_a_model_without_a_known_price_is_a_configuration_error() {
         .unwrap_err();
     assert!(matches!(&e, Error::InvalidOption { key, .. } if key == "max_cost_usd"), "{e}");
     assert!(e.to_string().contains("my-local-llama"), "{e}");
-    for bad in [json!(0), json!(-1), json!("1"), json!(f64::MAX)] {
+    for bad in [json!(-0.01), json!(-1), json!("1"), json!(f64::MAX)] {
         assert!(AgentOptions::from_value(json!({"max_cost_usd": bad})).is_err(), "{bad}");
     }
 }

@@ -46,9 +46,9 @@ impl Agent {
         call: &ToolUseBlock,
         cancel: &CancelToken,
         on_event: &mut dyn FnMut(&Event),
-    ) -> (CallOutcome, Option<crate::subagent::ChildRun>) {
+    ) -> (CallOutcome, Option<crate::subagent::ChildRun>, Option<Error>) {
         let started = Instant::now();
-        let fail = |m: String| (CallOutcome { duration: started.elapsed(), ..CallOutcome::error(m) }, None);
+        let fail = |m: String| (CallOutcome { duration: started.elapsed(), ..CallOutcome::error(m) }, None, None);
         // The same input check as every registered tool gets.
         if let Some(t) = self.tools.get(crate::subagent::TOOL_NAME) {
             if let Err(m) = crate::tools::validate_input(&t.spec.input_schema, &call.input) {
@@ -144,6 +144,11 @@ impl Agent {
             transcript,
         };
         let duration = started.elapsed();
+        // The host's hook failed in the child: that ends the parent's run too, with the same error.
+        let hook_failed = match &result {
+            Err(Error::Hook { hook, message }) => Some(Error::Hook { hook: hook.clone(), message: message.clone() }),
+            _ => None,
+        };
         let outcome = match result {
             Ok(r) if r.stop_reason == Some(StopReason::Budget) => CallOutcome {
                 duration,
@@ -204,6 +209,6 @@ impl Agent {
                 CallOutcome { duration, ..CallOutcome::error(self.tools.redact(format!("the agent failed: {e}"))) }
             }
         };
-        (outcome, Some(info))
+        (outcome, Some(info), hook_failed)
     }
 }

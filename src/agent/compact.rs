@@ -36,7 +36,7 @@ impl Agent {
         cancel: &CancelToken,
         run: &mut RunResult,
         on_event: &mut dyn FnMut(&Event),
-    ) -> Result<(MessageResponse, HashMap<String, Value>)> {
+    ) -> Result<Option<(MessageResponse, HashMap<String, Value>)>> {
         use crate::compaction::Reason;
         let request_now = || {
             let mut r = self.request();
@@ -50,6 +50,10 @@ impl Agent {
             if self.compact_inner(Reason::Threshold, None, false, cancel, &mut spent, on_event)?.is_some() {
                 request = request_now();
                 measured = Some(crate::compaction::request_bytes(&request));
+                // The summary was spent too: the turn's request must still fit under the cap.
+                if !self.request_affordable(&request) {
+                    return Ok(None);
+                }
             }
         }
         let mut overflows = 0;
@@ -66,8 +70,12 @@ impl Agent {
                     }
                     request = request_now();
                     measured = Some(crate::compaction::request_bytes(&request));
+                    // A request sent again is a request: after the summary's cost it must fit under the cap.
+                    if !self.request_affordable(&request) {
+                        return Ok(None);
+                    }
                 }
-                other => return other,
+                other => return other.map(Some),
             }
         }
     }

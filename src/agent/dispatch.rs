@@ -225,9 +225,12 @@ impl Agent {
                 // `task` is not parallel-safe, so it always runs alone, here, where its child's events can
                 // reach the host as they happen.
                 if batch[k].name == crate::subagent::TOOL_NAME && !lock(&self.subagents).is_empty() {
-                    let (o, child) = self.run_child(&batch[k], cancel, on_event);
+                    let (o, child, failed) = self.run_child(&batch[k], cancel, on_event);
                     outcomes[k] = Some(o);
                     children[k] = child;
+                    if let Some(e) = failed {
+                        hook_failed.get_or_insert(e);
+                    }
                 } else {
                     outcomes[k] = Some(self.tools.execute(&batch[k], cancel));
                 }

@@ -196,17 +196,17 @@ impl Agent {
                 }
             }
             if !self.next_request_affordable() {
-                let cap = lock(&self.config).max_cost_usd.unwrap_or(0.0);
-                let note = format!("stopped: the next request would take the spend past max_cost_usd={cap}");
-                self.record(Entry::new(EntryRole::System, vec![ContentBlock::text(note)]))?;
-                run.stop_reason = Some(StopReason::Budget);
-                return Ok(run);
+                return self.budget_stop(run);
             }
             run.turns += 1;
             let turn = run.turns;
             on_event(&Event::TurnStart { turn });
             let wrap_up = state.progress.take_wrap_up(); // progress.rs: this request with tools disabled
-            let (message, bad_inputs) = self.compacting_turn(turn, wrap_up, &cancel, &mut run, on_event)?;
+            let Some((message, bad_inputs)) = self.compacting_turn(turn, wrap_up, &cancel, &mut run, on_event)? else {
+                // A compaction's summary left too little under the cap for the turn's request: not sent.
+                run.turns -= 1;
+                return self.budget_stop(run);
+            };
             run.text = message.text();
             run.stop_reason = message.stop_reason.clone();
             run.message = Some(message.clone());
@@ -298,9 +298,27 @@ impl Agent {
         if lock(&self.config).max_cost_usd.is_none() {
             return true;
         }
-        let request = self.request();
-        let (tokens, _) = self.estimate_request(&request);
+        self.request_affordable(&self.request())
+    }
+
+    /// With a spend cap: whether `request` fits under it (always, without one).
+    pub(super) fn request_affordable(&self, request: &Request) -> bool {
+        if lock(&self.config).max_cost_usd.is_none() {
+            return true;
+        }
+        let (tokens, _) = self.estimate_request(request);
         self.affordable(&request.model, tokens)
+    }
+
+    /// End the run because the next request would pass `max_cost_usd`: not an error, stop_reason `budget`.
+    pub(super) fn budget_stop(&self, mut run: RunResult) -> Result<RunResult> {
+        let cap = lock(&self.config).max_cost_usd.unwrap_or(0.0);
+        let note = format!("stopped: the next request would take the spend past max_cost_usd={cap}");
+        self.record(Entry::new(EntryRole::System, vec![ContentBlock::text(note)]))?;
+        run.stop_reason = Some(StopReason::Budget);
+        // Every model under a cap has a price: what this run spent is known, nothing included.
+        run.cost_usd = Some(run.cost_usd.unwrap_or(0.0));
+        Ok(run)
     }
 
     /// Whether this agent's requests carry the final-answer tool (else the native field).

@@ -84,14 +84,19 @@ def test_json_block_decision_user_prompt_context_and_a_timed_out_hook_ends_its_p
     slow = f"sleep 300 {marker} & sleep 300"   # a child of its own, and the hook itself never finishes
     slow = f"sh -c 'exec -a {marker} sleep 300' & sleep 30"
     block = "echo '{\"decision\": \"block\", \"reason\": \"write_file is frozen\"}'"
+    # Claude Code's newer PreToolUse answer.
+    deny = ("echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PreToolUse\", \"permissionDecision\": \"deny\", "
+            "\"permissionDecisionReason\": \"b.txt is generated\"}}'")
     user_settings(tmp_path, {"hooks": {
         "UserPromptSubmit": [hook("echo 'The build command is make fast.'")],
-        "PreToolUse": [hook(slow, "bash", timeout=1), hook(block, "Write")],
+        "PreToolUse": [hook(slow, "bash", timeout=1), hook(block, "Write"), hook(deny, "Edit")],
     }})
     scenario = {"responses": [
-        tool_reply(("t1", "write_file", {"path": "a.txt", "content": "x"}), ("t2", "bash", {"command": "echo ok"})),
+        tool_reply(("t1", "write_file", {"path": "a.txt", "content": "x"}), ("t2", "bash", {"command": "echo ok"}),
+                   ("t3", "edit_file", {"path": "b.txt", "old_string": "b", "new_string": "c"})),
         text_reply("done"),
     ]}
+    (ws / "b.txt").write_text("b")
     with MockServer(scenario) as mock:
         started = time.monotonic()
         proc = run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "--yes", "go")
@@ -103,6 +108,8 @@ def test_json_block_decision_user_prompt_context_and_a_timed_out_hook_ends_its_p
     results = tool_results(reqs[1])
     assert results["t1"][1] and "write_file is frozen" in results["t1"][0]
     assert not (ws / "a.txt").exists()
+    assert results["t3"][1] and "b.txt is generated" in results["t3"][0]
+    assert (ws / "b.txt").read_text() == "b"
     assert results["t2"][0].startswith("ok"), "a hook that times out is shown and the call carries on"
     assert "timed out" in proc.stderr + proc.stdout or "exited" in proc.stderr + proc.stdout
     assert took < 25
@@ -110,6 +117,68 @@ def test_json_block_decision_user_prompt_context_and_a_timed_out_hook_ends_its_p
     while procs_with(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert procs_with(marker) == [], "the hook's processes were left running"
+
+
+def test_session_start_adds_context_and_a_stop_hook_exiting_2_keeps_the_run_going_once(tooloop_exe, ws, tmp_path):
+    log, mark = tmp_path / "stop.log", tmp_path / "stopped-once"
+    stop = (f"python3 -c \"import json,os,sys; e=json.load(sys.stdin); open('{log}','a').write(json.dumps(e)+'\\n'); "
+            f"(open('{mark}','w').close(), sys.stderr.write('run the tests first'), sys.exit(2)) "
+            f"if not os.path.exists('{mark}') else None\"")
+    user_settings(tmp_path, {"hooks": {"SessionStart": [hook("echo 'Today: fix bug 7.'")], "Stop": [hook(stop)]}})
+    scenario = {"responses": [text_reply("Done, I think."), text_reply("Tests pass now.")]}
+    with MockServer(scenario) as mock:
+        proc = run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "--yes", "fix it")
+        reqs = mock.requests()
+    assert proc.returncode == 0 and "Tests pass now." in proc.stdout
+    assert len(reqs) == 2
+    assert "Today: fix bug 7." in json.dumps(reqs[0]["body"]["messages"][0])
+    assert "run the tests first" in json.dumps(reqs[1]["body"]["messages"][-1])
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [e["hook_event_name"] for e in events] == ["Stop", "Stop"]
+    assert [e["stop_hook_active"] for e in events] == [False, True]
+    assert all(e["cwd"] == str(ws.resolve()) and e["session_id"] for e in events)
+
+
+def test_a_claude_code_settings_file_with_events_tooloop_lacks_still_works(tooloop_exe, ws, tmp_path):
+    ran = tmp_path / "notified"
+    user_settings(tmp_path, {"permissions": {"deny": ["Bash(rm:*)"], "defaultMode": "default"}, "hooks": {
+        "Notification": [hook(f"touch {ran}")],
+        "PreCompact": [hook(f"touch {ran}")],
+        "PreToolUse": [hook("echo 'no writes today' >&2; exit 2", "Write")],
+    }})
+    scenario = {"responses": [
+        tool_reply(("t1", "write_file", {"path": "a.txt", "content": "x"}), ("t2", "bash", {"command": "rm -rf x"})),
+        text_reply("done"),
+    ]}
+    with MockServer(scenario) as mock:
+        proc = run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "--yes", "go")
+        reqs = mock.requests()
+    assert proc.returncode == 0
+    assert "Notification, PreCompact are ignored" in proc.stderr
+    results = tool_results(reqs[1])
+    assert results["t1"][1] and "no writes today" in results["t1"][0], "the file's hooks that tooloop has still run"
+    assert results["t2"][1] and "Bash(rm:*)" in results["t2"][0], "and its rules still apply"
+    assert not ran.exists()
+
+
+def test_a_user_prompt_submit_hook_that_exits_2_blocks_the_task_before_any_request(tooloop_exe, ws, tmp_path):
+    user_settings(tmp_path, {"hooks": {"UserPromptSubmit": [hook("echo 'no secrets in prompts' >&2; exit 2")]}})
+    with MockServer({"responses": [text_reply("never")]}) as mock:
+        plain = run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "go")
+        as_json = run(tooloop_exe, ws, env_for(tmp_path, mock), "--output-format", "json", "go")
+        assert mock.requests() == []
+    assert plain.returncode == 1 and plain.stdout == ""
+    assert plain.stderr.strip() == "tooloop: the task was blocked by a UserPromptSubmit hook: no secrets in prompts"
+    assert as_json.returncode == 1 and len(as_json.stderr.strip().splitlines()) == 1
+    [result] = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert result["type"] == "result" and result["subtype"] == "error" and result["is_error"] is True
+    assert "no secrets in prompts" in result["error"] and result["session_id"]
+    # A broken settings file: one stderr line, and in the JSON modes an error result object.
+    user_settings(tmp_path, {"permissions": {"allow": "bash"}})
+    broken = run(tooloop_exe, ws, env_for(tmp_path, None, ANTHROPIC_API_KEY="k"), "--output-format", "json", "go")
+    assert broken.returncode == 2 and len(broken.stderr.strip().splitlines()) == 1
+    [result] = [json.loads(line) for line in broken.stdout.splitlines()]
+    assert result["subtype"] == "error" and "permissions.allow" in result["error"]
 
 
 def test_project_settings_deny_at_once_but_allow_and_hooks_wait_for_approval(tooloop_exe, ws, tmp_path):
@@ -248,6 +317,55 @@ def test_plan_mode_investigates_read_only_then_carries_out_the_approved_plan(too
     assert (ws / "out.txt").read_text() == "fixed"
 
 
+def test_init_has_the_agent_write_a_starter_agents_md(tooloop_exe, ws, tmp_path):
+    (ws / "Makefile").write_text("test:\n\tpytest -q\n")
+    scenario = {"responses": [
+        tool_reply(("i1", "write_file", {"path": "AGENTS.md", "content": "# AGENTS.md\n\nTest with `make test`.\n"})),
+        text_reply("Wrote AGENTS.md."),
+    ]}
+    with MockServer(scenario) as mock:
+        with Term(tooloop_exe, ["--yes"], ws, pty_env(tmp_path, mock)) as term:
+            term.expect(PROMPT)
+            term.type("/init")
+            term.expect("Wrote AGENTS.md.")
+            term.quit()
+        reqs = mock.requests()
+    asked = json.dumps(reqs[0]["body"]["messages"])
+    assert "AGENTS.md" in asked and "starter" in asked
+    assert (ws / "AGENTS.md").read_text().startswith("# AGENTS.md")
+
+
+def test_a_refined_plan_is_planned_again_read_only_then_carried_out(tooloop_exe, ws, tmp_path):
+    scenario = {"responses": [
+        text_reply("## Plan\n\n1. Write out.txt."),
+        # refining: still plan mode, a write is refused
+        tool_reply(("r1", "write_file", {"path": "out.txt", "content": "too early"})),
+        text_reply("## Plan\n\n1. Write out.txt.\n2. Add a test."),
+        tool_reply(("e1", "write_file", {"path": "out.txt", "content": "done"})),
+        text_reply("Carried out."),
+    ]}
+    with MockServer(scenario) as mock:
+        with Term(tooloop_exe, ["--yes"], ws, pty_env(tmp_path, mock)) as term:
+            term.expect(PROMPT)
+            term.type("/plan write out.txt")
+            term.expect(r"Approve this plan")
+            for ch in "also add a test":   # key by key, as a person types: "a" must not approve
+                term.child.send(ch)
+                time.sleep(0.02)
+            term.child.send("\r")
+            term.expect(r"2\. Add a test")
+            term.expect(r"Approve this plan")
+            assert not (ws / "out.txt").exists()
+            term.child.send("y")
+            term.expect("Carried out.")
+            term.quit()
+        reqs = mock.requests()
+    assert "Revise the plan: also add a test" in json.dumps(reqs[1]["body"]["messages"])
+    refused = tool_results(reqs[2])["r1"]
+    assert refused[1] and "Plan mode" in refused[0], "a refinement is planned read-only too"
+    assert (ws / "out.txt").read_text() == "done"
+
+
 def test_always_on_a_bash_question_offers_to_save_a_prefix_rule(tooloop_exe, ws, tmp_path):
     scenario = {"responses": [
         tool_reply(("t1", "bash", {"command": "echo one"})),
@@ -302,3 +420,27 @@ def test_plan_flag_without_a_terminal_prints_the_plan_and_changes_nothing(tooloo
     assert results["p3"][1] and "Plan mode" in results["p3"][0]
     assert not (ws / "made").exists()
     assert len(reqs) == 2
+
+
+def test_plan_flag_in_the_json_modes_reports_the_plan_as_the_result_and_changes_nothing(tooloop_exe, ws, tmp_path):
+    for fmt in ("json", "stream-json"):
+        scenario = {"responses": [
+            tool_reply(("p1", "write_file", {"path": "out.txt", "content": "too early"})),
+            text_reply("## Plan\n\n1. Write out.txt."),
+        ]}
+        with MockServer(scenario) as mock:
+            proc = run(tooloop_exe, ws, env_for(tmp_path, mock), "--yes", "--output-format", fmt, "--plan", "fix it")
+            reqs = mock.requests()
+        assert proc.returncode == 0
+        objs = [json.loads(line) for line in proc.stdout.splitlines()]
+        result = objs[-1]
+        assert result["type"] == "result" and result["subtype"] == "success"
+        assert result["result"].startswith("## Plan")
+        if fmt == "stream-json":
+            assert objs[0]["subtype"] == "init" and objs[0]["permission_mode"] == "plan"
+        else:
+            assert len(objs) == 1
+        refused = tool_results(reqs[1])["p1"]
+        assert refused[1] and "Plan mode" in refused[0]
+        assert "[Plan mode]" in json.dumps(reqs[0]["body"]["messages"])
+        assert not (ws / "out.txt").exists()

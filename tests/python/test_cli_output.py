@@ -75,6 +75,33 @@ def test_stream_json_is_init_then_events_then_the_result(tooloop_exe: str, ws: P
     assert result["type"] == "result" and result["subtype"] == "success" and result["result"] == "Done."
 
 
+def test_stream_json_lines_arrive_as_things_happen(tooloop_exe: str, ws: Path, tmp_path: Path, mock: Any) -> None:
+    # The model answers after a pause, in slow pieces: the init line and the first text must be readable
+    # while the command still runs (each line flushed as it is written, through a pipe).
+    slow = text_reply("one two three four five six", delay_ms=1000, chunk_size=40, delay_ms_between=60)
+    server = mock({"responses": [slow]})
+    proc = subprocess.Popen([tooloop_exe, "--output-format", "stream-json", "count"], cwd=ws,
+                            env=cli_env(tmp_path, server), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        first = json.loads(proc.stdout.readline())
+        assert first["type"] == "system" and first["subtype"] == "init"
+        assert proc.poll() is None, "the init line came only at the end"
+        while True:
+            obj = json.loads(proc.stdout.readline())
+            if obj["type"] == "text":
+                break
+        assert proc.poll() is None, "the first text came only at the end"
+        rest = [json.loads(line) for line in proc.stdout.read().splitlines()]
+        assert rest[-1]["type"] == "result" and rest[-1]["result"] == "one two three four five six"
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_json_schema_inline_or_from_a_file_gives_the_output(tooloop_exe: str, ws: Path, tmp_path: Path,
                                                             mock: Any) -> None:
     schema = {"type": "object", "properties": {"files": {"type": "integer"}}, "required": ["files"]}
@@ -119,6 +146,33 @@ def test_max_turns_is_error_max_turns(tooloop_exe: str, ws: Path, tmp_path: Path
     assert proc.returncode == 1
     result = lines(proc.stdout)[-1]
     assert result["subtype"] == "error_max_turns" and result["is_error"] is True
+
+
+def test_a_budget_stop_is_error_budget_with_the_one_budget_line(tooloop_exe: str, ws: Path, tmp_path: Path,
+                                                                  mock: Any) -> None:
+    big = {"input_tokens": 100_000, "output_tokens": 1000}   # $0.315 a turn on claude-sonnet-4-6
+    (ws / "a.txt").write_text("hi\n")
+    replies = [tool_reply((f"t{i}", "read_file", {"path": "a.txt"})) for i in range(4)]
+    for r in replies:
+        r["anthropic"]["usage"] = big
+    server = mock({"responses": replies})
+    for fmt in ("json", "stream-json"):
+        server.load({"responses": replies})
+        proc = run(tooloop_exe, ws, cli_env(tmp_path, server), "--output-format", fmt, "--max-budget-usd", "0.5",
+                   "read a.txt again and again")
+        assert proc.returncode == 1
+        result = lines(proc.stdout)[-1]
+        assert result["type"] == "result" and result["subtype"] == "error_budget" and result["is_error"] is True
+        assert result["stop_reason"] == "budget" and result["num_turns"] == 1
+        assert result["total_cost_usd"] == pytest.approx(0.315)
+        assert proc.stderr.splitlines() == [
+            "tooloop: stopped: the next request would take the spend past $0.5 (--max-budget-usd)"]
+    # A cap of 0 spends nothing: no request at all.
+    server.load({"responses": replies})
+    proc = run(tooloop_exe, ws, cli_env(tmp_path, server), "--output-format", "json", "--max-budget-usd", "0", "hi")
+    assert proc.returncode == 1 and server.requests() == []
+    [result] = lines(proc.stdout)
+    assert result["subtype"] == "error_budget" and result["total_cost_usd"] == 0.0 and result["num_turns"] == 0
 
 
 def test_images_from_the_flag_and_from_a_mention_reach_the_request_byte_for_byte(

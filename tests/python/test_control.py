@@ -125,6 +125,29 @@ def test_a_hook_that_raises_ends_the_run_with_its_exception_and_the_conversation
         assert agent.resume().text in ("done", "done again")
 
 
+def test_a_hook_that_raises_in_a_subagents_call_ends_the_parents_run_with_its_exception() -> None:
+    class Boom(Exception):
+        pass
+
+    def before_tool(call: tooloop.ToolCall) -> None:
+        if call.name == "look":
+            raise Boom("the check broke")
+
+    brain = Brain(calls(("p1", "task", {"description": "d", "prompt": "look", "agent_type": "explore"})),
+                  calls(("k1", "look", {})), text("parent done"))
+    ran: List[int] = []
+    look = tooloop.tool(lambda: ran.append(1) or "ok", name="look", description="l")
+    agent = tooloop.Agent(provider=brain, tools=[look], hooks={"before_tool": before_tool},
+                          subagents={"explore": tooloop.SubAgent("explores", tools=["look"])})
+    with pytest.raises(Boom, match="the check broke"):
+        agent.run("go")
+    assert len(brain.requests) == 2, "the parent did not carry on after its hook failed in the child"
+    assert ran == []
+    assert_valid_view(agent.messages)
+    agent.set_hooks(None)
+    assert agent.resume().text == "parent done"
+
+
 def test_a_hook_returning_the_wrong_type_is_a_clear_type_error() -> None:
     brain = Brain(calls(("c1", "look", {})), text("done"))
     agent = tooloop.Agent(provider=brain, hooks={"before_tool": lambda call: 42})
@@ -191,6 +214,10 @@ def test_max_cost_usd_stops_with_budget_and_cost_usd_is_reported() -> None:
         tooloop.Agent(model="my-local-model", provider=brain, max_cost_usd=1.0)
     with pytest.raises(tooloop.ConfigError, match="max_cost_usd"):
         tooloop.Agent(provider=brain, max_cost_usd=-1)
+    # A cap of 0: nothing is sent, and the result says so with a known cost of 0.
+    zero = Brain(text("never sent"))
+    result = tooloop.Agent(model="claude-sonnet-4-6", provider=zero, max_cost_usd=0).run("go")
+    assert (result.stop_reason, result.turns, result.cost_usd) == ("budget", 0, 0.0) and zero.requests == []
 
 
 def test_instruction_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -235,6 +262,13 @@ def test_rule_helpers_for_hosts() -> None:
     assert _tooloop.read_only_command("git status && ls | head")
     assert not _tooloop.read_only_command("rm -rf x")
     assert _tooloop.split_command("timeout 5 a && b") == ["a", "b"]
+    # Claude Code's meanings: Edit covers every file-changing tool; shell keywords hide nothing.
+    assert _tooloop.match_rules({"deny": ["Edit(secret/**)"]}, "write_file", {"path": "secret/k"}, "/w") == \
+        ("deny", "Edit(secret/**)")
+    assert _tooloop.match_rules({"deny": ["Bash(rm:*)"]}, "bash", {"command": "if true; then rm -rf x; fi"},
+                                "/w") == ("deny", "Bash(rm:*)")
+    assert _tooloop.match_rules({"deny": ["Bash(rm:*)"]}, "bash", {"command": "/bin/rm x"}, "/w") == \
+        ("deny", "Bash(rm:*)")
 
 
 def test_tool_result_is_the_text_with_its_details_and_a_missing_instruction_file_is_refused(tmp_path: Path) -> None:

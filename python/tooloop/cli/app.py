@@ -261,8 +261,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         loaded = settings_files.load(settings.workspace)
     except ConfigProblem as e:
-        _say(str(e))
-        return EXIT_USAGE
+        return problem(str(e))
     for why in loaded.problems:
         _say(why)
     interactive = task is None and stdin_tty
@@ -303,8 +302,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         settings.sandbox, settings.sandbox_note = features.sandbox_mode(args.sandbox, args.read_only)
     except ConfigProblem as e:
-        _say(str(e))
-        return EXIT_USAGE
+        return problem(str(e))
     try:
         mcp = features.McpSetup(settings.workspace, args.mcp_config)
     except ConfigProblem as e:
@@ -384,7 +382,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             checkpoints.begin_task(task)
             sent, why = hooks.prompt(task)
             if sent is None:
-                _say(f"the task was blocked by a UserPromptSubmit hook: {why}")
+                blocked = f"the task was blocked by a UserPromptSubmit hook: {why}"
+                _say(blocked)
+                if json_mode:   # the JSON modes end with a result object, also when nothing ran
+                    from .jsonout import error_result
+                    print(json.dumps(error_result(blocked, session.stem), separators=(",", ":")), flush=True)
                 return EXIT_FAILED
             if start_context:
                 sent = f"<session-context>\n{start_context}\n</session-context>\n\n{sent}"
@@ -394,6 +396,18 @@ def main(argv: Optional[List[str]] = None) -> int:
                     task_input = prompt_input(sent, settings.workspace, args.image)
                 except ConfigProblem as e:
                     return problem(str(e))
+            if args.plan and json_mode:
+                # A program asked: plan read-only and report the plan as the result (no one to approve it).
+                from .jsonout import JsonOutput, run_json
+                from .plan import PLAN_PROMPT, _with_plan_policy
+                jout = JsonOutput(sys.stdout, args.output_format == "stream-json", session.stem)
+                jout.init(agent, settings, "plan")
+                _with_plan_policy(agent, policy)
+                try:
+                    return run_json(agent, PLAN_PROMPT.format(task=sent), settings, abort, jout, checkpoints,
+                                    args.max_budget_usd)
+                finally:
+                    agent.set_permission(policy)
             if args.plan:
                 from .plan import plan_one_shot
                 return plan_one_shot(
@@ -404,7 +418,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                 from .jsonout import JsonOutput, run_json
                 jout = JsonOutput(sys.stdout, args.output_format == "stream-json", session.stem)
                 jout.init(agent, settings, str(getattr(policy, "mode", "")))
-                return run_json(agent, task_input, settings, abort, jout, checkpoints)
+                return run_json(agent, task_input, settings, abort, jout, checkpoints, args.max_budget_usd)
             return one_shot(agent, task_input, settings, renderer, abort, args.print_mode, args.max_budget_usd,
                             checkpoints)
         from .repl import Repl

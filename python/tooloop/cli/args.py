@@ -95,8 +95,8 @@ def _budget(text: str) -> float:
         x = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an amount in US dollars such as 0.50, got {text!r}") from None
-    if not x > 0 or x != x or x == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    if not x >= 0 or x != x or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
     return x
 
 

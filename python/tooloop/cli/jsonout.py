@@ -94,7 +94,7 @@ class JsonOutput:
 
 
 def run_json(agent: Agent, task: Prompt, settings: Settings, abort: threading.Event,
-             out: JsonOutput, checkpoints: Optional[Checkpoints] = None) -> int:
+             out: JsonOutput, checkpoints: Optional[Checkpoints] = None, budget: Optional[float] = None) -> int:
     """Run `task`, printing the events (stream-json) and the result object; the exit code."""
     import tooloop
 
@@ -151,7 +151,9 @@ def run_json(agent: Agent, task: Prompt, settings: Settings, abort: threading.Ev
     if failed and subtype == "success":
         subtype = "error"
     if failed:
-        print(f"tooloop: the run stopped: {stop}", file=sys.stderr, flush=True)
+        from .runner import budget_line
+        line = budget_line(budget) if stop == "budget" else f"the run stopped: {stop}"
+        print(f"tooloop: {line}", file=sys.stderr, flush=True)
     out.line({"type": "result", "subtype": subtype, "is_error": failed, "result": result.text,
               "output": to_json(getattr(result, "output", None)), "stop_reason": stop,
               "num_turns": result.turns or turns, "usage": usage_json(result.usage),

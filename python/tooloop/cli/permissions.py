@@ -221,8 +221,10 @@ class TerminalReader:
     `abort`) frees a question that is waiting, instead of leaving a thread blocked in read() forever."""
 
     def __init__(self, fd: int = 0, abort: Optional[threading.Event] = None, poll: float = 0.05,
-                 echo: Optional[Callable[[str], None]] = None):
+                 echo: Optional[Callable[[str], None]] = None, keys: str = "yna"):
         self.fd = fd
+        #: The keys that answer at once (any other key starts a line of text).
+        self.keys = keys
         self.abort = abort or threading.Event()
         self.poll = poll
         self.echo = echo or self._echo_to_fd
@@ -292,7 +294,8 @@ class TerminalReader:
             while i < len(text):
                 ch = text[i]
                 i += 1
-                if not typed and ch.lower() in ("y", "n", "a"):
+                # A key answers alone; pasted or fast-typed text ("yes, but ...") is a line.
+                if not typed and ch.lower() in self.keys and (i == len(text) or text[i] in "\r\n"):
                     self.echo(ch + "\n")
                     return ch
                 if ch in ("\r", "\n"):

@@ -118,7 +118,8 @@ def ask_approval(renderer: Renderer, abort: threading.Event) -> Optional[str]:
     from .permissions import TerminalReader
 
     # A fresh event: the run that wrote the plan has set `abort` on its way out (to free its questions).
-    reader = TerminalReader(sys.stdin.fileno(), threading.Event(), echo=renderer.echo)
+    # Only y and n answer at once: a change typed in ("add a test", "also ...") must never approve the plan.
+    reader = TerminalReader(sys.stdin.fileno(), threading.Event(), echo=renderer.echo, keys="yn")
     reader.begin()
     renderer.question("Approve this plan and carry it out? [y = yes, n = no, or type what to change] ")
     try:
@@ -128,7 +129,7 @@ def ask_approval(renderer: Renderer, abort: threading.Event) -> Optional[str]:
     if answer is None:
         return None
     a = answer.strip()
-    if a.lower() in ("y", "yes", "a"):
+    if a.lower() in ("y", "yes"):
         return "y"
     if a.lower() in ("", "n", "no"):
         return "n"

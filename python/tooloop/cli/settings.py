@@ -46,6 +46,9 @@ from .config import ConfigProblem
 from .permissions import prefix_rule  # noqa: F401 (re-exported: the rule an "always" saves)
 
 EVENTS = ("PreToolUse", "PostToolUse", "Stop", "UserPromptSubmit", "SessionStart")
+#: Claude Code's other hook events: a settings file written for Claude Code may hold them; they are
+#: accepted and ignored (with a note), so the rest of the file still counts.
+OTHER_CLAUDE_EVENTS = ("Notification", "SubagentStop", "PreCompact", "SessionEnd", "PermissionRequest")
 RULE_KINDS = ("allow", "ask", "deny")
 DEFAULT_TIMEOUT = 60.0
 
@@ -93,7 +96,7 @@ def read_settings(path: Path) -> Dict[str, Any]:
     if not isinstance(hooks, dict):
         raise ConfigProblem(f"settings {path}: \"hooks\" must be an object keyed by event")
     for event, entries in hooks.items():
-        if event not in EVENTS:
+        if event not in EVENTS and event not in OTHER_CLAUDE_EVENTS:
             raise ConfigProblem(f"settings {path}: unknown hook event {event!r} (known: {', '.join(EVENTS)})")
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
             raise ConfigProblem(f"settings {path}: hooks.{event} must be a list of {{\"matcher\", \"hooks\"}} objects")
@@ -138,6 +141,8 @@ class LoadedSettings:
 def _hooks_of(data: Mapping[str, Any], source: str) -> List[CommandHook]:
     out: List[CommandHook] = []
     for event, entries in (data.get("hooks") or {}).items():
+        if event not in EVENTS:
+            continue   # one of Claude Code's events tooloop does not have (noted by `load`)
         for e in entries:
             matcher = str(e.get("matcher") or "")
             for h in e.get("hooks") or []:
@@ -184,8 +189,16 @@ def load(workspace: Path, env: Optional[Mapping[str, str]] = None) -> LoadedSett
     (otherwise they wait in ``pending``). Raises ConfigProblem for a broken user or local file; a broken
     project file is reported in ``problems`` and ignored."""
     s = LoadedSettings()
+
+    def note_other_events(path: Path, data: Mapping[str, Any]) -> None:
+        other = [e for e in (data.get("hooks") or {}) if e not in EVENTS]
+        if other:
+            s.problems.append(f"settings {path}: hooks for {', '.join(other)} are ignored (tooloop has the events "
+                              f"{', '.join(EVENTS)})")
+
     for path, source in ((user_settings_file(env), "user"), (local_settings_file(workspace), "local")):
         data = read_settings(path)
+        note_other_events(path, data)
         perms = data.get("permissions") or {}
         s.allow += perms.get("allow") or []
         s.ask += perms.get("ask") or []
@@ -198,6 +211,7 @@ def load(workspace: Path, env: Optional[Mapping[str, str]] = None) -> LoadedSett
         s.problems.append(f"{e} (the project's settings are ignored)")
         data = {}
     if data:
+        note_other_events(project, data)
         s.project_file = project
         perms = data.get("permissions") or {}
         # Rules that only take power away apply at once.
@@ -382,6 +396,13 @@ class Hooks:
             if isinstance(answer, dict) and answer.get("decision") == "block":
                 out.blocked = True
                 out.reason = str(answer.get("reason") or f"blocked by the {event} hook {hook.command}")
+                return out
+            specific = answer.get("hookSpecificOutput") if isinstance(answer, dict) else None
+            if isinstance(specific, dict) and specific.get("permissionDecision") == "deny":
+                # Claude Code's newer PreToolUse answer.
+                out.blocked = True
+                out.reason = str(specific.get("permissionDecisionReason")
+                                 or f"blocked by the {event} hook {hook.command}")
                 return out
             if code != 0:
                 took = time.monotonic() - started
