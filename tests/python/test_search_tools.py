@@ -202,3 +202,35 @@ def test_the_cli_asks_before_web_fetch_like_bash_but_not_before_searches(tmp_pat
         assert isinstance(policy({"name": asked, "input": {}}), str)
     for free in ("grep", "glob", "bash_output", "bash_kill"):
         assert policy({"name": free, "input": {}}) is True
+
+
+def test_polling_a_background_command_is_not_taken_for_a_runaway() -> None:
+    # bash_output(id) called again and again (a model waiting for a build or a server) is a poll: each call
+    # reads what arrived since the last one, so the runaway guard (the 3rd identical call in a row is
+    # refused, the 5th ends the run) must not refuse or stop it.
+    seen: List[str] = []
+
+    def model(request: Any) -> Any:
+        last = request["messages"][-1]["content"]
+        if isinstance(last, list):
+            for block in last:
+                if block.get("type") == "tool_result":
+                    content = block["content"]
+                    seen.append(content if isinstance(content, str) else "".join(b.get("text", "") for b in content))
+        if not seen:
+            return {"content": [{"type": "tool_use", "id": "start", "name": "bash", "input": {
+                "command": "for i in 1 2 3 4 5 6; do echo line $i; sleep 0.3; done", "run_in_background": True}}],
+                "stop_reason": "tool_use"}
+        if "exited" in seen[-1] or len(seen) > 40:
+            return {"content": "finished"}
+        time.sleep(0.35)  # new output each time
+        return {"content": [{"type": "tool_use", "id": f"poll{len(seen)}", "name": "bash_output",
+                             "input": {"id": "bash_1"}}], "stop_reason": "tool_use"}
+
+    with tooloop.Agent(provider=model, builtin_tools=True, sandbox="off", max_turns=50) as agent:
+        result = agent.run("wait for it")
+    polls = seen[1:]
+    assert len(polls) >= 5, seen
+    assert not [p for p in polls if "not run" in p], seen
+    assert result.stop_reason == "end_turn" and "exited, exit code: 0" in polls[-1], seen
+    assert "".join(polls).count("line ") == 6
