@@ -428,3 +428,23 @@ def test_tokens_per_minute_is_shared_by_all_agents(mock, tmp_path):
     assert [r.status for r in results] == ["ok"] * 3
     assert took >= 1.8, took
     assert len(server.requests()) == 3
+
+
+def test_a_task_past_max_turns_or_its_own_spend_cap_ends_with_that_status(mock, tmp_path):
+    server = mock(flow("noop", "noop"))
+
+    def noop() -> str:
+        """Do nothing."""
+        return "x"
+
+    tasks = [{"id": "turns", "input": "go"},
+             {"id": "cap", "input": "go", "options": {"max_cost_usd": 0.00001, "max_turns": 10}}]
+    results = tooloop.batch.run(tasks, opts(server, tools=[noop], max_turns=1), out=tmp_path / "runs",
+                                progress=False)
+    by_id = {r.id: r for r in results}
+    assert by_id["turns"].status == "max_turns" and by_id["turns"].turns == 1
+    assert "max_turns" in (by_id["turns"].error or "")
+    assert by_id["cap"].status == "budget" and by_id["cap"].stop_reason == "budget"
+    recorded = {d["id"]: d["status"] for d in lines(tmp_path / "runs" / "results.jsonl")}
+    assert recorded == {"turns": "max_turns", "cap": "budget"}
+    assert set(tooloop.batch.STATUSES) == {"ok", "error", "max_turns", "budget", "cancelled"}
