@@ -4,6 +4,7 @@ and grep/glob in the default tool set."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -234,3 +235,33 @@ def test_polling_a_background_command_is_not_taken_for_a_runaway() -> None:
     assert not [p for p in polls if "not run" in p], seen
     assert result.stop_reason == "end_turn" and "exited, exit code: 0" in polls[-1], seen
     assert "".join(polls).count("line ") == 6
+
+
+def test_a_background_command_ends_with_the_cli_session(tooloop_exe: str, tmp_path: Any) -> None:
+    # `tooloop -p "task"`: the model starts a long background command and answers; when the command exits,
+    # the background command and what it started are gone (checked in the process table).
+    import subprocess
+
+    from _support import MockServer, cli_env
+
+    marker = f"40{os.getpid() % 1000}.5678"
+    scenario = {"responses": [
+        tool_reply(("toolu_1", "bash", {"command": f"echo up; sleep {marker} & sleep {marker}",
+                                        "run_in_background": True})),
+        tool_reply(("toolu_2", "bash", {"command": "sleep 0.5; echo waited"}), ("toolu_3", "bash_output", {"id": "bash_1"})),
+        text_reply("started it"),
+    ]}
+    with MockServer(scenario) as server:
+        proc = subprocess.run([tooloop_exe, "--yes", "-p", "start a watcher"], cwd=tmp_path,
+                              env=cli_env(tmp_path, server), stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=120)
+        results = [b for r in server.requests() for m in r["body"]["messages"] for b in m["content"]
+                   if isinstance(b, dict) and b.get("type") == "tool_result"]
+    assert proc.returncode == 0, proc.stderr
+    assert "started it" in proc.stdout
+    assert results and "with id bash_1" in json.dumps(results[0]), results
+    assert "up\\n[bash_1: running]" in json.dumps(results[-1]), results  # it was running before the end
+    deadline = time.monotonic() + 3
+    while sleep_pids(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not sleep_pids(marker), "a background command outlived the CLI session"
