@@ -110,17 +110,22 @@ def work_sdk(url: str, n: int, tasks: int) -> Dict[str, Any]:
 
 def work_pydantic_ai(url: str, n: int, tasks: int) -> Dict[str, Any]:
     """The same workload through another Python agent library: pydantic-ai's Agent (its Anthropic model on
-    the official SDK), one agent per task as tooloop.batch does, `run_sync` on a thread pool of N. (One
-    agent shared by the threads fails: its async client is bound to the first thread's event loop.)"""
+    the official SDK), `run_sync` on a thread pool of N, one agent per thread, reused for that thread's tasks
+    (one agent shared by every thread fails: its async client is bound to the first thread's event loop)."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     from pydantic_ai import Agent
     from pydantic_ai.models.anthropic import AnthropicModel
     from pydantic_ai.providers.anthropic import AnthropicProvider
 
+    local = threading.local()
+
     def one(i: int) -> bool:
-        model = AnthropicModel(MODEL, provider=AnthropicProvider(base_url=url, api_key="sk-ant-mock"))
-        agent = Agent(model, tools=[lookup], retries=0)
+        agent = getattr(local, "agent", None)
+        if agent is None:
+            model = AnthropicModel(MODEL, provider=AnthropicProvider(base_url=url, api_key="sk-ant-mock"))
+            agent = local.agent = Agent(model, tools=[lookup], retries=0)
         return bool(agent.run_sync(f"question {i}").output == "It is 42.")
 
     one(-1)
