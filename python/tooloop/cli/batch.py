@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-turns", type=_positive_int, metavar="N", help="most model requests per task (default: 50)")
     p.add_argument("--session-db", metavar="PATH",
                    help="keep every task's session in this SQLite database as PATH#<id> instead of OUT/<id>.jsonl "
-                   "(also $TOOLOOP_SESSION_DB)")
+                   "(also $TOOLOOP_SESSION_DB, or \"sessionDb\" in the user's settings.json)")
     p.add_argument("--sandbox", choices=["workspace-write", "read-only"], type=str.lower,
                    help="bash confinement (default: workspace-write; read-only with --read-only)")
     perm = p.add_mutually_exclusive_group()
@@ -185,9 +185,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     else:
         options["permission"] = rules_permission
         options["permission_rules"] = rules
-    session_db = args.session_db or os.environ.get("TOOLOOP_SESSION_DB") or None
-    if session_db:
-        session_db = os.path.expanduser(session_db)
+    from .session_db import configured_db
+
+    db = configured_db(args)
+    session_db = str(db) if db is not None else None
     sandbox = args.sandbox or ("read-only" if args.read_only else "workspace-write")
     if tooloop.sandbox_support() is not None:
         options["sandbox"] = sandbox
