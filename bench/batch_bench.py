@@ -1,5 +1,6 @@
 """Many agents at once: `tooloop.batch` (threads) beside the official `anthropic` SDK's tool runner driven by a
-thread pool, N agents at a time (N = 1, 16, 64, 256), in one run, as ratios; then the same 64-task batch on
+thread pool and beside another Python agent library (pydantic-ai's Agent, `run_sync` on a thread pool, when
+installed), N agents at a time (N = 1, 16, 64, 256), in one run, as ratios; then the same 64-task batch on
 tooloop's threads engine and on a local Ray.
 
 Every task is the same small agent run against the mock server (tests/mock): the model calls one tool
@@ -12,7 +13,7 @@ request, and results.jsonl.
     python3 bench/batch_bench.py [--sizes 1,16,64,256] [--latency-ms 50] [--no-ray]
 
 Needs tooloop and anthropic installed in the running interpreter; Ray for the second part
-(`pip install "tooloop[ray]" anthropic`).
+(`pip install "tooloop[ray]" anthropic "pydantic-ai-slim[anthropic]"`).
 """
 
 from __future__ import annotations
@@ -107,6 +108,35 @@ def work_sdk(url: str, n: int, tasks: int) -> Dict[str, Any]:
     return {"seconds": secs, "ok": ok, "base": base, "peak": peak_bytes()}
 
 
+def work_pydantic_ai(url: str, n: int, tasks: int) -> Dict[str, Any]:
+    """The same workload through another Python agent library: pydantic-ai's Agent (its Anthropic model on
+    the official SDK), `run_sync` on a thread pool of N, one agent per thread, reused for that thread's tasks
+    (one agent shared by every thread fails: its async client is bound to the first thread's event loop)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pydantic_ai import Agent
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    local = threading.local()
+
+    def one(i: int) -> bool:
+        agent = getattr(local, "agent", None)
+        if agent is None:
+            model = AnthropicModel(MODEL, provider=AnthropicProvider(base_url=url, api_key="sk-ant-mock"))
+            agent = local.agent = Agent(model, tools=[lookup], retries=0)
+        return bool(agent.run_sync(f"question {i}").output == "It is 42.")
+
+    one(-1)
+    base = rss_bytes()
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        ok = sum(pool.map(one, range(tasks)))
+    secs = time.perf_counter() - t0
+    return {"seconds": secs, "ok": ok, "base": base, "peak": peak_bytes()}
+
+
 def work_ray(url: str, n: int, tasks: int) -> Dict[str, Any]:
     import ray
 
@@ -139,7 +169,7 @@ def work_ray(url: str, n: int, tasks: int) -> Dict[str, Any]:
     return out
 
 
-WORKERS = {"tooloop": work_tooloop, "sdk": work_sdk, "ray": work_ray}
+WORKERS = {"tooloop": work_tooloop, "sdk": work_sdk, "pydantic_ai": work_pydantic_ai, "ray": work_ray}
 
 
 def measure(kind: str, url: str, n: int, tasks: int) -> Dict[str, Any]:
@@ -168,8 +198,12 @@ def main() -> None:
     with MockServer(scenario(args.latency_ms)) as mock:
         print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; each response after {args.latency_ms} ms; "
               "a task = 2 requests + 1 tool call")
+        import importlib.util
+
+        pai = importlib.util.find_spec("pydantic_ai") is not None
         print(f"{'N':>4} {'tasks':>6} | {'tooloop runs/s':>14} {'RSS/agent':>10} | {'SDK runs/s':>10} "
-              f"{'RSS/agent':>10} | {'runs/s ratio':>12} {'RSS ratio':>9}")
+              f"{'RSS/agent':>10} | {'runs/s ratio':>12} {'RSS ratio':>9} | {'pydantic-ai runs/s':>18} "
+              f"{'RSS/agent':>10} {'runs/s ratio':>12}")
         for n in sizes:
             tasks = max(20, 2 * n)
             t = measure("tooloop", mock.base_url, n, tasks)
@@ -179,8 +213,17 @@ def main() -> None:
             t_mem = max(0, t["peak"] - t["base"]) / n / 1e6
             s_mem = max(0, s["peak"] - s["base"]) / n / 1e6
             ratio_mem = f"{s_mem / t_mem:.1f}x" if t_mem > 0 else "-"
-            print(f"{n:>4} {tasks:>6} | {t_rate:>14.1f} {t_mem:>8.2f}MB | {s_rate:>10.1f} {s_mem:>8.2f}MB | "
-                  f"{t_rate / s_rate:>11.2f}x {ratio_mem:>9}", flush=True)
+            line = (f"{n:>4} {tasks:>6} | {t_rate:>14.1f} {t_mem:>8.2f}MB | {s_rate:>10.1f} {s_mem:>8.2f}MB | "
+                    f"{t_rate / s_rate:>11.2f}x {ratio_mem:>9} | ")
+            if pai:
+                p = measure("pydantic_ai", mock.base_url, n, tasks)
+                assert p["ok"] == tasks, p
+                p_rate = tasks / p["seconds"]
+                p_mem = max(0, p["peak"] - p["base"]) / n / 1e6
+                line += f"{p_rate:>18.1f} {p_mem:>8.2f}MB {t_rate / p_rate:>11.2f}x"
+            else:
+                line += f"{'not installed (pip install pydantic-ai-slim[anthropic])':>18}"
+            print(line, flush=True)
         if not args.no_ray:
             r = measure("ray", mock.base_url, 16, 64)
             assert r["threads_ok"] == 64 and r["ray_ok"] == 64, r

@@ -184,6 +184,12 @@ fn glob_lists_matches_newest_first_and_respects_gitignore() {
     let out = call(&r, "glob", json!({"pattern": "**/*.rs"})).unwrap();
     assert!(!out.contains("outside") && !out.contains("deep") && !out.contains(".hidden"), "{out}");
     assert!(out.contains("src/main.rs") && !out.contains("build/"), "{out}");
+    assert!(!out.contains("src/link.rs"), "a symlink leading out of the workspace is not listed: {out}");
+    // Files only, as `rg --files` lists them: folders are not named, a symlink to a file inside is.
+    symlink(f.ws.join("top.py"), f.ws.join("pkg/alias.py")).unwrap();
+    let out = call(&r, "glob", json!({"pattern": "**/*"})).unwrap();
+    assert!(out.lines().all(|p| !f.ws.join(p).is_dir()), "{out}");
+    assert!(out.contains("pkg/alias.py") && !out.contains("linkdir"), "{out}");
     let err = call(&r, "glob", json!({"pattern": "../outside/*.rs"})).unwrap_err();
     assert!(err.contains("without '..'"), "{err}");
 }

@@ -180,14 +180,62 @@ def _resolve_tool(spec: Any) -> Any:
     return obj
 
 
+#: The file suffixes that make a ``session`` a SQLite database (as the core reads them).
+DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
+def _check_session_db(session_db: Any, options: Optional[Dict[str, Any]], out: str) -> Optional[str]:
+    """The database every task's session goes to (``<db>#<task id>``), or None for ``out/<id>.jsonl`` files:
+    ``session_db=`` (a path ending in .db, .sqlite or .sqlite3; True: ``out/sessions.db``), or such a path
+    given as the options' ``session``."""
+    in_options = options.get("session") if isinstance(options, dict) else None
+    if in_options is not None:
+        if session_db is not None:
+            raise ConfigError("give the sessions' database once: session_db= or options['session'], not both")
+        if not isinstance(in_options, (str, os.PathLike)) or "#" in os.fspath(in_options) \
+                or not os.fspath(in_options).endswith(DB_SUFFIXES):
+            raise ConfigError("options may set 'session' only to a database path (ending in .db, .sqlite or "
+                              f".sqlite3) that holds every task's session as <db>#<id>, got {in_options!r}; "
+                              "without it each task's session is out/<id>.jsonl")
+        session_db = in_options
+    if session_db is None or session_db is False:
+        return None
+    if session_db is True:
+        return os.path.join(out, "sessions.db")
+    if not isinstance(session_db, (str, os.PathLike)) or not os.fspath(session_db).endswith(DB_SUFFIXES) \
+            or "#" in os.fspath(session_db):
+        raise ConfigError("session_db must be a path ending in .db, .sqlite or .sqlite3 (no '#'), or True for "
+                          f"out/sessions.db, got {session_db!r}")
+    return os.fspath(session_db)
+
+
+def _session_of(out: str, tid: str, db: Optional[str]) -> str:
+    """The ``session`` of task ``tid``: ``out/<id>.jsonl``, or ``<db>#<id>`` in the batch's database."""
+    return f"{db}#{tid}" if db is not None else os.path.join(out, tid + ".jsonl")
+
+
+def _existing(session: str, db: Optional[str]) -> Optional[str]:
+    """``session`` when it holds something already (a file, or an id of the database), else None."""
+    if db is None:
+        return session if os.path.exists(session) else None
+    if not os.path.exists(db):
+        return None
+    from ._session import list_sessions
+
+    tid = session[len(db) + 1:]
+    try:
+        return session if any(row.get("id") == tid for row in list_sessions(db)) else None
+    except Exception:
+        return None
+
+
 def _check_options(options: Optional[Dict[str, Any]], resolve: bool = True) -> Dict[str, Any]:
     if options is None:
         return {}
     if not isinstance(options, dict):
         raise ConfigError(f"options must be a dict of Agent keyword arguments, got {type(options).__name__}")
-    if "session" in options:
-        raise ConfigError("options may not set 'session': each task's session is out/<id>.jsonl")
     opts = dict(options)
+    opts.pop("session", None)  # a database for every task's session: _check_session_db took it
     tools = list(opts.get("tools") or ())
     for t in tools:
         if isinstance(t, str) and (t.count(":") != 1 or t.startswith(":") or t.endswith(":")):
@@ -360,17 +408,17 @@ def _task_options(opts: Dict[str, Any], task: Dict[str, Any], session: str) -> D
 
 
 def _run_task(task: Dict[str, Any], opts: Dict[str, Any], out: str, ctl: _Control,
-              check: Optional[Callable[[Dict[str, Any], BatchResult], Any]]) -> BatchResult:
+              check: Optional[Callable[[Dict[str, Any], BatchResult], Any]], db: Optional[str] = None) -> BatchResult:
     tid: str = task["id"]
-    session = os.path.join(out, tid + ".jsonl")
+    session = _session_of(out, tid, db)
     started = time.monotonic()
     stop = ctl.stopping()
     if stop is not None:
-        return BatchResult(tid, stop, session=session if os.path.exists(session) else None)
+        return BatchResult(tid, stop, session=_existing(session, db))
     try:
         agent = Agent(**_task_options(opts, task, session))
     except Exception as e:
-        return BatchResult(tid, "error", session=session if os.path.exists(session) else None,
+        return BatchResult(tid, "error", session=_existing(session, db),
                            error=f"{type(e).__name__}: {e}", seconds=time.monotonic() - started)
     base_cost = agent.cost_usd or 0.0
     agent._core.set_gate(ctl.gate_for(tid, agent._core, base_cost))
@@ -508,8 +556,10 @@ class Batch:
                  address: Optional[str] = None, budget_usd: Optional[float] = None,
                  check: Optional[Callable[[Dict[str, Any], BatchResult], Any]] = None,
                  progress: Any = True, requests_per_minute: Optional[float] = None,
-                 tokens_per_minute: Optional[float] = None, agents_per_worker: int = 8) -> None:
+                 tokens_per_minute: Optional[float] = None, agents_per_worker: int = 8,
+                 session_db: Any = None) -> None:
         self.tasks = _check_tasks(tasks)
+        self.session_db = _check_session_db(session_db, options, os.fspath(out))
         self._raw_options = options
         self.options = _check_options(options, resolve=engine != "ray")
         self._limits: Dict[str, Optional[float]] = {"requests_per_minute": requests_per_minute,
@@ -611,7 +661,7 @@ class Batch:
                 except queue.Empty:
                     return
                 try:
-                    r = _run_task(task, self.options, self.out, ctl, self.check)
+                    r = _run_task(task, self.options, self.out, ctl, self.check, self.session_db)
                 except BaseException as e:  # never lose a task's outcome to a worker's death
                     r = BatchResult(task["id"], "error", error=f"{type(e).__name__}: {e}")
                 finished.put((task, r))

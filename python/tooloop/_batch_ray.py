@@ -28,14 +28,18 @@ MAX_RETRIES = 3
 
 def _chunk(tasks: List[Dict[str, Any]], options: Optional[Dict[str, Any]], out: str, threads: int,
            budget_usd: Optional[float], check: Optional[Callable[..., Any]],
-           limits: Dict[str, Optional[float]], request_cost: float = 0.0) -> List[Dict[str, Any]]:
+           limits: Dict[str, Optional[float]], request_cost: float = 0.0,
+           session_db: Optional[str] = None) -> List[Dict[str, Any]]:
     """Runs in a Ray worker: the chunk's tasks on threads; their outcomes as results.jsonl dicts.
-    ``request_cost``: the most a request of the batch has cost so far (the chunk's budget starts from it)."""
+    ``request_cost``: the most a request of the batch has cost so far (the chunk's budget starts from it).
+    ``session_db``: the database holding every task's session (None: ``out/<id>.jsonl`` files)."""
     from ._batch import Batch
 
+    if options is not None and session_db is not None:
+        options = {k: v for k, v in options.items() if k != "session"}
     b = Batch(tasks, options, out=out, concurrency=threads, budget_usd=budget_usd, check=check, progress=False,
               requests_per_minute=limits.get("requests_per_minute"),
-              tokens_per_minute=limits.get("tokens_per_minute"))
+              tokens_per_minute=limits.get("tokens_per_minute"), session_db=session_db)
     b._ctl.max_request_cost = request_cost
     b._record_results = False  # the driver writes results.jsonl (one writer, whatever the filesystem)
     b._skip_recorded = False
@@ -87,7 +91,7 @@ def run_on_ray(batch: Batch, pending: List[Dict[str, Any]], results: Dict[str, B
                             break
                         share = free / (max_inflight - len(inflight))
                     ref = remote.remote(tasks, batch._raw_options, batch.out, per, share, batch.check, limits,
-                                        request_cost)
+                                        request_cost, batch.session_db)
                     inflight[ref] = tasks
                     if share is not None:
                         allotted[ref] = share

@@ -41,7 +41,8 @@ def run(tasks: Iterable[Dict[str, Any]], options: Optional[Dict[str, Any]] = Non
         concurrency: int = 8, engine: str = "threads", address: Optional[str] = None,
         budget_usd: Optional[float] = None, check: Optional[Callable[[Dict[str, Any], BatchResult], Any]] = None,
         progress: Any = True, *, requests_per_minute: Optional[float] = None,
-        tokens_per_minute: Optional[float] = None, agents_per_worker: int = 8) -> List[BatchResult]:
+        tokens_per_minute: Optional[float] = None, agents_per_worker: int = 8,
+        session_db: Any = None) -> List[BatchResult]:
     """Run many agents at once: one ``Agent(**options)`` per task, at most ``concurrency`` at a time.
 
     ``tasks``: dicts ``{"id": str, "input": str | content blocks, "workspace": path (optional), "options":
@@ -55,8 +56,11 @@ def run(tasks: Iterable[Dict[str, Any]], options: Optional[Dict[str, Any]] = Non
     expensive turn so far would pass it, running tasks stop with ``"budget"`` and no new one starts.
     ``requests_per_minute`` / ``tokens_per_minute``: shared limits (threads engine). ``check(task, result)``:
     run after each finished task, its return value kept in ``result.check``. ``progress``: True (stderr), False,
-    or a text stream. Returns the results in task order.
+    or a text stream. ``session_db``: keep every task's session in one SQLite database instead, as
+    ``<db>#<id>`` (a path ending in .db, .sqlite or .sqlite3, or True for ``out/sessions.db``; the same as
+    ``options["session"]`` set to such a path). Returns the results in task order.
     """
     return Batch(tasks, options, out=out, concurrency=concurrency, engine=engine, address=address,
                  budget_usd=budget_usd, check=check, progress=progress, requests_per_minute=requests_per_minute,
-                 tokens_per_minute=tokens_per_minute, agents_per_worker=agents_per_worker).run()
+                 tokens_per_minute=tokens_per_minute, agents_per_worker=agents_per_worker,
+                 session_db=session_db).run()

@@ -161,7 +161,16 @@ impl Agent {
                 // Every call the model made is announced, also one that is then refused or not run, so a
                 // host sees a tool_use before each tool_result.
                 on_event(&Event::ToolUse { id: call.id.clone(), name: call.name.clone(), input: call.input.clone() });
-                let count = state.repeats.see(call);
+                // bash_output answers with what arrived since the last read, so the same call again is a
+                // poll, not a runaway: the runaway guard leaves it alone (a poll that brings nothing new is
+                // progress detection's to judge, on its result).
+                let count = if call.name == "bash_output" {
+                    state.repeats.last = None;
+                    state.repeats.count = 0;
+                    1
+                } else {
+                    state.repeats.see(call)
+                };
                 again[k] = guard.is_some() && count >= 2;
                 if let Some((tool, _)) = &fatal {
                     outcomes[k] = Some(CallOutcome::error(format!("not run: tool '{tool}' aborted the run first")));

@@ -1,4 +1,5 @@
-//! The `glob` tool: paths in the workspace matching a pattern such as `**/*.py`, newest first.
+//! The `glob` tool: paths in the workspace matching a pattern such as `**/*.py`, newest first. Files only
+//! (like `rg --files`): folders are not listed, nor symlinks that lead out of the workspace.
 //!
 //! The tree is walked by ripgrep's `ignore` crate with the same rules as `grep` (`.gitignore`/`.ignore`
 //! respected, hidden entries skipped, symlinks not followed), from a start path checked by
@@ -57,6 +58,19 @@ pub(crate) fn glob(ws: &Workspace, input: &Value, cancel: &CancelToken) -> ToolR
             let Ok(below) = entry.path().strip_prefix(start) else { return WalkState::Continue };
             if below.as_os_str().is_empty() || !matcher.is_match(below) {
                 return WalkState::Continue;
+            }
+            // Files only, as `rg --files` lists them: no folders, and a symlink only when it is a file
+            // inside the workspace (one leading out is never named, like grep never reads it).
+            match entry.file_type() {
+                Some(t) if t.is_file() => {}
+                Some(t) if t.is_symlink() => {
+                    let inside = std::fs::canonicalize(entry.path())
+                        .is_ok_and(|real| real.starts_with(ws.root()) && real.is_file());
+                    if !inside {
+                        return WalkState::Continue;
+                    }
+                }
+                _ => return WalkState::Continue,
             }
             let Ok(rel) = entry.path().strip_prefix(ws.root()) else { return WalkState::Continue };
             // lstat: a symlink's own time, never its target's (which may be outside).

@@ -190,18 +190,20 @@ def slow() -> str:
 tasks = [{"id": f"k{i}", "input": f"task {i}"} for i in range(4)]
 opts = {"model": "claude-sonnet-4-6", "base_url": sys.argv[1], "api_key": "sk-ant-mock", "max_retries": 0,
         "tools": [count, slow]}
-res = tooloop.batch.run(tasks, opts, out=sys.argv[4], concurrency=4, progress=False)
+res = tooloop.batch.run(tasks, opts, out=sys.argv[4], concurrency=4, progress=False, session_db=sys.argv[5] or None)
 print(json.dumps([[r.id, r.status] for r in res]))
 """
 
 
-def test_resume_after_sigkill_runs_no_tool_twice(mock, tmp_path):
+@pytest.mark.parametrize("store", ["jsonl", "sqlite"])
+def test_resume_after_sigkill_runs_no_tool_twice(mock, tmp_path, store):
     server = mock(flow("count", "slow"))
     log = tmp_path / "calls.log"
     out = tmp_path / "runs"
     script = tmp_path / "kill_batch.py"
     script.write_text(KILL_SCRIPT)
-    args = [sys.executable, str(script), server.base_url, str(log), str(ROOT / "tests" / "python"), str(out)]
+    db = str(tmp_path / "sessions.db") if store == "sqlite" else ""
+    args = [sys.executable, str(script), server.base_url, str(log), str(ROOT / "tests" / "python"), str(out), db]
     proc = subprocess.Popen(args, env={**os.environ, "BATCH_SLOW": "1"}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
     try:
@@ -233,6 +235,52 @@ def test_resume_after_sigkill_runs_no_tool_twice(mock, tmp_path):
     # Each task's first request was sent once: the resumed ones carry the interrupted slow call's result.
     first = [r for r in server.requests() if len(r["body"]["messages"]) == 1]
     assert len(first) == 4
+    if db:
+        assert not list(out.glob("*.jsonl.*")) and sorted(p.name for p in out.iterdir()) == ["results.jsonl"]
+        assert sorted(s["id"] for s in tooloop.list_sessions(db)) == [f"k{i}" for i in range(4)]
+
+
+def test_every_session_of_a_batch_in_one_database_keeps_its_order_and_resumes(mock, tmp_path):
+    # 64 agents at once write their sessions into one SQLite database: nothing lost, each session in order.
+    server = mock(flow("note"))
+    noted: List[str] = []
+
+    def note() -> str:
+        """Note this call."""
+        noted.append("x")
+        return "noted"
+
+    tasks = [{"id": f"t{i:02d}", "input": f"task number {i}"} for i in range(64)]
+    out = tmp_path / "runs"
+    results = tooloop.batch.run(tasks, opts(server, tools=[note]), out=out, concurrency=64, progress=False,
+                                session_db=True)
+    db = out / "sessions.db"
+    assert [r.status for r in results] == ["ok"] * 64
+    assert [r.session for r in results] == [f"{db}#{t['id']}" for t in tasks]
+    assert sorted(p.name for p in out.iterdir() if p.suffix == ".jsonl") == ["results.jsonl"]
+    assert sorted(s["id"] for s in tooloop.list_sessions(db)) == [t["id"] for t in tasks]
+    for t in tasks:
+        info = tooloop.load_session(f"{db}#{t['id']}")
+        assert [(e["role"], e["status"]) for e in info.entries] == [
+            ("user", "complete"), ("assistant", "complete"), ("tool", "complete"), ("assistant", "complete")]
+        assert info.first_user_line == t["input"]
+    assert len(noted) == 64 and len(server.requests()) == 128
+    if hasattr(os, "stat"):
+        assert os.stat(db).st_mode & 0o777 == 0o600
+
+    # The same batch with the database named through options["session"]: every task is skipped.
+    again = tooloop.batch.run(tasks, opts(server, tools=[note], session=str(db)), out=out, progress=False)
+    assert [r.status for r in again] == ["ok"] * 64 and len(server.requests()) == 128
+    # A task that is not finished resumes from its database session: its input is not sent again.
+    with open(out / "results.jsonl", "a") as f:
+        f.write(json.dumps({"id": "t07", "status": "error"}) + "\n")
+    third = tooloop.batch.run(tasks, opts(server, tools=[note]), out=out, progress=False, session_db=db)
+    assert third[7].status == "ok" and len(noted) == 64
+    assert len(server.requests()) == 128, "a session holding its final answer sends nothing"
+    with pytest.raises(tooloop.ConfigError, match="session_db"):
+        tooloop.batch.run(tasks, {}, out=out, session_db=tmp_path / "x.jsonl")
+    with pytest.raises(tooloop.ConfigError, match="not both"):
+        tooloop.batch.run(tasks, {"session": str(db)}, out=out, session_db=db)
 
 
 def test_budget_stops_the_batch_before_its_spend_would_pass_it(mock, tmp_path):
@@ -380,3 +428,23 @@ def test_tokens_per_minute_is_shared_by_all_agents(mock, tmp_path):
     assert [r.status for r in results] == ["ok"] * 3
     assert took >= 1.8, took
     assert len(server.requests()) == 3
+
+
+def test_a_task_past_max_turns_or_its_own_spend_cap_ends_with_that_status(mock, tmp_path):
+    server = mock(flow("noop", "noop"))
+
+    def noop() -> str:
+        """Do nothing."""
+        return "x"
+
+    tasks = [{"id": "turns", "input": "go"},
+             {"id": "cap", "input": "go", "options": {"max_cost_usd": 0.00001, "max_turns": 10}}]
+    results = tooloop.batch.run(tasks, opts(server, tools=[noop], max_turns=1), out=tmp_path / "runs",
+                                progress=False)
+    by_id = {r.id: r for r in results}
+    assert by_id["turns"].status == "max_turns" and by_id["turns"].turns == 1
+    assert "max_turns" in (by_id["turns"].error or "")
+    assert by_id["cap"].status == "budget" and by_id["cap"].stop_reason == "budget"
+    recorded = {d["id"]: d["status"] for d in lines(tmp_path / "runs" / "results.jsonl")}
+    assert recorded == {"turns": "max_turns", "cap": "budget"}
+    assert set(tooloop.batch.STATUSES) == {"ok", "error", "max_turns", "budget", "cancelled"}

@@ -84,3 +84,57 @@ def test_batch_on_a_terminal_redraws_one_progress_line(tooloop_exe, tmp_path):
     assert "4/4 done · 0 failed · 0 running" in out
     assert "tokens" in out and "$" in out
     assert not [line for line in out.splitlines() if line.startswith("[")]  # no per-task lines on a terminal
+
+
+def bash_flow(command: str) -> Any:
+    """Each task calls bash once with `command`, then answers with what the call returned."""
+    call = {"anthropic": {"id": "msg_b", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+                          "content": [{"type": "tool_use", "id": "toolu_bash1", "name": "bash",
+                                       "input": {"command": command}}],
+                          "stop_reason": "tool_use", "stop_sequence": None,
+                          "usage": {"input_tokens": 10, "output_tokens": 5}}}
+    return {"responses": [], "routes": [{"match": {"body_contains": "toolu_bash1"}, "response": flow()["routes"][0]["response"]},
+                                        {"match": {}, "response": call}]}
+
+
+def test_batch_runs_by_the_settings_rules_and_keeps_sessions_in_one_database(tooloop_exe, tmp_path):
+    # No --yes or --read-only: allow rules in the settings say how calls are allowed. A call they allow runs;
+    # with --yes, a deny rule of the settings still refuses its calls.
+    write_tasks(tmp_path / "tasks.jsonl", 2)
+    settings = tmp_path / ".tooloop" / "settings.local.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"permissions": {"allow": ["Bash(echo:*)"]}}))
+    env = cli_env(tmp_path, None, XDG_CONFIG_HOME=str(tmp_path / "config"))
+    with MockServer(bash_flow("echo made > made.txt")) as mock:
+        env.update(cli_env(tmp_path, mock))
+        proc = run([tooloop_exe, "batch", "tasks.jsonl", "--session-db", "store/all.db"], tmp_path, env)
+        assert proc.returncode == 0
+        results = [b for r in mock.requests() for m in r["body"]["messages"] for b in m["content"]
+                   if isinstance(b, dict) and b.get("type") == "tool_result"]
+    assert len(results) == 2 and not any(b.get("is_error") for b in results), results
+    assert all((tmp_path / "ws" / f"t{i}" / "made.txt").read_text() == "made\n" for i in range(2))
+    assert not list((tmp_path / "runs").glob("t*.jsonl")), "the sessions are in the database"
+    import tooloop
+
+    assert sorted(s["id"] for s in tooloop.list_sessions(tmp_path / "store" / "all.db")) == ["t0", "t1"]
+    done = [json.loads(line) for line in (tmp_path / "runs" / "results.jsonl").read_text().splitlines()]
+    assert {d["session"] for d in done} == {f"store/all.db#t{i}" for i in range(2)}
+
+    # A call no rule allows is refused (nobody can be asked); --yes with a deny rule refuses it too.
+    for flags, rules in (([], {"allow": ["Bash(ls:*)"]}), (["--yes"], {"deny": ["bash(echo:*)"]})):
+        settings.write_text(json.dumps({"permissions": rules}))
+        for i in range(2):
+            (tmp_path / "ws" / f"t{i}" / "made.txt").unlink(missing_ok=True)
+        with MockServer(bash_flow("echo made > made.txt")) as mock:
+            env.update(cli_env(tmp_path, mock))
+            proc = run([tooloop_exe, "batch", "tasks.jsonl", "--out", f"runs{len(flags)}", *flags], tmp_path, env)
+            assert proc.returncode == 0
+            results = [b for r in mock.requests() for m in r["body"]["messages"] for b in m["content"]
+                       if isinstance(b, dict) and b.get("type") == "tool_result"]
+        assert len(results) == 2 and all(b.get("is_error") for b in results), results
+        assert not any((tmp_path / "ws" / f"t{i}" / "made.txt").exists() for i in range(2))
+
+    # Rules that allow nothing do not count: the batch refuses to start.
+    settings.write_text(json.dumps({"permissions": {"deny": ["bash"]}}))
+    proc = run([tooloop_exe, "batch", "tasks.jsonl"], tmp_path, cli_env(tmp_path, None, ANTHROPIC_API_KEY="k"))
+    assert proc.returncode == 2 and "allow rules" in proc.stderr

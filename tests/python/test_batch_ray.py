@@ -93,17 +93,23 @@ def test_a_batch_runs_on_ray_in_chunks_and_a_rerun_skips_it(cluster: Path, mock:
     assert [r.status for r in again] == ["ok"] * 6 and len(server.requests()) == sent
 
 
+@pytest.mark.parametrize("store", ["jsonl", "sqlite"])
 def test_a_killed_worker_is_retried_and_its_tasks_resume_without_running_a_tool_twice(
-        cluster: Path, mock: Any, tmp_path: Path) -> None:
+        cluster: Path, mock: Any, tmp_path: Path, store: str) -> None:
     server = mock(flow("count", "die"))
     (cluster / "calls.log").unlink(missing_ok=True)
     (cluster / "killed").unlink(missing_ok=True)
     tasks = [{"id": f"k{i}", "input": f"task {i}"} for i in range(4)]
     out = tmp_path / "runs"
+    # sqlite: every session in one database; the killed worker's claims on its sessions must not block the retry.
+    db = str(out / "sessions.db") if store == "sqlite" else None
     results = tooloop.batch.run(tasks, opts(server, tools=["ray_batch_tools:count", "ray_batch_tools:die"]),
-                                out=out, concurrency=4, engine="ray", agents_per_worker=2, progress=False)
+                                out=out, concurrency=4, engine="ray", agents_per_worker=2, progress=False,
+                                session_db=db)
     assert (cluster / "killed").exists(), "no worker was killed"
     assert [r.status for r in results] == ["ok"] * 4, results
+    if db is not None:
+        assert [r.session for r in results] == [f"{db}#k{i}" for i in range(4)]
     calls = (cluster / "calls.log").read_text().split()
     # No tool ran twice: at most once per task (the killed call, and any call the kill caught before it began,
     # is answered as interrupted on resume, not run again); the kill itself was a `die` call.

@@ -4,6 +4,7 @@ and grep/glob in the default tool set."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -202,3 +203,65 @@ def test_the_cli_asks_before_web_fetch_like_bash_but_not_before_searches(tmp_pat
         assert isinstance(policy({"name": asked, "input": {}}), str)
     for free in ("grep", "glob", "bash_output", "bash_kill"):
         assert policy({"name": free, "input": {}}) is True
+
+
+def test_polling_a_background_command_is_not_taken_for_a_runaway() -> None:
+    # bash_output(id) called again and again (a model waiting for a build or a server) is a poll: each call
+    # reads what arrived since the last one, so the runaway guard (the 3rd identical call in a row is
+    # refused, the 5th ends the run) must not refuse or stop it.
+    seen: List[str] = []
+
+    def model(request: Any) -> Any:
+        last = request["messages"][-1]["content"]
+        if isinstance(last, list):
+            for block in last:
+                if block.get("type") == "tool_result":
+                    content = block["content"]
+                    seen.append(content if isinstance(content, str) else "".join(b.get("text", "") for b in content))
+        if not seen:
+            return {"content": [{"type": "tool_use", "id": "start", "name": "bash", "input": {
+                "command": "for i in 1 2 3 4 5 6; do echo line $i; sleep 0.3; done", "run_in_background": True}}],
+                "stop_reason": "tool_use"}
+        if "exited" in seen[-1] or len(seen) > 40:
+            return {"content": "finished"}
+        time.sleep(0.35)  # new output each time
+        return {"content": [{"type": "tool_use", "id": f"poll{len(seen)}", "name": "bash_output",
+                             "input": {"id": "bash_1"}}], "stop_reason": "tool_use"}
+
+    with tooloop.Agent(provider=model, builtin_tools=True, sandbox="off", max_turns=50) as agent:
+        result = agent.run("wait for it")
+    polls = seen[1:]
+    assert len(polls) >= 5, seen
+    assert not [p for p in polls if "not run" in p], seen
+    assert result.stop_reason == "end_turn" and "exited, exit code: 0" in polls[-1], seen
+    assert "".join(polls).count("line ") == 6
+
+
+def test_a_background_command_ends_with_the_cli_session(tooloop_exe: str, tmp_path: Any) -> None:
+    # `tooloop -p "task"`: the model starts a long background command and answers; when the command exits,
+    # the background command and what it started are gone (checked in the process table).
+    import subprocess
+
+    from _support import MockServer, cli_env
+
+    marker = f"40{os.getpid() % 1000}.5678"
+    scenario = {"responses": [
+        tool_reply(("toolu_1", "bash", {"command": f"echo up; sleep {marker} & sleep {marker}",
+                                        "run_in_background": True})),
+        tool_reply(("toolu_2", "bash", {"command": "sleep 0.5; echo waited"}), ("toolu_3", "bash_output", {"id": "bash_1"})),
+        text_reply("started it"),
+    ]}
+    with MockServer(scenario) as server:
+        proc = subprocess.run([tooloop_exe, "--yes", "-p", "start a watcher"], cwd=tmp_path,
+                              env=cli_env(tmp_path, server), stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=120)
+        results = [b for r in server.requests() for m in r["body"]["messages"] for b in m["content"]
+                   if isinstance(b, dict) and b.get("type") == "tool_result"]
+    assert proc.returncode == 0, proc.stderr
+    assert "started it" in proc.stdout
+    assert results and "with id bash_1" in json.dumps(results[0]), results
+    assert "up\\n[bash_1: running]" in json.dumps(results[-1]), results  # it was running before the end
+    deadline = time.monotonic() + 3
+    while sleep_pids(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not sleep_pids(marker), "a background command outlived the CLI session"

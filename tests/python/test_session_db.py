@@ -165,3 +165,27 @@ def test_tooloop_sessions_migrate_moves_a_folder_into_a_database(tooloop_exe: st
     assert tooloop.load_session(f"{db}#b").first_user_line == "task b"
     again = cli(tooloop_exe, tmp_path, cli_env(tmp_path), "sessions", "migrate", str(folder / "a.jsonl"), f"{db}#a")
     assert again.returncode == 1 and "already holds" in again.stderr
+
+
+def test_the_users_settings_can_keep_the_cli_sessions_in_a_database(tooloop_exe: str, tmp_path: Path) -> None:
+    # "sessionDb" in the user's settings.json (a path relative to that file's folder) is --session-db's default.
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    config = tmp_path / "config"
+    (config / "tooloop").mkdir(parents=True)
+    (config / "tooloop" / "settings.json").write_text(json.dumps({"sessionDb": "store/sessions.db"}))
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        proc = cli(tooloop_exe, ws, cli_env(tmp_path, mock, XDG_CONFIG_HOME=str(config)), "-p", "remember 42")
+    assert proc.returncode == 0
+    db = config / "tooloop" / "store" / "sessions.db"
+    [row] = tooloop.list_sessions(db)
+    assert Path(row["workspace"]).resolve() == ws.resolve()
+    assert not list((tmp_path / "home").glob("sessions/*/*.jsonl")), "no JSONL file was written"
+    [listed] = listing(tooloop_exe, ws, cli_env(tmp_path, XDG_CONFIG_HOME=str(config)))
+    assert listed["id"] == row["id"] and listed["task"] == "remember 42"
+    # The flag still wins over the setting.
+    other = tmp_path / "flag.db"
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        proc = cli(tooloop_exe, ws, cli_env(tmp_path, mock, XDG_CONFIG_HOME=str(config)), "--session-db", str(other),
+                   "-p", "again")
+    assert proc.returncode == 0 and len(tooloop.list_sessions(other)) == 1 and len(tooloop.list_sessions(db)) == 1

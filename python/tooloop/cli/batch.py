@@ -2,8 +2,11 @@
 
 Each line of the tasks file is a JSON object ``{"id": ..., "input": ... (or "prompt"), "workspace": ...}``.
 Tasks run with bash in the sandbox and nobody to ask, so how tool calls are allowed must be said up front:
-``--yes`` (every call allowed; bash confined to the task's workspace) or ``--read-only`` (only tools that
-change nothing). Progress is one redrawn line on a terminal, a line per finished task otherwise.
+``--yes`` (every call allowed; bash confined to the task's workspace), ``--read-only`` (only tools that
+change nothing), or permission rules in the settings files (``{"permissions": {"allow": [...]}}``: calls
+the rules allow run, tools that change nothing run, the rest are refused). The settings' ``deny`` rules (and
+``ask`` rules: no one can be asked) refuse their calls in every mode. Progress is one redrawn line on a
+terminal, a line per finished task otherwise.
 
 Exit codes: 0 every task ok, 1 some task did not finish ok, 2 usage or configuration error, 130 interrupted.
 Must never: ask a question (there is no one to answer it) or import the terminal libraries.
@@ -43,6 +46,28 @@ def read_only_permission(call: tooloop.ToolCall) -> Union[bool, str]:
     return f"{name} is not allowed: this batch is read-only (allowed: {', '.join(sorted(READ_ONLY_TOOLS))})"
 
 
+def rules_permission(call: tooloop.ToolCall) -> Union[bool, str]:
+    """The permission of a batch run by the settings' rules: a call no rule allowed runs only when its tool
+    changes nothing (a module-level function, so Ray workers can import it)."""
+    name = call.name
+    if name in READ_ONLY_TOOLS:
+        return True
+    return (f"{name} is not allowed: this batch runs by the settings' permission rules and none allows this call "
+            "(no one can be asked)")
+
+
+def settings_rules(workspace: Path) -> Dict[str, List[str]]:
+    """The permission rules of the settings files for ``workspace`` (the user's, the project's approved ones,
+    the project-local ones), ``ask`` rules folded into ``deny``: nobody is there to answer. Raises
+    ConfigProblem for a broken file."""
+    from . import settings
+
+    loaded = settings.load(workspace)
+    for problem in loaded.problems:
+        _say(problem)
+    return {"allow": list(loaded.allow), "deny": list(loaded.deny) + list(loaded.ask)}
+
+
 def _positive_float(text: str) -> float:
     try:
         x = float(text)
@@ -73,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_flags(p)
     p.add_argument("--base-url", help="API endpoint")
     p.add_argument("--max-turns", type=_positive_int, metavar="N", help="most model requests per task (default: 50)")
+    p.add_argument("--session-db", metavar="PATH",
+                   help="keep every task's session in this SQLite database as PATH#<id> instead of OUT/<id>.jsonl "
+                   "(also $TOOLOOP_SESSION_DB, or \"sessionDb\" in the user's settings.json)")
     p.add_argument("--sandbox", choices=["workspace-write", "read-only"], type=str.lower,
                    help="bash confinement (default: workspace-write; read-only with --read-only)")
     perm = p.add_mutually_exclusive_group()
@@ -109,9 +137,17 @@ def load_tasks(path: str) -> List[Dict[str, Any]]:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    if not (args.yes or args.read_only):
+    from .config import ConfigProblem
+
+    try:
+        rules = settings_rules(Path.cwd())
+    except ConfigProblem as e:
+        _say(str(e))
+        return EXIT_USAGE
+    if not (args.yes or args.read_only or rules["allow"]):
         _say("tasks run with no one to ask: say how tool calls are allowed with --yes (all allowed, bash in "
-             "the sandbox) or --read-only (only tools that change nothing)")
+             "the sandbox), --read-only (only tools that change nothing), or allow rules in the settings "
+             "(.tooloop/settings.json: {\"permissions\": {\"allow\": [...]}})")
         return EXIT_USAGE
     if args.address and args.engine != "ray":
         _say("--address is for --engine ray")
@@ -141,6 +177,18 @@ def main(argv: Optional[List[str]] = None) -> int:
         options["base_url"] = args.base_url
     if args.read_only:
         options["permission"] = read_only_permission
+        if rules["deny"]:
+            options["permission_rules"] = {"deny": rules["deny"]}
+    elif args.yes:
+        if rules["deny"]:
+            options["permission_rules"] = {"deny": rules["deny"]}
+    else:
+        options["permission"] = rules_permission
+        options["permission_rules"] = rules
+    from .session_db import configured_db
+
+    db = configured_db(args)
+    session_db = str(db) if db is not None else None
     sandbox = args.sandbox or ("read-only" if args.read_only else "workspace-write")
     if tooloop.sandbox_support() is not None:
         options["sandbox"] = sandbox
@@ -148,6 +196,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         _say("this kernel cannot confine bash (no Landlock): bash runs unconfined in each task's workspace")
     try:  # the key, endpoint and model are checked once, not by every task
         tooloop.Agent(**{k: v for k, v in options.items() if k != "permission"}).close()
+        if session_db:
+            tooloop.batch.Batch([], options, out=args.out, session_db=session_db)
     except tooloop.Error as e:
         _say(" ".join(str(e).split()))
         return EXIT_USAGE
@@ -163,7 +213,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         results = tooloop.batch.run(
             tasks, options, out=args.out, concurrency=args.concurrency, engine=args.engine,
             address=args.address, budget_usd=args.max_budget_usd, progress=sys.stderr,
-            requests_per_minute=args.requests_per_minute, tokens_per_minute=args.tokens_per_minute)
+            requests_per_minute=args.requests_per_minute, tokens_per_minute=args.tokens_per_minute,
+            session_db=session_db)
     except KeyboardInterrupt:
         _say(f"interrupted: what finished is in {os.path.join(args.out, 'results.jsonl')}; run the same command "
              "again to resume")

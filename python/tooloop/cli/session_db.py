@@ -1,7 +1,7 @@
 """Sessions in a SQLite database for the CLI, and ``tooloop sessions``.
 
-``--session-db PATH`` (or ``TOOLOOP_SESSION_DB``) keeps the CLI's sessions in one database instead of one JSONL
-file each: a new session is ``PATH#<new id>``, ``--continue`` takes this workspace's latest session there,
+``--session-db PATH`` (or ``TOOLOOP_SESSION_DB``, or ``"sessionDb"`` in the user's settings.json) keeps the
+CLI's sessions in one database instead of one JSONL file each: a new session is ``PATH#<new id>``, ``--continue`` takes this workspace's latest session there,
 ``--resume ID`` an id (or unique prefix) of it. ``tooloop sessions`` lists sessions from either store (id,
 start, turns, tools used, tokens, cost, the first line of the task), filtered by workspace and date;
 ``tooloop sessions migrate SOURCE DEST`` copies sessions between the stores.
@@ -54,9 +54,30 @@ def split_spec(session: Union[str, "os.PathLike[str]"]) -> Optional[Tuple[Path, 
 
 
 def configured_db(args: argparse.Namespace) -> Optional[Path]:
-    """The database of ``--session-db`` or ``TOOLOOP_SESSION_DB`` (None: JSONL files)."""
+    """The database of ``--session-db``, else ``TOOLOOP_SESSION_DB``, else the ``"sessionDb"`` setting of the
+    user's settings file (None: JSONL files)."""
     value = getattr(args, "session_db", None) or os.environ.get("TOOLOOP_SESSION_DB") or None
-    return Path(value).expanduser() if value else None
+    if value:
+        return Path(value).expanduser()
+    return _settings_db()
+
+
+def _settings_db() -> Optional[Path]:
+    """``"sessionDb"`` of the user's ``settings.json`` (a path; relative to the file's folder), else None. Only
+    the user's own file counts: a project's settings cannot move where the user's sessions are written. A
+    broken file is reported where the settings are loaded, not here."""
+    from .config import ConfigProblem
+    from .settings import read_settings, user_settings_file
+
+    path = user_settings_file()
+    try:
+        value = read_settings(path).get("sessionDb")
+    except ConfigProblem:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        return None
+    db = Path(value).expanduser()
+    return db if db.is_absolute() else path.parent / db
 
 
 def _rows(db: Path) -> List[DbSession]:
