@@ -333,6 +333,65 @@ fn metadata_writes_outside_the_writable_folders_fail() {
     fs::set_permissions(&outside, fs::Permissions::from_mode(0o644)).unwrap();
 }
 
+/// Capability bits a sandboxed command must not hold: with them root changes the host's name or clock,
+/// loads kernel code, reboots, reconfigures the network, writes a disk through a device node it makes, or
+/// traces and remounts at will.
+const ROOT_ONLY_CAPS: [(u32, &str); 9] = [
+    (12, "net_admin"),
+    (16, "sys_module"),
+    (17, "sys_rawio"),
+    (19, "sys_ptrace"),
+    (21, "sys_admin"),
+    (22, "sys_boot"),
+    (25, "sys_time"),
+    (27, "mknod"),
+    (31, "setfcap"),
+];
+
+#[test]
+fn a_root_host_gives_sandboxed_commands_no_dangerous_capabilities_and_no_device_nodes() {
+    if !landlock() {
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        require::skip("only a root host has capabilities to drop");
+        return;
+    }
+    let fx = Fixture::new("side-doors");
+    let script = "grep -E '^Cap(Eff|Prm|Bnd|Inh|Amb):' /proc/self/status; \
+                  mknod devnull c 1 3 && echo MKNOD-OK; mkfifo fifo && echo FIFO-OK";
+    for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
+        let out = bash(&fx.registry(mode, true), script);
+        let mut sets = 0;
+        for line in out.lines().filter(|l| l.starts_with("Cap")) {
+            let (name, hex) = line.split_once(':').unwrap();
+            let bits = u64::from_str_radix(hex.trim(), 16).unwrap();
+            for (bit, cap) in ROOT_ONLY_CAPS {
+                assert_eq!(bits & (1 << bit), 0, "{mode}: {name} holds cap_{cap}: {out}");
+            }
+            sets += 1;
+        }
+        assert_eq!(sets, 5, "{mode}: {out}");
+        // Ordinary root work still goes on: files owned by another user can be written (dac_override).
+        assert!(!out.contains("MKNOD-OK"), "{mode}: a device node was made: {out}");
+        if mode == SandboxMode::WorkspaceWrite {
+            assert!(out.contains("FIFO-OK"), "{mode}: a FIFO in the workspace is fine: {out}");
+        }
+        let _ = fs::remove_file(fx.ws.join("fifo"));
+    }
+    // Another user's file in the workspace stays writable by root (dac_override is kept).
+    let theirs = fx.ws.join("theirs.txt");
+    fs::write(&theirs, "x").unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&theirs, fs::Permissions::from_mode(0o600)).unwrap();
+    let out = bash(&fx.registry(SandboxMode::WorkspaceWrite, true), "echo y >> theirs.txt && echo WRITE-OK");
+    assert_eq!(out, "WRITE-OK");
+    // Off is unconfined on purpose: root keeps what it has.
+    let out = bash(&fx.registry(SandboxMode::Off, true), "grep '^CapEff:' /proc/self/status");
+    assert!(!out.ends_with("0000000000000000"), "{out}");
+}
+
 // ---- item 6: a sandbox the kernel cannot provide -----------------------------------------------------
 
 #[test]

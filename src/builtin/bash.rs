@@ -368,12 +368,20 @@ pub(super) fn start(ws: &Workspace, command: &str, opts: &BashOptions, temp: &Pa
     let (sync_r, sync) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| format!("could not create a pipe: {e}"))?;
     let contained = process_containment();
     let shell = shell();
-    let mut cmd = if contained {
-        let mut c = Command::new("unshare");
-        c.args(unshare_args()).arg(shell);
-        c
-    } else {
-        Command::new(shell)
+    // As root, the shell starts without root's dangerous capabilities (after `unshare`, which needs them).
+    let drop = sandbox::privilege_drop(opts.sandbox);
+    let mut cmd = match (contained, drop.split_first()) {
+        (true, _) => {
+            let mut c = Command::new("unshare");
+            c.args(unshare_args()).args(&drop).arg(shell);
+            c
+        }
+        (false, Some((setpriv, args))) => {
+            let mut c = Command::new(setpriv);
+            c.args(args).arg(shell);
+            c
+        }
+        (false, None) => Command::new(shell),
     };
     // A descriptor the host opened without close-on-exec (a log file, a socket) would let the command
     // write past the sandbox, which checks paths only when files are opened: bash closes them first (sh
