@@ -392,6 +392,56 @@ fn a_root_host_gives_sandboxed_commands_no_dangerous_capabilities_and_no_device_
     assert!(!out.ends_with("0000000000000000"), "{out}");
 }
 
+/// The child's part of `the_hosts_environment_and_memory_are_out_of_reach_of_a_sandboxed_command`: the
+/// host (this process) holds `TOOLOOP_PROBE_MARK` in its environment, as it holds API keys.
+fn read_the_hosts_proc_files() {
+    let fx = Fixture::new("side-doors");
+    let host = std::process::id();
+    let script = format!(
+        "for f in environ maps auxv mem; do python3 -c 'import sys\ntry:\n  d=open(sys.argv[1],\"rb\").read(4096); \
+         print(sys.argv[2], \"read\", d.count(b\"probe-mark-7\"))\nexcept OSError as e: print(sys.argv[2], \"refused\", e.errno)' \
+         /proc/{host}/$f $f; done"
+    );
+    for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
+        let out = bash(&fx.registry(mode, true), &script);
+        for file in ["environ", "maps", "auxv", "mem"] {
+            assert!(out.contains(&format!("{file} refused")), "{mode}: /proc/<host>/{file} is readable: {out}");
+        }
+        assert!(!out.contains("read"), "{mode}: {out}");
+    }
+    println!("PROC-CHILD-OK");
+}
+
+#[test]
+fn the_hosts_environment_and_memory_are_out_of_reach_of_a_sandboxed_command() {
+    // The host's /proc files (its environment holds the API keys bash never inherits) through the host's
+    // /proc, which the command still sees: as the host's user, and as root (who has CAP_SYS_PTRACE).
+    if child::is_child() {
+        return read_the_hosts_proc_files();
+    }
+    if !landlock() {
+        return;
+    }
+    let mut runs = vec![child::command()];
+    // The nobody child's fixture lives under a folder it owns.
+    let fx = Fixture::new("side-doors");
+    if rustix::process::geteuid().is_root() {
+        std::os::unix::fs::chown(&fx.base, Some(65534), Some(65534)).unwrap();
+        let mut nobody = child::wrapped(&["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]);
+        nobody.env("TMPDIR", &fx.base);
+        runs.push(nobody);
+    }
+    for mut run in runs {
+        let out = run.env("TOOLOOP_PROBE_MARK", "probe-mark-7").output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("PROC-CHILD-OK"),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 // ---- item 6: a sandbox the kernel cannot provide -----------------------------------------------------
 
 #[test]
