@@ -147,6 +147,9 @@ def expand_vars(text: str, env: Optional[Mapping[str, str]] = None) -> str:
     return _VAR.sub(lambda m: env.get(m.group(1)) or (m.group(2) or ""), text)
 
 
+_PATH_WORD = re.compile(r"[^\s'\"=;,()\[\]{}<>|&`$]+")
+
+
 def _inside(path: Path, workspace: Path) -> bool:
     try:
         path.resolve().relative_to(workspace.resolve())
@@ -172,11 +175,13 @@ def pinned_files(config: Mapping[str, Any], workspace: Path,
     cwd = config.get("cwd")
     base = workspace / expand_vars(str(cwd), env) if cwd else workspace
     found: "set[Path]" = set()
+    # What the command names itself is always pinned; siblings and folder contents fill the rest.
+    named: "set[Path]" = set()
 
     def add_file(p: Path, siblings: bool) -> None:
         if not p.is_file() or not _inside(p, workspace):
             return
-        found.add(p.resolve())
+        named.add(p.resolve())
         if siblings and p.suffix:
             for q in sorted(p.resolve().parent.glob("*" + p.suffix))[:PIN_MAX_FILES]:
                 if q.is_file():
@@ -220,7 +225,17 @@ def pinned_files(config: Mapping[str, Any], workspace: Path,
                     add_path(base / c)
                 except OSError:
                     pass
-    return sorted(found)[:PIN_MAX_FILES]
+        # A script inside an argument (`sh -c "python3 server.py"`, `node -e "require('./srv.js')"`): each
+        # path-like word that names a workspace file is pinned too.
+        if len(arg) <= 4096 and any(ch in arg for ch in " ;'\"()"):
+            for word in _PATH_WORD.findall(arg)[:PIN_MAX_FILES]:
+                if word not in (".", "..") and not word.startswith("-"):
+                    try:
+                        add_file(base / word, siblings=True)
+                    except OSError:
+                        pass
+    rest = sorted(found - named)[:max(0, PIN_MAX_FILES - len(named))]
+    return sorted(named | set(rest))
 
 
 def _file_digest(path: Path) -> str:
