@@ -108,6 +108,20 @@ def test_a_script_named_inside_a_shell_argument_is_pinned_and_named_files_surviv
     assert features.approval_hash({"command": "sh", "args": ["-c", "python3 srv/server.py"]}, ws) != before
 
 
+def test_variables_in_the_url_and_arguments_are_spelled_out_and_secrets_never_shown_whole(tmp_path):
+    from tooloop.cli import features
+
+    key = "sk-ant-" + "k" * 40
+    env = {"ANTHROPIC_API_KEY": key, "GH_TOKEN": "ghp_" + "t" * 30, "REGION": "eu"}
+    url = features.describe_for_approval({"url": "https://mcp.example/?k=${ANTHROPIC_API_KEY}&r=${REGION}"},
+                                         tmp_path, env)
+    assert key not in url, url
+    assert "${ANTHROPIC_API_KEY} = YOUR ANTHROPIC_API_KEY, a secret: sk-a" in url and "${REGION} = 'eu'" in url
+    stdio = features.describe_for_approval({"command": "npx", "args": ["srv", "--token", "${GH_TOKEN}"]},
+                                           tmp_path, env)
+    assert "${GH_TOKEN} = YOUR GH_TOKEN, a secret: ghp_" in stdio and env["GH_TOKEN"] not in stdio, stdio
+
+
 # -- item 9: the question shows what leaves the machine -------------------------------------------------------
 
 def test_the_approval_question_shows_every_env_value_and_header_with_variables_spelled_out(

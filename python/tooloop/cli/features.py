@@ -283,8 +283,11 @@ def _shorten(value: str) -> str:
 def _spell_out(name: str, value: str, env: Mapping[str, str], sep: str) -> str:
     """`value` as written (the file shows it anyway), then each `${VAR}` it takes from the user's environment,
     spelled out: shortened when the variable, or the entry it goes into, is secret."""
-    line = f"{name}{sep}{value}"
-    secret_entry = _is_secret_name(name)
+    return f"{name}{sep}{value}" + _var_notes(value, env, _is_secret_name(name))
+
+
+def _var_notes(value: str, env: Mapping[str, str], secret_entry: bool = False) -> str:
+    """`   ← ${VAR} = …; …` for each `${VAR}` in `value` (empty when there is none)."""
     notes = []
     for m in _VAR.finditer(value):
         var, default = m.group(1), m.group(2)
@@ -295,7 +298,7 @@ def _spell_out(name: str, value: str, env: Mapping[str, str], sep: str) -> str:
             notes.append(f"${{{var}}} = YOUR {var}, a secret: {_shorten(got)}")
         else:
             notes.append(f"${{{var}}} = {got!r}")
-    return line + ("   ← " + "; ".join(notes) if notes else "")
+    return "   ← " + "; ".join(notes) if notes else ""
 
 
 def describe_for_approval(config: Mapping[str, Any], workspace: Path,
@@ -303,9 +306,13 @@ def describe_for_approval(config: Mapping[str, Any], workspace: Path,
     """The lines of the approval question: what runs (or where it connects), the workspace files pinned, and
     every env value and header the server gets, with `${VAR}` references spelled out."""
     env = os.environ if env is None else env
+    # The command line and the URL carry `${VAR}`s too (a secret in a query string or an argument leaves the
+    # machine as surely as a header): spelled out the same way, secrets shortened.
     lines = [f"  runs: {describe(config)}" if not config.get("url") else f"  connects to: {config['url']}"]
-    for m in _VAR.finditer(str(config.get("url") or "")):
-        lines[0] += f"   ← ${{{m.group(1)}}} = {env.get(m.group(1), '(not set)')!r}"
+    cmd = config.get("command")
+    words = [cmd] if isinstance(cmd, str) else list(cmd or [])
+    lines[0] += _var_notes(" ".join(str(w) for w in words + list(config.get("args") or []) + [config.get("url") or ""]),
+                           env)
     files = pinned_files(config, workspace, env)
     if files:
         shown = ", ".join(str(f.relative_to(Path(workspace).resolve())) for f in files[:8])
