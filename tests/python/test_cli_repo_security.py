@@ -180,6 +180,29 @@ def test_a_fifo_or_dev_zero_dotenv_neither_hangs_nor_fills_memory(tooloop_exe, w
         assert reqs[0]["body"]["model"] != "from-dotenv", kind
 
 
+def test_an_mcp_json_or_settings_file_that_is_a_fifo_or_a_proc_file_neither_hangs_nor_fills_memory(
+        tooloop_exe, ws, tmp_path):
+    # The .env rule holds for the other files a repository brings: a FIFO blocks the reader forever,
+    # /dev/zero never ends, a /proc file claims 0 bytes.
+    env = clean_env(tmp_path, None, ANTHROPIC_API_KEY="sk-ant-mock")
+    (ws / ".tooloop").mkdir()
+    cases = [(ws / ".mcp.json", "pagemap", "MCP config"), (ws / ".tooloop" / "settings.json", "fifo", "settings"),
+             (ws / ".tooloop" / "settings.json", "zero", "settings")]
+    for path, kind, said in cases:
+        for p in (ws / ".mcp.json", ws / ".tooloop" / "settings.json"):
+            if p.exists() or p.is_symlink():
+                p.unlink()
+        if kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.symlink_to("/dev/zero" if kind == "zero" else "/proc/self/pagemap")
+        with MockServer(SCENARIOS / "cli_continue.json") as mock:
+            env["ANTHROPIC_BASE_URL"] = mock.base_url
+            proc = run(tooloop_exe, ws, env, "-p", "hi", timeout=30)
+        assert proc.returncode == 0, (path, kind, proc.stderr)
+        assert f"cannot read {said}" in proc.stderr, (path, kind, proc.stderr)
+
+
 def test_a_region_from_the_workspace_dotenv_that_is_not_a_region_is_refused(tooloop_exe, ws, tmp_path):
     (ws / ".env").write_text("AWS_REGION=@127.0.0.1:9/x\n")
     env = clean_env(tmp_path, None, AWS_ACCESS_KEY_ID="AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY="secret",

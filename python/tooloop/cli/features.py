@@ -95,10 +95,13 @@ def skill_dirs(workspace: Path, env: Optional[Mapping[str, str]] = None) -> List
 
 def read_mcp_file(path: Path) -> Dict[str, Dict[str, Any]]:
     """The servers of a Claude Code style file ``{"mcpServers": {name: config}}``. Raises ConfigProblem."""
+    from .config import read_config_text
+
+    text = read_config_text(Path(path), "MCP config")
+    if text is None:
+        raise ConfigProblem(f"cannot read MCP config {path}: No such file or directory")
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigProblem(f"cannot read MCP config {path}: {e.strerror or e}") from None
+        data = json.loads(text)
     except (ValueError, UnicodeDecodeError) as e:
         raise ConfigProblem(f"MCP config {path} is not valid JSON: {e}") from None
     servers = data.get("mcpServers") if isinstance(data, dict) else None

@@ -73,12 +73,11 @@ def local_settings_file(workspace: Path) -> Path:
 
 def read_settings(path: Path) -> Dict[str, Any]:
     """One settings file as a dict (``{}`` when absent). Raises ConfigProblem for a file that is not valid."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
+    from .config import read_config_text
+
+    text = read_config_text(Path(path), "settings")
+    if text is None:
         return {}
-    except OSError as e:
-        raise ConfigProblem(f"cannot read settings {path}: {e.strerror or e}") from None
     try:
         data = json.loads(text)
     except ValueError as e:
