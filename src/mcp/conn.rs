@@ -554,6 +554,15 @@ impl StdioWire {
             Command::new(program)
         };
         cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        // The host's secrets (API keys, AWS credentials: the names bash never inherits either) are not
+        // handed to a server silently: one that needs a key names it in its `env` ("${GITHUB_TOKEN}"),
+        // where the approval question shows it. The official MCP SDKs pass a small safe set the same way.
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy().into_owned();
+            if crate::builtin::is_secret_name(&name) && !env.iter().any(|(k, _)| *k == name) {
+                cmd.env_remove(&name);
+            }
+        }
         cmd.envs(env.iter().map(|(k, v)| (k, v)));
         if let Some(dir) = cwd {
             cmd.current_dir(dir);
