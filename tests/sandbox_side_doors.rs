@@ -442,6 +442,53 @@ fn the_hosts_environment_and_memory_are_out_of_reach_of_a_sandboxed_command() {
     }
 }
 
+/// The child's part of `helper_programs_are_never_taken_from_a_relative_path_entry`: its PATH starts with
+/// `bin`, a relative entry that resolves against the workspace, where a command planted its own helpers.
+fn run_with_planted_helpers() {
+    let fx = Fixture::new("side-doors");
+    let marker = fx.outside().join("planted-ran");
+    for name in ["unshare", "setsid", "setpriv"] {
+        fx.write(
+            &format!("bin/{name}"),
+            format!("#!/bin/sh\necho {name} >> {}\nexec /usr/bin/{name} \"$@\"\n", marker.display()),
+        );
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(fx.ws.join("bin").join(name), fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // bash, in every mode (off: nothing confines the planted helper at all).
+    for mode in MODES {
+        assert_eq!(bash(&fx.registry(mode, true), "echo fine"), "fine", "{mode}");
+    }
+    // An MCP server whose folder is the workspace: its helpers run unconfined, as the user.
+    let config: tooloop::mcp::McpServerConfig =
+        serde_json::from_value(serde_json::json!({"command": "true", "cwd": fx.ws.display().to_string()})).unwrap();
+    let servers = tooloop::mcp::McpServers::start(
+        &std::collections::BTreeMap::from([("x".to_string(), config)]),
+        &ToolRegistry::new(),
+    );
+    drop(servers);
+    assert!(!marker.exists(), "a planted helper ran: {}", fs::read_to_string(&marker).unwrap_or_default());
+    println!("PATH-CHILD-OK");
+}
+
+#[test]
+fn helper_programs_are_never_taken_from_a_relative_path_entry() {
+    if child::is_child() {
+        return run_with_planted_helpers();
+    }
+    if !landlock() {
+        return;
+    }
+    let path = format!("bin:{}", std::env::var("PATH").unwrap_or_default());
+    let out = child::command().env("PATH", path).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("PATH-CHILD-OK"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 // ---- item 6: a sandbox the kernel cannot provide -----------------------------------------------------
 
 #[test]

@@ -113,7 +113,8 @@ impl Default for BashOptions {
 pub fn process_containment() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();
     *OK.get_or_init(|| {
-        Command::new("unshare")
+        let Some(unshare) = sandbox::system_program("unshare") else { return false };
+        Command::new(unshare)
             .args(unshare_args())
             .arg("true")
             .stdin(Stdio::null())
@@ -301,18 +302,13 @@ impl Drop for PrivateTemp {
 /// group in place, without forking: its pid stays the group we kill. Without `setsid` the command gets a
 /// process group of its own, and the seccomp filter still refuses terminal injection.
 fn in_new_session(mut command: Command) -> Command {
-    static SETSID: OnceLock<bool> = OnceLock::new();
-    let found = *SETSID.get_or_init(|| {
-        std::env::var_os("PATH")
-            .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join("setsid").is_file()))
-            .unwrap_or(false)
-    });
-    if !found {
+    static SETSID: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let Some(setsid) = SETSID.get_or_init(|| sandbox::system_program("setsid")) else {
         command.process_group(0);
         return command;
-    }
+    };
     // Called before anything but the program and its arguments is set on `command`.
-    let mut outer = Command::new("setsid");
+    let mut outer = Command::new(setsid);
     // No `--`: busybox setsid would take it for the program; ours never starts with a dash.
     outer.arg(command.get_program()).args(command.get_args());
     outer
@@ -372,7 +368,7 @@ pub(super) fn start(ws: &Workspace, command: &str, opts: &BashOptions, temp: &Pa
     let drop = sandbox::privilege_drop(opts.sandbox);
     let mut cmd = match (contained, drop.split_first()) {
         (true, _) => {
-            let mut c = Command::new("unshare");
+            let mut c = Command::new(sandbox::system_program("unshare").unwrap_or_else(|| "unshare".into()));
             c.args(unshare_args()).args(&drop).arg(shell);
             c
         }

@@ -153,11 +153,18 @@ pub fn sandbox_check(mode: SandboxMode, network: bool) -> Result<(), String> {
 const ROOT_KEPT_CAPS: &str =
     "-all,+chown,+dac_override,+fowner,+fsetid,+kill,+setgid,+setuid,+net_bind_service,+net_raw,+audit_write";
 
-/// Whether `program` is a file in one of `PATH`'s folders.
+/// Whether `program` is a file in one of `PATH`'s absolute folders.
 pub(crate) fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
-        .unwrap_or(false)
+    system_program(program).is_some()
+}
+
+/// `program` (`unshare`, `setsid`, `setpriv`) as an absolute path from `PATH`'s absolute folders only.
+/// A relative entry (`.`, `bin`, an empty one) is resolved against the workspace, where a command could
+/// plant its own `unshare` for the host to run unconfined at the next start of an MCP server, or its own
+/// `setpriv` that keeps root's capabilities.
+pub(crate) fn system_program(program: &str) -> Option<std::path::PathBuf> {
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths).filter(|dir| dir.is_absolute()).map(|dir| dir.join(program)).find(|p| p.is_file())
 }
 
 /// The program and arguments to put before a sandboxed command's shell when the host runs as root:
@@ -169,11 +176,12 @@ pub(crate) fn privilege_drop(mode: SandboxMode) -> Vec<String> {
     if mode == SandboxMode::Off || !rustix::process::geteuid().is_root() {
         return Vec::new();
     }
+    let Some(setpriv) = system_program("setpriv") else {
+        return Vec::new(); // sandbox_check refuses this case before any command runs
+    };
     let caps = ROOT_KEPT_CAPS;
-    ["setpriv", "--inh-caps=-all", "--ambient-caps=-all", &format!("--bounding-set={caps}"), "--"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+    let args = ["--inh-caps=-all", "--ambient-caps=-all", &format!("--bounding-set={caps}"), "--"];
+    std::iter::once(setpriv.to_string_lossy().into_owned()).chain(args.iter().map(|s| s.to_string())).collect()
 }
 
 /// What [`spawn`] enforces on one command.

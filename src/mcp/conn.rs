@@ -547,7 +547,9 @@ impl StdioWire {
             return Err(format!("could not start {program:?}: no such program"));
         }
         let mut cmd = if contained {
-            let mut c = Command::new("unshare");
+            // From PATH's absolute folders only: the server's folder may be the workspace.
+            let unshare = crate::builtin::system_program("unshare").unwrap_or_else(|| "unshare".into());
+            let mut c = Command::new(unshare);
             c.args(crate::builtin::unshare_args()).arg(program);
             c
         } else {
