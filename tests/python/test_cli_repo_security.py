@@ -288,3 +288,21 @@ def test_a_yes_to_changed_local_hooks_is_remembered_and_a_no_keeps_them_off(ws, 
     settings.approve_pending(s, ws, lambda q: True)
     assert [h.command for h in s.hooks] == [f"touch {tmp_path / 'b'}"]
     assert [h.command for h in settings.load(ws).hooks] == [f"touch {tmp_path / 'b'}"]
+
+
+def test_asking_git_whether_the_local_file_is_checked_in_runs_no_fsmonitor(tooloop_exe, ws, tmp_path):
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None:
+        pytest.skip("needs git")
+    _local_hook(ws, tmp_path / "own-hook")
+    fsmonitor = tmp_path / "fsmonitor-ran"
+    subprocess.run(["git", "-C", str(ws), "init", "-q"], check=True)
+    # A sandboxed command can write .git/config: git would run this program on `ls-files`.
+    subprocess.run(["git", "-C", str(ws), "config", "core.fsmonitor", f"touch {fsmonitor}; echo"], check=True)
+    with MockServer(SCENARIOS / "cli_continue.json") as mock:
+        proc = run(tooloop_exe, ws, clean_env(tmp_path, mock), "-p", "hi")
+    assert proc.returncode == 0, proc.stderr
+    assert not fsmonitor.exists(), "the workspace's core.fsmonitor ran"
+    assert (tmp_path / "own-hook").exists()

@@ -192,7 +192,9 @@ def save_approval(workspace: Path, digest: str, which: str = "project") -> None:
 def _tracked_by_git(workspace: Path, path: Path) -> bool:
     """Whether git tracks `path` (it came with the repository). False where there is no git."""
     try:
-        proc = subprocess.run(["git", "-C", str(workspace), "ls-files", "--error-unmatch", "--", str(path)],
+        # No fsmonitor: a workspace's .git/config (which a sandboxed command can write) could name a program.
+        proc = subprocess.run(["git", "-c", "core.fsmonitor=false", "-C", str(workspace), "ls-files",
+                               "--error-unmatch", "--", str(path)],
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               timeout=10)
     except (OSError, subprocess.SubprocessError):
