@@ -309,6 +309,7 @@ fn in_new_session(mut command: Command) -> Command {
     };
     // Called before anything but the program and its arguments is set on `command`.
     let mut outer = Command::new(setsid);
+    outer.arg0("setsid");
     // No `--`: busybox setsid would take it for the program; ours never starts with a dash.
     outer.arg(command.get_program()).args(command.get_args());
     outer
@@ -369,7 +370,8 @@ pub(super) fn start(ws: &Workspace, command: &str, opts: &BashOptions, temp: &Pa
     let mut cmd = match (contained, drop.split_first()) {
         (true, _) => {
             let mut c = Command::new(sandbox::system_program("unshare").unwrap_or_else(|| "unshare".into()));
-            c.args(unshare_args()).args(&drop).arg(shell);
+            // argv[0] stays the bare name, so process listings read as before.
+            c.arg0("unshare").args(unshare_args()).args(&drop).arg(shell);
             c
         }
         (false, Some((setpriv, args))) => {

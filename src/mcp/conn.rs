@@ -550,6 +550,7 @@ impl StdioWire {
             // From PATH's absolute folders only: the server's folder may be the workspace.
             let unshare = crate::builtin::system_program("unshare").unwrap_or_else(|| "unshare".into());
             let mut c = Command::new(unshare);
+            c.arg0("unshare"); // as listed before: the bare name
             c.args(crate::builtin::unshare_args()).arg(program);
             c
         } else {
