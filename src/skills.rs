@@ -155,13 +155,41 @@ fn valid_name(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
+/// A skill's file as text: only a regular file (a FIFO could hang every start, and /proc files report a
+/// size of 0 while `/proc/self/pagemap` holds gigabytes), opened without blocking and read no further
+/// than the limit whatever size it claims.
 fn read_limited(path: &Path) -> Result<String, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read it: {e}"))?;
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let nonblocking = i32::try_from(rustix::fs::OFlags::NONBLOCK.bits()).unwrap_or(0);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nonblocking)
+        .open(path)
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("cannot read it: {e}"))?;
+    if !meta.is_file() {
+        return Err("it is not a regular file".to_string());
+    }
     if meta.len() > MAX_FILE_BYTES {
         return Err(format!("it is {} bytes; the limit is {MAX_FILE_BYTES}", meta.len()));
     }
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read it: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read it: {e}"))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!("it is over {MAX_FILE_BYTES} bytes (the limit)"));
+    }
     String::from_utf8(bytes).map_err(|_| "it is not UTF-8 text".to_string())
+}
+
+/// The skill's SKILL.md, read only when it lies inside the skill's folder (not a symlink leading out).
+fn read_skill_file(dir: &Path) -> Result<String, String> {
+    let file = dir.join(SKILL_FILE);
+    match (file.canonicalize(), dir.canonicalize()) {
+        (Ok(real), Ok(root)) if real.starts_with(&root) => read_limited(&real),
+        (Ok(_), Ok(_)) => Err(format!("{SKILL_FILE} leads outside the skill's folder (a symlink); not read")),
+        (Err(e), _) | (_, Err(e)) => Err(format!("cannot read it: {e}")),
+    }
 }
 
 /// Split `text` into (front matter, body) at the `---` lines.
@@ -273,7 +301,7 @@ pub fn parse_front_matter(front: &str) -> Result<Map<String, Value>, String> {
 }
 
 fn read_front_matter(file: &Path) -> Result<Skill, String> {
-    let text = read_limited(file)?;
+    let text = read_skill_file(file.parent().unwrap_or(Path::new(".")))?;
     let (front, _) = split_front_matter(&text)?;
     let mut meta = parse_front_matter(front)?;
     let name = match meta.remove("name") {
@@ -331,7 +359,7 @@ fn load(skills: &[Skill], input: &Value) -> Result<String, String> {
     match input.get("file").and_then(Value::as_str) {
         None => {
             // Read now, not at discovery: the body reaches the model only when it asks.
-            let text = read_limited(&skill.dir.join(SKILL_FILE)).map_err(|e| format!("skill {name}: {e}"))?;
+            let text = read_skill_file(&skill.dir).map_err(|e| format!("skill {name}: {e}"))?;
             let (_, body) = split_front_matter(&text).map_err(|e| format!("skill {name}: {e}"))?;
             let files: Vec<String> = list_files(&skill.dir).into_iter().filter(|f| f != SKILL_FILE).collect();
             let mut out = body.trim().to_string();

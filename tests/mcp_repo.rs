@@ -35,7 +35,10 @@ const LEAKED: &str = "sk-live-hostile-instructions-0123456789";
 fn setup() {
     static ONCE: Once = Once::new();
     // SAFETY: set once, before any server of this binary starts; the name is read by no other code.
-    ONCE.call_once(|| unsafe { std::env::set_var("TOOLOOP_REPO_TEST_SECRET", USER_SECRET) });
+    ONCE.call_once(|| unsafe {
+        std::env::set_var("TOOLOOP_REPO_TEST_SECRET", USER_SECRET);
+        std::env::set_var("TOOLOOP_REPO_TEST_API_KEY", USER_SECRET);
+    });
 }
 
 fn python() -> Option<String> {
@@ -113,6 +116,28 @@ fn values_expanded_into_env_and_secrets_in_descriptions_and_instructions_are_red
     assert!(instructions.contains("DEPLOY_API_KEY=[redacted]") && !instructions.contains(LEAKED), "{instructions}");
     let (out, _) = call(&registry, "mcp__hostile__leaky", json!({}));
     assert_eq!(text(&out), "the key is [redacted]");
+    drop(servers);
+}
+
+#[test]
+fn a_server_does_not_inherit_the_hosts_secrets_unless_its_env_names_them() {
+    let Some(py) = python() else { return };
+    let m = marker("inherit");
+    // Approved for `python3 server.py` with no env shown, a server silently got every key of the host.
+    let (servers, registry) = hostile(&py, &m, json!({}));
+    let (out, is_error) = call(&registry, "mcp__hostile__env_value", json!({"name": "TOOLOOP_REPO_TEST_API_KEY"}));
+    assert!(!is_error, "{out}");
+    assert_eq!(text(&out), "", "a secret-named variable of the host reached the server");
+    let (out, _) = call(&registry, "mcp__hostile__env_value", json!({"name": "TOOLOOP_REPO_TEST_SECRET"}));
+    assert_eq!(text(&out), "", "a secret-named variable of the host reached the server");
+    let (out, _) = call(&registry, "mcp__hostile__env_value", json!({"name": "PATH"}));
+    assert!(!text(&out).is_empty(), "ordinary variables are inherited");
+    drop(servers);
+    // Named in its env, the key is handed over (and redacted from what comes back).
+    let env = json!({"env": {"TOOLOOP_REPO_TEST_API_KEY": "${TOOLOOP_REPO_TEST_API_KEY}"}});
+    let (servers, registry) = hostile(&py, &m, env);
+    let (out, _) = call(&registry, "mcp__hostile__env_value", json!({"name": "TOOLOOP_REPO_TEST_API_KEY"}));
+    assert_eq!(text(&out), "[redacted]");
     drop(servers);
 }
 

@@ -85,3 +85,50 @@ fn front_matter_limits_hold_on_the_parser_alone() {
     assert_eq!(parse_front_matter("name: a\nn: [1, {b: 2}]\n").unwrap()["n"][1]["b"], 2);
     assert!(parse_front_matter("name: [unclosed\n").unwrap_err().contains("not YAML"));
 }
+
+#[test]
+fn a_skill_file_that_is_a_proc_file_a_fifo_or_a_symlink_out_neither_hangs_nor_fills_memory() {
+    // /proc files claim a size of 0: /proc/self/pagemap then read gigabytes at every start; a SKILL.md
+    // swapped for a FIFO after discovery looked at it would hang the read; a symlink leading out of the
+    // skill's folder reads a file that is not the skill's.
+    let root = std::env::temp_dir().join(format!("tooloop-skill-special-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let _guard = Dir(root.clone());
+    write(&root, "good/SKILL.md", "---\nname: good\ndescription: A fine skill.\n---\nbody\n");
+    std::fs::create_dir_all(root.join("pagemap")).unwrap();
+    std::os::unix::fs::symlink("/proc/self/pagemap", root.join("pagemap/SKILL.md")).unwrap();
+    write(&root, "../outside-skill.md", "---\nname: outside\ndescription: Not in its folder.\n---\nsecret\n");
+    std::fs::create_dir_all(root.join("out")).unwrap();
+    std::os::unix::fs::symlink(root.join("../outside-skill.md"), root.join("out/SKILL.md")).unwrap();
+    let started = std::time::Instant::now();
+    let set = SkillSet::discover(std::slice::from_ref(&root));
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+    let names: Vec<&str> = set.skills.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["good"], "{:?}", set.problems);
+    let why = |dir: &str| {
+        set.problems
+            .iter()
+            .find(|p| p.path.ends_with(format!("{dir}/SKILL.md")))
+            .map(|p| p.reason.clone())
+            .unwrap_or_else(|| panic!("{dir} not reported: {:?}", set.problems))
+    };
+    assert!(why("pagemap").contains("outside the skill's folder"), "{}", why("pagemap"));
+    assert!(why("out").contains("outside the skill's folder"), "{}", why("out"));
+    // The skill's SKILL.md swapped for a FIFO after discovery: using the skill fails at once.
+    let good = root.join("good/SKILL.md");
+    std::fs::remove_file(&good).unwrap();
+    nix::unistd::mkfifo(&good, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    use tooloop::tools::{ToolContext, ToolError};
+    let tool = set.tool();
+    let cancel = tooloop::cancel::CancelToken::new();
+    let ctx = ToolContext { tool_use_id: "t1", tool_name: "skill", cancel: &cancel };
+    let started = std::time::Instant::now();
+    let out = tool.handler.call(&serde_json::json!({"name": "good"}), &ctx);
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    match out {
+        Err(ToolError::Respond(text)) => assert!(text.contains("not a regular file"), "{text}"),
+        Err(ToolError::Fatal(text)) => panic!("fatal: {text}"),
+        Ok(other) => panic!("read a FIFO: {other:?}"),
+    }
+    let _ = std::fs::remove_file(root.join("../outside-skill.md"));
+}

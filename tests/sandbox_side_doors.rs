@@ -333,6 +333,162 @@ fn metadata_writes_outside_the_writable_folders_fail() {
     fs::set_permissions(&outside, fs::Permissions::from_mode(0o644)).unwrap();
 }
 
+/// Capability bits a sandboxed command must not hold: with them root changes the host's name or clock,
+/// loads kernel code, reboots, reconfigures the network, writes a disk through a device node it makes, or
+/// traces and remounts at will.
+const ROOT_ONLY_CAPS: [(u32, &str); 9] = [
+    (12, "net_admin"),
+    (16, "sys_module"),
+    (17, "sys_rawio"),
+    (19, "sys_ptrace"),
+    (21, "sys_admin"),
+    (22, "sys_boot"),
+    (25, "sys_time"),
+    (27, "mknod"),
+    (31, "setfcap"),
+];
+
+#[test]
+fn a_root_host_gives_sandboxed_commands_no_dangerous_capabilities_and_no_device_nodes() {
+    if !landlock() {
+        return;
+    }
+    if !rustix::process::geteuid().is_root() {
+        require::skip("only a root host has capabilities to drop");
+        return;
+    }
+    let fx = Fixture::new("side-doors");
+    let script = "grep -E '^Cap(Eff|Prm|Bnd|Inh|Amb):' /proc/self/status; \
+                  mknod devnull c 1 3 && echo MKNOD-OK; mkfifo fifo && echo FIFO-OK";
+    for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
+        let out = bash(&fx.registry(mode, true), script);
+        let mut sets = 0;
+        for line in out.lines().filter(|l| l.starts_with("Cap")) {
+            let (name, hex) = line.split_once(':').unwrap();
+            let bits = u64::from_str_radix(hex.trim(), 16).unwrap();
+            for (bit, cap) in ROOT_ONLY_CAPS {
+                assert_eq!(bits & (1 << bit), 0, "{mode}: {name} holds cap_{cap}: {out}");
+            }
+            sets += 1;
+        }
+        assert_eq!(sets, 5, "{mode}: {out}");
+        // Ordinary root work still goes on: files owned by another user can be written (dac_override).
+        assert!(!out.contains("MKNOD-OK"), "{mode}: a device node was made: {out}");
+        if mode == SandboxMode::WorkspaceWrite {
+            assert!(out.contains("FIFO-OK"), "{mode}: a FIFO in the workspace is fine: {out}");
+        }
+        let _ = fs::remove_file(fx.ws.join("fifo"));
+    }
+    // Another user's file in the workspace stays writable by root (dac_override is kept).
+    let theirs = fx.ws.join("theirs.txt");
+    fs::write(&theirs, "x").unwrap();
+    std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&theirs, fs::Permissions::from_mode(0o600)).unwrap();
+    let out = bash(&fx.registry(SandboxMode::WorkspaceWrite, true), "echo y >> theirs.txt && echo WRITE-OK");
+    assert_eq!(out, "WRITE-OK");
+    // Off is unconfined on purpose: root keeps what it has.
+    let out = bash(&fx.registry(SandboxMode::Off, true), "grep '^CapEff:' /proc/self/status");
+    assert!(!out.ends_with("0000000000000000"), "{out}");
+}
+
+/// The child's part of `the_hosts_environment_and_memory_are_out_of_reach_of_a_sandboxed_command`: the
+/// host (this process) holds `TOOLOOP_PROBE_MARK` in its environment, as it holds API keys.
+fn read_the_hosts_proc_files() {
+    let fx = Fixture::new("side-doors");
+    let host = std::process::id();
+    let script = format!(
+        "for f in environ maps auxv mem; do python3 -c 'import sys\ntry:\n  d=open(sys.argv[1],\"rb\").read(4096); \
+         print(sys.argv[2], \"read\", d.count(b\"probe-mark-7\"))\nexcept OSError as e: print(sys.argv[2], \"refused\", e.errno)' \
+         /proc/{host}/$f $f; done"
+    );
+    for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
+        let out = bash(&fx.registry(mode, true), &script);
+        for file in ["environ", "maps", "auxv", "mem"] {
+            assert!(out.contains(&format!("{file} refused")), "{mode}: /proc/<host>/{file} is readable: {out}");
+        }
+        assert!(!out.contains("read"), "{mode}: {out}");
+    }
+    println!("PROC-CHILD-OK");
+}
+
+#[test]
+fn the_hosts_environment_and_memory_are_out_of_reach_of_a_sandboxed_command() {
+    // The host's /proc files (its environment holds the API keys bash never inherits) through the host's
+    // /proc, which the command still sees: as the host's user, and as root (who has CAP_SYS_PTRACE).
+    if child::is_child() {
+        return read_the_hosts_proc_files();
+    }
+    if !landlock() {
+        return;
+    }
+    let mut runs = vec![child::command()];
+    // The nobody child's fixture lives under a folder it owns.
+    let fx = Fixture::new("side-doors");
+    if rustix::process::geteuid().is_root() {
+        std::os::unix::fs::chown(&fx.base, Some(65534), Some(65534)).unwrap();
+        let mut nobody = child::wrapped(&["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]);
+        nobody.env("TMPDIR", &fx.base);
+        runs.push(nobody);
+    }
+    for mut run in runs {
+        let out = run.env("TOOLOOP_PROBE_MARK", "probe-mark-7").output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("PROC-CHILD-OK"),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// The child's part of `helper_programs_are_never_taken_from_a_relative_path_entry`: its PATH starts with
+/// `bin`, a relative entry that resolves against the workspace, where a command planted its own helpers.
+fn run_with_planted_helpers() {
+    let fx = Fixture::new("side-doors");
+    let marker = fx.outside().join("planted-ran");
+    for name in ["unshare", "setsid", "setpriv"] {
+        fx.write(
+            &format!("bin/{name}"),
+            format!("#!/bin/sh\necho {name} >> {}\nexec /usr/bin/{name} \"$@\"\n", marker.display()),
+        );
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(fx.ws.join("bin").join(name), fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // bash, in every mode (off: nothing confines the planted helper at all).
+    for mode in MODES {
+        assert_eq!(bash(&fx.registry(mode, true), "echo fine"), "fine", "{mode}");
+    }
+    // An MCP server whose folder is the workspace: its helpers run unconfined, as the user.
+    let config: tooloop::mcp::McpServerConfig =
+        serde_json::from_value(serde_json::json!({"command": "true", "cwd": fx.ws.display().to_string()})).unwrap();
+    let servers = tooloop::mcp::McpServers::start(
+        &std::collections::BTreeMap::from([("x".to_string(), config)]),
+        &ToolRegistry::new(),
+    );
+    drop(servers);
+    assert!(!marker.exists(), "a planted helper ran: {}", fs::read_to_string(&marker).unwrap_or_default());
+    println!("PATH-CHILD-OK");
+}
+
+#[test]
+fn helper_programs_are_never_taken_from_a_relative_path_entry() {
+    if child::is_child() {
+        return run_with_planted_helpers();
+    }
+    if !landlock() {
+        return;
+    }
+    let path = format!("bin:{}", std::env::var("PATH").unwrap_or_default());
+    let out = child::command().env("PATH", path).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("PATH-CHILD-OK"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 // ---- item 6: a sandbox the kernel cannot provide -----------------------------------------------------
 
 #[test]

@@ -113,7 +113,8 @@ impl Default for BashOptions {
 pub fn process_containment() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();
     *OK.get_or_init(|| {
-        Command::new("unshare")
+        let Some(unshare) = sandbox::system_program("unshare") else { return false };
+        Command::new(unshare)
             .args(unshare_args())
             .arg("true")
             .stdin(Stdio::null())
@@ -301,18 +302,14 @@ impl Drop for PrivateTemp {
 /// group in place, without forking: its pid stays the group we kill. Without `setsid` the command gets a
 /// process group of its own, and the seccomp filter still refuses terminal injection.
 fn in_new_session(mut command: Command) -> Command {
-    static SETSID: OnceLock<bool> = OnceLock::new();
-    let found = *SETSID.get_or_init(|| {
-        std::env::var_os("PATH")
-            .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join("setsid").is_file()))
-            .unwrap_or(false)
-    });
-    if !found {
+    static SETSID: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let Some(setsid) = SETSID.get_or_init(|| sandbox::system_program("setsid")) else {
         command.process_group(0);
         return command;
-    }
+    };
     // Called before anything but the program and its arguments is set on `command`.
-    let mut outer = Command::new("setsid");
+    let mut outer = Command::new(setsid);
+    outer.arg0("setsid");
     // No `--`: busybox setsid would take it for the program; ours never starts with a dash.
     outer.arg(command.get_program()).args(command.get_args());
     outer
@@ -368,12 +365,21 @@ pub(super) fn start(ws: &Workspace, command: &str, opts: &BashOptions, temp: &Pa
     let (sync_r, sync) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| format!("could not create a pipe: {e}"))?;
     let contained = process_containment();
     let shell = shell();
-    let mut cmd = if contained {
-        let mut c = Command::new("unshare");
-        c.args(unshare_args()).arg(shell);
-        c
-    } else {
-        Command::new(shell)
+    // As root, the shell starts without root's dangerous capabilities (after `unshare`, which needs them).
+    let drop = sandbox::privilege_drop(opts.sandbox);
+    let mut cmd = match (contained, drop.split_first()) {
+        (true, _) => {
+            let mut c = Command::new(sandbox::system_program("unshare").unwrap_or_else(|| "unshare".into()));
+            // argv[0] stays the bare name, so process listings read as before.
+            c.arg0("unshare").args(unshare_args()).args(&drop).arg(shell);
+            c
+        }
+        (false, Some((setpriv, args))) => {
+            let mut c = Command::new(setpriv);
+            c.args(args).arg(shell);
+            c
+        }
+        (false, None) => Command::new(shell),
     };
     // A descriptor the host opened without close-on-exec (a log file, a socket) would let the command
     // write past the sandbox, which checks paths only when files are opened: bash closes them first (sh

@@ -39,6 +39,7 @@ mod seccomp;
 mod workspace;
 
 pub(crate) use bash::unshare_args;
+pub(crate) use sandbox::system_program;
 mod glob;
 mod grep;
 mod web_fetch;

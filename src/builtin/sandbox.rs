@@ -127,6 +127,13 @@ pub fn sandbox_check(mode: SandboxMode, network: bool) -> Result<(), String> {
              Landlock enabled), so bash would run unconfined. Pass sandbox \"off\" to accept that"
         ));
     }
+    if mode != SandboxMode::Off && rustix::process::geteuid().is_root() && !on_path("setpriv") {
+        return Err(format!(
+            "sandbox \"{mode}\" cannot be enforced here: tooloop runs as root and util-linux `setpriv` is not \
+             on PATH, so bash would keep root's capabilities (load kernel modules, create devices, change the \
+             host's name). Install util-linux, run as another user, or pass sandbox \"off\" to accept that"
+        ));
+    }
     if (mode != SandboxMode::Off || !network) && !super::seccomp::seccomp_support() {
         let what = if mode == SandboxMode::Off { "network off".to_string() } else { format!("sandbox \"{mode}\"") };
         return Err(format!(
@@ -135,6 +142,46 @@ pub fn sandbox_check(mode: SandboxMode, network: bool) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Capabilities a command started by root keeps under a sandbox (Docker's default set without `mknod`,
+/// `setfcap`, `setpcap` and `sys_chroot`): enough for file ownership and permission checks, package tools
+/// that switch users, and binding low ports, while Landlock and the read-only view keep confining what
+/// those touch. Everything else — `sys_admin`, `sys_module`, `sys_boot`, `sys_time`, `net_admin`,
+/// `sys_rawio`, `mknod`, … with which root could change the host's name or clock, load kernel code or
+/// write a disk through a device node — is dropped from the bounding set, so no `exec` regains it.
+const ROOT_KEPT_CAPS: &str =
+    "-all,+chown,+dac_override,+fowner,+fsetid,+kill,+setgid,+setuid,+net_bind_service,+net_raw,+audit_write";
+
+/// Whether `program` is a file in one of `PATH`'s absolute folders.
+pub(crate) fn on_path(program: &str) -> bool {
+    system_program(program).is_some()
+}
+
+/// `program` (`unshare`, `setsid`, `setpriv`) as an absolute path from `PATH`'s absolute folders only.
+/// A relative entry (`.`, `bin`, an empty one) is resolved against the workspace, where a command could
+/// plant its own `unshare` for the host to run unconfined at the next start of an MCP server, or its own
+/// `setpriv` that keeps root's capabilities.
+pub(crate) fn system_program(program: &str) -> Option<std::path::PathBuf> {
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths).filter(|dir| dir.is_absolute()).map(|dir| dir.join(program)).find(|p| p.is_file())
+}
+
+/// The program and arguments to put before a sandboxed command's shell when the host runs as root:
+/// util-linux `setpriv` dropping every capability but [`ROOT_KEPT_CAPS`] (bounding, inheritable and
+/// ambient sets, so the shell's `exec` as uid 0 gets only those). Empty for `off` and for other users
+/// (whose commands hold no capabilities over the host). [`sandbox_check`] refuses a sandbox as root where
+/// `setpriv` is missing, so this is never silently skipped.
+pub(crate) fn privilege_drop(mode: SandboxMode) -> Vec<String> {
+    if mode == SandboxMode::Off || !rustix::process::geteuid().is_root() {
+        return Vec::new();
+    }
+    let Some(setpriv) = system_program("setpriv") else {
+        return Vec::new(); // sandbox_check refuses this case before any command runs
+    };
+    let caps = ROOT_KEPT_CAPS;
+    let args = ["--inh-caps=-all", "--ambient-caps=-all", &format!("--bounding-set={caps}"), "--"];
+    std::iter::once(setpriv.to_string_lossy().into_owned()).chain(args.iter().map(|s| s.to_string())).collect()
 }
 
 /// What [`spawn`] enforces on one command.
@@ -264,7 +311,9 @@ mod imp {
             let mut created = ruleset.create().map_err(|e| fail(&e))?;
             if policy.mode != SandboxMode::Off {
                 let read = AccessFs::from_read(TARGET);
-                let all = AccessFs::from_all(TARGET);
+                // Everything in the writable folders but creating device nodes: a device node made there
+                // would reach a disk or memory past every other rule.
+                let all = AccessFs::from_all(TARGET) & !(AccessFs::MakeChar | AccessFs::MakeBlock);
                 created = created
                     .add_rule(PathBeneath::new(PathFd::new("/").map_err(|e| fail(&e))?, read))
                     .map_err(|e| fail(&e))?;

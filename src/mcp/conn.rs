@@ -547,13 +547,25 @@ impl StdioWire {
             return Err(format!("could not start {program:?}: no such program"));
         }
         let mut cmd = if contained {
-            let mut c = Command::new("unshare");
+            // From PATH's absolute folders only: the server's folder may be the workspace.
+            let unshare = crate::builtin::system_program("unshare").unwrap_or_else(|| "unshare".into());
+            let mut c = Command::new(unshare);
+            c.arg0("unshare"); // as listed before: the bare name
             c.args(crate::builtin::unshare_args()).arg(program);
             c
         } else {
             Command::new(program)
         };
         cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        // The host's secrets (API keys, AWS credentials: the names bash never inherits either) are not
+        // handed to a server silently: one that needs a key names it in its `env` ("${GITHUB_TOKEN}"),
+        // where the approval question shows it. The official MCP SDKs pass a small safe set the same way.
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy().into_owned();
+            if crate::builtin::is_secret_name(&name) && !env.iter().any(|(k, _)| *k == name) {
+                cmd.env_remove(&name);
+            }
+        }
         cmd.envs(env.iter().map(|(k, v)| (k, v)));
         if let Some(dir) = cwd {
             cmd.current_dir(dir);

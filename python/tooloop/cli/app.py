@@ -265,13 +265,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     for why in loaded.problems:
         _say(why)
     interactive = task is None and stdin_tty
-    if loaded.pending:
+    if loaded.pending or loaded.pending_local:
         if interactive:
             try:
                 settings_files.approve_pending(loaded, settings.workspace, lambda q: ask_key(q, renderer, abort))
             except KeyboardInterrupt:
                 renderer.echo("\n")
                 return EXIT_INTERRUPTED
+        if loaded.pending_local:
+            why = "declined" if interactive else "not approved yet: run `tooloop` in this workspace to approve them"
+            _say(f"the hooks of {settings_files.local_settings_file(settings.workspace)} are not used ({why})")
         if loaded.pending:
             why = "declined" if interactive else "not approved yet: run `tooloop` in this workspace to approve them"
             _say(f"the allow rules and hooks of {loaded.project_file} are not used ({why})")

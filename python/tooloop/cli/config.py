@@ -128,6 +128,20 @@ def read_dotenv_text(path: Path, limit: int = DOTENV_MAX_BYTES) -> Tuple[Optiona
         os.close(fd)
 
 
+CONFIG_MAX_BYTES = 1024 * 1024
+"""The largest JSON configuration file read (.mcp.json, settings files)."""
+
+
+def read_config_text(path: Path, what: str) -> Optional[str]:
+    """A configuration file a repository may bring (.mcp.json, .tooloop/settings*.json) as text, read like
+    the .env file: a regular file of at most CONFIG_MAX_BYTES, without blocking (a FIFO or /dev/zero in
+    its place neither hangs the start nor fills memory). None when missing; ConfigProblem otherwise."""
+    text, problem = read_dotenv_text(Path(path), CONFIG_MAX_BYTES)
+    if problem:
+        raise ConfigProblem(f"cannot read {what} {path}: {problem}")
+    return text
+
+
 def load_dotenv(workspace: Path) -> Dict[str, str]:
     path = Path(workspace) / ".env"
     text, problem = read_dotenv_text(path)

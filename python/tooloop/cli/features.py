@@ -95,10 +95,13 @@ def skill_dirs(workspace: Path, env: Optional[Mapping[str, str]] = None) -> List
 
 def read_mcp_file(path: Path) -> Dict[str, Dict[str, Any]]:
     """The servers of a Claude Code style file ``{"mcpServers": {name: config}}``. Raises ConfigProblem."""
+    from .config import read_config_text
+
+    text = read_config_text(Path(path), "MCP config")
+    if text is None:
+        raise ConfigProblem(f"cannot read MCP config {path}: No such file or directory")
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigProblem(f"cannot read MCP config {path}: {e.strerror or e}") from None
+        data = json.loads(text)
     except (ValueError, UnicodeDecodeError) as e:
         raise ConfigProblem(f"MCP config {path} is not valid JSON: {e}") from None
     servers = data.get("mcpServers") if isinstance(data, dict) else None
@@ -147,6 +150,9 @@ def expand_vars(text: str, env: Optional[Mapping[str, str]] = None) -> str:
     return _VAR.sub(lambda m: env.get(m.group(1)) or (m.group(2) or ""), text)
 
 
+_PATH_WORD = re.compile(r"[^\s'\"=;,()\[\]{}<>|&`$]+")
+
+
 def _inside(path: Path, workspace: Path) -> bool:
     try:
         path.resolve().relative_to(workspace.resolve())
@@ -172,11 +178,13 @@ def pinned_files(config: Mapping[str, Any], workspace: Path,
     cwd = config.get("cwd")
     base = workspace / expand_vars(str(cwd), env) if cwd else workspace
     found: "set[Path]" = set()
+    # What the command names itself is always pinned; siblings and folder contents fill the rest.
+    named: "set[Path]" = set()
 
     def add_file(p: Path, siblings: bool) -> None:
         if not p.is_file() or not _inside(p, workspace):
             return
-        found.add(p.resolve())
+        named.add(p.resolve())
         if siblings and p.suffix:
             for q in sorted(p.resolve().parent.glob("*" + p.suffix))[:PIN_MAX_FILES]:
                 if q.is_file():
@@ -220,7 +228,17 @@ def pinned_files(config: Mapping[str, Any], workspace: Path,
                     add_path(base / c)
                 except OSError:
                     pass
-    return sorted(found)[:PIN_MAX_FILES]
+        # A script inside an argument (`sh -c "python3 server.py"`, `node -e "require('./srv.js')"`): each
+        # path-like word that names a workspace file is pinned too.
+        if len(arg) <= 4096 and any(ch in arg for ch in " ;'\"()"):
+            for word in _PATH_WORD.findall(arg)[:PIN_MAX_FILES]:
+                if word not in (".", "..") and not word.startswith("-"):
+                    try:
+                        add_file(base / word, siblings=True)
+                    except OSError:
+                        pass
+    rest = sorted(found - named)[:max(0, PIN_MAX_FILES - len(named))]
+    return sorted(named | set(rest))
 
 
 def _file_digest(path: Path) -> str:
@@ -268,8 +286,11 @@ def _shorten(value: str) -> str:
 def _spell_out(name: str, value: str, env: Mapping[str, str], sep: str) -> str:
     """`value` as written (the file shows it anyway), then each `${VAR}` it takes from the user's environment,
     spelled out: shortened when the variable, or the entry it goes into, is secret."""
-    line = f"{name}{sep}{value}"
-    secret_entry = _is_secret_name(name)
+    return f"{name}{sep}{value}" + _var_notes(value, env, _is_secret_name(name))
+
+
+def _var_notes(value: str, env: Mapping[str, str], secret_entry: bool = False) -> str:
+    """`   ← ${VAR} = …; …` for each `${VAR}` in `value` (empty when there is none)."""
     notes = []
     for m in _VAR.finditer(value):
         var, default = m.group(1), m.group(2)
@@ -280,7 +301,7 @@ def _spell_out(name: str, value: str, env: Mapping[str, str], sep: str) -> str:
             notes.append(f"${{{var}}} = YOUR {var}, a secret: {_shorten(got)}")
         else:
             notes.append(f"${{{var}}} = {got!r}")
-    return line + ("   ← " + "; ".join(notes) if notes else "")
+    return "   ← " + "; ".join(notes) if notes else ""
 
 
 def describe_for_approval(config: Mapping[str, Any], workspace: Path,
@@ -288,9 +309,13 @@ def describe_for_approval(config: Mapping[str, Any], workspace: Path,
     """The lines of the approval question: what runs (or where it connects), the workspace files pinned, and
     every env value and header the server gets, with `${VAR}` references spelled out."""
     env = os.environ if env is None else env
+    # The command line and the URL carry `${VAR}`s too (a secret in a query string or an argument leaves the
+    # machine as surely as a header): spelled out the same way, secrets shortened.
     lines = [f"  runs: {describe(config)}" if not config.get("url") else f"  connects to: {config['url']}"]
-    for m in _VAR.finditer(str(config.get("url") or "")):
-        lines[0] += f"   ← ${{{m.group(1)}}} = {env.get(m.group(1), '(not set)')!r}"
+    cmd = config.get("command")
+    words = [cmd] if isinstance(cmd, str) else list(cmd or [])
+    lines[0] += _var_notes(" ".join(str(w) for w in words + list(config.get("args") or []) + [config.get("url") or ""]),
+                           env)
     files = pinned_files(config, workspace, env)
     if files:
         shown = ", ".join(str(f.relative_to(Path(workspace).resolve())) for f in files[:8])

@@ -7,7 +7,10 @@ Three files, merged (lists joined):
   rules apply at once (they only take power away), its ``allow`` rules and hooks only once the user has
   approved them (asked at the start of an interactive session, like ``.mcp.json``; a changed file is asked
   again; ``-p`` and ``tooloop "task"`` never run an unapproved project hook);
-- the project-local ``<workspace>/.tooloop/settings.local.json``: the user's own (not checked in), trusted.
+- the project-local ``<workspace>/.tooloop/settings.local.json``: the user's own (not checked in), trusted,
+  except its hooks (commands that run outside the sandbox) when the file is checked into the repository or
+  its hooks changed since tooloop last ran in this workspace (a sandboxed command can write the file): then
+  they wait for approval like the project file's.
 
 Each holds ``{"permissions": {"allow": [...], "ask": [...], "deny": [...]}, "hooks": {"PreToolUse": [...],
 "PostToolUse": [...], "Stop": [...], "UserPromptSubmit": [...], "SessionStart": [...]}}``; a hook entry is
@@ -73,12 +76,11 @@ def local_settings_file(workspace: Path) -> Path:
 
 def read_settings(path: Path) -> Dict[str, Any]:
     """One settings file as a dict (``{}`` when absent). Raises ConfigProblem for a file that is not valid."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
+    from .config import read_config_text
+
+    text = read_config_text(Path(path), "settings")
+    if text is None:
         return {}
-    except OSError as e:
-        raise ConfigProblem(f"cannot read settings {path}: {e.strerror or e}") from None
     try:
         data = json.loads(text)
     except ValueError as e:
@@ -128,6 +130,8 @@ class LoadedSettings:
     hooks: List[CommandHook] = field(default_factory=list)
     #: The project file's allow rules and hooks, waiting for the user's approval (empty when approved).
     pending: Dict[str, Any] = field(default_factory=dict)
+    #: The local file's hooks, waiting for approval (checked in, or changed since tooloop last ran here).
+    pending_local: Dict[str, Any] = field(default_factory=dict)
     project_file: Optional[Path] = None
     problems: List[str] = field(default_factory=list)
 
@@ -165,23 +169,60 @@ def content_hash(part: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(part, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def approved_hash(workspace: Path) -> Optional[str]:
+def _approvals(workspace: Path) -> Dict[str, Any]:
     try:
         data = json.loads(approvals_file(workspace).read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
-        return None
-    value = data.get("project") if isinstance(data, dict) else None
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def approved_hash(workspace: Path, which: str = "project") -> Optional[str]:
+    value = _approvals(workspace).get(which)
     return str(value) if value else None
 
 
-def save_approval(workspace: Path, digest: str) -> None:
+def save_approval(workspace: Path, digest: str, which: str = "project") -> None:
     path = approvals_file(workspace)
+    data = _approvals(workspace)
+    data[which] = digest
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump({"project": digest}, f)
+        json.dump(data, f)
     os.replace(tmp, path)
+
+
+def _tracked_by_git(workspace: Path, path: Path) -> bool:
+    """Whether git tracks `path` (it came with the repository). False where there is no git."""
+    try:
+        # No fsmonitor: a workspace's .git/config (which a sandboxed command can write) could name a program.
+        proc = subprocess.run(["git", "-c", "core.fsmonitor=false", "-C", str(workspace), "ls-files",
+                               "--error-unmatch", "--", str(path)],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return proc.returncode == 0
+
+
+def _local_hooks_trusted(workspace: Path, hooks: Mapping[str, Any]) -> bool:
+    """The local file's hooks run unconfined, and a sandboxed command may write that file: they count at
+    once only when they are what tooloop saw here last time (recorded outside the workspace), or, the
+    first time, when the file is the user's own (not checked into the repository). Trusted hooks are
+    recorded, so a change made from inside the sandbox is asked about at the next start."""
+    digest = content_hash({"hooks": dict(hooks)})
+    known = approved_hash(workspace, "local_hooks")
+    if known == digest:
+        return True
+    if known is None and not _tracked_by_git(workspace, local_settings_file(workspace)):
+        try:
+            save_approval(workspace, digest, "local_hooks")
+        except OSError:
+            pass
+        return True
+    return False
 
 
 def load(workspace: Path, env: Optional[Mapping[str, str]] = None) -> LoadedSettings:
@@ -203,6 +244,9 @@ def load(workspace: Path, env: Optional[Mapping[str, str]] = None) -> LoadedSett
         s.allow += perms.get("allow") or []
         s.ask += perms.get("ask") or []
         s.deny += perms.get("deny") or []
+        if source == "local" and data.get("hooks") and not _local_hooks_trusted(workspace, data["hooks"]):
+            s.pending_local = {"hooks": data["hooks"]}
+            continue
         s.hooks += _hooks_of(data, source)
     project = project_settings_file(workspace)
     try:
@@ -228,7 +272,22 @@ def load(workspace: Path, env: Optional[Mapping[str, str]] = None) -> LoadedSett
 
 
 def approve_pending(s: LoadedSettings, workspace: Path, question: Callable[[str], Optional[bool]]) -> bool:
-    """Ask once about the project's pending allow rules and hooks; a yes applies and remembers them."""
+    """Ask once about the project's pending allow rules and hooks (and the local file's pending hooks); a yes
+    applies and remembers them."""
+    if s.pending_local:
+        hooks = _hooks_of(s.pending_local, "local")
+        shown = "; ".join(f"{h.event}{'(' + h.matcher + ')' if h.matcher else ''} hook: {h.command}" for h in hooks)
+        if len(shown) > 600:
+            shown = shown[:600] + " ..."
+        answer = question(f"{local_settings_file(workspace)} has hooks you have not approved here (checked into "
+                          f"the repository, or changed since tooloop last ran): {shown}. Run them? [y/n] ")
+        if answer:
+            try:
+                save_approval(workspace, content_hash(s.pending_local), "local_hooks")
+            except OSError:
+                pass
+            s.hooks += hooks
+            s.pending_local = {}
     if not s.pending or s.project_file is None:
         return False
     part = s.pending
