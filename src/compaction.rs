@@ -253,7 +253,7 @@ pub fn summary_request(
     Request {
         model: model.to_string(),
         max_tokens,
-        messages: vec![Message::user(text)],
+        messages: vec![Message::user(text)].into(),
         system: Some(Value::String(SUMMARY_SYSTEM.to_string())),
         tools: Vec::new(),
         tool_choice: None,

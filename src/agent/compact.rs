@@ -142,7 +142,7 @@ impl Agent {
         if let Some(blocks) = input {
             let mut entries = self.conversation.snapshot();
             entries.push(Entry::new(EntryRole::User, blocks));
-            request.messages = crate::conversation::render_view(&entries);
+            request.messages = crate::conversation::render_view(&entries).into();
             if lock(&self.config).cache && self.provider.supports_cache() {
                 crate::cache::add_breakpoints(&mut request);
             }

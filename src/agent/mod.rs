@@ -411,7 +411,7 @@ impl Agent {
     /// Like [`Agent::resume`], stopped by `cancel` (see [`Agent::run_cancellable`]).
     pub fn resume_cancellable(&self, cancel: CancelToken, on_event: &mut dyn FnMut(&Event)) -> Result<RunResult> {
         let _busy = self.begin(cancel)?;
-        if self.conversation.api_view().is_empty() {
+        if self.conversation.shared_view().is_empty() {
             return Err(Error::Config("nothing to resume: the conversation is empty".into()));
         }
         self.answer_pending("interrupted: the run stopped before this tool call ran; it was not run")?;

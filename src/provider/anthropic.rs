@@ -66,10 +66,16 @@ pub(crate) fn with_object_tool_inputs(request: &Request) -> Option<Request> {
         return None;
     }
     let mut copy = request.clone();
-    for block in copy.messages.iter_mut().flat_map(|m| m.content.iter_mut()) {
-        if let ContentBlock::ToolUse(t) = block {
-            if !t.input.is_object() {
-                t.input = Value::Object(Map::new());
+    // Only the messages holding such a call are copied; the others stay shared.
+    for i in 0..copy.messages.len() {
+        if !copy.messages[i].content.iter().any(bad) {
+            continue;
+        }
+        for block in copy.messages[i].content.iter_mut() {
+            if let ContentBlock::ToolUse(t) = block {
+                if !t.input.is_object() {
+                    t.input = Value::Object(Map::new());
+                }
             }
         }
     }
