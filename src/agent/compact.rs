@@ -49,7 +49,7 @@ impl Agent {
             let mut spent = (&mut run.usage, &mut run.cost_usd);
             if self.compact_inner(Reason::Threshold, None, false, cancel, &mut spent, on_event)?.is_some() {
                 request = request_now();
-                measured = Some(crate::compaction::request_bytes(&request));
+                measured = Some(self.sizes.request_bytes(&request));
             }
         }
         let mut overflows = 0;
@@ -65,7 +65,7 @@ impl Agent {
                         return Err(e);
                     }
                     request = request_now();
-                    measured = Some(crate::compaction::request_bytes(&request));
+                    measured = Some(self.sizes.request_bytes(&request));
                 }
                 other => return other,
             }
@@ -85,7 +85,7 @@ impl Agent {
         let est = lock(&self.sizing).estimator;
         match self.baseline_estimate() {
             Some(t) => t + est.tokens(extra),
-            None => est.tokens(crate::compaction::request_bytes(&self.request_with(input))),
+            None => est.tokens(self.sizes.request_bytes(&self.request_with(input))),
         }
     }
 
@@ -104,7 +104,7 @@ impl Agent {
         match self.baseline_estimate() {
             Some(t) => (t, None),
             None => {
-                let bytes = crate::compaction::request_bytes(request);
+                let bytes = self.sizes.request_bytes(request);
                 (lock(&self.sizing).estimator.tokens(bytes), Some(bytes))
             }
         }
