@@ -137,7 +137,7 @@ mod tests {
         Request {
             model: "m".into(),
             max_tokens: 10,
-            messages,
+            messages: messages.into(),
             system,
             tools: vec![
                 ToolSpec { name: "a".into(), description: String::new(), input_schema: json!({}), extra: Map::new() },

@@ -40,6 +40,35 @@ pub fn request_bytes(request: &Request) -> u64 {
     json_bytes(&request.tools) + json_bytes(&request.system) + json_bytes(&request.messages)
 }
 
+/// [`request_bytes`] at the cost of what is new: each message's size is kept with the message (its `Arc`,
+/// see [`crate::types::Messages`]) from the last call, so the next request of a conversation, which shares
+/// the unchanged messages, measures only the new ones. Always the same number as [`request_bytes`].
+#[derive(Debug, Default)]
+pub(crate) struct SizeCache(std::sync::Mutex<Vec<(std::sync::Arc<Message>, u64)>>);
+
+impl SizeCache {
+    /// [`request_bytes`] of `request`.
+    pub(crate) fn request_bytes(&self, request: &Request) -> u64 {
+        // Busy (another thread measures right now): measure in full rather than wait.
+        let Ok(mut cache) = self.0.try_lock() else { return request_bytes(request) };
+        let old = std::mem::take(&mut *cache);
+        let n = request.messages.len();
+        // `[`, `]` and a comma between two messages.
+        let mut total = json_bytes(&request.tools) + json_bytes(&request.system) + 2 + n.saturating_sub(1) as u64;
+        let mut fresh = Vec::with_capacity(n);
+        for (i, m) in request.messages.shared().iter().enumerate() {
+            let size = match old.get(i) {
+                Some((held, size)) if std::sync::Arc::ptr_eq(held, m) => *size,
+                _ => json_bytes(&**m),
+            };
+            total += size;
+            fresh.push((m.clone(), size));
+        }
+        *cache = fresh;
+        total
+    }
+}
+
 /// Tokens from bytes, calibrated by the last real usage.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Estimator {
@@ -253,7 +282,7 @@ pub fn summary_request(
     Request {
         model: model.to_string(),
         max_tokens,
-        messages: vec![Message::user(text)],
+        messages: vec![Message::user(text)].into(),
         system: Some(Value::String(SUMMARY_SYSTEM.to_string())),
         tools: Vec::new(),
         tool_choice: None,
@@ -317,6 +346,24 @@ mod tests {
 
     fn user(t: &str) -> Entry {
         Entry::new(EntryRole::User, vec![ContentBlock::text(t)])
+    }
+
+    #[test]
+    fn the_size_cache_measures_what_request_bytes_does_while_a_conversation_grows() {
+        let sizes = SizeCache::default();
+        let empty = Request { system: Some(json!("s")), ..Default::default() };
+        assert_eq!(sizes.request_bytes(&empty), request_bytes(&empty));
+        let mut history = crate::types::Messages::from(vec![Message::user("go")]);
+        for k in 0..8 {
+            let mut request = Request { messages: history.clone(), ..Default::default() };
+            if k == 5 {
+                request.messages[0].content.push(ContentBlock::text("changed in place"));
+            }
+            assert_eq!(sizes.request_bytes(&request), request_bytes(&request), "request {k}");
+            assert_eq!(sizes.request_bytes(&request), request_bytes(&request), "request {k}, again");
+            history.push(Message::assistant(format!("step {k}")));
+            history.push(Message::user(format!("result {k} \u{e9}")));
+        }
     }
 
     fn call(id: &str) -> Entry {

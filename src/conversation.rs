@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::types::{ContentBlock, Message, Role, StopReason, ToolResultBlock, ToolUseBlock, Usage};
+use crate::types::{ContentBlock, Message, Messages, Role, StopReason, ToolResultBlock, ToolUseBlock, Usage};
 
 pub(crate) mod compacted;
 
@@ -153,7 +153,7 @@ struct Store {
 #[derive(Debug, Default)]
 struct ViewCache {
     cut: usize,
-    prefix: Vec<Message>,
+    prefix: Vec<Arc<Message>>,
 }
 
 impl Conversation {
@@ -288,17 +288,24 @@ impl Conversation {
 
     /// The API view (see the module docs for the rules it guarantees).
     pub fn api_view(&self) -> Vec<Message> {
+        self.shared_view().into_vec()
+    }
+
+    /// The API view as shared messages: the turns before the newest complete assistant turn are the same
+    /// `Arc`s from one call to the next (until a change reaches back, such as a compaction), so building a
+    /// request costs what is new, and a binding can reuse what it built for an unchanged message.
+    pub fn shared_view(&self) -> Messages {
         let entries = self.read();
         let mut cache = self.view_cache();
         advance(&mut cache, &entries);
         let tail = &entries[cache.cut..];
         if cache.cut == 0 || compacted::any(tail) {
-            return render_view(&entries);
+            return render_view(&entries).into();
         }
         // Cut invariant: the tail starts with an assistant message and holds no compaction record, so its
         // rendering does not reach back, and nothing of it merges into the prefix.
         let tail = render_messages(tail);
-        let mut msgs = Vec::with_capacity(cache.prefix.len() + tail.len());
+        let mut msgs = Messages::with_capacity(cache.prefix.len() + tail.len());
         msgs.extend(cache.prefix.iter().cloned());
         msgs.extend(tail);
         msgs
@@ -333,13 +340,13 @@ fn advance(cache: &mut ViewCache, entries: &[Entry]) {
         if !ends_with_user(&compacted::effective(&entries[..cut])) {
             return;
         }
-        render_view(&entries[..cut])
+        render_view(&entries[..cut]).into_iter().map(Arc::new).collect()
     } else {
         if !ends_with_user(between) {
             return;
         }
         let mut p = std::mem::take(&mut cache.prefix);
-        p.extend(render_messages(between));
+        p.extend(render_messages(between).into_iter().map(Arc::new));
         p
     };
     // Always true given the checks above; should it not be, render everything fresh rather than trust it.
@@ -597,6 +604,7 @@ mod tests {
                 let fresh = render_view(&c.snapshot());
                 assert_eq!(c.api_view(), fresh, "seed {seed}, step {step}");
                 assert_eq!(c.api_view(), fresh, "seed {seed}, step {step}, second call");
+                assert_eq!(c.shared_view(), fresh, "seed {seed}, step {step}, shared");
                 if c.view_cache().cut > 0 {
                     cached_steps += 1;
                 }
@@ -617,6 +625,27 @@ mod tests {
             assert_eq!(c.api_view(), render_view(&c.snapshot()));
             let at = c.snapshot().iter().position(|e| e.id == id).unwrap();
             assert_eq!(c.view_cache().cut, at);
+        }
+    }
+
+    /// Building a view costs what is new: the messages before the previous newest assistant turn are the
+    /// very same `Arc`s as in the previous view, not copies (what makes a request O(new content)).
+    #[test]
+    fn a_tool_loop_shares_its_unchanged_messages_between_views() {
+        let c = Conversation::new();
+        c.add(EntryRole::User, vec![ContentBlock::text("go")]);
+        let mut prev: Option<Messages> = None;
+        for k in 0..30 {
+            c.add(EntryRole::Assistant, vec![tool_use(&format!("c{k}"))]);
+            c.push(Entry::tool_result(&format!("c{k}"), "t", json!("ok"), false));
+            let view = c.shared_view();
+            assert_eq!(view, render_view(&c.snapshot()));
+            if let Some(prev) = prev.filter(|_| k >= 2) {
+                let kept = prev.len() - 2;
+                let same = (0..kept).filter(|&i| Arc::ptr_eq(&prev.shared()[i], &view.shared()[i])).count();
+                assert_eq!(same, kept, "turn {k}: only {same} of {kept} unchanged messages shared");
+            }
+            prev = Some(view);
         }
     }
 

@@ -86,4 +86,4 @@ pub use session::{LoadReport, Session};
 pub use session_sqlite::SqliteSession;
 pub use store::SessionStore;
 pub use tools::{Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
-pub use types::{ContentBlock, Message, MessageResponse, Request, Role, StopReason, ToolSpec, Usage};
+pub use types::{ContentBlock, Message, MessageResponse, Messages, Request, Role, StopReason, ToolSpec, Usage};

@@ -511,7 +511,8 @@ mod tests {
                 extra: Default::default(),
             })],
         };
-        let mut r = Request { messages: vec![crate::types::Message::user("go"), result("1")], ..Default::default() };
+        let mut r =
+            Request { messages: vec![crate::types::Message::user("go"), result("1")].into(), ..Default::default() };
         let before = r.clone();
         wrap_up(&mut r, false);
         assert_eq!(r, before);

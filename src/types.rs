@@ -8,6 +8,9 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 
+mod messages;
+pub use messages::Messages;
+
 /// Who speaks a message in the API view.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -496,8 +499,9 @@ pub struct Request {
     pub model: String,
     /// Output token cap.
     pub max_tokens: u32,
-    /// The conversation, starting with a user message.
-    pub messages: Vec<Message>,
+    /// The conversation, starting with a user message. Shared, not copied, between the requests of a
+    /// conversation (see [`Messages`]); `vec![...].into()` builds one.
+    pub messages: Messages,
     /// System prompt: a string or an array of text blocks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<Value>,

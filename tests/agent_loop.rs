@@ -716,7 +716,7 @@ fn a_host_model_function_drives_the_loop_and_sees_tools_system_and_results() {
     assert_eq!(seen[0].tools.len(), 1);
     assert_eq!(seen[0].tools[0].name, "get_weather");
     assert_eq!(seen[0].tools[0].input_schema, weather_schema());
-    assert_valid_view(&seen[1].messages);
+    assert_valid_view(&seen[1].messages.to_vec());
     assert_valid_view(&agent.messages());
 }
 

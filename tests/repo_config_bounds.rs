@@ -68,7 +68,7 @@ fn send(p: &dyn tooloop::provider::Provider) -> tooloop::Result<tooloop::provide
     let req = tooloop::Request {
         model: "claude-x".into(),
         max_tokens: 16,
-        messages: vec![tooloop::Message::user("hi")],
+        messages: vec![tooloop::Message::user("hi")].into(),
         ..Default::default()
     };
     p.send(&req, &tooloop::CancelToken::new(), &mut |_| {})

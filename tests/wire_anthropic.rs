@@ -31,7 +31,7 @@ fn request(stream: bool) -> Request {
     Request {
         model: "claude-sonnet-4-6".into(),
         max_tokens: 1024,
-        messages: vec![Message::user("What's the weather in Paris?")],
+        messages: vec![Message::user("What's the weather in Paris?")].into(),
         stream,
         ..Default::default()
     }

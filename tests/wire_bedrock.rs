@@ -55,7 +55,7 @@ fn request(stream: bool) -> Request {
     Request {
         model: MODEL.into(),
         max_tokens: 1024,
-        messages: vec![Message::user("What's the weather in Paris?")],
+        messages: vec![Message::user("What's the weather in Paris?")].into(),
         stream,
         ..Default::default()
     }

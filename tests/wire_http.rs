@@ -36,7 +36,7 @@ fn request(stream: bool) -> Request {
     Request {
         model: "claude-sonnet-4-6".into(),
         max_tokens: 1024,
-        messages: vec![Message::user("Hi")],
+        messages: vec![Message::user("Hi")].into(),
         stream,
         ..Default::default()
     }

@@ -32,7 +32,7 @@ fn request(stream: bool) -> Request {
     Request {
         model: "gpt-4o-mini".into(),
         max_tokens: 512,
-        messages: vec![Message::user("Hello there")],
+        messages: vec![Message::user("Hello there")].into(),
         stream,
         ..Default::default()
     }
@@ -303,7 +303,8 @@ fn neutral_request_renders_as_chat_completions_with_string_arguments_and_one_too
                     ..Default::default()
                 })],
             },
-        ],
+        ]
+        .into(),
         tools: vec![ToolSpec {
             name: "get_weather".into(),
             description: "Current weather for a city.".into(),

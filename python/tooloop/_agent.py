@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from .events import Event
     from .types import (BackgroundCommand, HistoryEntry, Instructions, McpStatus, SessionReport, Skills, Todo)
 
-    #: A model written in Python: takes the request (a Messages API request dict), returns a message dict.
+    #: A model written in Python: takes the request (a Messages API request dict; read-only: the dicts of
+    #: unchanged messages are the same objects from one request to the next), returns a message dict.
     ModelFn = Callable[[Dict[str, Any]], Dict[str, Any]]
     #: A permission check: True allows the call, False denies it, a string denies it with that reason.
     PermissionFn = Callable[[ToolCall], Union[bool, str]]

@@ -49,7 +49,7 @@ impl Agent {
             let mut spent = (&mut run.usage, &mut run.cost_usd);
             if self.compact_inner(Reason::Threshold, None, false, cancel, &mut spent, on_event)?.is_some() {
                 request = request_now();
-                measured = Some(crate::compaction::request_bytes(&request));
+                measured = Some(self.sizes.request_bytes(&request));
                 // The summary was spent too: the turn's request must still fit under the cap.
                 if !self.request_affordable(&request) {
                     return Ok(None);
@@ -69,7 +69,7 @@ impl Agent {
                         return Err(e);
                     }
                     request = request_now();
-                    measured = Some(crate::compaction::request_bytes(&request));
+                    measured = Some(self.sizes.request_bytes(&request));
                     // A request sent again is a request: after the summary's cost it must fit under the cap.
                     if !self.request_affordable(&request) {
                         return Ok(None);
@@ -93,7 +93,7 @@ impl Agent {
         let est = lock(&self.sizing).estimator;
         match self.baseline_estimate() {
             Some(t) => t + est.tokens(extra),
-            None => est.tokens(crate::compaction::request_bytes(&self.request_with(input))),
+            None => est.tokens(self.sizes.request_bytes(&self.request_with(input))),
         }
     }
 
@@ -112,7 +112,7 @@ impl Agent {
         match self.baseline_estimate() {
             Some(t) => (t, None),
             None => {
-                let bytes = crate::compaction::request_bytes(request);
+                let bytes = self.sizes.request_bytes(request);
                 (lock(&self.sizing).estimator.tokens(bytes), Some(bytes))
             }
         }
@@ -150,7 +150,7 @@ impl Agent {
         if let Some(blocks) = input {
             let mut entries = self.conversation.snapshot();
             entries.push(Entry::new(EntryRole::User, blocks));
-            request.messages = crate::conversation::render_view(&entries);
+            request.messages = crate::conversation::render_view(&entries).into();
             if lock(&self.config).cache && self.provider.supports_cache() {
                 crate::cache::add_breakpoints(&mut request);
             }

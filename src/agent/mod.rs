@@ -79,6 +79,8 @@ pub struct Agent {
     current: Mutex<Option<CancelToken>>,
     running: Mutex<()>,
     sizing: Mutex<Sizing>,
+    /// Each message's size from the last measured request, so measuring the next one costs what is new.
+    sizes: crate::compaction::SizeCache,
     hooks: Mutex<crate::hooks::Hooks>,
     rules: Mutex<Option<(Arc<crate::rules::PermissionRules>, std::path::PathBuf)>>,
     spend: Mutex<Spend>,
@@ -131,6 +133,7 @@ impl Agent {
             current: Mutex::new(None),
             running: Mutex::new(()),
             sizing: Mutex::new(Sizing::default()),
+            sizes: Default::default(),
             hooks: Mutex::new(crate::hooks::Hooks::default()),
             rules: Mutex::new(None),
             spend: Mutex::new(Spend::default()),
@@ -411,7 +414,7 @@ impl Agent {
     /// Like [`Agent::resume`], stopped by `cancel` (see [`Agent::run_cancellable`]).
     pub fn resume_cancellable(&self, cancel: CancelToken, on_event: &mut dyn FnMut(&Event)) -> Result<RunResult> {
         let _busy = self.begin(cancel)?;
-        if self.conversation.api_view().is_empty() {
+        if self.conversation.shared_view().is_empty() {
             return Err(Error::Config("nothing to resume: the conversation is empty".into()));
         }
         self.answer_pending("interrupted: the run stopped before this tool call ran; it was not run")?;

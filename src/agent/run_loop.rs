@@ -134,7 +134,7 @@ impl Agent {
         let mut request = Request {
             model: c.model,
             max_tokens: c.max_tokens,
-            messages: self.conversation.api_view(),
+            messages: self.conversation.shared_view(),
             system: c.system,
             tools: self
                 .tools

@@ -26,6 +26,8 @@ pub struct AnthropicProvider {
     base_url: String,
     api_key: Option<Secret>,
     headers: Vec<(String, String)>,
+    /// The last request's messages as JSON, so a turn serializes only what is new.
+    bodies: super::body::BodyCache,
 }
 
 impl std::fmt::Debug for AnthropicProvider {
@@ -37,12 +39,15 @@ impl std::fmt::Debug for AnthropicProvider {
 impl AnthropicProvider {
     /// A provider for `base_url` (without `/v1`). `headers` are added to every request (e.g. `anthropic-beta`).
     pub fn new(http: HttpClient, base_url: String, api_key: Option<Secret>, headers: Vec<(String, String)>) -> Self {
-        AnthropicProvider { http, base_url, api_key, headers }
+        AnthropicProvider { http, base_url, api_key, headers, bodies: Default::default() }
     }
 
-    fn http_request(&self, request: &Request) -> Result<HttpRequest> {
+    /// `cached`: serialize through the cache of the last request's messages (an agent's requests, which
+    /// share them), not for a raw client's request, which is parsed afresh and shares nothing.
+    fn http_request(&self, request: &Request, cached: bool) -> Result<HttpRequest> {
         let sanitized = with_object_tool_inputs(request);
-        let body = serde_json::to_vec(sanitized.as_ref().unwrap_or(request))
+        let request = sanitized.as_ref().unwrap_or(request);
+        let body = if cached { self.bodies.to_vec(request).map(|(b, _)| b) } else { serde_json::to_vec(request) }
             .map_err(|e| Error::Config(format!("request not serializable: {e}")))?;
         let mut headers = vec![
             ("content-type".to_string(), "application/json".to_string()),
@@ -66,10 +71,16 @@ pub(crate) fn with_object_tool_inputs(request: &Request) -> Option<Request> {
         return None;
     }
     let mut copy = request.clone();
-    for block in copy.messages.iter_mut().flat_map(|m| m.content.iter_mut()) {
-        if let ContentBlock::ToolUse(t) = block {
-            if !t.input.is_object() {
-                t.input = Value::Object(Map::new());
+    // Only the messages holding such a call are copied; the others stay shared.
+    for i in 0..copy.messages.len() {
+        if !copy.messages[i].content.iter().any(bad) {
+            continue;
+        }
+        for block in copy.messages[i].content.iter_mut() {
+            if let ContentBlock::ToolUse(t) = block {
+                if !t.input.is_object() {
+                    t.input = Value::Object(Map::new());
+                }
             }
         }
     }
@@ -106,7 +117,7 @@ impl Provider for AnthropicProvider {
     }
 
     fn count_tokens(&self, request: &Request, cancel: &CancelToken) -> Result<Option<u64>> {
-        let mut req = self.http_request(request)?;
+        let mut req = self.http_request(request, true)?;
         // The endpoint takes the prompt fields only (no max_tokens, stream, sampling).
         let body: Value = serde_json::from_slice(&req.body).map_err(|e| Error::Config(e.to_string()))?;
         let keep = ["model", "messages", "system", "tools", "tool_choice", "thinking"];
@@ -180,7 +191,7 @@ impl Provider for AnthropicProvider {
         cancel: &CancelToken,
         on_event: &mut dyn FnMut(StreamEvent),
     ) -> Result<RawOpen> {
-        let req = self.http_request(&super::raw_request(body, true)?)?;
+        let req = self.http_request(&super::raw_request(body, true)?, false)?;
         let on_error = |s: u16, h: &[(String, String)], b: &[u8]| {
             redact_key(api_error_with_hint(s, h, b, "ANTHROPIC_API_KEY"), self.api_key.as_ref())
         };
@@ -231,7 +242,7 @@ impl AnthropicProvider {
         on_event: &mut dyn FnMut(StreamEvent),
         lazy: bool,
     ) -> Result<Response> {
-        let req = self.http_request(request)?;
+        let req = self.http_request(request, !lazy)?;
         let on_error = |s: u16, h: &[(String, String)], b: &[u8]| {
             redact_key(api_error_with_hint(s, h, b, "ANTHROPIC_API_KEY"), self.api_key.as_ref())
         };

@@ -15,6 +15,7 @@ use crate::types::{ContentBlock, MessageResponse, Request, Usage};
 
 pub mod anthropic;
 pub mod bedrock;
+mod body;
 pub mod host;
 pub mod openai;
 mod sigv4;

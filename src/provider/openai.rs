@@ -932,8 +932,12 @@ mod tests {
 
     #[test]
     fn max_completion_tokens_in_extra_replaces_max_tokens() {
-        let mut req =
-            Request { model: "o3".into(), max_tokens: 100, messages: vec![Message::user("hi")], ..Default::default() };
+        let mut req = Request {
+            model: "o3".into(),
+            max_tokens: 100,
+            messages: vec![Message::user("hi")].into(),
+            ..Default::default()
+        };
         assert_eq!(render_request(&req)["max_tokens"], json!(100));
         req.extra.insert("max_completion_tokens".into(), json!(4000));
         let body = render_request(&req);

@@ -112,3 +112,40 @@ def test_the_client_accepts_a_python_model_too() -> None:
     message = client.create({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "echo"}]})
     assert message["content"] == [{"type": "text", "text": "ECHO"}]
     assert message["stop_reason"] == "end_turn"
+
+
+def test_unchanged_messages_reach_the_model_as_the_same_dicts() -> None:
+    """A request costs what is new in it: the dicts of messages that did not change since the model's last
+    request are the very same objects, and every request still equals what the conversation holds."""
+    import json
+
+    turns = 6
+    snapshots: List[Dict[str, Any]] = []
+    requests: List[Dict[str, Any]] = []
+
+    def model(request: Dict[str, Any]) -> Dict[str, Any]:
+        requests.append(request)
+        snapshots.append(json.loads(json.dumps(request)))
+        k = len(requests)
+        if k > turns:
+            return {"content": [{"type": "text", "text": "Done."}], "stop_reason": "end_turn"}
+        return {"content": [{"type": "text", "text": f"Step {k}."},
+                            {"type": "tool_use", "id": f"t{k}", "name": "count", "input": {"n": k}}],
+                "stop_reason": "tool_use"}
+
+    def count(n: int) -> str:
+        """Count."""
+        return f"ok {n}"
+
+    agent = tooloop.Agent(model="fake-1", provider=model, tools=[count])
+    assert agent.run("Count.").text == "Done."
+    assert len(requests) == turns + 1
+    assert list(requests[0])[:3] == ["model", "max_tokens", "messages"]  # the wire's key order
+    for k in range(2, len(requests)):
+        prev, cur = requests[k - 1]["messages"], requests[k]["messages"]
+        kept = len(prev) - 2  # all but the newest assistant turn and its results, which are re-rendered
+        assert all(cur[i] is prev[i] for i in range(kept)), k
+    for request, snapshot in zip(requests, snapshots):
+        assert request == snapshot  # nothing changed a request after the model got it
+    assert requests[-1]["messages"] == agent.messages[:-1]
+    assert_valid_view(agent.messages)

@@ -15,7 +15,8 @@ use tooloop::provider::FnProvider;
 use tooloop::tools::{ToolContext, ToolError, ToolOutput};
 use tooloop::types::ToolUseBlock;
 use tooloop::{
-    Agent, AgentOptions, CancelToken, ContentBlock, Error, MessageResponse, Permission, Provider, Request, Tool,
+    Agent, AgentOptions, CancelToken, ContentBlock, Error, Message, MessageResponse, Permission, Provider, Request,
+    Tool,
 };
 
 use crate::convert::{from_py, to_py};
@@ -61,7 +62,50 @@ pub fn build_provider(
 fn host_provider(model: &Bound<'_, PyAny>, slot: &ErrSlot) -> Arc<dyn Provider> {
     let model = model.clone().unbind();
     let slot = slot.clone();
-    Arc::new(FnProvider::new(move |request: &Request, _cancel| call_model(&model, request, &slot)))
+    let dicts = Mutex::new(MessageDicts::default());
+    Arc::new(FnProvider::new(move |request: &Request, _cancel| call_model(&model, request, &slot, &dicts)))
+}
+
+/// The Python dicts of the messages of the model's last request, each with the message it was built from.
+/// A request shares the conversation's unchanged messages (the same `Arc`s turn after turn), and an `Arc`
+/// held here cannot change, so the same `Arc` at the same place gets the same dict again: converting a
+/// request costs what is new in it, not the whole history.
+#[derive(Default)]
+struct MessageDicts(Vec<(Arc<Message>, Py<PyAny>)>);
+
+/// `request` as the dict a Python model receives: its messages' dicts reused from `dicts` where the message
+/// is the one the last request held at that place.
+fn request_to_py<'py>(
+    py: Python<'py>,
+    request: &Request,
+    dicts: &Mutex<MessageDicts>,
+) -> Result<Bound<'py, PyAny>, String> {
+    let mut head = request.clone();
+    head.messages.clear();
+    let body = serde_json::to_value(&head).map_err(|e| format!("request not serializable: {e}"))?;
+    let dict = to_py(py, &body).map_err(|e| e.to_string())?;
+    // Busy means another thread converts a request of this model right now: do without the cache (waiting
+    // for it while holding the GIL could deadlock with that thread).
+    let mut cache = dicts.try_lock().ok();
+    let old = cache.as_mut().map(|c| std::mem::take(&mut c.0)).unwrap_or_default();
+    let mut fresh = Vec::with_capacity(request.messages.len());
+    let list = PyList::empty(py);
+    for (i, m) in request.messages.shared().iter().enumerate() {
+        let obj = match old.get(i) {
+            Some((held, obj)) if Arc::ptr_eq(held, m) => obj.clone_ref(py),
+            _ => {
+                let v = serde_json::to_value(&**m).map_err(|e| format!("request not serializable: {e}"))?;
+                to_py(py, &v).map_err(|e| e.to_string())?.unbind()
+            }
+        };
+        list.append(obj.bind(py)).map_err(|e| e.to_string())?;
+        fresh.push((m.clone(), obj));
+    }
+    if let Some(c) = cache.as_mut() {
+        c.0 = fresh;
+    }
+    dict.set_item("messages", list).map_err(|e| e.to_string())?;
+    Ok(dict)
 }
 
 /// Keyword arguments → the core's options: each value converted on its own, so an error names its key.
@@ -81,11 +125,16 @@ fn options_from_kwargs(py: Python<'_>, kwargs: &Bound<'_, PyDict>) -> PyResult<M
 
 /// Call the Python model. Its exceptions (including the validation errors `_agent.py` raises for a bad
 /// reply) are parked and re-raised unchanged in the caller.
-fn call_model(model: &Py<PyAny>, request: &Request, slot: &ErrSlot) -> Result<MessageResponse, Error> {
+fn call_model(
+    model: &Py<PyAny>,
+    request: &Request,
+    slot: &ErrSlot,
+    dicts: &Mutex<MessageDicts>,
+) -> Result<MessageResponse, Error> {
     Python::attach(|py| {
         let invalid = |message: String| Error::InvalidResponse { message, request_id: None };
-        let body = serde_json::to_value(request).map_err(|e| invalid(format!("request not serializable: {e}")))?;
-        let reply = match to_py(py, &body).and_then(|req| model.bind(py).call1((req,))) {
+        let req = request_to_py(py, request, dicts).map_err(invalid)?;
+        let reply = match model.bind(py).call1((req,)) {
             Ok(r) => r,
             Err(e) => {
                 let message = format!("the model callable raised: {e}");
