@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "mock"))
@@ -81,8 +81,20 @@ def work_tooloop(url: str, n: int, tasks: int) -> Dict[str, Any]:
     return {"seconds": secs, "ok": ok, "base": base, "peak": peak_bytes()}
 
 
-def work_sdk(url: str, n: int, tasks: int) -> Dict[str, Any]:
+def timed_pool(one: Callable[[int], bool], n: int, tasks: int) -> Dict[str, Any]:
+    """One warm-up call, then `tasks` calls of `one` on a thread pool of `n`: seconds, successes, memory."""
     from concurrent.futures import ThreadPoolExecutor
+
+    one(-1)
+    base = rss_bytes()
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        ok = sum(pool.map(one, range(tasks)))
+    secs = time.perf_counter() - t0
+    return {"seconds": secs, "ok": ok, "base": base, "peak": peak_bytes()}
+
+
+def work_sdk(url: str, n: int, tasks: int) -> Dict[str, Any]:
 
     import anthropic
     from anthropic import beta_tool
@@ -99,13 +111,7 @@ def work_sdk(url: str, n: int, tasks: int) -> Dict[str, Any]:
             last = message
         return last is not None and last.stop_reason == "end_turn"
 
-    one(-1)
-    base = rss_bytes()
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=n) as pool:
-        ok = sum(pool.map(one, range(tasks)))
-    secs = time.perf_counter() - t0
-    return {"seconds": secs, "ok": ok, "base": base, "peak": peak_bytes()}
+    return timed_pool(one, n, tasks)
 
 
 def work_pydantic_ai(url: str, n: int, tasks: int) -> Dict[str, Any]:
@@ -113,7 +119,6 @@ def work_pydantic_ai(url: str, n: int, tasks: int) -> Dict[str, Any]:
     the official SDK), `run_sync` on a thread pool of N, one agent per thread, reused for that thread's tasks
     (one agent shared by every thread fails: its async client is bound to the first thread's event loop)."""
     import threading
-    from concurrent.futures import ThreadPoolExecutor
 
     from pydantic_ai import Agent
     from pydantic_ai.models.anthropic import AnthropicModel
@@ -128,13 +133,7 @@ def work_pydantic_ai(url: str, n: int, tasks: int) -> Dict[str, Any]:
             agent = local.agent = Agent(model, tools=[lookup], retries=0)
         return bool(agent.run_sync(f"question {i}").output == "It is 42.")
 
-    one(-1)
-    base = rss_bytes()
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=n) as pool:
-        ok = sum(pool.map(one, range(tasks)))
-    secs = time.perf_counter() - t0
-    return {"seconds": secs, "ok": ok, "base": base, "peak": peak_bytes()}
+    return timed_pool(one, n, tasks)
 
 
 def work_ray(url: str, n: int, tasks: int) -> Dict[str, Any]:

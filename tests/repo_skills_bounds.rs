@@ -61,13 +61,7 @@ fn billion_laughs_and_deep_nesting_skills_are_reported_and_skipped_and_the_good_
     let set = SkillSet::discover(std::slice::from_ref(&root));
     let names: Vec<&str> = set.skills.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["good"]);
-    let why = |dir: &str| {
-        set.problems
-            .iter()
-            .find(|p| p.path.ends_with(format!("{dir}/SKILL.md")))
-            .map(|p| p.reason.clone())
-            .unwrap_or_else(|| panic!("{dir} not reported: {:?}", set.problems))
-    };
+    let why = |dir: &str| problem_of(&set, dir);
     assert!(why("lol").contains("alias"), "{}", why("lol"));
     let too_deep = |r: String| r.contains("deeper than") || r.contains("recursion limit");
     assert!(too_deep(why("deep")), "{}", why("deep"));
@@ -105,13 +99,7 @@ fn a_skill_file_that_is_a_proc_file_a_fifo_or_a_symlink_out_neither_hangs_nor_fi
     assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
     let names: Vec<&str> = set.skills.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["good"], "{:?}", set.problems);
-    let why = |dir: &str| {
-        set.problems
-            .iter()
-            .find(|p| p.path.ends_with(format!("{dir}/SKILL.md")))
-            .map(|p| p.reason.clone())
-            .unwrap_or_else(|| panic!("{dir} not reported: {:?}", set.problems))
-    };
+    let why = |dir: &str| problem_of(&set, dir);
     assert!(why("pagemap").contains("outside the skill's folder"), "{}", why("pagemap"));
     assert!(why("out").contains("outside the skill's folder"), "{}", why("out"));
     // The skill's SKILL.md swapped for a FIFO after discovery: using the skill fails at once.
@@ -131,4 +119,13 @@ fn a_skill_file_that_is_a_proc_file_a_fifo_or_a_symlink_out_neither_hangs_nor_fi
         Ok(other) => panic!("read a FIFO: {other:?}"),
     }
     let _ = std::fs::remove_file(root.join("../outside-skill.md"));
+}
+
+/// Why the skill in folder `dir` was skipped (the test fails when it was not reported).
+fn problem_of(set: &SkillSet, dir: &str) -> String {
+    set.problems
+        .iter()
+        .find(|p| p.path.ends_with(format!("{dir}/SKILL.md")))
+        .map(|p| p.reason.clone())
+        .unwrap_or_else(|| panic!("{dir} not reported: {:?}", set.problems))
 }
