@@ -112,6 +112,9 @@ impl Agent {
         let hooks = lock(&self.hooks).clone();
         let rules = lock(&self.rules).clone();
         let mut hook_failed: Option<Error> = None;
+        // fit.rs: no result takes more than a share of the context window.
+        let fit =
+            self.context_window().map(|w| (fit::result_budget(w, lock(&self.sizing).estimator.bytes_per_token), w));
         let (concurrency, guard, remind_after, progress_guard) = {
             let c = lock(&self.config);
             (c.tool_concurrency.max(1), c.repeat_guard, c.todo_reminder_after, c.progress_guard)
@@ -282,6 +285,9 @@ impl Agent {
                     // The model reads why instead of the request failing on the API's size limit.
                     outcome.content = Value::String(format!("the tool's result was not sent: {m}"));
                     outcome.is_error = true;
+                }
+                if let Some((budget, window)) = fit {
+                    fit::fit_result(&mut outcome.content, budget, window);
                 }
                 if let Some(g) = &progress_guard {
                     // A refusal by the user is news to the model, not a repeat.

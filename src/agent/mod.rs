@@ -10,13 +10,15 @@
 //! [`Event`]; `build.rs` `Agent::build`, the one way an agent is put together (for the options and for a
 //! `task` call's child agents) and the child's run; `run_loop.rs` the loop of a run (requests, the model's
 //! turn, the spend cap, structured answers); `dispatch.rs` one turn's tool calls (rules, hooks, permission,
-//! concurrency); `compact.rs` token estimates and compaction as the loop needs them.
+//! concurrency); `compact.rs` token estimates and compaction as the loop needs them; `fit.rs` keeps each tool
+//! result within a share of the context window.
 
 mod build;
 mod compact;
 mod config;
 mod dispatch;
 mod events;
+mod fit;
 mod run_loop;
 
 use std::collections::HashMap;
