@@ -247,8 +247,8 @@ impl Agent {
                 }
                 _ if wrap_up && !calls.is_empty() => {
                     // The wrap-up asked for the answer with tools off, and the server sent calls anyway (some
-                    // local servers ignore tool_choice none). The check they would repeat has passed: they are
-                    // not run, each gets its one result, and the run ends here.
+                    // local servers ignore tool_choice none). The turn before only repeated what was done: they
+                    // are not run, each gets its one result, and the run ends here.
                     let note = state.progress.wrap_up_ignored_note();
                     for call in &calls {
                         let result = Value::String(crate::progress::WRAP_UP_IGNORED.into());
