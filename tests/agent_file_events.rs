@@ -6,31 +6,16 @@
 
 #[path = "common/mock.rs"]
 mod mock;
+#[path = "common/tempdir.rs"]
+mod tempdir;
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use mock::{MockServer, scripted};
 use serde_json::json;
+use tempdir::TempDir as Ws;
 use tooloop::types::ToolUseBlock;
 use tooloop::{AgentOptions, Event, FileChangeKind, Permission};
-
-struct Ws(PathBuf);
-
-impl Ws {
-    fn new(tag: &str) -> Ws {
-        let dir = std::env::temp_dir().join(format!("tooloop-file-events-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Ws(dir)
-    }
-}
-
-impl Drop for Ws {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn agent(mock: &MockServer, ws: &Ws) -> tooloop::Agent {
     let options = json!({"model": "claude-sonnet-4-6", "api_key": "sk-ant-mock", "base_url": mock.base_url(),

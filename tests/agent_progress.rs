@@ -6,11 +6,12 @@
 
 #[path = "common/mock.rs"]
 mod mock;
-
-use std::path::PathBuf;
+#[path = "common/tempdir.rs"]
+mod tempdir;
 
 use mock::{MockServer, scripted};
 use serde_json::{Value, json};
+use tempdir::TempDir as Ws;
 use tooloop::{AgentOptions, Event, RunResult, StopReason};
 
 fn write(path: &str, content: &str) -> Value {
@@ -23,23 +24,6 @@ fn bash(command: &str) -> Value {
 
 fn read(path: &str) -> Value {
     json!({"name": "read_file", "input": {"path": path}})
-}
-
-struct Ws(PathBuf);
-
-impl Ws {
-    fn new(tag: &str) -> Ws {
-        let dir = std::env::temp_dir().join(format!("tooloop-progress-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Ws(dir)
-    }
-}
-
-impl Drop for Ws {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn run(mock: &MockServer, ws: &Ws, extra: Value) -> (RunResult, Vec<Event>) {

@@ -6,15 +6,18 @@
 
 #[path = "common/mock.rs"]
 mod mock;
+#[path = "common/tempdir.rs"]
+mod tempdir;
 
 use mock::{MockServer, scripted};
 use serde_json::json;
+use tempdir::TempDir;
 use tooloop::{AgentOptions, StopReason};
 
 #[test]
 fn a_log_many_windows_long_reaches_the_model_cut_to_a_quarter_of_the_window_with_its_start_and_end() {
-    let dir = std::env::temp_dir().join(format!("tooloop-fit-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let ws = TempDir::new("result-fit");
+    let dir = &ws.0;
     let log: String = (0..1500).map(|i| format!("request {i}\n")).collect();
     std::fs::write(dir.join("app.log"), &log).unwrap();
     let steps = [json!({"name": "read_file", "input": {"path": "app.log"}}), json!("The last request was 1499.")];
@@ -23,7 +26,6 @@ fn a_log_many_windows_long_reaches_the_model_cut_to_a_quarter_of_the_window_with
         "builtin_tools": true, "workspace": dir, "sandbox": "off", "stream": false, "context_window": 4096});
     let agent = AgentOptions::from_value(options).unwrap().build().unwrap();
     let result = agent.run("what was the last request?", &mut |_| {}).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(result.stop_reason, Some(StopReason::EndTurn));
 
     let requests = mock.requests();
@@ -41,13 +43,10 @@ fn a_log_many_windows_long_reaches_the_model_cut_to_a_quarter_of_the_window_with
 
     // A large window leaves the same result whole (read_file's own 2,000-line cap is above 1,500 lines).
     let mock = MockServer::start(&scripted("a long read", &steps));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("app.log"), &log).unwrap();
     let options = json!({"model": "claude-sonnet-4-6", "api_key": "sk-ant-mock", "base_url": mock.base_url(),
         "builtin_tools": true, "workspace": dir, "sandbox": "off", "stream": false});
     let agent = AgentOptions::from_value(options).unwrap().build().unwrap();
     agent.run("what was the last request?", &mut |_| {}).unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     let requests = mock.requests();
     let sent = requests[1]["body"]["messages"].as_array().unwrap().last().unwrap()["content"][0]["content"].to_string();
     assert!(!sent.contains("not shown"));
