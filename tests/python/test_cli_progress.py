@@ -122,6 +122,45 @@ def test_an_answer_that_writes_an_already_made_call_as_text_stands_and_a_new_one
     assert "Call the tool through the tool-calling interface" in json.dumps(reqs[4]["body"]["messages"][-1])
 
 
+def _cut(*calls):
+    """A reply that hit max_tokens inside its (last) tool call."""
+    reply = tool_reply(*calls)
+    reply["anthropic"]["stop_reason"] = "max_tokens"
+    return reply
+
+
+def test_an_answer_cut_off_at_max_tokens_is_asked_to_write_less_and_the_command_finishes(tooloop_exe, ws, tmp_path):
+    # A small model writing a test file degenerates into repeating lines until max_tokens: the cut call never
+    # runs, the model is told so and asked to write less at a time, and its next, shorter call finishes the task.
+    long = {"path": "test_pal.py", "content": "assert True\n" * 40}
+    steps = [_cut(("c1", "write_file", long)),
+             tool_reply(("w", "write_file", {"path": "test_pal.py", "content": "assert True\n"})),
+             text_reply("test_pal.py is written.")]
+    with MockServer({"responses": steps}) as mock:
+        proc = run(tooloop_exe, ws, cli_env(tmp_path, mock), "--context-window", "4096", "write test_pal.py")
+        reqs = mock.requests()
+    assert proc.returncode == 0 and len(reqs) == 3, proc.stderr
+    told = reqs[1]["body"]["messages"]
+    result, note = told[-1]["content"][0], json.dumps(told[-1]["content"][1:])
+    assert result["type"] == "tool_result" and result["is_error"] is True, "the cut call is answered, never run"
+    # --context-window 4096 caps max_tokens at a quarter of it
+    assert "cut off at the output token limit (1024 tokens), inside a write_file call, which did not run" in note
+    assert "Write less at a time" in note
+    assert (ws / "test_pal.py").read_text() == "assert True\n"
+    assert "asking the model to write less at a time (1/2)" in proc.stdout
+
+
+def test_an_answer_cut_off_again_and_again_ends_with_the_cut_off_line_after_two_corrections(
+        tooloop_exe, ws, tmp_path):
+    steps = [_cut(("c%d" % i, "write_file", {"path": "x.py", "content": "x = 1\n" * 30})) for i in range(4)]
+    with MockServer({"responses": steps}) as mock:
+        proc = run(tooloop_exe, ws, cli_env(tmp_path, mock), "write x.py")
+        n = len(mock.requests())
+    assert proc.returncode == 1 and n == 3, (n, proc.stderr)
+    assert proc.stderr.strip() == "tooloop: the answer was cut off at the output token limit (max_tokens)"
+    assert not (ws / "x.py").exists()
+
+
 # -- bench/local_tasks.py -------------------------------------------------------------------------------------
 
 def _call(i, name, args):

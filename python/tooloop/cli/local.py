@@ -193,5 +193,14 @@ def correction(name: str) -> str:
             "tool-calling interface (not as text), or, if the task is done, answer without calling a tool.")
 
 
+def cut_off_correction(limit: Optional[int], name: Optional[str]) -> str:
+    """The one line sent back when an answer stopped at max_tokens (`limit`), cut inside a `name` call."""
+    size = f" ({limit} tokens)" if limit else ""
+    cut = f", inside a {name} call, which did not run" if name else ""
+    return (f"Your last answer was cut off at the output token limit{size}{cut}. Write less at a time: a "
+            "shorter file or command, or a long file in parts (write_file the first part, then edit_file to "
+            "add the rest). If the task is done, answer in plain words without calling a tool.")
+
+
 def extra_body(temperature: Optional[float]) -> Optional[Dict[str, Any]]:
     return None if temperature is None else {"temperature": temperature}

@@ -12,7 +12,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
-from typing import TYPE_CHECKING, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Union
 
 from .render import Renderer
 
@@ -254,31 +254,51 @@ def show(renderer: Renderer, event: Event) -> None:
 MAX_CORRECTIONS = 2
 
 
+def _cut_call(message: Optional[Dict[str, Any]]) -> Optional[str]:
+    """The name of the tool call a max_tokens stop cut off (the last tool_use of `message`), if any."""
+    blocks = (message or {}).get("content")
+    names = [b.get("name") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"] \
+        if isinstance(blocks, list) else []
+    return str(names[-1]) if names and names[-1] else None
+
+
 def run_with_corrections(agent: Agent, text: Optional[Prompt], renderer: Optional[Renderer], abort: threading.Event,
                          settings: Optional[Settings] = None, checkpoints: Optional[Checkpoints] = None) -> Outcome:
-    """`run_task`, then, for a local or small model whose final answer is a tool call written as text
-    (JSON in a fence, <tool_call> tags, an echoed <tools> block): send a one-line correction as the next
-    user message and continue, at most MAX_CORRECTIONS times."""
-    from .local import correction, is_custom_endpoint, repeats_a_call, text_tool_call
+    """`run_task`, then send a one-line correction as the next user message and continue, at most
+    MAX_CORRECTIONS times for each kind: when the answer was cut off at max_tokens (any model: a cut tool
+    call never runs, so the model is asked to write less at a time), and, for a local or small model, when
+    its final answer is a tool call written as text (JSON in a fence, <tool_call> tags, an echoed <tools>
+    block)."""
+    from .local import correction, cut_off_correction, is_custom_endpoint, repeats_a_call, text_tool_call
 
     outcome = run_task(agent, text, renderer, abort, settings, checkpoints)
     watch = getattr(settings, "prompt_style", "full") == "compact" or is_custom_endpoint(
         getattr(settings, "base_url", None))
-    tries = 0
-    while watch and outcome.status == "ok" and tries < MAX_CORRECTIONS:
-        try:
-            names = [str(n) for n in getattr(agent, "tools", [])]
-        except Exception:
-            names = []
-        name = text_tool_call(outcome.result.text if outcome.result is not None else "", names)
-        if name is None or repeats_a_call(outcome.result.text if outcome.result is not None else "",
-                                          getattr(outcome.result, "tool_calls", None)):
+    tries = cut_tries = 0
+    while outcome.status == "ok" and outcome.result is not None:
+        if outcome.result.stop_reason == "max_tokens" and cut_tries < MAX_CORRECTIONS:
+            cut_tries += 1
+            limit = getattr(settings, "max_tokens", None)
+            if renderer is not None:
+                renderer.notice(f"the answer was cut off at the output token limit; asking the model to write "
+                                f"less at a time ({cut_tries}/{MAX_CORRECTIONS})")
+            note = cut_off_correction(limit, _cut_call(outcome.result.message))
+        elif watch and tries < MAX_CORRECTIONS:
+            try:
+                names = [str(n) for n in getattr(agent, "tools", [])]
+            except Exception:
+                names = []
+            name = text_tool_call(outcome.result.text, names)
+            if name is None or repeats_a_call(outcome.result.text, getattr(outcome.result, "tool_calls", None)):
+                break
+            tries += 1
+            if renderer is not None:
+                renderer.notice(f"the model wrote a tool call as text; asking it to use the tool ({tries}/"
+                                f"{MAX_CORRECTIONS})")
+            note = correction(name)
+        else:
             break
-        tries += 1
-        if renderer is not None:
-            renderer.notice(f"the model wrote a tool call as text; asking it to use the tool ({tries}/"
-                            f"{MAX_CORRECTIONS})")
-        nxt = run_task(agent, correction(name), renderer, abort, settings, checkpoints)
+        nxt = run_task(agent, note, renderer, abort, settings, checkpoints)
         nxt.turns += outcome.turns
         nxt.compactions += outcome.compactions
         if outcome.usage is not None and nxt.usage is not None:
