@@ -21,8 +21,10 @@
 //! content it already had, with nothing failing since the last change, the next request is
 //! sent once with tools disabled (`tool_choice` none, the tools still defined so the history stays valid)
 //! and a line asking for the final answer ([`wrap_up`]): the model has to answer in text, and the run ends
-//! the natural way, with `end_turn`. Once per run. A server that ignores `tool_choice` none and sends calls
-//! anyway gets them answered, not run ([`WRAP_UP_IGNORED`]), and the run ends with `"repetition"`.
+//! the natural way, with `end_turn`. Once per run. A server that ignores `tool_choice` none (llama.cpp's
+//! Anthropic endpoint drops it) and sends calls anyway gets them answered, not run ([`WRAP_UP_AGAIN`]), and
+//! the request goes once more with tools off; calls sent in that one too are answered [`WRAP_UP_IGNORED`]
+//! and the run ends with `"repetition"`.
 //!
 //! Must never: stop a run whose calls keep producing something new (a cycle of commands whose output changes,
 //! like a poll, is left alone), or judge a call before it ran. It only reads what the loop hands it: no I/O,
@@ -61,7 +63,12 @@ pub const WRAP_UP_NOTE: &str = "[tooloop: tools are off for this answer. Your la
                                 it worked (or what is left).]";
 
 /// The result of a call the model made in the wrap-up turn anyway (a server that ignores `tool_choice` none):
-/// not run, and the run ends with stop_reason `"repetition"`.
+/// not run, and the wrap-up request goes once more.
+pub const WRAP_UP_AGAIN: &str = "not run: tools are off for this answer, because your last call only repeated \
+                                 what was already done. Do not call a tool: answer in plain words.";
+
+/// The result of a call the model made in the second wrap-up turn too: not run, and the run ends with
+/// stop_reason `"repetition"`.
 pub const WRAP_UP_IGNORED: &str = "not run: tools were off for this answer, because your last call only repeated \
                                    what was already done. The run ends here.";
 
@@ -75,6 +82,10 @@ enum WrapUp {
     Due,
     /// Sent: once per run.
     Sent,
+    /// Sent, and the server answered with calls anyway: the next request is the wrap-up again, the last one.
+    Again,
+    /// Sent again.
+    SentAgain,
 }
 
 /// Longest cycle of turns looked for (A B A B and A B C A B C; one-turn repeats are the repeat guard's).
@@ -252,20 +263,34 @@ impl Progress {
 impl Progress {
     /// The note of the event that ends a run whose wrap-up turn called a tool anyway: what happened, then what
     /// the turn before repeated (the CLI's stop line shows it).
-    pub fn wrap_up_ignored_note(&self) -> String {
+    fn wrap_up_ignored_note(&self) -> String {
         let what = if self.last_stall.is_empty() { String::new() } else { format!(" {}.", self.last_stall) };
         format!(
-            "[tooloop: the run is stopped: asked for its final answer with tools off, the model called a tool again.{what}]"
+            "[tooloop: the run is stopped: asked twice for its final answer with tools off, the model called a tool \
+             again.{what}]"
         )
     }
 
-    /// Whether the next request is the wrap-up (tools disabled); `true` once per run, then never again.
+    /// Whether the next request is the wrap-up (tools disabled); `true` once per run (twice when the first
+    /// one was ignored, see [`Progress::wrap_up_ignored`]), then never again.
     pub fn take_wrap_up(&mut self) -> bool {
-        let due = self.wrap_up == WrapUp::Due;
-        if due {
-            self.wrap_up = WrapUp::Sent;
+        match self.wrap_up {
+            WrapUp::Due => self.wrap_up = WrapUp::Sent,
+            WrapUp::Again => self.wrap_up = WrapUp::SentAgain,
+            _ => return false,
         }
-        due
+        true
+    }
+
+    /// The wrap-up turn called tools anyway (its server ignores `tool_choice` none). `None`: the first time;
+    /// answer the calls [`WRAP_UP_AGAIN`] and send the wrap-up request once more. `Some(note)`: the second
+    /// time; answer them [`WRAP_UP_IGNORED`] and end the run, `note` saying why.
+    pub fn wrap_up_ignored(&mut self) -> Option<String> {
+        if self.wrap_up == WrapUp::Sent {
+            self.wrap_up = WrapUp::Again;
+            return None;
+        }
+        Some(self.wrap_up_ignored_note())
     }
 }
 
@@ -464,6 +489,16 @@ mod tests {
         assert!(!p.take_wrap_up(), "once");
         assert!(turn(&mut p, &[(run.clone(), "1")]).is_some());
         assert!(!p.take_wrap_up(), "once per run");
+        // A server that ignores tool_choice none: the wrap-up goes once more, then the run ends.
+        let mut p = Progress::default();
+        turn(&mut p, &[(run.clone(), "1")]);
+        turn(&mut p, &[(run.clone(), "1")]);
+        assert!(p.take_wrap_up());
+        assert_eq!(p.wrap_up_ignored(), None, "ignored once: asked again");
+        assert!(p.take_wrap_up(), "the second wrap-up request");
+        assert!(!p.take_wrap_up());
+        let note = p.wrap_up_ignored().unwrap();
+        assert!(note.starts_with("[tooloop: the run is stopped: asked twice for its final answer"), "{note}");
 
         // A rewrite of what the file already held, nothing failing since the change: done too.
         let unchanged = "unchanged hello.py (8 bytes; it already had this content)";

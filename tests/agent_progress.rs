@@ -204,35 +204,66 @@ fn a_model_that_rewrites_a_fixed_file_unchanged_gets_the_tools_off_request_and_e
 }
 
 #[test]
-fn the_wrap_up_is_sent_once_and_calls_a_server_sends_anyway_are_not_run_and_end_the_run() {
-    // A server that ignores tool_choice none (llama.cpp's Anthropic endpoint sometimes does): the model keeps
-    // re-running its check, and in the wrap-up turn it calls a tool that would change the workspace.
+fn a_wrap_up_ignored_once_is_asked_again_and_a_text_answer_then_ends_the_run_with_end_turn() {
     let steps = [
         write("hello.py", "print('hi')\n"),
         bash("python3 hello.py"),
         bash("python3 hello.py"),
         bash("touch ran-anyway"),
+        json!("hello.py prints hi."),
+    ];
+    let mock = MockServer::start(&scripted("progress detection", &steps));
+    let ws = Ws::new("wrapup-again");
+    let (_agent, result, _events) = run_agent(&mock, &ws, json!({}));
+    assert_eq!((result.stop_reason, result.turns), (Some(StopReason::EndTurn), 5));
+    assert_eq!(result.text, "hello.py prints hi.");
+    assert!(!ws.0.join("ran-anyway").exists(), "a call made with tools off is not run");
+    let requests = mock.requests();
+    assert_eq!(tool_choice(&requests, 4), json!({"type": "none"}));
+    let sent = serde_json::to_string(&requests[4]["body"]["messages"]).unwrap();
+    assert!(sent.contains("Do not call a tool: answer in plain words."), "{sent}");
+}
+
+#[test]
+fn the_wrap_up_is_sent_once_and_calls_a_server_sends_anyway_are_not_run_and_end_the_run() {
+    // A server that ignores tool_choice none (llama.cpp's Anthropic endpoint drops it): the model keeps
+    // re-running its check, and in both wrap-up turns it calls a tool that would change the workspace.
+    let steps = [
+        write("hello.py", "print('hi')\n"),
+        bash("python3 hello.py"),
+        bash("python3 hello.py"),
+        bash("touch ran-anyway"),
+        bash("touch ran-anyway-too"),
         json!("never asked for"),
     ];
     let mock = MockServer::start(&scripted("progress detection", &steps));
     let ws = Ws::new("wrapup-once");
     let (agent, result, events) = run_agent(&mock, &ws, json!({}));
-    assert_eq!((result.stop_reason, result.turns), (Some(StopReason::Repetition), 4));
+    assert_eq!((result.stop_reason, result.turns), (Some(StopReason::Repetition), 5));
     let requests = mock.requests();
     let off: Vec<usize> =
         (0..requests.len()).filter(|&i| tool_choice(&requests, i) == json!({"type": "none"})).collect();
-    assert_eq!(off, vec![3], "once per run, and the run ends with that turn");
+    assert_eq!(off, vec![3, 4], "sent, ignored, sent once more: the run ends with that turn");
     assert!(!ws.0.join("ran-anyway").exists(), "a call made with tools off is not run");
-    let (_, stopped, note) = repetitions(&events).pop().unwrap();
+    assert!(!ws.0.join("ran-anyway-too").exists(), "a call made with tools off is not run");
+    let reps = repetitions(&events);
+    assert_eq!(reps.len(), 2, "the first ignored wrap-up, the stop: {reps:?}");
+    assert!(!reps[0].1 && reps[0].2.contains("asked once more"), "{reps:?}");
+    let (_, stopped, note) = reps[1].clone();
     assert!(stopped, "{note}");
-    assert!(note.starts_with("[tooloop: the run is stopped: asked for its final answer with tools off"), "{note}");
+    assert!(
+        note.starts_with("[tooloop: the run is stopped: asked twice for its final answer with tools off"),
+        "{note}"
+    );
     assert!(note.contains("Bash(python3 hello.py) already ran before with exactly the same output"), "{note}");
-    // The call got its one result: the conversation stays valid for the next run.
-    let last = agent.messages().pop().unwrap();
-    let last = serde_json::to_value(&last).unwrap();
+    // Each call got its one result: the conversation stays valid for the next run.
+    let mut messages = agent.messages();
+    let last = serde_json::to_value(messages.pop().unwrap()).unwrap();
     assert_eq!(last["content"][0]["type"], "tool_result", "{last}");
     assert_eq!(last["content"][0]["is_error"], true, "{last}");
     assert_eq!(last["content"][0]["content"], tooloop::progress::WRAP_UP_IGNORED, "{last}");
+    let first = serde_json::to_value(&messages[messages.len() - 2]).unwrap();
+    assert_eq!(first["content"][0]["content"], tooloop::progress::WRAP_UP_AGAIN, "{first}");
     // A failing check run again is no reason to take the tools away: the model may still fix it.
     let mut steps = vec![write("t.py", "raise SystemExit(1)\n")];
     for _ in 0..4 {

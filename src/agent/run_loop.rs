@@ -248,23 +248,31 @@ impl Agent {
                 _ if wrap_up && !calls.is_empty() => {
                     // The wrap-up asked for the answer with tools off, and the server sent calls anyway (some
                     // local servers ignore tool_choice none). The turn before only repeated what was done: they
-                    // are not run, each gets its one result, and the run ends here.
-                    let note = state.progress.wrap_up_ignored_note();
+                    // are not run, each gets its one result; the first time the wrap-up goes once more, the
+                    // second time the run ends here.
+                    let stop = state.progress.wrap_up_ignored();
+                    let result =
+                        if stop.is_some() { crate::progress::WRAP_UP_IGNORED } else { crate::progress::WRAP_UP_AGAIN };
                     for call in &calls {
-                        let result = Value::String(crate::progress::WRAP_UP_IGNORED.into());
-                        self.record(Entry::tool_result(&call.id, &call.name, result, true))?;
+                        self.record(Entry::tool_result(&call.id, &call.name, Value::String(result.into()), true))?;
                     }
                     if let Some(call) = calls.last() {
                         on_event(&Event::Repetition {
                             id: call.id.clone(),
                             name: call.name.clone(),
-                            count: 1,
-                            stopped: true,
-                            note,
+                            count: if stop.is_some() { 2 } else { 1 },
+                            stopped: stop.is_some(),
+                            note: stop.clone().unwrap_or_else(|| {
+                                "[tooloop: no progress: asked for its final answer with tools off, the model called \
+                                 a tool anyway; not run, and asked once more]"
+                                    .into()
+                            }),
                         });
                     }
-                    run.stop_reason = Some(StopReason::Repetition);
-                    return Ok(run);
+                    if stop.is_some() {
+                        run.stop_reason = Some(StopReason::Repetition);
+                        return Ok(run);
+                    }
                 }
                 _ if !calls.is_empty() => {
                     if self.run_tools(&calls, &bad_inputs, &mut state, &cancel, &mut run, on_event)? {

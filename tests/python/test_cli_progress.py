@@ -34,14 +34,15 @@ def test_a_model_that_rewrites_identical_content_gets_the_tools_off_turn_and_a_c
         proc = run(tooloop_exe, ws, cli_env(tmp_path, mock), "make hello.txt say hi")
         reqs = mock.requests()
     assert proc.returncode == 1
-    assert len(reqs) == 4, "told at turn 3, the wrap-up turn 4 calls a tool: stopped there"
-    assert reqs[3]["body"].get("tool_choice") == {"type": "none"}
+    assert len(reqs) == 5, "told at turn 3, the wrap-up turns 4 and 5 call a tool: stopped there"
+    assert [r["body"].get("tool_choice") for r in reqs[3:]] == [{"type": "none"}] * 2
     told = json.dumps(reqs[3]["body"]["messages"][-1])
     assert "wrote exactly the content the file already had" in told and "tools are off for this answer" in told
+    assert "Do not call a tool: answer in plain words." in json.dumps(reqs[4]["body"]["messages"][-1])
     line = proc.stderr.strip()
     assert line.count("\n") == 0
-    assert line.startswith("tooloop: stopped: no progress (asked for its final answer with tools off, the model "
-                           "called a tool again."), line
+    assert line.startswith("tooloop: stopped: no progress (asked twice for its final answer with tools off, the "
+                           "model called a tool again."), line
     assert "write_file(hello.txt) wrote exactly the content" in line.lower()
     assert "no progress (1 turn): the model was told it repeats itself" in proc.stdout
     assert (ws / "hello.txt").read_text() == "hi\n"
