@@ -366,6 +366,12 @@ fn describe(call: &ToolUseBlock) -> String {
 fn same_result(call: &ToolUseBlock, text: &str, is_error: bool) -> String {
     if passed(call, text, is_error) {
         format!("{} already ran before with exactly the same output and it passed (exit code 0)", describe(call))
+    } else if is_error {
+        format!(
+            "{} failed again with exactly the same error, and made as it is it will keep failing: change its input \
+             or use another tool",
+            describe(call)
+        )
     } else {
         format!("{} already ran before with exactly the same result", describe(call))
     }
@@ -451,6 +457,23 @@ mod tests {
         assert_eq!(turn(&mut p, &[(run.clone(), "FAIL\nexit code: 1")]), None);
         let s = turn(&mut p, &[(run.clone(), "FAIL\nexit code: 1")]).expect("same failure");
         assert!(s.note.contains("already ran before with exactly the same result"), "{}", s.note);
+        // A tool error made again: the note says it will keep failing.
+        let mut q = Progress::default();
+        let bad = call("edit_file", json!({"path": "calc.py", "old_text": "add(2, 3)", "new_text": "5"}));
+        let missing = "old_text was not found in 'calc.py'";
+        q.begin_turn(std::slice::from_ref(&bad));
+        q.see(&bad, &json!(missing), true);
+        assert_eq!(q.end_turn(&ProgressGuard::default()), None);
+        q.begin_turn(&[bad.clone(), run.clone()]);
+        q.see(&bad, &json!(missing), true);
+        q.see(&run, &json!("ok"), false);
+        assert!(q.end_turn(&ProgressGuard::default()).is_none(), "the other call moved");
+        q.begin_turn(std::slice::from_ref(&bad));
+        q.see(&bad, &json!(missing), true);
+        let s = q.end_turn(&ProgressGuard::default()).expect("the same error again");
+        let said =
+            "edit_file(calc.py) failed again with exactly the same error, and made as it is it will keep failing";
+        assert!(s.note.contains(said), "{}", s.note);
         let edit = call("edit_file", json!({"path": "t.py", "old_text": "a", "new_text": "b"}));
         assert_eq!(turn(&mut p, &[(edit, "edited t.py")]), None);
         assert_eq!(turn(&mut p, &[(run.clone(), "ok")]), None);

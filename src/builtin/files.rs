@@ -698,7 +698,9 @@ fn not_found_message(path: &str, text: &str, old_text: &str, cancel: &CancelToke
     }
     if file_lines.len() <= SHOW_WHOLE_FILE_LINES && text.len() <= SHOW_WHOLE_FILE_BYTES {
         message.push_str(&format!(
-            ". The file has {} line{}; it reads (numbered like read_file; the numbers are not part of it):\n{}",
+            ". old_text must be a piece of the file as it is now, copied exactly (or write the whole corrected \
+             file with write_file). The file has {} line{}; it reads (numbered like read_file; the numbers are \
+             not part of it):\n{}",
             file_lines.len(),
             if file_lines.len() == 1 { "" } else { "s" },
             numbered(&file_lines, 1, file_lines.len())
@@ -994,6 +996,7 @@ mod tests {
         let err = edit(&ws, "return a - c", "return a + b", None).unwrap_err();
         assert!(err.starts_with("old_text was not found in 'code.rs'"), "{err}");
         assert!(err.contains("The file has 2 lines"), "{err}");
+        assert!(err.contains("copied exactly (or write the whole corrected file with write_file)"), "{err}");
         assert!(err.ends_with("     1\tdef add(a, b):\n     2\t    return a - b\n"), "{err}");
     }
 
