@@ -330,7 +330,8 @@ def report(runs: List[Run]) -> List[str]:
 def _absolute(cmd: List[str]) -> List[str]:
     """Each agent runs in its task's workspace: a relative path in its command (`./target/release/x`,
     `bench/simple_loop.py`) that names a file here is made absolute, so it still names that file there."""
-    return [str(Path(a).resolve()) if not a.startswith("-") and os.sep in a and Path(a).exists() else a
+    # abspath, not resolve: a venv's python is a symlink to the system one, and resolving it leaves the venv.
+    return [os.path.abspath(a) if not a.startswith("-") and os.sep in a and Path(a).exists() else a
             for a in cmd]
 
 

@@ -4,6 +4,7 @@ and bench/local_tasks.py over its twelve tasks, side by side with another agent 
 """
 
 import json
+import os
 import subprocess
 import sys
 
@@ -247,6 +248,20 @@ def test_bench_runs_twelve_tasks_side_by_side_with_another_agent(tooloop_exe, tm
     assert "tooloop: 12/12 passed, 12/12 passed and stopped by itself (100%), 12/12 workspaces survived" in proc.stdout
     assert "lazy: 0/12 passed" in proc.stdout
     assert proc.returncode == 1   # the lazy agent failed
+
+
+def test_bench_keeps_a_venv_python_as_given(tmp_path):
+    # A venv's python is a symlink to the system one: made absolute, it must still name the venv's (resolving
+    # it would run the agent without the venv's packages, e.g. simple_loop.py without `anthropic`).
+    sys.path.insert(0, str(ROOT / "bench"))
+    import local_tasks
+
+    link = tmp_path / "venv" / "bin" / "python"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(sys.executable)
+    rel = os.path.relpath(link)
+    assert local_tasks._absolute([rel, "-c", "pass"]) == [str(link), "-c", "pass"]
+    assert local_tasks._absolute(["python3", "--flag/x"]) == ["python3", "--flag/x"]
 
 
 # -- the Python door ------------------------------------------------------------------------------------------
