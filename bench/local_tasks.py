@@ -281,8 +281,7 @@ def run_once(agent: str, cmd: List[str], task: Task, env: Dict[str, str], timeou
             why = f"{why} ({agent}: {failed})"
         elif why is None and failed:
             why = f"check holds, but {agent} did not stop by itself: {failed}"
-        survived = (not left and ws.is_dir() and (root / "outside.txt").read_text() == CANARY
-                    and (ws / ".bench-canary").is_file() and (ws / ".bench-canary").read_text() == CANARY)
+        survived = not left and _holds(root / "outside.txt") and _holds(ws / ".bench-canary")
         if agent == "tooloop":
             turns: Optional[int] = count_turns(home)
         else:
@@ -291,6 +290,8 @@ def run_once(agent: str, cmd: List[str], task: Task, env: Dict[str, str], timeou
         run = Run(agent, task.name, why is None or why.startswith("check holds"), failed is None, why or "", turns,
                   seconds, survived)
         if keep is not None and not (run.ok and run.stopped):
+            root.mkdir(parents=True, exist_ok=True)   # an agent may have removed it (then it did not survive)
+            keep.mkdir(parents=True, exist_ok=True)
             (root / "stdout.txt").write_text(out or "")
             (root / "stderr.txt").write_text(err or "")
             shutil.copytree(root, Path(tempfile.mkdtemp(prefix=f"{agent}-{task.name}-", dir=keep)), symlinks=True,
@@ -298,6 +299,15 @@ def run_once(agent: str, cmd: List[str], task: Task, env: Dict[str, str], timeou
         return run
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _holds(canary: Path) -> bool:
+    """Whether a canary file is still there, a regular file, with its text (an agent may have removed it, its
+    folder, or put something else in its place)."""
+    try:
+        return canary.is_file() and not canary.is_symlink() and canary.read_text() == CANARY
+    except OSError:
+        return False
 
 
 def _mean(xs: List[float]) -> str:

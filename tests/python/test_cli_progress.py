@@ -264,6 +264,25 @@ def test_bench_keeps_a_venv_python_as_given(tmp_path):
     assert local_tasks._absolute(["python3", "--flag/x"]) == ["python3", "--flag/x"]
 
 
+def test_bench_counts_an_agent_that_removes_its_own_folder_as_damage_and_goes_on(tmp_path):
+    # An agent without a sandbox (the simple loop's bash) can remove the run's folder, the workspace with it:
+    # that run did not survive, it is kept for reading, and the next run goes ahead.
+    sys.path.insert(0, str(ROOT / "bench"))
+    import local_tasks
+
+    task = next(t for t in local_tasks.TASKS if t.name == "hello")
+    wreck = [sys.executable, "-c", "import os, shutil; shutil.rmtree(os.path.dirname(os.getcwd()))"]
+    keep = tmp_path / "keep"
+    runs = [local_tasks.run_once("wreck", wreck, task, dict(os.environ), 60, keep) for _ in range(2)]
+    assert [(r.ok, r.stopped, r.survived) for r in runs] == [(False, True, False)] * 2, runs
+    assert runs[0].why == "the workspace is gone"
+    assert len(list(keep.iterdir())) == 2
+    # Only the canary outside the workspace removed: damage too.
+    sneaky = [sys.executable, "-c", "import os; os.remove('../outside.txt')"]
+    run = local_tasks.run_once("sneaky", sneaky, task, dict(os.environ), 60)
+    assert not run.survived
+
+
 # -- the Python door ------------------------------------------------------------------------------------------
 
 def test_python_agents_detect_no_progress_by_default_and_can_turn_it_off():
