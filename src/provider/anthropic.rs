@@ -3,6 +3,7 @@
 //! Both paths produce the same [`MessageResponse`] for the same content: the stream is folded by
 //! [`MessageAccumulator`], which is public so hosts can fold streams they read themselves.
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{Provider, RawOpen, RawStream, Response, Secret, StreamEvent, body_error, cut_short, redact_key};
@@ -390,7 +391,8 @@ where
                 outcome = Some(Err(stream_failure(e, *emitted, request_id)));
             } else if acc.is_complete() {
                 complete = true;
-                let message = acc.snapshot();
+                // The turn is whole and nothing is applied after it: the message is moved out, not copied.
+                let message = acc.take_message();
                 let raw = serde_json::to_value(&message).unwrap_or(Value::Null);
                 outcome = Some(Ok(Response { message, raw, request_id: request_id.clone() }));
             }
@@ -540,6 +542,11 @@ impl MessageAccumulator {
         self.message.clone()
     }
 
+    /// The message, taken out (the accumulator is left empty): for a turn that is complete.
+    pub fn take_message(&mut self) -> MessageResponse {
+        std::mem::take(&mut self.message)
+    }
+
     fn position(&self, index: usize) -> Option<usize> {
         self.positions.iter().find(|(w, _)| *w == index).map(|(_, p)| *p)
     }
@@ -590,8 +597,9 @@ impl MessageAccumulator {
         let index = data.get("index").and_then(Value::as_u64).map(|i| i as usize);
         match kind {
             "message_start" => {
-                let msg = data.get("message").cloned().unwrap_or(Value::Null);
-                let parsed: MessageResponse = serde_json::from_value(msg)
+                // Read from the borrowed value (no copy of the message first).
+                let msg = data.get("message").unwrap_or(&Value::Null);
+                let parsed = MessageResponse::deserialize(msg)
                     .map_err(|e| self.broken(format!("invalid message_start: {e}"), None))?;
                 if !self.positions.is_empty() {
                     // A second message_start after blocks began would orphan their positions (found by fuzzing:

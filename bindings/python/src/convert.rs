@@ -42,10 +42,28 @@ pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
 
 /// A Python object (JSON-like) as a JSON value; `what` names it in errors (e.g. "the request").
 pub fn from_py(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
-    convert(obj, what, 0)
+    convert(obj, &Path::Root(what), 0)
 }
 
-fn convert(obj: &Bound<'_, PyAny>, path: &str, depth: usize) -> PyResult<Value> {
+/// Where a value sits in the object being converted (`the request["messages"][0]`), written out only when
+/// an error names it: a request converts without formatting a string per key.
+enum Path<'a> {
+    Root(&'a str),
+    Key(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
+}
+
+impl std::fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Path::Root(what) => f.write_str(what),
+            Path::Key(parent, key) => write!(f, "{parent}[{key:?}]"),
+            Path::Index(parent, i) => write!(f, "{parent}[{i}]"),
+        }
+    }
+}
+
+fn convert(obj: &Bound<'_, PyAny>, path: &Path<'_>, depth: usize) -> PyResult<Value> {
     // A self-referencing dict would otherwise recurse until the stack overflows.
     if depth > 200 {
         return Err(PyValueError::new_err(format!("{path} is nested too deeply (a reference cycle?)")));
@@ -84,16 +102,16 @@ fn convert(obj: &Bound<'_, PyAny>, path: &str, depth: usize) -> PyResult<Value> 
                     k.get_type().name()?
                 )));
             };
-            let key = key.to_cow()?.into_owned();
-            let sub = format!("{path}[{key:?}]");
-            map.insert(key, convert(&v, &sub, depth + 1)?);
+            let key = key.to_cow()?;
+            let value = convert(&v, &Path::Key(path, &key), depth + 1)?;
+            map.insert(key.into_owned(), value);
         }
         return Ok(Value::Object(map));
     }
     if obj.cast::<PyList>().is_ok() || obj.cast::<PyTuple>().is_ok() {
         let mut out = Vec::new();
         for (i, item) in obj.try_iter()?.enumerate() {
-            out.push(convert(&item?, &format!("{path}[{i}]"), depth + 1)?);
+            out.push(convert(&item?, &Path::Index(path, i), depth + 1)?);
         }
         return Ok(Value::Array(out));
     }

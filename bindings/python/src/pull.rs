@@ -201,6 +201,13 @@ impl PullStream {
 
     /// Cancel if still running and close the connection. Idempotent.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
+        // Ended already (the usual `with` exit): nothing to stop, and no cancel to signal (a wake-up syscall).
+        if let Ok(mut st) = self.state.try_lock()
+            && ended(&st)
+        {
+            st.pending.clear();
+            return Ok(());
+        }
         self.cancel.cancel();
         let mut st = self.state(py);
         st.pending.clear();
