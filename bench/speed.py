@@ -13,7 +13,11 @@ and bare `http.client`, all against the same local mock server.
    a dict within 3× of the bytes, `text_stream` within 2×.
 4. With `--callgrind`: instructions per event on the 1 MB stream (valgrind's callgrind, independent of the
    machine's load): the whole client process streaming, minus the same process without the stream, divided
-   by the stream's events; for every event as a dict and for `text_stream`.
+   by the stream's events; for every event as a dict and for `text_stream`. With `--callgrind-small`:
+   instructions per small request (streamed, every event then `final_message()`; and `create`): the client
+   process making 20 warm-up requests then `--cg-requests` more, minus the same process stopping after the
+   warm-up, divided by `--cg-requests` (the imports' objects frozen out of the GC, PYTHONHASHSEED=0, so two
+   runs agree to a few hundred instructions).
 3. The agent loop's own cost per turn at turns 1-10 and 190-200: Rust with the scripted model
    (`cargo bench --bench agent_loop`, skipped with `--no-rust`), and Python with a Python model callable and
    a Python tool (the time between two calls of the model). Target: 190-200 within 1.5× of 1-10.
@@ -260,6 +264,42 @@ def callgrind(scenario: Dict[str, Any], text_len: int) -> Dict[str, float]:
     return {k: (v - totals["none"]) / events for k, v in totals.items() if k != "none"} | {"events": events}
 
 
+def callgrind_small(requests: int) -> Dict[str, float]:
+    """Instructions per small request, streamed and not (see the module docs)."""
+    import tempfile
+
+    out_per: Dict[str, float] = {}
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    with MockServer(SMALL) as mock, tempfile.TemporaryDirectory() as tmp:
+        for kind in ("tooloop stream", "tooloop create"):
+            totals = []
+            for n in (0, requests):
+                mock.load(SMALL)
+                out = os.path.join(tmp, "cg.out")
+                p = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
+                                    __file__, "--cg-small-worker", kind, "--base-url", mock.base_url,
+                                    "--cg-requests", str(n)], capture_output=True, text=True, env=env)
+                if p.returncode != 0:
+                    print(p.stderr[-2000:], file=sys.stderr)
+                    raise SystemExit(1)
+                with open(out) as f:
+                    totals.append(next(int(line.split()[1]) for line in f if line.startswith(("summary:", "totals:"))))
+            out_per[kind] = (totals[1] - totals[0]) / requests
+    return out_per
+
+
+def cg_small_worker(kind: str, base_url: str, requests: int) -> None:
+    import gc
+
+    one = small_clients(base_url)[kind]
+    for _ in range(20):
+        one()
+    gc.collect()
+    gc.freeze()  # a full collection over the imports' objects would swamp a request
+    for _ in range(requests):
+        one()
+
+
 # ---------------------------------------------------------------------------------------------------------
 
 def fmt_ratio(a: Optional[float], b: Optional[float]) -> str:
@@ -276,10 +316,24 @@ def main() -> int:
     ap.add_argument("--only", default="small,big,turns")
     ap.add_argument("--json")
     ap.add_argument("--callgrind", action="store_true", help="only the instruction counts per event")
+    ap.add_argument("--callgrind-small", action="store_true",
+                    help="only the instruction counts per small request (stream and create)")
+    ap.add_argument("--cg-requests", type=int, default=100)
+    ap.add_argument("--cg-small-worker", help=argparse.SUPPRESS)
     ap.add_argument("--cg-worker", help=argparse.SUPPRESS)
     ap.add_argument("--base-url", help=argparse.SUPPRESS)
     ap.add_argument("--text-len", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.cg_small_worker:
+        cg_small_worker(a.cg_small_worker, a.base_url, a.cg_requests)
+        return 0
+    if a.callgrind_small:
+        cg = callgrind_small(a.cg_requests)
+        print(f"callgrind, instructions per small request ({a.cg_requests} after 20 warm-up ones, whole process)")
+        for k, v in cg.items():
+            print(f"  {k:<20} {v:9,.0f}")
+        print(f"  stream/create {cg['tooloop stream'] / cg['tooloop create']:.2f}x")
+        return 0
     if a.cg_worker:
         tooloop.Client(base_url=a.base_url, api_key=KEY, max_retries=0)
         if a.cg_worker != "none":

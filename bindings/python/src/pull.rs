@@ -147,7 +147,12 @@ impl PullStream {
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         match self.next_event(py)? {
             Some(ev) => Ok(Some(ev)),
-            None => self.result(py).map(|_| None),
+            // The end: raise the stream's exception if it failed (the final message is not built here;
+            // `result()` builds it when asked).
+            None => match &self.state(py).phase {
+                Phase::Ended(Err(e)) => Err(e.clone_ref(py)),
+                _ => Ok(None),
+            },
         }
     }
 
