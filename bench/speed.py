@@ -126,19 +126,48 @@ def small_clients(base_url: str) -> Dict[str, Callable[[], None]]:
     return out
 
 
+def cpu_seconds(pid: Optional[int] = None) -> float:
+    """CPU time of this process, or of process `pid` (all its threads, from /proc/PID/task/*/schedstat: ns,
+    not clock ticks; 0 where there is none). A thread that ended in between takes its time with it."""
+    if pid is None:
+        return time.process_time()
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / 1e9
+
+
 def small(mock: MockServer, rounds: int, requests: int) -> Dict[str, float]:
+    """Requests per second per client (median of `rounds`), and under "cpu <name>" the CPU µs per request of
+    the client process and of the mock server (medians): what the client costs, and the floor the server's
+    own work sets (a streamed answer costs the mock more than a JSON one)."""
     clients = small_clients(mock.base_url)
+    server = mock.proc.pid if mock.proc is not None else None
     rates: Dict[str, List[float]] = {k: [] for k in clients}
+    cpu: Dict[str, List[tuple]] = {k: [] for k in clients}
     for _ in range(rounds):
         for name, one in clients.items():
             mock.load(SMALL)  # clears the recording
             for _ in range(10):
                 one()
+            c0, s0 = cpu_seconds(), cpu_seconds(server)
             t = time.perf_counter()
             for _ in range(requests):
                 one()
             rates[name].append(requests / (time.perf_counter() - t))
-    return {k: statistics.median(v) for k, v in rates.items()}
+            cpu[name].append(((cpu_seconds() - c0) / requests * 1e6, (cpu_seconds(server) - s0) / requests * 1e6))
+    out: Dict[str, Any] = {k: statistics.median(v) for k, v in rates.items()}
+    for k, v in cpu.items():
+        out[f"cpu {k}"] = (statistics.median(c for c, _ in v), statistics.median(s for _, s in v))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -374,9 +403,13 @@ def main() -> int:
         if s:
             print(f"\n{a.requests} small streamed requests, {cond}" + (f" ({a.busy} busy loops)" if cond == "loaded" else ""))
             for k, v in s.items():
-                print(f"  {k:<20} {v:7.0f} req/s")
+                if not k.startswith("cpu "):
+                    client_us, server_us = s[f"cpu {k}"]
+                    print(f"  {k:<20} {v:7.0f} req/s   CPU per request: client {client_us:4.0f} µs, "
+                          f"mock server {server_us:4.0f} µs")
             print(f"  tooloop stream: {fmt_ratio(s['tooloop stream'], s.get('SDK stream'))} the SDK (target >= 2), "
-                  f"create/stream {fmt_ratio(s['tooloop create'], s['tooloop stream'])} (target <= 1.5)")
+                  f"create/stream {fmt_ratio(s['tooloop create'], s['tooloop stream'])} (target <= 1.5; "
+                  f"bare http.client's stream: {fmt_ratio(s['tooloop create'], s['http.client stream'])})")
     for cond in ("quiet", "loaded"):
         b = res.get(f"big {cond}")
         if b:
