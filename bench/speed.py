@@ -16,8 +16,10 @@ and bare `http.client`, all against the same local mock server.
    by the stream's events; for every event as a dict and for `text_stream`. With `--callgrind-small`:
    instructions per small request (streamed, every event then `final_message()`; and `create`): the client
    process making 20 warm-up requests then `--cg-requests` more, minus the same process stopping after the
-   warm-up, divided by `--cg-requests` (the imports' objects frozen out of the GC, PYTHONHASHSEED=0, so two
-   runs agree to a few hundred instructions).
+   warm-up, divided by `--cg-requests` (the imports' objects frozen out of the GC, PYTHONHASHSEED=0). The
+   counts still move with the machine's load, by up to ~15 %: the waits' 20 ms slices and the 50 ms poll
+   hook go by the clock, and under valgrind the client runs ~50x slower. Compare builds back to back
+   (`PYTHONPATH=<unpacked wheel of the other build>`), better twice.
 3. The agent loop's own cost per turn at turns 1-10 and 190-200: Rust with the scripted model
    (`cargo bench --bench agent_loop`, skipped with `--no-rust`), and Python with a Python model callable and
    a Python tool (the time between two calls of the model). Target: 190-200 within 1.5× of 1-10.
