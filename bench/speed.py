@@ -13,7 +13,13 @@ and bare `http.client`, all against the same local mock server.
    a dict within 3× of the bytes, `text_stream` within 2×.
 4. With `--callgrind`: instructions per event on the 1 MB stream (valgrind's callgrind, independent of the
    machine's load): the whole client process streaming, minus the same process without the stream, divided
-   by the stream's events; for every event as a dict and for `text_stream`.
+   by the stream's events; for every event as a dict and for `text_stream`. With `--callgrind-small`:
+   instructions per small request (streamed, every event then `final_message()`; and `create`): the client
+   process making 20 warm-up requests then `--cg-requests` more, minus the same process stopping after the
+   warm-up, divided by `--cg-requests` (the imports' objects frozen out of the GC, PYTHONHASHSEED=0). The
+   counts still move with the machine's load, by up to ~15 %: the waits' 20 ms slices and the 50 ms poll
+   hook go by the clock, and under valgrind the client runs ~50x slower. Compare builds back to back
+   (`PYTHONPATH=<unpacked wheel of the other build>`), better twice.
 3. The agent loop's own cost per turn at turns 1-10 and 190-200: Rust with the scripted model
    (`cargo bench --bench agent_loop`, skipped with `--no-rust`), and Python with a Python model callable and
    a Python tool (the time between two calls of the model). Target: 190-200 within 1.5× of 1-10.
@@ -122,19 +128,48 @@ def small_clients(base_url: str) -> Dict[str, Callable[[], None]]:
     return out
 
 
+def cpu_seconds(pid: Optional[int] = None) -> float:
+    """CPU time of this process, or of process `pid` (all its threads, from /proc/PID/task/*/schedstat: ns,
+    not clock ticks; 0 where there is none). A thread that ended in between takes its time with it."""
+    if pid is None:
+        return time.process_time()
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / 1e9
+
+
 def small(mock: MockServer, rounds: int, requests: int) -> Dict[str, float]:
+    """Requests per second per client (median of `rounds`), and under "cpu <name>" the CPU µs per request of
+    the client process and of the mock server (medians): what the client costs, and the floor the server's
+    own work sets (a streamed answer costs the mock more than a JSON one)."""
     clients = small_clients(mock.base_url)
+    server = mock.proc.pid if mock.proc is not None else None
     rates: Dict[str, List[float]] = {k: [] for k in clients}
+    cpu: Dict[str, List[tuple]] = {k: [] for k in clients}
     for _ in range(rounds):
         for name, one in clients.items():
             mock.load(SMALL)  # clears the recording
             for _ in range(10):
                 one()
+            c0, s0 = cpu_seconds(), cpu_seconds(server)
             t = time.perf_counter()
             for _ in range(requests):
                 one()
             rates[name].append(requests / (time.perf_counter() - t))
-    return {k: statistics.median(v) for k, v in rates.items()}
+            cpu[name].append(((cpu_seconds() - c0) / requests * 1e6, (cpu_seconds(server) - s0) / requests * 1e6))
+    out: Dict[str, Any] = {k: statistics.median(v) for k, v in rates.items()}
+    for k, v in cpu.items():
+        out[f"cpu {k}"] = (statistics.median(c for c, _ in v), statistics.median(s for _, s in v))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -260,6 +295,42 @@ def callgrind(scenario: Dict[str, Any], text_len: int) -> Dict[str, float]:
     return {k: (v - totals["none"]) / events for k, v in totals.items() if k != "none"} | {"events": events}
 
 
+def callgrind_small(requests: int) -> Dict[str, float]:
+    """Instructions per small request, streamed and not (see the module docs)."""
+    import tempfile
+
+    out_per: Dict[str, float] = {}
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    with MockServer(SMALL) as mock, tempfile.TemporaryDirectory() as tmp:
+        for kind in ("tooloop stream", "tooloop create"):
+            totals = []
+            for n in (0, requests):
+                mock.load(SMALL)
+                out = os.path.join(tmp, "cg.out")
+                p = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
+                                    __file__, "--cg-small-worker", kind, "--base-url", mock.base_url,
+                                    "--cg-requests", str(n)], capture_output=True, text=True, env=env)
+                if p.returncode != 0:
+                    print(p.stderr[-2000:], file=sys.stderr)
+                    raise SystemExit(1)
+                with open(out) as f:
+                    totals.append(next(int(line.split()[1]) for line in f if line.startswith(("summary:", "totals:"))))
+            out_per[kind] = (totals[1] - totals[0]) / requests
+    return out_per
+
+
+def cg_small_worker(kind: str, base_url: str, requests: int) -> None:
+    import gc
+
+    one = small_clients(base_url)[kind]
+    for _ in range(20):
+        one()
+    gc.collect()
+    gc.freeze()  # a full collection over the imports' objects would swamp a request
+    for _ in range(requests):
+        one()
+
+
 # ---------------------------------------------------------------------------------------------------------
 
 def fmt_ratio(a: Optional[float], b: Optional[float]) -> str:
@@ -276,10 +347,24 @@ def main() -> int:
     ap.add_argument("--only", default="small,big,turns")
     ap.add_argument("--json")
     ap.add_argument("--callgrind", action="store_true", help="only the instruction counts per event")
+    ap.add_argument("--callgrind-small", action="store_true",
+                    help="only the instruction counts per small request (stream and create)")
+    ap.add_argument("--cg-requests", type=int, default=100)
+    ap.add_argument("--cg-small-worker", help=argparse.SUPPRESS)
     ap.add_argument("--cg-worker", help=argparse.SUPPRESS)
     ap.add_argument("--base-url", help=argparse.SUPPRESS)
     ap.add_argument("--text-len", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.cg_small_worker:
+        cg_small_worker(a.cg_small_worker, a.base_url, a.cg_requests)
+        return 0
+    if a.callgrind_small:
+        cg = callgrind_small(a.cg_requests)
+        print(f"callgrind, instructions per small request ({a.cg_requests} after 20 warm-up ones, whole process)")
+        for k, v in cg.items():
+            print(f"  {k:<20} {v:9,.0f}")
+        print(f"  stream/create {cg['tooloop stream'] / cg['tooloop create']:.2f}x")
+        return 0
     if a.cg_worker:
         tooloop.Client(base_url=a.base_url, api_key=KEY, max_retries=0)
         if a.cg_worker != "none":
@@ -320,9 +405,13 @@ def main() -> int:
         if s:
             print(f"\n{a.requests} small streamed requests, {cond}" + (f" ({a.busy} busy loops)" if cond == "loaded" else ""))
             for k, v in s.items():
-                print(f"  {k:<20} {v:7.0f} req/s")
+                if not k.startswith("cpu "):
+                    client_us, server_us = s[f"cpu {k}"]
+                    print(f"  {k:<20} {v:7.0f} req/s   CPU per request: client {client_us:4.0f} µs, "
+                          f"mock server {server_us:4.0f} µs")
             print(f"  tooloop stream: {fmt_ratio(s['tooloop stream'], s.get('SDK stream'))} the SDK (target >= 2), "
-                  f"create/stream {fmt_ratio(s['tooloop create'], s['tooloop stream'])} (target <= 1.5)")
+                  f"create/stream {fmt_ratio(s['tooloop create'], s['tooloop stream'])} (target <= 1.5; "
+                  f"bare http.client's stream: {fmt_ratio(s['tooloop create'], s['http.client stream'])})")
     for cond in ("quiet", "loaded"):
         b = res.get(f"big {cond}")
         if b:

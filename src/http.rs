@@ -555,6 +555,40 @@ pub struct HttpResponse {
     deadline: Instant,
     total: Duration,
     done: bool,
+    /// Whether the last read filled `buf` (the next one gets a bigger buffer, up to [`READ_MAX`]).
+    filled: bool,
+}
+
+/// The first read buffer of a body, and the largest it grows to (see [`HttpResponse::next_slice`]).
+const READ_MIN: usize = 4 * 1024;
+const READ_MAX: usize = 16 * 1024;
+
+thread_local! {
+    /// The read buffer of the last body dropped on this thread, for the next one: a thread that makes one
+    /// request after another zeroes no new buffer per response.
+    static SPARE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A read buffer: this thread's spare one if it has one, else a new one of [`READ_MIN`] bytes.
+fn spare_buffer() -> Vec<u8> {
+    let spare = SPARE.with_borrow_mut(std::mem::take);
+    if spare.is_empty() { vec![0u8; READ_MIN] } else { spare }
+}
+
+impl Drop for HttpResponse {
+    fn drop(&mut self) {
+        if !self.buf.is_empty() {
+            let buf = std::mem::take(&mut self.buf);
+            // `try_with`: a response dropped while the thread's locals are being torn down keeps nothing.
+            let _ = SPARE.try_with(|spare| {
+                if let Ok(mut spare) = spare.try_borrow_mut()
+                    && spare.len() < buf.len()
+                {
+                    *spare = buf;
+                }
+            });
+        }
+    }
 }
 
 /// How a body read failed.
@@ -611,8 +645,12 @@ impl HttpResponse {
             self.done = true;
             return Err(e);
         }
+        // The buffer starts small and doubles whenever a read fills it: a short answer (most of them) zeroes
+        // a few KB, not a big buffer it never uses; a long fast stream soon reads READ_MAX at a time.
         if self.buf.is_empty() {
-            self.buf = vec![0u8; 16 * 1024];
+            self.buf = spare_buffer();
+        } else if self.filled && self.buf.len() < READ_MAX {
+            self.buf.resize(self.buf.len() * 2, 0);
         }
         let watching = Watching::enter(&self.cancel, self.idle, self.deadline);
         loop {
@@ -621,7 +659,10 @@ impl HttpResponse {
                     self.done = true;
                     return Ok(None);
                 }
-                Ok(n) => return Ok(Some(&self.buf[..n])),
+                Ok(n) => {
+                    self.filled = n == self.buf.len();
+                    return Ok(Some(&self.buf[..n]));
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     let stop = watching.stop();
@@ -640,10 +681,13 @@ impl HttpResponse {
         }
         let deadline = (Instant::now() + within).min(self.deadline);
         let _watching = Watching::enter(&self.cancel, within, deadline);
-        let mut scratch = [0u8; 4096];
+        // Read into the body's own buffer rather than a fresh one per call.
+        if self.buf.is_empty() {
+            self.buf = spare_buffer();
+        }
         let mut left = 64 * 1024usize;
         loop {
-            match self.reader.read(&mut scratch) {
+            match self.reader.read(&mut self.buf) {
                 Ok(0) => {
                     self.done = true;
                     return;
@@ -880,6 +924,7 @@ impl HttpClient {
             deadline,
             total: self.config.total_timeout,
             done: false,
+            filled: false,
         })
     }
 

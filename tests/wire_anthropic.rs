@@ -510,20 +510,28 @@ fn send_raw_reports_text_deltas_unparsed_and_the_same_events_and_message_as_send
     let raw = p.send_raw(&body, true, &tooloop::CancelToken::new(), &mut |e| raw_events.push(e)).unwrap();
     assert_eq!(raw, typed.unwrap().raw, "the same final message");
     let mut lazy = 0;
-    // Event for event the same, a text delta's Raw value carried as its JSON text instead.
+    // Event for event the same, the Raw values carried as their JSON text instead.
     assert_eq!(raw_events.len(), typed_events.len());
+    let mut deltas = 0;
     for (got, want) in raw_events.iter().zip(&typed_events) {
         match (got, want) {
             (StreamEvent::RawJson { event, json }, StreamEvent::Raw { event: e2, data }) => {
                 lazy += 1;
                 assert_eq!((event, &serde_json::from_str::<Value>(json).unwrap()), (e2, data));
-                let text = tooloop::provider::anthropic::text_delta_of(json).expect("a text delta");
-                assert_eq!(text, data["delta"]["text"].as_str().unwrap());
+                if event == "content_block_delta" {
+                    deltas += 1;
+                    let text = tooloop::provider::anthropic::text_delta_of(json).expect("a text delta");
+                    assert_eq!(text, data["delta"]["text"].as_str().unwrap());
+                } else {
+                    assert_eq!(tooloop::provider::anthropic::text_delta_of(json), None, "{json}");
+                }
             }
             _ => assert_eq!(got, want),
         }
     }
-    assert!(lazy >= 2, "the text deltas came unparsed: {lazy}");
+    assert!(deltas >= 2, "the text deltas came unparsed: {deltas}");
+    let raws = typed_events.iter().filter(|e| matches!(e, StreamEvent::Raw { .. })).count();
+    assert_eq!(lazy, raws, "every event came unparsed (message_start, block start and stop, message_delta too)");
     assert_eq!(tooloop::provider::anthropic::text_delta_of(r#"{"type":"ping"}"#), None);
     assert_eq!(
         tooloop::provider::anthropic::text_delta_of(

@@ -3,6 +3,7 @@
 //! Both paths produce the same [`MessageResponse`] for the same content: the stream is folded by
 //! [`MessageAccumulator`], which is public so hosts can fold streams they read themselves.
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{Provider, RawOpen, RawStream, Response, Secret, StreamEvent, body_error, cut_short, redact_key};
@@ -167,8 +168,8 @@ impl Provider for AnthropicProvider {
         self.send_with(request, cancel, on_event, false)
     }
 
-    /// Like the default, with text deltas reported as [`StreamEvent::RawJson`] (unparsed) instead of
-    /// [`StreamEvent::Raw`]: a raw client that only wants the text builds no value per event.
+    /// Like the default, with events reported as [`StreamEvent::RawJson`] (their text) instead of
+    /// [`StreamEvent::Raw`] (see [`MessageAccumulator::apply_sse_lazy`]): a raw client builds no value per event.
     fn send_raw(
         &self,
         body: &Value,
@@ -390,7 +391,8 @@ where
                 outcome = Some(Err(stream_failure(e, *emitted, request_id)));
             } else if acc.is_complete() {
                 complete = true;
-                let message = acc.snapshot();
+                // The turn is whole and nothing is applied after it: the message is moved out, not copied.
+                let message = acc.take_message();
                 let raw = serde_json::to_value(&message).unwrap_or(Value::Null);
                 outcome = Some(Ok(Response { message, raw, request_id: request_id.clone() }));
             }
@@ -445,6 +447,64 @@ struct TextDelta<'a> {
     kind: std::borrow::Cow<'a, str>,
     #[serde(borrow, default)]
     text: std::borrow::Cow<'a, str>,
+}
+
+/// The fields of a stream event that [`MessageAccumulator::apply`] reads, from a borrowed parse of its JSON
+/// (other fields skipped, no value built for the event). The message of a `message_start` is read into its
+/// type directly.
+#[derive(serde::Deserialize)]
+struct EventParts<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    message: Option<Box<MessageResponse>>,
+    #[serde(default)]
+    content_block: Present,
+    #[serde(default)]
+    delta: Present,
+    #[serde(default)]
+    usage: Present,
+}
+
+/// Whether reading `json` as [`EventParts`] checks it as the value path does. The borrowed parse skips the
+/// fields it does not read without converting them, so it lets through what only a conversion refuses: a
+/// number out of range (`1e400`, or hundreds of digits) and a lone surrogate escape (`"\ud800"`). An event
+/// with an exponent, a run of more than 18 digits or a `\uD…` escape anywhere (or text merely looking like
+/// one) takes the value path.
+fn checked_by_parts(json: &str) -> bool {
+    let mut run = 0;
+    let mut prev = [0u8; 2];
+    for b in json.bytes() {
+        if b.is_ascii_digit() {
+            run += 1;
+            if run > 18 {
+                return false;
+            }
+        } else {
+            if run > 0 && (b == b'e' || b == b'E') {
+                return false;
+            }
+            run = 0;
+        }
+        if prev == *b"\\u" && (b == b'd' || b == b'D') {
+            return false;
+        }
+        prev = [prev[1], b];
+    }
+    true
+}
+
+/// A field's value when the key is there, `null` included (an `Option` would read `null` as absent, where
+/// the value path sees `Some(Null)`).
+#[derive(Default)]
+struct Present(Option<Value>);
+
+impl<'de> serde::Deserialize<'de> for Present {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        Value::deserialize(d).map(|v| Present(Some(v)))
+    }
 }
 
 /// The text of a `content_block_delta` event's JSON (as [`StreamEvent::RawJson`] carries it) when it is a
@@ -540,6 +600,11 @@ impl MessageAccumulator {
         self.message.clone()
     }
 
+    /// The message, taken out (the accumulator is left empty): for a turn that is complete.
+    pub fn take_message(&mut self) -> MessageResponse {
+        std::mem::take(&mut self.message)
+    }
+
     fn position(&self, index: usize) -> Option<usize> {
         self.positions.iter().find(|(w, _)| *w == index).map(|(_, p)| *p)
     }
@@ -560,9 +625,11 @@ impl MessageAccumulator {
         Ok(())
     }
 
-    /// Like [`MessageAccumulator::apply_sse`], but a text delta is folded without building a JSON value and
-    /// reported as [`StreamEvent::RawJson`] (its data verbatim) instead of [`StreamEvent::Raw`]. Any other
-    /// event, or one that does not read as a text delta of a text block, takes the ordinary path.
+    /// Like [`MessageAccumulator::apply_sse`], but events are folded without building a JSON value and
+    /// reported as [`StreamEvent::RawJson`] (their data verbatim) instead of [`StreamEvent::Raw`]: a text delta
+    /// of a text block from a borrowed parse of its text, the other events from a borrowed parse of the fields
+    /// the fold reads. Non-text deltas, error events, and any event that does not read that way take the
+    /// ordinary path. Both paths accept, refuse and fold every stream alike (tests/stream_fold_lazy.rs).
     pub fn apply_sse_lazy(&mut self, ev: &SseEvent, on_event: &mut dyn FnMut(StreamEvent)) -> Result<()> {
         if ev.event.as_deref() == Some("content_block_delta") {
             if let Ok(d) = serde_json::from_str::<DeltaEvent<'_>>(&ev.data) {
@@ -574,6 +641,17 @@ impl MessageAccumulator {
                         on_event(StreamEvent::RawJson { event: "content_block_delta".into(), json: ev.data.clone() });
                         return Ok(());
                     }
+                }
+            }
+        } else if !ev.data.is_empty() && ev.event.as_deref() != Some("error") && checked_by_parts(&ev.data) {
+            // The other events are read from a borrowed parse too (only the fields the fold needs), and
+            // handed on as their text: a raw client builds its object straight from that.
+            if let Ok(parts) = serde_json::from_str::<EventParts<'_>>(&ev.data) {
+                let name = ev.event.as_deref().unwrap_or("message");
+                if let Some(applied) = self.apply_parts(name, parts, on_event) {
+                    applied?;
+                    on_event(StreamEvent::RawJson { event: name.to_string(), json: ev.data.clone() });
+                    return Ok(());
                 }
             }
         }
@@ -590,33 +668,17 @@ impl MessageAccumulator {
         let index = data.get("index").and_then(Value::as_u64).map(|i| i as usize);
         match kind {
             "message_start" => {
-                let msg = data.get("message").cloned().unwrap_or(Value::Null);
-                let parsed: MessageResponse = serde_json::from_value(msg)
+                // Read from the borrowed value (no copy of the message first).
+                let msg = data.get("message").unwrap_or(&Value::Null);
+                let parsed = MessageResponse::deserialize(msg)
                     .map_err(|e| self.broken(format!("invalid message_start: {e}"), None))?;
-                if !self.positions.is_empty() {
-                    // A second message_start after blocks began would orphan their positions (found by fuzzing:
-                    // a later delta indexed past the emptied content and panicked).
-                    return Err(self.broken("message_start after content blocks had started".into(), None));
-                }
-                self.message = MessageResponse { content: Vec::new(), ..parsed };
-                on_event(StreamEvent::Usage(self.message.usage.clone()));
+                self.start_message(parsed, on_event)?;
             }
             "content_block_start" => {
                 let (Some(index), Some(block)) = (index, data.get("content_block")) else {
                     return Err(self.broken("content_block_start without index or content_block".into(), None));
                 };
-                let block = ContentBlock::from_value(block.clone()).map_err(|e| self.broken(e, None))?;
-                let pos = self.message.content.len();
-                if let ContentBlock::ToolUse(t) = &block {
-                    on_event(StreamEvent::ToolUseStart { index, id: t.id.clone(), name: t.name.clone() });
-                    self.partial_json.push((pos, String::new()));
-                } else if matches!(&block, ContentBlock::Unknown(v) if v.get("input").is_some()) {
-                    // server_tool_use / mcp_tool_use stream their input as input_json_delta too; without
-                    // collecting it the block would go back with `input: {}` (no typed events: not ours to run).
-                    self.partial_json.push((pos, String::new()));
-                }
-                self.positions.push((index, pos));
-                self.message.content.push(block);
+                self.start_block(index, block.clone(), on_event)?;
             }
             "content_block_delta" => {
                 let (Some(index), Some(delta)) = (index, data.get("delta")) else {
@@ -627,32 +689,9 @@ impl MessageAccumulator {
                 };
                 self.apply_delta(index, pos, delta, on_event)?;
             }
-            "content_block_stop" => {
-                if let Some(pos) = index.and_then(|i| self.position(i)) {
-                    self.finish_tool_input(pos);
-                }
-            }
-            "message_delta" => {
-                if let Some(d) = data.get("delta") {
-                    if let Some(r) = d.get("stop_reason").and_then(Value::as_str) {
-                        self.message.stop_reason = Some(StopReason::parse(r));
-                    }
-                    if let Some(s) = d.get("stop_sequence") {
-                        self.message.stop_sequence = s.as_str().map(str::to_string);
-                    }
-                }
-                if let Some(u) = data.get("usage") {
-                    self.message.usage.merge_cumulative(u);
-                    on_event(StreamEvent::Usage(self.message.usage.clone()));
-                }
-            }
-            "message_stop" => {
-                let unfinished: Vec<usize> = self.partial_json.iter().map(|(p, _)| *p).collect();
-                for pos in unfinished {
-                    self.finish_tool_input(pos);
-                }
-                self.complete = true;
-            }
+            "content_block_stop" => self.stop_block(index),
+            "message_delta" => self.delta_message(data.get("delta"), data.get("usage"), on_event),
+            "message_stop" => self.stop_message(),
             "error" => {
                 let err = data.get("error").cloned().unwrap_or(Value::Null);
                 let error_type = err.get("type").and_then(Value::as_str).unwrap_or("").to_string();
@@ -671,6 +710,84 @@ impl MessageAccumulator {
             _ => {} // ping and event types newer than this code
         }
         Ok(())
+    }
+
+    fn start_message(&mut self, parsed: MessageResponse, on_event: &mut dyn FnMut(StreamEvent)) -> Result<()> {
+        if !self.positions.is_empty() {
+            // A second message_start after blocks began would orphan their positions (found by fuzzing:
+            // a later delta indexed past the emptied content and panicked).
+            return Err(self.broken("message_start after content blocks had started".into(), None));
+        }
+        self.message = MessageResponse { content: Vec::new(), ..parsed };
+        on_event(StreamEvent::Usage(self.message.usage.clone()));
+        Ok(())
+    }
+
+    fn start_block(&mut self, index: usize, block: Value, on_event: &mut dyn FnMut(StreamEvent)) -> Result<()> {
+        let block = ContentBlock::from_value(block).map_err(|e| self.broken(e, None))?;
+        let pos = self.message.content.len();
+        if let ContentBlock::ToolUse(t) = &block {
+            on_event(StreamEvent::ToolUseStart { index, id: t.id.clone(), name: t.name.clone() });
+            self.partial_json.push((pos, String::new()));
+        } else if matches!(&block, ContentBlock::Unknown(v) if v.get("input").is_some()) {
+            // server_tool_use / mcp_tool_use stream their input as input_json_delta too; without
+            // collecting it the block would go back with `input: {}` (no typed events: not ours to run).
+            self.partial_json.push((pos, String::new()));
+        }
+        self.positions.push((index, pos));
+        self.message.content.push(block);
+        Ok(())
+    }
+
+    fn stop_block(&mut self, index: Option<usize>) {
+        if let Some(pos) = index.and_then(|i| self.position(i)) {
+            self.finish_tool_input(pos);
+        }
+    }
+
+    fn delta_message(&mut self, delta: Option<&Value>, usage: Option<&Value>, on_event: &mut dyn FnMut(StreamEvent)) {
+        if let Some(d) = delta {
+            if let Some(r) = d.get("stop_reason").and_then(Value::as_str) {
+                self.message.stop_reason = Some(StopReason::parse(r));
+            }
+            if let Some(s) = d.get("stop_sequence") {
+                self.message.stop_sequence = s.as_str().map(str::to_string);
+            }
+        }
+        if let Some(u) = usage {
+            self.message.usage.merge_cumulative(u);
+            on_event(StreamEvent::Usage(self.message.usage.clone()));
+        }
+    }
+
+    fn stop_message(&mut self) {
+        let unfinished: Vec<usize> = self.partial_json.iter().map(|(p, _)| *p).collect();
+        for pos in unfinished {
+            self.finish_tool_input(pos);
+        }
+        self.complete = true;
+    }
+
+    /// [`MessageAccumulator::apply`] for an event read as [`EventParts`]; `None` when the event is not one
+    /// this path takes (a non-text delta, an error event, a field missing): the value path then reads it
+    /// and reports whatever is wrong with it, exactly as before.
+    fn apply_parts(
+        &mut self,
+        name: &str,
+        parts: EventParts<'_>,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Option<Result<()>> {
+        let index = parts.index.map(|i| i as usize);
+        match parts.kind.as_deref().unwrap_or(name) {
+            "message_start" => return Some(self.start_message(*parts.message?, on_event)),
+            "content_block_start" => return Some(self.start_block(index?, parts.content_block.0?, on_event)),
+            "content_block_stop" => self.stop_block(index),
+            "message_delta" => self.delta_message(parts.delta.0.as_ref(), parts.usage.0.as_ref(), on_event),
+            "message_stop" => self.stop_message(),
+            "content_block_delta" | "error" => return None,
+            _ => {} // ping and event types newer than this code, as in `apply`
+        }
+        Some(Ok(()))
     }
 
     fn apply_delta(

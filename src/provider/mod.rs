@@ -37,8 +37,9 @@ pub enum StreamEvent {
         data: Value,
     },
     /// A wire event whose data was not parsed into a value: what [`StreamEvent::Raw`] carries, as the JSON
-    /// text received. The Anthropic provider's `send_raw` emits text deltas this way (the bulk of a stream), so
-    /// a raw client that only wants the text never builds a value per event; parse `json` for the rest.
+    /// text received. The Anthropic provider's `send_raw` emits its events this way (all but non-text deltas
+    /// and error events, which come as `Raw`), so a raw client that only wants the text never builds a value
+    /// per event, and one that wants objects builds its own straight from the text.
     RawJson {
         /// The SSE `event:` name.
         event: String,

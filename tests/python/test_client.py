@@ -226,3 +226,14 @@ def test_concurrent_calls_on_one_client(mock: Any) -> None:
     elapsed = time.monotonic() - started
     print(f"two 0.6 s requests on one client took {elapsed:.2f} s")
     assert len(out) == 2 and elapsed < 1.1
+
+
+def test_a_value_that_is_not_json_is_named_by_where_it_sits_in_the_request() -> None:
+    # The path is written out only for the error (a request converts without formatting one per key).
+    client = tooloop.Client(base_url="http://127.0.0.1:9", api_key="k", max_retries=0)
+    bad = dict(REQUEST, messages=[{"role": "user", "content": [{"type": "text", "text": "a"},
+                                                                 {"type": "text", "text": {1.5, 2}}]}])
+    with pytest.raises(TypeError, match=r'^the request\["messages"\]\[0\]\["content"\]\[1\]\["text"\]: set is not'):
+        client.create(bad)
+    with pytest.raises(TypeError, match=r'^the request\["messages"\]\[0\]\["content"\]\[1\]\["text"\]: set is not'):
+        client.stream(bad)

@@ -182,3 +182,34 @@ def test_finished_streams_hand_their_connection_back_to_the_pool(mock: Any) -> N
     closed = _closed_connections_to(port)
     print(f"20 streamed requests: {closed} connections closed")
     assert closed <= 2
+
+
+def test_event_dicts_built_from_the_text_equal_the_wire_json_for_every_kind_of_value(mock: Any) -> None:
+    # Every event but the non-text deltas and errors reaches Python as its JSON text and is built straight
+    # from it: ints (negative, past i64), floats, exponents, escapes, nesting, null and booleans, duplicate
+    # keys (the last one wins, where the first stood) and event types newer than the code must come out as
+    # json.loads gives them, and the stream must still fold into its message.
+    start = ('{"type":"message_start","message":{"id":"msg_v","type":"message","role":"assistant","model":"m",'
+             '"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":1},'
+             '"x":{"neg":-5,"big":18446744073709551615,"f":1.5,"exp":1e5,"esc":"\\u00e9\\ud83d\\ude00\\n\\"",'
+             '"nested":[[],{},[1,[2,{"a":null}]]],"t":true,"f2":false}}}')
+    events = [
+        ("message_start", start),
+        ("ping", '{"type":"ping","dup":1,"other":2,"dup":3}'),
+        ("content_block_start", '{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}'),
+        ("content_block_delta", '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"ok"}}'),
+        ("future_thing", '{"type":"future_thing","payload":{"k":[1,2.25,"s"]}}'),
+        ("content_block_stop", '{"type":"content_block_stop","index":0}'),
+        ("message_delta", '{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},'
+                          '"usage":{"output_tokens":2}}'),
+        ("message_stop", '{"type":"message_stop"}'),
+    ]
+    server = mock([])
+    server.load({"responses": [{"sse": [{"raw": f"event: {name}\ndata: {data}\n\n"} for name, data in events]}]})
+    with tooloop.Client(base_url=server.base_url, api_key="k").stream(REQUEST) as stream:
+        got = list(stream)
+        final = stream.final_message()
+    assert got == [json.loads(data) for _, data in events]
+    assert [list(e) for e in got] == [list(json.loads(data)) for _, data in events], "key order as sent"
+    assert isinstance(got[0]["message"]["x"]["exp"], float) and got[0]["message"]["x"]["big"] == 2**64 - 1
+    assert final["content"] == [{"type": "text", "text": "ok"}] and final["usage"]["output_tokens"] == 2

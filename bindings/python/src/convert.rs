@@ -40,12 +40,98 @@ pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
     })
 }
 
-/// A Python object (JSON-like) as a JSON value; `what` names it in errors (e.g. "the request").
-pub fn from_py(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
-    convert(obj, what, 0)
+/// JSON text straight to Python objects, as `to_py` of its parsed value would give them (the same types, the
+/// same key order, the last of duplicate keys), without the value in between: a stream event's dict is
+/// built as its text is read. `None` if the text does not parse (the core has checked it before).
+pub fn json_to_py<'py>(py: Python<'py>, json: &str) -> Option<Bound<'py, PyAny>> {
+    use serde::de::DeserializeSeed;
+    let mut de = serde_json::Deserializer::from_str(json);
+    let obj = PySeed(py).deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some(obj)
 }
 
-fn convert(obj: &Bound<'_, PyAny>, path: &str, depth: usize) -> PyResult<Value> {
+/// Builds the Python object of the JSON being read (see [`json_to_py`]).
+#[derive(Clone, Copy)]
+struct PySeed<'py>(Python<'py>);
+
+impl<'de, 'py> serde::de::DeserializeSeed<'de> for PySeed<'py> {
+    type Value = Bound<'py, PyAny>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, 'py> serde::de::Visitor<'de> for PySeed<'py> {
+    type Value = Bound<'py, PyAny>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(self.0.None().into_bound(self.0))
+    }
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(self.0.None().into_bound(self.0))
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<Self::Value, E> {
+        Ok(PyBool::new(self.0, b).to_owned().into_any())
+    }
+    fn visit_i64<E: serde::de::Error>(self, i: i64) -> Result<Self::Value, E> {
+        i.into_pyobject(self.0).map(Bound::into_any).map_err(E::custom)
+    }
+    fn visit_u64<E: serde::de::Error>(self, u: u64) -> Result<Self::Value, E> {
+        u.into_pyobject(self.0).map(Bound::into_any).map_err(E::custom)
+    }
+    fn visit_f64<E>(self, x: f64) -> Result<Self::Value, E> {
+        Ok(PyFloat::new(self.0, x).into_any())
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+        Ok(PyString::new(self.0, s).into_any())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        use serde::de::Error;
+        let list = PyList::empty(self.0);
+        while let Some(item) = seq.next_element_seed(self)? {
+            list.append(item).map_err(A::Error::custom)?;
+        }
+        Ok(list.into_any())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        use serde::de::Error;
+        let dict = PyDict::new(self.0);
+        while let Some(key) = map.next_key_seed(self)? {
+            let value = map.next_value_seed(self)?;
+            dict.set_item(key, value).map_err(A::Error::custom)?;
+        }
+        Ok(dict.into_any())
+    }
+}
+
+/// A Python object (JSON-like) as a JSON value; `what` names it in errors (e.g. "the request").
+pub fn from_py(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
+    convert(obj, &Path::Root(what), 0)
+}
+
+/// Where a value sits in the object being converted (`the request["messages"][0]`), written out only when
+/// an error names it: a request converts without formatting a string per key.
+enum Path<'a> {
+    Root(&'a str),
+    Key(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
+}
+
+impl std::fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Path::Root(what) => f.write_str(what),
+            Path::Key(parent, key) => write!(f, "{parent}[{key:?}]"),
+            Path::Index(parent, i) => write!(f, "{parent}[{i}]"),
+        }
+    }
+}
+
+fn convert(obj: &Bound<'_, PyAny>, path: &Path<'_>, depth: usize) -> PyResult<Value> {
     // A self-referencing dict would otherwise recurse until the stack overflows.
     if depth > 200 {
         return Err(PyValueError::new_err(format!("{path} is nested too deeply (a reference cycle?)")));
@@ -84,16 +170,16 @@ fn convert(obj: &Bound<'_, PyAny>, path: &str, depth: usize) -> PyResult<Value> 
                     k.get_type().name()?
                 )));
             };
-            let key = key.to_cow()?.into_owned();
-            let sub = format!("{path}[{key:?}]");
-            map.insert(key, convert(&v, &sub, depth + 1)?);
+            let key = key.to_cow()?;
+            let value = convert(&v, &Path::Key(path, &key), depth + 1)?;
+            map.insert(key.into_owned(), value);
         }
         return Ok(Value::Object(map));
     }
     if obj.cast::<PyList>().is_ok() || obj.cast::<PyTuple>().is_ok() {
         let mut out = Vec::new();
         for (i, item) in obj.try_iter()?.enumerate() {
-            out.push(convert(&item?, &format!("{path}[{i}]"), depth + 1)?);
+            out.push(convert(&item?, &Path::Index(path, i), depth + 1)?);
         }
         return Ok(Value::Array(out));
     }

@@ -147,7 +147,12 @@ impl PullStream {
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         match self.next_event(py)? {
             Some(ev) => Ok(Some(ev)),
-            None => self.result(py).map(|_| None),
+            // The end: raise the stream's exception if it failed (the final message is not built here;
+            // `result()` builds it when asked).
+            None => match &self.state(py).phase {
+                Phase::Ended(Err(e)) => Err(e.clone_ref(py)),
+                _ => Ok(None),
+            },
         }
     }
 
@@ -201,6 +206,13 @@ impl PullStream {
 
     /// Cancel if still running and close the connection. Idempotent.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
+        // Ended already (the usual `with` exit): nothing to stop, and no cancel to signal (a wake-up syscall).
+        if let Ok(mut st) = self.state.try_lock()
+            && ended(&st)
+        {
+            st.pending.clear();
+            return Ok(());
+        }
         self.cancel.cancel();
         let mut st = self.state(py);
         st.pending.clear();

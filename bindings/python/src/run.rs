@@ -24,7 +24,7 @@ use pyo3::types::{PyDict, PyString};
 use serde_json::Value;
 use tooloop::{CancelToken, Error};
 
-use crate::convert::to_py;
+use crate::convert::{json_to_py, to_py};
 use crate::errors::to_pyerr;
 
 /// How long the GIL stays released between two signal checks. Small enough for a prompt Ctrl+C,
@@ -84,7 +84,8 @@ impl Item {
     pub fn text(&self) -> Option<std::borrow::Cow<'_, str>> {
         match self {
             Item::Value(v) => text_of(v).map(std::borrow::Cow::Borrowed),
-            Item::Json(j) => tooloop::provider::anthropic::text_delta_of(j),
+            Item::Json(j) if may_be_text_delta(j) => tooloop::provider::anthropic::text_delta_of(j),
+            Item::Json(_) => None,
             Item::TextJson { text, .. } => Some(std::borrow::Cow::Borrowed(text)),
         }
     }
@@ -97,12 +98,24 @@ impl Item {
     }
 }
 
+/// Whether an event's JSON text can be a text delta: it names one (or escapes something, which could
+/// spell the name): a quick look that spares the other events a parse.
+fn may_be_text_delta(json: &str) -> bool {
+    json.contains("text_delta") || json.contains("\\u")
+}
+
 /// An event as a Python dict. A raw text delta (the bulk of a stream) is built straight from a borrowed
-/// parse of its JSON text, with interned keys and type strings: no JSON value in between, one new `str`.
+/// parse of its JSON text, with interned keys and type strings: no JSON value in between, one new `str`. Any
+/// other event handed on as text is built straight from its text too.
 pub fn item_to_py<'py>(py: Python<'py>, item: Item) -> PyResult<Bound<'py, PyAny>> {
-    if let (Item::Json(j) | Item::TextJson { json: j, .. }, false) = (&item, worker_streams())
-        && let Some((index, text)) = tooloop::provider::anthropic::text_delta_parts(j)
-    {
+    let json = match (&item, worker_streams()) {
+        (Item::Json(j) | Item::TextJson { json: j, .. }, false) => j,
+        _ => return to_py(py, &item.into_value()),
+    };
+    // A text delta comes paired with its text from the core (`TextJson`); through a worker it is plain
+    // `Json`, told from the other events by its delta type before the stricter read.
+    let maybe_delta = matches!(item, Item::TextJson { .. }) || may_be_text_delta(json);
+    if maybe_delta && let Some((index, text)) = tooloop::provider::anthropic::text_delta_parts(json) {
         let delta = PyDict::new(py);
         delta.set_item(intern!(py, "type"), intern!(py, "text_delta"))?;
         delta.set_item(intern!(py, "text"), PyString::new(py, &text))?;
@@ -112,7 +125,7 @@ pub fn item_to_py<'py>(py: Python<'py>, item: Item) -> PyResult<Bound<'py, PyAny
         ev.set_item(intern!(py, "delta"), delta)?;
         return Ok(ev.into_any());
     }
-    to_py(py, &item.into_value())
+    Ok(json_to_py(py, json).unwrap_or_else(|| py.None().into_bound(py)))
 }
 
 /// `TOOLOOP_WORKER_STREAMS=1` in the environment (read once): raw streams go through a worker thread and
