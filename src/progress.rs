@@ -263,7 +263,7 @@ impl Progress {
 impl Progress {
     /// The note of the event that ends a run whose wrap-up turn called a tool anyway: what happened, then what
     /// the turn before repeated (the CLI's stop line shows it).
-    fn wrap_up_ignored_note(&self) -> String {
+    pub fn wrap_up_ignored_note(&self) -> String {
         let what = if self.last_stall.is_empty() { String::new() } else { format!(" {}.", self.last_stall) };
         format!(
             "[tooloop: the run is stopped: asked twice for its final answer with tools off, the model called a tool \
