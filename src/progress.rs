@@ -18,7 +18,7 @@
 //! The wrap-up turn ([`ProgressGuard::wrap_up`], on by default): a note alone does not make a small model
 //! stop — it reads "answer without a tool" and calls the tool again. So when a turn only repeated a check
 //! that had already passed (a command with the same output as before, exit code 0) or wrote a file with the
-//! content it already had, with nothing failing since the last change, the next request is
+//! content it already had, with no command failing since the last change, the next request is
 //! sent once with tools disabled (`tool_choice` none, the tools still defined so the history stays valid)
 //! and a line asking for the final answer ([`wrap_up`]): the model has to answer in text, and the run ends
 //! the natural way, with `end_turn`. Once per run. A server that ignores `tool_choice` none (llama.cpp's
@@ -46,7 +46,7 @@ pub struct ProgressGuard {
     /// at least 1).
     pub stop_after: u32,
     /// After a turn that only re-ran a check that had already passed (or rewrote a file with the content it
-    /// had), nothing failing since the last change, send the next request once with tools
+    /// had), no command failing since the last change, send the next request once with tools
     /// disabled, asking for the final answer (default true). See [`wrap_up`].
     pub wrap_up: bool,
 }
@@ -159,7 +159,7 @@ impl Progress {
     pub fn see(&mut self, call: &ToolUseBlock, content: &Value, is_error: bool) {
         let key = (call.name.clone(), call.input.to_string());
         let text = result_text(content);
-        self.turn_failed |= is_error || (call.name == "bash" && !passed(call, &text, is_error));
+        self.turn_failed |= failure_counts(call, &text, is_error);
         let why = if unchanged_write(call, &text, is_error) {
             // The model's own earlier write, made again (a first write that finds the content there is not).
             self.rewrote_same |= self.results.contains_key(&key);
@@ -185,7 +185,7 @@ impl Progress {
     pub fn again(&mut self, call: &ToolUseBlock, content: &Value, is_error: bool) -> Option<String> {
         let key = (call.name.clone(), call.input.to_string());
         let text = result_text(content);
-        self.turn_failed |= is_error || (call.name == "bash" && !passed(call, &text, is_error));
+        self.turn_failed |= failure_counts(call, &text, is_error);
         let why = if unchanged_write(call, &text, is_error) {
             self.rewrote_same = true;
             Some(format!("{} wrote exactly the content the file already had, so nothing changed", describe(call)))
@@ -326,6 +326,19 @@ pub fn wrap_up(request: &mut Request, on: bool) {
 /// A bash command that exited 0 (its output carries no `exit code: N` line).
 fn passed(call: &ToolUseBlock, text: &str, is_error: bool) -> bool {
     !is_error && call.name == "bash" && !text.lines().any(|l| l.starts_with("exit code: "))
+}
+
+/// Whether a failed call says the task may not be done: a command that failed, or a host's tool that
+/// reported an error. A built-in file tool's error (an old_text that matches nothing, a path that does not
+/// exist) says only that the call itself was wrong, so it does not keep the wrap-up away: a real model fixed
+/// calc.py with write_file, tried its wrong edit_file once more, then rewrote the fix unchanged until the
+/// guard stopped it.
+fn failure_counts(call: &ToolUseBlock, text: &str, is_error: bool) -> bool {
+    match call.name.as_str() {
+        "edit_file" | "write_file" | "read_file" | "glob" | "grep" => false,
+        "bash" => !passed(call, text, is_error),
+        _ => is_error,
+    }
 }
 
 /// The built-in write_file compares before writing and says when the file already had the content.

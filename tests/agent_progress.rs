@@ -204,6 +204,27 @@ fn a_model_that_rewrites_a_fixed_file_unchanged_gets_the_tools_off_request_and_e
 }
 
 #[test]
+fn a_wrong_edit_tried_again_after_the_fix_does_not_keep_the_wrap_up_away() {
+    // A real model's bugfix run: a blind edit_file that matches nothing, twice; the fix made with write_file; the
+    // wrong edit once more; the fix rewritten unchanged. The edit's error says the call was wrong, not that the
+    // task is undone: the next request has tools off, and the answer ends the run.
+    let edit = json!({"name": "edit_file", "input": {"path": "calc.py", "old_text": "add(2, 3)", "new_text": "5"}});
+    let fixed = "def add(a, b):\n    return a + b\n";
+    let steps = [edit.clone(), edit.clone(), write("calc.py", fixed), edit, write("calc.py", fixed), json!("Fixed.")];
+    let mock = MockServer::start(&scripted("progress detection", &steps));
+    let ws = Ws::new("wrapup-after-edit-errors");
+    std::fs::write(ws.0.join("calc.py"), "def add(a, b):\n    return a - b\n").unwrap();
+    let (result, _) = run(&mock, &ws, json!({}));
+    assert_eq!((result.stop_reason, result.turns, result.text.as_str()), (Some(StopReason::EndTurn), 6, "Fixed."));
+    let requests = mock.requests();
+    let off: Vec<usize> =
+        (0..requests.len()).filter(|&i| tool_choice(&requests, i) == json!({"type": "none"})).collect();
+    assert_eq!(off, vec![5]);
+    assert_eq!(std::fs::read_to_string(ws.0.join("calc.py")).unwrap(), fixed);
+    // A command that fails still keeps the tools on (the task is not done): see the test below.
+}
+
+#[test]
 fn a_wrap_up_ignored_once_is_asked_again_and_a_text_answer_then_ends_the_run_with_end_turn() {
     let steps = [
         write("hello.py", "print('hi')\n"),
