@@ -4,6 +4,7 @@ written in Python); every server or subprocess a test starts is stopped by its o
 from __future__ import annotations
 
 import shutil
+import signal
 import sys
 from pathlib import Path
 from typing import Any, Iterator, List
@@ -11,6 +12,12 @@ from typing import Any, Iterator, List
 import pytest
 
 from _support import MockServer, scenario
+
+# A test run started in the background of a non-interactive shell (`nohup bash .ci/run &`) inherits SIGINT
+# ignored, and an ignored signal stays ignored across exec: every child these tests send Ctrl+C to would ignore
+# it and the test would time out. With Python's own handler here, the children start with the default again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
