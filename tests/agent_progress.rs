@@ -146,6 +146,11 @@ fn tool_choice(requests: &[Value], i: usize) -> Value {
     requests[i]["body"].get("tool_choice").cloned().unwrap_or(Value::Null)
 }
 
+/// The indexes of the requests sent with tools off (`tool_choice` none).
+fn tools_off(requests: &[Value]) -> Vec<usize> {
+    (0..requests.len()).filter(|&i| tool_choice(requests, i) == json!({"type": "none"})).collect()
+}
+
 #[test]
 fn a_model_that_reruns_a_passing_check_gets_one_tools_off_request_and_ends_with_end_turn() {
     // write, run (passes), run again (same output): the next request has tools disabled and asks for the
@@ -217,8 +222,7 @@ fn a_wrong_edit_tried_again_after_the_fix_does_not_keep_the_wrap_up_away() {
     let (result, _) = run(&mock, &ws, json!({}));
     assert_eq!((result.stop_reason, result.turns, result.text.as_str()), (Some(StopReason::EndTurn), 6, "Fixed."));
     let requests = mock.requests();
-    let off: Vec<usize> =
-        (0..requests.len()).filter(|&i| tool_choice(&requests, i) == json!({"type": "none"})).collect();
+    let off = tools_off(&requests);
     assert_eq!(off, vec![5]);
     assert_eq!(std::fs::read_to_string(ws.0.join("calc.py")).unwrap(), fixed);
     // A command that fails still keeps the tools on (the task is not done): see the test below.
@@ -262,8 +266,7 @@ fn the_wrap_up_is_sent_once_and_calls_a_server_sends_anyway_are_not_run_and_end_
     let (agent, result, events) = run_agent(&mock, &ws, json!({}));
     assert_eq!((result.stop_reason, result.turns), (Some(StopReason::Repetition), 5));
     let requests = mock.requests();
-    let off: Vec<usize> =
-        (0..requests.len()).filter(|&i| tool_choice(&requests, i) == json!({"type": "none"})).collect();
+    let off = tools_off(&requests);
     assert_eq!(off, vec![3, 4], "sent, ignored, sent once more: the run ends with that turn");
     assert!(!ws.0.join("ran-anyway").exists(), "a call made with tools off is not run");
     assert!(!ws.0.join("ran-anyway-too").exists(), "a call made with tools off is not run");

@@ -251,8 +251,9 @@ impl Agent {
                     // are not run, each gets its one result; the first time the wrap-up goes once more, the
                     // second time the run ends here.
                     let stop = state.progress.wrap_up_ignored();
+                    let stopped = stop.is_some();
                     let result =
-                        if stop.is_some() { crate::progress::WRAP_UP_IGNORED } else { crate::progress::WRAP_UP_AGAIN };
+                        if stopped { crate::progress::WRAP_UP_IGNORED } else { crate::progress::WRAP_UP_AGAIN };
                     for call in &calls {
                         self.record(Entry::tool_result(&call.id, &call.name, Value::String(result.into()), true))?;
                     }
@@ -260,16 +261,16 @@ impl Agent {
                         on_event(&Event::Repetition {
                             id: call.id.clone(),
                             name: call.name.clone(),
-                            count: if stop.is_some() { 2 } else { 1 },
-                            stopped: stop.is_some(),
-                            note: stop.clone().unwrap_or_else(|| {
+                            count: if stopped { 2 } else { 1 },
+                            stopped,
+                            note: stop.unwrap_or_else(|| {
                                 "[tooloop: no progress: asked for its final answer with tools off, the model called \
                                  a tool anyway; not run, and asked once more]"
                                     .into()
                             }),
                         });
                     }
-                    if stop.is_some() {
+                    if stopped {
                         run.stop_reason = Some(StopReason::Repetition);
                         return Ok(run);
                     }
