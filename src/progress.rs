@@ -18,10 +18,13 @@
 //! The wrap-up turn ([`ProgressGuard::wrap_up`], on by default): a note alone does not make a small model
 //! stop — it reads "answer without a tool" and calls the tool again. So when a turn only repeated a check
 //! that had already passed (a command with the same output as before, exit code 0) or wrote a file with the
-//! content it already had, with no command failing since the last change, the next request is
+//! content it already had (or sent an edit whose old and new text are the same), with no command failing
+//! since the last change, the next request is
 //! sent once with tools disabled (`tool_choice` none, the tools still defined so the history stays valid)
 //! and a line asking for the final answer ([`wrap_up`]): the model has to answer in text, and the run ends
-//! the natural way, with `end_turn`. Once per run. A server that ignores `tool_choice` none (llama.cpp's
+//! the natural way, with `end_turn`. Once per run. When such a rewrite comes with nothing run since the
+//! model's last change, its note first says so (once per run) and the wrap-up waits for the next stalled
+//! rewrite: a small model rewrites its file instead of running the test the task asked for. A server that ignores `tool_choice` none (llama.cpp's
 //! Anthropic endpoint drops it) and sends calls anyway gets them answered, not run ([`WRAP_UP_AGAIN`]), and
 //! the request goes once more with tools off; calls sent in that one too are answered [`WRAP_UP_IGNORED`]
 //! and the run ends with `"repetition"`.
@@ -30,7 +33,7 @@
 //! like a poll, is left alone), or judge a call before it ran. It only reads what the loop hands it: no I/O,
 //! nothing above it imported.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -130,6 +133,26 @@ pub struct Progress {
     wrap_up: WrapUp,
     /// What the last stalled turn repeated, said for a person (the stop line names it).
     last_stall: String,
+    /// The paths this run's writes and edits changed.
+    changed: HashSet<String>,
+    /// Whether something ran (a command, a host's tool) since the last write or edit that changed a file.
+    ran_since_change: bool,
+    /// Whether a note has told the model that nothing ran since its last change (once per run).
+    run_hint: RunHint,
+    /// The calls whose last result was a passing check or a write that changed nothing.
+    idle: HashSet<(String, String)>,
+    /// Whether the runaway guard refused a call of the current turn that repeated such a result.
+    refused_idle: bool,
+}
+
+/// Whether a note has said that nothing ran since the model's last change.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum RunHint {
+    #[default]
+    No,
+    /// In the current turn: its rewrite does not call for the wrap-up yet.
+    ThisTurn,
+    Before,
 }
 
 impl Progress {
@@ -143,6 +166,10 @@ impl Progress {
         self.passed_again = false;
         self.rewrote_same = false;
         self.turn_failed = false;
+        self.refused_idle = false;
+        if self.run_hint == RunHint::ThisTurn {
+            self.run_hint = RunHint::Before;
+        }
         let n = self.turns.len();
         for p in 2..=MAX_PERIOD {
             if n >= 2 * p && self.turns[n - p..] == self.turns[n - 2 * p..n - p] {
@@ -161,17 +188,26 @@ impl Progress {
         let text = result_text(content);
         self.turn_failed |= failure_counts(call, &text, is_error);
         let why = if unchanged_write(call, &text, is_error) {
-            // The model's own earlier write, made again (a first write that finds the content there is not).
-            self.rewrote_same |= self.results.contains_key(&key);
-            Some(format!("{} wrote exactly the content the file already had, so nothing changed", describe(call)))
+            // The model's own earlier write or change, made again (a first write that finds the content there
+            // is not).
+            self.rewrote_same |= self.results.contains_key(&key) || self.changed.contains(&path_of(call));
+            Some(self.unchanged_why(call))
         } else if self.results.get(&key) == Some(&text) {
             self.passed_again |= passed(call, &text, is_error);
             Some(same_result(call, &text, is_error))
         } else {
             None
         };
+        self.track(call, &key, &text, is_error);
         self.results.insert(key, text);
         self.current.push(why);
+    }
+
+    /// The runaway guard refused a call of the current turn (the same call and input as the turns before): a
+    /// repeat of a passing check or of a write that changed nothing calls for the wrap-up like the repeat
+    /// that ran did, rather than leaving the guard to refuse it until it stops the run.
+    pub fn refused(&mut self, call: &ToolUseBlock) {
+        self.refused_idle |= self.idle.contains(&(call.name.clone(), call.input.to_string()));
     }
 
     /// A call of the current turn told the model something new whatever its result (a refusal by the user).
@@ -188,7 +224,7 @@ impl Progress {
         self.turn_failed |= failure_counts(call, &text, is_error);
         let why = if unchanged_write(call, &text, is_error) {
             self.rewrote_same = true;
-            Some(format!("{} wrote exactly the content the file already had, so nothing changed", describe(call)))
+            Some(self.unchanged_why(call))
         } else {
             let same = self.results.get(&key) == Some(&text);
             self.passed_again |= same && passed(call, &text, is_error);
@@ -203,8 +239,45 @@ impl Progress {
                  tool; otherwise do something different.]"
             )
         });
+        self.track(call, &key, &text, is_error);
         self.results.insert(key, text);
         note
+    }
+
+    /// Why a write or edit that changed nothing made no progress; the first time one comes with nothing run
+    /// since the model's last change, it also says so, and that turn does not call for the wrap-up yet: a
+    /// small model rewrites its file instead of running the test the task asked for.
+    fn unchanged_why(&mut self, call: &ToolUseBlock) -> String {
+        let mut why = if call.name == "edit_file" {
+            format!("{} would change nothing: its old_text and new_text are the same", describe(call))
+        } else {
+            format!("{} wrote exactly the content the file already had, so nothing changed", describe(call))
+        };
+        if !self.ran_since_change && !self.changed.is_empty() && self.run_hint == RunHint::No {
+            self.run_hint = RunHint::ThisTurn;
+            why.push_str(
+                "; nothing has been run since your last change: if the task asks for something to be run or \
+                 tested, do that now",
+            );
+        }
+        why
+    }
+
+    /// Keeps what changed and what ran: a write or edit that changed a file, or any call that runs something.
+    fn track(&mut self, call: &ToolUseBlock, key: &(String, String), text: &str, is_error: bool) {
+        if unchanged_write(call, text, is_error) || passed(call, text, is_error) {
+            self.idle.insert(key.clone());
+        } else {
+            self.idle.remove(key);
+        }
+        match call.name.as_str() {
+            "write_file" | "edit_file" if !is_error && !unchanged_write(call, text, is_error) => {
+                self.changed.insert(path_of(call));
+                self.ran_since_change = false;
+            }
+            "write_file" | "edit_file" | "read_file" | "glob" | "grep" => {}
+            _ => self.ran_since_change = true,
+        }
     }
 
     /// The current turn ended (every call was seen). `Some` when it made no progress.
@@ -227,7 +300,9 @@ impl Progress {
         // Every call of the turn repeated something (or was the same call as the turn before), one of them
         // was a passing check or a rewrite of what a file already held, and nothing has failed since the last
         // change: the model is done but does not say so.
-        let idle_again = self.passed_again || self.rewrote_same;
+        let idle_again = self.passed_again
+            || (self.rewrote_same && self.run_hint != RunHint::ThisTurn)
+            || (self.refused_idle && self.run_hint != RunHint::ThisTurn);
         if stalled && idle_again && !self.failed_since_progress && guard.wrap_up && self.wrap_up == WrapUp::Idle {
             self.wrap_up = WrapUp::Due;
         }
@@ -341,9 +416,19 @@ fn failure_counts(call: &ToolUseBlock, text: &str, is_error: bool) -> bool {
     }
 }
 
-/// The built-in write_file compares before writing and says when the file already had the content.
+/// A write or edit that changed nothing: the built-in write_file compares before writing and says when the
+/// file already had the content; an edit_file whose old_text and new_text are the same is refused.
 fn unchanged_write(call: &ToolUseBlock, text: &str, is_error: bool) -> bool {
-    !is_error && call.name == "write_file" && text.starts_with("unchanged ")
+    match call.name.as_str() {
+        "write_file" => !is_error && text.starts_with("unchanged "),
+        "edit_file" => call.input.get("old_text").is_some_and(|o| Some(o) == call.input.get("new_text")),
+        _ => false,
+    }
+}
+
+/// The path a file tool's call names.
+fn path_of(call: &ToolUseBlock) -> String {
+    call.input.get("path").and_then(Value::as_str).unwrap_or_default().to_string()
 }
 
 /// One string per call: its name and exact input.
@@ -569,6 +654,60 @@ mod tests {
             p.end_turn(&off);
             assert!(!p.take_wrap_up());
         }
+    }
+
+    #[test]
+    fn a_rewrite_with_nothing_run_since_the_change_asks_for_the_check_once_before_the_wrap_up() {
+        // A real model wrote pal.py and a broken test_pal.py, never ran it, and rewrote pal.py unchanged: the
+        // wrap-up then ended the run with the test broken.
+        let write = call("write_file", json!({"path": "pal.py", "content": "x"}));
+        let unchanged = "unchanged pal.py (1 bytes; it already had this content)";
+        let mut p = Progress::default();
+        assert_eq!(turn(&mut p, &[(write.clone(), "created pal.py (1 bytes)")]), None);
+        let s = turn(&mut p, &[(write.clone(), unchanged)]).expect("an identical rewrite is no progress");
+        assert!(s.note.contains("nothing has been run since your last change: if the task asks for something to be run or tested, do that now"), "{}", s.note);
+        assert!(!p.take_wrap_up(), "told to run the check first");
+        let s = turn(&mut p, &[(write.clone(), unchanged)]).expect("again");
+        assert!(!s.note.contains("nothing has been run"), "said once: {}", s.note);
+        assert!(p.take_wrap_up(), "the second rewrite: done");
+
+        // Something ran since the change: the first rewrite calls for the wrap-up at once.
+        let mut p = Progress::default();
+        assert_eq!(turn(&mut p, &[(write.clone(), "created pal.py (1 bytes)")]), None);
+        assert_eq!(turn(&mut p, &[(call("bash", json!({"command": "python3 pal.py"})), "")]), None);
+        let s = turn(&mut p, &[(write.clone(), unchanged)]).expect("no progress");
+        assert!(!s.note.contains("nothing has been run"), "{}", s.note);
+        assert!(p.take_wrap_up());
+    }
+
+    #[test]
+    fn an_edit_that_changes_nothing_after_the_models_own_fix_is_a_rewrite_of_the_same() {
+        // A real model fixed calc.py with edit_file, then sent edit_file with old_text equal to new_text until
+        // the runaway guard stopped it.
+        let fix = call("edit_file", json!({"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}));
+        let same = call("edit_file", json!({"path": "calc.py", "old_text": "a + b", "new_text": "a + b"}));
+        let refused = json!("old_text and new_text are the same: the edit would change nothing");
+        let mut p = Progress::default();
+        p.begin_turn(std::slice::from_ref(&fix));
+        p.see(&fix, &json!("edited calc.py: replaced 1 occurrence"), false);
+        assert_eq!(p.end_turn(&ProgressGuard::default()), None);
+        p.begin_turn(std::slice::from_ref(&same));
+        p.see(&same, &refused, true);
+        let s = p.end_turn(&ProgressGuard::default()).expect("an edit that changes nothing is no progress");
+        assert!(s.note.contains("edit_file(calc.py) would change nothing: its old_text and new_text are the same"));
+        assert!(!p.take_wrap_up(), "nothing ran since the fix: asked to run it first");
+        // The same call in the next turn is the runaway guard's to count, but it calls for the wrap-up.
+        p.begin_turn(std::slice::from_ref(&same));
+        let note = p.again(&same, &refused, true).expect("told at once");
+        assert!(note.contains("would change nothing"), "{note}");
+        assert_eq!(p.end_turn(&ProgressGuard::default()), None);
+        assert!(p.take_wrap_up(), "the model is done but does not say so");
+        // An edit with old_text equal to new_text before any change of the run's own is not a rewrite.
+        let mut p = Progress::default();
+        p.begin_turn(std::slice::from_ref(&same));
+        p.see(&same, &refused, true);
+        assert!(p.end_turn(&ProgressGuard::default()).is_some());
+        assert!(!p.take_wrap_up());
     }
 
     #[test]

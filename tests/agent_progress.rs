@@ -190,40 +190,84 @@ fn a_model_that_reruns_a_passing_check_gets_one_tools_off_request_and_ends_with_
 
 #[test]
 fn a_model_that_rewrites_a_fixed_file_unchanged_gets_the_tools_off_request_and_ends_with_end_turn() {
-    // The fix is written, then written again unchanged (what a small model did on a bug fix): done.
-    let steps = [
-        write("calc.py", "def add(a, b):\n    return a + b\n"),
-        write("calc.py", "def add(a, b):\n    return a + b\n"),
-        json!("Fixed add in calc.py."),
-    ];
+    // The fix is written, then written again unchanged (what a small model did on a bug fix). Nothing ran since
+    // the fix: the note asks for the check once; the next unchanged rewrite means done.
+    let fixed = "def add(a, b):\n    return a + b\n";
+    let steps =
+        [write("calc.py", fixed), write("calc.py", fixed), write("calc.py", fixed), json!("Fixed add in calc.py.")];
     let mock = MockServer::start(&scripted("progress detection", &steps));
     let ws = Ws::new("wrapup-rewrite");
     let (result, _) = run(&mock, &ws, json!({}));
-    assert_eq!((result.stop_reason, result.turns), (Some(StopReason::EndTurn), 3));
+    assert_eq!((result.stop_reason, result.turns), (Some(StopReason::EndTurn), 4));
     let requests = mock.requests();
-    assert_eq!(tool_choice(&requests, 1), Value::Null);
-    assert_eq!(tool_choice(&requests, 2), json!({"type": "none"}));
-    let told = last_result(&requests, 2);
-    assert!(told.contains("wrote exactly the content the file already had"), "{told}");
+    assert_eq!(tools_off(&requests), vec![3]);
+    let asked = last_result(&requests, 2);
+    assert!(asked.contains("wrote exactly the content the file already had"), "{asked}");
+    assert!(asked.contains("nothing has been run since your last change: if the task asks for something to be run or tested, do that now"), "{asked}");
+    // The third identical write is the runaway guard's to refuse; the refusal of a repeat that changed
+    // nothing calls for the wrap-up instead of more refusals until the guard stops the run.
+    let told = last_result(&requests, 3);
+    assert!(told.starts_with("not run: same call and same input"), "{told}");
+    assert!(!told.contains("nothing has been run"), "said once: {told}");
     assert!(told.ends_with(tooloop::progress::WRAP_UP_NOTE), "{told}");
+
+    // A command ran after the fix: the first unchanged rewrite is enough.
+    let steps = [write("calc.py", fixed), bash("python3 calc.py"), write("calc.py", fixed), json!("Fixed.")];
+    let mock = MockServer::start(&scripted("progress detection", &steps));
+    let ws = Ws::new("wrapup-rewrite-ran");
+    let (result, _) = run(&mock, &ws, json!({}));
+    assert_eq!((result.stop_reason, result.turns), (Some(StopReason::EndTurn), 4));
+    assert_eq!(tools_off(&mock.requests()), vec![3]);
+}
+
+#[test]
+fn an_edit_whose_old_and_new_text_are_the_same_after_the_fix_leads_to_the_wrap_up_not_the_runaway_guard() {
+    // A real model (Anthropic wire) fixed calc.py with edit_file, then sent edit_file with old_text equal to
+    // new_text, again and again, until the runaway guard ended the run.
+    let fix = json!({"name": "edit_file", "input": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}});
+    let same = json!({"name": "edit_file", "input": {"path": "calc.py", "old_text": "a + b", "new_text": "a + b"}});
+    let steps = [fix, same.clone(), same.clone(), json!("Fixed: add returns a + b.")];
+    let mock = MockServer::start(&scripted("progress detection", &steps));
+    let ws = Ws::new("wrapup-noop-edit");
+    std::fs::write(ws.0.join("calc.py"), "def add(a, b):\n    return a - b\n").unwrap();
+    let (result, events) = run(&mock, &ws, json!({}));
+    assert_eq!(
+        (result.stop_reason, result.turns, result.text.as_str()),
+        (Some(StopReason::EndTurn), 4, "Fixed: add returns a + b.")
+    );
+    let requests = mock.requests();
+    assert_eq!(tools_off(&requests), vec![3]);
+    let told = last_result(&requests, 2);
+    assert!(told.contains("edit_file(calc.py) would change nothing: its old_text and new_text are the same"), "{told}");
+    assert!(repetitions(&events).iter().all(|(_, stopped, _)| !stopped));
+    assert_eq!(std::fs::read_to_string(ws.0.join("calc.py")).unwrap(), "def add(a, b):\n    return a + b\n");
 }
 
 #[test]
 fn a_wrong_edit_tried_again_after_the_fix_does_not_keep_the_wrap_up_away() {
     // A real model's bugfix run: a blind edit_file that matches nothing, twice; the fix made with write_file; the
-    // wrong edit once more; the fix rewritten unchanged. The edit's error says the call was wrong, not that the
-    // task is undone: the next request has tools off, and the answer ends the run.
+    // wrong edit once more; the fix rewritten unchanged, twice. The edit's error says the call was wrong, not
+    // that the task is undone: after the note asking for the check, the next request has tools off, and the
+    // answer ends the run.
     let edit = json!({"name": "edit_file", "input": {"path": "calc.py", "old_text": "add(2, 3)", "new_text": "5"}});
     let fixed = "def add(a, b):\n    return a + b\n";
-    let steps = [edit.clone(), edit.clone(), write("calc.py", fixed), edit, write("calc.py", fixed), json!("Fixed.")];
+    let steps = [
+        edit.clone(),
+        edit.clone(),
+        write("calc.py", fixed),
+        edit,
+        write("calc.py", fixed),
+        write("calc.py", fixed),
+        json!("Fixed."),
+    ];
     let mock = MockServer::start(&scripted("progress detection", &steps));
     let ws = Ws::new("wrapup-after-edit-errors");
     std::fs::write(ws.0.join("calc.py"), "def add(a, b):\n    return a - b\n").unwrap();
     let (result, _) = run(&mock, &ws, json!({}));
-    assert_eq!((result.stop_reason, result.turns, result.text.as_str()), (Some(StopReason::EndTurn), 6, "Fixed."));
+    assert_eq!((result.stop_reason, result.turns, result.text.as_str()), (Some(StopReason::EndTurn), 7, "Fixed."));
     let requests = mock.requests();
     let off = tools_off(&requests);
-    assert_eq!(off, vec![5]);
+    assert_eq!(off, vec![6]);
     assert_eq!(std::fs::read_to_string(ws.0.join("calc.py")).unwrap(), fixed);
     // A command that fails still keeps the tools on (the task is not done): see the test below.
 }

@@ -294,7 +294,9 @@ impl Agent {
                     if denied {
                         state.progress.moved();
                     } else if repeated {
-                        // Refused by the runaway guard, which said so: no verdict here.
+                        // Refused by the runaway guard, which said so: no verdict here, but a refused repeat
+                        // of a check that passed may call for the wrap-up.
+                        state.progress.refused(call);
                     } else if again {
                         if let Some(note) = state.progress.again(call, &outcome.content, outcome.is_error) {
                             append_text(&mut outcome.content, &note);

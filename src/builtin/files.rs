@@ -662,12 +662,16 @@ fn not_found_message(path: &str, text: &str, old_text: &str, cancel: &CancelToke
         if !hits.is_empty() {
             message.push_str(&format!(
                 ", but it matches line{} {} when leading and trailing whitespace is ignored: the \
-                 indentation (tabs or spaces) or trailing spaces differ. Copy the exact text from read_file \
-                 (without the line-number prefix) and try again",
+                 indentation (tabs or spaces) or trailing spaces differ",
                 if hits.len() == 1 && trimmed_old.len() == 1 { "" } else { "s" },
                 hits.join(", ")
             ));
-            return message;
+            return with_small_file(
+                message,
+                &file_lines,
+                text,
+                "Copy the exact text from read_file (without the line-number prefix) and try again",
+            );
         }
     }
     if cancel.is_cancelled() {
@@ -680,22 +684,35 @@ fn not_found_message(path: &str, text: &str, old_text: &str, cancel: &CancelToke
     if !collapsed_old.is_empty() && collapse(text).contains(&collapsed_old) {
         message.push_str(
             ", but it matches when whitespace and line breaks are ignored: the spacing or line breaks \
-             differ. Read the file again and copy the exact text",
+             differ",
         );
-        return message;
+        return with_small_file(message, &file_lines, text, "Copy the exact text, line breaks included");
     }
 
     // The first line is there, what follows differs.
     if let Some(first) = trimmed_old.first().filter(|l| l.chars().count() >= 4) {
         if let Some(i) = file_lines.iter().position(|l| l.contains(first)) {
-            message.push_str(&format!(
-                ". Its first line occurs at line {}, but the lines after it differ; read the file around \
-                 there again and copy the exact text",
-                i + 1
-            ));
-            return message;
+            message.push_str(&format!(". Its first line occurs at line {}, but the lines after it differ", i + 1));
+            return with_small_file(
+                message,
+                &file_lines,
+                text,
+                "Read the file around there again and copy the exact text",
+            );
         }
     }
+    with_small_file(
+        message,
+        &file_lines,
+        text,
+        "Read the file again (read_file) and copy the exact text to replace, whitespace included",
+    )
+}
+
+/// Ends a missed edit's message: a small file is shown whole, numbered, so the model can copy from it what
+/// it could not reproduce (small models repeat the same wrong old_text when told only to read the file
+/// again); a big one gets `otherwise`, a sentence.
+fn with_small_file(mut message: String, file_lines: &[&str], text: &str, otherwise: &str) -> String {
     if file_lines.len() <= SHOW_WHOLE_FILE_LINES && text.len() <= SHOW_WHOLE_FILE_BYTES {
         message.push_str(&format!(
             ". old_text must be a piece of the file as it is now, copied exactly (or write the whole corrected \
@@ -703,11 +720,11 @@ fn not_found_message(path: &str, text: &str, old_text: &str, cancel: &CancelToke
              not part of it):\n{}",
             file_lines.len(),
             if file_lines.len() == 1 { "" } else { "s" },
-            numbered(&file_lines, 1, file_lines.len())
+            numbered(file_lines, 1, file_lines.len())
         ));
-        return message;
+    } else {
+        message.push_str(&format!(". {otherwise}"));
     }
-    message.push_str(". Read the file again (read_file) and copy the exact text to replace, whitespace included");
     message
 }
 
@@ -998,6 +1015,20 @@ mod tests {
         assert!(err.contains("The file has 2 lines"), "{err}");
         assert!(err.contains("copied exactly (or write the whole corrected file with write_file)"), "{err}");
         assert!(err.ends_with("     1\tdef add(a, b):\n     2\t    return a - b\n"), "{err}");
+    }
+
+    #[test]
+    fn edit_file_a_miss_only_in_line_breaks_or_indentation_shows_the_small_file_too() {
+        // A real model sent the two lines of calc.py as one, four times, when told only to read it again.
+        let (_tmp, ws) = setup();
+        code_file(&ws, "def add(a, b):\n    return a - b\n");
+        let err = edit(&ws, "def add(a, b): return a - b", "def add(a, b): return a + b", None).unwrap_err();
+        assert!(err.contains("matches when whitespace and line breaks are ignored"), "{err}");
+        assert!(err.ends_with("     1\tdef add(a, b):\n     2\t    return a - b\n"), "{err}");
+        code_file(&ws, "def add(a, b):\n\treturn a - b\n");
+        let err = edit(&ws, "def add(a, b):\n    return a - b", "def add(a, b):\n    return a + b", None).unwrap_err();
+        assert!(err.contains("matches lines 1-2 when leading and trailing whitespace is ignored"), "{err}");
+        assert!(err.ends_with("     2\t\treturn a - b\n"), "{err}");
     }
 
     #[test]
