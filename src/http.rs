@@ -249,11 +249,14 @@ fn sleep_watched(cancel: &CancelToken, delay: Duration) -> bool {
 /// request, and with a timeout it does so on a new thread: one thread and one DNS lookup per request.
 const RESOLVED_FOR: Duration = Duration::from_secs(30);
 
-/// ureq's resolver, with IP literals answered directly and host names cached for [`RESOLVED_FOR`].
+/// ureq's resolver, with IP literals answered directly and host names cached for [`RESOLVED_FOR`]; with
+/// `refuse` set, an answer holding a refused address fails the connection (see
+/// [`HttpClient::with_address_check`]).
 #[derive(Debug, Default)]
 struct CachingResolver {
     inner: ureq::unversioned::resolver::DefaultResolver,
     cache: std::sync::Mutex<Vec<(String, Instant, ureq::unversioned::resolver::ResolvedSocketAddrs)>>,
+    refuse: Option<fn(std::net::IpAddr) -> bool>,
 }
 
 impl ureq::unversioned::resolver::Resolver for CachingResolver {
@@ -263,6 +266,29 @@ impl ureq::unversioned::resolver::Resolver for CachingResolver {
         config: &ureq::config::Config,
         timeout: NextTimeout,
     ) -> std::result::Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        let addrs = self.lookup(uri, config, timeout)?;
+        if let Some(ip) = self.refuse.and_then(|refuse| addrs.iter().map(|a| a.ip()).find(|ip| refuse(*ip))) {
+            return Err(ureq::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} resolved to {ip}, an address this client never connects to (link-local or cloud \
+                     metadata)",
+                    uri.host().unwrap_or("the host")
+                ),
+            )));
+        }
+        Ok(addrs)
+    }
+}
+
+impl CachingResolver {
+    fn lookup(
+        &self,
+        uri: &ureq::http::Uri,
+        config: &ureq::config::Config,
+        timeout: NextTimeout,
+    ) -> std::result::Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        use ureq::unversioned::resolver::Resolver as _;
         let host = uri.host().unwrap_or("");
         let port = uri.port_u16().or_else(|| match uri.scheme_str() {
             Some("https") => Some(443),
@@ -773,6 +799,19 @@ pub fn header_value<'a>(headers: &'a [(String, String)], name: &str) -> Option<&
 impl HttpClient {
     /// Build a client (one agent, one pool) from `config`.
     pub fn new(config: HttpConfig) -> Self {
+        Self::build(config, CachingResolver::default())
+    }
+
+    /// Like [`HttpClient::new`], and every connection checks the addresses its host name resolved to at
+    /// that moment: one for which `refuse` is true fails the request before anything is connected. A check
+    /// made on the URL before the request is not enough, because a host name may resolve to another address
+    /// the next time (DNS rebinding); this one is made on the addresses the connection uses. (Through an HTTP
+    /// proxy the proxy resolves the target, and only the proxy's own address is checked here.)
+    pub fn with_address_check(config: HttpConfig, refuse: fn(std::net::IpAddr) -> bool) -> Self {
+        Self::build(config, CachingResolver { refuse: Some(refuse), ..CachingResolver::default() })
+    }
+
+    fn build(config: HttpConfig, resolver: CachingResolver) -> Self {
         let ureq_config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_connect(Some(config.connect_timeout))
@@ -790,7 +829,7 @@ impl HttpClient {
                 .chain(CancellableTcp)
                 .chain(RustlsConnector::default())
                 .chain(WatchConnector);
-        let agent = ureq::Agent::with_parts(ureq_config, connector, CachingResolver::default());
+        let agent = ureq::Agent::with_parts(ureq_config, connector, resolver);
         HttpClient { agent, config }
     }
 
@@ -1306,6 +1345,32 @@ mod tests {
         let got = quick.send_once(&post(&url), &CancelToken::new());
         assert!(matches!(got, Err(Error::Timeout { phase: "connect", .. })), "{:?}", got.err());
         assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn a_client_with_an_address_check_refuses_what_a_name_resolves_to_when_it_connects() {
+        // web_fetch checks a URL's addresses first; this check runs again on the addresses the connection
+        // uses, so a name that resolves differently the second time (DNS rebinding) is refused too.
+        let (url, conns) = slow_server(vec![(0, vec![(0, "{}")])]);
+        let port = url.rsplit(':').next().unwrap().split('/').next().unwrap().to_string();
+        let config = HttpConfig { max_retries: 0, ..HttpConfig::default() };
+        let guarded = HttpClient::with_address_check(config.clone(), |ip| ip.is_loopback());
+        for target in [format!("http://127.0.0.1:{port}/x"), format!("http://localhost:{port}/x")] {
+            match guarded.get_once(&target, &[], &CancelToken::new()) {
+                Err(Error::Connection { message }) => {
+                    assert!(message.contains("an address this client never connects to"), "{message}");
+                    assert!(
+                        message.contains("resolved to 127.0.0.1") || message.contains("resolved to ::1"),
+                        "{message}"
+                    );
+                }
+                other => panic!("{target}: {:?}", other.map(|r| r.status)),
+            }
+        }
+        assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 0, "nothing was connected");
+        let plain = HttpClient::new(config);
+        let got = plain.get_once(&format!("http://localhost:{port}/x"), &[], &CancelToken::new()).unwrap();
+        assert_eq!(got.status, 200);
     }
 
     #[test]

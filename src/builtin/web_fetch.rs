@@ -7,7 +7,9 @@
 //! link-local and cloud metadata addresses (`169.254.0.0/16`, `fe80::/10`, `fd00:ec2::254`,
 //! `100.100.100.200`) are refused for the URL and for every redirect target, before connecting (loopback
 //! and private addresses are allowed: a local dev server is a legitimate target). Redirects are followed
-//! by this module, at most [`MAX_REDIRECTS`] of them, each checked again. The body is read up to
+//! by this module, at most [`MAX_REDIRECTS`] of them, each checked again; and the HTTP layer checks the
+//! addresses each connection actually uses against the same rule ([`HttpClient::with_address_check`]), so
+//! a name that resolves differently the second time (DNS rebinding) is refused too. The body is read up to
 //! [`MAX_FETCH_BYTES`]; the text returned is capped at [`FETCH_OUTPUT_CAP_CHARS`] with a note.
 //!
 //! Must never: send a cookie, an authorization header or URL credentials; connect to a link-local
@@ -28,15 +30,20 @@ pub const MAX_FETCH_BYTES: usize = 5 * 1024 * 1024;
 /// Characters of text returned at most.
 pub const FETCH_OUTPUT_CAP_CHARS: usize = 40_000;
 
-/// The HTTP settings of `web_fetch`: short timeouts, no retries (the model can call again).
+/// The HTTP settings of `web_fetch`: short timeouts, no retries (the model can call again), and the
+/// metadata rule checked again on the addresses each connection uses (a name that resolved to a public
+/// address when the URL was checked may resolve to a metadata one when it is connected to).
 pub(crate) fn client() -> HttpClient {
-    HttpClient::new(HttpConfig {
-        connect_timeout: Duration::from_secs(10),
-        idle_timeout: Duration::from_secs(30),
-        total_timeout: Duration::from_secs(60),
-        max_retries: 0,
-        ..HttpConfig::default()
-    })
+    HttpClient::with_address_check(
+        HttpConfig {
+            connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
+            total_timeout: Duration::from_secs(60),
+            max_retries: 0,
+            ..HttpConfig::default()
+        },
+        is_metadata_address,
+    )
 }
 
 /// Whether `ip` is a link-local or cloud instance-metadata address, never fetched.
