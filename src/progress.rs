@@ -26,7 +26,8 @@
 //! model's last change, its note first says so (once per run) and the wrap-up waits for the next stalled
 //! rewrite: a small model rewrites its file instead of running the test the task asked for. A server that ignores `tool_choice` none (llama.cpp's
 //! Anthropic endpoint drops it) and sends calls anyway gets them answered, not run ([`WRAP_UP_AGAIN`]), and
-//! the request goes once more with tools off; calls sent in that one too are answered [`WRAP_UP_IGNORED`]
+//! the request goes once more, without the tools (so the server's prompt no longer lists them); calls sent
+//! in that one too are answered [`WRAP_UP_IGNORED`]
 //! and the run ends with `"repetition"`.
 //!
 //! Must never: stop a run whose calls keep producing something new (a cycle of commands whose output changes,
@@ -143,6 +144,8 @@ pub struct Progress {
     idle: HashSet<(String, String)>,
     /// Whether the runaway guard refused a call of the current turn that repeated such a result.
     refused_idle: bool,
+    /// A command of the current turn that failed the last time it ran and passes now, said short.
+    passes_now: Option<String>,
 }
 
 /// Whether a note has said that nothing ran since the model's last change.
@@ -167,6 +170,7 @@ impl Progress {
         self.rewrote_same = false;
         self.turn_failed = false;
         self.refused_idle = false;
+        self.passes_now = None;
         if self.run_hint == RunHint::ThisTurn {
             self.run_hint = RunHint::Before;
         }
@@ -196,6 +200,11 @@ impl Progress {
             self.passed_again |= passed(call, &text, is_error);
             Some(same_result(call, &text, is_error))
         } else {
+            if passed(call, &text, is_error)
+                && self.results.get(&key).is_some_and(|before| !passed(call, before, false))
+            {
+                self.passes_now = Some(describe(call));
+            }
             None
         };
         self.track(call, &key, &text, is_error);
@@ -280,6 +289,17 @@ impl Progress {
         }
     }
 
+    /// The note for a turn that made progress with a command that failed the last time it ran and passes
+    /// now (exit code 0): the moment a fix worked, when a small model otherwise goes on to "clean up" (one
+    /// deleted the files it had just tested). `None` for any other turn; call after [`Progress::end_turn`].
+    pub fn passes_now_note(&mut self) -> Option<String> {
+        let what = self.passes_now.take()?;
+        Some(format!(
+            "[tooloop: {what} failed the last time it ran and passes now (exit code 0). If that is what the task \
+             asked for, answer now in plain words without calling a tool.]"
+        ))
+    }
+
     /// The current turn ended (every call was seen). `Some` when it made no progress.
     pub fn end_turn(&mut self, guard: &ProgressGuard) -> Option<Stall> {
         let cycle = self.cycle.take().map(|p| {
@@ -357,6 +377,12 @@ impl Progress {
         true
     }
 
+    /// Whether the wrap-up request just taken is the second one, to a server that ignored `tool_choice` none
+    /// the first time: it goes without the tools (see [`wrap_up`]).
+    pub fn wrap_up_without_tools(&self) -> bool {
+        self.wrap_up == WrapUp::SentAgain
+    }
+
     /// The wrap-up turn called tools anyway (its server ignores `tool_choice` none). `None`: the first time;
     /// answer the calls [`WRAP_UP_AGAIN`] and send the wrap-up request once more. `Some(note)`: the second
     /// time; answer them [`WRAP_UP_IGNORED`] and end the run, `note` saying why.
@@ -369,17 +395,32 @@ impl Progress {
     }
 }
 
+/// Whether the wrap-up can change a request with this `tool_choice`: one the host (or output_schema's
+/// final-answer tool) set, other than auto, is theirs, and the request is left alone.
+pub fn wrap_up_applies(tool_choice: Option<&Value>) -> bool {
+    tool_choice.is_none_or(|c| c.get("type").and_then(Value::as_str) == Some("auto"))
+}
+
 /// Make `request` the wrap-up request: tools disabled (`tool_choice` none; the tools stay defined, since the
 /// history holds calls of them), and [`WRAP_UP_NOTE`] added to the last tool result, so the model answers in
 /// text. Only the request changes, not the conversation. Does nothing when `on` is false or the request
-/// already has a `tool_choice` other than auto.
-pub fn wrap_up(request: &mut Request, on: bool) {
-    // A tool_choice the host (or output_schema's final-answer tool) set is theirs: leave the request alone.
-    let auto = request.tool_choice.as_ref().is_none_or(|c| c.get("type").and_then(Value::as_str) == Some("auto"));
-    if !on || !auto {
+/// already has a `tool_choice` other than auto ([`wrap_up_applies`]).
+///
+/// `without_tools`: the second wrap-up request, sent because the server answered the first with calls (it
+/// ignores `tool_choice` none, as llama.cpp's Anthropic endpoint does). It leaves the tools and
+/// `tool_choice` out altogether, so the server's prompt no longer lists them. (The Anthropic API refuses a
+/// history with tool calls and no tools defined, but it honours `tool_choice` none, so it never gets this
+/// request.)
+pub fn wrap_up(request: &mut Request, on: bool, without_tools: bool) {
+    if !on || !wrap_up_applies(request.tool_choice.as_ref()) {
         return;
     }
-    request.tool_choice = Some(serde_json::json!({"type": "none"}));
+    if without_tools {
+        request.tools.clear();
+        request.tool_choice = None;
+    } else {
+        request.tool_choice = Some(serde_json::json!({"type": "none"}));
+    }
     let last = request.messages.last_mut().and_then(|m| {
         m.content.iter_mut().rev().find_map(|b| match b {
             ContentBlock::ToolResult(r) => Some(r),
@@ -681,6 +722,23 @@ mod tests {
     }
 
     #[test]
+    fn a_command_that_failed_and_passes_now_gets_its_note_once() {
+        let test = call("bash", json!({"command": "python3 t.py"}));
+        let other = call("bash", json!({"command": "ls"}));
+        let mut p = Progress::default();
+        assert_eq!(turn(&mut p, &[(other.clone(), "t.py")]), None);
+        assert_eq!(p.passes_now_note(), None, "a first run that passes is no news");
+        assert_eq!(turn(&mut p, &[(test.clone(), "F\nexit code: 1")]), None);
+        assert_eq!(p.passes_now_note(), None, "a failure");
+        assert_eq!(turn(&mut p, &[(test.clone(), "ok")]), None);
+        let note = p.passes_now_note().expect("failed before, passes now");
+        assert!(note.starts_with("[tooloop: bash(python3 t.py) failed the last time it ran and passes now"), "{note}");
+        assert_eq!(p.passes_now_note(), None, "taken");
+        assert_eq!(turn(&mut p, &[(test.clone(), "ok, other output")]), None);
+        assert_eq!(p.passes_now_note(), None, "it passed the last time too");
+    }
+
+    #[test]
     fn an_edit_that_changes_nothing_after_the_models_own_fix_is_a_rewrite_of_the_same() {
         // A real model fixed calc.py with edit_file, then sent edit_file with old_text equal to new_text until
         // the runaway guard stopped it.
@@ -724,9 +782,9 @@ mod tests {
         let mut r =
             Request { messages: vec![crate::types::Message::user("go"), result("1")].into(), ..Default::default() };
         let before = r.clone();
-        wrap_up(&mut r, false);
+        wrap_up(&mut r, false, false);
         assert_eq!(r, before);
-        wrap_up(&mut r, true);
+        wrap_up(&mut r, true, false);
         assert_eq!(r.tool_choice, Some(json!({"type": "none"})));
         let ContentBlock::ToolResult(t) = &r.messages[1].content[0] else { panic!() };
         assert_eq!(t.content, json!(format!("1\n\n{WRAP_UP_NOTE}")));
@@ -734,7 +792,7 @@ mod tests {
         let mut r = before.clone();
         r.tool_choice = Some(json!({"type": "tool", "name": "final_answer"}));
         let chosen = r.clone();
-        wrap_up(&mut r, true);
+        wrap_up(&mut r, true, false);
         assert_eq!(r, chosen);
     }
 

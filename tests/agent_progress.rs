@@ -288,9 +288,65 @@ fn a_wrap_up_ignored_once_is_asked_again_and_a_text_answer_then_ends_the_run_wit
     assert_eq!(result.text, "hello.py prints hi.");
     assert!(!ws.0.join("ran-anyway").exists(), "a call made with tools off is not run");
     let requests = mock.requests();
-    assert_eq!(tool_choice(&requests, 4), json!({"type": "none"}));
+    assert_eq!(tool_choice(&requests, 3), json!({"type": "none"}));
+    assert!(!requests[3]["body"]["tools"].as_array().unwrap().is_empty(), "the first wrap-up keeps the tools defined");
+    // The server ignored tool_choice none: the second wrap-up leaves the tools out, so its prompt no longer
+    // lists them (a history with calls and no tools is fine there; the Anthropic API never gets this far).
+    assert_eq!(tool_choice(&requests, 4), Value::Null);
+    assert!(requests[4]["body"].get("tools").is_none(), "{}", requests[4]["body"]);
     let sent = serde_json::to_string(&requests[4]["body"]["messages"]).unwrap();
     assert!(sent.contains("Do not call a tool: answer in plain words."), "{sent}");
+    assert!(sent.contains(tooloop::progress::WRAP_UP_NOTE), "{sent}");
+}
+
+#[test]
+fn a_command_that_failed_and_passes_now_says_so_and_invites_the_answer() {
+    // A real model ran its test (it failed), fixed it, ran it again (it passed) and then deleted the files it
+    // had just tested: the moment the fix worked is the moment to say the task may be done.
+    let steps = [
+        write("t.py", "raise SystemExit(1)\n"),
+        bash("python3 t.py"),
+        write("t.py", "print('ok')\n"),
+        bash("python3 t.py"),
+        json!("t.py passes now."),
+    ];
+    let mock = MockServer::start(&scripted("progress detection", &steps));
+    let ws = Ws::new("passes-now");
+    let (result, _) = run(&mock, &ws, json!({}));
+    assert_eq!((result.stop_reason, result.turns), (Some(StopReason::EndTurn), 5));
+    let requests = mock.requests();
+    let failed = last_result(&requests, 2);
+    assert!(!failed.contains("[tooloop:"), "{failed}");
+    let passed = last_result(&requests, 4);
+    assert!(passed.starts_with("ok"), "{passed}");
+    assert!(
+        passed.ends_with(
+            "[tooloop: bash(python3 t.py) failed the last time it ran and passes now (exit code 0). If that is \
+             what the task asked for, answer now in plain words without calling a tool.]"
+        ),
+        "{passed}"
+    );
+    assert!(tools_off(&requests).is_empty(), "only a note: the task may have more to it");
+}
+
+#[test]
+fn a_host_that_chose_its_own_tool_choice_gets_no_wrap_up_and_the_calls_run() {
+    // tool_choice {"type": "any"}: the model must call a tool every turn, so the wrap-up cannot apply; the
+    // calls after a repeated passing check are the host's to have, and they run.
+    let steps = [
+        write("hello.py", "print('hi')\n"),
+        bash("python3 hello.py"),
+        bash("python3 hello.py"),
+        bash("touch ran-as-asked"),
+        json!("done"),
+    ];
+    let mock = MockServer::start(&scripted("progress detection", &steps));
+    let ws = Ws::new("wrapup-host-choice");
+    let (result, _) = run(&mock, &ws, json!({"tool_choice": {"type": "any"}}));
+    assert_eq!((result.stop_reason, result.turns), (Some(StopReason::EndTurn), 5));
+    assert!(ws.0.join("ran-as-asked").exists(), "the host's forced call ran");
+    let requests = mock.requests();
+    assert!((0..5).all(|i| tool_choice(&requests, i) == json!({"type": "any"})));
 }
 
 #[test]
@@ -310,8 +366,11 @@ fn the_wrap_up_is_sent_once_and_calls_a_server_sends_anyway_are_not_run_and_end_
     let (agent, result, events) = run_agent(&mock, &ws, json!({}));
     assert_eq!((result.stop_reason, result.turns), (Some(StopReason::Repetition), 5));
     let requests = mock.requests();
-    let off = tools_off(&requests);
-    assert_eq!(off, vec![3, 4], "sent, ignored, sent once more: the run ends with that turn");
+    assert_eq!(tools_off(&requests), vec![3], "sent, ignored, ...");
+    assert!(
+        requests[4]["body"].get("tools").is_none(),
+        "... sent once more without the tools: the run ends with that turn"
+    );
     assert!(!ws.0.join("ran-anyway").exists(), "a call made with tools off is not run");
     assert!(!ws.0.join("ran-anyway-too").exists(), "a call made with tools off is not run");
     let reps = repetitions(&events);

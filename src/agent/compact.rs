@@ -32,7 +32,7 @@ impl Agent {
     pub(super) fn compacting_turn(
         &self,
         turn: u32,
-        wrap_up: bool,
+        wrap_up: (bool, bool),
         cancel: &CancelToken,
         run: &mut RunResult,
         on_event: &mut dyn FnMut(&Event),
@@ -40,7 +40,7 @@ impl Agent {
         use crate::compaction::Reason;
         let request_now = || {
             let mut r = self.request();
-            crate::progress::wrap_up(&mut r, wrap_up);
+            crate::progress::wrap_up(&mut r, wrap_up.0, wrap_up.1);
             r
         };
         let mut request = request_now();

@@ -315,6 +315,8 @@ impl Agent {
                                 note: stall.note,
                             });
                             stop |= stall.stop;
+                        } else if let Some(note) = state.progress.passes_now_note() {
+                            append_text(&mut outcome.content, &note);
                         }
                     }
                 }

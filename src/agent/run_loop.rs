@@ -201,8 +201,14 @@ impl Agent {
             run.turns += 1;
             let turn = run.turns;
             on_event(&Event::TurnStart { turn });
-            let wrap_up = state.progress.take_wrap_up(); // progress.rs: this request with tools disabled
-            let Some((message, bad_inputs)) = self.compacting_turn(turn, wrap_up, &cancel, &mut run, on_event)? else {
+            // progress.rs: this request with tools disabled (the second time, without them), unless the host
+            // chose a tool_choice of its own.
+            let wrap_up =
+                state.progress.take_wrap_up() && crate::progress::wrap_up_applies(self.request().tool_choice.as_ref());
+            let without_tools = wrap_up && state.progress.wrap_up_without_tools();
+            let Some((message, bad_inputs)) =
+                self.compacting_turn(turn, (wrap_up, without_tools), &cancel, &mut run, on_event)?
+            else {
                 // A compaction's summary left too little under the cap for the turn's request: not sent.
                 run.turns -= 1;
                 return self.budget_stop(run);

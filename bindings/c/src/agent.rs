@@ -103,8 +103,8 @@ pub(crate) fn build_agent(provider: Option<Arc<dyn Provider>>, options: AgentOpt
 ///   the run ends with stop_reason `"repetition"` (TOOLOOP_EVENT_REPETITION says why in its `note`). After a
 ///   turn that only re-ran a check that had already passed (or rewrote a file unchanged), the next request
 ///   goes out once with tools disabled (`tool_choice` none) asking for the final answer; calls a server sends
-///   anyway are not run and the request goes once more, then they end the run; `{"wrap_up": false}` turns
-///   that off.
+///   anyway are not run and the request goes once more, without the tools, then they end the run; a host's
+///   own `tool_choice` (other than auto) is left alone; `{"wrap_up": false}` turns that off.
 /// - `"context_window"`: the model's context window in tokens (default: from the model's name, e.g. 200000
 ///   for Claude models; set it for local models); `tooloop_agent_context_window` reads the one in use.
 /// - `"compaction"`: `"auto"` (default) or `"off"`. With `"auto"`, before a request that would fill more than
