@@ -232,9 +232,6 @@ pub(crate) fn edit_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
                     without the line-number prefix (to create or rewrite a whole file use write_file)"
             .to_string());
     }
-    if old_text == new_text {
-        return Err("old_text and new_text are the same: the edit would change nothing".to_string());
-    }
     let (root, rel) = open_root(ws, path)?;
     let real = ws.root().join(&rel);
     let (parent_rel, name) = split_parent(&rel, path)?;
@@ -270,6 +267,19 @@ pub(crate) fn edit_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
     };
 
     let starts: Vec<usize> = text.match_indices(&old).map(|(i, _)| i).collect();
+    if old_text == new_text {
+        // Shown where it is: a small model sends this when it means to fix something next to old_text (one
+        // line too many closing parentheses) and cannot see the difference.
+        let first = line_of(&text, starts[0]);
+        let last = line_of(&text, starts[0] + old.len().saturating_sub(1)).max(first);
+        let lines: Vec<&str> = text.lines().collect();
+        return Err(format!(
+            "old_text and new_text are the same: the edit would change nothing. old_text is at {} (with \
+             context; the numbers are not part of the file):\n{}",
+            if first == last { format!("line {first}") } else { format!("lines {first}-{last}") },
+            snippet(&lines, first, last).trim_end()
+        ));
+    }
     if starts.len() > 1 && !replace_all {
         let mut lines: Vec<String> =
             line_numbers(&text, starts.iter().take(20).copied()).iter().map(|n| n.to_string()).collect();
@@ -1029,6 +1039,22 @@ mod tests {
         let err = edit(&ws, "def add(a, b):\n    return a - b", "def add(a, b):\n    return a + b", None).unwrap_err();
         assert!(err.contains("matches lines 1-2 when leading and trailing whitespace is ignored"), "{err}");
         assert!(err.ends_with("     2\t\treturn a - b\n"), "{err}");
+    }
+
+    #[test]
+    fn edit_file_with_the_same_old_and_new_text_changes_nothing_and_shows_where_old_text_is() {
+        // A real model meant to remove a third closing parenthesis and sent old_text equal to new_text.
+        let (_tmp, ws) = setup();
+        let path = code_file(&ws, "import t\n\n    t.ok(p('racecar')))\n    t.ok(p('level'))\n");
+        let err = edit(&ws, "t.ok(p('racecar'))", "t.ok(p('racecar'))", None).unwrap_err();
+        assert!(
+            err.starts_with("old_text and new_text are the same: the edit would change nothing. old_text is at line 3"),
+            "{err}"
+        );
+        assert!(err.contains("     3\t    t.ok(p('racecar')))\n"), "{err}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), "import t\n\n    t.ok(p('racecar')))\n    t.ok(p('level'))\n");
+        let err = edit(&ws, "no such text", "no such text", None).unwrap_err();
+        assert!(err.starts_with("old_text was not found in 'code.rs'"), "{err}");
     }
 
     #[test]
