@@ -19,16 +19,19 @@
 //! stop — it reads "answer without a tool" and calls the tool again. So when a turn only repeated a check
 //! that had already passed (a command with the same output as before, exit code 0) or wrote a file with the
 //! content it already had (or sent an edit whose old and new text are the same), with no command failing
-//! since the last change, the next request is
-//! sent once with tools disabled (`tool_choice` none, the tools still defined so the history stays valid)
-//! and a line asking for the final answer ([`wrap_up`]): the model has to answer in text, and the run ends
-//! the natural way, with `end_turn`. Once per run. When such a rewrite comes with nothing run since the
+//! since the last change, the next request is sent once with tools disabled (`tool_choice` none, the tools
+//! still defined so the history stays valid) and a line asking for the final answer ([`wrap_up`]): the model
+//! has to answer in text, and the run ends the natural way, with `end_turn`. Once per run. A repeat the
+//! runaway guard refuses counts like the one that ran. When such a rewrite comes with nothing run since the
 //! model's last change, its note first says so (once per run) and the wrap-up waits for the next stalled
-//! rewrite: a small model rewrites its file instead of running the test the task asked for. A server that ignores `tool_choice` none (llama.cpp's
-//! Anthropic endpoint drops it) and sends calls anyway gets them answered, not run ([`WRAP_UP_AGAIN`]), and
-//! the request goes once more, without the tools (so the server's prompt no longer lists them); calls sent
-//! in that one too are answered [`WRAP_UP_IGNORED`]
-//! and the run ends with `"repetition"`.
+//! rewrite: a small model rewrites its file instead of running the test the task asked for. A server that
+//! ignores `tool_choice` none (llama.cpp's Anthropic endpoint drops it) and sends calls anyway gets them
+//! answered, not run ([`WRAP_UP_AGAIN`]), and the request goes once more, without the tools (so the server's
+//! prompt no longer lists them); calls sent in that one too are answered [`WRAP_UP_IGNORED`] and the run
+//! ends with `"repetition"`.
+//!
+//! A command that failed the last time it ran and passes now gets a note of its own
+//! ([`Progress::passes_now_note`]): the moment a fix worked is the moment to say the task may be done.
 //!
 //! Must never: stop a run whose calls keep producing something new (a cycle of commands whose output changes,
 //! like a poll, is left alone), or judge a call before it ran. It only reads what the loop hands it: no I/O,
