@@ -272,6 +272,11 @@ def run_once(agent: str, cmd: List[str], task: Task, env: Dict[str, str], timeou
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
             failed = f"timed out after {timeout:.0f}s"
+        except BaseException:   # Ctrl+C or a kill of the benchmark: the agent is in a session of its own, so
+            # it would run on
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
         seconds = time.monotonic() - start
         left = _alive(proc.pid)
         if left:   # what the agent started and left running: end it, and count it against the agent
@@ -373,6 +378,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--keep", type=Path, metavar="DIR",
                    help="copy each failed run's folder (workspace, sessions, the agent's output) into DIR")
     args = p.parse_args(argv)
+    # A kill of the benchmark unwinds like Ctrl+C, so the agent it is running is ended too (run_once).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     spec = {"all": ",".join(t.name for t in TASKS), "easy": ",".join(EASY)}.get(args.tasks, args.tasks)
     wanted = [t.strip() for t in spec.split(",") if t.strip()]

@@ -5,9 +5,12 @@ The built-in tools really run: the file the scripted model writes exists, bash r
 """
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -386,6 +389,38 @@ def test_bench_counts_a_failed_check(tooloop_cmd, ws, tmp_path):
                               stdin=subprocess.DEVNULL)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "overall: 0/1 passed" in proc.stdout and "calc.add is still wrong" in proc.stdout
+
+
+def test_a_killed_bench_ends_the_agent_it_was_running(tmp_path):
+    # The agent runs in a session of its own (so the bench can end all it started): a kill of the bench must
+    # end it too, or it would run on with nobody waiting for it.
+    pidfile = tmp_path / "agent.pid"
+    sleeper = tmp_path / "sleeper.py"
+    sleeper.write_text(f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
+    bench = subprocess.Popen([sys.executable, str(ROOT / "bench" / "local_tasks.py"), "--no-tooloop", "--model", "m", "--agent",
+                              f"sleepy={sys.executable} {sleeper}", "--tasks", "hello", "-n", "1"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not (pidfile.exists() and pidfile.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        agent = int(pidfile.read_text())
+        bench.terminate()
+        assert bench.wait(timeout=15) != 0
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                os.kill(agent, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(agent, signal.SIGKILL)
+            raise AssertionError("the agent outlived the bench")
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
 
 
 def test_sandbox_flag_reaches_the_agent_and_an_unenforceable_mode_is_refused(tooloop_cmd, ws, tmp_path,
