@@ -22,7 +22,7 @@ from typing import Any, Dict, List
 import pytest
 
 import tooloop
-from _support import assert_valid_view, mock_env
+from _support import MockServer, agent_for, assert_valid_view, mock_env, text_reply
 
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("REQUEST_ID", default="unset")
 
@@ -225,3 +225,41 @@ def test_sigint_while_a_python_tool_runs_interrupts_the_tool(tmp_path: Path) -> 
     answer = state["messages"][-1]["content"][0]
     assert answer["type"] == "tool_result" and answer["is_error"] is True
     assert "KeyboardInterrupt" in answer["content"]
+
+
+def test_a_signal_during_compact_on_the_calling_thread_ends_it_promptly() -> None:
+    # compact() runs on the calling thread too: a signal handler that raises (Ctrl+C's KeyboardInterrupt, here
+    # an alarm) ends a stalled summary request and propagates; nothing is compacted.
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals are delivered to the main thread only")
+
+    # Eight long turns (enough to compact), then the summary request, which stalls.
+    replies = [text_reply(f"answer {i} " + "y" * 2000) for i in range(8)]
+    stalled = {**text_reply("a late summary"), "delay_ms": 30000}
+
+    class Alarm(Exception):
+        pass
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise Alarm()
+
+    with MockServer(replies + [stalled]) as server:
+        agent = agent_for(server)
+        for i in range(8):
+            agent.run(f"question {i} " + "x" * 2000)
+        before = agent.messages
+        old = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        started = time.monotonic()
+        try:
+            with pytest.raises(Alarm):
+                agent.compact()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        elapsed = time.monotonic() - started
+        print(f"alarm at 0.3 s during compact() → raised after {elapsed:.3f} s")
+        assert elapsed < 0.3 + 0.2 + 0.3
+        assert len(server.requests()) == 9, "the summary request went out"
+        assert agent.messages == before
+        assert_valid_view(agent.messages)
