@@ -2,12 +2,15 @@
 """Every speed figure in one run, quiet and loaded: tooloop against the official `anthropic` SDK
 and bare `http.client`, all against the same local mock server.
 
-    python3 bench/speed.py [--rounds 3] [--requests 300] [--busy 2] [--no-rust] [--json OUT]
+    python3 bench/speed.py [--rounds 3] [--requests 300] [--runs 300] [--busy 2] [--no-rust] [--json OUT]
 
 1. Small streamed requests per second (`--requests` one after another on one keep-alive connection, median
    of `--rounds`): tooloop `Client.stream` (every event, then `final_message()`), tooloop `Client.create`,
    the SDK's `messages.create(stream=True)` (every raw event), bare `http.client` (stream read to the end).
    Targets: stream ≥ 2× the SDK with the machine loaded, and within 1.5× of `create`.
+   And small agent runs per second (`--runs` per round, section `agent`): `Agent.run` and `Agent.stream`
+   against the mock (one streamed request each), and `Agent.run` with a Python model callable and a Python
+   tool (two turns, no network).
 2. A 1 MB stream of ~70k text deltas (bench/make_stream_scenario.py): the raw bytes with `http.client`,
    tooloop with every event as a dict, tooloop `text_stream`, the SDK's raw events. Targets: every event as
    a dict within 3× of the bytes, `text_stream` within 2×.
@@ -173,6 +176,74 @@ def small(mock: MockServer, rounds: int, requests: int) -> Dict[str, float]:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# 1b. small agent runs
+# ---------------------------------------------------------------------------------------------------------
+
+def agent_runners(base_url: str) -> Dict[str, Callable[[], None]]:
+    """One small agent run each (the conversation reset before it, so every run sends the same request):
+    against the mock (one streamed request), and with a Python model callable and a Python tool (two
+    turns, no network: the loop's own cost and its thread hops)."""
+    net = tooloop.Agent(MODEL, base_url=base_url, api_key=KEY, max_retries=0)
+
+    def count(n: int) -> str:
+        """Count.
+
+        Args:
+            n: a number
+        """
+        return f"ok {n}"
+
+    def model(request: Dict[str, Any]) -> Dict[str, Any]:
+        if len(request["messages"]) > 1:
+            return {"content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"}
+        return {"content": [{"type": "tool_use", "id": "toolu_1", "name": "count", "input": {"n": 1}}],
+                "stop_reason": "tool_use"}
+
+    local = tooloop.Agent(MODEL, provider=model, tools=[count])
+
+    def run_net() -> None:
+        net.reset()
+        assert net.run("hi").text == "ok"
+
+    def stream_net() -> None:
+        net.reset()
+        s = net.stream("hi")
+        for _ in s:
+            pass
+        assert s.result is not None and s.result.text == "ok"
+
+    def run_local() -> None:
+        local.reset()
+        assert local.run("count").text == "ok"
+
+    return {"agent.run (mock)": run_net, "agent.stream (mock)": stream_net, "agent.run (py model+tool)": run_local}
+
+
+def agent_runs(mock: MockServer, rounds: int, runs: int) -> Dict[str, float]:
+    """Runs per second per kind (median of `rounds`), and under "cpu <name>" the client's and the mock
+    server's CPU µs per run (medians), as `small` measures requests."""
+    runners = agent_runners(mock.base_url)
+    server = mock.proc.pid if mock.proc is not None else None
+    rates: Dict[str, List[float]] = {k: [] for k in runners}
+    cpu: Dict[str, List[tuple]] = {k: [] for k in runners}
+    for _ in range(rounds):
+        for name, one in runners.items():
+            mock.load(SMALL)
+            for _ in range(10):
+                one()
+            c0, s0 = cpu_seconds(), cpu_seconds(server)
+            t = time.perf_counter()
+            for _ in range(runs):
+                one()
+            rates[name].append(runs / (time.perf_counter() - t))
+            cpu[name].append(((cpu_seconds() - c0) / runs * 1e6, (cpu_seconds(server) - s0) / runs * 1e6))
+    out: Dict[str, Any] = {k: statistics.median(v) for k, v in rates.items()}
+    for k, v in cpu.items():
+        out[f"cpu {k}"] = (statistics.median(c for c, _ in v), statistics.median(s for _, s in v))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
 # 2. the 1 MB stream
 # ---------------------------------------------------------------------------------------------------------
 
@@ -274,8 +345,10 @@ def rust_turns() -> Optional[Dict[str, float]]:
     return out
 
 
-def callgrind(scenario: Dict[str, Any], text_len: int) -> Dict[str, float]:
-    """Instructions per SSE event of the 1 MB stream, per client kind (see the module docs)."""
+def callgrind(scenario: Dict[str, Any], text_len: int, keep: Optional[str] = None) -> Dict[str, float]:
+    """Instructions per SSE event of the 1 MB stream, per client kind (see the module docs); `keep`: a folder
+    to copy each kind's callgrind output to (for `callgrind_annotate`)."""
+    import shutil
     import tempfile
 
     events = len(scenario["responses"][0]["sse"])
@@ -292,6 +365,9 @@ def callgrind(scenario: Dict[str, Any], text_len: int) -> Dict[str, float]:
                 raise SystemExit(1)
             with open(out) as f:
                 totals[kind] = next(int(line.split()[1]) for line in f if line.startswith(("summary:", "totals:")))
+            if keep:
+                os.makedirs(keep, exist_ok=True)
+                shutil.copy(out, os.path.join(keep, kind.replace(" ", "_") + ".callgrind"))
     return {k: (v - totals["none"]) / events for k, v in totals.items() if k != "none"} | {"events": events}
 
 
@@ -344,12 +420,14 @@ def main() -> int:
     ap.add_argument("--busy", type=int, default=2)
     ap.add_argument("--turns", type=int, default=200)
     ap.add_argument("--no-rust", action="store_true", help="skip the Rust agent-loop bench (it compiles)")
-    ap.add_argument("--only", default="small,big,turns")
+    ap.add_argument("--runs", type=int, default=300, help="small agent runs per round (section 'agent')")
+    ap.add_argument("--only", default="small,agent,big,turns")
     ap.add_argument("--json")
     ap.add_argument("--callgrind", action="store_true", help="only the instruction counts per event")
     ap.add_argument("--callgrind-small", action="store_true",
                     help="only the instruction counts per small request (stream and create)")
     ap.add_argument("--cg-requests", type=int, default=100)
+    ap.add_argument("--cg-keep", help="with --callgrind: keep each kind's callgrind output in this folder")
     ap.add_argument("--cg-small-worker", help=argparse.SUPPRESS)
     ap.add_argument("--cg-worker", help=argparse.SUPPRESS)
     ap.add_argument("--base-url", help=argparse.SUPPRESS)
@@ -373,7 +451,7 @@ def main() -> int:
     if a.callgrind:
         sc = make_scenario(1_200_000, 16, 16384, False)
         text = sc.pop("text")
-        cg = callgrind(sc, len(text))
+        cg = callgrind(sc, len(text), a.cg_keep)
         print(f"callgrind, 1 MB stream of {cg['events']:,} SSE events: instructions per event "
               f"(whole process, minus the same process without the stream)")
         for k, v in cg.items():
@@ -393,6 +471,8 @@ def main() -> int:
             with busy(n):
                 if "small" in only:
                     res[f"small {cond}"] = small(mock, a.rounds, a.requests)
+                if "agent" in only:
+                    res[f"agent {cond}"] = agent_runs(mock, a.rounds, a.runs)
                 if "big" in only:
                     res[f"big {cond}"] = big(mock, scenario, len(text), a.rounds)
     if "turns" in only:
@@ -412,6 +492,15 @@ def main() -> int:
             print(f"  tooloop stream: {fmt_ratio(s['tooloop stream'], s.get('SDK stream'))} the SDK (target >= 2), "
                   f"create/stream {fmt_ratio(s['tooloop create'], s['tooloop stream'])} (target <= 1.5; "
                   f"bare http.client's stream: {fmt_ratio(s['tooloop create'], s['http.client stream'])})")
+    for cond in ("quiet", "loaded"):
+        s = res.get(f"agent {cond}")
+        if s:
+            print(f"\n{a.runs} small agent runs, {cond}" + (f" ({a.busy} busy loops)" if cond == "loaded" else ""))
+            for k, v in s.items():
+                if not k.startswith("cpu "):
+                    client_us, server_us = s[f"cpu {k}"]
+                    print(f"  {k:<26} {v:7.0f} runs/s  CPU per run: client {client_us:5.0f} µs, "
+                          f"mock server {server_us:4.0f} µs")
     for cond in ("quiet", "loaded"):
         b = res.get(f"big {cond}")
         if b:

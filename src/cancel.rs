@@ -3,7 +3,14 @@
 //! A [`CancelToken`] is a cheap, cloneable handle. `cancel()` may be called from any thread, any number
 //! of times; everything blocking inside tooloop (network reads, retry back-off, tools) polls it or waits
 //! on it, so a run ends within a bounded time (the target is 200 ms) after `cancel()`.
+//!
+//! A host may also set a thread's poll hook ([`with_poll_hook`]): every wait of the core on that thread
+//! (network reads, retry back-off, a running command, a tool on its own thread, parallel tools, an MCP
+//! reply, a send gate's pause) runs it about every 50 ms. It is how a host whose signals are handled on the
+//! waiting thread (Python's Ctrl+C) notices them while the core waits, and cancels the run's token.
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -60,6 +67,76 @@ impl CancelToken {
                 Ok((g, _)) => g,
                 Err(e) => e.into_inner().0,
             };
+        }
+    }
+}
+
+/// How often, at most, the thread's poll hook runs while the core waits.
+const POLL_EVERY: Duration = Duration::from_millis(50);
+
+struct PollState {
+    hook: Rc<dyn Fn()>,
+    last: Instant,
+}
+
+thread_local! {
+    static POLL: RefCell<Option<PollState>> = const { RefCell::new(None) };
+}
+
+/// Run `f` with `hook` as this thread's poll hook: while the core waits on this thread for something (the
+/// network, a retry back-off, a command, a tool on another thread, an MCP server, a send gate), `hook` runs
+/// about every 50 ms. It may cancel the token of what is waiting, e.g. when a host sees a Ctrl+C; the wait
+/// then ends as cancelled within 200 ms. Nested calls stack.
+pub fn with_poll_hook<R>(hook: Rc<dyn Fn()>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<PollState>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let prev = self.0.take();
+            POLL.with_borrow_mut(|cur| *cur = prev);
+        }
+    }
+    let prev = POLL.with_borrow_mut(|cur| cur.replace(PollState { hook, last: Instant::now() }));
+    let _restore = Restore(prev);
+    f()
+}
+
+/// Run this thread's poll hook if one is set and it is due (or `force`). Every wait loop in the core calls
+/// it once per slice.
+pub(crate) fn poll(force: bool) {
+    let hook = POLL.with_borrow_mut(|cur| match cur {
+        Some(p) if force || p.last.elapsed() >= POLL_EVERY => {
+            p.last = Instant::now();
+            Some(p.hook.clone())
+        }
+        _ => None,
+    });
+    if let Some(h) = hook {
+        h();
+    }
+}
+
+/// Whether this thread has a poll hook (a wait that would otherwise block in one piece takes slices then).
+pub(crate) fn polled() -> bool {
+    POLL.with_borrow(Option::is_some)
+}
+
+/// Sleep `delay` unless cancelled (returns `true` then), running the poll hook in between.
+pub(crate) fn sleep_watched(cancel: &CancelToken, delay: Duration) -> bool {
+    if !polled() {
+        return cancel.sleep(delay);
+    }
+    let end = Instant::now() + delay;
+    loop {
+        poll(false);
+        let now = Instant::now();
+        if cancel.is_cancelled() {
+            return true;
+        }
+        if now >= end {
+            return false;
+        }
+        if cancel.sleep((end - now).min(POLL_EVERY)) {
+            return true;
         }
     }
 }

@@ -68,7 +68,7 @@ pub(crate) fn admit(cancel: &CancelToken, body_bytes: usize) -> bool {
             Admit::Go => return true,
             Admit::Stop => return false,
             Admit::Wait(d) => {
-                if cancel.sleep(d.min(ASK_AGAIN)) {
+                if crate::cancel::sleep_watched(cancel, d.min(ASK_AGAIN)) {
                     return false;
                 }
             }

@@ -34,9 +34,6 @@ use crate::error::{ApiError, ApiErrorKind, Error, Result};
 /// The longest socket wait before the cancel token and the deadlines are looked at again.
 const SLICE: Duration = Duration::from_millis(20);
 
-/// How often, at most, the thread's poll hook runs while a request waits.
-const POLL_EVERY: Duration = Duration::from_millis(50);
-
 /// Timeouts and retry policy of an [`HttpClient`]. Immutable once the client is built.
 #[derive(Clone, Debug)]
 pub struct HttpConfig {
@@ -128,7 +125,6 @@ struct Watch {
 
 thread_local! {
     static WATCH: RefCell<Option<Watch>> = const { RefCell::new(None) };
-    static POLL: RefCell<Option<PollState>> = const { RefCell::new(None) };
     static WAIT: RefCell<Option<Rc<dyn Fn()>>> = const { RefCell::new(None) };
 }
 
@@ -155,11 +151,6 @@ fn before_wait() {
     if let Some(h) = hook {
         h();
     }
-}
-
-struct PollState {
-    hook: Rc<dyn Fn()>,
-    last: Instant,
 }
 
 /// The watch of the current thread, for the duration of one blocking call (restores the previous one).
@@ -194,56 +185,8 @@ fn set_stop(stop: Stop) {
     });
 }
 
-/// Run `f` with `hook` as this thread's poll hook: while a request made by `f` on this thread waits for the
-/// network (or a retry back-off), `hook` runs about every 50 ms. It may cancel the request's token, e.g.
-/// when a host sees a Ctrl+C; the request then ends as cancelled within 200 ms. Nested calls stack.
-pub fn with_poll_hook<R>(hook: Rc<dyn Fn()>, f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<PollState>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let prev = self.0.take();
-            POLL.with_borrow_mut(|cur| *cur = prev);
-        }
-    }
-    let prev = POLL.with_borrow_mut(|cur| cur.replace(PollState { hook, last: Instant::now() }));
-    let _restore = Restore(prev);
-    f()
-}
-
-/// Run the poll hook if one is set and it is due (or `force`).
-fn poll(force: bool) {
-    let hook = POLL.with_borrow_mut(|cur| match cur {
-        Some(p) if force || p.last.elapsed() >= POLL_EVERY => {
-            p.last = Instant::now();
-            Some(p.hook.clone())
-        }
-        _ => None,
-    });
-    if let Some(h) = hook {
-        h();
-    }
-}
-
-/// Sleep `delay` unless cancelled (returns `true` then), running the poll hook in between.
-fn sleep_watched(cancel: &CancelToken, delay: Duration) -> bool {
-    if POLL.with_borrow(Option::is_none) {
-        return cancel.sleep(delay);
-    }
-    let end = Instant::now() + delay;
-    loop {
-        poll(false);
-        let now = Instant::now();
-        if cancel.is_cancelled() {
-            return true;
-        }
-        if now >= end {
-            return false;
-        }
-        if cancel.sleep((end - now).min(POLL_EVERY)) {
-            return true;
-        }
-    }
-}
+pub use crate::cancel::with_poll_hook;
+use crate::cancel::{poll, sleep_watched};
 
 /// How long a resolved host name is reused. ureq resolves the host before it looks in its pool, i.e. on every
 /// request, and with a timeout it does so on a new thread: one thread and one DNS lookup per request.

@@ -249,3 +249,63 @@ fn odd_and_broken_events_are_accepted_or_refused_the_same_both_ways() {
         same_both_ways(&s);
     }
 }
+
+/// What a JSON parse says of a text delta event: (index, text) when it is one (`strict`: with no other field).
+fn parsed_text_delta(data: &str, strict: bool) -> Option<(u64, String)> {
+    let v: Value = serde_json::from_str(data).ok()?;
+    let (event, delta) = (v.as_object()?, v.get("delta")?.as_object()?);
+    if strict && (event.len() != 3 || delta.len() != 2) {
+        return None;
+    }
+    let index = v.get("index")?.as_u64()?;
+    let text = match delta.get("text") {
+        Some(t) => t.as_str()?.to_string(),
+        None if !strict => String::new(),
+        None => return None,
+    };
+    (v["type"] == "content_block_delta" && delta.get("type")? == "text_delta").then_some((index, text))
+}
+
+#[test]
+fn text_deltas_in_the_apis_own_layout_and_near_misses_read_as_a_parse_does() {
+    // The API's exact byte layout is matched without a parse; each near miss must read as the parse reads it.
+    let head = r#"{"type":"content_block_delta","index":"#;
+    let datas: Vec<String> = [
+        r#"0,"delta":{"type":"text_delta","text":"Hello"}}"#,
+        r#"0,"delta":{"type":"text_delta","text":""}}"#,
+        r#"0,"delta":{"type":"text_delta","text":"héllo ✓ 日本 🎉"}}"#,
+        "0,\"delta\":{\"type\":\"text_delta\",\"text\":\"del \u{7f} is no control character\"}}",
+        r#"0,"delta":{"type":"text_delta","text":"\u00e9"}}"#,
+        r#"0,"delta":{"type":"text_delta","text":"say \"hi\""}}"#,
+        r#"0,"delta":{"type":"text_delta","text":"a\\nb\u00e9\n"}}"#,
+        "0,\"delta\":{\"type\":\"text_delta\",\"text\":\"tab\there\"}}",
+        "0,\"delta\":{\"type\":\"text_delta\",\"text\":\"nul\u{0}\"}}",
+        r#"0,"delta":{"type":"text_delta","text":"a"}},"x":"b"}}"#,
+        r#"0,"delta":{"type":"text_delta","text":"x","extra":1}}"#,
+        r#"0,"delta":{"type":"text_delta","text":"x"}}  "#,
+        r#"0,"delta":{"type":"text_delta","text":"x"}}x"#,
+        r#"0,"delta":{"type":"text_delta","text":"x"},"more":true}"#,
+        r#"0,"delta":{"type":"thinking_delta","text":"x"}}"#,
+        r#"00,"delta":{"type":"text_delta","text":"x"}}"#,
+        r#"01,"delta":{"type":"text_delta","text":"x"}}"#,
+        r#"-1,"delta":{"type":"text_delta","text":"x"}}"#,
+        r#"1.0,"delta":{"type":"text_delta","text":"x"}}"#,
+        r#"1e0,"delta":{"type":"text_delta","text":"x"}}"#,
+        r#"123456789012345,"delta":{"type":"text_delta","text":"x"}}"#,
+        r#"99999999999999999999,"delta":{"type":"text_delta","text":"x"}}"#,
+        r#""0","delta":{"type":"text_delta","text":"x"}}"#,
+    ]
+    .iter()
+    .map(|tail| format!("{head}{tail}"))
+    .chain([r#"{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "spaced"}}"#.into()])
+    .collect();
+    for data in &datas {
+        let parts = tooloop::provider::anthropic::text_delta_parts(data).map(|(i, t)| (i, t.into_owned()));
+        assert_eq!(parts, parsed_text_delta(data, true), "text_delta_parts of {data}");
+        let text = tooloop::provider::anthropic::text_delta_of(data).map(|t| t.into_owned());
+        assert_eq!(text, parsed_text_delta(data, false).map(|(_, t)| t), "text_delta_of of {data}");
+        // Folded into a stream whose block 0 is text: the same both ways (accepted, refused, reported).
+        let stream = sse(&[start(), text_block(0)]) + &format!("event: content_block_delta\ndata: {data}\n\n");
+        same_both_ways(&stream);
+    }
+}

@@ -1,7 +1,8 @@
 """``tooloop.Agent``: the Python face of the core agent loop.
 
 Argument handling and result objects live here; the loop itself runs in the core (through the compiled
-``_tooloop._Agent``) on a worker thread, with the GIL released while it waits. Must never: hold agent logic
+``_tooloop._Agent``) with the GIL released while it waits: ``run`` and ``compact`` on the calling thread,
+``stream`` on a worker thread. Must never: hold agent logic
 that the core has, or import the CLI's dependencies.
 """
 
@@ -549,10 +550,10 @@ class Agent:
     # -- runs ----------------------------------------------------------------------------------------------
 
     def run(self, input: Input) -> RunResult:
-        """Run until the model stops: send ``input``, run the tools it asks for, repeat. Blocks (the GIL is
-        released while waiting); Ctrl+C cancels the run within 200 ms and raises KeyboardInterrupt with the
-        conversation intact."""
-        return self._result(self._core.start(input, False).result())
+        """Run until the model stops: send ``input``, run the tools it asks for, repeat. Blocks, on the calling
+        thread (the GIL is released while waiting; tools, hooks and a model callable run on this thread too);
+        Ctrl+C cancels the run within 200 ms and raises KeyboardInterrupt with the conversation intact."""
+        return self._result(self._core.run(input))
 
     def _result(self, d: Dict[str, Any]) -> RunResult:
         """The RunResult, its ``output`` built into the ``output_schema`` class when one was given."""
@@ -577,7 +578,7 @@ class Agent:
         """Continue after a failure, a cancel or max_turns, without new input: unanswered tool calls are
         answered as interrupted (a tool that already ran is never run again), then the conversation is sent
         again. (Opening a saved conversation is ``Agent(session=...)``; this goes on with the one loaded.)"""
-        return self._result(self._core.start(None, False).result())
+        return self._result(self._core.run(None))
 
     def resume_stream(self) -> AgentStream:
         """Like ``resume`` but yields events as they happen (see ``AgentStream``)."""
@@ -589,7 +590,7 @@ class Agent:
         stay as they are. ``history`` keeps everything; ``messages`` (what is sent) gets smaller. Returns the
         summary, or None when nothing was summarized (too little to compact, or the summary request failed
         and the older turns were dropped instead). Blocks like ``run``; Ctrl+C cancels it."""
-        record = self._core.start_compact(instructions).result()
+        record = self._core.compact(instructions)
         if not record:
             return None
         summary = record.get("summary")

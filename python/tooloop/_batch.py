@@ -438,7 +438,7 @@ def _run_task(task: Dict[str, Any], opts: Dict[str, Any], out: str, ctl: _Contro
             started_before = any(e.get("role") == "user" for e in history)
             from .events import RunResult
 
-            result = RunResult._from(agent._core.start(None if started_before else task["input"]).result())
+            result = RunResult._from(agent._core.run(None if started_before else task["input"]))
             text, stop_reason = result.text, result.stop_reason
             output = getattr(result, "output", None)
             if result.max_turns_reached:

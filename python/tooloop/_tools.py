@@ -292,19 +292,14 @@ def _isawaitable(obj: Any) -> bool:
     return inspect.isawaitable(obj)
 
 
-def _iscoroutine(obj: Any) -> bool:
-    import inspect
-
-    return inspect.iscoroutine(obj)
-
-
 def _describe_exception(e: BaseException) -> str:
     text = str(e)
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
 def _run_awaitable(awaitable: Any) -> Any:
-    """Run an async tool's result to completion on a fresh event loop (tools run on the agent's thread)."""
+    """Run an async tool's result to completion on a fresh event loop (tools run on the thread that runs the
+    agent: the caller's for ``run``)."""
     import asyncio  # only async tools pay for it: it is most of `import tooloop`'s time otherwise
 
     async def wait() -> Any:
@@ -314,9 +309,26 @@ def _run_awaitable(awaitable: Any) -> Any:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(wait())
-    if _iscoroutine(awaitable):
-        awaitable.close()  # never awaited: close it so Python does not warn at garbage collection
-    raise RuntimeError("an async tool cannot run inside a running event loop; make it a plain function")
+    # This thread runs an event loop (a blocking ``agent.run`` called from async code, or in a notebook): the
+    # tool gets a fresh loop on a thread of its own, with this thread's context variables.
+    import contextvars
+    import threading
+
+    context = contextvars.copy_context()
+    box: Dict[str, Any] = {}
+
+    def on_its_own_loop() -> None:
+        try:
+            box["value"] = context.run(asyncio.run, wait())
+        except BaseException as e:  # handed to the caller as it is, KeyboardInterrupt included
+            box["error"] = e
+
+    t = threading.Thread(target=on_its_own_loop, name="tooloop-async-tool", daemon=True)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -248,8 +248,34 @@ impl Agent {
                 }
             } else if !to_run.is_empty() {
                 let results: Vec<(usize, CallOutcome)> = std::thread::scope(|s| {
-                    let handles: Vec<_> =
-                        to_run.iter().map(|&k| (k, s.spawn(move || self.tools.execute(&batch[k], cancel)))).collect();
+                    // Each thread says when it ends (also by panicking): a thread with a poll hook waits for
+                    // them in slices, running its hook (a host's Ctrl+C cancels the tools then).
+                    let (ended, wake) = std::sync::mpsc::channel::<()>();
+                    let handles: Vec<_> = to_run
+                        .iter()
+                        .map(|&k| {
+                            let ended = OnDrop(ended.clone());
+                            (
+                                k,
+                                s.spawn(move || {
+                                    let _ended = ended;
+                                    self.tools.execute(&batch[k], cancel)
+                                }),
+                            )
+                        })
+                        .collect();
+                    drop(ended);
+                    if crate::cancel::polled() {
+                        let mut left = handles.len();
+                        while left > 0 {
+                            crate::cancel::poll(false);
+                            match wake.recv_timeout(std::time::Duration::from_millis(20)) {
+                                Ok(()) => left -= 1,
+                                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                            }
+                        }
+                    }
                     handles
                         .into_iter()
                         .map(|(k, h)| {
@@ -394,5 +420,15 @@ impl Agent {
         let path = call.input.get("path")?.as_str()?;
         let ws = crate::builtin::Workspace::new(&workspace).ok()?;
         crate::builtin::file_state(&ws, path, FILE_CHANGE_BEFORE_CAP).ok()
+    }
+}
+
+/// Sends on its channel when dropped: a scoped tool thread's "I have ended", panics included.
+struct OnDrop(std::sync::mpsc::Sender<()>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        // The waiter may have stopped listening; nothing to do then.
+        let _ = self.0.send(());
     }
 }

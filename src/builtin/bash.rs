@@ -433,6 +433,7 @@ impl Running {
         let mut exited: Option<(Instant, Ending)> = None;
         let mut next_check = Instant::now();
         loop {
+            crate::cancel::poll(false);
             if cancel.is_cancelled() {
                 return Ending::Cancelled;
             }

@@ -232,6 +232,18 @@ impl RawStream for PulledSse {
     fn step(&mut self, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Option<Value>> {
         Ok(self.reader.step(&mut self.resp, on_event)?.map(|r| r.raw))
     }
+
+    /// Text deltas skip their JSON copy (and the other events go nowhere).
+    fn step_text(&mut self, text: &mut String) -> Result<Option<Value>> {
+        self.reader.acc.text_only = true;
+        let step = self.reader.step(&mut self.resp, &mut |ev| {
+            if let StreamEvent::TextDelta { text: t, .. } = ev {
+                text.push_str(&t);
+            }
+        });
+        self.reader.acc.text_only = false;
+        Ok(step?.map(|r| r.raw))
+    }
 }
 
 impl AnthropicProvider {
@@ -507,9 +519,47 @@ impl<'de> serde::Deserialize<'de> for Present {
     }
 }
 
+/// The index and text of a text delta event's JSON in the exact layout the API sends,
+/// `{"type":"content_block_delta","index":N,"delta":{"type":"text_delta","text":"…"}}` (no whitespace, a text
+/// without escapes or control characters), read by matching its bytes: a tenth of a JSON parse's cost, on
+/// the bulk of a stream. `None` for anything else, which the callers then parse: it accepts nothing a JSON
+/// parse would refuse or read differently (tests/stream_fold_lazy.rs compares the two).
+fn canonical_text_delta(json: &str) -> Option<(u64, &str)> {
+    const HEAD: &str = r#"{"type":"content_block_delta","index":"#;
+    const MID: &str = r#","delta":{"type":"text_delta","text":""#;
+    const TAIL: &str = "\"}}";
+    let rest = json.strip_prefix(HEAD)?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    // JSON numbers have no leading zeros; 15 digits stay far from u64's limit.
+    if digits == 0 || digits > 15 || (digits > 1 && rest.starts_with('0')) {
+        return None;
+    }
+    let index = rest[..digits].parse().ok()?;
+    let text = rest[digits..].strip_prefix(MID)?.strip_suffix(TAIL)?;
+    // A quote or backslash (an escape, or the string ending early) or a raw control character (invalid JSON):
+    // the parse decides.
+    if text.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        return None;
+    }
+    Some((index, text))
+}
+
+/// A text delta's block index and text, for [`MessageAccumulator::apply_sse_lazy`]: the canonical layout
+/// matched, else a borrowed parse.
+fn lazy_text_delta(json: &str) -> Option<(usize, std::borrow::Cow<'_, str>)> {
+    if let Some((index, text)) = canonical_text_delta(json) {
+        return Some((usize::try_from(index).ok()?, std::borrow::Cow::Borrowed(text)));
+    }
+    let d: DeltaEvent<'_> = serde_json::from_str(json).ok()?;
+    (d.kind == "content_block_delta" && d.delta.kind == "text_delta").then_some((d.index, d.delta.text))
+}
+
 /// The text of a `content_block_delta` event's JSON (as [`StreamEvent::RawJson`] carries it) when it is a
 /// text delta, read without building a JSON value; `None` for any other event.
 pub fn text_delta_of(json: &str) -> Option<std::borrow::Cow<'_, str>> {
+    if let Some((_, text)) = canonical_text_delta(json) {
+        return Some(std::borrow::Cow::Borrowed(text));
+    }
     let d: DeltaEvent<'_> = serde_json::from_str(json).ok()?;
     (d.kind == "content_block_delta" && d.delta.kind == "text_delta").then_some(d.delta.text)
 }
@@ -539,6 +589,9 @@ struct StrictTextDelta<'a> {
 /// text borrowed unless escaped): a host can then build its own object for the event, knowing it equals
 /// the parsed JSON. `None` for any other event, or one with more fields.
 pub fn text_delta_parts(json: &str) -> Option<(u64, std::borrow::Cow<'_, str>)> {
+    if let Some((index, text)) = canonical_text_delta(json) {
+        return Some((index, std::borrow::Cow::Borrowed(text)));
+    }
     let d: StrictDeltaEvent<'_> = serde_json::from_str(json).ok()?;
     (d.kind == "content_block_delta" && d.delta.kind == "text_delta").then_some((d.index, d.delta.text))
 }
@@ -581,6 +634,9 @@ pub struct MessageAccumulator {
     /// Raw `partial_json` per content position, for tool_use blocks still streaming.
     partial_json: Vec<(usize, String)>,
     complete: bool,
+    /// [`MessageAccumulator::apply_sse_lazy`] reports a text delta as its text alone, without its JSON (see
+    /// [`super::RawStream::step_text`]).
+    text_only: bool,
 }
 
 impl MessageAccumulator {
@@ -632,15 +688,15 @@ impl MessageAccumulator {
     /// ordinary path. Both paths accept, refuse and fold every stream alike (tests/stream_fold_lazy.rs).
     pub fn apply_sse_lazy(&mut self, ev: &SseEvent, on_event: &mut dyn FnMut(StreamEvent)) -> Result<()> {
         if ev.event.as_deref() == Some("content_block_delta") {
-            if let Ok(d) = serde_json::from_str::<DeltaEvent<'_>>(&ev.data) {
-                if d.kind == "content_block_delta" && d.delta.kind == "text_delta" {
-                    let pos = self.position(d.index);
-                    if let Some(ContentBlock::Text(t)) = pos.and_then(|p| self.message.content.get_mut(p)) {
-                        t.text.push_str(&d.delta.text);
-                        on_event(StreamEvent::TextDelta { index: d.index, text: d.delta.text.into_owned() });
+            if let Some((index, text)) = lazy_text_delta(&ev.data) {
+                let pos = self.position(index);
+                if let Some(ContentBlock::Text(t)) = pos.and_then(|p| self.message.content.get_mut(p)) {
+                    t.text.push_str(&text);
+                    on_event(StreamEvent::TextDelta { index, text: text.into_owned() });
+                    if !self.text_only {
                         on_event(StreamEvent::RawJson { event: "content_block_delta".into(), json: ev.data.clone() });
-                        return Ok(());
                     }
+                    return Ok(());
                 }
             }
         } else if !ev.data.is_empty() && ev.event.as_deref() != Some("error") && checked_by_parts(&ev.data) {

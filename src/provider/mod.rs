@@ -178,6 +178,17 @@ pub trait RawStream: Send {
     /// Read once; the events completed go to `on_event`. `Some(json)`: the stream is complete and this is
     /// the final response JSON (what [`Provider::send_raw`] returns). An error ends the stream.
     fn step(&mut self, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Option<Value>>;
+
+    /// Read once, keeping only the text: the text of the text deltas completed is appended to `text`, the
+    /// other events are dropped (what a host that prints the text as it arrives needs; a stream may then skip
+    /// building what it would hand on for each event). Otherwise as [`RawStream::step`].
+    fn step_text(&mut self, text: &mut String) -> Result<Option<Value>> {
+        self.step(&mut |ev| {
+            if let StreamEvent::TextDelta { text: t, .. } = ev {
+                text.push_str(&t);
+            }
+        })
+    }
 }
 
 /// What [`Provider::open_raw_stream`] gives back.

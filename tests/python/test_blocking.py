@@ -160,9 +160,9 @@ def test_sigint_during_a_stalled_stream_raises_keyboard_interrupt_within_a_secon
     assert last["content"] == [{"type": "text", "text": "This tex"}]
 
 
-def test_sigint_while_a_python_tool_runs_waits_for_it_then_raises(mock: Any, tmp_path: Any) -> None:
-    # The tool (Python, on the worker thread) cannot be interrupted mid-call; the run stops right after it,
-    # without a second request, and the conversation stays valid.
+def test_sigint_while_a_python_tool_runs_ends_the_run_without_another_request(mock: Any, tmp_path: Any) -> None:
+    # The tool (Python, on the calling thread) gets the KeyboardInterrupt; the run stops right there, without a
+    # second request, and the conversation stays valid (tests/python/test_run_on_caller.py times it).
     server = mock("anthropic_tool_then_text")
     marker = tmp_path / "tool_started"
     script = textwrap.dedent(f"""

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import tooloop
-from _support import agent_for, scenario
+from _support import agent_for, scenario, text_reply
 
 
 def test_agent_text_stream_gives_the_answer_text_and_keeps_the_result(mock: Any) -> None:
@@ -48,3 +48,18 @@ def test_a_stream_that_breaks_raises_from_text_stream(mock: Any) -> None:
     with pytest.raises(tooloop.StreamInterruptedError):
         for _ in agent.stream("hi").text_stream:
             pass
+
+
+def test_client_text_stream_over_many_reads_equals_the_final_text(mock: Any) -> None:
+    # Deltas arriving a few ms apart: read after read takes the text-only path (no event built per delta),
+    # deltas in the API's own layout and escaped ones alike; an event taken first through the iteration is
+    # not lost to it.
+    text = 'He said "hi" — ✓ 日本 🎉\n\tthen a \\ backslash and\u0001 a control. ' * 3
+    server = mock([{**text_reply(text), "delay_ms_between": 5}])
+    client = tooloop.Client(api_key="k", base_url=server.base_url)
+    with client.stream({"model": "m", "max_tokens": 500, "messages": [{"role": "user", "content": "hi"}]}) as s:
+        first = next(iter(s))
+        assert first["type"] == "message_start"
+        chunks = list(s.text_stream)
+        assert len(chunks) > 3, chunks
+        assert "".join(chunks) == text == s.get_final_text()

@@ -1,8 +1,9 @@
 //! `_Agent`: the core agent with Python tools, a Python model callable and a Python permission hook.
 //!
 //! Argument normalisation (thinking budgets, tool objects from plain functions, result objects) is done by
-//! `tooloop/_agent.py`; this side converts, maps errors and manages the GIL. Python callables run on the
-//! run's worker thread under `Python::attach`.
+//! `tooloop/_agent.py`; this side converts, maps errors and manages the GIL. `run` and `compact` run on the
+//! calling thread with the GIL released, streams (`start`) on a worker thread; Python callables run on
+//! whichever thread runs the loop (or a tool's own thread) under `Python::attach`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -22,7 +23,7 @@ use tooloop::{
 use crate::convert::{from_py, to_py};
 use crate::errors::{config_error, to_pyerr};
 use crate::gate::PyGate;
-use crate::run::{ErrSlot, Item, Run, lock, park};
+use crate::run::{ErrSlot, Item, Run, lock, park, signal_hook};
 
 /// A provider from `"anthropic"`, `"openai"` or a Python callable `model(request: dict) -> dict`, for the
 /// raw `Client`: the network settings go through the core's options, so they are checked as for an Agent.
@@ -203,6 +204,25 @@ fn parse_tool_return(ret: &Bound<'_, PyAny>, name: &str) -> Result<(ToolOutput, 
         }
     }
     Err(bad())
+}
+
+/// A run's input: None (resume), a str, or a list of content blocks.
+fn input_blocks(py: Python<'_>, input: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<ContentBlock>>> {
+    Ok(match input {
+        None => None,
+        Some(i) if i.cast::<PyString>().is_ok() => Some(vec![ContentBlock::text(i.extract::<String>()?)]),
+        Some(i) => {
+            let v = from_py(i, "input")?;
+            let Value::Array(items) = v else {
+                return Err(config_error(py, "input must be a str or a list of content blocks"));
+            };
+            let mut blocks = Vec::new();
+            for item in items {
+                blocks.push(ContentBlock::from_value(item).map_err(|e| config_error(py, format!("input: {e}")))?);
+            }
+            Some(blocks)
+        }
+    })
 }
 
 /// A core tool whose handler is the Python `invoke(input) -> (content, is_error)`.
@@ -473,25 +493,77 @@ impl PyAgent {
         self.core.spent_usd()
     }
 
+    /// Run to the end on the calling thread and return the result dict: `input` None resumes, a str or a
+    /// list of content blocks is new user input. The GIL is released while the loop runs; Python tools,
+    /// hooks and the model callable re-attach on this thread, so they see its thread-locals and context
+    /// variables, and a Ctrl+C raises inside them like in any Python code. While the core waits (the
+    /// network, a command, tools on their own threads), Python's signal handlers run about every 50 ms: a
+    /// Ctrl+C cancels the run within 200 ms and its KeyboardInterrupt propagates. An exception a tool, hook
+    /// or model callable raised to end the run propagates unchanged.
+    #[pyo3(signature = (input))]
+    fn run(&self, py: Python<'_>, input: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
+        let blocks = input_blocks(py, input)?;
+        *lock(&self.slot) = None;
+        // The run's own token, published before the run begins (see `start`).
+        let token = CancelToken::new();
+        *lock(&self.latest) = Some(token.clone());
+        let gate = lock(&self.gate).as_ref().map(|g| (g.clone_ref(py), self.slot.clone()));
+        let (core, slot) = (&self.core, &self.slot);
+        let outcome = py.detach(|| {
+            let hook = signal_hook(&token, slot);
+            tooloop::http::with_poll_hook(hook, || {
+                let go = || match blocks {
+                    Some(b) => core.run_cancellable(b, token.clone(), &mut |_| {}),
+                    None => core.resume_cancellable(token.clone(), &mut |_| {}),
+                };
+                match gate {
+                    Some((g, slot)) => tooloop::gate::with_send_gate(std::rc::Rc::new(PyGate::new(g, slot)), go),
+                    None => go(),
+                }
+            })
+        });
+        if let Some(e) = lock(&self.slot).take() {
+            return Err(e);
+        }
+        match outcome {
+            Ok(r) => Ok(to_py(py, &serde_json::to_value(&r).unwrap_or(Value::Null))?.unbind()),
+            Err(e) => Err(to_pyerr(py, &e)),
+        }
+    }
+
+    /// Compact the conversation now, on the calling thread like `run` (Ctrl+C cancels it): the compaction
+    /// record as a dict (`method`, `summary`, `tokens_before`, ...), or None when there was nothing to
+    /// compact.
+    #[pyo3(signature = (instructions=None))]
+    fn compact(&self, py: Python<'_>, instructions: Option<String>) -> PyResult<Py<PyAny>> {
+        *lock(&self.slot) = None;
+        let (core, slot) = (&self.core, &self.slot);
+        let outcome = py.detach(|| {
+            let (agent, slot) = (core.clone(), slot.clone());
+            let hook: std::rc::Rc<dyn Fn()> = std::rc::Rc::new(move || {
+                Python::attach(|py| {
+                    if let Err(e) = py.check_signals() {
+                        park(&slot, e);
+                        agent.cancel();
+                    }
+                })
+            });
+            tooloop::http::with_poll_hook(hook, || core.compact(instructions.as_deref(), &mut |_| {}))
+        });
+        if let Some(e) = lock(&self.slot).take() {
+            return Err(e);
+        }
+        match outcome {
+            Ok(record) => Ok(to_py(py, &serde_json::to_value(record).unwrap_or(Value::Null))?.unbind()),
+            Err(e) => Err(to_pyerr(py, &e)),
+        }
+    }
+
     /// Start a run on a worker thread: `input` None resumes, a str or a list of content blocks is new user
     /// input. With `stream`, the run's events are delivered through the handle.
     #[pyo3(signature = (input, stream=false))]
     fn start(&self, py: Python<'_>, input: Option<&Bound<'_, PyAny>>, stream: bool) -> PyResult<Run> {
-        let blocks = match input {
-            None => None,
-            Some(i) if i.cast::<PyString>().is_ok() => Some(vec![ContentBlock::text(i.extract::<String>()?)]),
-            Some(i) => {
-                let v = from_py(i, "input")?;
-                let Value::Array(items) = v else {
-                    return Err(config_error(py, "input must be a str or a list of content blocks"));
-                };
-                let mut blocks = Vec::new();
-                for item in items {
-                    blocks.push(ContentBlock::from_value(item).map_err(|e| config_error(py, format!("input: {e}")))?);
-                }
-                Some(blocks)
-            }
-        };
+        let blocks = input_blocks(py, input)?;
         *lock(&self.slot) = None;
         let core = self.core.clone();
         // The run's own token, held here before the worker starts: a cancel that comes before the run has
@@ -515,20 +587,6 @@ impl PyAgent {
                 None => go(),
             };
             result.map(|r| serde_json::to_value(&r).unwrap_or(Value::Null))
-        })
-    }
-
-    /// Compact the conversation now, on a worker thread like a run (Ctrl+C cancels it): the result is the
-    /// compaction record as a dict (`method`, `summary`, `tokens_before`, ...) or None when there was
-    /// nothing to compact.
-    #[pyo3(signature = (instructions=None))]
-    fn start_compact(&self, py: Python<'_>, instructions: Option<String>) -> PyResult<Run> {
-        *lock(&self.slot) = None;
-        let core = self.core.clone();
-        let canceller = core.clone();
-        Run::spawn(py, Arc::new(move || canceller.cancel()), self.slot.clone(), false, move |_emit| {
-            let record = core.compact(instructions.as_deref(), &mut |_| {})?;
-            Ok(serde_json::to_value(record).unwrap_or(Value::Null))
         })
     }
 

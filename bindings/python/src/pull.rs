@@ -67,9 +67,10 @@ impl PullStream {
         }
     }
 
-    /// One read: send the request if not sent yet, else read the next bytes; their events join `pending`.
+    /// One read: send the request if not sent yet, else read the next bytes; their events join `pending`
+    /// (with `text_sink`, once sent: only the text of the text deltas, appended to it; see `RawStream::step_text`).
     /// A Ctrl+C (or another exception from a signal handler) while waiting ends the stream and is returned.
-    fn pump(&self, py: Python<'_>, st: &mut State) -> PyResult<()> {
+    fn pump(&self, py: Python<'_>, st: &mut State, text_sink: Option<&mut String>) -> PyResult<()> {
         let interrupt: ErrSlot = Arc::new(Mutex::new(None));
         let phase = std::mem::replace(&mut st.phase, Phase::Ended(Ok(Value::Null)));
         let (provider, cancel) = (&self.provider, &self.cancel);
@@ -96,11 +97,17 @@ impl PullStream {
                     Ok(RawOpen::Done(v)) => Ok(Phase::Ended(Ok(v))),
                     Err(e) => Err(e),
                 },
-                Phase::Open(mut s) => match s.step(&mut on_event) {
-                    Ok(None) => Ok(Phase::Open(s)),
-                    Ok(Some(v)) => Ok(Phase::Ended(Ok(v))),
-                    Err(e) => Err(e),
-                },
+                Phase::Open(mut s) => {
+                    let step = match text_sink {
+                        Some(sink) => s.step_text(sink),
+                        None => s.step(&mut on_event),
+                    };
+                    match step {
+                        Ok(None) => Ok(Phase::Open(s)),
+                        Ok(Some(v)) => Ok(Phase::Ended(Ok(v))),
+                        Err(e) => Err(e),
+                    }
+                }
                 ended @ Phase::Ended(_) => Ok(ended),
             });
             (next, items)
@@ -134,7 +141,7 @@ impl PullStream {
             if ended(&st) {
                 return Ok(None);
             }
-            self.pump(py, &mut st)?;
+            self.pump(py, &mut st, None)?;
         }
     }
 
@@ -173,7 +180,9 @@ impl PullStream {
             if ended(&st) {
                 return Ok(None);
             }
-            self.pump(py, &mut st)?;
+            // Once sent, the text alone is read: no event is built only to be skipped.
+            let text_only = matches!(st.phase, Phase::Open(_));
+            self.pump(py, &mut st, text_only.then_some(&mut out))?;
         }
     }
 
@@ -182,7 +191,7 @@ impl PullStream {
         let mut st = self.state(py);
         st.pending.clear();
         while !ended(&st) {
-            self.pump(py, &mut st)?;
+            self.pump(py, &mut st, None)?;
             st.pending.clear();
         }
         match &st.phase {
@@ -218,7 +227,7 @@ impl PullStream {
         st.pending.clear();
         match st.phase {
             // One more step ends at once, cancelled, with the partial message (as a worker's run would).
-            Phase::Open(_) => self.pump(py, &mut st)?,
+            Phase::Open(_) => self.pump(py, &mut st, None)?,
             Phase::Unsent(_) => st.phase = Phase::Ended(Err(to_pyerr(py, &Error::Cancelled { partial: None }))),
             Phase::Ended(_) => {}
         }
