@@ -73,8 +73,7 @@ def system_prompt(workspace: Path, permission_mode: str = "ask", today: Optional
 COMPACT_RULES = """\
 Rules: use the tools to look and act; never guess file contents or command output. Make only the change \
 asked for. Call tools through the tool-calling interface, never by writing a call as text. When the task \
-is done, leave what you made in place (do not delete or clean up files) and answer in one or two plain \
-sentences without calling a tool."""
+is done, keep the files you made and answer in plain words without calling a tool."""
 
 
 def compact_system_prompt(workspace: Path, permission_mode: str = "ask") -> str:
