@@ -143,7 +143,8 @@ pub struct Progress {
     ran_since_change: bool,
     /// Whether a note has told the model that nothing ran since its last change (once per run).
     run_hint: RunHint,
-    /// The calls whose last result was a passing check or a write that changed nothing.
+    /// The calls whose last result was a passing check or a write that changed nothing (judged with the
+    /// result's error flag, which `results` does not keep).
     idle: HashSet<(String, String)>,
     /// Whether the runaway guard refused a call of the current turn that repeated such a result.
     refused_idle: bool,
@@ -203,9 +204,7 @@ impl Progress {
             self.passed_again |= passed(call, &text, is_error);
             Some(same_result(call, &text, is_error))
         } else {
-            if passed(call, &text, is_error)
-                && self.results.get(&key).is_some_and(|before| !passed(call, before, false))
-            {
+            if passed(call, &text, is_error) && self.results.contains_key(&key) && !self.idle.contains(&key) {
                 self.passes_now = Some(describe(call));
             }
             None
@@ -323,9 +322,9 @@ impl Progress {
         // Every call of the turn repeated something (or was the same call as the turn before), one of them
         // was a passing check or a rewrite of what a file already held, and nothing has failed since the last
         // change: the model is done but does not say so.
-        let idle_again = self.passed_again
-            || (self.rewrote_same && self.run_hint != RunHint::ThisTurn)
-            || (self.refused_idle && self.run_hint != RunHint::ThisTurn);
+        // A rewrite (or a refused repeat) in the turn whose note asked for the check waits one turn.
+        let idle_again =
+            self.passed_again || ((self.rewrote_same || self.refused_idle) && self.run_hint != RunHint::ThisTurn);
         if stalled && idle_again && !self.failed_since_progress && guard.wrap_up && self.wrap_up == WrapUp::Idle {
             self.wrap_up = WrapUp::Due;
         }
