@@ -31,7 +31,9 @@
 //! ends with `"repetition"`.
 //!
 //! A command that failed the last time it ran and passes now gets a note of its own
-//! ([`Progress::passes_now_note`]): the moment a fix worked is the moment to say the task may be done.
+//! ([`Progress::turn_note`]): the moment a fix worked is the moment to say the task may be done. One that
+//! fails exactly as it did before the model's last change gets a note too, and is not a repeat: the change
+//! missed the cause, and the model needs to hear that rather than "if the task is done, answer".
 //!
 //! Must never: stop a run whose calls keep producing something new (a cycle of commands whose output changes,
 //! like a poll, is left alone), or judge a call before it ran. It only reads what the loop hands it: no I/O,
@@ -150,6 +152,15 @@ pub struct Progress {
     refused_idle: bool,
     /// A command of the current turn that failed the last time it ran and passes now, said short.
     passes_now: Option<String>,
+    /// Writes and edits of this run that changed a file, counted.
+    changes: u64,
+    /// The last of them, said short (for the notes).
+    last_change: String,
+    /// For each call that runs something: `changes` when it last ran.
+    ran_at: HashMap<(String, String), u64>,
+    /// A command of the current turn that failed again with exactly the same output although a file changed
+    /// since it last ran, said short.
+    same_failure: Option<String>,
 }
 
 /// Whether a note has said that nothing ran since the model's last change.
@@ -175,6 +186,7 @@ impl Progress {
         self.turn_failed = false;
         self.refused_idle = false;
         self.passes_now = None;
+        self.same_failure = None;
         if self.run_hint == RunHint::ThisTurn {
             self.run_hint = RunHint::Before;
         }
@@ -200,6 +212,9 @@ impl Progress {
             // is not).
             self.rewrote_same |= self.results.contains_key(&key) || self.changed.contains(&path_of(call));
             Some(self.unchanged_why(call))
+        } else if self.failed_the_same_after_a_change(call, &key, &text, is_error) {
+            self.same_failure = Some(describe(call));
+            None
         } else if self.results.get(&key) == Some(&text) {
             self.passed_again |= passed(call, &text, is_error);
             Some(same_result(call, &text, is_error))
@@ -236,6 +251,9 @@ impl Progress {
         let why = if unchanged_write(call, &text, is_error) {
             self.rewrote_same = true;
             Some(self.unchanged_why(call))
+        } else if self.failed_the_same_after_a_change(call, &key, &text, is_error) {
+            self.same_failure = Some(describe(call));
+            None
         } else {
             let same = self.results.get(&key) == Some(&text);
             self.passed_again |= same && passed(call, &text, is_error);
@@ -285,20 +303,51 @@ impl Progress {
             "write_file" | "edit_file" if !is_error && !unchanged_write(call, text, is_error) => {
                 self.changed.insert(path_of(call));
                 self.ran_since_change = false;
+                self.changes += 1;
+                self.last_change = describe(call);
             }
             "write_file" | "edit_file" | "read_file" | "glob" | "grep" => {}
-            _ => self.ran_since_change = true,
+            _ => {
+                self.ran_since_change = true;
+                self.ran_at.insert(key.clone(), self.changes);
+            }
         }
     }
 
-    /// The note for a turn that made progress with a command that failed the last time it ran and passes
-    /// now (exit code 0): the moment a fix worked, when a small model otherwise goes on to "clean up" (one
-    /// deleted the files it had just tested). `None` for any other turn; call after [`Progress::end_turn`].
-    pub fn passes_now_note(&mut self) -> Option<String> {
-        let what = self.passes_now.take()?;
+    /// A command (or a host's tool) that failed with exactly the output it had the last time it ran, although
+    /// a write or edit changed a file in between: the change did not reach the cause. That is news for the
+    /// model (a small one edits another line of the test than the one that fails, again and again), not a
+    /// repeat; see [`Progress::turn_note`].
+    fn failed_the_same_after_a_change(
+        &self,
+        call: &ToolUseBlock,
+        key: &(String, String),
+        text: &str,
+        is_error: bool,
+    ) -> bool {
+        failure_counts(call, text, is_error)
+            && self.results.get(key).is_some_and(|last| last == text)
+            && self.ran_at.get(key).is_some_and(|&at| at != self.changes)
+    }
+
+    /// The note for a turn that made progress, when one of its commands tells something about the model's
+    /// last change; `None` for any other turn; call after [`Progress::end_turn`].
+    /// - It failed the last time it ran and passes now (exit code 0): the moment a fix worked, when a small
+    ///   model otherwise goes on to "clean up" (one deleted the files it had just tested).
+    /// - It fails exactly as it did before the last change: the change missed the cause (one model edited line
+    ///   9 of its test four times while the output said line 7 failed).
+    pub fn turn_note(&mut self) -> Option<String> {
+        if let Some(what) = self.passes_now.take() {
+            return Some(format!(
+                "[tooloop: {what} failed the last time it ran and passes now (exit code 0). If that is what the \
+                 task asked for, answer now in plain words without calling a tool.]"
+            ));
+        }
+        let what = self.same_failure.take()?;
         Some(format!(
-            "[tooloop: {what} failed the last time it ran and passes now (exit code 0). If that is what the task \
-             asked for, answer now in plain words without calling a tool.]"
+            "[tooloop: {what} fails exactly as it did before your last change ({}): that change did not reach the \
+             cause. Read where the output says it fails (the file and line), and change that.]",
+            self.last_change
         ))
     }
 
@@ -479,9 +528,9 @@ fn call_key(call: &ToolUseBlock) -> String {
     format!("{}\u{0}{}", call.name, call.input)
 }
 
-/// A result as text, for comparing and quoting.
+/// A result as text, for comparing: with its timings masked ([`mask_timings`]).
 fn result_text(content: &Value) -> String {
-    match content {
+    mask_timings(&match content {
         Value::String(s) => s.clone(),
         Value::Array(blocks) => blocks
             .iter()
@@ -489,7 +538,44 @@ fn result_text(content: &Value) -> String {
             .collect::<Vec<_>>()
             .join("\n"),
         other => other.to_string(),
+    })
+}
+
+/// `text` with every decimal number of seconds (`0.001s`, `12.5ms`) written `#s`: a test runner prints how
+/// long it took (unittest "Ran 1 test in 0.001s", pytest "1 failed in 0.03s", cargo "finished in 0.00s"), and
+/// two runs of the same check with the same outcome are the same result.
+fn mask_timings(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let (mut i, mut copied) = (0, 0);
+    while i < b.len() {
+        let starts = b[i].is_ascii_digit() && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'.'));
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        while j < b.len() && b[j].is_ascii_digit() {
+            j += 1;
+        }
+        let point = j + 1 < b.len() && b[j] == b'.' && b[j + 1].is_ascii_digit();
+        if point {
+            j += 1;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+        }
+        let unit = if b[j..].starts_with(b"ms") { 2 } else { usize::from(b[j..].starts_with(b"s")) };
+        let ends = b.get(j + unit).is_none_or(|c| !c.is_ascii_alphanumeric());
+        if point && unit > 0 && ends {
+            out.push_str(&text[copied..i]);
+            out.push_str("#s");
+            copied = j + unit;
+        }
+        i = j.max(i + 1);
     }
+    out.push_str(&text[copied..]);
+    out
 }
 
 /// `bash(python3 hello.py)`, `write_file(hello.py)`, `read_file(path: a.txt)`: short, for the notes.
@@ -729,15 +815,69 @@ mod tests {
         let other = call("bash", json!({"command": "ls"}));
         let mut p = Progress::default();
         assert_eq!(turn(&mut p, &[(other.clone(), "t.py")]), None);
-        assert_eq!(p.passes_now_note(), None, "a first run that passes is no news");
+        assert_eq!(p.turn_note(), None, "a first run that passes is no news");
         assert_eq!(turn(&mut p, &[(test.clone(), "F\nexit code: 1")]), None);
-        assert_eq!(p.passes_now_note(), None, "a failure");
+        assert_eq!(p.turn_note(), None, "a failure");
         assert_eq!(turn(&mut p, &[(test.clone(), "ok")]), None);
-        let note = p.passes_now_note().expect("failed before, passes now");
+        let note = p.turn_note().expect("failed before, passes now");
         assert!(note.starts_with("[tooloop: bash(python3 t.py) failed the last time it ran and passes now"), "{note}");
-        assert_eq!(p.passes_now_note(), None, "taken");
+        assert_eq!(p.turn_note(), None, "taken");
         assert_eq!(turn(&mut p, &[(test.clone(), "ok, other output")]), None);
-        assert_eq!(p.passes_now_note(), None, "it passed the last time too");
+        assert_eq!(p.turn_note(), None, "it passed the last time too");
+    }
+
+    #[test]
+    fn a_failure_the_same_as_before_the_last_change_says_the_change_missed_and_is_not_a_repeat() {
+        let test = call("bash", json!({"command": "python3 test_pal.py"}));
+        let edit =
+            |n: u32| call("edit_file", json!({"path": "test_pal.py", "old_text": format!("a{n}"), "new_text": "b"}));
+        let fail = "line 7\nAssertionError\nRan 1 test in 0.001s\nFAILED (failures=1)\nexit code: 1";
+        let mut p = Progress::default();
+        assert_eq!(turn(&mut p, &[(test.clone(), fail)]), None);
+        assert_eq!(p.turn_note(), None, "a first failure");
+        assert_eq!(turn(&mut p, &[(edit(9), "edited test_pal.py")]), None);
+        // Only the timing differs: the same failure, after the change.
+        let again = fail.replace("0.001s", "0.000s");
+        assert_eq!(turn(&mut p, &[(test.clone(), &again)]), None, "news, not a stall");
+        let note = p.turn_note().expect("the change missed");
+        assert_eq!(
+            note,
+            "[tooloop: bash(python3 test_pal.py) fails exactly as it did before your last change \
+             (edit_file(test_pal.py)): that change did not reach the cause. Read where the output says it fails \
+             (the file and line), and change that.]"
+        );
+        assert_eq!(p.turn_note(), None, "taken");
+        // Run again with nothing changed in between: a repeat, as before.
+        let stall = turn(&mut p, &[(test.clone(), fail)]).expect("a repeat with nothing changed stalls");
+        assert!(stall.note.contains("already ran before with exactly the same result"), "{}", stall.note);
+        assert_eq!(p.turn_note(), None);
+        // A change and a failure that differs: no note.
+        assert_eq!(turn(&mut p, &[(edit(7), "edited test_pal.py")]), None);
+        assert_eq!(turn(&mut p, &[(test.clone(), "line 8\nexit code: 1")]), None);
+        assert_eq!(p.turn_note(), None, "the output changed");
+        // In one turn with the change (the runaway guard's path for the same call as the turn before).
+        p.begin_turn(&[edit(8), test.clone()]);
+        p.see(&edit(8), &json!("edited test_pal.py"), false);
+        assert_eq!(p.again(&test, &json!("line 8\nexit code: 1"), false), None, "no repeat note");
+        assert_eq!(p.end_turn(&ProgressGuard::default()), None);
+        assert!(p.turn_note().is_some_and(|n| n.contains("fails exactly as it did before your last change")));
+    }
+
+    #[test]
+    fn timings_are_masked_for_comparing_and_nothing_else_is() {
+        for (text, masked) in [
+            ("Ran 1 test in 0.001s", "Ran 1 test in #s"),
+            ("1 failed in 0.03s; took 12.5ms.", "1 failed in #s; took #s."),
+            ("finished in 0.00s\n", "finished in #s\n"),
+            ("0.5s", "#s"),
+            (
+                "5s 10 tests 1.5 3.2sec v1.2s x0.1s 2.0seconds é1.0s",
+                "5s 10 tests 1.5 3.2sec v1.2s x0.1s 2.0seconds é#s",
+            ),
+            ("", ""),
+        ] {
+            assert_eq!(mask_timings(text), masked, "{text:?}");
+        }
     }
 
     #[test]

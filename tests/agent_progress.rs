@@ -402,3 +402,36 @@ fn the_wrap_up_is_sent_once_and_calls_a_server_sends_anyway_are_not_run_and_end_
     let _ = run(&mock, &ws, json!({}));
     assert!(mock.requests().iter().all(|r| r["body"].get("tool_choice").is_none()));
 }
+
+#[test]
+fn a_check_that_fails_the_same_after_a_change_says_the_change_missed_and_the_run_goes_on() {
+    // A real model's test failed at line 7; it edited line 9, ran the test (the same failure, the timing aside)
+    // and heard "already ran before with exactly the same result ... if the task is done, answer now". Now it
+    // hears that its change missed the cause, and three such rounds are not a stall.
+    let test = "import time; print('line 7 fails in %.6fs' % time.time()); raise SystemExit(1)\n";
+    let mut steps = vec![write("t.py", test), bash("python3 t.py")];
+    for n in 0..3 {
+        steps.push(write("notes.txt", &format!("try {n}\n")));
+        steps.push(bash("python3 t.py"));
+    }
+    steps.push(json!("It still fails at line 7."));
+    let mock = MockServer::start(&scripted("progress detection", &steps));
+    let ws = Ws::new("same-failure");
+    let (result, _) = run(&mock, &ws, json!({}));
+    assert_eq!((result.stop_reason, result.turns), (Some(StopReason::EndTurn), 9));
+    let requests = mock.requests();
+    assert!(!last_result(&requests, 2).contains("[tooloop:"));
+    for k in [4, 6, 8] {
+        let again = last_result(&requests, k);
+        assert!(again.contains("line 7 fails in"), "{again}");
+        assert!(
+            again.ends_with(
+                "[tooloop: bash(python3 t.py) fails exactly as it did before your last change \
+                 (write_file(notes.txt)): that change did not reach the cause. Read where the output says it \
+                 fails (the file and line), and change that.]"
+            ),
+            "{again}"
+        );
+    }
+    assert!(tools_off(&requests).is_empty());
+}

@@ -341,7 +341,7 @@ impl Agent {
                                 note: stall.note,
                             });
                             stop |= stall.stop;
-                        } else if let Some(note) = state.progress.passes_now_note() {
+                        } else if let Some(note) = state.progress.turn_note() {
                             append_text(&mut outcome.content, &note);
                         }
                     }
