@@ -322,3 +322,30 @@ def test_python_agents_detect_no_progress_by_default_and_can_turn_it_off():
     assert result.stop_reason == "end_turn" and reps == [] and len(calls) == 7
     result, reps, calls = run_with(progress_guard={"stop_after": 5})
     assert result.stop_reason == "end_turn" and len(reps) == 5 and not any(e.stopped for e in reps)
+
+
+def test_a_model_whose_edits_miss_the_failing_line_hears_so_and_is_not_stopped(tooloop_exe, ws, tmp_path):
+    # A real model's test failed at line 1; it edited another line and ran the test again, three times (the
+    # unittest timing differs each run). Each time it hears that its change missed the cause; none of it is a
+    # stall, and when it fixes line 1 the command ends normally.
+    (ws / "t.py").write_text("assert 1 == 2\nx = 0\n")
+    test = "python3 -c \"import time; print('in %.6fs' % time.time())\" && python3 t.py"
+    steps = [tool_reply(("r0", "bash", {"command": test}))]
+    for i in range(3):
+        steps.append(tool_reply((f"e{i}", "write_file", {"path": "t.py", "content": f"assert 1 == 2\nx = {i + 1}\n"})))
+        steps.append(tool_reply((f"r{i + 1}", "bash", {"command": test})))
+    steps.append(tool_reply(("fix", "write_file", {"path": "t.py", "content": "assert 1 == 1\n"})))
+    steps.append(tool_reply(("ok", "bash", {"command": test})))
+    steps.append(text_reply("Fixed line 1; the test passes."))
+    with MockServer({"responses": steps}) as mock:
+        proc = run(tooloop_exe, ws, cli_env(tmp_path, mock), "make t.py pass")
+        reqs = mock.requests()
+    assert proc.returncode == 0, proc.stderr
+    assert len(reqs) == len(steps)
+    for k in (3, 5, 7):
+        told = json.dumps(reqs[k]["body"]["messages"][-1])
+        assert "fails exactly as it did before your last change (write_file(t.py)): that change did not reach " \
+               "the cause" in told, told
+        assert "If the task is done" not in told
+    assert "failed the last time it ran and passes now" in json.dumps(reqs[9]["body"]["messages"][-1])
+    assert "no progress" not in proc.stdout + proc.stderr
