@@ -45,7 +45,8 @@ def test_context_windows_and_max_tokens():
     assert local.known_window("org/qwen2.5-coder-7b") == 32_768
     assert local.known_window("mystery") is None
     assert local.fit_max_tokens(8192, None) == 8192
-    assert local.fit_max_tokens(8192, 4096) == 1024
+    assert local.fit_max_tokens(8192, 4096) == 512
+    assert local.fit_max_tokens(8192, 32_768) == 4096
     assert local.fit_max_tokens(8192, 200_000) == 8192
     assert local.fit_max_tokens(8192, 512) == 256
     assert local.is_custom_endpoint("http://localhost:8080/v1")
