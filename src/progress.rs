@@ -159,8 +159,19 @@ pub struct Progress {
     /// For each call that runs something: `changes` when it last ran.
     ran_at: HashMap<(String, String), u64>,
     /// A command of the current turn that failed again with exactly the same output although a file changed
-    /// since it last ran, said short.
-    same_failure: Option<String>,
+    /// since it last ran, said short, and where its output points in a file this run changed.
+    same_failure: Option<(String, Option<Site>)>,
+    /// The last call that failed (a command with a non-zero exit code, a host's tool's error), said short.
+    last_failure: String,
+}
+
+/// A line of a file that a failure's output points at (a traceback's frame, a compiler's `path:line:`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Site {
+    path: String,
+    line: u64,
+    /// The line's code as the output quotes it (a Python traceback does), if it does.
+    code: Option<String>,
 }
 
 /// Whether a note has said that nothing ran since the model's last change.
@@ -213,7 +224,7 @@ impl Progress {
             self.rewrote_same |= self.results.contains_key(&key) || self.changed.contains(&path_of(call));
             Some(self.unchanged_why(call))
         } else if self.failed_the_same_after_a_change(call, &key, &text, is_error) {
-            self.same_failure = Some(describe(call));
+            self.same_failure = Some((describe(call), failure_site(&text, &self.changed)));
             None
         } else if self.results.get(&key) == Some(&text) {
             self.passed_again |= passed(call, &text, is_error);
@@ -252,7 +263,7 @@ impl Progress {
             self.rewrote_same = true;
             Some(self.unchanged_why(call))
         } else if self.failed_the_same_after_a_change(call, &key, &text, is_error) {
-            self.same_failure = Some(describe(call));
+            self.same_failure = Some((describe(call), failure_site(&text, &self.changed)));
             None
         } else {
             let same = self.results.get(&key) == Some(&text);
@@ -294,6 +305,9 @@ impl Progress {
 
     /// Keeps what changed and what ran: a write or edit that changed a file, or any call that runs something.
     fn track(&mut self, call: &ToolUseBlock, key: &(String, String), text: &str, is_error: bool) {
+        if failure_counts(call, text, is_error) {
+            self.last_failure = describe(call);
+        }
         if unchanged_write(call, text, is_error) || passed(call, text, is_error) {
             self.idle.insert(key.clone());
         } else {
@@ -343,12 +357,22 @@ impl Progress {
                  task asked for, answer now in plain words without calling a tool.]"
             ));
         }
-        let what = self.same_failure.take()?;
-        Some(format!(
-            "[tooloop: {what} fails exactly as it did before your last change ({}): that change did not reach the \
-             cause. Read where the output says it fails (the file and line), and change that.]",
-            self.last_change
-        ))
+        let (what, site) = self.same_failure.take()?;
+        let change = &self.last_change;
+        Some(match site {
+            // A real model told only "read where it fails" edited another line again every time; shown the
+            // line, in the file it wrote itself, it went to that line (7 of 7 replays, 0 of 7 without).
+            Some(Site { path, line, code }) => format!(
+                "[tooloop: {what} fails exactly as it did before your last change ({change}): that change did not \
+                 reach the cause. The output points at line {line} of {path}, a file you wrote or changed in this \
+                 run{}\nCheck whether that line is right, and fix the line that is wrong.]",
+                code.map_or_else(|| ".".to_string(), |c| format!(":\n{line:>6}\t{c}"))
+            ),
+            None => format!(
+                "[tooloop: {what} fails exactly as it did before your last change ({change}): that change did not \
+                 reach the cause. Read where the output says it fails (the file and line), and change that.]"
+            ),
+        })
     }
 
     /// The current turn ended (every call was seen). `Some` when it made no progress.
@@ -394,6 +418,16 @@ impl Progress {
                 "[tooloop: the run is stopped: {} turns in a row changed nothing. {}.]",
                 self.stalled,
                 capitalize(&what.join("; "))
+            )
+        } else if self.failed_since_progress {
+            // Not "if the task is done, answer": a small model that wrote a broken hello.py with `echo`, saw
+            // `python hello.py` fail and ran the same `echo` again heard that, and ran it until the runaway guard
+            // stopped it.
+            format!(
+                "[tooloop: no progress: {}. {} failed the last time it ran: doing this again will not change \
+                 that. If that failure matters, change what causes it.]",
+                what.join("; "),
+                self.last_failure
             )
         } else {
             format!(
@@ -538,6 +572,40 @@ fn result_text(content: &Value) -> String {
             .collect::<Vec<_>>()
             .join("\n"),
         other => other.to_string(),
+    })
+}
+
+/// Where a failure's output points in one of the files this run changed (`changed`, as the model named
+/// them): the last Python traceback frame (`File "…/test_pal.py", line 7`, with the code line under it) in
+/// such a file, else the last `path:line:` (compilers, pytest's short form) naming one.
+fn failure_site(text: &str, changed: &HashSet<String>) -> Option<Site> {
+    let ours = |path: &str| {
+        changed.iter().find(|c| !c.is_empty() && (path == c.as_str() || path.ends_with(&format!("/{c}")))).cloned()
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let mut site = None;
+    for (i, l) in lines.iter().enumerate() {
+        let Some(rest) = l.trim_start().strip_prefix("File \"") else { continue };
+        let Some((path, rest)) = rest.split_once("\", line ") else { continue };
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        if let (Some(path), Ok(line)) = (ours(path), digits.parse::<u64>()) {
+            let code = lines
+                .get(i + 1)
+                .filter(|n| n.starts_with("    ") && !n.trim_start().starts_with("File \""))
+                .map(|n| n.trim().to_string())
+                .filter(|n| !n.is_empty());
+            site = Some(Site { path, line, code });
+        }
+    }
+    if site.is_some() {
+        return site;
+    }
+    lines.iter().rev().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        // The path is the last word before the first colon (`  --> src/calc.rs:12:5` in rustc's output).
+        let (path, line) = (parts.next()?.split_whitespace().last()?, parts.next()?);
+        parts.next()?;
+        Some(Site { path: ours(path)?, line: line.parse().ok()?, code: None })
     })
 }
 
@@ -861,6 +929,83 @@ mod tests {
         assert_eq!(p.again(&test, &json!("line 8\nexit code: 1"), false), None, "no repeat note");
         assert_eq!(p.end_turn(&ProgressGuard::default()), None);
         assert!(p.turn_note().is_some_and(|n| n.contains("fails exactly as it did before your last change")));
+    }
+
+    #[test]
+    fn a_failure_in_a_file_the_run_wrote_is_pointed_at_with_its_line() {
+        let changed: HashSet<String> = ["test_pal.py".to_string(), "src/calc.rs".to_string()].into();
+        let traceback = "Traceback (most recent call last):\n  File \"/usr/lib/python3/unittest/case.py\", line 57, in x\n    \
+                         foo()\n  File \"/tmp/b/ws/test_pal.py\", line 7, in test_is_palindrome\n    \
+                         self.assertTrue(is_palindrome('hello'))\nAssertionError: False is not true\nexit code: 1";
+        let code = Some("self.assertTrue(is_palindrome('hello'))".to_string());
+        assert_eq!(failure_site(traceback, &changed), Some(Site { path: "test_pal.py".into(), line: 7, code }));
+        // A syntax error's frame quotes the line too; one without a code line has none.
+        let syntax = "  File \"/w/test_pal.py\", line 9\n    self.assertFalse(x('p')\n       ^\nSyntaxError: '(' was never closed";
+        assert_eq!(
+            failure_site(syntax, &changed).map(|s| (s.line, s.code)),
+            Some((9, Some("self.assertFalse(x('p')".into())))
+        );
+        let bare = "  File \"test_pal.py\", line 3\nNameError";
+        assert_eq!(failure_site(bare, &changed).map(|s| (s.line, s.code)), Some((3, None)));
+        // A compiler's path:line:col.
+        let rustc = "error[E0308]: mismatched types\n  --> src/calc.rs:12:5\nexit code: 101";
+        assert_eq!(failure_site(rustc, &changed).map(|s| (s.path, s.line)), Some(("src/calc.rs".into(), 12)));
+        // Frames in files the run did not write point nowhere.
+        let theirs =
+            "  File \"/usr/lib/python3/json/decoder.py\", line 355, in raw_decode\n    raise x\nlib.py:3: boom";
+        assert_eq!(failure_site(theirs, &changed), None);
+        assert_eq!(failure_site("", &HashSet::new()), None);
+    }
+
+    #[test]
+    fn the_same_failure_after_a_change_shows_the_line_of_the_models_own_file_it_points_at() {
+        let test = call("bash", json!({"command": "python3 test_pal.py"}));
+        let fail = "  File \"/tmp/ws/test_pal.py\", line 7, in t\n    self.assertTrue(p('hello'))\nAssertionError\nexit code: 1";
+        let mut p = Progress::default();
+        assert_eq!(
+            turn(&mut p, &[(call("write_file", json!({"path": "test_pal.py", "content": "a"})), "created")]),
+            None
+        );
+        assert_eq!(turn(&mut p, &[(test.clone(), fail)]), None);
+        assert_eq!(
+            turn(
+                &mut p,
+                &[(call("edit_file", json!({"path": "test_pal.py", "old_text": "x", "new_text": "y"})), "edited")]
+            ),
+            None
+        );
+        assert_eq!(turn(&mut p, &[(test.clone(), fail)]), None);
+        assert_eq!(
+            p.turn_note().as_deref(),
+            Some(
+                "[tooloop: bash(python3 test_pal.py) fails exactly as it did before your last change \
+                 (edit_file(test_pal.py)): that change did not reach the cause. The output points at line 7 of \
+                 test_pal.py, a file you wrote or changed in this run:\n     7\tself.assertTrue(p('hello'))\nCheck \
+                 whether that line is right, and fix the line that is wrong.]"
+            )
+        );
+    }
+
+    #[test]
+    fn a_repeat_after_a_failure_says_what_failed_not_if_the_task_is_done_answer() {
+        // A real model wrote hello.py with echo (a syntax error), saw python fail, and wrote it the same way again.
+        let echo = call("bash", json!({"command": "echo 'Hello, world!' > hello.py"}));
+        let run = call("bash", json!({"command": "python hello.py"}));
+        let mut p = Progress::default();
+        assert_eq!(turn(&mut p, &[(echo.clone(), "(no output)")]), None);
+        assert_eq!(turn(&mut p, &[(run.clone(), "SyntaxError: invalid syntax\nexit code: 1")]), None);
+        let stall = turn(&mut p, &[(echo.clone(), "(no output)")]).expect("a repeat");
+        assert_eq!(
+            stall.note,
+            "[tooloop: no progress: bash(echo 'Hello, world!' > hello.py) already ran before with exactly the same \
+             output and it passed (exit code 0). bash(python hello.py) failed the last time it ran: doing this \
+             again will not change that. If that failure matters, change what causes it.]"
+        );
+        // With nothing failing, the note still invites the answer.
+        let mut q = Progress::default();
+        assert_eq!(turn(&mut q, &[(run.clone(), "Hello, world!")]), None);
+        let stall = turn(&mut q, &[(run.clone(), "Hello, world!")]).expect("a repeat");
+        assert!(stall.note.contains("If the task is done, answer now"), "{}", stall.note);
     }
 
     #[test]
