@@ -543,11 +543,17 @@ fn failure_counts(call: &ToolUseBlock, text: &str, is_error: bool) -> bool {
 }
 
 /// A write or edit that changed nothing: the built-in write_file compares before writing and says when the
-/// file already had the content; an edit_file whose old_text and new_text are the same is refused.
+/// file already had the content; an edit_file whose old_text and new_text are the same is refused, and one
+/// whose new_text is already where its old_text is not says the edit looks already made.
 fn unchanged_write(call: &ToolUseBlock, text: &str, is_error: bool) -> bool {
     match call.name.as_str() {
         "write_file" => !is_error && text.starts_with("unchanged "),
-        "edit_file" => call.input.get("old_text").is_some_and(|o| Some(o) == call.input.get("new_text")),
+        // Or one the built-in edit_file found already made: old_text gone, new_text there (a small model fixed
+        // calc.py with write_file and then sent the same fix as an edit until the runaway guard stopped it).
+        "edit_file" => {
+            call.input.get("old_text").is_some_and(|o| Some(o) == call.input.get("new_text"))
+                || (is_error && text.contains("this edit looks already made"))
+        }
         _ => false,
     }
 }

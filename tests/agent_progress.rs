@@ -435,3 +435,27 @@ fn a_check_that_fails_the_same_after_a_change_says_the_change_missed_and_the_run
     }
     assert!(tools_off(&requests).is_empty());
 }
+
+#[test]
+fn an_edit_already_made_after_the_fix_leads_to_the_wrap_up_not_the_runaway_guard() {
+    // A real model (Anthropic wire) fixed calc.py with write_file, then sent the same fix as an edit (old_text
+    // "return a - b", no longer there) until the runaway guard ended the run, the fix in place.
+    let fixed = "def add(a, b):\n    return a + b\n";
+    let edit = json!({"name": "edit_file", "input": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}});
+    let steps = [write("calc.py", fixed), edit.clone(), edit.clone(), json!("Fixed: add returns a + b.")];
+    let mock = MockServer::start(&scripted("progress detection", &steps));
+    let ws = Ws::new("wrapup-edit-made");
+    std::fs::write(ws.0.join("calc.py"), "def add(a, b):\n    return a - b\n").unwrap();
+    let (result, events) = run(&mock, &ws, json!({}));
+    assert_eq!(
+        (result.stop_reason, result.turns, result.text.as_str()),
+        (Some(StopReason::EndTurn), 4, "Fixed: add returns a + b.")
+    );
+    let requests = mock.requests();
+    assert_eq!(tools_off(&requests), vec![3]);
+    let first = last_result(&requests, 2);
+    assert!(first.contains("but new_text is already there, at line 2: this edit looks already made"), "{first}");
+    assert!(first.contains("nothing has been run since your last change"), "{first}");
+    assert!(repetitions(&events).iter().all(|(_, stopped, _)| !stopped));
+    assert_eq!(std::fs::read_to_string(ws.0.join("calc.py")).unwrap(), fixed);
+}

@@ -262,6 +262,8 @@ pub(crate) fn edit_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
         (old_text.to_string(), new_text.to_string())
     } else if text.contains("\r\n") && old_text.contains('\n') && text.contains(&to_crlf(old_text)) {
         (to_crlf(old_text), to_crlf(new_text))
+    } else if let Some(message) = already_made(path, &text, new_text) {
+        return Err(message);
     } else {
         return Err(not_found_message(path, &text, old_text, cancel));
     };
@@ -620,6 +622,27 @@ fn snippet(lines: &[&str], first: usize, last: usize) -> String {
     out.push_str("   ...\n");
     out.push_str(&numbered(lines, last - 9, to));
     out
+}
+
+/// An edit whose `old_text` is not in the file and whose `new_text` is: most likely made already (a small
+/// model fixed calc.py with write_file, then sent the same fix as an edit until the runaway guard stopped it).
+/// Shown where, so the model can tell; nothing changed. The agent's progress detection reads the words
+/// "this edit looks already made" as a rewrite of what the file holds (`crate::progress`).
+fn already_made(path: &str, text: &str, new_text: &str) -> Option<String> {
+    if new_text.trim().is_empty() {
+        return None;
+    }
+    let at = text.find(new_text)?;
+    let first = line_of(text, at);
+    let last = line_of(text, at + new_text.len().saturating_sub(1)).max(first);
+    let lines: Vec<&str> = text.lines().collect();
+    Some(format!(
+        "old_text was not found in '{path}', but new_text is already there, at {}: this edit looks already made, \
+         so nothing changed. If it is the change you meant, go on with the task (or answer if it is done); if \
+         not, copy old_text from the file as it is now (with context; the numbers are not part of the file):\n{}",
+        if first == last { format!("line {first}") } else { format!("lines {first}-{last}") },
+        snippet(&lines, first, last).trim_end()
+    ))
 }
 
 /// Why `old_text` did not match, with the nearest thing that would have.
@@ -1055,6 +1078,25 @@ mod tests {
         assert_eq!(fs::read_to_string(&path).unwrap(), "import t\n\n    t.ok(p('racecar')))\n    t.ok(p('level'))\n");
         let err = edit(&ws, "no such text", "no such text", None).unwrap_err();
         assert!(err.starts_with("old_text was not found in 'code.rs'"), "{err}");
+    }
+
+    #[test]
+    fn edit_file_whose_new_text_is_already_there_says_the_edit_looks_made_and_changes_nothing() {
+        let (_tmp, ws) = setup();
+        let path = code_file(&ws, "def add(a, b):\n    return a + b\n");
+        let err = edit(&ws, "return a - b", "return a + b", None).unwrap_err();
+        assert!(
+            err.starts_with(
+                "old_text was not found in 'code.rs', but new_text is already there, at line 2: this edit looks \
+                 already made, so nothing changed."
+            ),
+            "{err}"
+        );
+        assert!(err.ends_with("     1\tdef add(a, b):\n     2\t    return a + b"), "{err}");
+        assert_eq!(fs::read_to_string(path).unwrap(), "def add(a, b):\n    return a + b\n");
+        // A blank new_text (a deletion) is no evidence: the plain miss.
+        let err = edit(&ws, "return a - b", "\n", None).unwrap_err();
+        assert!(!err.contains("already made"), "{err}");
     }
 
     #[test]
