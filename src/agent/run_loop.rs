@@ -362,12 +362,15 @@ impl Agent {
             Some((request, measured)) => {
                 Ok(Next::Go(Phase::Ready(Box::new(Turn { turn, wrap_up, request, measured, overflows: 0 }))))
             }
-            None => {
-                // A compaction's summary left too little under the cap for the turn's request: not sent.
-                run.turns -= 1;
-                self.budget_stop(run).map(|()| Next::End)
-            }
+            None => self.unsent(run),
         }
+    }
+
+    /// A compaction's summary left too little under the spend cap for the turn's request: it is not sent,
+    /// and the run ends with `budget`.
+    fn unsent(&self, run: &mut RunResult) -> Result<Next> {
+        run.turns -= 1;
+        self.budget_stop(run).map(|()| Next::End)
     }
 
     /// Send a model turn's request: the whole answer read at once, or (pulled) up to its first events.
@@ -433,11 +436,7 @@ impl Agent {
                 turn.measured = measured;
                 Ok(Next::Go(Phase::Ready(Box::new(turn))))
             }
-            None => {
-                // A compaction's summary left too little under the cap for the turn's request: not sent.
-                run.turns -= 1;
-                self.budget_stop(run).map(|()| Next::End)
-            }
+            None => self.unsent(run),
         }
     }
 

@@ -13,8 +13,7 @@
 //! Must never: hold the GIL while waiting for the network, or block on the state lock while holding it.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 use serde_json::Value;
@@ -22,7 +21,7 @@ use tooloop::{Agent, CancelToken, ContentBlock, Error, RunDriver};
 
 use crate::convert::to_py;
 use crate::errors::to_pyerr;
-use crate::run::{ErrSlot, Item, item_to_py, lock, signal_hook};
+use crate::run::{ErrSlot, Item, drain_text, item_to_py, lock, lock_detached, signal_hook};
 
 struct State {
     /// The agent and the run's input (None: resume) until the first call that wants events begins the run,
@@ -55,13 +54,7 @@ impl Driven {
 
     /// The state, waiting (GIL released) while another thread is stepping the run.
     fn state(&self, py: Python<'_>) -> MutexGuard<'_, State> {
-        loop {
-            match self.state.try_lock() {
-                Ok(g) => return g,
-                Err(TryLockError::Poisoned(e)) => return e.into_inner(),
-                Err(TryLockError::WouldBlock) => py.detach(|| std::thread::sleep(Duration::from_millis(1))),
-            }
-        }
+        lock_detached(py, &self.state)
     }
 
     /// One step of the run (`keep`: whether its events are wanted); they join `pending`. Once the run has
@@ -142,11 +135,7 @@ impl Driven {
         let mut st = self.state(py);
         let mut out = String::new();
         loop {
-            for item in st.pending.drain(..) {
-                if let Some(t) = item.text() {
-                    out.push_str(&t);
-                }
-            }
+            drain_text(&mut st.pending, &mut out);
             if !out.is_empty() {
                 return Ok(Some(out));
             }
