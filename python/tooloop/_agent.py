@@ -2,8 +2,8 @@
 
 Argument handling and result objects live here; the loop itself runs in the core (through the compiled
 ``_tooloop._Agent``) with the GIL released while it waits: ``run`` and ``compact`` on the calling thread,
-``stream`` on a worker thread. Must never: hold agent logic
-that the core has, or import the CLI's dependencies.
+``stream`` on the iterating thread too where it can (else on a worker thread, see ``_Agent.start``). Must
+never: hold agent logic that the core has, or import the CLI's dependencies.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Stubs of the compiled module ``tooloop._tooloop`` (private: use the ``tooloop`` package).
 
-Each blocking call runs the core on a worker thread and waits with the GIL released; Python callables passed
-here (tools, a model, a permission check) are called on that worker thread.
+Blocking calls run the core with the GIL released, on the calling thread (``_Agent.run``, ``_Agent.compact``,
+``_Client.create``, a ``_Driven`` or ``_Stream`` as it is iterated) or on a worker thread (a ``_Run``);
+Python callables passed here (tools, a model, a permission check) are called on that thread.
 """
 
 import os
