@@ -75,7 +75,7 @@ pub mod types;
 
 pub use agent::{
     Agent, AgentConfig, Event, FILE_CHANGE_BEFORE_CAP, FileChangeKind, MaxTurnsPolicy, Permission, PermissionHook,
-    RepeatGuard, RunResult, SessionInfo, ToolCallRecord,
+    RepeatGuard, RunDriver, RunResult, SessionInfo, ToolCallRecord,
 };
 pub use cancel::CancelToken;
 pub use conversation::{Conversation, Entry, EntryRole, EntryStatus};

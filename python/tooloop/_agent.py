@@ -2,8 +2,8 @@
 
 Argument handling and result objects live here; the loop itself runs in the core (through the compiled
 ``_tooloop._Agent``) with the GIL released while it waits: ``run`` and ``compact`` on the calling thread,
-``stream`` on a worker thread. Must never: hold agent logic
-that the core has, or import the CLI's dependencies.
+``stream`` on the iterating thread too where it can (else on a worker thread, see ``_Agent.start``). Must
+never: hold agent logic that the core has, or import the CLI's dependencies.
 """
 
 from __future__ import annotations
@@ -99,13 +99,14 @@ def _permission_adapter(check: PermissionFn) -> Callable[[str, str, Any], Option
 
 
 class _RunHandle:
-    """A run on a worker thread that the host may stop: shared by ``AgentStream`` and ``MessageStream``.
+    """A run (on a worker thread, or stepped on the calling thread) that the host may stop: shared by
+    ``AgentStream`` and ``MessageStream``.
 
     Dropping it mid-run (a ``break`` out of the loop, then garbage collection) stops the run too, so the
     agent is free for the next one.
     """
 
-    _run: Union[_tooloop._Run, _tooloop._Stream]
+    _run: Union[_tooloop._Run, _tooloop._Stream, _tooloop._Driven]
 
     def cancel(self) -> None:
         """Ask the run to stop (any thread)."""
@@ -141,7 +142,7 @@ class AgentStream(_RunHandle):
 
     result: Optional[RunResult]
 
-    def __init__(self, run: _tooloop._Run, model: str,
+    def __init__(self, run: Union[_tooloop._Run, _tooloop._Driven], model: str,
                  finish: Optional[Callable[[Dict[str, Any]], RunResult]] = None) -> None:
         self._run = run
         self._model = model

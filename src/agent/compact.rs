@@ -26,29 +26,23 @@ pub(super) fn prompt_tokens(u: &Usage) -> u64 {
 }
 
 impl Agent {
-    /// One model turn, with compaction around it: before the request when it would pass the threshold, and
-    /// after an answer that the prompt is too long (then the turn is sent again; at most twice, the second
-    /// time keeping only the last turn).
-    pub(super) fn compacting_turn(
+    /// A model turn's request, compacted before it when it would pass the threshold (see
+    /// [`Agent::after_overflow`] for the compaction after it). `None`: the summary left too little under the
+    /// spend cap for the request, which is then not sent.
+    pub(super) fn turn_request(
         &self,
-        turn: u32,
         wrap_up: (bool, bool),
         cancel: &CancelToken,
         run: &mut RunResult,
         on_event: &mut dyn FnMut(&Event),
-    ) -> Result<Option<(MessageResponse, HashMap<String, Value>)>> {
+    ) -> Result<Option<(Request, Option<u64>)>> {
         use crate::compaction::Reason;
-        let request_now = || {
-            let mut r = self.request();
-            crate::progress::wrap_up(&mut r, wrap_up.0, wrap_up.1);
-            r
-        };
-        let mut request = request_now();
+        let mut request = self.wrapped_request(wrap_up);
         let (tokens, mut measured) = self.estimate_request(&request);
         if self.over_threshold(tokens) {
             let mut spent = (&mut run.usage, &mut run.cost_usd);
             if self.compact_inner(Reason::Threshold, None, false, cancel, &mut spent, on_event)?.is_some() {
-                request = request_now();
+                request = self.wrapped_request(wrap_up);
                 measured = Some(self.sizes.request_bytes(&request));
                 // The summary was spent too: the turn's request must still fit under the cap.
                 if !self.request_affordable(&request) {
@@ -56,28 +50,44 @@ impl Agent {
                 }
             }
         }
-        let mut overflows = 0;
-        loop {
-            match self.model_turn(turn, (request, measured), cancel, &mut run.usage, &mut run.cost_usd, on_event) {
-                Err(e) if overflows < 2 && self.config().compaction && crate::compaction::is_overflow(&e) => {
-                    overflows += 1;
-                    let mut spent = (&mut run.usage, &mut run.cost_usd);
-                    if self
-                        .compact_inner(Reason::Overflow, None, overflows > 1, cancel, &mut spent, on_event)?
-                        .is_none()
-                    {
-                        return Err(e);
-                    }
-                    request = request_now();
-                    measured = Some(self.sizes.request_bytes(&request));
-                    // A request sent again is a request: after the summary's cost it must fit under the cap.
-                    if !self.request_affordable(&request) {
-                        return Ok(None);
-                    }
-                }
-                other => return other.map(Some),
-            }
+        Ok(Some((request, measured)))
+    }
+
+    /// A model turn failed with `e`: when it is an answer that the prompt is too long, compact and give the
+    /// turn's request to send again (at most twice, the second time keeping only the last turn; `overflows`
+    /// counts them); else `e`. `None`: the summary left too little under the spend cap for the request.
+    pub(super) fn after_overflow(
+        &self,
+        e: Error,
+        overflows: &mut u32,
+        wrap_up: (bool, bool),
+        cancel: &CancelToken,
+        run: &mut RunResult,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<Option<(Request, Option<u64>)>> {
+        use crate::compaction::Reason;
+        if *overflows >= 2 || !self.config().compaction || !crate::compaction::is_overflow(&e) {
+            return Err(e);
         }
+        *overflows += 1;
+        let mut spent = (&mut run.usage, &mut run.cost_usd);
+        if self.compact_inner(Reason::Overflow, None, *overflows > 1, cancel, &mut spent, on_event)?.is_none() {
+            return Err(e);
+        }
+        let request = self.wrapped_request(wrap_up);
+        let measured = Some(self.sizes.request_bytes(&request));
+        // A request sent again is a request: after the summary's cost it must fit under the cap.
+        if !self.request_affordable(&request) {
+            return Ok(None);
+        }
+        Ok(Some((request, measured)))
+    }
+
+    /// The next request, as the wrap-up asks for it (see [`crate::progress::wrap_up`]).
+    fn wrapped_request(&self, (wrap_up, without_tools): (bool, bool)) -> Request {
+        let mut r = self.request();
+        crate::progress::wrap_up(&mut r, wrap_up, without_tools);
+        r
     }
 
     /// The context window used for compaction: the configured one, else the model table's.

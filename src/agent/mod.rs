@@ -9,7 +9,8 @@
 //! points, usage, close); `config.rs` [`AgentConfig`] and the permission hook's types; `events.rs`
 //! [`Event`]; `build.rs` `Agent::build`, the one way an agent is put together (for the options and for a
 //! `task` call's child agents) and the child's run; `run_loop.rs` the loop of a run (requests, the model's
-//! turn, the spend cap, structured answers); `dispatch.rs` one turn's tool calls (rules, hooks, permission,
+//! turn, the spend cap, structured answers), one phase at a time; `driver.rs` [`RunDriver`], a run its caller
+//! steps through those phases; `dispatch.rs` one turn's tool calls (rules, hooks, permission,
 //! concurrency); `compact.rs` token estimates and compaction as the loop needs them; `fit.rs` keeps each tool
 //! result within a share of the context window.
 
@@ -17,6 +18,7 @@ mod build;
 mod compact;
 mod config;
 mod dispatch;
+mod driver;
 mod events;
 mod fit;
 mod run_loop;
@@ -41,6 +43,7 @@ pub(crate) use build::Parts;
 use compact::*;
 pub use config::{AgentConfig, MAX_TOOL_CALLS_PER_TURN, MaxTurnsPolicy, Permission, PermissionHook, RepeatGuard};
 use dispatch::*;
+pub use driver::RunDriver;
 pub use events::{Event, FILE_CHANGE_BEFORE_CAP, FileChangeKind};
 use run_loop::*;
 
@@ -79,7 +82,7 @@ pub struct Agent {
     builtin: Mutex<Option<(crate::builtin::BuiltinOptions, Arc<crate::builtin::BackgroundShells>)>>,
     permission: Mutex<Option<PermissionHook>>,
     current: Mutex<Option<CancelToken>>,
-    running: Mutex<()>,
+    running: Arc<std::sync::atomic::AtomicBool>,
     sizing: Mutex<Sizing>,
     /// Each message's size from the last measured request, so measuring the next one costs what is new.
     sizes: crate::compaction::SizeCache,
@@ -133,7 +136,7 @@ impl Agent {
             builtin: Mutex::new(None),
             permission: Mutex::new(None),
             current: Mutex::new(None),
-            running: Mutex::new(()),
+            running: Default::default(),
             sizing: Mutex::new(Sizing::default()),
             sizes: Default::default(),
             hooks: Mutex::new(crate::hooks::Hooks::default()),

@@ -2,6 +2,7 @@
 //! is reached or the run is cancelled; the spend cap and structured answers are checked between turns.
 
 use super::*;
+use crate::provider::{TurnOpen, TurnStream};
 
 /// What one run tracks across its turns.
 #[derive(Default)]
@@ -12,6 +13,131 @@ pub(super) struct RunState {
     pub(super) since_todo: u32,
     /// Structured answers the model gave in this run (the first one and its corrections).
     pub(super) output_attempts: u32,
+}
+
+/// How a model turn's answer is read: in one [`Provider::send`](crate::provider::Provider::send), or pulled
+/// a network read at a time (see [`crate::provider::Provider::open_stream`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Read {
+    Whole,
+    Pull,
+}
+
+/// A run under way, between two calls of [`Agent::advance`]: what [`Agent::drive`] keeps on its stack, and
+/// a [`super::RunDriver`] between its steps.
+pub(super) struct Looping {
+    pub(super) cancel: CancelToken,
+    pub(super) run: RunResult,
+    pub(super) state: RunState,
+    pub(super) phase: Phase,
+}
+
+impl Looping {
+    pub(super) fn new(cancel: CancelToken) -> Self {
+        Looping { cancel, run: new_run(), state: RunState::default(), phase: Phase::Between }
+    }
+}
+
+/// Where a run is. Each [`Agent::advance`] goes one phase on: `Between` → `Ready` → (`Reading`)* →
+/// `Answered` → `Between` …, until the run ends.
+pub(super) enum Phase {
+    /// Before a model turn: the caps are checked and the request made.
+    Between,
+    /// A model turn's request, to send (again, after an overflow's compaction).
+    Ready(Box<Turn>),
+    /// A model turn being pulled from its stream.
+    Reading(Box<OpenTurn>, Box<dyn TurnStream>),
+    /// A model turn's answer is in: its calls are run next.
+    Answered(Box<Answered>),
+    /// The run has ended.
+    Ended,
+}
+
+/// A model turn's answer: the message (every tool input an object), the inputs that were not, by call id,
+/// and whether it answered the wrap-up request.
+pub(super) struct Answered {
+    message: MessageResponse,
+    bad_inputs: HashMap<String, Value>,
+    wrap_up: bool,
+}
+
+/// What a phase leads to.
+pub(super) enum Next {
+    Go(Phase),
+    /// The run ended normally: its result is in [`Looping::run`].
+    End,
+}
+
+/// A model turn's request.
+pub(super) struct Turn {
+    turn: u32,
+    /// progress.rs: whether this is the wrap-up request, and whether it goes without tools.
+    wrap_up: (bool, bool),
+    request: Request,
+    /// The request's size in bytes when it was measured (then the answer's usage calibrates the estimate).
+    measured: Option<u64>,
+    /// Answers that the prompt was too long, so far.
+    overflows: u32,
+}
+
+/// A model turn sent: its entry in the store, when it began, the run's usage before it, and whether any
+/// event of it reached the host.
+pub(super) struct OpenTurn {
+    turn: Turn,
+    id: String,
+    started: Instant,
+    before: Usage,
+    streamed: bool,
+}
+
+/// A provider's event for the host, as the loop's event (`before`: the run's usage before the turn).
+fn forward(ev: StreamEvent, streamed: &mut bool, before: &Usage, on_event: &mut dyn FnMut(&Event)) {
+    match ev {
+        StreamEvent::TextDelta { text, .. } => {
+            *streamed = true;
+            on_event(&Event::Text { text })
+        }
+        StreamEvent::ThinkingDelta { thinking, .. } => {
+            *streamed = true;
+            on_event(&Event::Thinking { thinking })
+        }
+        StreamEvent::ToolInputDelta { index, partial_json } => {
+            *streamed = true;
+            on_event(&Event::ToolInputDelta { index, partial_json })
+        }
+        StreamEvent::Usage(u) => {
+            *streamed = true;
+            let mut total = before.clone();
+            total.add(&u);
+            on_event(&Event::Usage { turn: u, run: total });
+        }
+        StreamEvent::ToolUseStart { .. } => *streamed = true,
+        StreamEvent::Raw { .. } | StreamEvent::RawJson { .. } => {}
+    }
+}
+
+/// A run's result before its first turn.
+fn new_run() -> RunResult {
+    RunResult {
+        text: String::new(),
+        stop_reason: None,
+        turns: 0,
+        usage: Usage::default(),
+        tool_calls: Vec::new(),
+        max_turns_reached: false,
+        message: None,
+        cost_usd: None,
+        output: None,
+    }
+}
+
+/// The mark of a run in progress (see [`Agent::begin`]): the next run may begin once it is dropped.
+pub(super) struct Busy(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::Release);
+    }
 }
 
 /// What checking a structured answer decided.
@@ -105,16 +231,14 @@ impl Agent {
         }
     }
 
-    pub(super) fn begin(&self, cancel: CancelToken) -> Result<std::sync::MutexGuard<'_, ()>> {
-        let guard = match self.running.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => {
-                return Err(Error::Busy);
-            }
-        };
+    pub(super) fn begin(&self, cancel: CancelToken) -> Result<Busy> {
+        use std::sync::atomic::Ordering;
+        if self.running.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            return Err(Error::Busy);
+        }
+        let busy = Busy(self.running.clone());
         *lock(&self.current) = Some(cancel);
-        Ok(guard)
+        Ok(busy)
     }
 
     pub(super) fn token(&self) -> CancelToken {
@@ -159,153 +283,264 @@ impl Agent {
         request
     }
 
+    /// Run the loop to its end on this thread, each model turn read in one [`Provider::send`].
     pub(super) fn drive(&self, on_event: &mut dyn FnMut(&Event)) -> Result<RunResult> {
-        let cancel = self.token();
-        let mut run = RunResult {
-            text: String::new(),
-            stop_reason: None,
-            turns: 0,
-            usage: Usage::default(),
-            tool_calls: Vec::new(),
-            max_turns_reached: false,
-            message: None,
-            cost_usd: None,
-            output: None,
-        };
-        let mut state = RunState::default();
+        let mut run = Looping::new(self.token());
         loop {
-            if cancel.is_cancelled() {
-                return Err(Error::Cancelled { partial: None });
+            if let Some(outcome) = self.advance(&mut run, Read::Whole, on_event) {
+                return outcome;
             }
-            let (max_turns, policy) = {
-                let c = lock(&self.config);
-                (c.max_turns, c.max_turns_policy)
-            };
-            if let Some(max) = max_turns {
-                if run.turns >= max {
-                    let note = format!("stopped: max_turns={max} reached");
-                    self.record(Entry::new(EntryRole::System, vec![ContentBlock::text(note)]))?;
-                    return match policy {
-                        MaxTurnsPolicy::Error => Err(Error::MaxTurns { turns: max }),
-                        MaxTurnsPolicy::Return => {
-                            run.max_turns_reached = true;
-                            run.stop_reason = None;
-                            Ok(run)
-                        }
-                    };
+        }
+    }
+
+    /// Take the run one phase further (see [`Phase`]); `Some(outcome)` once it has ended. With
+    /// [`Read::Pull`], a model turn is read a network read per call; with [`Read::Whole`], in one.
+    pub(super) fn advance(
+        &self,
+        l: &mut Looping,
+        read: Read,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Option<Result<RunResult>> {
+        let next = match std::mem::replace(&mut l.phase, Phase::Ended) {
+            Phase::Between => self.before_turn(l, on_event),
+            Phase::Ready(turn) => self.send_turn(l, turn, read, on_event),
+            Phase::Reading(open, stream) => self.read_turn(l, open, stream, on_event),
+            Phase::Answered(answered) => {
+                let Answered { message, bad_inputs, wrap_up } = *answered;
+                self.after_turn(l, message, bad_inputs, wrap_up, on_event)
+            }
+            Phase::Ended => Err(Error::Config("the run has ended".into())),
+        };
+        match next {
+            Ok(Next::Go(phase)) => {
+                l.phase = phase;
+                None
+            }
+            Ok(Next::End) => Some(Ok(std::mem::replace(&mut l.run, new_run()))),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// Before a model turn: the cancel, the turn cap and the spend cap are checked, then the turn's request
+    /// is made (compacting first when it would pass the threshold).
+    fn before_turn(&self, l: &mut Looping, on_event: &mut dyn FnMut(&Event)) -> Result<Next> {
+        let Looping { cancel, run, state, .. } = l;
+        if cancel.is_cancelled() {
+            return Err(Error::Cancelled { partial: None });
+        }
+        let (max_turns, policy) = {
+            let c = lock(&self.config);
+            (c.max_turns, c.max_turns_policy)
+        };
+        if let Some(max) = max_turns {
+            if run.turns >= max {
+                let note = format!("stopped: max_turns={max} reached");
+                self.record(Entry::new(EntryRole::System, vec![ContentBlock::text(note)]))?;
+                return match policy {
+                    MaxTurnsPolicy::Error => Err(Error::MaxTurns { turns: max }),
+                    MaxTurnsPolicy::Return => {
+                        run.max_turns_reached = true;
+                        run.stop_reason = None;
+                        Ok(Next::End)
+                    }
+                };
+            }
+        }
+        if !self.next_request_affordable() {
+            return self.budget_stop(run).map(|()| Next::End);
+        }
+        run.turns += 1;
+        let turn = run.turns;
+        on_event(&Event::TurnStart { turn });
+        // progress.rs: this request with tools disabled (the second time, without them), unless the host
+        // chose a tool_choice of its own.
+        let wrap_up =
+            state.progress.take_wrap_up() && crate::progress::wrap_up_applies(self.request().tool_choice.as_ref());
+        let without_tools = wrap_up && state.progress.wrap_up_without_tools();
+        let wrap_up = (wrap_up, without_tools);
+        match self.turn_request(wrap_up, cancel, run, on_event)? {
+            Some((request, measured)) => {
+                Ok(Next::Go(Phase::Ready(Box::new(Turn { turn, wrap_up, request, measured, overflows: 0 }))))
+            }
+            None => self.unsent(run),
+        }
+    }
+
+    /// A compaction's summary left too little under the spend cap for the turn's request: it is not sent,
+    /// and the run ends with `budget`.
+    fn unsent(&self, run: &mut RunResult) -> Result<Next> {
+        run.turns -= 1;
+        self.budget_stop(run).map(|()| Next::End)
+    }
+
+    /// Send a model turn's request: the whole answer read at once, or (pulled) up to its first events.
+    fn send_turn(
+        &self,
+        l: &mut Looping,
+        turn: Box<Turn>,
+        read: Read,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<Next> {
+        let mut open = self.open_turn(turn, &l.run.usage)?;
+        let OpenTurn { turn, streamed, before, .. } = &mut *open;
+        let mut forward = |ev| forward(ev, streamed, before, on_event);
+        let answer = match read {
+            Read::Whole => self.provider.send(&turn.request, &l.cancel, &mut forward),
+            Read::Pull => match self.provider.open_stream(&turn.request, &l.cancel, &mut forward) {
+                Ok(TurnOpen::Open(stream)) => return Ok(Next::Go(Phase::Reading(open, stream))),
+                Ok(TurnOpen::Done(response)) => Ok(*response),
+                Err(e) => Err(e),
+            },
+        };
+        self.turn_answered(l, open, answer, on_event)
+    }
+
+    /// One network read of a pulled model turn.
+    fn read_turn(
+        &self,
+        l: &mut Looping,
+        mut open: Box<OpenTurn>,
+        mut stream: Box<dyn TurnStream>,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<Next> {
+        let OpenTurn { streamed, before, .. } = &mut *open;
+        let answer = match stream.step(&mut |ev| forward(ev, streamed, before, on_event)) {
+            Ok(None) => return Ok(Next::Go(Phase::Reading(open, stream))),
+            Ok(Some(response)) => Ok(response),
+            Err(e) => Err(e),
+        };
+        self.turn_answered(l, open, answer, on_event)
+    }
+
+    /// A model turn's answer (or its error) goes into the store; a prompt the API found too long is
+    /// compacted and the turn sent again (see [`Agent::after_overflow`]).
+    fn turn_answered(
+        &self,
+        l: &mut Looping,
+        mut open: Box<OpenTurn>,
+        answer: Result<crate::provider::Response>,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<Next> {
+        let Looping { cancel, run, .. } = l;
+        let err = match self.close_turn(&mut open, answer, run, on_event) {
+            Ok((message, bad_inputs)) => {
+                let wrap_up = open.turn.wrap_up.0;
+                return Ok(Next::Go(Phase::Answered(Box::new(Answered { message, bad_inputs, wrap_up }))));
+            }
+            Err(e) => e,
+        };
+        let mut turn = open.turn;
+        match self.after_overflow(err, &mut turn.overflows, turn.wrap_up, cancel, run, on_event)? {
+            Some((request, measured)) => {
+                turn.request = request;
+                turn.measured = measured;
+                Ok(Next::Go(Phase::Ready(Box::new(turn))))
+            }
+            None => self.unsent(run),
+        }
+    }
+
+    /// After a model turn's answer: its tool calls, a structured answer, or the end of the run (`on_stop`
+    /// may keep it going).
+    fn after_turn(
+        &self,
+        l: &mut Looping,
+        message: MessageResponse,
+        bad_inputs: HashMap<String, Value>,
+        wrap_up: bool,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<Next> {
+        let Looping { cancel, run, state, .. } = l;
+        run.text = message.text();
+        run.stop_reason = message.stop_reason.clone();
+        run.message = Some(message.clone());
+        let calls: Vec<ToolUseBlock> = message.tool_uses().into_iter().cloned().collect();
+        let output = lock(&self.config).output.clone();
+        match message.stop_reason.clone() {
+            Some(stop @ (StopReason::MaxTokens | StopReason::ModelContextWindowExceeded | StopReason::Refusal)) => {
+                // The turn was cut off (a call's input may be incomplete) or refused: never run its calls,
+                // and stop — asking again would hit the same wall. Each call still gets its one result.
+                let why = match stop {
+                    StopReason::MaxTokens => "not run: the response hit max_tokens before this tool call was complete",
+                    StopReason::Refusal => "not run: the model refused in the turn that made this tool call",
+                    _ => "not run: the response hit the context window limit before this tool call was complete",
+                };
+                for call in &calls {
+                    self.record(Entry::tool_result(&call.id, &call.name, Value::String(why.into()), true))?;
+                }
+                if let Some(spec) = &output {
+                    // No correction: asking again would hit the same wall.
+                    let answer = crate::output::answer_of(&message, &spec.schema);
+                    state.output_attempts += 1;
+                    match crate::output::check(&answer, &spec.schema) {
+                        Ok(v) => run.output = Some(v),
+                        Err((errors, value)) => return Err(output_failure(errors, value, &answer, state)),
+                    }
+                }
+                return Ok(Next::End);
+            }
+            Some(StopReason::PauseTurn) if calls.is_empty() => return Ok(Next::Go(Phase::Between)),
+            _ if output.is_some() && calls.iter().any(|c| c.name == crate::output::TOOL_NAME) => {
+                let spec = output.as_ref().map(|o| (o.schema.clone(), o.retries)).unwrap_or_default();
+                match self.final_answer(&message, &calls, &bad_inputs, spec, state, run, on_event)? {
+                    Verdict::Done => return Ok(Next::End),
+                    Verdict::Retry => return Ok(Next::Go(Phase::Between)),
                 }
             }
-            if !self.next_request_affordable() {
-                return self.budget_stop(run);
+            _ if wrap_up && !calls.is_empty() => {
+                // The wrap-up asked for the answer with tools off, and the server sent calls anyway (some
+                // local servers ignore tool_choice none). The turn before only repeated what was done: they
+                // are not run, each gets its one result; the first time the wrap-up goes once more, the
+                // second time the run ends here.
+                let stop = state.progress.wrap_up_ignored();
+                let stopped = stop.is_some();
+                let result = if stopped { crate::progress::WRAP_UP_IGNORED } else { crate::progress::WRAP_UP_AGAIN };
+                for call in &calls {
+                    self.record(Entry::tool_result(&call.id, &call.name, Value::String(result.into()), true))?;
+                }
+                if let Some(call) = calls.last() {
+                    on_event(&Event::Repetition {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        count: if stopped { 2 } else { 1 },
+                        stopped,
+                        note: stop.unwrap_or_else(|| {
+                            "[tooloop: no progress: asked for its final answer with tools off, the model called \
+                             a tool anyway; not run, and asked once more]"
+                                .into()
+                        }),
+                    });
+                }
+                if stopped {
+                    run.stop_reason = Some(StopReason::Repetition);
+                    return Ok(Next::End);
+                }
             }
-            run.turns += 1;
-            let turn = run.turns;
-            on_event(&Event::TurnStart { turn });
-            // progress.rs: this request with tools disabled (the second time, without them), unless the host
-            // chose a tool_choice of its own.
-            let wrap_up =
-                state.progress.take_wrap_up() && crate::progress::wrap_up_applies(self.request().tool_choice.as_ref());
-            let without_tools = wrap_up && state.progress.wrap_up_without_tools();
-            let Some((message, bad_inputs)) =
-                self.compacting_turn(turn, (wrap_up, without_tools), &cancel, &mut run, on_event)?
-            else {
-                // A compaction's summary left too little under the cap for the turn's request: not sent.
-                run.turns -= 1;
-                return self.budget_stop(run);
-            };
-            run.text = message.text();
-            run.stop_reason = message.stop_reason.clone();
-            run.message = Some(message.clone());
-            let calls: Vec<ToolUseBlock> = message.tool_uses().into_iter().cloned().collect();
-            let output = lock(&self.config).output.clone();
-            match message.stop_reason.clone() {
-                Some(stop @ (StopReason::MaxTokens | StopReason::ModelContextWindowExceeded | StopReason::Refusal)) => {
-                    // The turn was cut off (a call's input may be incomplete) or refused: never run its calls,
-                    // and stop — asking again would hit the same wall. Each call still gets its one result.
-                    let why = match stop {
-                        StopReason::MaxTokens => {
-                            "not run: the response hit max_tokens before this tool call was complete"
-                        }
-                        StopReason::Refusal => "not run: the model refused in the turn that made this tool call",
-                        _ => "not run: the response hit the context window limit before this tool call was complete",
-                    };
-                    for call in &calls {
-                        self.record(Entry::tool_result(&call.id, &call.name, Value::String(why.into()), true))?;
-                    }
-                    if let Some(spec) = &output {
-                        // No correction: asking again would hit the same wall.
-                        let answer = crate::output::answer_of(&message, &spec.schema);
-                        state.output_attempts += 1;
-                        match crate::output::check(&answer, &spec.schema) {
-                            Ok(v) => run.output = Some(v),
-                            Err((errors, value)) => return Err(output_failure(errors, value, &answer, &state)),
-                        }
-                    }
-                    return Ok(run);
+            _ if !calls.is_empty() => {
+                if self.run_tools(&calls, &bad_inputs, state, cancel, run, on_event)? {
+                    run.stop_reason = Some(StopReason::Repetition);
+                    return Ok(Next::End);
                 }
-                Some(StopReason::PauseTurn) if calls.is_empty() => continue,
-                _ if output.is_some() && calls.iter().any(|c| c.name == crate::output::TOOL_NAME) => {
-                    let spec = output.as_ref().map(|o| (o.schema.clone(), o.retries)).unwrap_or_default();
-                    match self.final_answer(&message, &calls, &bad_inputs, spec, &mut state, &mut run, on_event)? {
-                        Verdict::Done => return Ok(run),
-                        Verdict::Retry => continue,
+            }
+            _ => {
+                if let Some(spec) = &output {
+                    if let Verdict::Retry = self.text_answer(&message, spec, state, run)? {
+                        return Ok(Next::Go(Phase::Between));
                     }
                 }
-                _ if wrap_up && !calls.is_empty() => {
-                    // The wrap-up asked for the answer with tools off, and the server sent calls anyway (some
-                    // local servers ignore tool_choice none). The turn before only repeated what was done: they
-                    // are not run, each gets its one result; the first time the wrap-up goes once more, the
-                    // second time the run ends here.
-                    let stop = state.progress.wrap_up_ignored();
-                    let stopped = stop.is_some();
-                    let result =
-                        if stopped { crate::progress::WRAP_UP_IGNORED } else { crate::progress::WRAP_UP_AGAIN };
-                    for call in &calls {
-                        self.record(Entry::tool_result(&call.id, &call.name, Value::String(result.into()), true))?;
+                // The run would end here: `on_stop` may keep it going with a new user message.
+                let on_stop = lock(&self.hooks).on_stop.clone();
+                let Some(hook) = on_stop else { return Ok(Next::End) };
+                match hook(run) {
+                    Ok(None) => return Ok(Next::End),
+                    Ok(Some(text)) => {
+                        self.record(Entry::new(EntryRole::User, vec![ContentBlock::text(text)]))?;
                     }
-                    if let Some(call) = calls.last() {
-                        on_event(&Event::Repetition {
-                            id: call.id.clone(),
-                            name: call.name.clone(),
-                            count: if stopped { 2 } else { 1 },
-                            stopped,
-                            note: stop.unwrap_or_else(|| {
-                                "[tooloop: no progress: asked for its final answer with tools off, the model called \
-                                 a tool anyway; not run, and asked once more]"
-                                    .into()
-                            }),
-                        });
-                    }
-                    if stopped {
-                        run.stop_reason = Some(StopReason::Repetition);
-                        return Ok(run);
-                    }
-                }
-                _ if !calls.is_empty() => {
-                    if self.run_tools(&calls, &bad_inputs, &mut state, &cancel, &mut run, on_event)? {
-                        run.stop_reason = Some(StopReason::Repetition);
-                        return Ok(run);
-                    }
-                }
-                _ => {
-                    if let Some(spec) = &output {
-                        if let Verdict::Retry = self.text_answer(&message, spec, &mut state, &mut run)? {
-                            continue;
-                        }
-                    }
-                    // The run would end here: `on_stop` may keep it going with a new user message.
-                    let on_stop = lock(&self.hooks).on_stop.clone();
-                    let Some(hook) = on_stop else { return Ok(run) };
-                    match hook(&run) {
-                        Ok(None) => return Ok(run),
-                        Ok(Some(text)) => {
-                            self.record(Entry::new(EntryRole::User, vec![ContentBlock::text(text)]))?;
-                        }
-                        Err(message) => return Err(Error::Hook { hook: "on_stop".into(), message }),
-                    }
+                    Err(message) => return Err(Error::Hook { hook: "on_stop".into(), message }),
                 }
             }
         }
+        Ok(Next::Go(Phase::Between))
     }
 
     /// With a spend cap: whether the next request fits under it. `false` ends the run with `budget`.
@@ -326,14 +561,14 @@ impl Agent {
     }
 
     /// End the run because the next request would pass `max_cost_usd`: not an error, stop_reason `budget`.
-    pub(super) fn budget_stop(&self, mut run: RunResult) -> Result<RunResult> {
+    pub(super) fn budget_stop(&self, run: &mut RunResult) -> Result<()> {
         let cap = lock(&self.config).max_cost_usd.unwrap_or(0.0);
         let note = format!("stopped: the next request would take the spend past max_cost_usd={cap}");
         self.record(Entry::new(EntryRole::System, vec![ContentBlock::text(note)]))?;
         run.stop_reason = Some(StopReason::Budget);
         // Every model under a cap has a price: what this run spent is known, nothing included.
         run.cost_usd = Some(run.cost_usd.unwrap_or(0.0));
-        Ok(run)
+        Ok(())
     }
 
     /// Whether this agent's requests carry the final-answer tool (else the native field).
@@ -428,66 +663,47 @@ impl Agent {
         }
     }
 
-    /// One request/response (`measured`: the request's size in bytes, when it was measured, to calibrate the
-    /// token estimate with the answer's usage). The assistant entry exists while streaming; it ends complete
-    /// or error.
-    /// Returns the message with every tool input an object (what the API view holds and sends), and the
-    /// inputs that were not, by call id, so those calls are answered with an error instead of being run.
-    pub(super) fn model_turn(
-        &self,
-        turn: u32,
-        (request, measured): (Request, Option<u64>),
-        cancel: &CancelToken,
-        run_usage: &mut Usage,
-        run_cost: &mut Option<f64>,
-        on_event: &mut dyn FnMut(&Event),
-    ) -> Result<(MessageResponse, HashMap<String, Value>)> {
+    /// A model turn begins: the `before_request` hook sees its request, and its assistant entry is in the
+    /// store while it streams (it ends complete or error, see [`Agent::close_turn`]).
+    fn open_turn(&self, turn: Box<Turn>, run_usage: &Usage) -> Result<Box<OpenTurn>> {
         let before_request = lock(&self.hooks).before_request.clone();
         if let Some(hook) = before_request {
-            hook(&request).map_err(|message| Error::Hook { hook: "before_request".into(), message })?;
+            hook(&turn.request).map_err(|message| Error::Hook { hook: "before_request".into(), message })?;
         }
         let mut entry = Entry::new(EntryRole::Assistant, Vec::new());
         entry.status = EntryStatus::Streaming;
-        entry.model = Some(request.model.clone());
+        entry.model = Some(turn.request.model.clone());
         let id = self.conversation.push(entry);
-        let started = Instant::now();
-        let before = run_usage.clone();
-        let streamed = std::cell::Cell::new(false);
-        let mut send_event = |ev: StreamEvent| match ev {
-            StreamEvent::TextDelta { text, .. } => {
-                streamed.set(true);
-                on_event(&Event::Text { text })
-            }
-            StreamEvent::ThinkingDelta { thinking, .. } => {
-                streamed.set(true);
-                on_event(&Event::Thinking { thinking })
-            }
-            StreamEvent::ToolInputDelta { index, partial_json } => {
-                streamed.set(true);
-                on_event(&Event::ToolInputDelta { index, partial_json })
-            }
-            StreamEvent::Usage(u) => {
-                streamed.set(true);
-                let mut total = before.clone();
-                total.add(&u);
-                on_event(&Event::Usage { turn: u, run: total });
-            }
-            StreamEvent::ToolUseStart { .. } => streamed.set(true),
-            StreamEvent::Raw { .. } | StreamEvent::RawJson { .. } => {}
-        };
-        let result = self.provider.send(&request, cancel, &mut send_event);
+        Ok(Box::new(OpenTurn { turn: *turn, id, started: Instant::now(), before: run_usage.clone(), streamed: false }))
+    }
+
+    /// A model turn's answer goes into its entry (with `measured`, the request's size in bytes when it was
+    /// measured, the token estimate is calibrated by the answer's usage), or its error and partial content.
+    /// Returns the message with every tool input an object (what the API view holds and sends), and the
+    /// inputs that were not, by call id, so those calls are answered with an error instead of being run.
+    fn close_turn(
+        &self,
+        open: &mut OpenTurn,
+        answer: Result<crate::provider::Response>,
+        run: &mut RunResult,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<(MessageResponse, HashMap<String, Value>)> {
+        let OpenTurn { turn, id, started, before, streamed } = open;
+        let (request, measured) = (&turn.request, turn.measured);
         let duration_ms = started.elapsed().as_millis() as u64;
-        match result {
+        match answer {
             Ok(resp) => {
-                if !streamed.get() {
+                if !*streamed {
                     // A provider that answered in one piece (a JSON response) reported nothing as it went:
                     // give the host the events a stream would have, so a UI shows the text and the usage
                     // whether `stream` is on or off.
-                    crate::provider::emit_message_events(&resp.message, &mut send_event);
+                    crate::provider::emit_message_events(&resp.message, &mut |ev| {
+                        forward(ev, streamed, before, on_event)
+                    });
                 }
                 let mut m = resp.message;
                 let bad_inputs = object_inputs(&mut m.content);
-                self.conversation.update(&id, |e| {
+                self.conversation.update(id, |e| {
                     e.content = m.content.clone();
                     e.status = EntryStatus::Complete;
                     e.duration_ms = Some(duration_ms);
@@ -503,7 +719,7 @@ impl Agent {
                         e.meta.insert("message_id".into(), Value::String(m.id.clone()));
                     }
                 });
-                self.persist(&id)?;
+                self.persist(id)?;
                 let prompt = prompt_tokens(&m.usage);
                 let upto = self.conversation.len();
                 let mut sizing = lock(&self.sizing);
@@ -514,13 +730,17 @@ impl Agent {
                 drop(sizing);
                 // Priced like the stored turn: by the model that answered, else the one asked for.
                 let priced = if m.model.is_empty() { &request.model } else { &m.model };
-                self.charge(priced, &m.usage, run_usage, run_cost);
-                on_event(&Event::TurnEnd { turn, stop_reason: m.stop_reason.clone(), usage: m.usage.clone() });
+                self.charge(priced, &m.usage, &mut run.usage, &mut run.cost_usd);
+                on_event(&Event::TurnEnd {
+                    turn: turn.turn,
+                    stop_reason: m.stop_reason.clone(),
+                    usage: m.usage.clone(),
+                });
                 Ok((m, bad_inputs))
             }
             Err(err) => {
                 let partial = err.partial().cloned();
-                self.conversation.update(&id, |e| {
+                self.conversation.update(id, |e| {
                     e.status = EntryStatus::Error;
                     e.duration_ms = Some(duration_ms);
                     e.error = Some(err.to_string());
@@ -531,9 +751,9 @@ impl Agent {
                     }
                 });
                 if let Some(p) = &partial {
-                    self.charge(&request.model, &p.usage, run_usage, run_cost);
+                    self.charge(&request.model, &p.usage, &mut run.usage, &mut run.cost_usd);
                 }
-                self.persist(&id)?;
+                self.persist(id)?;
                 Err(err)
             }
         }

@@ -6,7 +6,7 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{Provider, RawOpen, RawStream, Response, Secret, StreamEvent, body_error, cut_short, redact_key};
+use super::{Provider, RawOpen, RawStream, Response, Secret, StreamEvent, TurnOpen, body_error, cut_short, redact_key};
 use crate::cancel::CancelToken;
 use crate::error::{ApiError, ApiErrorKind, Error, Result};
 use crate::http::{HttpClient, HttpRequest, HttpResponse, parse_api_error};
@@ -193,21 +193,57 @@ impl Provider for AnthropicProvider {
         on_event: &mut dyn FnMut(StreamEvent),
     ) -> Result<RawOpen> {
         let req = self.http_request(&super::raw_request(body, true)?, false)?;
+        Ok(match self.open_with(&req, cancel, on_event, apply_lazy)? {
+            Opened::Done(r) => RawOpen::Done(r.raw),
+            Opened::Open(s) => RawOpen::Open(s),
+        })
+    }
+
+    fn pulls_streams(&self) -> bool {
+        true
+    }
+
+    /// The exchange of [`Provider::send`] (retries included) up to the first delivered events; the rest is
+    /// read by the caller through the returned [`TurnStream`].
+    fn open_stream(
+        &self,
+        request: &Request,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<TurnOpen> {
+        let req = self.http_request(request, true)?;
+        Ok(match self.open_with(&req, cancel, on_event, apply_full)? {
+            Opened::Done(r) => TurnOpen::Done(r),
+            Opened::Open(s) => TurnOpen::Open(s),
+        })
+    }
+}
+
+impl AnthropicProvider {
+    /// Send `req` and read its answer until the first events reached `on_event` (within the retry budget of
+    /// [`HttpClient::exchange`]), each stream event folded by `apply`: the whole answer, or the stream to pull.
+    fn open_with(
+        &self,
+        req: &HttpRequest,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(StreamEvent),
+        apply: SseApply,
+    ) -> Result<Opened> {
         let on_error = |s: u16, h: &[(String, String)], b: &[u8]| {
             redact_key(api_error_with_hint(s, h, b, "ANTHROPIC_API_KEY"), self.api_key.as_ref())
         };
-        self.http.exchange(&req, cancel, &on_error, &mut |mut resp| {
+        self.http.exchange(req, cancel, &on_error, &mut |mut resp| {
             let request_id = resp.header("request-id").map(str::to_string);
             if !resp.header("content-type").is_some_and(|c| c.starts_with("text/event-stream")) {
                 return read_json(&mut resp, request_id)
-                    .map(|r| RawOpen::Done(r.raw))
+                    .map(|r| Opened::Done(Box::new(r)))
                     .map_err(|e| super::attempt(e, false));
             }
-            let mut reader = StreamReader::new(request_id, SseDecoder::new(), apply_lazy as LazyApply);
+            let mut reader = StreamReader::new(request_id, SseDecoder::new(), apply);
             loop {
                 match reader.step(&mut resp, on_event) {
-                    Ok(Some(done)) => return Ok(RawOpen::Done(done.raw)),
-                    Ok(None) if reader.emitted => return Ok(RawOpen::Open(Box::new(PulledSse { resp, reader }))),
+                    Ok(Some(done)) => return Ok(Opened::Done(Box::new(done))),
+                    Ok(None) if reader.emitted => return Ok(Opened::Open(Box::new(PulledSse { resp, reader }))),
                     Ok(None) => {}
                     Err(e) => return Err(super::attempt(e, reader.emitted)),
                 }
@@ -216,16 +252,34 @@ impl Provider for AnthropicProvider {
     }
 }
 
-type LazyApply = fn(&SseEvent, &mut MessageAccumulator, &mut dyn FnMut(StreamEvent)) -> Result<()>;
+/// What [`AnthropicProvider::open_with`] gives back: the stream itself serves as a raw or a turn stream.
+enum Opened {
+    Done(Box<Response>),
+    Open(Box<PulledSse>),
+}
+
+/// How a pulled stream folds each event: typed events for an agent, their JSON text for a raw client.
+type SseApply = fn(&SseEvent, &mut MessageAccumulator, &mut dyn FnMut(StreamEvent)) -> Result<()>;
+
+fn apply_full(ev: &SseEvent, acc: &mut MessageAccumulator, emit: &mut dyn FnMut(StreamEvent)) -> Result<()> {
+    acc.apply_sse(ev, emit)
+}
 
 fn apply_lazy(ev: &SseEvent, acc: &mut MessageAccumulator, emit: &mut dyn FnMut(StreamEvent)) -> Result<()> {
     acc.apply_sse_lazy(ev, emit)
 }
 
-/// An Anthropic stream under way, pulled by the caller (see [`Provider::open_raw_stream`]).
+/// An Anthropic stream under way, pulled by the caller (see [`Provider::open_raw_stream`] and
+/// [`Provider::open_stream`]).
 struct PulledSse {
     resp: HttpResponse,
-    reader: StreamReader<SseDecoder, LazyApply>,
+    reader: StreamReader<SseDecoder, SseApply>,
+}
+
+impl super::TurnStream for PulledSse {
+    fn step(&mut self, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Option<Response>> {
+        self.reader.step(&mut self.resp, on_event)
+    }
 }
 
 impl RawStream for PulledSse {

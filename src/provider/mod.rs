@@ -141,6 +141,27 @@ pub trait Provider: Send + Sync {
         Err(Error::Config(format!("the {} provider cannot hand out a pull-based stream", self.name())))
     }
 
+    /// Whether [`Provider::open_stream`] works here: an agent can then read a model turn on its caller's
+    /// thread, a network read at a time (see `Agent::start`), instead of in one [`Provider::send`]. False by
+    /// default.
+    fn pulls_streams(&self) -> bool {
+        false
+    }
+
+    /// Start `request` as [`Provider::send`] does (the same retries, the same errors before the first event)
+    /// and read until the first events reached `on_event`. Returns the whole turn if it already ended (or
+    /// was not streamed), else the open stream to pull the rest from with [`TurnStream::step`]. The default
+    /// refuses (see [`Provider::pulls_streams`]).
+    fn open_stream(
+        &self,
+        request: &Request,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<TurnOpen> {
+        let _ = (request, cancel, on_event);
+        Err(Error::Config(format!("the {} provider cannot hand out a pull-based stream", self.name())))
+    }
+
     /// The secret values this provider holds (API key; AWS secret key, session token and key id), so a host
     /// can redact them from tool output and logs. Empty by default.
     fn secrets(&self) -> Vec<Secret> {
@@ -197,6 +218,35 @@ pub enum RawOpen {
     Done(Value),
     /// The stream is under way: pull the rest.
     Open(Box<dyn RawStream>),
+}
+
+/// A model turn's stream the caller drives (see [`Provider::open_stream`]): each [`TurnStream::step`] waits
+/// for the next bytes on the calling thread, as [`RawStream::step`] does, and delivers the events they
+/// complete, as [`Provider::send`] would have.
+///
+/// # Threads and cloning
+/// `Send`: step it from any thread, one at a time. Dropping it closes the connection.
+pub trait TurnStream: Send {
+    /// Read once; the events completed go to `on_event`. `Some(response)`: the turn is complete (what
+    /// [`Provider::send`] returns). An error ends the stream (a cut-off turn's error carries its partial).
+    fn step(&mut self, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Option<Response>>;
+}
+
+/// What [`Provider::open_stream`] gives back.
+pub enum TurnOpen {
+    /// The whole turn arrived already (or it was not a stream).
+    Done(Box<Response>),
+    /// The stream is under way: pull the rest.
+    Open(Box<dyn TurnStream>),
+}
+
+impl std::fmt::Debug for TurnOpen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TurnOpen::Done(r) => f.debug_tuple("Done").field(r).finish(),
+            TurnOpen::Open(_) => f.write_str("Open(..)"),
+        }
+    }
 }
 
 impl std::fmt::Debug for RawOpen {

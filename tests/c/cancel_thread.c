@@ -1,7 +1,8 @@
 /* Cancel from a second pthread, mid-stream (tests/scenarios/c_slow_stream.json: a long text trickling in
  * 4 characters every 30 ms): the run returns TOOLOOP_CANCELLED promptly, the partial turn is kept in the
  * history as an error entry, the API view stays valid, and resume continues the conversation. Then a
- * cancel while the server hangs mid-stream returns without waiting for the server. */
+ * cancel while the server hangs mid-stream returns without waiting for the server. Every event reaches the
+ * callback on the thread that called tooloop_agent_run, as the stream's bytes arrive (no worker thread). */
 #define _POSIX_C_SOURCE 200809L
 #include "tooloop.h"
 
@@ -20,6 +21,8 @@ typedef struct {
     int trigger; /* cancel once this many text deltas arrived */
     double cancelled_at;
     tooloop_agent *agent;
+    pthread_t runner;     /* the thread that called tooloop_agent_run */
+    int events_elsewhere; /* events whose callback ran on any other thread */
 } shared_state;
 
 static double now_s(void) {
@@ -30,6 +33,7 @@ static double now_s(void) {
 
 static void on_event(void *userdata, const tooloop_event *ev) {
     shared_state *st = (shared_state *)userdata;
+    if (!pthread_equal(pthread_self(), st->runner)) st->events_elsewhere++;
     if (ev->type != TOOLOOP_EVENT_TEXT) return;
     pthread_mutex_lock(&st->lock);
     st->text_events++;
@@ -81,12 +85,14 @@ int main(void) {
     CHECK_STATUS(tooloop_agent_cancel(st.agent), TOOLOOP_OK);
 
     CHECK(pthread_create(&thread, NULL, canceller, &st) == 0);
+    st.runner = pthread_self();
     result = (char *)"untouched";
     status = tooloop_agent_run(st.agent, "Tell me a long story.", on_event, &st, &result);
     returned_at = now_s();
     CHECK(pthread_join(thread, NULL) == 0);
 
     CHECK(status == TOOLOOP_CANCELLED);
+    CHECK(st.events_elsewhere == 0);
     CHECK_LAST_ERROR("tooloop_agent_run: cancelled");
     CHECK(strcmp(result, "untouched") == 0); /* outputs are not written on failure */
     printf("cancel_thread: run returned %.0f ms after tooloop_agent_cancel (%d text deltas at the cancel, %d in all)\n",

@@ -2,8 +2,9 @@
 //!
 //! Argument normalisation (thinking budgets, tool objects from plain functions, result objects) is done by
 //! `tooloop/_agent.py`; this side converts, maps errors and manages the GIL. `run` and `compact` run on the
-//! calling thread with the GIL released, streams (`start`) on a worker thread; Python callables run on
-//! whichever thread runs the loop (or a tool's own thread) under `Python::attach`.
+//! calling thread with the GIL released, streams (`start`) too where they can (`_Driven`), else on a worker
+//! thread; Python callables run on whichever thread runs the loop (or a tool's own thread) under
+//! `Python::attach`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -21,6 +22,7 @@ use tooloop::{
 };
 
 use crate::convert::{from_py, to_py};
+use crate::drive::Driven;
 use crate::errors::{config_error, to_pyerr};
 use crate::gate::PyGate;
 use crate::run::{ErrSlot, Item, Run, lock, park, signal_hook};
@@ -262,6 +264,8 @@ pub struct PyAgent {
     latest: Mutex<Option<CancelToken>>,
     /// The send gate of the runs started from now on (see `crate::gate`), set by `tooloop.batch`.
     gate: Mutex<Option<Py<PyAny>>>,
+    /// Whether a Python permission callable is set (then streams run on a worker, see `start`).
+    asks: std::sync::atomic::AtomicBool,
 }
 
 #[pymethods]
@@ -300,7 +304,13 @@ impl PyAgent {
                 None => options.build(),
             })
             .map_err(|e| to_pyerr(py, &e))?;
-        Ok(PyAgent { core: Arc::new(agent), slot, latest: Mutex::new(None), gate: Mutex::new(None) })
+        Ok(PyAgent {
+            core: Arc::new(agent),
+            slot,
+            latest: Mutex::new(None),
+            gate: Mutex::new(None),
+            asks: Default::default(),
+        })
     }
 
     /// What attaching the session file found: `{"entries", "torn_tail", "skipped", "created"}`, or None.
@@ -435,6 +445,7 @@ impl PyAgent {
     /// is the denial reason). An exception from it cancels the run and is re-raised by the run.
     #[pyo3(signature = (check=None))]
     fn set_permission(&self, check: Option<Py<PyAny>>) {
+        self.asks.store(check.is_some(), std::sync::atomic::Ordering::Relaxed);
         let Some(check) = check else {
             self.core.set_permission(None);
             return;
@@ -559,10 +570,17 @@ impl PyAgent {
         }
     }
 
-    /// Start a run on a worker thread: `input` None resumes, a str or a list of content blocks is new user
-    /// input. With `stream`, the run's events are delivered through the handle.
+    /// Start a run: `input` None resumes, a str or a list of content blocks is new user input. With
+    /// `stream`, the run's events are delivered through the handle.
+    ///
+    /// A stream runs on the calling thread (a `_Driven`: each call for events takes one step of the run with
+    /// the GIL released, and Python tools and hooks run on this thread as in `run`) when the provider can
+    /// hand out a stream to pull (Anthropic) and nothing in the run waits for another of the host's threads:
+    /// no permission callable (a host typically answers it from the thread that iterates the events, which
+    /// would wait for itself), no `task` tool (a child's events would come in one piece at its end), no send
+    /// gate. Otherwise, and without `stream`, the run goes on a worker thread (a `_Run`).
     #[pyo3(signature = (input, stream=false))]
-    fn start(&self, py: Python<'_>, input: Option<&Bound<'_, PyAny>>, stream: bool) -> PyResult<Run> {
+    fn start(&self, py: Python<'_>, input: Option<&Bound<'_, PyAny>>, stream: bool) -> PyResult<Py<PyAny>> {
         let blocks = input_blocks(py, input)?;
         *lock(&self.slot) = None;
         let core = self.core.clone();
@@ -570,9 +588,18 @@ impl PyAgent {
         // begun is not lost, and a late cancel through an old handle never reaches a newer run.
         let token = CancelToken::new();
         *lock(&self.latest) = Some(token.clone());
-        let canceller = token.clone();
         let gate = lock(&self.gate).as_ref().map(|g| (g.clone_ref(py), self.slot.clone()));
-        Run::spawn(py, Arc::new(move || canceller.cancel()), self.slot.clone(), stream, move |emit| {
+        let on_caller = stream
+            && !crate::run::worker_streams()
+            && gate.is_none()
+            && !self.asks.load(std::sync::atomic::Ordering::Relaxed)
+            && core.pulls_streams()
+            && !core.starts_subagents();
+        if on_caller {
+            return Ok(Py::new(py, Driven::new(core, blocks, token, self.slot.clone()))?.into_any());
+        }
+        let canceller = token.clone();
+        let run = Run::spawn(py, Arc::new(move || canceller.cancel()), self.slot.clone(), stream, move |emit| {
             let mut on_event = |ev: &tooloop::Event| {
                 if let Ok(v) = serde_json::to_value(ev) {
                     emit(Item::Value(v));
@@ -587,7 +614,8 @@ impl PyAgent {
                 None => go(),
             };
             result.map(|r| serde_json::to_value(&r).unwrap_or(Value::Null))
-        })
+        })?;
+        Ok(Py::new(py, run)?.into_any())
     }
 
     /// Tokens the next request would carry (`input`: a str counted as if it were added): from the API's

@@ -9,6 +9,7 @@ mod agent;
 mod client;
 mod control;
 mod convert;
+mod drive;
 mod errors;
 mod gate;
 mod pull;
@@ -24,6 +25,7 @@ fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::PyClient>()?;
     m.add_class::<run::Run>()?;
     m.add_class::<pull::PullStream>()?;
+    m.add_class::<drive::Driven>()?;
     m.add_function(wrap_pyfunction!(agent::estimate_cost_usd, m)?)?;
     m.add_function(wrap_pyfunction!(agent::load_session, m)?)?;
     m.add_function(wrap_pyfunction!(agent::sandbox_support, m)?)?;

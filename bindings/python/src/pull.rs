@@ -10,8 +10,7 @@
 //! Must never: hold the GIL while waiting for the network, or block on the state lock while holding it.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 use serde_json::Value;
@@ -20,7 +19,7 @@ use tooloop::{CancelToken, Error, Provider, StreamEvent};
 
 use crate::convert::to_py;
 use crate::errors::to_pyerr;
-use crate::run::{ErrSlot, Item, item_to_py, lock, signal_hook};
+use crate::run::{ErrSlot, Item, drain_text, item_to_py, lock, lock_detached, signal_hook};
 
 /// Where the stream is.
 enum Phase {
@@ -58,13 +57,7 @@ impl PullStream {
 
     /// The state, waiting (GIL released) while another thread is reading the stream.
     fn state(&self, py: Python<'_>) -> MutexGuard<'_, State> {
-        loop {
-            match self.state.try_lock() {
-                Ok(g) => return g,
-                Err(TryLockError::Poisoned(e)) => return e.into_inner(),
-                Err(TryLockError::WouldBlock) => py.detach(|| std::thread::sleep(Duration::from_millis(1))),
-            }
-        }
+        lock_detached(py, &self.state)
     }
 
     /// One read: send the request if not sent yet, else read the next bytes; their events join `pending`
@@ -169,11 +162,7 @@ impl PullStream {
         let mut st = self.state(py);
         let mut out = String::new();
         loop {
-            for item in st.pending.drain(..) {
-                if let Some(t) = item.text() {
-                    out.push_str(&t);
-                }
-            }
+            drain_text(&mut st.pending, &mut out);
             if !out.is_empty() {
                 return Ok(Some(out));
             }

@@ -98,6 +98,15 @@ impl Item {
     }
 }
 
+/// Append the text the events of `items` carry to `out` (see [`Item::text`]), dropping the events.
+pub fn drain_text(items: &mut VecDeque<Item>, out: &mut String) {
+    for item in items.drain(..) {
+        if let Some(t) = item.text() {
+            out.push_str(&t);
+        }
+    }
+}
+
 /// Whether an event's JSON text can be a text delta: it names one (or escapes something, which could
 /// spell the name): a quick look that spares the other events a parse.
 fn may_be_text_delta(json: &str) -> bool {
@@ -203,6 +212,18 @@ fn spawn_worker(job: Job) -> std::io::Result<()> {
 
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Lock `m`, waiting with the GIL released while another thread holds it (one that reads a stream on its
+/// own thread holds it while the network is quiet, and may need the GIL meanwhile).
+pub fn lock_detached<'a, T>(py: Python<'_>, m: &'a Mutex<T>) -> MutexGuard<'a, T> {
+    loop {
+        match m.try_lock() {
+            Ok(g) => return g,
+            Err(std::sync::TryLockError::Poisoned(e)) => return e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => py.detach(|| std::thread::sleep(Duration::from_millis(1))),
+        }
+    }
 }
 
 /// Park `err` for the caller (the first one wins: later ones are usually consequences of it).
@@ -384,11 +405,7 @@ impl Run {
     /// `delta.content`). One Python object per batch instead of a dict per event: what `text_stream` is for.
     fn next_text(&self, py: Python<'_>) -> PyResult<Option<String>> {
         let mut out = String::new();
-        for item in lock(&self.pending).drain(..) {
-            if let Some(t) = item.text() {
-                out.push_str(&t);
-            }
-        }
+        drain_text(&mut lock(&self.pending), &mut out);
         while !self.is_finished() {
             // Block for the first piece only; then take what is already queued without waiting.
             let msg = if out.is_empty() {

@@ -1,0 +1,192 @@
+//! `_Driven`: an agent's run streamed on the calling thread — no worker, no thread hop per batch of events.
+//!
+//! Each call that needs more events (`next_event`, `next_text`, `result`) takes one step of the core's
+//! [`RunDriver`] with the GIL released: everything up to the next network read of a model turn runs to
+//! completion (tools, hooks, compaction, the next request), then one read, and the events it produced are
+//! handed out. Python tools, hooks and a model callable re-attach on this thread, as in `Agent.run`, so
+//! they see the caller's thread-locals and context variables. The thread's poll hook (see
+//! `tooloop::http::with_poll_hook`) runs Python's signal handlers while the core waits, so Ctrl+C cancels
+//! the run within 200 ms and its `KeyboardInterrupt` propagates; `cancel()` from another thread ends the
+//! wait within one 20 ms slice. `_Agent.start` hands it out when the provider can hand out a stream to pull
+//! (Anthropic) and nothing in the run waits for the host's other threads (see `PyAgent::start`).
+//!
+//! Must never: hold the GIL while waiting for the network, or block on the state lock while holding it.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use pyo3::prelude::*;
+use serde_json::Value;
+use tooloop::{Agent, CancelToken, ContentBlock, Error, RunDriver};
+
+use crate::convert::to_py;
+use crate::errors::to_pyerr;
+use crate::run::{ErrSlot, Item, drain_text, item_to_py, lock, lock_detached, signal_hook};
+
+struct State {
+    /// The agent and the run's input (None: resume) until the first call that wants events begins the run,
+    /// so an error in beginning it (a run in progress, nothing to resume) surfaces where a worker's run
+    /// raises it: from the iteration.
+    unstarted: Option<(Arc<Agent>, Option<Vec<ContentBlock>>)>,
+    /// The run, until it has ended.
+    driver: Option<RunDriver>,
+    /// Its outcome once it has ended: the result dict's value, or the exception.
+    ended: Option<Result<Value, PyErr>>,
+    /// Events of the last step not handed out yet.
+    pending: VecDeque<Item>,
+}
+
+/// Handle on an agent's run stepped on the caller's thread (same methods as `_Run`).
+#[pyclass(module = "tooloop._tooloop", name = "_Driven", frozen)]
+pub struct Driven {
+    cancel: CancelToken,
+    /// Where the agent's Python callables park an exception that ends the run (and the signal hook a
+    /// Ctrl+C): it wins over the run's own error.
+    slot: ErrSlot,
+    state: Mutex<State>,
+}
+
+impl Driven {
+    pub fn new(agent: Arc<Agent>, input: Option<Vec<ContentBlock>>, cancel: CancelToken, slot: ErrSlot) -> Self {
+        let state = State { unstarted: Some((agent, input)), driver: None, ended: None, pending: VecDeque::new() };
+        Driven { cancel, slot, state: Mutex::new(state) }
+    }
+
+    /// The state, waiting (GIL released) while another thread is stepping the run.
+    fn state(&self, py: Python<'_>) -> MutexGuard<'_, State> {
+        lock_detached(py, &self.state)
+    }
+
+    /// One step of the run (`keep`: whether its events are wanted); they join `pending`. Once the run has
+    /// ended, its outcome is recorded. An exception parked by a signal handler or a Python callable ends the
+    /// run at once (the cancel it set makes the remaining steps quick) and is returned.
+    fn pump(&self, py: Python<'_>, st: &mut State, keep: bool) -> PyResult<()> {
+        let (unstarted, driver) = (st.unstarted.take(), st.driver.take());
+        if unstarted.is_none() && driver.is_none() {
+            return Ok(());
+        }
+        let (cancel, slot) = (&self.cancel, &self.slot);
+        let (driver, outcome, items) = py.detach(move || {
+            let hook = signal_hook(cancel, slot);
+            let mut items = Vec::new();
+            let mut on_event = |ev: &tooloop::Event| {
+                if keep && let Ok(v) = serde_json::to_value(ev) {
+                    items.push(Item::Value(v));
+                }
+            };
+            let (driver, outcome) = tooloop::http::with_poll_hook(hook, || {
+                let mut driver = match (driver, unstarted) {
+                    (Some(d), _) => d,
+                    (None, Some((agent, input))) => match agent.start(input, cancel.clone()) {
+                        Ok(d) => d,
+                        Err(e) => return (None, Some(Err(e))),
+                    },
+                    (None, None) => return (None, None),
+                };
+                let outcome = driver.step(&mut on_event);
+                // A parked exception (Ctrl+C, a tool's) cancelled the run: end it now, its events dropped.
+                let outcome = match outcome {
+                    None if lock(slot).is_some() => Some(driver.finish(&mut |_| {})),
+                    other => other,
+                };
+                (Some(driver), outcome)
+            });
+            (driver, outcome, items)
+        });
+        st.pending.extend(items);
+        let Some(outcome) = outcome else {
+            st.driver = driver;
+            return Ok(());
+        };
+        drop(driver);
+        let parked = lock(&self.slot).take();
+        if let Some(e) = parked {
+            st.pending.clear();
+            st.ended = Some(Err(e.clone_ref(py)));
+            return Err(e);
+        }
+        st.ended = Some(match outcome {
+            Ok(r) => Ok(serde_json::to_value(&r).unwrap_or(Value::Null)),
+            Err(e) => Err(to_pyerr(py, &e)),
+        });
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl Driven {
+    /// The next event as a dict, or None once the run has ended (then `result()` tells how).
+    fn next_event(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let mut st = self.state(py);
+        loop {
+            if let Some(item) = st.pending.pop_front() {
+                return Ok(Some(item_to_py(py, item)?.unbind()));
+            }
+            if st.ended.is_some() {
+                return Ok(None);
+            }
+            self.pump(py, &mut st, true)?;
+        }
+    }
+
+    /// The text that arrived since the last call (a step's worth at least), coalesced into one `str`, or
+    /// None once the run has ended. Other events are skipped.
+    fn next_text(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        let mut st = self.state(py);
+        let mut out = String::new();
+        loop {
+            drain_text(&mut st.pending, &mut out);
+            if !out.is_empty() {
+                return Ok(Some(out));
+            }
+            if st.ended.is_some() {
+                return Ok(None);
+            }
+            self.pump(py, &mut st, true)?;
+        }
+    }
+
+    /// Run to the end (remaining events are dropped); the result dict, or the run's exception.
+    fn result(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let mut st = self.state(py);
+        st.pending.clear();
+        while st.ended.is_none() {
+            self.pump(py, &mut st, false)?;
+        }
+        match &st.ended {
+            Some(Ok(v)) => Ok(to_py(py, v)?.unbind()),
+            Some(Err(e)) => Err(e.clone_ref(py)),
+            None => Err(to_pyerr(py, &Error::Config("the run has not ended".into()))),
+        }
+    }
+
+    /// Whether the run has ended (and its outcome was collected).
+    #[getter]
+    fn done(&self) -> bool {
+        // Never wait here (a step on another thread holds the lock while the network is quiet).
+        self.state.try_lock().is_ok_and(|st| st.ended.is_some())
+    }
+
+    /// Ask the run to stop (any thread): a wait in progress ends within 20 ms.
+    fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// Cancel if still running and step it to its end (at once: every wait ends on the cancel), so the
+    /// conversation is valid and the agent free. Idempotent.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        if let Ok(mut st) = self.state.try_lock()
+            && st.ended.is_some()
+        {
+            st.pending.clear();
+            return Ok(());
+        }
+        self.cancel.cancel();
+        let mut st = self.state(py);
+        while st.ended.is_none() {
+            self.pump(py, &mut st, false)?;
+        }
+        st.pending.clear();
+        Ok(())
+    }
+}

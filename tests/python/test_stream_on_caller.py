@@ -1,0 +1,164 @@
+"""``Agent.stream`` runs the agent loop on the thread that iterates it, a step per ``next()`` (no worker
+thread, no thread hop per batch of events), where the provider hands out a stream to pull (Anthropic): Python
+tools and hooks see that thread's thread-locals, context variables and thread-bound objects, as in
+``Agent.run``. ``cancel()`` from another thread and Ctrl+C still end a stalled stream within 200 ms with a
+valid conversation. A permission callable keeps the stream on a worker thread (the CLI answers it from the
+iterating thread)."""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import signal
+import sqlite3
+import threading
+import time
+from typing import Any, Dict, List
+
+import pytest
+
+import tooloop
+from _support import assert_valid_view, agent_for, text_reply, tool_reply
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("REQUEST_ID", default="unset")
+
+
+def test_agent_stream_runs_tools_and_hooks_on_the_iterating_thread(mock: Any) -> None:
+    server = mock("anthropic_text")
+    server.load({"responses": [tool_reply(("toolu_1", "lookup", {"key": "a"}), text="Looking."),
+                               text_reply("found it")]})
+    seen: Dict[str, int] = {}
+    # Made on this thread: sqlite3 refuses to use it on any other.
+    db = sqlite3.connect(":memory:")
+    db.execute("create table kv (k text, v text)")
+    db.execute("insert into kv values ('a', 'from the caller''s database')")
+
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        seen["tool"] = threading.get_ident()
+        row = db.execute("select v from kv where k = ?", (key,)).fetchone()
+        return f"{row[0]} (request {REQUEST_ID.get()})"
+
+    def before_tool(call: Any) -> None:
+        seen["before_tool"] = threading.get_ident()
+
+    def after_tool(call: Any, result: Any) -> None:
+        seen["after_tool"] = threading.get_ident()
+
+    agent = agent_for(server, tools=[lookup], hooks={"before_tool": before_tool, "after_tool": after_tool})
+    REQUEST_ID.set("r-42")
+    kinds: List[str] = []
+    for event in agent.stream("look a up"):
+        kinds.append(event.type)
+    me = threading.get_ident()
+    assert seen == {"tool": me, "before_tool": me, "after_tool": me}
+    results = [r for r in agent.history if r["role"] == "tool"] or agent.messages[2]["content"]
+    assert "from the caller's database (request r-42)" in str(results)
+    # The events keep their order: each turn's text before its end, the call between the turns.
+    assert kinds[-1] == "done", kinds
+    assert kinds.index("text") < kinds.index("tool_use") < kinds.index("tool_result"), kinds
+    assert kinds[kinds.index("tool_result"):].count("text") == 1, kinds
+    assert_valid_view(agent.messages)
+
+
+def test_text_of_a_stalled_turn_arrives_before_the_turn_ends_and_cancel_from_another_thread_ends_it(
+        mock: Any) -> None:
+    server = mock("anthropic_stream_stall")  # stalls 30 s after the first delta
+    agent = agent_for(server)
+    stream = agent.stream("hi")
+    started = time.monotonic()
+    for event in stream:
+        if event.type == "text":
+            break
+    assert time.monotonic() - started < 5, "the text came before the 30 s stall ended"
+    cancelled_at: List[float] = []
+
+    def cancel() -> None:
+        cancelled_at.append(time.monotonic())
+        agent.cancel()
+
+    timer = threading.Timer(0.11, cancel)
+    timer.start()
+    try:
+        with pytest.raises(tooloop.Cancelled):
+            for _ in stream:
+                pass
+        ended = time.monotonic()
+    finally:
+        timer.cancel()
+    took = ended - cancelled_at[0]
+    print(f"cancel() from another thread during a stalled stream → ended after {took:.3f} s")
+    assert took < 0.2
+    assert agent.history[-1]["status"] == "error"
+    assert agent.history[-1]["content"] == [{"type": "text", "text": "This tex"}]
+    assert_valid_view(agent.messages)
+    server.load({"responses": [text_reply("second answer")]})
+    assert [e.type for e in agent.stream("again")][-1] == "done"
+
+
+def test_sigint_during_a_stalled_stream_raises_keyboard_interrupt_within_200_ms(mock: Any) -> None:
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals are delivered to the main thread only")
+    server = mock("anthropic_stream_stall")
+    agent = agent_for(server)
+    stream = agent.stream("hi")
+    for event in stream:
+        if event.type == "text":
+            break
+    sent: List[float] = []
+
+    def interrupt() -> None:
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(0.13, interrupt)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            for _ in stream:
+                pass
+        caught = time.monotonic()
+    finally:
+        timer.cancel()
+    took = caught - sent[0]
+    print(f"SIGINT during a stalled Agent.stream → KeyboardInterrupt after {took:.3f} s")
+    assert took < 0.2
+    assert agent.history[-1]["status"] == "error"
+    assert_valid_view(agent.messages)
+    server.load({"responses": [text_reply("after the interrupt")]})
+    assert agent.run("again").text == "after the interrupt"
+
+
+def test_with_a_permission_callable_the_stream_stays_on_a_worker_so_the_iterating_thread_can_answer(
+        mock: Any) -> None:
+    # The CLI's shape: the permission callable waits until the iterating thread has drawn the call's
+    # tool_use event. On the iterating thread itself it would wait for itself.
+    server = mock("anthropic_text")
+    server.load({"responses": [tool_reply(("toolu_1", "lookup", {"key": "a"})), text_reply("done")]})
+    drawn = threading.Event()
+    where: Dict[str, int] = {}
+
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        where["tool"] = threading.get_ident()
+        return "value"
+
+    def permission(call: Any) -> bool:
+        assert drawn.wait(5), "the iterating thread never saw the call"
+        return True
+
+    agent = agent_for(server, tools=[lookup], permission=permission)
+    for event in agent.stream("look a up"):
+        if event.type == "tool_use":
+            drawn.set()
+    assert agent.messages[-1]["content"][0]["text"] == "done"
+    assert where["tool"] != threading.get_ident()
+
+
+def test_an_error_in_beginning_the_run_is_raised_from_the_iteration(mock: Any) -> None:
+    # As from a worker's run: creating the stream never raises, its first next() does.
+    agent = agent_for(mock("anthropic_text"))
+    stream = agent.resume_stream()
+    with pytest.raises(tooloop.ConfigError, match="nothing to resume"):
+        next(stream)
+    assert [e.type for e in agent.stream("hi")][-1] == "done"
