@@ -148,7 +148,7 @@ def test_an_answer_cut_off_at_max_tokens_is_asked_to_write_less_and_the_command_
     result, note = told[-1]["content"][0], json.dumps(told[-1]["content"][1:])
     assert result["type"] == "tool_result" and result["is_error"] is True, "the cut call is answered, never run"
     # --context-window 4096 caps max_tokens at a quarter of it
-    assert "cut off at the output token limit (1024 tokens), inside a write_file call, which did not run" in note
+    assert "cut off at the output token limit (512 tokens), inside a write_file call, which did not run" in note
     assert "Write less at a time" in note
     assert (ws / "test_pal.py").read_text() == "assert True\n"
     assert "asking the model to write less at a time (1/2)" in proc.stdout
