@@ -224,7 +224,6 @@ impl Progress {
             self.rewrote_same |= self.results.contains_key(&key) || self.changed.contains(&path_of(call));
             Some(self.unchanged_why(call))
         } else if self.failed_the_same_after_a_change(call, &key, &text, is_error) {
-            self.same_failure = Some((describe(call), failure_site(&text, &self.changed)));
             None
         } else if self.results.get(&key) == Some(&text) {
             self.passed_again |= passed(call, &text, is_error);
@@ -263,7 +262,6 @@ impl Progress {
             self.rewrote_same = true;
             Some(self.unchanged_why(call))
         } else if self.failed_the_same_after_a_change(call, &key, &text, is_error) {
-            self.same_failure = Some((describe(call), failure_site(&text, &self.changed)));
             None
         } else {
             let same = self.results.get(&key) == Some(&text);
@@ -331,17 +329,21 @@ impl Progress {
     /// A command (or a host's tool) that failed with exactly the output it had the last time it ran, although
     /// a write or edit changed a file in between: the change did not reach the cause. That is news for the
     /// model (a small one edits another line of the test than the one that fails, again and again), not a
-    /// repeat; see [`Progress::turn_note`].
+    /// repeat; see [`Progress::turn_note`], which this sets up.
     fn failed_the_same_after_a_change(
-        &self,
+        &mut self,
         call: &ToolUseBlock,
         key: &(String, String),
         text: &str,
         is_error: bool,
     ) -> bool {
-        failure_counts(call, text, is_error)
+        let same = failure_counts(call, text, is_error)
             && self.results.get(key).is_some_and(|last| last == text)
-            && self.ran_at.get(key).is_some_and(|&at| at != self.changes)
+            && self.ran_at.get(key).is_some_and(|&at| at != self.changes);
+        if same {
+            self.same_failure = Some((describe(call), failure_site(text, &self.changed)));
+        }
+        same
     }
 
     /// The note for a turn that made progress, when one of its commands tells something about the model's
@@ -358,20 +360,20 @@ impl Progress {
             ));
         }
         let (what, site) = self.same_failure.take()?;
-        let change = &self.last_change;
+        let missed = format!(
+            "[tooloop: {what} fails exactly as it did before your last change ({}): that change did not reach the \
+             cause.",
+            self.last_change
+        );
         Some(match site {
             // A real model told only "read where it fails" edited another line again every time; shown the
             // line, in the file it wrote itself, it went to that line (7 of 7 replays, 0 of 7 without).
             Some(Site { path, line, code }) => format!(
-                "[tooloop: {what} fails exactly as it did before your last change ({change}): that change did not \
-                 reach the cause. The output points at line {line} of {path}, a file you wrote or changed in this \
-                 run{}\nCheck whether that line is right, and fix the line that is wrong.]",
+                "{missed} The output points at line {line} of {path}, a file you wrote or changed in this run{}\nCheck \
+                 whether that line is right, and fix the line that is wrong.]",
                 code.map_or_else(|| ".".to_string(), |c| format!(":\n{line:>6}\t{c}"))
             ),
-            None => format!(
-                "[tooloop: {what} fails exactly as it did before your last change ({change}): that change did not \
-                 reach the cause. Read where the output says it fails (the file and line), and change that.]"
-            ),
+            None => format!("{missed} Read where the output says it fails (the file and line), and change that.]"),
         })
     }
 

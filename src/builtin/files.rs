@@ -272,14 +272,10 @@ pub(crate) fn edit_file(ws: &Workspace, input: &Value, cancel: &CancelToken) -> 
     if old_text == new_text {
         // Shown where it is: a small model sends this when it means to fix something next to old_text (one
         // line too many closing parentheses) and cannot see the difference.
-        let first = line_of(&text, starts[0]);
-        let last = line_of(&text, starts[0] + old.len().saturating_sub(1)).max(first);
-        let lines: Vec<&str> = text.lines().collect();
+        let (at, shown) = located(&text, starts[0], old.len());
         return Err(format!(
-            "old_text and new_text are the same: the edit would change nothing. old_text is at {} (with \
-             context; the numbers are not part of the file):\n{}",
-            if first == last { format!("line {first}") } else { format!("lines {first}-{last}") },
-            snippet(&lines, first, last).trim_end()
+            "old_text and new_text are the same: the edit would change nothing. old_text is at {at} (with \
+             context; the numbers are not part of the file):\n{shown}"
         ));
     }
     if starts.len() > 1 && !replace_all {
@@ -624,6 +620,16 @@ fn snippet(lines: &[&str], first: usize, last: usize) -> String {
     out
 }
 
+/// Where the `len` bytes of `text` at byte `start` are: `line N` or `lines N-M`, and those lines with context,
+/// numbered.
+fn located(text: &str, start: usize, len: usize) -> (String, String) {
+    let first = line_of(text, start);
+    let last = line_of(text, start + len.saturating_sub(1)).max(first);
+    let lines: Vec<&str> = text.lines().collect();
+    let at = if first == last { format!("line {first}") } else { format!("lines {first}-{last}") };
+    (at, snippet(&lines, first, last).trim_end().to_string())
+}
+
 /// An edit whose `old_text` is not in the file and whose `new_text` is: most likely made already (a small
 /// model fixed calc.py with write_file, then sent the same fix as an edit until the runaway guard stopped it).
 /// Shown where, so the model can tell; nothing changed. The agent's progress detection reads the words
@@ -632,16 +638,12 @@ fn already_made(path: &str, text: &str, new_text: &str) -> Option<String> {
     if new_text.trim().is_empty() {
         return None;
     }
-    let at = text.find(new_text)?;
-    let first = line_of(text, at);
-    let last = line_of(text, at + new_text.len().saturating_sub(1)).max(first);
-    let lines: Vec<&str> = text.lines().collect();
+    let (at, shown) = located(text, text.find(new_text)?, new_text.len());
     Some(format!(
-        "old_text was not found in '{path}', but new_text is already there, at {}: this edit looks already made, \
-         so nothing changed. If it is the change you meant, go on with the task (or answer if it is done); if \
-         not, copy old_text from the file as it is now (with context; the numbers are not part of the file):\n{}",
-        if first == last { format!("line {first}") } else { format!("lines {first}-{last}") },
-        snippet(&lines, first, last).trim_end()
+        "old_text was not found in '{path}', but new_text is already there, at {at}: this edit looks already \
+         made, so nothing changed. If it is the change you meant, go on with the task (or answer if it is \
+         done); if not, copy old_text from the file as it is now (with context; the numbers are not part of the \
+         file):\n{shown}"
     ))
 }
 
