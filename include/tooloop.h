@@ -541,6 +541,8 @@ extern "C" {
  *   goes out once with tools disabled (`tool_choice` none) asking for the final answer; calls a server sends
  *   anyway are not run and the request goes once more, without the tools, then they end the run; a host's
  *   own `tool_choice` (other than auto) is left alone; `{"wrap_up": false}` turns that off.
+ *   `{"unstick_temperature": 0.8}` (default off): after a turn stuck on a failure (the same failing call
+ *   again), the next request goes once at that temperature, if the request sets a lower one.
  * - `"context_window"`: the model's context window in tokens (default: from the model's name, e.g. 200000
  *   for Claude models; set it for local models); `tooloop_agent_context_window` reads the one in use.
  * - `"compaction"`: `"auto"` (default) or `"off"`. With `"auto"`, before a request that would fill more than

@@ -903,7 +903,7 @@ fn de_repeat_guard<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Optio
 fn de_progress_guard<'de, D: Deserializer<'de>>(
     d: D,
 ) -> std::result::Result<Option<crate::progress::ProgressGuard>, D::Error> {
-    let what = "false, true, or {\"stop_after\": N, \"wrap_up\": bool} (N ≥ 1)";
+    let what = "false, true, or {\"stop_after\": N, \"wrap_up\": bool, \"unstick_temperature\": T} (N ≥ 1, 0 ≤ T ≤ 2)";
     match value(d)? {
         Value::Null | Value::Bool(true) => Ok(Some(crate::progress::ProgressGuard::default())),
         Value::Bool(false) => Ok(None),
@@ -916,6 +916,17 @@ fn de_progress_guard<'de, D: Deserializer<'de>>(
                         g.wrap_up = v.as_bool().ok_or_else(|| {
                             D::Error::custom(format!("wrap_up must be true or false, got {}", got(&v)))
                         })?
+                    }
+                    "unstick_temperature" => {
+                        g.unstick_temperature = match &v {
+                            Value::Null => None,
+                            _ => Some(v.as_f64().filter(|t| (0.0..=2.0).contains(t)).ok_or_else(|| {
+                                D::Error::custom(format!(
+                                    "unstick_temperature must be a number from 0 to 2 or null, got {}",
+                                    got(&v)
+                                ))
+                            })?),
+                        }
                     }
                     _ => return Err(D::Error::custom(format!("unknown key {k:?}; must be {what}"))),
                 }
@@ -1182,6 +1193,7 @@ mod tests {
             (r#"{"repeat_guard": {"warn_after": 1}}"#, "repeat_guard"),
             (r#"{"progress_guard": {"stop_after": 0}}"#, "progress_guard"),
             (r#"{"progress_guard": "on"}"#, "progress_guard"),
+            (r#"{"progress_guard": {"unstick_temperature": 3}}"#, "progress_guard"),
             (r#"{"progress_guard": {"wrap_up": 1}}"#, "progress_guard"),
             (r#"{"model": "m", "max_tokens": 100, "thinking": 2048}"#, "thinking"),
         ] {
@@ -1265,12 +1277,18 @@ mod tests {
             .unwrap()
             .agent_config(false)
             .unwrap();
-        assert_eq!(p.progress_guard, Some(crate::progress::ProgressGuard { stop_after: 5, wrap_up: true }));
+        let guard = crate::progress::ProgressGuard::default();
+        assert_eq!(p.progress_guard, Some(crate::progress::ProgressGuard { stop_after: 5, ..guard }));
         let p = AgentOptions::from_json(r#"{"model": "m", "progress_guard": {"wrap_up": false}}"#)
             .unwrap()
             .agent_config(false)
             .unwrap();
-        assert_eq!(p.progress_guard, Some(crate::progress::ProgressGuard { stop_after: 2, wrap_up: false }));
+        assert_eq!(p.progress_guard, Some(crate::progress::ProgressGuard { wrap_up: false, ..guard }));
+        let p = AgentOptions::from_json(r#"{"model": "m", "progress_guard": {"unstick_temperature": 0.8}}"#)
+            .unwrap()
+            .agent_config(false)
+            .unwrap();
+        assert_eq!(p.progress_guard, Some(crate::progress::ProgressGuard { unstick_temperature: Some(0.8), ..guard }));
         assert_eq!(o.builtin_tools.names(), Some(vec!["read_file".to_string()]));
     }
 

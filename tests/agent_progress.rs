@@ -202,13 +202,19 @@ fn a_model_that_rewrites_a_fixed_file_unchanged_gets_the_tools_off_request_and_e
     let requests = mock.requests();
     assert_eq!(tools_off(&requests), vec![3]);
     let asked = last_result(&requests, 2);
-    assert!(asked.contains("wrote exactly the content the file already had"), "{asked}");
-    assert!(asked.contains("nothing has been run since your last change: if the task asks for something to be run or tested, do that now"), "{asked}");
+    assert!(
+        asked.contains(
+            "[tooloop: calc.py already has exactly this content: writing it again changes nothing. Nothing has \
+             been run since you wrote it. If it is meant to be run"
+        ),
+        "{asked}"
+    );
+    assert!(!asked.contains("If the task is done"), "one thing to do, not two: {asked}");
     // The third identical write is the runaway guard's to refuse; the refusal of a repeat that changed
     // nothing calls for the wrap-up instead of more refusals until the guard stops the run.
     let told = last_result(&requests, 3);
     assert!(told.starts_with("not run: same call and same input"), "{told}");
-    assert!(!told.contains("nothing has been run"), "said once: {told}");
+    assert!(!told.contains("Nothing has been run"), "said once: {told}");
     assert!(told.ends_with(tooloop::progress::WRAP_UP_NOTE), "{told}");
 
     // A command ran after the fix: the first unchanged rewrite is enough.
@@ -238,7 +244,12 @@ fn an_edit_whose_old_and_new_text_are_the_same_after_the_fix_leads_to_the_wrap_u
     let requests = mock.requests();
     assert_eq!(tools_off(&requests), vec![3]);
     let told = last_result(&requests, 2);
-    assert!(told.contains("edit_file(calc.py) would change nothing: its old_text and new_text are the same"), "{told}");
+    assert!(
+        told.contains(
+            "calc.py already reads like that: this edit changes nothing. Nothing has been run since you wrote it."
+        ),
+        "{told}"
+    );
     assert!(repetitions(&events).iter().all(|(_, stopped, _)| !stopped));
     assert_eq!(std::fs::read_to_string(ws.0.join("calc.py")).unwrap(), "def add(a, b):\n    return a + b\n");
 }
@@ -455,7 +466,65 @@ fn an_edit_already_made_after_the_fix_leads_to_the_wrap_up_not_the_runaway_guard
     assert_eq!(tools_off(&requests), vec![3]);
     let first = last_result(&requests, 2);
     assert!(first.contains("but new_text is already there, at line 2: this edit looks already made"), "{first}");
-    assert!(first.contains("nothing has been run since your last change"), "{first}");
+    assert!(
+        first.contains(
+            "calc.py already reads like that: this edit changes nothing. Nothing has been run since you wrote it."
+        ),
+        "{first}"
+    );
     assert!(repetitions(&events).iter().all(|(_, stopped, _)| !stopped));
     assert_eq!(std::fs::read_to_string(ws.0.join("calc.py")).unwrap(), fixed);
+}
+
+#[test]
+fn a_turn_stuck_on_a_failure_sends_the_next_request_at_the_unstick_temperature_once() {
+    // A real model sent the same failing edit (old_text not in the file) until the runaway guard stopped it:
+    // at 0.2 its next call is the same again. With unstick_temperature the request after each stuck turn goes
+    // at that temperature, and the one after it at the host's again.
+    let bad = json!({"name": "edit_file", "input": {"path": "calc.py", "old_text": "add(2, 3)", "new_text": "x"}});
+    let fix = json!({"name": "edit_file", "input": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}});
+    let steps =
+        [bad.clone(), bad.clone(), fix, bash("python3 -c 'import calc; print(calc.add(2, 3))'"), json!("Fixed.")];
+    let temperatures = |options: Value| {
+        let mock = MockServer::start(&scripted("progress detection", &steps));
+        let ws = Ws::new("unstick");
+        std::fs::write(ws.0.join("calc.py"), "def add(a, b):\n    return a - b\n").unwrap();
+        let (result, _) = run(&mock, &ws, options);
+        assert_eq!((result.stop_reason, result.turns), (Some(StopReason::EndTurn), 5));
+        assert_eq!(std::fs::read_to_string(ws.0.join("calc.py")).unwrap(), "def add(a, b):\n    return a + b\n");
+        mock.requests().iter().map(|r| r["body"]["temperature"].clone()).collect::<Vec<_>>()
+    };
+    // Through `extra` (how the CLI sets a local model's temperature).
+    let t = temperatures(json!({"extra": {"temperature": 0.2}, "progress_guard": {"unstick_temperature": 0.8}}));
+    assert_eq!(t, vec![json!(0.2), json!(0.2), json!(0.8), json!(0.2), json!(0.2)], "after the repeated failing edit");
+    // Through the temperature option.
+    let t = temperatures(json!({"temperature": 0.2, "progress_guard": {"unstick_temperature": 0.8}}));
+    assert_eq!(t, vec![json!(0.2), json!(0.2), json!(0.8), json!(0.2), json!(0.2)]);
+    // Off by default; a request that leaves the temperature to the API is left alone; never lowered.
+    let t = temperatures(json!({"temperature": 0.2}));
+    assert!(t.iter().all(|t| *t == json!(0.2)), "{t:?}");
+    let t = temperatures(json!({"progress_guard": {"unstick_temperature": 0.8}}));
+    assert!(t.iter().all(Value::is_null), "{t:?}");
+    let t = temperatures(json!({"temperature": 1.0, "progress_guard": {"unstick_temperature": 0.8}}));
+    assert!(t.iter().all(|t| *t == json!(1.0)), "{t:?}");
+}
+
+#[test]
+fn repeats_while_a_check_fails_are_never_told_if_the_task_is_done_answer() {
+    // A real model (OpenAI wire) wrote hello.py with `echo`, saw `python3 hello.py` fail, then sent the same
+    // `echo` in three turns more: the second heard "if the task is done, answer now" and it answered it was
+    // done. Every note and refusal now names the failing check.
+    let echo = bash("echo 'Hello, world!' > hello.py");
+    let steps = [echo.clone(), bash("python3 hello.py"), echo.clone(), echo.clone(), echo.clone(), json!("Done.")];
+    let mock = MockServer::start(&scripted("progress detection", &steps));
+    let ws = Ws::new("failing-repeats");
+    let (result, _) = run(&mock, &ws, json!({}));
+    assert_eq!(result.turns, 6);
+    let requests = mock.requests();
+    for i in 3..=5 {
+        let told = last_result(&requests, i);
+        assert!(told.contains("bash(python3 hello.py) failed the last time it ran"), "request {i}: {told}");
+        assert!(!told.contains("If the task is done"), "request {i}: {told}");
+    }
+    assert!(last_result(&requests, 5).starts_with("not run: same call and same input"), "the runaway guard's");
 }

@@ -366,7 +366,7 @@ class Agent:
         region: Optional[str] = _UNSET,
         server_tools: Optional[Sequence[Dict[str, Any]]] = _UNSET,
         repeat_guard: Union[bool, Dict[str, int]] = _UNSET,
-        progress_guard: Union[bool, Dict[str, int]] = _UNSET,
+        progress_guard: Union[bool, Dict[str, Any]] = _UNSET,
         short_tool_descriptions: bool = _UNSET,
         context_window: Optional[int] = _UNSET,
         compaction: Union[str, bool] = _UNSET,

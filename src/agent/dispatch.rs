@@ -120,6 +120,7 @@ impl Agent {
             (c.tool_concurrency.max(1), c.repeat_guard, c.todo_reminder_after, c.progress_guard)
         };
         if progress_guard.is_some() {
+            state.progress.set_command_tool(self.tools.get("bash").map(|_| "bash"));
             state.progress.begin_turn(calls);
         }
         // The todo reminder: due when the model has left an unfinished list alone for a while.
@@ -193,9 +194,14 @@ impl Agent {
                     stop = count >= g.warn_after.saturating_add(g.stop_after);
                     repeated[k] = true;
                     turn_repeated = true;
+                    // progress.rs: while a failure is outstanding, not "if the task is done, answer".
+                    let then = state.progress.outstanding_failure().unwrap_or_else(|| {
+                        "If the task is done, answer without calling a tool; otherwise change the input or try \
+                         another way."
+                            .to_string()
+                    });
                     let note = format!(
-                        "not run: same call and same input as the previous {} calls to {}, which already ran. If the \
-                         task is done, answer without calling a tool; otherwise change the input or try another way.",
+                        "not run: same call and same input as the previous {} calls to {}, which already ran. {then}",
                         count - 1,
                         call.name
                     );

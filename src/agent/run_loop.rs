@@ -359,7 +359,12 @@ impl Agent {
         let without_tools = wrap_up && state.progress.wrap_up_without_tools();
         let wrap_up = (wrap_up, without_tools);
         match self.turn_request(wrap_up, cancel, run, on_event)? {
-            Some((request, measured)) => {
+            Some((mut request, measured)) => {
+                // progress.rs: a turn stuck on a failure makes this one go with a higher temperature.
+                let unstick = lock(&self.config).progress_guard.and_then(|g| g.unstick_temperature);
+                if let Some(t) = unstick.filter(|_| state.progress.take_unstick() && !wrap_up.0) {
+                    crate::progress::unstick(&mut request, t);
+                }
                 Ok(Next::Go(Phase::Ready(Box::new(Turn { turn, wrap_up, request, measured, overflows: 0 }))))
             }
             None => self.unsent(run),

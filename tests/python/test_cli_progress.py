@@ -349,3 +349,28 @@ def test_a_model_whose_edits_miss_the_failing_line_hears_so_and_is_not_stopped(t
         assert "If the task is done" not in told
     assert "failed the last time it ran and passes now" in json.dumps(reqs[9]["body"]["messages"][-1])
     assert "no progress" not in proc.stdout + proc.stderr
+
+
+def test_a_local_model_stuck_on_a_failing_call_gets_one_request_at_a_higher_temperature(tooloop_exe, ws, tmp_path):
+    # A real small model sent the same failing edit again and again at 0.2; replayed at 0.8 it fixed the file
+    # 3 times in 6. The command's local settings raise the temperature for the one request after such a turn.
+    (ws / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    bad = {"path": "calc.py", "old_text": "add(2, 3)", "new_text": "x"}
+    steps = [tool_reply(("e0", "edit_file", bad)), tool_reply(("e1", "edit_file", bad)),
+             tool_reply(("fix", "edit_file", {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"})),
+             text_reply("Fixed.")]
+    args = ("-p", "--provider", "anthropic", "--model", "tiny-local", "--context-window", "4096")
+    with MockServer({"responses": steps}) as mock:
+        proc = run(tooloop_exe, ws, cli_env(tmp_path, mock), *args, "--base-url", mock.base_url, "fix add")
+        posts = [r["body"] for r in mock.requests()]
+    assert proc.returncode == 0, proc.stderr
+    assert [p.get("temperature") for p in posts] == [0.2, 0.2, 0.8, 0.2]
+    assert (ws / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    # A temperature the user chose is left as it is.
+    (ws / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    with MockServer({"responses": steps}) as mock:
+        proc = run(tooloop_exe, ws, cli_env(tmp_path, mock), *args, "--base-url", mock.base_url,
+                   "--temperature", "0.1", "fix add")
+        posts = [r["body"] for r in mock.requests()]
+    assert proc.returncode == 0, proc.stderr
+    assert [p.get("temperature") for p in posts] == [0.1] * 4

@@ -325,9 +325,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     options: Dict[str, Any] = {}
     if args.no_progress_guard:
         options["progress_guard"] = False
-    from .local import LOCAL_TIMEOUT, SMALL_MODEL_TOOLS, hosted_model, is_custom_endpoint
+    from .local import LOCAL_TIMEOUT, SMALL_MODEL_TOOLS, UNSTICK_TEMPERATURE, hosted_model, is_custom_endpoint
     if is_custom_endpoint(settings.base_url) and not hosted_model(settings.model):
         options["timeout"] = LOCAL_TIMEOUT
+        if not args.no_progress_guard and args.temperature is None:
+            # The temperature is ours (DEFAULT_LOCAL_TEMPERATURE): a turn stuck on a failure gets a higher one.
+            options["progress_guard"] = {"unstick_temperature": UNSTICK_TEMPERATURE}
     if settings.prompt_style == "compact":
         # A small context (or --prompt compact): the four file and shell tools only. Every tool definition
         # costs the prompt tokens, and a small model offered todo_write, task and skill uses them instead of
