@@ -3,11 +3,15 @@
 and bare `http.client`, all against the same local mock server.
 
     python3 bench/speed.py [--rounds 3] [--requests 300] [--runs 300] [--busy 2] [--no-rust] [--json OUT]
+                           [--only small,agent,big,turns] [--one-write]
 
 1. Small streamed requests per second (`--requests` one after another on one keep-alive connection, median
    of `--rounds`): tooloop `Client.stream` (every event, then `final_message()`), tooloop `Client.create`,
    the SDK's `messages.create(stream=True)` (every raw event), bare `http.client` (stream read to the end).
-   Targets: stream ≥ 2× the SDK with the machine loaded, and within 1.5× of `create`.
+   Targets: stream ≥ 2× the SDK with the machine loaded, and within 1.5× of `create`. The mock writes a
+   streamed answer an SSE event per write (pre-rendered: the same bytes for every request); with the machine
+   loaded the server is often preempted between two writes and the client wakes more than once per answer, so
+   `--one-write` (each streamed answer written in one piece, for every contender) shows the client's own cost.
    And small agent runs per second (`--runs` per round, section `agent`): `Agent.run` and `Agent.stream`
    against the mock (one streamed request each), and `Agent.run` with a Python model callable and a Python
    tool (two turns, no network).
@@ -65,6 +69,10 @@ SMALL_MESSAGE = {
     "usage": {"input_tokens": 5, "output_tokens": 1},
 }
 SMALL = {"responses": [], "routes": [{"match": {}, "response": {"anthropic": SMALL_MESSAGE}}]}
+# `--one-write`: the same answers, each streamed body written in one piece (the mock's `chunk_size`) instead
+# of an SSE event per write, for every contender alike.
+SMALL_ONE_WRITE = {"responses": [], "routes": [{"match": {}, "response": {"anthropic": SMALL_MESSAGE,
+                                                                          "chunk_size": 1 << 20}}]}
 REQUEST = {"model": MODEL, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
 BIG_MESSAGES = [{"role": "user", "content": "Write a very long text."}]
 
@@ -150,7 +158,7 @@ def cpu_seconds(pid: Optional[int] = None) -> float:
     return total / 1e9
 
 
-def small(mock: MockServer, rounds: int, requests: int) -> Dict[str, float]:
+def small(mock: MockServer, rounds: int, requests: int, scenario: Dict[str, Any] = SMALL) -> Dict[str, float]:
     """Requests per second per client (median of `rounds`), and under "cpu <name>" the CPU µs per request of
     the client process and of the mock server (medians): what the client costs, and the floor the server's
     own work sets (a streamed answer costs the mock more than a JSON one)."""
@@ -160,7 +168,7 @@ def small(mock: MockServer, rounds: int, requests: int) -> Dict[str, float]:
     cpu: Dict[str, List[tuple]] = {k: [] for k in clients}
     for _ in range(rounds):
         for name, one in clients.items():
-            mock.load(SMALL)  # clears the recording
+            mock.load(scenario)  # clears the recording
             for _ in range(10):
                 one()
             c0, s0 = cpu_seconds(), cpu_seconds(server)
@@ -219,7 +227,7 @@ def agent_runners(base_url: str) -> Dict[str, Callable[[], None]]:
     return {"agent.run (mock)": run_net, "agent.stream (mock)": stream_net, "agent.run (py model+tool)": run_local}
 
 
-def agent_runs(mock: MockServer, rounds: int, runs: int) -> Dict[str, float]:
+def agent_runs(mock: MockServer, rounds: int, runs: int, scenario: Dict[str, Any] = SMALL) -> Dict[str, float]:
     """Runs per second per kind (median of `rounds`), and under "cpu <name>" the client's and the mock
     server's CPU µs per run (medians), as `small` measures requests."""
     runners = agent_runners(mock.base_url)
@@ -228,7 +236,7 @@ def agent_runs(mock: MockServer, rounds: int, runs: int) -> Dict[str, float]:
     cpu: Dict[str, List[tuple]] = {k: [] for k in runners}
     for _ in range(rounds):
         for name, one in runners.items():
-            mock.load(SMALL)
+            mock.load(scenario)
             for _ in range(10):
                 one()
             c0, s0 = cpu_seconds(), cpu_seconds(server)
@@ -422,6 +430,8 @@ def main() -> int:
     ap.add_argument("--no-rust", action="store_true", help="skip the Rust agent-loop bench (it compiles)")
     ap.add_argument("--runs", type=int, default=300, help="small agent runs per round (section 'agent')")
     ap.add_argument("--only", default="small,agent,big,turns")
+    ap.add_argument("--one-write", action="store_true",
+                    help="sections small and agent: the mock writes each streamed answer in one piece (for all)")
     ap.add_argument("--json")
     ap.add_argument("--callgrind", action="store_true", help="only the instruction counts per event")
     ap.add_argument("--callgrind-small", action="store_true",
@@ -461,7 +471,8 @@ def main() -> int:
     only = set(a.only.split(","))
     load1 = os.getloadavg()[0]
     print(f"{os.cpu_count()} CPUs, load average {load1:.2f} at start; python {sys.version.split()[0]}; "
-          f"{a.rounds} rounds, medians")
+          f"{a.rounds} rounds, medians; small answers streamed "
+          + ("in one write" if a.one_write else "an SSE event per write"))
     res: Dict[str, Any] = {"load_at_start": load1}
     scenario = make_scenario(1_200_000, 16, 16384, False)
     text = scenario.pop("text")
@@ -469,10 +480,11 @@ def main() -> int:
         for cond in ("quiet", "loaded"):
             n = 0 if cond == "quiet" else a.busy
             with busy(n):
+                small_sc = SMALL_ONE_WRITE if a.one_write else SMALL
                 if "small" in only:
-                    res[f"small {cond}"] = small(mock, a.rounds, a.requests)
+                    res[f"small {cond}"] = small(mock, a.rounds, a.requests, small_sc)
                 if "agent" in only:
-                    res[f"agent {cond}"] = agent_runs(mock, a.rounds, a.runs)
+                    res[f"agent {cond}"] = agent_runs(mock, a.rounds, a.runs, small_sc)
                 if "big" in only:
                     res[f"big {cond}"] = big(mock, scenario, len(text), a.rounds)
     if "turns" in only:
