@@ -213,3 +213,25 @@ def test_event_dicts_built_from_the_text_equal_the_wire_json_for_every_kind_of_v
     assert [list(e) for e in got] == [list(json.loads(data)) for _, data in events], "key order as sent"
     assert isinstance(got[0]["message"]["x"]["exp"], float) and got[0]["message"]["x"]["big"] == 2**64 - 1
     assert final["content"] == [{"type": "text", "text": "ok"}] and final["usage"]["output_tokens"] == 2
+
+
+def test_every_stream_hands_out_dicts_of_its_own(mock: Any) -> None:
+    # The events' keys and type names are shared interned strings; the dicts themselves never are: a caller
+    # that changes an event or the final message changes nothing another stream (or create) hands out.
+    server = mock([text_reply("same answer")] * 3)
+    client = tooloop.Client(base_url=server.base_url, api_key="k")
+    with client.stream(REQUEST) as stream:
+        first = list(stream)
+        final = stream.final_message()
+    wire = json.loads(json.dumps(first))
+    for event in first:
+        event["type"] = "changed"
+        event.clear()
+    final["content"].append({"type": "text", "text": "added"})
+    final["usage"]["output_tokens"] = -1
+    with client.stream(REQUEST) as stream:
+        second = list(stream)
+        again = stream.final_message()
+    assert second == wire
+    assert again["content"] == [{"type": "text", "text": "same answer"}] and again["usage"]["output_tokens"] >= 0
+    assert all(type(k) is str for e in second for k in e) and list(second[0]) == list(wire[0])
