@@ -8,7 +8,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Provider, Response, Secret, StreamEvent, TurnOpen, TurnStream, body_error, cut_short, redact_key};
+use super::{
+    Provider, RawOpen, RawStream, Response, Secret, StreamEvent, TurnOpen, TurnStream, body_error, cut_short,
+    redact_key,
+};
 use crate::cancel::CancelToken;
 use crate::error::{ApiError, ApiErrorKind, Error, Result};
 use crate::http::{HttpClient, HttpRequest, HttpResponse};
@@ -498,21 +501,44 @@ impl Provider for OpenAiProvider {
         cancel: &CancelToken,
         on_event: &mut dyn FnMut(StreamEvent),
     ) -> Result<Value> {
-        let Some(obj) = body.as_object() else {
-            return Err(Error::Config("the request must be an object (a Chat Completions request body)".into()));
-        };
-        let mut obj = obj.clone();
-        if stream {
-            obj.insert("stream".into(), Value::Bool(true));
-        } else {
-            obj.remove("stream");
-            obj.remove("stream_options");
-        }
-        let req = self.http_request(&Value::Object(obj))?;
+        let req = self.http_request(&raw_body(body, stream)?)?;
         let on_error = |s: u16, h: &[(String, String)], b: &[u8]| self.api_error(s, h, b);
         self.http.exchange(&req, cancel, &on_error, &mut |resp| {
             let mut emitted = false;
             read_raw(resp, on_event, &mut emitted).map_err(|e| super::attempt(e, emitted))
+        })
+    }
+
+    fn pulls_raw_streams(&self) -> bool {
+        true
+    }
+
+    /// The exchange of [`Provider::send_raw`] (retries included) up to the first delivered chunks; the rest
+    /// is read by the caller through the returned [`RawStream`].
+    fn open_raw_stream(
+        &self,
+        body: &Value,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<RawOpen> {
+        let req = self.http_request(&raw_body(body, true)?)?;
+        let on_error = |s: u16, h: &[(String, String)], b: &[u8]| self.api_error(s, h, b);
+        self.http.exchange(&req, cancel, &on_error, &mut |mut resp| {
+            if !is_sse(&resp) {
+                let mut emitted = false;
+                return read_raw(resp, on_event, &mut emitted)
+                    .map(RawOpen::Done)
+                    .map_err(|e| super::attempt(e, emitted));
+            }
+            let mut reader = ChunkReader::new(RawFold::default(), request_id(&resp));
+            loop {
+                match reader.step(&mut resp, on_event) {
+                    Ok(true) => return Ok(RawOpen::Done(reader.fold.whole.completion())),
+                    Ok(false) if reader.emitted => return Ok(RawOpen::Open(Box::new(PulledRaw { resp, reader }))),
+                    Ok(false) => {}
+                    Err(e) => return Err(super::attempt(e, reader.emitted)),
+                }
+            }
         })
     }
 
@@ -550,6 +576,49 @@ impl Provider for OpenAiProvider {
             }
         })
     }
+}
+
+/// A raw Chat Completions stream under way, pulled by the caller (see [`Provider::open_raw_stream`]).
+struct PulledRaw {
+    resp: HttpResponse,
+    reader: ChunkReader<RawFold>,
+}
+
+impl RawStream for PulledRaw {
+    fn step(&mut self, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Option<Value>> {
+        Ok(self.reader.step(&mut self.resp, on_event)?.then(|| self.reader.fold.whole.completion()))
+    }
+
+    /// The text of each chunk is its first choice's `delta.content` (the chunks come as raw events only).
+    fn step_text(&mut self, text: &mut String) -> Result<Option<Value>> {
+        self.step(&mut |ev| {
+            if let StreamEvent::Raw { data, .. } = ev
+                && let Some(t) = data
+                    .get("choices")
+                    .and_then(|c| c.get(0))
+                    .and_then(|c| c.get("delta"))
+                    .and_then(|d| d.get("content"))
+                    .and_then(Value::as_str)
+            {
+                text.push_str(t);
+            }
+        })
+    }
+}
+
+/// A raw request body as sent: `stream` set, or `stream` and `stream_options` removed.
+fn raw_body(body: &Value, stream: bool) -> Result<Value> {
+    let Some(obj) = body.as_object() else {
+        return Err(Error::Config("the request must be an object (a Chat Completions request body)".into()));
+    };
+    let mut obj = obj.clone();
+    if stream {
+        obj.insert("stream".into(), Value::Bool(true));
+    } else {
+        obj.remove("stream");
+        obj.remove("stream_options");
+    }
+    Ok(Value::Object(obj))
 }
 
 /// A Chat Completions stream under way, pulled by the caller (see [`Provider::open_stream`]).
