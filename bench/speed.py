@@ -3,7 +3,7 @@
 and bare `http.client`, all against the same local mock server.
 
     python3 bench/speed.py [--rounds 3] [--requests 300] [--runs 300] [--busy 2] [--no-rust] [--json OUT]
-                           [--only small,agent,big,turns] [--one-write]
+                           [--only small,agent,big,turns] [--one-write] [--slices 10]
 
 1. Small streamed requests per second (`--requests` one after another on one keep-alive connection, median
    of `--rounds`): tooloop `Client.stream` (every event, then `final_message()`), tooloop `Client.create`,
@@ -158,25 +158,38 @@ def cpu_seconds(pid: Optional[int] = None) -> float:
     return total / 1e9
 
 
-def small(mock: MockServer, rounds: int, requests: int, scenario: Dict[str, Any] = SMALL) -> Dict[str, float]:
+def small(mock: MockServer, rounds: int, requests: int, scenario: Dict[str, Any] = SMALL,
+          slices: int = 1) -> Dict[str, float]:
     """Requests per second per client (median of `rounds`), and under "cpu <name>" the CPU µs per request of
     the client process and of the mock server (medians): what the client costs, and the floor the server's
-    own work sets (a streamed answer costs the mock more than a JSON one)."""
+    own work sets (a streamed answer costs the mock more than a JSON one). With `slices` > 1 each round runs
+    every client's requests in that many slices, the clients taking turns, so a load that comes and goes
+    (another process's bursts) falls on all of them alike instead of on whichever ran at the time."""
     clients = small_clients(mock.base_url)
     server = mock.proc.pid if mock.proc is not None else None
     rates: Dict[str, List[float]] = {k: [] for k in clients}
     cpu: Dict[str, List[tuple]] = {k: [] for k in clients}
+    mock.load(scenario)
     for _ in range(rounds):
+        spent = {k: [0.0, 0.0, 0.0] for k in clients}  # wall, client CPU, server CPU
         for name, one in clients.items():
-            mock.load(scenario)  # clears the recording
             for _ in range(10):
                 one()
-            c0, s0 = cpu_seconds(), cpu_seconds(server)
-            t = time.perf_counter()
-            for _ in range(requests):
-                one()
-            rates[name].append(requests / (time.perf_counter() - t))
-            cpu[name].append(((cpu_seconds() - c0) / requests * 1e6, (cpu_seconds(server) - s0) / requests * 1e6))
+        for part in range(slices):
+            n = requests // slices + (1 if part < requests % slices else 0)
+            for name, one in clients.items():
+                mock.load(scenario)  # clears the recording
+                c0, s0 = cpu_seconds(), cpu_seconds(server)
+                t = time.perf_counter()
+                for _ in range(n):
+                    one()
+                took = spent[name]
+                took[0] += time.perf_counter() - t
+                took[1] += cpu_seconds() - c0
+                took[2] += cpu_seconds(server) - s0
+        for name, (wall, client_cpu, server_cpu) in spent.items():
+            rates[name].append(requests / wall)
+            cpu[name].append((client_cpu / requests * 1e6, server_cpu / requests * 1e6))
     out: Dict[str, Any] = {k: statistics.median(v) for k, v in rates.items()}
     for k, v in cpu.items():
         out[f"cpu {k}"] = (statistics.median(c for c, _ in v), statistics.median(s for _, s in v))
@@ -430,6 +443,8 @@ def main() -> int:
     ap.add_argument("--no-rust", action="store_true", help="skip the Rust agent-loop bench (it compiles)")
     ap.add_argument("--runs", type=int, default=300, help="small agent runs per round (section 'agent')")
     ap.add_argument("--only", default="small,agent,big,turns")
+    ap.add_argument("--slices", type=int, default=1,
+                    help="section small: each round's requests in this many slices, the clients taking turns")
     ap.add_argument("--one-write", action="store_true",
                     help="sections small and agent: the mock writes each streamed answer in one piece (for all)")
     ap.add_argument("--json")
@@ -471,7 +486,7 @@ def main() -> int:
     only = set(a.only.split(","))
     load1 = os.getloadavg()[0]
     print(f"{os.cpu_count()} CPUs, load average {load1:.2f} at start; python {sys.version.split()[0]}; "
-          f"{a.rounds} rounds, medians; small answers streamed "
+          f"{a.rounds} rounds{f' of {a.slices} slices' if a.slices > 1 else ''}, medians; small answers streamed "
           + ("in one write" if a.one_write else "an SSE event per write"))
     res: Dict[str, Any] = {"load_at_start": load1}
     scenario = make_scenario(1_200_000, 16, 16384, False)
@@ -482,7 +497,7 @@ def main() -> int:
             with busy(n):
                 small_sc = SMALL_ONE_WRITE if a.one_write else SMALL
                 if "small" in only:
-                    res[f"small {cond}"] = small(mock, a.rounds, a.requests, small_sc)
+                    res[f"small {cond}"] = small(mock, a.rounds, a.requests, small_sc, a.slices)
                 if "agent" in only:
                     res[f"agent {cond}"] = agent_runs(mock, a.rounds, a.runs, small_sc)
                 if "big" in only:
