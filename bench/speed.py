@@ -3,11 +3,15 @@
 and bare `http.client`, all against the same local mock server.
 
     python3 bench/speed.py [--rounds 3] [--requests 300] [--runs 300] [--busy 2] [--no-rust] [--json OUT]
+                           [--only small,agent,big,turns] [--one-write] [--slices 10]
 
 1. Small streamed requests per second (`--requests` one after another on one keep-alive connection, median
    of `--rounds`): tooloop `Client.stream` (every event, then `final_message()`), tooloop `Client.create`,
    the SDK's `messages.create(stream=True)` (every raw event), bare `http.client` (stream read to the end).
-   Targets: stream ≥ 2× the SDK with the machine loaded, and within 1.5× of `create`.
+   Targets: stream ≥ 2× the SDK with the machine loaded, and within 1.5× of `create`. The mock writes a
+   streamed answer an SSE event per write (pre-rendered: the same bytes for every request); with the machine
+   loaded the server is often preempted between two writes and the client wakes more than once per answer, so
+   `--one-write` (each streamed answer written in one piece, for every contender) shows the client's own cost.
    And small agent runs per second (`--runs` per round, section `agent`): `Agent.run` and `Agent.stream`
    against the mock (one streamed request each), and `Agent.run` with a Python model callable and a Python
    tool (two turns, no network).
@@ -65,6 +69,10 @@ SMALL_MESSAGE = {
     "usage": {"input_tokens": 5, "output_tokens": 1},
 }
 SMALL = {"responses": [], "routes": [{"match": {}, "response": {"anthropic": SMALL_MESSAGE}}]}
+# `--one-write`: the same answers, each streamed body written in one piece (the mock's `chunk_size`) instead
+# of an SSE event per write, for every contender alike.
+SMALL_ONE_WRITE = {"responses": [], "routes": [{"match": {}, "response": {"anthropic": SMALL_MESSAGE,
+                                                                          "chunk_size": 1 << 20}}]}
 REQUEST = {"model": MODEL, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
 BIG_MESSAGES = [{"role": "user", "content": "Write a very long text."}]
 
@@ -150,25 +158,38 @@ def cpu_seconds(pid: Optional[int] = None) -> float:
     return total / 1e9
 
 
-def small(mock: MockServer, rounds: int, requests: int) -> Dict[str, float]:
+def small(mock: MockServer, rounds: int, requests: int, scenario: Dict[str, Any] = SMALL,
+          slices: int = 1) -> Dict[str, float]:
     """Requests per second per client (median of `rounds`), and under "cpu <name>" the CPU µs per request of
     the client process and of the mock server (medians): what the client costs, and the floor the server's
-    own work sets (a streamed answer costs the mock more than a JSON one)."""
+    own work sets (a streamed answer costs the mock more than a JSON one). With `slices` > 1 each round runs
+    every client's requests in that many slices, the clients taking turns, so a load that comes and goes
+    (another process's bursts) falls on all of them alike instead of on whichever ran at the time."""
     clients = small_clients(mock.base_url)
     server = mock.proc.pid if mock.proc is not None else None
     rates: Dict[str, List[float]] = {k: [] for k in clients}
     cpu: Dict[str, List[tuple]] = {k: [] for k in clients}
+    mock.load(scenario)
     for _ in range(rounds):
+        spent = {k: [0.0, 0.0, 0.0] for k in clients}  # wall, client CPU, server CPU
         for name, one in clients.items():
-            mock.load(SMALL)  # clears the recording
             for _ in range(10):
                 one()
-            c0, s0 = cpu_seconds(), cpu_seconds(server)
-            t = time.perf_counter()
-            for _ in range(requests):
-                one()
-            rates[name].append(requests / (time.perf_counter() - t))
-            cpu[name].append(((cpu_seconds() - c0) / requests * 1e6, (cpu_seconds(server) - s0) / requests * 1e6))
+        for part in range(slices):
+            n = requests // slices + (1 if part < requests % slices else 0)
+            for name, one in clients.items():
+                mock.load(scenario)  # clears the recording
+                c0, s0 = cpu_seconds(), cpu_seconds(server)
+                t = time.perf_counter()
+                for _ in range(n):
+                    one()
+                took = spent[name]
+                took[0] += time.perf_counter() - t
+                took[1] += cpu_seconds() - c0
+                took[2] += cpu_seconds(server) - s0
+        for name, (wall, client_cpu, server_cpu) in spent.items():
+            rates[name].append(requests / wall)
+            cpu[name].append((client_cpu / requests * 1e6, server_cpu / requests * 1e6))
     out: Dict[str, Any] = {k: statistics.median(v) for k, v in rates.items()}
     for k, v in cpu.items():
         out[f"cpu {k}"] = (statistics.median(c for c, _ in v), statistics.median(s for _, s in v))
@@ -219,7 +240,7 @@ def agent_runners(base_url: str) -> Dict[str, Callable[[], None]]:
     return {"agent.run (mock)": run_net, "agent.stream (mock)": stream_net, "agent.run (py model+tool)": run_local}
 
 
-def agent_runs(mock: MockServer, rounds: int, runs: int) -> Dict[str, float]:
+def agent_runs(mock: MockServer, rounds: int, runs: int, scenario: Dict[str, Any] = SMALL) -> Dict[str, float]:
     """Runs per second per kind (median of `rounds`), and under "cpu <name>" the client's and the mock
     server's CPU µs per run (medians), as `small` measures requests."""
     runners = agent_runners(mock.base_url)
@@ -228,7 +249,7 @@ def agent_runs(mock: MockServer, rounds: int, runs: int) -> Dict[str, float]:
     cpu: Dict[str, List[tuple]] = {k: [] for k in runners}
     for _ in range(rounds):
         for name, one in runners.items():
-            mock.load(SMALL)
+            mock.load(scenario)
             for _ in range(10):
                 one()
             c0, s0 = cpu_seconds(), cpu_seconds(server)
@@ -422,6 +443,10 @@ def main() -> int:
     ap.add_argument("--no-rust", action="store_true", help="skip the Rust agent-loop bench (it compiles)")
     ap.add_argument("--runs", type=int, default=300, help="small agent runs per round (section 'agent')")
     ap.add_argument("--only", default="small,agent,big,turns")
+    ap.add_argument("--slices", type=int, default=1,
+                    help="section small: each round's requests in this many slices, the clients taking turns")
+    ap.add_argument("--one-write", action="store_true",
+                    help="sections small and agent: the mock writes each streamed answer in one piece (for all)")
     ap.add_argument("--json")
     ap.add_argument("--callgrind", action="store_true", help="only the instruction counts per event")
     ap.add_argument("--callgrind-small", action="store_true",
@@ -461,7 +486,8 @@ def main() -> int:
     only = set(a.only.split(","))
     load1 = os.getloadavg()[0]
     print(f"{os.cpu_count()} CPUs, load average {load1:.2f} at start; python {sys.version.split()[0]}; "
-          f"{a.rounds} rounds, medians")
+          f"{a.rounds} rounds{f' of {a.slices} slices' if a.slices > 1 else ''}, medians; small answers streamed "
+          + ("in one write" if a.one_write else "an SSE event per write"))
     res: Dict[str, Any] = {"load_at_start": load1}
     scenario = make_scenario(1_200_000, 16, 16384, False)
     text = scenario.pop("text")
@@ -469,10 +495,11 @@ def main() -> int:
         for cond in ("quiet", "loaded"):
             n = 0 if cond == "quiet" else a.busy
             with busy(n):
+                small_sc = SMALL_ONE_WRITE if a.one_write else SMALL
                 if "small" in only:
-                    res[f"small {cond}"] = small(mock, a.rounds, a.requests)
+                    res[f"small {cond}"] = small(mock, a.rounds, a.requests, small_sc, a.slices)
                 if "agent" in only:
-                    res[f"agent {cond}"] = agent_runs(mock, a.rounds, a.runs)
+                    res[f"agent {cond}"] = agent_runs(mock, a.rounds, a.runs, small_sc)
                 if "big" in only:
                     res[f"big {cond}"] = big(mock, scenario, len(text), a.rounds)
     if "turns" in only:

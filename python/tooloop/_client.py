@@ -5,7 +5,7 @@ Requests and responses are dicts in the API's own shape: a Messages API request 
 ``provider="openai"``. ``stream()`` yields every wire event as a dict, as received (Anthropic events, ping and
 unknown ones included; ``chat.completion.chunk`` dicts), and ``final_message()`` the dict ``create()`` would
 have returned (for OpenAI: every choice, ``content`` and ``refusal`` as the API sent them). Requests run with
-the GIL released, on the calling thread (``stream()`` with a model callable, and OpenAI or Bedrock streams, on a
+the GIL released, on the calling thread (``stream()`` with a model callable, and Bedrock streams, on a
 worker thread); Ctrl+C cancels them.
 """
 

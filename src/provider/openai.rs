@@ -8,11 +8,14 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Provider, Response, Secret, StreamEvent, body_error, cut_short, redact_key};
+use super::{
+    Provider, RawOpen, RawStream, Response, Secret, StreamEvent, TurnOpen, TurnStream, body_error, cut_short,
+    redact_key,
+};
 use crate::cancel::CancelToken;
 use crate::error::{ApiError, ApiErrorKind, Error, Result};
 use crate::http::{HttpClient, HttpRequest, HttpResponse};
-use crate::sse::SseDecoder;
+use crate::sse::{SseDecoder, SseEvent};
 use crate::types::{
     ContentBlock, Message, MessageResponse, Request, Role, StopReason, TextBlock, ThinkingBlock, ToolUseBlock, Usage,
 };
@@ -498,22 +501,135 @@ impl Provider for OpenAiProvider {
         cancel: &CancelToken,
         on_event: &mut dyn FnMut(StreamEvent),
     ) -> Result<Value> {
-        let Some(obj) = body.as_object() else {
-            return Err(Error::Config("the request must be an object (a Chat Completions request body)".into()));
-        };
-        let mut obj = obj.clone();
-        if stream {
-            obj.insert("stream".into(), Value::Bool(true));
-        } else {
-            obj.remove("stream");
-            obj.remove("stream_options");
-        }
-        let req = self.http_request(&Value::Object(obj))?;
+        let req = self.http_request(&raw_body(body, stream)?)?;
         let on_error = |s: u16, h: &[(String, String)], b: &[u8]| self.api_error(s, h, b);
         self.http.exchange(&req, cancel, &on_error, &mut |resp| {
             let mut emitted = false;
             read_raw(resp, on_event, &mut emitted).map_err(|e| super::attempt(e, emitted))
         })
+    }
+
+    fn pulls_raw_streams(&self) -> bool {
+        true
+    }
+
+    /// The exchange of [`Provider::send_raw`] (retries included) up to the first delivered chunks; the rest
+    /// is read by the caller through the returned [`RawStream`].
+    fn open_raw_stream(
+        &self,
+        body: &Value,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<RawOpen> {
+        let req = self.http_request(&raw_body(body, true)?)?;
+        let on_error = |s: u16, h: &[(String, String)], b: &[u8]| self.api_error(s, h, b);
+        self.http.exchange(&req, cancel, &on_error, &mut |mut resp| {
+            if !is_sse(&resp) {
+                let mut emitted = false;
+                return read_raw(resp, on_event, &mut emitted)
+                    .map(RawOpen::Done)
+                    .map_err(|e| super::attempt(e, emitted));
+            }
+            let mut reader = ChunkReader::new(RawFold::default(), request_id(&resp));
+            loop {
+                match reader.step(&mut resp, on_event) {
+                    Ok(true) => return Ok(RawOpen::Done(reader.fold.whole.completion())),
+                    Ok(false) if reader.emitted => return Ok(RawOpen::Open(Box::new(PulledRaw { resp, reader }))),
+                    Ok(false) => {}
+                    Err(e) => return Err(super::attempt(e, reader.emitted)),
+                }
+            }
+        })
+    }
+
+    fn pulls_streams(&self) -> bool {
+        true
+    }
+
+    /// The exchange of [`Provider::send`] (retries included) up to the first delivered events; the rest is
+    /// read by the caller through the returned [`TurnStream`].
+    fn open_stream(
+        &self,
+        request: &Request,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<TurnOpen> {
+        let req = self.http_request(&render_request(request))?;
+        let on_error = |s: u16, h: &[(String, String)], b: &[u8]| self.api_error(s, h, b);
+        self.http.exchange(&req, cancel, &on_error, &mut |mut resp| {
+            if !is_sse(&resp) {
+                let mut emitted = false;
+                return read(resp, on_event, &mut emitted)
+                    .map(|r| TurnOpen::Done(Box::new(r)))
+                    .map_err(|e| super::attempt(e, emitted));
+            }
+            let mut reader = ChunkReader::new(ChunkAccumulator::default(), request_id(&resp));
+            loop {
+                match reader.step(&mut resp, on_event) {
+                    Ok(true) => return Ok(TurnOpen::Done(Box::new(reader.response()))),
+                    Ok(false) if reader.emitted => {
+                        return Ok(TurnOpen::Open(Box::new(PulledChunks { resp, reader })));
+                    }
+                    Ok(false) => {}
+                    Err(e) => return Err(super::attempt(e, reader.emitted)),
+                }
+            }
+        })
+    }
+}
+
+/// A raw Chat Completions stream under way, pulled by the caller (see [`Provider::open_raw_stream`]).
+struct PulledRaw {
+    resp: HttpResponse,
+    reader: ChunkReader<RawFold>,
+}
+
+impl RawStream for PulledRaw {
+    fn step(&mut self, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Option<Value>> {
+        Ok(self.reader.step(&mut self.resp, on_event)?.then(|| self.reader.fold.whole.completion()))
+    }
+
+    /// The text of each chunk is its first choice's `delta.content` (the chunks come as raw events only).
+    fn step_text(&mut self, text: &mut String) -> Result<Option<Value>> {
+        self.step(&mut |ev| {
+            if let StreamEvent::Raw { data, .. } = ev
+                && let Some(t) = data
+                    .get("choices")
+                    .and_then(|c| c.get(0))
+                    .and_then(|c| c.get("delta"))
+                    .and_then(|d| d.get("content"))
+                    .and_then(Value::as_str)
+            {
+                text.push_str(t);
+            }
+        })
+    }
+}
+
+/// A raw request body as sent: `stream` set, or `stream` and `stream_options` removed.
+fn raw_body(body: &Value, stream: bool) -> Result<Value> {
+    let Some(obj) = body.as_object() else {
+        return Err(Error::Config("the request must be an object (a Chat Completions request body)".into()));
+    };
+    let mut obj = obj.clone();
+    if stream {
+        obj.insert("stream".into(), Value::Bool(true));
+    } else {
+        obj.remove("stream");
+        obj.remove("stream_options");
+    }
+    Ok(Value::Object(obj))
+}
+
+/// A Chat Completions stream under way, pulled by the caller (see [`Provider::open_stream`]).
+struct PulledChunks {
+    resp: HttpResponse,
+    reader: ChunkReader<ChunkAccumulator>,
+}
+
+impl TurnStream for PulledChunks {
+    fn step(&mut self, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Option<Response>> {
+        Ok(self.reader.step(&mut self.resp, on_event)?.then(|| self.reader.response()))
     }
 }
 
@@ -799,35 +915,78 @@ impl ChunkFold for RawFold {
     }
 }
 
+/// The request id of a response (OpenAI's `x-request-id`, or `request-id`).
+fn request_id(resp: &HttpResponse) -> Option<String> {
+    resp.header("x-request-id").or_else(|| resp.header("request-id")).map(str::to_string)
+}
+
+/// Whether a response is an SSE stream (else a JSON body).
+fn is_sse(resp: &HttpResponse) -> bool {
+    resp.header("content-type").is_some_and(|c| c.starts_with("text/event-stream"))
+}
+
 /// Read one 2xx response: a JSON body comes back parsed (`Some`); an SSE stream is folded chunk by chunk into
 /// `fold` as the bytes arrive (`None` once it is whole), each chunk's typed events and then its `Raw` event
 /// going to `on_event`. Also returns the request id. `emitted` tells whether any event reached the caller.
-fn read_body<F: ChunkFold>(
+fn read_body<F: ChunkFold + Default>(
     mut resp: HttpResponse,
     fold: &mut F,
     on_event: &mut dyn FnMut(StreamEvent),
     emitted: &mut bool,
 ) -> Result<(Option<Value>, Option<String>)> {
-    let request_id = resp.header("x-request-id").or_else(|| resp.header("request-id")).map(str::to_string);
-    let is_sse = resp.header("content-type").is_some_and(|c| c.starts_with("text/event-stream"));
-    let invalid = |message: String| Error::InvalidResponse { message, request_id: request_id.clone() };
-    if !is_sse {
+    let request_id = request_id(&resp);
+    if !is_sse(&resp) {
         let body = resp.read_all().map_err(|e| body_error(e, MessageResponse::default(), false))?;
-        let raw: Value = serde_json::from_slice(&body).map_err(|e| {
-            invalid(format!("response is not JSON ({e}): {}", String::from_utf8_lossy(&body[..body.len().min(200)])))
+        let raw: Value = serde_json::from_slice(&body).map_err(|e| Error::InvalidResponse {
+            message: format!("response is not JSON ({e}): {}", String::from_utf8_lossy(&body[..body.len().min(200)])),
+            request_id: request_id.clone(),
         })?;
         return Ok((Some(raw), request_id));
     }
-    let mut decoder = SseDecoder::new();
-    let mut events = Vec::new();
-    loop {
-        let chunk = resp.next_chunk().map_err(|e| body_error(e, fold.partial(), *emitted))?;
+    let mut reader = ChunkReader::new(std::mem::take(fold), request_id);
+    let whole = loop {
+        let step = reader.step(&mut resp, on_event);
+        *emitted = reader.emitted;
+        match step {
+            Ok(true) => break Ok(()),
+            Ok(false) => {}
+            Err(e) => break Err(e),
+        }
+    };
+    *fold = reader.fold;
+    whole.map(|()| (None, reader.request_id))
+}
+
+/// A Chat Completions stream being read, one network read per [`ChunkReader::step`]: what [`read_body`] loops
+/// over, and what a caller that drives the stream itself ([`PulledChunks`]) keeps between reads.
+struct ChunkReader<F> {
+    fold: F,
+    decoder: SseDecoder,
+    /// The events of the last read (kept for its buffer).
+    events: Vec<SseEvent>,
+    request_id: Option<String>,
+    /// Whether any event reached the caller (after which nothing may be retried).
+    emitted: bool,
+}
+
+impl<F: ChunkFold> ChunkReader<F> {
+    fn new(fold: F, request_id: Option<String>) -> Self {
+        ChunkReader { fold, decoder: SseDecoder::new(), events: Vec::new(), request_id, emitted: false }
+    }
+
+    /// Wait for the next bytes of `resp` and fold the chunks they complete (typed events, then the `Raw`
+    /// one, to `on_event`); `true` once the turn is whole (`false`: read again). An error ends the stream.
+    fn step(&mut self, resp: &mut HttpResponse, on_event: &mut dyn FnMut(StreamEvent)) -> Result<bool> {
+        let request_id = &self.request_id;
+        let invalid = |message: String| Error::InvalidResponse { message, request_id: request_id.clone() };
+        let chunk = resp.next_chunk().map_err(|e| body_error(e, self.fold.partial(), self.emitted))?;
         let finished = chunk.is_none();
         match chunk {
-            Some(bytes) => decoder.feed(&bytes, &mut events),
-            None => events.extend(decoder.finish()),
+            Some(bytes) => self.decoder.feed(&bytes, &mut self.events),
+            None => self.events.extend(self.decoder.finish()),
         }
-        for ev in events.drain(..) {
+        let (fold, emitted) = (&mut self.fold, &mut self.emitted);
+        for ev in self.events.drain(..) {
             let data = ev.data.trim();
             if data.is_empty() {
                 continue;
@@ -865,12 +1024,20 @@ fn read_body<F: ChunkFold>(
             on_event(StreamEvent::Raw { event, data: parsed });
         }
         if fold.whole(finished) {
-            return Ok((None, request_id));
+            return Ok(true);
         }
         if finished {
             let message = "the stream ended before [DONE]".to_string();
             return Err(cut_short(message, fold.partial(), *emitted, |message| Error::Connection { message }));
         }
+        Ok(false)
+    }
+}
+
+impl ChunkReader<ChunkAccumulator> {
+    /// The whole turn (once [`ChunkReader::step`] said so).
+    fn response(&self) -> Response {
+        Response { message: self.fold.snapshot(), raw: self.fold.completion(), request_id: self.request_id.clone() }
     }
 }
 

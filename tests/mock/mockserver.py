@@ -763,6 +763,8 @@ class MockServer:
         self.taken = 0  # queue counter: responses[i] goes to the i-th request answered from the queue
         self.route_hits = [0] * len(scenario.routes)
         self.cache: set = set()
+        # (id(response), streamed, include_usage) -> (response, body, writes, fault offset): see `rendered`.
+        self.renders: Dict[Tuple[int, bool, bool], Tuple[Dict[str, Any], Body, List[bytes], int]] = {}
 
     def log(self, msg: str) -> None:
         if self.verbose:
@@ -888,8 +890,7 @@ class MockServer:
             sock.shutdown(socket.SHUT_RDWR)
             return False
 
-        body = resp["bedrock_body"] if "bedrock_body" in resp else build_body(resp, request_json)
-        writes, fault_at = plan_writes(body, resp.get("chunk_size"), fault)
+        body, writes, fault_at = self.rendered(resp, request_json, fault, keep=request_id is not None)
         defaults = [("request-id", request_id), ("content-type", body.content_type)]
         if "bedrock" in resp or "x-amzn-ErrorType" in resp.get("headers", {}):
             defaults.append(("x-amzn-requestid", request_id))
@@ -914,13 +915,39 @@ class MockServer:
                 return False
             if i and between:
                 time.sleep(between)
-            sock.sendall(b"%x\r\n%s\r\n" % (len(data), data) if body.streamed else data)
-            written += len(data)
+            sock.sendall(data)
+            written += len(data) - (framing(data) if body.streamed else 0)
         if written == fault_at and not self.fire_fault(sock, fault):
             return False
         if body.streamed:
             sock.sendall(b"0\r\n\r\n")
         return keep
+
+    def rendered(self, resp: Dict[str, Any], request_json: Any, fault: Dict[str, Any],
+                 keep: bool) -> Tuple[Body, List[bytes], int]:
+        """The response's body and its writes (HTTP chunks framed), rendered once per scenario response and
+        request shape and then served as bytes: encoding a stream's events anew for every request would make
+        the server, not the client under test, the cost of a small streamed answer. The same bytes and the
+        same writes either way. `keep`: a scenario's response (kept with the scenario), worth keeping."""
+        stream = isinstance(request_json, dict) and request_json.get("stream") is True
+        options = request_json.get("stream_options") if stream else None
+        usage = isinstance(options, dict) and options.get("include_usage") is True
+        key = (id(resp), stream, usage)
+        with self.lock:
+            hit = self.renders.get(key)
+        if hit is not None and hit[0] is resp:
+            return hit[1], hit[2], hit[3]
+        body = resp["bedrock_body"] if "bedrock_body" in resp else build_body(resp, request_json)
+        writes, fault_at = plan_writes(body, resp.get("chunk_size"), fault)
+        if body.streamed:
+            writes = [b"%x\r\n%s\r\n" % (len(data), data) for data in writes]
+        if keep and "bedrock_body" not in resp:  # (a bedrock response is a new dict per request)
+            with self.lock:
+                if len(self.renders) >= 256:  # responses made per request (usage filled in) never hit
+                    self.renders.clear()
+                # The response is kept with its render: its id stays its own while the entry lives.
+                self.renders[key] = (resp, body, writes, fault_at)
+        return body, writes, fault_at
 
     def fire_fault(self, sock: socket.socket, fault: Dict[str, Any]) -> bool:
         """Apply a drop or stall fault; False if the connection is gone."""
@@ -930,6 +957,11 @@ class MockServer:
         # A FIN, not a RST: the client must still get every byte sent so far, then an early EOF.
         sock.shutdown(socket.SHUT_RDWR)
         return False
+
+
+def framing(write: bytes) -> int:
+    """How many bytes of an HTTP chunk are its framing (size line and CRLF), not body."""
+    return write.index(b"\r\n") + 4
 
 
 def status_head(status: int, headers: List[Tuple[str, str]]) -> bytes:

@@ -1098,3 +1098,46 @@ def test_bad_routes_refused_over_http(mock):
     with Wire(mock.port) as w:
         bad = w.exchange(path="/_mock/scenario", body={"routes": [{"response": {"fault": {"type": "x"}}}]})
     assert bad.status == 400 and "routes[0].response" in json.loads(bad.body)["error"]["message"]
+
+
+# ------------------------------------------------------------------------------------- rendered once
+
+def test_a_route_answer_is_rendered_once_and_served_as_the_same_bytes_and_writes(mock):
+    # A benchmark's small streamed answers must cost the server its writes, not an encoding per request: the
+    # render is kept per scenario response (and request shape), and serves the same chunks every time.
+    routes = [{"match": {"path": "/v1/messages"}, "response": {"anthropic": CITED, "delta_chars": 5}},
+              {"match": {"path": "/v1/chat/completions"},
+               "response": {"openai": OPENAI_COMPLETIONS[0].values[0], "delta_chars": 3}}]
+    mock.load({"responses": [], "routes": routes})
+    with Wire(mock.port) as w:
+        first = [w.exchange(body={"stream": True}) for _ in range(3)]
+        plain = w.exchange(body={})
+        chat = w.exchange(path="/v1/chat/completions", body={"stream": True})
+        chat_usage = w.exchange(path="/v1/chat/completions",
+                                body={"stream": True, "stream_options": {"include_usage": True}})
+        chat_again = w.exchange(path="/v1/chat/completions", body={"stream": True})
+    assert all(r.chunks == first[0].chunks and r.terminated for r in first)
+    assert len(first[0].chunks) == len(list(mockserver.anthropic_events(CITED, 5)))
+    assert plain.body == compact(CITED), "the JSON answer of the same response is its own render"
+    assert chat_again.chunks == chat.chunks
+    assert b'"usage"' in chat_usage.body and chat_usage.body != chat.body, "include_usage is part of the key"
+
+    server = mockserver.MockServer(mockserver.load_scenario({"responses": [], "routes": routes}))
+    resp = server.scenario.routes[0]["response"]
+    body, writes, _ = server.rendered(resp, {"stream": True}, {}, keep=True)
+    assert server.rendered(resp, {"stream": True}, {}, keep=True)[1] is writes, "served from the render"
+    assert server.rendered(resp, {}, {}, keep=True)[0].streamed is False
+    assert server.rendered(dict(resp), {"stream": True}, {}, keep=True)[1] is not writes, "another object"
+    server.install(server.scenario)
+    assert server.rendered(resp, {"stream": True}, {}, keep=True)[1] is not writes, "a new scenario starts over"
+
+
+def test_a_fault_fires_at_the_same_place_on_every_serving_of_a_rendered_answer(mock):
+    route = {"match": {}, "response": {"sse": stream_of(10), "fault": {"type": "drop", "after_events": 4}}}
+    mock.load({"responses": [], "routes": [route]})
+    for _ in range(2):
+        with Wire(mock.port) as w:
+            r = w.exchange(body={})
+            assert not r.terminated
+            assert [json.loads(d)["i"] for _, d in parse_sse(r.body)] == [0, 1, 2, 3]
+            assert w.at_eof()

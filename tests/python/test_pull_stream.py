@@ -213,3 +213,112 @@ def test_event_dicts_built_from_the_text_equal_the_wire_json_for_every_kind_of_v
     assert [list(e) for e in got] == [list(json.loads(data)) for _, data in events], "key order as sent"
     assert isinstance(got[0]["message"]["x"]["exp"], float) and got[0]["message"]["x"]["big"] == 2**64 - 1
     assert final["content"] == [{"type": "text", "text": "ok"}] and final["usage"]["output_tokens"] == 2
+
+
+def test_every_stream_hands_out_dicts_of_its_own(mock: Any) -> None:
+    # The events' keys and type names are shared interned strings; the dicts themselves never are: a caller
+    # that changes an event or the final message changes nothing another stream (or create) hands out.
+    server = mock([text_reply("same answer")] * 3)
+    client = tooloop.Client(base_url=server.base_url, api_key="k")
+    with client.stream(REQUEST) as stream:
+        first = list(stream)
+        final = stream.final_message()
+    wire = json.loads(json.dumps(first))
+    for event in first:
+        event["type"] = "changed"
+        event.clear()
+    final["content"].append({"type": "text", "text": "added"})
+    final["usage"]["output_tokens"] = -1
+    with client.stream(REQUEST) as stream:
+        second = list(stream)
+        again = stream.final_message()
+    assert second == wire
+    assert again["content"] == [{"type": "text", "text": "same answer"}] and again["usage"]["output_tokens"] >= 0
+    assert all(type(k) is str for e in second for k in e) and list(second[0]) == list(wire[0])
+
+
+CHAT = {"id": "chatcmpl-p", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "pulled chat text, in pieces"},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 6, "total_tokens": 11}}
+CHAT_REQUEST: Dict[str, Any] = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def test_an_openai_client_stream_is_read_on_the_calling_thread_with_the_wire_chunks_and_the_message(
+        mock: Any) -> None:
+    server = mock([])
+    server.load({"responses": [], "routes": [{"match": {}, "response": {"openai": CHAT, "delta_chars": 4}}]})
+    u = urlparse(server.base_url)
+    conn = http.client.HTTPConnection(u.hostname or "127.0.0.1", u.port)
+    conn.request("POST", "/v1/chat/completions", json.dumps({**CHAT_REQUEST, "stream": True}),
+                 {"content-type": "application/json"})
+    body = conn.getresponse().read().decode()
+    conn.close()
+    wire = [json.loads(line[6:]) for line in body.splitlines() if line.startswith("data: {")]
+    client = tooloop.Client("openai", base_url=server.base_url + "/v1", api_key="k")
+    with client.stream(CHAT_REQUEST) as stream:
+        assert type(stream._run).__name__ == "_Stream", "pulled on this thread, not a worker's run"
+        chunks = list(stream)
+        final = stream.final_message()
+    assert chunks == wire and len(chunks) > 3
+    made = client.create(CHAT_REQUEST)
+    assert final["id"] == made["id"] and final["object"] == "chat.completion"
+    assert [(c["message"], c["finish_reason"]) for c in final["choices"]] == \
+        [(c["message"], c["finish_reason"]) for c in made["choices"]]
+    with client.stream(CHAT_REQUEST) as stream:
+        pieces = list(stream.text_stream)
+        assert "".join(pieces) == CHAT["choices"][0]["message"]["content"]  # type: ignore[index]
+        assert stream.get_final_text() == "".join(pieces)
+
+
+def test_a_stalled_openai_client_stream_ends_within_200_ms_on_cancel(mock: Any) -> None:
+    stall = {"type": "stall", "after_events": 3, "ms": 30000}
+    server = mock([{"openai": CHAT, "delta_chars": 4, "fault": stall}])
+    stream = tooloop.Client("openai", base_url=server.base_url + "/v1", api_key="k").stream(CHAT_REQUEST)
+    assert next(stream)["object"] == "chat.completion.chunk"
+    cancelled_at: List[float] = []
+
+    def cancel() -> None:
+        cancelled_at.append(time.monotonic())
+        stream.cancel()
+
+    timer = threading.Timer(0.3, cancel)
+    timer.start()
+    try:
+        with pytest.raises(tooloop.Cancelled):
+            for _ in stream:
+                pass
+        ended = time.monotonic()
+    finally:
+        timer.cancel()
+    took = ended - cancelled_at[0]
+    print(f"cancel() → the stalled OpenAI stream ended after {took * 1000:.0f} ms")
+    assert took < 0.2 + 0.15
+
+
+OPENAI_SIGINT_SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    import tooloop
+
+    client = tooloop.Client("openai", base_url=os.environ["TOOLOOP_MOCK_URL"] + "/v1", api_key="k")
+    stream = client.stream({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    assert type(stream._run).__name__ == "_Stream"
+    try:
+        for event in stream if sys.argv[1] == "events" else stream.text_stream:
+            pass
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt at", time.monotonic(), flush=True)
+        sys.exit(42)
+    sys.exit(1)
+""")
+
+
+@pytest.mark.parametrize("mode", ["events", "text"])
+def test_sigint_during_a_stalled_openai_client_stream_raises_keyboard_interrupt_within_200_ms(
+        mock: Any, mode: str) -> None:
+    server = mock([{"openai": CHAT, "delta_chars": 4, "fault": {"type": "stall", "after_events": 3, "ms": 30000}}])
+    code, out, err, sent = sigint_into_stall(server, OPENAI_SIGINT_SCRIPT, mode)
+    assert code == 42, (out, err)
+    took = float(out.split()[-1]) - sent
+    print(f"SIGINT → KeyboardInterrupt after {took * 1000:.0f} ms")
+    assert took < 0.2 + 0.15

@@ -8,12 +8,13 @@ iterating thread)."""
 from __future__ import annotations
 
 import contextvars
+import json
 import os
 import signal
 import sqlite3
 import threading
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -162,3 +163,75 @@ def test_an_error_in_beginning_the_run_is_raised_from_the_iteration(mock: Any) -
     with pytest.raises(tooloop.ConfigError, match="nothing to resume"):
         next(stream)
     assert [e.type for e in agent.stream("hi")][-1] == "done"
+
+
+def _chat(text: Optional[str] = None, call: Optional[Dict[str, Any]] = None, **extra: Any) -> Dict[str, Any]:
+    """A Chat Completions answer for the mock: a text, or one tool call."""
+    message: Dict[str, Any] = {"role": "assistant", "content": text}
+    if call is not None:
+        message["tool_calls"] = [{"id": "call_1", "type": "function",
+                                  "function": {"name": call["name"], "arguments": json.dumps(call["input"])}}]
+    completion = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
+                  "choices": [{"index": 0, "message": message,
+                               "finish_reason": "tool_calls" if call is not None else "stop"}],
+                  "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}
+    return {"openai": completion, "delta_chars": 4, **extra}
+
+
+def test_an_openai_agent_stream_runs_on_the_iterating_thread_too(mock: Any) -> None:
+    server = mock([_chat("Looking.", call={"name": "lookup", "input": {"key": "a"}}), _chat("found it")])
+    seen: Dict[str, int] = {}
+
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        seen["tool"] = threading.get_ident()
+        return "the value"
+
+    agent = agent_for(server, provider="openai", model="gpt-4o-mini", tools=[lookup])
+    stream = agent.stream("look a up")
+    assert type(stream._run).__name__ == "_Driven", "stepped on this thread, not a worker's run"
+    kinds = [event.type for event in stream]
+    assert seen == {"tool": threading.get_ident()}
+    assert kinds[-1] == "done" and kinds.index("text") < kinds.index("tool_use") < kinds.index("tool_result")
+    assert agent.messages[-1]["content"][0]["text"] == "found it"
+    assert_valid_view(agent.messages)
+
+
+@pytest.mark.parametrize("how", ["cancel", "sigint"])
+def test_a_stalled_openai_agent_stream_ends_within_200_ms_on_cancel_and_on_sigint(mock: Any, how: str) -> None:
+    if how == "sigint" and threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals are delivered to the main thread only")
+    stall = {"type": "stall", "after_events": 3, "ms": 30000}  # after the first pieces of text
+    server = mock([_chat("This text stalls half way.", fault=stall)])
+    agent = agent_for(server, provider="openai", model="gpt-4o-mini")
+    stream = agent.stream("hi")
+    started = time.monotonic()
+    for event in stream:
+        if event.type == "text":
+            break
+    assert time.monotonic() - started < 5, "the text came before the 30 s stall ended"
+    sent: List[float] = []
+
+    def stop() -> None:
+        sent.append(time.monotonic())
+        if how == "cancel":
+            agent.cancel()
+        else:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(0.12, stop)
+    timer.start()
+    try:
+        with pytest.raises(tooloop.Cancelled if how == "cancel" else KeyboardInterrupt):
+            for _ in stream:
+                pass
+        ended = time.monotonic()
+    finally:
+        timer.cancel()
+    took = ended - sent[0]
+    print(f"{how} during a stalled OpenAI Agent.stream → ended after {took:.3f} s")
+    assert took < 0.2
+    assert agent.history[-1]["status"] == "error"
+    assert_valid_view(agent.messages)
+    server.load({"responses": [_chat("after the stall")]})
+    assert agent.run("again").text == "after the stall"

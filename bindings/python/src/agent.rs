@@ -575,8 +575,8 @@ impl PyAgent {
     ///
     /// A stream runs on the calling thread (a `_Driven`: each call for events takes one step of the run with
     /// the GIL released, and Python tools and hooks run on this thread as in `run`) when the provider can
-    /// hand out a stream to pull (Anthropic) and nothing in the run waits for another of the host's threads:
-    /// no permission callable (a host typically answers it from the thread that iterates the events, which
+    /// hand out a stream to pull (Anthropic, OpenAI) and nothing in the run waits for another of the host's
+    /// threads: no permission callable (a host typically answers it from the thread that iterates the events, which
     /// would wait for itself), no `task` tool (a child's events would come in one piece at its end), no send
     /// gate. Otherwise, and without `stream`, the run goes on a worker thread (a `_Run`).
     #[pyo3(signature = (input, stream=false))]

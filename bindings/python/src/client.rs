@@ -141,7 +141,7 @@ impl PyClient {
     }
 
     /// Start a streaming request; the handle yields raw event dicts, its result is the final message dict.
-    /// A built-in provider that can hand out a pull-based stream (Anthropic) gives a `_Stream`, read on the
+    /// A built-in provider that can hand out a pull-based stream (Anthropic, OpenAI) gives a `_Stream`, read on the
     /// caller's thread as the caller asks for events (sent at the first ask); the others a `_Run` on a worker.
     fn start_stream(&self, py: Python<'_>, request: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let body = Self::request(py, request)?;

@@ -4,6 +4,7 @@
 //! the object a bad value sits, because they reach users who passed a tool result or a request dict.
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::{Map, Number, Value};
@@ -22,7 +23,7 @@ pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
                 PyFloat::new(py, n.as_f64().unwrap_or(f64::NAN)).into_any()
             }
         }
-        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::String(s) => new_str(py, s).into_any(),
         Value::Array(items) => {
             let list = PyList::empty(py);
             for item in items {
@@ -33,11 +34,42 @@ pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
         Value::Object(map) => {
             let dict = PyDict::new(py);
             for (k, item) in map {
-                dict.set_item(k, to_py(py, item)?)?;
+                dict.set_item(new_str(py, k), to_py(py, item)?)?;
             }
             dict.into_any()
         }
     })
+}
+
+/// `s` as a Python `str`: the API's common keys and type names (`"type"`, `"content_block_delta"`, ...) as one
+/// interned object each, the rest as a new one. A stream's events and messages repeat a few dozen such strings;
+/// an interned one costs no allocation, no UTF-8 decoding and no hashing when it becomes a dict key (its hash is
+/// kept). Equal either way: no caller can tell but by identity.
+pub fn new_str<'py>(py: Python<'py>, s: &str) -> Bound<'py, PyString> {
+    macro_rules! known {
+        ($($name:literal)*) => {
+            match s {
+                $($name => intern!(py, $name).clone(),)*
+                _ => PyString::new(py, s),
+            }
+        };
+    }
+    known! {
+        // Messages API: keys of events, messages, blocks, usage.
+        "type" "index" "delta" "text" "message" "id" "role" "model" "content" "stop_reason" "stop_sequence"
+        "usage" "input_tokens" "output_tokens" "cache_creation_input_tokens" "cache_read_input_tokens"
+        "cache_creation" "service_tier" "content_block" "name" "input" "partial_json" "thinking" "signature"
+        "tool_use_id" "is_error" "citations" "error" "container"
+        // Messages API: values.
+        "message_start" "message_delta" "message_stop" "content_block_start" "content_block_delta"
+        "content_block_stop" "ping" "assistant" "user" "text_delta" "input_json_delta" "thinking_delta"
+        "signature_delta" "tool_use" "tool_result" "redacted_thinking" "end_turn" "max_tokens" "pause_turn"
+        "refusal" "standard"
+        // Chat Completions: keys and values.
+        "object" "created" "choices" "finish_reason" "logprobs" "system_fingerprint" "tool_calls" "function"
+        "arguments" "prompt_tokens" "completion_tokens" "total_tokens" "chat.completion.chunk" "chat.completion"
+        "stop" "length"
+    }
 }
 
 /// JSON text straight to Python objects, as `to_py` of its parsed value would give them (the same types, the
@@ -87,7 +119,7 @@ impl<'de, 'py> serde::de::Visitor<'de> for PySeed<'py> {
         Ok(PyFloat::new(self.0, x).into_any())
     }
     fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
-        Ok(PyString::new(self.0, s).into_any())
+        Ok(new_str(self.0, s).into_any())
     }
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         use serde::de::Error;

@@ -8,7 +8,7 @@
 //! `tooloop::http::with_poll_hook`) runs Python's signal handlers while the core waits, so Ctrl+C cancels
 //! the run within 200 ms and its `KeyboardInterrupt` propagates; `cancel()` from another thread ends the
 //! wait within one 20 ms slice. `_Agent.start` hands it out when the provider can hand out a stream to pull
-//! (Anthropic) and nothing in the run waits for the host's other threads (see `PyAgent::start`).
+//! (Anthropic, OpenAI) and nothing in the run waits for the host's other threads (see `PyAgent::start`).
 //!
 //! Must never: hold the GIL while waiting for the network, or block on the state lock while holding it.
 

@@ -5,7 +5,7 @@
 //! `tooloop::http::with_poll_hook`) takes the GIL back every 50 ms of waiting to run Python's signal
 //! handlers, so Ctrl+C cancels the request within 200 ms and then propagates. `cancel()` from another
 //! thread ends the wait within one 20 ms slice. Used by `_Client.start_stream` for built-in providers that
-//! can hand out such a stream (Anthropic); the others stream through a worker (`_Run`).
+//! can hand out such a stream (Anthropic, OpenAI); the others stream through a worker (`_Run`).
 //!
 //! Must never: hold the GIL while waiting for the network, or block on the state lock while holding it.
 
