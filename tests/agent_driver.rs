@@ -80,6 +80,23 @@ fn record(rig: &Rig, outcome: Result<RunResult, Error>, events: &[Event]) -> Val
     }))
 }
 
+/// Steps `driver` (stalled) to its end while another thread cancels `token` after 110 ms: the outcome, and the
+/// milliseconds from the cancel to the step's return.
+fn cancelled_in_a_step(driver: &mut tooloop::RunDriver, token: CancelToken) -> (tooloop::Result<RunResult>, u128) {
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(110));
+        token.cancel();
+        Instant::now()
+    });
+    let outcome = loop {
+        if let Some(outcome) = driver.step(&mut |_| {}) {
+            break outcome;
+        }
+    };
+    let ended = Instant::now();
+    (outcome, ended.saturating_duration_since(canceller.join().unwrap()).as_millis())
+}
+
 #[test]
 fn a_stepped_run_is_the_blocking_run_on_every_backend_and_through_retries_compaction_and_broken_streams() {
     let scenarios = [
@@ -142,19 +159,7 @@ fn a_streamed_turn_is_handed_out_a_read_per_step_and_tools_run_on_the_stepping_t
     assert!(matches!(rig.agent.run("again", &mut |_| {}), Err(Error::Busy)), "the driver holds the agent");
 
     // cancel() from another thread ends the stalled read within 200 ms.
-    let canceller = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(110));
-        token.cancel();
-        Instant::now()
-    });
-    let outcome = loop {
-        if let Some(outcome) = driver.step(&mut |_| {}) {
-            break outcome;
-        }
-    };
-    let ended = Instant::now();
-    let cancelled_at = canceller.join().unwrap();
-    let ms = ended.saturating_duration_since(cancelled_at).as_millis();
+    let (outcome, ms) = cancelled_in_a_step(&mut driver, token);
     println!("the stalled step ended {ms} ms after cancel()");
     assert!(matches!(outcome, Err(Error::Cancelled { .. })), "{outcome:?}");
     assert!(ms < 200, "cancel took {ms} ms");
@@ -300,18 +305,7 @@ fn an_openai_streamed_turn_is_handed_out_a_read_per_step_and_cancel_ends_a_stall
         assert!(began.elapsed() < Duration::from_secs(5), "no text within 5 s");
     }
     assert!(!events.iter().any(|e| matches!(e, Event::TurnEnd { .. })), "{events:?}");
-    let canceller = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(110));
-        token.cancel();
-        Instant::now()
-    });
-    let outcome = loop {
-        if let Some(outcome) = driver.step(&mut |_| {}) {
-            break outcome;
-        }
-    };
-    let ended = Instant::now();
-    let ms = ended.saturating_duration_since(canceller.join().unwrap()).as_millis();
+    let (outcome, ms) = cancelled_in_a_step(&mut driver, token);
     println!("the stalled OpenAI step ended {ms} ms after cancel()");
     assert!(matches!(outcome, Err(Error::Cancelled { .. })), "{outcome:?}");
     assert!(ms < 200, "cancel took {ms} ms");

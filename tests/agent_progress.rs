@@ -226,15 +226,11 @@ fn a_model_that_rewrites_a_fixed_file_unchanged_gets_the_tools_off_request_and_e
     assert_eq!(tools_off(&mock.requests()), vec![3]);
 }
 
-#[test]
-fn an_edit_whose_old_and_new_text_are_the_same_after_the_fix_leads_to_the_wrap_up_not_the_runaway_guard() {
-    // A real model (Anthropic wire) fixed calc.py with edit_file, then sent edit_file with old_text equal to
-    // new_text, again and again, until the runaway guard ended the run.
-    let fix = json!({"name": "edit_file", "input": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}});
-    let same = json!({"name": "edit_file", "input": {"path": "calc.py", "old_text": "a + b", "new_text": "a + b"}});
-    let steps = [fix, same.clone(), same.clone(), json!("Fixed: add returns a + b.")];
-    let mock = MockServer::start(&scripted("progress detection", &steps));
-    let ws = Ws::new("wrapup-noop-edit");
+/// Runs `steps` on a workspace whose calc.py subtracts, expecting the run to end by the wrap-up (tools off in
+/// request 3) with the scripted answer "Fixed: add returns a + b." in turn 4; the workspace, requests and events.
+fn fix_calc_then_wrap_up(name: &str, steps: &[Value]) -> (Ws, Vec<Value>, Vec<Event>) {
+    let mock = MockServer::start(&scripted("progress detection", steps));
+    let ws = Ws::new(name);
     std::fs::write(ws.0.join("calc.py"), "def add(a, b):\n    return a - b\n").unwrap();
     let (result, events) = run(&mock, &ws, json!({}));
     assert_eq!(
@@ -243,6 +239,17 @@ fn an_edit_whose_old_and_new_text_are_the_same_after_the_fix_leads_to_the_wrap_u
     );
     let requests = mock.requests();
     assert_eq!(tools_off(&requests), vec![3]);
+    (ws, requests, events)
+}
+
+#[test]
+fn an_edit_whose_old_and_new_text_are_the_same_after_the_fix_leads_to_the_wrap_up_not_the_runaway_guard() {
+    // A real model (Anthropic wire) fixed calc.py with edit_file, then sent edit_file with old_text equal to
+    // new_text, again and again, until the runaway guard ended the run.
+    let fix = json!({"name": "edit_file", "input": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}});
+    let same = json!({"name": "edit_file", "input": {"path": "calc.py", "old_text": "a + b", "new_text": "a + b"}});
+    let steps = [fix, same.clone(), same.clone(), json!("Fixed: add returns a + b.")];
+    let (ws, requests, events) = fix_calc_then_wrap_up("wrapup-noop-edit", &steps);
     let told = last_result(&requests, 2);
     assert!(
         told.contains(
@@ -454,16 +461,7 @@ fn an_edit_already_made_after_the_fix_leads_to_the_wrap_up_not_the_runaway_guard
     let fixed = "def add(a, b):\n    return a + b\n";
     let edit = json!({"name": "edit_file", "input": {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}});
     let steps = [write("calc.py", fixed), edit.clone(), edit.clone(), json!("Fixed: add returns a + b.")];
-    let mock = MockServer::start(&scripted("progress detection", &steps));
-    let ws = Ws::new("wrapup-edit-made");
-    std::fs::write(ws.0.join("calc.py"), "def add(a, b):\n    return a - b\n").unwrap();
-    let (result, events) = run(&mock, &ws, json!({}));
-    assert_eq!(
-        (result.stop_reason, result.turns, result.text.as_str()),
-        (Some(StopReason::EndTurn), 4, "Fixed: add returns a + b.")
-    );
-    let requests = mock.requests();
-    assert_eq!(tools_off(&requests), vec![3]);
+    let (ws, requests, events) = fix_calc_then_wrap_up("wrapup-edit-made", &steps);
     let first = last_result(&requests, 2);
     assert!(first.contains("but new_text is already there, at line 2: this edit looks already made"), "{first}");
     assert!(

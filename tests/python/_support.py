@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "tests" / "scenarios"
@@ -164,6 +164,58 @@ def tool_results(request: Dict[str, Any]) -> Dict[str, Any]:
                         content = "".join(x.get("text", "") for x in content)
                     out[b["tool_use_id"]] = (content, bool(b.get("is_error")))
     return out
+
+
+def caller_bound_tool(seen: Dict[str, int], request_id: Any) -> Tuple[Any, Dict[str, Any]]:
+    """A tool `lookup` that reads a sqlite3 database made on this thread (sqlite3 refuses to use it on any other:
+    "SQLite objects created in a thread can only be used in that same thread") and quotes the contextvar
+    `request_id`, and before_tool/after_tool hooks; each records in `seen` the thread it ran on."""
+    import sqlite3
+    import threading
+
+    db = sqlite3.connect(":memory:")
+    db.execute("create table kv (k text, v text)")
+    db.execute("insert into kv values ('a', 'from the caller''s database')")
+
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        seen["tool"] = threading.get_ident()
+        row = db.execute("select v from kv where k = ?", (key,)).fetchone()
+        return f"{row[0]} (request {request_id.get()})"
+
+    def before_tool(call: Any) -> None:
+        seen["before_tool"] = threading.get_ident()
+
+    def after_tool(call: Any, result: Any) -> None:
+        seen["after_tool"] = threading.get_ident()
+
+    return lookup, {"before_tool": before_tool, "after_tool": after_tool}
+
+
+def seconds_to_end(stream: Any, stop: Callable[[], Any], after: float, raises: Any) -> Tuple[float, Any]:
+    """Iterate ``stream`` (stalled) while another thread calls ``stop`` after ``after`` seconds; the iteration
+    must raise ``raises``. Returns (seconds from ``stop`` to the raise, pytest's ExceptionInfo)."""
+    import threading
+    import time
+
+    import pytest
+
+    stopped: List[float] = []
+
+    def fire() -> None:
+        stopped.append(time.monotonic())
+        stop()
+
+    timer = threading.Timer(after, fire)
+    timer.start()
+    try:
+        with pytest.raises(raises) as info:
+            for _ in stream:
+                pass
+        ended = time.monotonic()
+    finally:
+        timer.cancel()
+    return ended - stopped[0], info
 
 
 def sigint_into_stall(server: MockServer, script: str, *args: str, after: float = 0.5) -> tuple:  # type: ignore[type-arg]

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 import pytest
 
 import tooloop
-from _support import mock_env, sigint_into_stall, text_reply
+from _support import mock_env, seconds_to_end, sigint_into_stall, text_reply
 
 REQUEST: Dict[str, Any] = {"model": "claude-sonnet-4-6", "max_tokens": 256,
                            "messages": [{"role": "user", "content": "hi"}]}
@@ -66,24 +66,11 @@ def test_cancel_from_another_thread_ends_a_stalled_pulled_stream_within_200_ms(m
 
     ticker = threading.Thread(target=tick)
     ticker.start()
-    cancelled_at: List[float] = []
-
-    def cancel() -> None:
-        cancelled_at.append(time.monotonic())
-        stream.cancel()
-
-    timer = threading.Timer(0.4, cancel)
-    timer.start()
     try:
-        with pytest.raises(tooloop.Cancelled) as info:
-            for _ in stream:
-                pass
-        ended = time.monotonic()
+        took, info = seconds_to_end(stream, stream.cancel, 0.4, tooloop.Cancelled)
     finally:
-        timer.cancel()
         stop.set()
         ticker.join()
-    took = ended - cancelled_at[0]
     print(f"cancel() → the stalled stream ended after {took * 1000:.0f} ms; {len(ticks)} ticks of another thread")
     assert took < 0.2 + 0.15  # 200 ms, with room for a loaded machine's scheduler
     assert len(ticks) > 20
@@ -276,22 +263,7 @@ def test_a_stalled_openai_client_stream_ends_within_200_ms_on_cancel(mock: Any) 
     server = mock([{"openai": CHAT, "delta_chars": 4, "fault": stall}])
     stream = tooloop.Client("openai", base_url=server.base_url + "/v1", api_key="k").stream(CHAT_REQUEST)
     assert next(stream)["object"] == "chat.completion.chunk"
-    cancelled_at: List[float] = []
-
-    def cancel() -> None:
-        cancelled_at.append(time.monotonic())
-        stream.cancel()
-
-    timer = threading.Timer(0.3, cancel)
-    timer.start()
-    try:
-        with pytest.raises(tooloop.Cancelled):
-            for _ in stream:
-                pass
-        ended = time.monotonic()
-    finally:
-        timer.cancel()
-    took = ended - cancelled_at[0]
+    took, _ = seconds_to_end(stream, stream.cancel, 0.3, tooloop.Cancelled)
     print(f"cancel() → the stalled OpenAI stream ended after {took * 1000:.0f} ms")
     assert took < 0.2 + 0.15
 

@@ -10,7 +10,6 @@ import contextvars
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -22,7 +21,7 @@ from typing import Any, Dict, List
 import pytest
 
 import tooloop
-from _support import MockServer, agent_for, assert_valid_view, mock_env, text_reply
+from _support import MockServer, agent_for, assert_valid_view, caller_bound_tool, mock_env, text_reply
 
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("REQUEST_ID", default="unset")
 
@@ -48,30 +47,13 @@ def test_tools_hooks_and_the_model_run_on_the_thread_that_called_run() -> None:
         seen.setdefault("model", threading.get_ident())
         return model(request)
 
-    # Made on this thread: sqlite3 refuses to use it on any other ("SQLite objects created in a thread can
-    # only be used in that same thread").
-    db = sqlite3.connect(":memory:")
-    db.execute("create table kv (k text, v text)")
-    db.execute("insert into kv values ('a', 'from the caller''s database')")
-
-    def lookup(key: str) -> str:
-        """Look a key up."""
-        seen["tool"] = threading.get_ident()
-        row = db.execute("select v from kv where k = ?", (key,)).fetchone()
-        return f"{row[0]} (request {REQUEST_ID.get()})"
-
-    def before_tool(call: Any) -> None:
-        seen["before_tool"] = threading.get_ident()
-
-    def after_tool(call: Any, result: Any) -> None:
-        seen["after_tool"] = threading.get_ident()
+    lookup, hooks = caller_bound_tool(seen, REQUEST_ID)
 
     def permission(call: Any) -> bool:
         seen["permission"] = threading.get_ident()
         return True
 
-    agent = tooloop.Agent(provider=recording_model, tools=[lookup], permission=permission,
-                          hooks={"before_tool": before_tool, "after_tool": after_tool})
+    agent = tooloop.Agent(provider=recording_model, tools=[lookup], permission=permission, hooks=hooks)
     REQUEST_ID.set("r-17")
     result = agent.run("look a up")
     assert result.text == "the tool said: from the caller's database (request r-17)"

@@ -11,7 +11,6 @@ import contextvars
 import json
 import os
 import signal
-import sqlite3
 import threading
 import time
 from typing import Any, Dict, List, Optional
@@ -19,7 +18,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 
 import tooloop
-from _support import assert_valid_view, agent_for, text_reply, tool_reply
+from _support import assert_valid_view, agent_for, caller_bound_tool, seconds_to_end, text_reply, tool_reply
 
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("REQUEST_ID", default="unset")
 
@@ -29,24 +28,8 @@ def test_agent_stream_runs_tools_and_hooks_on_the_iterating_thread(mock: Any) ->
     server.load({"responses": [tool_reply(("toolu_1", "lookup", {"key": "a"}), text="Looking."),
                                text_reply("found it")]})
     seen: Dict[str, int] = {}
-    # Made on this thread: sqlite3 refuses to use it on any other.
-    db = sqlite3.connect(":memory:")
-    db.execute("create table kv (k text, v text)")
-    db.execute("insert into kv values ('a', 'from the caller''s database')")
-
-    def lookup(key: str) -> str:
-        """Look a key up."""
-        seen["tool"] = threading.get_ident()
-        row = db.execute("select v from kv where k = ?", (key,)).fetchone()
-        return f"{row[0]} (request {REQUEST_ID.get()})"
-
-    def before_tool(call: Any) -> None:
-        seen["before_tool"] = threading.get_ident()
-
-    def after_tool(call: Any, result: Any) -> None:
-        seen["after_tool"] = threading.get_ident()
-
-    agent = agent_for(server, tools=[lookup], hooks={"before_tool": before_tool, "after_tool": after_tool})
+    lookup, hooks = caller_bound_tool(seen, REQUEST_ID)
+    agent = agent_for(server, tools=[lookup], hooks=hooks)
     REQUEST_ID.set("r-42")
     kinds: List[str] = []
     for event in agent.stream("look a up"):
@@ -72,22 +55,7 @@ def test_text_of_a_stalled_turn_arrives_before_the_turn_ends_and_cancel_from_ano
         if event.type == "text":
             break
     assert time.monotonic() - started < 5, "the text came before the 30 s stall ended"
-    cancelled_at: List[float] = []
-
-    def cancel() -> None:
-        cancelled_at.append(time.monotonic())
-        agent.cancel()
-
-    timer = threading.Timer(0.11, cancel)
-    timer.start()
-    try:
-        with pytest.raises(tooloop.Cancelled):
-            for _ in stream:
-                pass
-        ended = time.monotonic()
-    finally:
-        timer.cancel()
-    took = ended - cancelled_at[0]
+    took, _ = seconds_to_end(stream, agent.cancel, 0.11, tooloop.Cancelled)
     print(f"cancel() from another thread during a stalled stream → ended after {took:.3f} s")
     assert took < 0.2
     assert agent.history[-1]["status"] == "error"
@@ -106,22 +74,7 @@ def test_sigint_during_a_stalled_stream_raises_keyboard_interrupt_within_200_ms(
     for event in stream:
         if event.type == "text":
             break
-    sent: List[float] = []
-
-    def interrupt() -> None:
-        sent.append(time.monotonic())
-        os.kill(os.getpid(), signal.SIGINT)
-
-    timer = threading.Timer(0.13, interrupt)
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            for _ in stream:
-                pass
-        caught = time.monotonic()
-    finally:
-        timer.cancel()
-    took = caught - sent[0]
+    took, _ = seconds_to_end(stream, lambda: os.kill(os.getpid(), signal.SIGINT), 0.13, KeyboardInterrupt)
     print(f"SIGINT during a stalled Agent.stream → KeyboardInterrupt after {took:.3f} s")
     assert took < 0.2
     assert agent.history[-1]["status"] == "error"
@@ -210,25 +163,10 @@ def test_a_stalled_openai_agent_stream_ends_within_200_ms_on_cancel_and_on_sigin
         if event.type == "text":
             break
     assert time.monotonic() - started < 5, "the text came before the 30 s stall ended"
-    sent: List[float] = []
-
-    def stop() -> None:
-        sent.append(time.monotonic())
-        if how == "cancel":
-            agent.cancel()
-        else:
-            os.kill(os.getpid(), signal.SIGINT)
-
-    timer = threading.Timer(0.12, stop)
-    timer.start()
-    try:
-        with pytest.raises(tooloop.Cancelled if how == "cancel" else KeyboardInterrupt):
-            for _ in stream:
-                pass
-        ended = time.monotonic()
-    finally:
-        timer.cancel()
-    took = ended - sent[0]
+    if how == "cancel":
+        took, _ = seconds_to_end(stream, agent.cancel, 0.12, tooloop.Cancelled)
+    else:
+        took, _ = seconds_to_end(stream, lambda: os.kill(os.getpid(), signal.SIGINT), 0.12, KeyboardInterrupt)
     print(f"{how} during a stalled OpenAI Agent.stream → ended after {took:.3f} s")
     assert took < 0.2
     assert agent.history[-1]["status"] == "error"
