@@ -161,6 +161,8 @@ def test_the_cli_prompts_teach_grep_and_glob_over_bash_searches(tmp_path: Any) -
     compact = compact_system_prompt(tmp_path, "ask")
     # The compact prompt goes with the small-model tool set, which leaves the search tools out.
     assert "edit_file (paths" in compact and "grep" not in compact and len(compact) < 700
+    # A small model told nothing wrote a Python file with `echo ... > hello.py` (prompt.py).
+    assert "Create and change files with write_file and edit_file, never with shell commands." in compact
     for name in ("grep", "glob"):
         info = tooloop.Agent(provider=lambda r: {"content": "x"}, builtin_tools=[name], workspace=tmp_path).tool_info(name)
         assert info is not None and "instead of" in info.description and "through bash" in info.description
