@@ -23,7 +23,7 @@
 //! still defined so the history stays valid) and a line asking for the final answer ([`wrap_up`]): the model
 //! has to answer in text, and the run ends the natural way, with `end_turn`. Once per run. A repeat the
 //! runaway guard refuses counts like the one that ran. When such a rewrite comes with nothing run since the
-//! model's last change, its note first says so (once per run) and the wrap-up waits for the next stalled
+//! model's last change, its note first says so (once for each change) and the wrap-up waits for the next stalled
 //! rewrite: a small model rewrites its file instead of running the test the task asked for. A server that
 //! ignores `tool_choice` none (llama.cpp's Anthropic endpoint drops it) and sends calls anyway gets them
 //! answered, not run ([`WRAP_UP_AGAIN`]), and the request goes once more, without the tools (so the server's
@@ -151,7 +151,8 @@ pub struct Progress {
     changed: HashSet<String>,
     /// Whether something ran (a command, a host's tool) since the last write or edit that changed a file.
     ran_since_change: bool,
-    /// Whether a note has told the model that nothing ran since its last change (once per run).
+    /// Whether a note has told the model that nothing ran since its last change (once for each change: a
+    /// change after the note makes it due again).
     run_hint: RunHint,
     /// The file whose rewrite brought that note, and whether it was a write (not an edit).
     hint_path: String,
@@ -160,6 +161,11 @@ pub struct Progress {
     changed_last: String,
     /// The tool that runs commands, if the agent has one (see [`Progress::set_command_tool`]).
     command_tool: Option<String>,
+    /// The tool that writes a whole file, if the agent has one (see [`Progress::set_write_tool`]).
+    write_tool: Option<String>,
+    /// The file of the last edit that would have changed nothing (its old and new text the same), until a
+    /// write or edit changes a file: while a failure is outstanding, the notes propose writing it whole.
+    noop_edit: Option<String>,
     /// The calls whose last result was a passing check or a write that changed nothing (judged with the
     /// result's error flag, which `results` does not keep).
     idle: HashSet<(String, String)>,
@@ -183,6 +189,10 @@ pub struct Progress {
     repeated: bool,
     /// Whether a call of the current turn failed again with exactly the error it had the last time.
     repeated_error: bool,
+    /// The same, not counting an edit or write that changed nothing (the file tools answer it as an error).
+    failed_again: bool,
+    /// The calls whose last result was an error.
+    errored: HashSet<(String, String)>,
     /// Whether the next request goes with the unstick temperature (see [`unstick`]).
     unstick: bool,
 }
@@ -222,6 +232,7 @@ impl Progress {
         self.same_failure = None;
         self.repeated = false;
         self.repeated_error = false;
+        self.failed_again = false;
         if self.run_hint == RunHint::ThisTurn {
             self.run_hint = RunHint::Before;
         }
@@ -252,6 +263,7 @@ impl Progress {
         } else if self.results.get(&key) == Some(&text) {
             self.passed_again |= passed(call, &text, is_error);
             self.repeated_error |= is_error;
+            self.failed_again |= is_error;
             Some(same_result(call, &text, is_error))
         } else {
             if passed(call, &text, is_error) && self.results.contains_key(&key) && !self.idle.contains(&key) {
@@ -292,6 +304,7 @@ impl Progress {
         } else {
             let same = self.results.get(&key) == Some(&text);
             self.passed_again |= same && passed(call, &text, is_error);
+            self.failed_again |= same && is_error;
             same.then(|| same_result(call, &text, is_error))
         };
         if let Some(why) = &why {
@@ -307,6 +320,8 @@ impl Progress {
                 // A real model (OpenAI wire) wrote hello.py with `echo`, saw it fail, ran the same `echo` twice
                 // more, heard "if the task is done, answer now" the second time, and answered that it was done.
                 format!("[tooloop: no progress: {why}. {failed}]")
+            } else if self.failed_again {
+                format!("[tooloop: no progress: {why}.]")
             } else {
                 format!(
                     "[tooloop: no progress: {why}. If the task is done, answer now in plain words without calling a \
@@ -329,6 +344,7 @@ impl Progress {
             self.hint_path = path_of(call);
         }
         if call.name == "edit_file" {
+            self.noop_edit = Some(path_of(call));
             format!("{} would change nothing: its old_text and new_text are the same", describe(call))
         } else {
             format!("{} wrote exactly the content the file already had, so nothing changed", describe(call))
@@ -365,6 +381,12 @@ impl Progress {
         self.command_tool = name.map(str::to_string);
     }
 
+    /// The tool that writes a whole file in this run (`write_file`, when the agent has it): the note on an
+    /// edit that changes nothing while a failure is outstanding names it.
+    pub fn set_write_tool(&mut self, name: Option<&str>) {
+        self.write_tool = name.map(str::to_string);
+    }
+
     /// Keeps what changed and what ran: a write or edit that changed a file, or any call that runs something.
     fn track(&mut self, call: &ToolUseBlock, key: &(String, String), text: &str, is_error: bool) {
         if failure_counts(call, text, is_error) {
@@ -375,6 +397,11 @@ impl Progress {
         } else {
             self.idle.remove(key);
         }
+        if is_error && !unchanged_write(call, text, is_error) {
+            self.errored.insert(key.clone());
+        } else {
+            self.errored.remove(key);
+        }
         match call.name.as_str() {
             "write_file" | "edit_file" if !is_error && !unchanged_write(call, text, is_error) => {
                 self.changed.insert(path_of(call));
@@ -382,6 +409,13 @@ impl Progress {
                 self.ran_since_change = false;
                 self.changes += 1;
                 self.last_change = describe(call);
+                self.noop_edit = None;
+                // Told once, the model ran its test, changed the file, and rewrote another one untested: a
+                // small model then heard "if the task is done, answer" (or got the wrap-up) and answered that
+                // the test passed (two function runs of one block, Anthropic wire).
+                if self.run_hint == RunHint::Before {
+                    self.run_hint = RunHint::No;
+                }
             }
             "write_file" | "edit_file" | "read_file" | "glob" | "grep" => {}
             _ => {
@@ -497,6 +531,11 @@ impl Progress {
             // `python hello.py` fail and ran the same `echo` again heard that, and ran it until the runaway guard
             // stopped it.
             format!("[tooloop: no progress: {}. {failed}]", what.join("; "))
+        } else if self.failed_again {
+            // A call that failed again with the same error says nothing of whether the task is done: a small
+            // model whose edit of calc.py matched nothing three times heard "if the task is done, answer now"
+            // and answered "The task is done." with the bug in place.
+            format!("[tooloop: no progress: {}.]", what.join("; "))
         } else {
             format!(
                 "[tooloop: no progress: {}. If the task is done, answer now in plain words without calling a \
@@ -533,13 +572,27 @@ impl Progress {
     /// What to say instead of "if the task is done, answer" while a failure is outstanding (a call failed since
     /// the last turn that made progress, or in the current one); `None` when none is.
     pub fn outstanding_failure(&self) -> Option<String> {
-        (self.failed_since_progress || self.turn_failed).then(|| {
-            format!(
+        (self.failed_since_progress || self.turn_failed).then(|| match (&self.noop_edit, &self.write_tool) {
+            // A small model that means to fix a line but sends it back unchanged (old_text = new_text), told
+            // "doing this again will not change that", ran the failing test again (4 of 4 replays at that
+            // moment); told this, it wrote the file whole 6 of 7 times, the error fixed in each one looked at (3 of 3).
+            (Some(path), Some(write)) => format!(
+                "{} failed the last time it ran. If you cannot say the fix as one edit, write the whole of {path} \
+                 again with {write}, with the error fixed.",
+                self.last_failure
+            ),
+            _ => format!(
                 "{} failed the last time it ran: doing this again will not change that. If that failure matters, \
                  change what causes it.",
                 self.last_failure
-            )
+            ),
         })
+    }
+
+    /// Whether `call`, made exactly like this, failed (an error result) the last time it ran: the runaway
+    /// guard's refusal of it then does not say "if the task is done, answer".
+    pub fn failed_last_time(&self, call: &ToolUseBlock) -> bool {
+        self.errored.contains(&(call.name.clone(), call.input.to_string()))
     }
 
     /// Whether the next request should go with the unstick temperature (see [`unstick`]); `true` once for each
@@ -1302,5 +1355,94 @@ mod tests {
         p.begin_turn(std::slice::from_ref(&run));
         assert!(p.again(&run, &json!("hi"), false).unwrap().contains("If the task is done, answer now"));
         assert_eq!(p.outstanding_failure(), None);
+    }
+
+    #[test]
+    fn a_call_that_fails_again_the_same_way_is_never_told_if_the_task_is_done_answer() {
+        // A real model's edit of calc.py matched nothing three times; the third heard "if the task is done,
+        // answer now", and it answered "The task is done." with the bug in place.
+        let edit = call("edit_file", json!({"path": "calc.py", "old_text": "return -1", "new_text": "return 5"}));
+        let err = json!("old_text was not found in 'calc.py'.");
+        let want = "[tooloop: no progress: edit_file(calc.py) failed again with exactly the same error, and made as \
+                    it is it will keep failing: change its input or use another tool.]";
+        let mut p = Progress::default();
+        let one = std::slice::from_ref(&edit);
+        p.begin_turn(one);
+        p.see(&edit, &err, true);
+        assert_eq!(p.end_turn(&ProgressGuard::default()), None, "a first error is news");
+        p.begin_turn(one);
+        assert_eq!(p.again(&edit, &err, true).as_deref(), Some(want), "the same call as the turn before");
+        assert!(p.failed_last_time(&edit), "what the runaway guard's refusal of it says");
+        p.end_turn(&ProgressGuard::default());
+        // Another call in between: the stalled turn's note.
+        let read = call("read_file", json!({"path": "calc.py"}));
+        p.begin_turn(std::slice::from_ref(&read));
+        p.see(&read, &json!("def add(a, b):"), false);
+        p.end_turn(&ProgressGuard::default());
+        p.begin_turn(one);
+        p.see(&edit, &err, true);
+        assert_eq!(p.end_turn(&ProgressGuard::default()).map(|s| s.note).as_deref(), Some(want));
+        assert!(!p.failed_last_time(&read));
+    }
+
+    #[test]
+    fn the_note_that_asks_for_the_run_comes_again_after_each_new_change() {
+        let pal = call("write_file", json!({"path": "pal.py", "content": "x"}));
+        let test = call("write_file", json!({"path": "test_pal.py", "content": "t"}));
+        let run = call("bash", json!({"command": "python3 test_pal.py"}));
+        let unchanged = "unchanged pal.py (1 bytes; it already had this content)";
+        let mut p = Progress::default();
+        p.set_command_tool(Some("bash"));
+        assert_eq!(turn(&mut p, &[(pal.clone(), "created pal.py (1 bytes)")]), None);
+        let s = turn(&mut p, &[(pal.clone(), unchanged)]).expect("a rewrite");
+        assert!(s.note.contains("Nothing has been run since you wrote it"), "{}", s.note);
+        assert_eq!(turn(&mut p, &[(run.clone(), "Traceback\nexit code: 1")]), None);
+        assert_eq!(turn(&mut p, &[(test.clone(), "created test_pal.py (1 bytes)")]), None);
+        let s = turn(&mut p, &[(pal.clone(), unchanged)]).expect("a rewrite after a new change");
+        assert_eq!(
+            s.note,
+            "[tooloop: pal.py already has exactly this content: writing it again changes nothing. Nothing has been \
+             run since your last change (write_file(test_pal.py)). If it is meant to be run, run it now with bash.]"
+        );
+        assert!(!p.take_wrap_up(), "the wrap-up waits for the run");
+        // Without a change in between: not again.
+        let s = turn(&mut p, &[(pal, unchanged)]).expect("again");
+        assert!(!s.note.contains("Nothing has been run"), "{}", s.note);
+    }
+
+    #[test]
+    fn an_edit_that_changes_nothing_while_a_check_fails_proposes_writing_the_file_whole() {
+        // A real model's test had an unclosed parenthesis on line 9; it sent line 9 back unchanged as an edit,
+        // again and again, and ran the failing test in between.
+        let write = call("write_file", json!({"path": "test_pal.py", "content": "x"}));
+        let run = call("bash", json!({"command": "python3 test_pal.py"}));
+        let noop = call("edit_file", json!({"path": "test_pal.py", "old_text": "f(1", "new_text": "f(1"}));
+        let same = "old_text and new_text are the same: the edit would change nothing";
+        let failed = "SyntaxError: '(' was never closed\nexit code: 1";
+        let mut p = Progress::default();
+        p.set_write_tool(Some("write_file"));
+        assert_eq!(turn(&mut p, &[(write.clone(), "created test_pal.py (1 bytes)")]), None);
+        assert_eq!(turn(&mut p, &[(run.clone(), failed)]), None);
+        let s = turn(&mut p, &[(noop.clone(), same)]).expect("an edit that changes nothing");
+        assert_eq!(
+            s.note,
+            "[tooloop: no progress: edit_file(test_pal.py) would change nothing: its old_text and new_text are the \
+             same. bash(python3 test_pal.py) failed the last time it ran. If you cannot say the fix as one edit, \
+             write the whole of test_pal.py again with write_file, with the error fixed.]"
+        );
+        assert!(p.outstanding_failure().unwrap().contains("write the whole of test_pal.py"), "the refusal's words");
+        // A change forgets it.
+        let fixed = call("write_file", json!({"path": "test_pal.py", "content": "y"}));
+        assert_eq!(turn(&mut p, &[(fixed, "wrote test_pal.py (1 bytes)")]), None);
+        assert_eq!(turn(&mut p, &[(run.clone(), failed)]), None);
+        assert!(p.outstanding_failure().unwrap().ends_with("If that failure matters, change what causes it."));
+        // An agent without write_file: the usual words.
+        let mut p = Progress::default();
+        assert_eq!(turn(&mut p, &[(write, "created test_pal.py (1 bytes)")]), None);
+        assert_eq!(turn(&mut p, &[(run, failed)]), None);
+        let s = turn(&mut p, &[(noop, same)]).expect("an edit that changes nothing");
+        assert!(
+            s.note.ends_with("doing this again will not change that. If that failure matters, change what causes it.]")
+        );
     }
 }

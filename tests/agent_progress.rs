@@ -526,3 +526,31 @@ fn repeats_while_a_check_fails_are_never_told_if_the_task_is_done_answer() {
     }
     assert!(last_result(&requests, 5).starts_with("not run: same call and same input"), "the runaway guard's");
 }
+
+#[test]
+fn a_call_that_keeps_failing_the_same_way_is_never_told_if_the_task_is_done_answer() {
+    // A real model's edit of calc.py matched nothing, three times in a row; it heard "if the task is done,
+    // answer now" and answered "The task is done." with the bug in place. The note on the repeat and the
+    // runaway guard's refusal now say only to change the call.
+    let write =
+        json!({"name": "write_file", "input": {"path": "calc.py", "content": "def add(a, b):\n    return a - b\n"}});
+    let edit =
+        json!({"name": "edit_file", "input": {"path": "calc.py", "old_text": "return -1", "new_text": "return 5"}});
+    let steps = [write, edit.clone(), edit.clone(), edit, json!("Done.")];
+    let mock = MockServer::start(&scripted("progress detection", &steps));
+    let ws = Ws::new("failing-edits");
+    let (result, _) = run(&mock, &ws, json!({}));
+    assert_eq!(result.turns, 5);
+    let requests = mock.requests();
+    let again = last_result(&requests, 3);
+    assert!(
+        again.contains("[tooloop: no progress: edit_file(calc.py) failed again with exactly the same error"),
+        "{again}"
+    );
+    let refused = last_result(&requests, 4);
+    assert!(refused.starts_with("not run: same call and same input"), "the runaway guard's: {refused}");
+    assert!(refused.contains("It failed the last time, and made as it is it will keep failing"), "{refused}");
+    for told in [again, refused] {
+        assert!(!told.contains("If the task is done"), "{told}");
+    }
+}

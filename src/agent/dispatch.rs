@@ -121,6 +121,7 @@ impl Agent {
         };
         if progress_guard.is_some() {
             state.progress.set_command_tool(self.tools.get("bash").map(|_| "bash"));
+            state.progress.set_write_tool(self.tools.get("write_file").map(|_| "write_file"));
             state.progress.begin_turn(calls);
         }
         // The todo reminder: due when the model has left an unfinished list alone for a while.
@@ -194,11 +195,17 @@ impl Agent {
                     stop = count >= g.warn_after.saturating_add(g.stop_after);
                     repeated[k] = true;
                     turn_repeated = true;
-                    // progress.rs: while a failure is outstanding, not "if the task is done, answer".
+                    // progress.rs: while a failure is outstanding, or when this call failed the last time, not
+                    // "if the task is done, answer" (a small model took it as leave to stop with the bug in place).
                     let then = state.progress.outstanding_failure().unwrap_or_else(|| {
-                        "If the task is done, answer without calling a tool; otherwise change the input or try \
-                         another way."
-                            .to_string()
+                        if state.progress.failed_last_time(call) {
+                            "It failed the last time, and made as it is it will keep failing: change the input or try \
+                             another way."
+                        } else {
+                            "If the task is done, answer without calling a tool; otherwise change the input or try \
+                             another way."
+                        }
+                        .to_string()
                     });
                     let note = format!(
                         "not run: same call and same input as the previous {} calls to {}, which already ran. {then}",
