@@ -347,6 +347,10 @@ impl Progress {
             self.noop_edit = Some(path_of(call));
             format!("{} would change nothing: its old_text and new_text are the same", describe(call))
         } else {
+            // Written whole, as proposed, with the same content: proposing it again says nothing new.
+            if self.noop_edit.as_deref() == Some(path_of(call).as_str()) {
+                self.noop_edit = None;
+            }
             format!("{} wrote exactly the content the file already had, so nothing changed", describe(call))
         }
     }
@@ -1431,6 +1435,11 @@ mod tests {
              write the whole of test_pal.py again with write_file, with the error fixed.]"
         );
         assert!(p.outstanding_failure().unwrap().contains("write the whole of test_pal.py"), "the refusal's words");
+        // Written whole as proposed, with the same content: the usual words again.
+        let _ = turn(&mut p, &[(write.clone(), "unchanged test_pal.py (1 bytes; it already had this content)")]);
+        assert!(p.outstanding_failure().unwrap().ends_with("If that failure matters, change what causes it."));
+        let _ = turn(&mut p, &[(noop.clone(), same)]);
+        assert!(p.outstanding_failure().unwrap().contains("write the whole of test_pal.py"), "a new no-op edit");
         // A change forgets it.
         let fixed = call("write_file", json!({"path": "test_pal.py", "content": "y"}));
         assert_eq!(turn(&mut p, &[(fixed, "wrote test_pal.py (1 bytes)")]), None);
