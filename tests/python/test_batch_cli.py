@@ -101,8 +101,9 @@ def test_batch_runs_by_the_settings_rules_and_keeps_sessions_in_one_database(too
     # No --yes or --read-only: allow rules in the settings say how calls are allowed. A call they allow runs;
     # with --yes, a deny rule of the settings still refuses its calls.
     write_tasks(tmp_path / "tasks.jsonl", 2)
-    settings = tmp_path / ".tooloop" / "settings.local.json"
-    settings.parent.mkdir()
+    # The user's own settings file: a workspace's counts only once approved.
+    settings = tmp_path / "config" / "tooloop" / "settings.json"
+    settings.parent.mkdir(parents=True)
     settings.write_text(json.dumps({"permissions": {"allow": ["Bash(echo:*)"]}}))
     env = cli_env(tmp_path, None, XDG_CONFIG_HOME=str(tmp_path / "config"))
     with MockServer(bash_flow("echo made > made.txt")) as mock:

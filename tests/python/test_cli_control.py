@@ -203,8 +203,13 @@ def test_project_settings_deny_at_once_but_allow_and_hooks_wait_for_approval(too
     assert not ran.exists(), "an unapproved project hook never runs"
 
 
-def test_local_settings_allow_rules_let_bash_run_without_a_terminal(tooloop_exe, ws, tmp_path):
+def test_approved_local_settings_allow_rules_let_bash_run_without_a_terminal(tooloop_exe, ws, tmp_path, monkeypatch):
+    from tooloop.cli import settings
+
     write_json(ws / ".tooloop" / "settings.local.json", {"permissions": {"allow": ["bash(echo:*)"]}})
+    # A workspace file's allow rules count once the user approved them (the REPL's startup question).
+    monkeypatch.setenv("TOOLOOP_HOME", str(tmp_path / "home"))
+    assert settings.approve_pending(settings.load(ws.resolve()), ws.resolve(), lambda q: True)
     scenario = {"responses": [
         tool_reply(("t1", "bash", {"command": "echo allowed"}), ("t2", "bash", {"command": "echo x && touch y"})),
         text_reply("done"),

@@ -233,26 +233,6 @@ def _local_hook(ws, marker):
     return path
 
 
-def test_local_hooks_written_from_inside_the_sandbox_do_not_run_at_the_next_start(tooloop_exe, ws, tmp_path):
-    from _support import text_reply, tool_reply
-
-    mine = tmp_path / "mine-ran"
-    _local_hook(ws, mine)
-    planted = tmp_path / "planted-ran"
-    # The model's sandboxed bash rewrites the file with a hook of its own (the workspace is writable).
-    rewrite = json.dumps({"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": f"touch {planted}"}]}]}})
-    scenario = {"responses": [tool_reply(("t1", "bash", {"command": f"printf '%s' '{rewrite}' > .tooloop/settings.local.json"})),
-                              text_reply("done"), text_reply("again")]}
-    with MockServer(scenario) as mock:
-        first = run(tooloop_exe, ws, clean_env(tmp_path, mock), "-p", "--yes", "go")
-        assert first.returncode == 0 and mine.exists(), "the user's own hooks run (the first time, not checked in)"
-        assert "planted-ran" in (ws / ".tooloop" / "settings.local.json").read_text()
-        second = run(tooloop_exe, ws, clean_env(tmp_path, mock), "-p", "--yes", "go")
-    assert second.returncode == 0
-    assert not planted.exists(), "a hook written from inside the sandbox ran unconfined at the next start"
-    assert "settings.local.json are not used (not approved yet" in second.stderr, second.stderr
-
-
 def test_local_hooks_checked_into_the_repository_wait_for_approval(tooloop_exe, ws, tmp_path):
     import shutil
     import subprocess
@@ -272,25 +252,7 @@ def test_local_hooks_checked_into_the_repository_wait_for_approval(tooloop_exe, 
     assert "settings.local.json are not used" in proc.stderr, proc.stderr
 
 
-def test_a_yes_to_changed_local_hooks_is_remembered_and_a_no_keeps_them_off(ws, tmp_path, monkeypatch):
-    from tooloop.cli import settings
-
-    monkeypatch.setenv("TOOLOOP_HOME", str(tmp_path / "home"))
-    _local_hook(ws, tmp_path / "a")
-    assert len(settings.load(ws).hooks) == 1   # first sight, not checked in: the user's own
-    _local_hook(ws, tmp_path / "b")             # changed behind tooloop's back
-    s = settings.load(ws)
-    assert not s.hooks and s.pending_local
-    asked = []
-    settings.approve_pending(s, ws, lambda q: asked.append(q) or False)
-    assert not s.hooks and "touch " + str(tmp_path / "b") in asked[0] and "settings.local.json" in asked[0]
-    s = settings.load(ws)
-    settings.approve_pending(s, ws, lambda q: True)
-    assert [h.command for h in s.hooks] == [f"touch {tmp_path / 'b'}"]
-    assert [h.command for h in settings.load(ws).hooks] == [f"touch {tmp_path / 'b'}"]
-
-
-def test_asking_git_whether_the_local_file_is_checked_in_runs_no_fsmonitor(tooloop_exe, ws, tmp_path):
+def test_reading_the_local_settings_runs_no_fsmonitor_of_the_workspace(tooloop_exe, ws, tmp_path):
     import shutil
     import subprocess
 
@@ -305,4 +267,4 @@ def test_asking_git_whether_the_local_file_is_checked_in_runs_no_fsmonitor(toolo
         proc = run(tooloop_exe, ws, clean_env(tmp_path, mock), "-p", "hi")
     assert proc.returncode == 0, proc.stderr
     assert not fsmonitor.exists(), "the workspace's core.fsmonitor ran"
-    assert (tmp_path / "own-hook").exists()
+    assert not (tmp_path / "own-hook").exists(), "a workspace file's hook waits for approval, git or not"

@@ -265,19 +265,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     for why in loaded.problems:
         _say(why)
     interactive = task is None and stdin_tty
-    if loaded.pending or loaded.pending_local:
+    if loaded.waiting:
         if interactive:
             try:
                 settings_files.approve_pending(loaded, settings.workspace, lambda q: ask_key(q, renderer, abort))
             except KeyboardInterrupt:
                 renderer.echo("\n")
                 return EXIT_INTERRUPTED
-        if loaded.pending_local:
+        for waiting in loaded.waiting:
             why = "declined" if interactive else "not approved yet: run `tooloop` in this workspace to approve them"
-            _say(f"the hooks of {settings_files.local_settings_file(settings.workspace)} are not used ({why})")
-        if loaded.pending:
-            why = "declined" if interactive else "not approved yet: run `tooloop` in this workspace to approve them"
-            _say(f"the allow rules and hooks of {loaded.project_file} are not used ({why})")
+            _say(f"the allow rules and hooks of {waiting.path} are not used ({why})")
     policy = make_policy(args, stdin_tty, renderer, abort, loaded, settings.workspace)
     try:
         session = session_path(args, settings.workspace)
@@ -347,7 +344,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if servers:
             options["mcp_servers"] = servers
     hooks = settings_files.Hooks(loaded.hooks, settings.workspace, session_id=session.stem,
-                                 transcript=str(session), show=renderer.notice)
+                                 transcript=str(session), show=renderer.notice,
+                                 ask=(lambda q: ask_key(q, renderer, abort)) if interactive else None,
+                                 skipped=renderer.notice if interactive else _say, files=loaded.files)
     options["instruction_files"] = not args.no_instructions
     if args.max_budget_usd is not None:
         options["max_cost_usd"] = args.max_budget_usd

@@ -2,28 +2,36 @@
 
 Three files, merged (lists joined):
 
-- the user's ``$XDG_CONFIG_HOME/tooloop/settings.json`` (else ``~/.config/tooloop/settings.json``): trusted;
-- the project's ``<workspace>/.tooloop/settings.json``, checked in, so NOT trusted: its ``deny`` and ``ask``
-  rules apply at once (they only take power away), its ``allow`` rules and hooks only once the user has
-  approved them (asked at the start of an interactive session, like ``.mcp.json``; a changed file is asked
-  again; ``-p`` and ``tooloop "task"`` never run an unapproved project hook);
-- the project-local ``<workspace>/.tooloop/settings.local.json``: the user's own (not checked in), trusted,
-  except its hooks (commands that run outside the sandbox) when the file is checked into the repository or
-  its hooks changed since tooloop last ran in this workspace (a sandboxed command can write the file): then
-  they wait for approval like the project file's.
+- the user's ``$XDG_CONFIG_HOME/tooloop/settings.json`` (else ``~/.config/tooloop/settings.json``): the
+  only one trusted as written;
+- the project's ``<workspace>/.tooloop/settings.json`` and the project-local
+  ``<workspace>/.tooloop/settings.local.json``: both lie in the workspace, where a repository brings files
+  and the model's sandboxed bash writes them, so neither is trusted. Their ``deny`` and ``ask`` rules apply
+  at once (they only take power away); their ``allow`` rules and hooks only once the user has approved
+  that file (asked at the start of an interactive session, like ``.mcp.json``; ``-p`` and ``tooloop
+  "task"`` skip them with one line on stderr). No git heuristics: checked in or not, it waits.
+
+An approval (kept in the sessions folder, outside the workspace) pins the file's allow rules and hooks and
+the content of every workspace file a hook command runs or names (``./scripts/check.sh``, ``python
+hooks/x.py``): a change to either asks again. The pins are checked again right before each hook runs, as
+the model can rewrite a script mid-session: a changed one does not run (the REPL asks; ``-p`` says so in
+one line). The user's own "always" answer saves an allow rule into the local file and records the
+approval of the new content (when what was there was approved), so the user is not asked about it.
 
 Each holds ``{"permissions": {"allow": [...], "ask": [...], "deny": [...]}, "hooks": {"PreToolUse": [...],
 "PostToolUse": [...], "Stop": [...], "UserPromptSubmit": [...], "SessionStart": [...]}}``; a hook entry is
 ``{"matcher": "bash|Edit", "hooks": [{"type": "command", "command": "...", "timeout": 60}]}``.
 
-A command hook gets the event as JSON on stdin and runs in the workspace in its own process group, which is
-ended (SIGKILL) when it exits or times out, so nothing it started lives on. Exit 0 carries on (the stdout of
-``UserPromptSubmit`` and ``SessionStart`` hooks becomes context for the model); exit 2 blocks, with stderr as
-the reason the model sees; any other failure is shown and carries on. A JSON answer ``{"decision":
-"block", "reason": ...}`` on stdout blocks too.
+A command hook gets the event as JSON on stdin and runs in the workspace under a small supervisor process
+(see ``hookrun``) that is the subreaper of everything the hook starts: when the hook exits or times out,
+every process it started ends, ``setsid`` children included. Its stdout and stderr are each capped at
+HOOK_OUTPUT_CAP characters. Exit 0 carries on (the stdout of ``UserPromptSubmit`` and ``SessionStart``
+hooks becomes context for the model); exit 2 blocks, with stderr as the reason the model sees; any other
+failure is shown and carries on. A JSON answer ``{"decision": "block", "reason": ...}`` on stdout blocks
+too.
 
-Must never: run a project hook the user did not approve with exactly that content, or leave a hook's
-processes running.
+Must never: run a workspace hook (or count a workspace allow rule) the user did not approve with exactly
+that content and exactly those files, or leave a hook's processes running.
 """
 
 from __future__ import annotations
@@ -32,8 +40,11 @@ import hashlib
 import json
 import os
 import re
-import signal
+import secrets
+import shlex
 import subprocess
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +65,12 @@ EVENTS = ("PreToolUse", "PostToolUse", "Stop", "UserPromptSubmit", "SessionStart
 OTHER_CLAUDE_EVENTS = ("Notification", "SubagentStop", "PreCompact", "SessionEnd", "PermissionRequest")
 RULE_KINDS = ("allow", "ask", "deny")
 DEFAULT_TIMEOUT = 60.0
+#: Characters kept of a hook's stdout and of its stderr (the bash tool's cap): the rest is read and dropped,
+#: so a hook printing 20 MB neither fills memory nor becomes a 20 MB request.
+HOOK_OUTPUT_CAP = 30_000
+PIN_MAX_FILES = 200                 # workspace files pinned per hook command
+PIN_MAX_BYTES = 64 * 1024 * 1024    # bytes hashed per pinned file (its size counts beyond that)
+WORKSPACE_SOURCES = ("local", "project")
 
 #: tooloop's tool names → Claude Code's, so a matcher written for Claude Code ("Bash", "Edit|Write") works.
 CLAUDE_NAMES = {"bash": "Bash", "read_file": "Read", "write_file": "Write", "edit_file": "Edit", "grep": "Grep",
@@ -118,6 +135,25 @@ class CommandHook:
     command: str
     timeout: float
     source: str
+    #: For a workspace file's hook: the workspace files its command runs or names (path relative to the
+    #: workspace → SHA-256), as approved; checked again before each run. None: the user's own, not pinned.
+    pins: Optional[Dict[str, str]] = None
+
+
+@dataclass
+class WorkspaceFile:
+    """What one workspace settings file wants that needs approval: its allow rules and hooks, and the files
+    those hooks run (as they are now)."""
+
+    source: str          # "project" or "local"
+    path: Path
+    part: Dict[str, Any]
+    pins: Dict[str, str]
+    hooks: List[CommandHook] = field(default_factory=list)   # pinned as `pins` says
+
+    @property
+    def digest(self) -> str:
+        return approval_digest(self.part, self.pins)
 
 
 @dataclass
@@ -128,10 +164,11 @@ class LoadedSettings:
     ask: List[str] = field(default_factory=list)
     deny: List[str] = field(default_factory=list)
     hooks: List[CommandHook] = field(default_factory=list)
-    #: The project file's allow rules and hooks, waiting for the user's approval (empty when approved).
-    pending: Dict[str, Any] = field(default_factory=dict)
-    #: The local file's hooks, waiting for approval (checked in, or changed since tooloop last ran here).
-    pending_local: Dict[str, Any] = field(default_factory=dict)
+    #: Workspace files whose allow rules and hooks wait for the user's approval (empty once approved).
+    waiting: List[WorkspaceFile] = field(default_factory=list)
+    #: Every workspace file with allow rules or hooks, approved or not (a hook whose pins changed mid-session
+    #: is approved again against these).
+    files: Dict[str, WorkspaceFile] = field(default_factory=dict)
     project_file: Optional[Path] = None
     problems: List[str] = field(default_factory=list)
 
@@ -141,8 +178,20 @@ class LoadedSettings:
     def has_rules(self) -> bool:
         return bool(self.allow or self.ask or self.deny)
 
+    @property
+    def pending(self) -> Dict[str, Any]:
+        """The project file's part waiting for approval ({} when none)."""
+        return next((w.part for w in self.waiting if w.source == "project"), {})
 
-def _hooks_of(data: Mapping[str, Any], source: str) -> List[CommandHook]:
+    @property
+    def pending_local(self) -> Dict[str, Any]:
+        """The local file's part waiting for approval ({} when none)."""
+        return next((w.part for w in self.waiting if w.source == "local"), {})
+
+
+def _hooks_of(data: Mapping[str, Any], source: str, workspace: Optional[Path] = None) -> List[CommandHook]:
+    """The command hooks of a settings file; with `workspace`, each pinned to the workspace files it runs
+    as they are now."""
     out: List[CommandHook] = []
     for event, entries in (data.get("hooks") or {}).items():
         if event not in EVENTS:
@@ -152,24 +201,53 @@ def _hooks_of(data: Mapping[str, Any], source: str) -> List[CommandHook]:
             for h in e.get("hooks") or []:
                 t = h.get("timeout", DEFAULT_TIMEOUT)
                 timeout = float(t) if isinstance(t, (int, float)) and t > 0 else DEFAULT_TIMEOUT
-                out.append(CommandHook(event, matcher, str(h["command"]), timeout, source))
+                command = str(h["command"])
+                pins = hook_pins(command, workspace) if workspace is not None else None
+                out.append(CommandHook(event, matcher, command, timeout, source, pins))
     return out
 
 
 def trusted_part(data: Mapping[str, Any]) -> Dict[str, Any]:
-    """What of a project file needs approval: its allow rules and hooks."""
+    """What of a workspace settings file needs approval: its allow rules and hooks."""
     return {"allow": list((data.get("permissions") or {}).get("allow") or []), "hooks": data.get("hooks") or {}}
 
 
+# -- approvals: outside the workspace -------------------------------------------------------------------
+
 def approvals_file(workspace: Path) -> Path:
     return paths.sessions_dir(workspace) / "settings-approved.json"
+
+
+def approvals_usable(workspace: Path) -> bool:
+    """Whether the approvals file lies outside the workspace. Inside it (tooloop run in the folder that holds
+    its own data, such as $HOME), the model's sandboxed bash could write approvals: none is read or kept."""
+    try:
+        approvals_file(workspace).resolve().relative_to(Path(workspace).resolve())
+    except ValueError:
+        return True
+    except (OSError, RuntimeError):
+        return False
+    return False
 
 
 def content_hash(part: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(part, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def approval_digest(part: Mapping[str, Any], pins: Mapping[str, str]) -> str:
+    """What an approval records: the file's allow rules and hooks and, when its hooks run workspace files,
+    their content (a hook without such files: the JSON alone, as approvals stored before pinning were)."""
+    if not pins:
+        return content_hash(part)
+    h = hashlib.sha256(content_hash(part).encode())
+    for name in sorted(pins):
+        h.update(b"\0" + name.encode("utf-8", "surrogateescape") + b"\0" + pins[name].encode())
+    return "files:" + h.hexdigest()
+
+
 def _approvals(workspace: Path) -> Dict[str, Any]:
+    if not approvals_usable(workspace):
+        return {}
     try:
         data = json.loads(approvals_file(workspace).read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
@@ -183,52 +261,125 @@ def approved_hash(workspace: Path, which: str = "project") -> Optional[str]:
 
 
 def save_approval(workspace: Path, digest: str, which: str = "project") -> None:
+    if not approvals_usable(workspace):
+        return
     path = approvals_file(workspace)
     data = _approvals(workspace)
     data[which] = digest
+    data.pop("local_hooks", None)   # the record of the git-heuristic days: never an approval
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(data, f)
     os.replace(tmp, path)
 
 
-def _tracked_by_git(workspace: Path, path: Path) -> bool:
-    """Whether git tracks `path` (it came with the repository). False where there is no git."""
+# -- pins: the workspace files a hook command runs or names ---------------------------------------------
+
+def _words(command: str, depth: int = 0) -> List[str]:
+    """The shell words of `command` (shlex, with `;`, `&&`, `|` apart); a word that is itself a script
+    (`sh -c "python x.py"`) adds its own words, two levels deep."""
     try:
-        # No fsmonitor: a workspace's .git/config (which a sandboxed command can write) could name a program.
-        proc = subprocess.run(["git", "-c", "core.fsmonitor=false", "-C", str(workspace), "ls-files",
-                               "--error-unmatch", "--", str(path)],
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return proc.returncode == 0
+        lex = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lex.whitespace_split = True
+        words = list(lex)
+    except ValueError:
+        words = command.split()
+    out: List[str] = []
+    for w in words[:1000]:
+        out.append(w)
+        if depth < 2 and any(c.isspace() for c in w):
+            out += _words(w, depth + 1)
+    return out
 
 
-def _local_hooks_trusted(workspace: Path, hooks: Mapping[str, Any]) -> bool:
-    """The local file's hooks run unconfined, and a sandboxed command may write that file: they count at
-    once only when they are what tooloop saw here last time (recorded outside the workspace), or, the
-    first time, when the file is the user's own (not checked into the repository). Trusted hooks are
-    recorded, so a change made from inside the sandbox is asked about at the next start."""
-    digest = content_hash({"hooks": dict(hooks)})
-    known = approved_hash(workspace, "local_hooks")
-    if known == digest:
-        return True
-    if known is None and not _tracked_by_git(workspace, local_settings_file(workspace)):
-        try:
-            save_approval(workspace, digest, "local_hooks")
-        except OSError:
-            pass
-        return True
-    return False
+def pinned_paths(command: str, workspace: Path) -> List[Path]:
+    """The regular files inside the workspace that a hook command's words name (relative to the workspace;
+    `--flag=path` and `-m module` too; `$CLAUDE_PROJECT_DIR` is the workspace). A path that escapes the
+    workspace, through `..` or a symlink, is not pinned (nor trusted: the approval covers the command)."""
+    root = Path(workspace).resolve()
+    found: List[Path] = []
+    words = _words(command)
+    for i, word in enumerate(words):
+        for var in ("${CLAUDE_PROJECT_DIR}", "$CLAUDE_PROJECT_DIR"):
+            word = word.replace(var, str(root))
+        candidates = [word]
+        if word.startswith("-") and "=" in word:
+            candidates.append(word.split("=", 1)[1])
+        if i > 0 and words[i - 1] == "-m":
+            candidates += [word.replace(".", "/") + ".py", word.replace(".", "/") + "/__main__.py"]
+        for c in candidates:
+            if not c or c.startswith("-") or "\0" in c:
+                continue
+            p = Path(c) if os.path.isabs(c) else root / c
+            try:
+                real = p.resolve()
+                real.relative_to(root)
+                if not real.is_file() or real in found:
+                    continue
+            except (ValueError, OSError, RuntimeError):
+                continue
+            found.append(real)
+            if len(found) >= PIN_MAX_FILES:
+                return found
+    return found
 
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not (st.st_mode & 0o170000 == 0o100000):
+                return "not a regular file"
+            left = PIN_MAX_BYTES
+            while left > 0:
+                chunk = f.read(min(1 << 20, left))
+                if not chunk:
+                    break
+                h.update(chunk)
+                left -= len(chunk)
+            h.update(b"\0" + str(st.st_size).encode())
+    except OSError as e:
+        return f"unreadable: {e.errno}"
+    return h.hexdigest()
+
+
+def hook_pins(command: str, workspace: Path) -> Dict[str, str]:
+    """The workspace files a hook command runs or names, relative path → SHA-256, as they are now."""
+    root = Path(workspace).resolve()
+    return {str(p.relative_to(root)): _file_digest(p) for p in pinned_paths(command, workspace)}
+
+
+def _file_pins(part: Mapping[str, Any], workspace: Path) -> Dict[str, str]:
+    pins: Dict[str, str] = {}
+    for h in _hooks_of({"hooks": part.get("hooks") or {}}, "", workspace):
+        pins.update(h.pins or {})
+    return pins
+
+
+def _describe(w: WorkspaceFile) -> str:
+    lines = [f"allow {r}" for r in w.part["allow"]]
+    for h in _hooks_of({"hooks": w.part["hooks"]}, w.source):
+        lines.append(f"{h.event}{'(' + h.matcher + ')' if h.matcher else ''} hook: {h.command}")
+    shown = "; ".join(lines)
+    if len(shown) > 600:
+        shown = shown[:600] + " ..."
+    if w.pins:
+        files = ", ".join(sorted(w.pins))
+        shown += f" (running the workspace files {files[:300]}{' ...' if len(files) > 300 else ''}, pinned as they are now)"
+    return shown
+
+
+# -- loading ----------------------------------------------------------------------------------------------
 
 def load(workspace: Path, env: Optional[Mapping[str, str]] = None) -> LoadedSettings:
-    """Read and merge the three files. The project file's allow rules and hooks count only when approved
-    (otherwise they wait in ``pending``). Raises ConfigProblem for a broken user or local file; a broken
-    project file is reported in ``problems`` and ignored."""
+    """Read and merge the three files. The allow rules and hooks of the two workspace files count only when
+    approved with this content and these hook files (otherwise they wait in ``waiting``). Raises
+    ConfigProblem for a broken user or local file; a broken project file is reported in ``problems`` and
+    ignored."""
     s = LoadedSettings()
 
     def note_other_events(path: Path, data: Mapping[str, Any]) -> None:
@@ -237,95 +388,133 @@ def load(workspace: Path, env: Optional[Mapping[str, str]] = None) -> LoadedSett
             s.problems.append(f"settings {path}: hooks for {', '.join(other)} are ignored (tooloop has the events "
                               f"{', '.join(EVENTS)})")
 
-    for path, source in ((user_settings_file(env), "user"), (local_settings_file(workspace), "local")):
-        data = read_settings(path)
-        note_other_events(path, data)
-        perms = data.get("permissions") or {}
-        s.allow += perms.get("allow") or []
-        s.ask += perms.get("ask") or []
-        s.deny += perms.get("deny") or []
-        if source == "local" and data.get("hooks") and not _local_hooks_trusted(workspace, data["hooks"]):
-            s.pending_local = {"hooks": data["hooks"]}
+    user = user_settings_file(env)
+    data = read_settings(user)
+    note_other_events(user, data)
+    perms = data.get("permissions") or {}
+    s.allow += perms.get("allow") or []
+    s.ask += perms.get("ask") or []
+    s.deny += perms.get("deny") or []
+    s.hooks += _hooks_of(data, "user")
+
+    approvals = _approvals(workspace)
+    for source, path in (("local", local_settings_file(workspace)), ("project", project_settings_file(workspace))):
+        if source == "local":
+            data = read_settings(path)
+        else:
+            try:
+                data = read_settings(path)
+            except ConfigProblem as e:
+                s.problems.append(f"{e} (the project's settings are ignored)")
+                data = {}
+            if data:
+                s.project_file = path
+        if not data:
             continue
-        s.hooks += _hooks_of(data, source)
-    project = project_settings_file(workspace)
-    try:
-        data = read_settings(project)
-    except ConfigProblem as e:
-        s.problems.append(f"{e} (the project's settings are ignored)")
-        data = {}
-    if data:
-        note_other_events(project, data)
-        s.project_file = project
+        note_other_events(path, data)
         perms = data.get("permissions") or {}
         # Rules that only take power away apply at once.
         s.ask += perms.get("ask") or []
         s.deny += perms.get("deny") or []
         part = trusted_part(data)
-        if part["allow"] or part["hooks"]:
-            if approved_hash(workspace) == content_hash(part):
-                s.allow += part["allow"]
-                s.hooks += _hooks_of(data, "project")
-            else:
-                s.pending = part
+        if not (part["allow"] or part["hooks"]):
+            continue
+        hooks = _hooks_of(data, source, workspace)
+        pins: Dict[str, str] = {}
+        for h in hooks:
+            pins.update(h.pins or {})
+        w = WorkspaceFile(source, path, part, pins, hooks)
+        s.files[source] = w
+        if approvals.get(source) == w.digest:
+            s.allow += part["allow"]
+            s.hooks += hooks
+        else:
+            s.waiting.append(w)
+    if s.waiting and not approvals_usable(workspace):
+        s.problems.append(f"approvals are kept in {approvals_file(workspace).parent}, inside the workspace, where a "
+                          "sandboxed command can write: none is read or kept there, so workspace settings are "
+                          "asked about at every start")
     return s
 
 
 def approve_pending(s: LoadedSettings, workspace: Path, question: Callable[[str], Optional[bool]]) -> bool:
-    """Ask once about the project's pending allow rules and hooks (and the local file's pending hooks); a yes
-    applies and remembers them."""
-    if s.pending_local:
-        hooks = _hooks_of(s.pending_local, "local")
-        shown = "; ".join(f"{h.event}{'(' + h.matcher + ')' if h.matcher else ''} hook: {h.command}" for h in hooks)
-        if len(shown) > 600:
-            shown = shown[:600] + " ..."
-        answer = question(f"{local_settings_file(workspace)} has hooks you have not approved here (checked into "
-                          f"the repository, or changed since tooloop last ran): {shown}. Run them? [y/n] ")
-        if answer:
-            try:
-                save_approval(workspace, content_hash(s.pending_local), "local_hooks")
-            except OSError:
-                pass
-            s.hooks += hooks
-            s.pending_local = {}
-    if not s.pending or s.project_file is None:
-        return False
-    part = s.pending
-    lines = [f"allow {r}" for r in part["allow"]]
-    for h in _hooks_of({"hooks": part["hooks"]}, "project"):
-        lines.append(f"{h.event}{'(' + h.matcher + ')' if h.matcher else ''} hook: {h.command}")
-    shown = "; ".join(lines)
-    if len(shown) > 600:
-        shown = shown[:600] + " ..."
-    answer = question(f"The project's .tooloop/settings.json wants: {shown}. Allow them in this workspace? [y/n] ")
-    if not answer:
-        return False
-    try:
-        save_approval(workspace, content_hash(part))
-    except OSError:
-        pass
-    s.allow += part["allow"]
-    s.hooks += _hooks_of({"hooks": part["hooks"]}, "project")
-    s.pending = {}
-    return True
+    """Ask once per workspace file about its waiting allow rules and hooks; a yes applies and remembers them
+    (pinned as shown). True when anything was approved."""
+    approved = False
+    for w in list(s.waiting):
+        changed = " (changed since you approved it)" if approved_hash(workspace, w.source) else ""
+        which = "The project's .tooloop/settings.json" if w.source == "project" else str(w.path)
+        answer = question(f"{which}{changed} wants: {_describe(w)}. Allow them in this workspace? [y/n] ")
+        if not answer:
+            continue
+        try:
+            save_approval(workspace, w.digest, w.source)
+        except OSError:
+            pass
+        s.allow += w.part["allow"]
+        s.hooks += w.hooks   # pinned as read at the start: a file changed since does not run (Hooks.fire)
+        s.waiting.remove(w)
+        approved = True
+    return approved
 
 
 # -- bash prefix rules ------------------------------------------------------------------------------------
 
 def save_local_rule(workspace: Path, rule: str) -> Path:
-    """Add an allow rule to the project-local settings file (created when missing)."""
+    """Add an allow rule to the project-local settings file (created when missing): written atomically, owner
+    only, never through a symlink. When the file held nothing waiting for approval (or what it held was
+    approved), the new content is recorded as approved: the user's own rule is not asked about next time."""
     path = local_settings_file(workspace)
-    data = read_settings(path) if path.exists() else {}
+    data = read_settings(path)
+    before = trusted_part(data)
+    had_approval = (not (before["allow"] or before["hooks"])
+                    or approved_hash(workspace, "local") == approval_digest(before, _file_pins(before, workspace)))
     perms = data.setdefault("permissions", {})
     allow = perms.setdefault("allow", [])
     if rule not in allow:
         allow.append(rule)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    _write_local(Path(workspace), json.dumps(data, indent=2) + "\n")
+    if had_approval:
+        after = trusted_part(data)
+        try:
+            save_approval(workspace, approval_digest(after, _file_pins(after, workspace)), "local")
+        except OSError:
+            pass
     return path
 
+
+def _write_local(workspace: Path, text: str) -> None:
+    """Write .tooloop/settings.local.json by file descriptors: `.tooloop` must be a real folder (a symlink
+    there is refused), the new file is made 0600 under a fresh name and renamed over the old one."""
+    ws = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            os.mkdir(".tooloop", 0o700, dir_fd=ws)
+        except FileExistsError:
+            pass
+        try:
+            folder = os.open(".tooloop", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=ws)
+        except OSError as e:
+            raise OSError(e.errno, f"{workspace / '.tooloop'} is not a folder of its own ({e.strerror})") from None
+    finally:
+        os.close(ws)
+    try:
+        tmp = f".settings.local.json.{secrets.token_hex(4)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=folder)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, "settings.local.json", src_dir_fd=folder, dst_dir_fd=folder)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=folder)
+            except OSError:
+                pass
+            raise
+    finally:
+        os.close(folder)
 
 # -- the rules as part of the CLI's permission policy -------------------------------------------------------
 
@@ -392,41 +581,161 @@ class HookOutcome:
 
 
 def run_command(hook: CommandHook, payload: Mapping[str, Any], cwd: Path) -> Tuple[int, str, str]:
-    """Run one hook command with the event on stdin; (exit code, stdout, stderr). Its whole process group
-    ends with it: after it exits, and at its timeout (then the code is -9)."""
-    proc = subprocess.Popen(["/bin/sh", "-c", hook.command], cwd=str(cwd), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    """Run one hook command with the event on stdin; (exit code, stdout, stderr), each output capped at
+    HOOK_OUTPUT_CAP characters (the rest is read and dropped). Everything it started ends with it, after it
+    exits and at its timeout (then the code is -9): it runs under the hookrun supervisor, the subreaper of
+    its subtree."""
+    from . import hookrun
+
+    report_r, report_w = os.pipe()
+    env = dict(os.environ, CLAUDE_PROJECT_DIR=str(cwd))
     try:
-        out, err = proc.communicate(json.dumps(payload).encode(), timeout=hook.timeout)
-        code = proc.returncode
-    except subprocess.TimeoutExpired:
-        _kill_group(proc.pid)
-        out, err = proc.communicate()
-        code = -9
-        err += f"\n(timed out after {hook.timeout:g} s)".encode()
+        proc = subprocess.Popen([sys.executable, "-I", "-S", hookrun.__file__, repr(float(hook.timeout)),
+                                 str(os.getpid()), str(report_w), hook.command],
+                                cwd=str(cwd), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, pass_fds=(report_w,), start_new_session=True)
+    except BaseException:
+        os.close(report_r)
+        raise
     finally:
-        _kill_group(proc.pid)
-    return code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+        os.close(report_w)
+    kept: Dict[str, Tuple[bytes, int]] = {}
 
+    def drain(name: str, fd: int) -> None:
+        buf, dropped = bytearray(), 0
+        limit = HOOK_OUTPUT_CAP * 4   # bytes enough for the cap in characters, whatever the encoding
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except OSError:
+                break
+            if not chunk:
+                break
+            room = max(0, limit - len(buf))
+            buf += chunk[:room]
+            dropped += len(chunk) - min(room, len(chunk))
+        kept[name] = (bytes(buf), dropped)
 
-def _kill_group(pgid: int) -> None:
+    def feed() -> None:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(json.dumps(payload).encode())
+        except (OSError, ValueError):
+            pass   # the hook did not read its input: fine
+        finally:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+
+    assert proc.stdout is not None and proc.stderr is not None
+    threads = [threading.Thread(target=drain, args=("out", proc.stdout.fileno()), daemon=True),
+               threading.Thread(target=drain, args=("err", proc.stderr.fileno()), daemon=True),
+               threading.Thread(target=feed, daemon=True)]
+    for t in threads:
+        t.start()
+    status = ""
     try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
+        with os.fdopen(report_r, "rb") as report:
+            report_r = -1
+            status = report.read(64).decode("ascii", "replace").strip()
+        proc.wait(timeout=10)
+        for t in threads:
+            t.join(timeout=5)   # the supervisor killed every holder of the pipes: EOF comes at once
+    finally:
+        if report_r != -1:
+            os.close(report_r)
+        if proc.poll() is None:   # Ctrl+C, or a supervisor that hangs: it ends the hook's processes on SIGTERM
+            try:
+                proc.terminate()
+                proc.wait(timeout=3)
+            except (OSError, subprocess.TimeoutExpired):
+                proc.kill()
+                proc.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+    if status.startswith("exit "):
+        code = int(status[5:])
+    else:
+        code = -9
+    texts = []
+    for name in ("out", "err"):
+        data, dropped = kept.get(name, (b"", 0))
+        text = data.decode("utf-8", "replace")
+        if dropped or len(text) > HOOK_OUTPUT_CAP:
+            more = dropped + len(text[HOOK_OUTPUT_CAP:].encode("utf-8", "replace"))
+            text = text[:HOOK_OUTPUT_CAP] + f"\n[hook output cut at {HOOK_OUTPUT_CAP} characters: {more} bytes more]"
+        texts.append(text)
+    if status == "timeout":
+        texts[1] += f"\n(timed out after {hook.timeout:g} s)"
+    elif not status.startswith("exit "):
+        texts[1] += "\n(the hook was stopped)"
+    return code, texts[0], texts[1]
 
 
 class Hooks:
     """The command hooks of one session, as the library's hooks and the CLI's prompt filter."""
 
     def __init__(self, hooks: List[CommandHook], workspace: Path, session_id: str = "",
-                 transcript: str = "", show: Optional[Callable[[str], None]] = None):
+                 transcript: str = "", show: Optional[Callable[[str], None]] = None,
+                 ask: Optional[Callable[[str], Optional[bool]]] = None,
+                 skipped: Optional[Callable[[str], None]] = None,
+                 files: Optional[Mapping[str, WorkspaceFile]] = None):
+        """`ask`: the y/n question for a hook whose pinned files changed (None: nobody to ask, the hook is
+        skipped and `skipped` says so once); `files`: the workspace files the hooks came from (an approval
+        given again is stored against them)."""
         self.hooks = hooks
         self.workspace = workspace
         self.session_id = session_id
         self.transcript = transcript
         self.show = show or (lambda _m: None)
+        self.ask = ask
+        self.skipped = skipped or self.show
+        self.files = dict(files or {})
         self.stop_active = False
+        self._said: "set[int]" = set()
+
+    def pinned_ok(self, hook: CommandHook) -> bool:
+        """Whether a workspace hook's files are still what was approved (checked right before each run: the
+        model can rewrite a script mid-session). A change is asked about (a yes pins the new content and is
+        remembered) or, with nobody to ask, skips the hook with one line."""
+        if hook.pins is None:
+            return True
+        now = hook_pins(hook.command, self.workspace)
+        if now == hook.pins:
+            return True
+        changed = sorted(k for k in set(now) | set(hook.pins) if now.get(k) != hook.pins.get(k))
+        where = self.files[hook.source].path if hook.source in self.files else hook.source
+        what = f"the {hook.event} hook `{hook.command}` of {where}: {', '.join(changed)[:300]} changed since you approved it"
+        if self.ask is None:
+            if id(hook) not in self._said:
+                self._said.add(id(hook))
+                self.skipped(f"{what}; the hook is skipped (run `tooloop` in this workspace to approve it again)")
+            return False
+        if not self.ask(f"{what}. Run it as it is now? [y/n] "):
+            self.show(f"{hook.event} hook skipped: {hook.command}")
+            return False
+        hook.pins = now
+        w = self.files.get(hook.source)
+        if w is not None:
+            # Remembered only when the file's other hooks are still as approved: a yes covers what was shown.
+            pins: Dict[str, str] = {}
+            same = True
+            for h in self.hooks:
+                if h.source == hook.source and h.pins is not None:
+                    pins.update(h.pins)
+                    if h is not hook and hook_pins(h.command, self.workspace) != h.pins:
+                        same = False
+            if same:
+                try:
+                    save_approval(self.workspace, approval_digest(w.part, pins), w.source)
+                except OSError:
+                    pass
+        return True
 
     def of(self, event: str, tool: Optional[str] = None) -> List[CommandHook]:
         return [h for h in self.hooks if h.event == event and (tool is None or matches(h.matcher, tool))]
@@ -436,6 +745,8 @@ class Hooks:
         base = {"session_id": self.session_id, "transcript_path": self.transcript, "cwd": str(self.workspace),
                 "hook_event_name": event}
         for hook in self.of(event, tool):
+            if not self.pinned_ok(hook):
+                continue
             started = time.monotonic()
             try:
                 code, stdout, stderr = run_command(hook, {**base, **payload}, self.workspace)
