@@ -49,8 +49,9 @@ examples:
 project instructions: AGENTS.md (else CLAUDE.md) in the workspace and each parent up to the repository
 root, and ~/.config/tooloop/AGENTS.md, go into the system prompt (--no-instructions: none); /init writes one.
 
-settings: ~/.config/tooloop/settings.json, <workspace>/.tooloop/settings.json (the project's: its allow
-rules and hooks apply once you approve them) and .tooloop/settings.local.json, in Claude Code's format:
+settings: ~/.config/tooloop/settings.json (yours), <workspace>/.tooloop/settings.json and
+.tooloop/settings.local.json (in the workspace: their allow rules and hooks apply once you approve them, with
+the scripts those hooks run), in Claude Code's format:
 {"permissions": {"allow": ["bash(npm test:*)"], "deny": ["bash(rm:*)"]}, "hooks": {"PreToolUse": [...]}}.
 
 skills: folders with a SKILL.md in <workspace>/.tooloop/skills/ and ~/.config/tooloop/skills/.
