@@ -77,3 +77,34 @@ def test_a_signal_ends_every_process_the_command_started(tooloop_exe, mock, ws: 
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
+
+
+def test_closing_the_terminal_of_the_repl_ends_its_running_command(tooloop_exe, mock, ws: Path,
+                                                                   tmp_path: Path) -> None:
+    import pexpect
+    from _terminal import PROMPT, Term, term_env
+
+    require_landlock()
+    marker = f"8{os.getpid()}7"
+    server = mock({"responses": [
+        tool_reply(("t1", "bash", {"command": f"sleep {marker}", "timeout": 600})),
+        text_reply("never reached"),
+    ]})
+    env = term_env(tmp_path, server, XDG_CONFIG_HOME=str(tmp_path / "config"))
+    try:
+        with Term(tooloop_exe, ["--yes"], ws, env) as term:
+            term.expect(PROMPT)
+            term.type("wait a while")
+            assert wait_for(lambda: pids_with(f"sleep {marker}"), 30), "the command never started"
+            term.child.kill(signal.SIGHUP)   # what the terminal's closing sends its session leader
+            term.expect(pexpect.EOF, timeout=30)
+            term.child.close()
+            assert term.child.exitstatus == 128 + int(signal.SIGHUP), (term.child.exitstatus,
+                                                                       term.child.signalstatus)
+        assert wait_for(lambda: not pids_with(f"sleep {marker}"), 5), "the command outlived the REPL"
+    finally:
+        for pid in pids_with(f"sleep {marker}"):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
