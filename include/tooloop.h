@@ -187,7 +187,8 @@ typedef int32_t (*tooloop_model_fn)(void *userdata, const char *request_json, to
  * denies the call: the tool does not run, and the model reads the error result "Permission denied:
  * <reason>", where the reason is the one set on `answer`, or "the host denied this tool call" when none was
  * set. The run goes on either way (to end it too, call `tooloop_agent_cancel` from the callback). A reason
- * set on an allowed call is ignored.
+ * set on an allowed call is ignored. Returning 0 after `tooloop_permission_set_read_only(answer)` allows the
+ * call only with no power to change anything (see there).
  *
  * It runs for every tool call the model makes, after the call's `TOOLOOP_EVENT_TOOL_USE` event and before
  * the tool's input is checked against its schema, also for a tool name the agent does not know. Calls
@@ -943,6 +944,18 @@ tooloop_status tooloop_agent_set_permission(tooloop_agent *agent,
  * `TOOLOOP_PANIC`. Threads: only inside the permission callback that received `answer`.
  */
 tooloop_status tooloop_permission_set_reason(tooloop_permission *answer, const char *reason);
+
+/**
+ * Allow the call only with no power to change anything, when the permission callback then returns 0: for a
+ * call let through because it *looks* harmless ("this command only reads"), so a wrong guess costs nothing.
+ * The built-in `bash` then runs under the kernel's read-only sandbox with the network off (refused where the
+ * kernel cannot confine it), a read-only tool runs as it is, and any other tool is refused with a reason the
+ * model reads. Ignored when the callback returns non-zero (the call is denied).
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `answer`), `TOOLOOP_PANIC`. Threads: only inside
+ * the permission callback that received `answer`.
+ */
+tooloop_status tooloop_permission_set_read_only(tooloop_permission *answer);
 
 /**
  * Put the file `path` (relative to `workspace`, or absolute inside it) back to the `len` bytes at

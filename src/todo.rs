@@ -141,6 +141,7 @@ pub fn tool() -> Tool {
         handler: std::sync::Arc::new(handler),
         parallel_safe: false,
         read_only: false,
+        confinable: false,
     }
 }
 
@@ -219,7 +220,7 @@ mod tests {
     fn the_tool_answers_with_the_list_and_refuses_a_broken_one() {
         let t = tool();
         let c = crate::CancelToken::new();
-        let ctx = ToolContext { tool_use_id: "t", tool_name: TOOL_NAME, cancel: &c };
+        let ctx = ToolContext { tool_use_id: "t", tool_name: TOOL_NAME, cancel: &c, read_only: false };
         let ok = t.handler.call(&json!({"todos": [{"content": "a", "status": "completed"}]}), &ctx).unwrap();
         assert!(matches!(ok, ToolOutput::Text(s) if s.contains("1/1 done") && s.contains("✔ a")));
         assert!(t.handler.call(&json!({"todos": 5}), &ctx).is_err());

@@ -60,6 +60,10 @@ pub struct ToolContext<'a> {
     pub tool_name: &'a str,
     /// The run's cancel token: long-running tools should poll it.
     pub cancel: &'a CancelToken,
+    /// The call was approved only as read-only ([`crate::Permission::AllowReadOnly`]): a tool that can
+    /// confine itself ([`Tool::confinable`]) must run with no power to write (the built-in `bash` runs under
+    /// the kernel's read-only sandbox, network off). Always false for a tool that cannot.
+    pub read_only: bool,
 }
 
 /// A tool's implementation.
@@ -89,6 +93,11 @@ pub struct Tool {
     /// Whether the tool only reads: it changes no file, state or anything outside (codex's `is_mutating`,
     /// inverted). Hosts use it for policies such as "ask before anything that writes"; default false.
     pub read_only: bool,
+    /// Whether the handler honours [`ToolContext::read_only`], confining itself to reading (the built-in
+    /// `bash` does, through the kernel). A call approved only as read-only
+    /// ([`crate::Permission::AllowReadOnly`]) of a tool that is neither `read_only` nor `confinable` is
+    /// refused, never run with its full power; default false.
+    pub confinable: bool,
 }
 
 impl std::fmt::Debug for Tool {
@@ -97,6 +106,7 @@ impl std::fmt::Debug for Tool {
             .field("name", &self.spec.name)
             .field("parallel_safe", &self.parallel_safe)
             .field("read_only", &self.read_only)
+            .field("confinable", &self.confinable)
             .finish()
     }
 }
@@ -151,6 +161,7 @@ impl Tool {
             handler,
             parallel_safe: false,
             read_only: false,
+            confinable: false,
         })
     }
 
@@ -163,6 +174,12 @@ impl Tool {
     /// Mark the tool as read-only (it changes nothing).
     pub fn read_only(mut self, yes: bool) -> Self {
         self.read_only = yes;
+        self
+    }
+
+    /// Mark the handler as one that confines itself to reading when [`ToolContext::read_only`] is set.
+    pub fn confinable(mut self, yes: bool) -> Self {
+        self.confinable = yes;
         self
     }
 
@@ -310,6 +327,13 @@ impl ToolRegistry {
 
     /// Run one call: unknown tool, invalid input, a handler error or panic all become `is_error` results.
     pub fn execute(&self, call: &ToolUseBlock, cancel: &CancelToken) -> CallOutcome {
+        self.execute_as(call, cancel, false)
+    }
+
+    /// Run one call approved only as read-only when `read_only` (see [`crate::Permission::AllowReadOnly`]):
+    /// a read-only tool runs as it is, a [confinable](Tool::confinable) one confined, any other is refused
+    /// with a reason the model reads.
+    pub fn execute_as(&self, call: &ToolUseBlock, cancel: &CancelToken, read_only: bool) -> CallOutcome {
         let started = Instant::now();
         let Some(tool) = self.get(&call.name) else {
             let names = self.names();
@@ -325,7 +349,15 @@ impl ToolRegistry {
                 call.name
             ));
         }
-        let ctx = ToolContext { tool_use_id: &call.id, tool_name: &call.name, cancel };
+        if read_only && !tool.read_only && !tool.confinable {
+            return CallOutcome::error(format!(
+                "Permission denied: this call was allowed only if it changes nothing, and {} cannot be held to \
+                 that (it is not a read-only tool)",
+                call.name
+            ));
+        }
+        let read_only = read_only && tool.confinable;
+        let ctx = ToolContext { tool_use_id: &call.id, tool_name: &call.name, cancel, read_only };
         let result = catch_unwind(AssertUnwindSafe(|| tool.handler.call(&call.input, &ctx))).map(|r| match r {
             // Secrets go before the size cap: a cut must never leave part of one behind.
             Ok(out) => Ok(self.redact_output(out)),

@@ -29,7 +29,7 @@ fn registry(network: bool) -> ToolRegistry {
 fn fetch(registry: &ToolRegistry, url: &str) -> Result<String, String> {
     let tool = registry.get("web_fetch").unwrap();
     let cancel = CancelToken::new();
-    let ctx = ToolContext { tool_use_id: "t1", tool_name: "web_fetch", cancel: &cancel };
+    let ctx = ToolContext { tool_use_id: "t1", tool_name: "web_fetch", cancel: &cancel, read_only: false };
     match tool.handler.call(&json!({"url": url}), &ctx) {
         Ok(ToolOutput::Text(text)) => Ok(text),
         Ok(other) => panic!("unexpected output {other:?}"),

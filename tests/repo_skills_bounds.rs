@@ -109,7 +109,7 @@ fn a_skill_file_that_is_a_proc_file_a_fifo_or_a_symlink_out_neither_hangs_nor_fi
     use tooloop::tools::{ToolContext, ToolError};
     let tool = set.tool();
     let cancel = tooloop::cancel::CancelToken::new();
-    let ctx = ToolContext { tool_use_id: "t1", tool_name: "skill", cancel: &cancel };
+    let ctx = ToolContext { tool_use_id: "t1", tool_name: "skill", cancel: &cancel, read_only: false };
     let started = std::time::Instant::now();
     let out = tool.handler.call(&serde_json::json!({"name": "good"}), &ctx);
     assert!(started.elapsed() < std::time::Duration::from_secs(2));

@@ -15,7 +15,7 @@ from ._tools import Tool, as_tool, tool as _make_tool
 from .errors import ConfigError
 from .events import DoneEvent, RunResult, ToolCall, Usage, _event_from, _Record
 
-__all__ = ["Agent", "AgentStream", "ModelFn", "PermissionFn", "ToolInfo", "DEFAULT_MODEL"]
+__all__ = ["ALLOW_READ_ONLY", "Agent", "AgentStream", "ModelFn", "PermissionFn", "ToolInfo", "DEFAULT_MODEL"]
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 
@@ -31,8 +31,9 @@ if TYPE_CHECKING:
     #: A model written in Python: takes the request (a Messages API request dict; read-only: the dicts of
     #: unchanged messages are the same objects from one request to the next), returns a message dict.
     ModelFn = Callable[[Dict[str, Any]], Dict[str, Any]]
-    #: A permission check: True allows the call, False denies it, a string denies it with that reason.
-    PermissionFn = Callable[[ToolCall], Union[bool, str]]
+    #: A permission check: True allows the call, False denies it, a string denies it with that reason,
+    #: ``tooloop.ALLOW_READ_ONLY`` allows it only with no power to write (see ``ALLOW_READ_ONLY``).
+    PermissionFn = Callable[[ToolCall], Union[bool, str, _tooloop._AllowReadOnly]]
     #: User input: text, or a list of content blocks (text, image, ...).
     Input = Union[str, List[Dict[str, Any]]]
     _H = TypeVar("_H", bound="_RunHandle")
@@ -47,13 +48,19 @@ def __getattr__(name: str) -> object:
         from typing import Any, Callable, Dict, List, Union
 
         aliases = {"ModelFn": Callable[[Dict[str, Any]], Dict[str, Any]],
-                   "PermissionFn": Callable[[ToolCall], Union[bool, str]],
+                   "PermissionFn": Callable[[ToolCall], Union[bool, str, _tooloop._AllowReadOnly]],
                    "Input": Union[str, List[Dict[str, Any]]]}
         globals().update(aliases)
         return aliases[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _DEFAULT_DENIAL = "The user did not allow this tool call."
+
+#: What a permission callable returns to allow a call only with no power to change anything — for a call it
+#: lets through because it *looks* harmless ("this command only reads"): ``bash`` then runs under the kernel's
+#: read-only sandbox with the network off (refused where the kernel cannot confine it), a read-only tool runs
+#: as it is, and any other tool is refused with a reason the model reads. A wrong guess then costs nothing.
+ALLOW_READ_ONLY = _tooloop.ALLOW_READ_ONLY
 
 
 class ToolInfo(_Record):
@@ -81,17 +88,20 @@ def _model_adapter(model: ModelFn) -> Callable[[Dict[str, Any]], Dict[str, Any]]
     return model
 
 
-def _permission_adapter(check: PermissionFn) -> Callable[[str, str, Any], Optional[str]]:
-    def call(id: str, name: str, input: Any) -> Optional[str]:
+def _permission_adapter(
+        check: PermissionFn) -> Callable[[str, str, Any], Union[None, str, _tooloop._AllowReadOnly]]:
+    def call(id: str, name: str, input: Any) -> Union[None, str, _tooloop._AllowReadOnly]:
         answer = check(ToolCall(id=id, name=name, input=input))
         if answer is True:
             return None
+        if answer is ALLOW_READ_ONLY:
+            return answer  # type: ignore[no-any-return]
         if answer is False:
             return _DEFAULT_DENIAL
         if isinstance(answer, str):
             return answer or _DEFAULT_DENIAL
         raise TypeError(
-            f"the permission callable must return True, False or a reason string, got {type(answer).__name__}: "
+            f"the permission callable must return True, False, ALLOW_READ_ONLY or a reason string, got {type(answer).__name__}: "
             f"{answer!r:.100}"
         )
 

@@ -11,11 +11,17 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union, f
 from .types import (BackgroundCommand, DbSession, HistoryEntry, Instructions, McpStatus, SessionReport, Skills,
                     Todo)
 
-__all__ = ["_Agent", "_Client", "_Run", "_Stream", "_Driven", "estimate_cost_usd", "load_session", "list_db_sessions", "migrate_session", "sandbox_support", "context_window", "restore_file", "__version__", "match_rules", "read_only_command", "split_command", "check_aws_credentials", "OPTION_KEYS"]
+__all__ = ["_Agent", "_Client", "_Run", "_Stream", "_Driven", "estimate_cost_usd", "load_session", "list_db_sessions", "migrate_session", "sandbox_support", "context_window", "restore_file", "__version__", "match_rules", "read_only_command", "split_command", "check_aws_credentials", "OPTION_KEYS", "ALLOW_READ_ONLY", "_AllowReadOnly"]
 
 __version__: str
 #: The core's option keys (``AgentOptions::KEYS``), the same as the C config's.
 OPTION_KEYS: List[str]
+
+@final
+class _AllowReadOnly:
+    def __repr__(self) -> str: ...
+
+ALLOW_READ_ONLY: _AllowReadOnly
 
 #: A Python model: request dict -> message dict (checked by the core).
 _ModelFn = Callable[[Dict[str, Any]], Dict[str, Any]]
@@ -96,7 +102,7 @@ class _Agent:
     def unregister_tool(self, name: str) -> bool: ...
     def tool_names(self) -> List[str]: ...
     def tool_specs(self) -> List[Dict[str, Any]]: ...
-    def set_permission(self, check: Optional[Callable[[str, str, Any], Optional[str]]] = None) -> None: ...
+    def set_permission(self, check: Optional[Callable[[str, str, Any], Union[None, str, _AllowReadOnly]]] = None) -> None: ...
     def set_hooks(
         self,
         before_tool: Optional[Callable[[str, str, Any], Optional[Tuple[str, Any]]]] = None,

@@ -135,6 +135,12 @@ impl Default for AgentConfig {
 pub enum Permission {
     /// Run the tool.
     Allow,
+    /// Run the tool only with no power to change anything: a read-only tool runs as it is, a
+    /// [confinable](crate::tools::Tool::confinable) one (the built-in `bash`) runs confined by the kernel
+    /// (read-only sandbox, network off; refused where the kernel cannot confine it), and any other tool is
+    /// refused with a reason the model reads. For callers that allow a call because they judged it harmless
+    /// ("this command only reads"): then a wrong judgement costs nothing.
+    AllowReadOnly,
     /// Don't; the model reads the reason.
     Deny(String),
 }

@@ -5,8 +5,9 @@ use super::*;
 
 /// What the checks before a call decided.
 pub(super) enum Gate {
-    /// Run it, with this input.
-    Run(Value),
+    /// Run it, with this input; `true`: only with no power to change anything
+    /// ([`Permission::AllowReadOnly`]).
+    Run(Value, bool),
     /// Refused, with the reason the model reads.
     Deny(String),
     /// A hook failed: the run ends.
@@ -54,16 +55,17 @@ pub(super) fn gate(
         }
     }
     let mut ask = |call: &ToolUseBlock| {
-        let Some(p) = permission else { return Gate::Run(call.input.clone()) };
+        let Some(p) = permission else { return Gate::Run(call.input.clone(), false) };
         // Announced before the callable is asked, so a UI draws the question in order with the other events.
         on_event(&Event::ApprovalRequest { id: call.id.clone(), name: call.name.clone(), input: call.input.clone() });
         match p(call) {
             Permission::Deny(reason) => Gate::Deny(reason),
-            _ => Gate::Run(call.input.clone()),
+            Permission::AllowReadOnly => Gate::Run(call.input.clone(), true),
+            Permission::Allow => Gate::Run(call.input.clone(), false),
         }
     };
     match decision {
-        RuleDecision::Allow(_) => Gate::Run(call.input.clone()),
+        RuleDecision::Allow(_) => Gate::Run(call.input.clone(), false),
         RuleDecision::Ask(rule) if permission.is_none() => {
             Gate::Deny(format!("the rule {rule} asks for approval of this call, and there is no one to ask"))
         }
@@ -156,6 +158,8 @@ impl Agent {
             let batch = &calls[i..end];
             let mut outcomes: Vec<Option<CallOutcome>> = vec![None; batch.len()];
             let mut denied = vec![false; batch.len()];
+            // Calls approved only as read-only (Permission::AllowReadOnly).
+            let mut confined = vec![false; batch.len()];
             let mut repeated = vec![false; batch.len()];
             // The same call as in the turn before: the runaway guard's to count, not progress detection's.
             let mut again = vec![false; batch.len()];
@@ -225,8 +229,9 @@ impl Agent {
                         Some(CallOutcome::error("interrupted: the run was cancelled before this tool call ran"));
                 } else {
                     match gate(call, rules.as_ref(), &hooks, permission.as_ref(), on_event) {
-                        Gate::Run(input) => {
+                        Gate::Run(input, read_only) => {
                             effective[k].input = input;
+                            confined[k] = read_only;
                             to_run.push(k);
                         }
                         Gate::Deny(reason) => {
@@ -249,7 +254,7 @@ impl Agent {
                 let k = to_run[0];
                 // `task` is not parallel-safe, so it always runs alone, here, where its child's events can
                 // reach the host as they happen.
-                if batch[k].name == crate::subagent::TOOL_NAME && !lock(&self.subagents).is_empty() {
+                if batch[k].name == crate::subagent::TOOL_NAME && !lock(&self.subagents).is_empty() && !confined[k] {
                     let (o, child, failed) = self.run_child(&batch[k], cancel, on_event);
                     outcomes[k] = Some(o);
                     children[k] = child;
@@ -257,13 +262,14 @@ impl Agent {
                         hook_failed.get_or_insert(e);
                     }
                 } else {
-                    outcomes[k] = Some(self.tools.execute(&batch[k], cancel));
+                    outcomes[k] = Some(self.tools.execute_as(&batch[k], cancel, confined[k]));
                 }
             } else if !to_run.is_empty() {
                 let results: Vec<(usize, CallOutcome)> = std::thread::scope(|s| {
                     // Each thread says when it ends (also by panicking): a thread with a poll hook waits for
                     // them in slices, running its hook (a host's Ctrl+C cancels the tools then).
                     let (ended, wake) = std::sync::mpsc::channel::<()>();
+                    let confined = &confined;
                     let handles: Vec<_> = to_run
                         .iter()
                         .map(|&k| {
@@ -272,7 +278,7 @@ impl Agent {
                                 k,
                                 s.spawn(move || {
                                     let _ended = ended;
-                                    self.tools.execute(&batch[k], cancel)
+                                    self.tools.execute_as(&batch[k], cancel, confined[k])
                                 }),
                             )
                         })

@@ -171,7 +171,7 @@ pub fn register_owned(registry: &ToolRegistry, opts: &BuiltinOptions) -> Result<
             _ => Tool::new(name, description, schema, EditFile { ws })?,
         };
         let parallel = is_read_only(name) || name == "web_fetch";
-        registry.register(tool.parallel_safe(parallel).read_only(is_read_only(name)))?;
+        registry.register(tool.parallel_safe(parallel).read_only(is_read_only(name)).confinable(name == "bash"))?;
     }
     Ok(background)
 }
@@ -197,8 +197,22 @@ impl ToolHandler for Bash {
         if ctx.cancel.is_cancelled() {
             return reply(Err("cancelled: bash was not run".to_string()));
         }
+        // Approved only as read-only: the kernel holds the command to that, whatever it looks like.
+        let confined;
+        let opts = if ctx.read_only {
+            if let Err(why) = sandbox_check(SandboxMode::ReadOnly, false) {
+                return reply(Err(format!(
+                    "not run: this command was allowed only if it changes nothing, and the kernel cannot hold it \
+                     to that here ({why})"
+                )));
+            }
+            confined = BashOptions { sandbox: SandboxMode::ReadOnly, network: false, ..self.opts.clone() };
+            &confined
+        } else {
+            &self.opts
+        };
         match input.get("run_in_background") {
-            Some(Value::Bool(true)) => reply(self.background.start(&self.ws, input, &self.opts)),
+            Some(Value::Bool(true)) => reply(self.background.start(&self.ws, input, opts)),
             Some(Value::Bool(false) | Value::Null) | None => {
                 // The foreground runner knows only its own parameters: drop the flags it does not need.
                 let mut input = input.clone();
@@ -206,7 +220,7 @@ impl ToolHandler for Bash {
                     map.remove("run_in_background");
                     map.remove("description");
                 }
-                reply(run_bash(&self.ws, &input, &self.opts, ctx.cancel))
+                reply(run_bash(&self.ws, &input, opts, ctx.cancel))
             }
             Some(other) => reply(Err(format!("bash parameter 'run_in_background' must be true or false, got {other}"))),
         }

@@ -33,9 +33,9 @@ impl ToolHandler for TimeoutHandler {
         let own = CancelToken::new();
         let (tx, rx) = mpsc::channel::<Reply>();
         let (inner, input_owned, own_clone) = (Arc::clone(&self.inner), input.clone(), own.clone());
-        let (id, name) = (ctx.tool_use_id.to_string(), ctx.tool_name.to_string());
+        let (id, name, read_only) = (ctx.tool_use_id.to_string(), ctx.tool_name.to_string(), ctx.read_only);
         let spawned = std::thread::Builder::new().name(format!("tooloop-tool-{name}")).spawn(move || {
-            let ctx = ToolContext { tool_use_id: &id, tool_name: &name, cancel: &own_clone };
+            let ctx = ToolContext { tool_use_id: &id, tool_name: &name, cancel: &own_clone, read_only };
             let reply = catch_unwind(AssertUnwindSafe(|| inner.call(&input_owned, &ctx))).unwrap_or_else(|panic| {
                 let what = panic
                     .downcast_ref::<&str>()

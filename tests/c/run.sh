@@ -38,6 +38,7 @@ tests=(
   "output_schema      c_output_schema.json"
   "content_blocks     c_content_blocks.json   requests"
   "tool_timeout       -"
+  "read_only_approval c_read_only_approval.json"
 )
 # mcp_server starts tests/mcp/fastmcp_server.py with $TOOLOOP_TEST_PYTHON.
 export TOOLOOP_REPO_ROOT="$root"

@@ -86,7 +86,7 @@ pub fn call(registry: &ToolRegistry, name: &str, input: Value) -> Result<String,
 /// [`call`] with a cancel token the test controls.
 pub fn call_with(registry: &ToolRegistry, name: &str, input: Value, cancel: &CancelToken) -> Result<String, String> {
     let tool = registry.get(name).unwrap();
-    let ctx = ToolContext { tool_use_id: "t1", tool_name: name, cancel };
+    let ctx = ToolContext { tool_use_id: "t1", tool_name: name, cancel, read_only: false };
     match tool.handler.call(&input, &ctx) {
         Ok(ToolOutput::Text(text)) => Ok(text),
         Ok(other) => panic!("unexpected output {other:?}"),

@@ -17,6 +17,7 @@ use crate::status::tooloop_status;
 /// library and lent to one callback call: valid only until the callback returns; never free it.
 pub struct tooloop_permission {
     reason: Option<String>,
+    read_only: bool,
 }
 
 /// Decides, before each tool call of a run, whether the call may run (see `tooloop_agent_set_permission`).
@@ -28,7 +29,8 @@ pub struct tooloop_permission {
 /// denies the call: the tool does not run, and the model reads the error result "Permission denied:
 /// <reason>", where the reason is the one set on `answer`, or "the host denied this tool call" when none was
 /// set. The run goes on either way (to end it too, call `tooloop_agent_cancel` from the callback). A reason
-/// set on an allowed call is ignored.
+/// set on an allowed call is ignored. Returning 0 after `tooloop_permission_set_read_only(answer)` allows the
+/// call only with no power to change anything (see there).
 ///
 /// It runs for every tool call the model makes, after the call's `TOOLOOP_EVENT_TOOL_USE` event and before
 /// the tool's input is checked against its schema, also for a tool name the agent does not know. Calls
@@ -54,10 +56,12 @@ impl HostPermission {
         let json = serde_json::json!({"id": call.id, "name": call.name, "input": call.input}).to_string();
         // serde_json escapes control characters, so this never has to replace anything.
         let json = c_string_lossy(&json);
-        let mut answer = tooloop_permission { reason: None };
+        let mut answer = tooloop_permission { reason: None, read_only: false };
         // SAFETY: the host's callback with its own userdata; both pointers we pass live for the call.
         let rc = unsafe { (self.f)(self.userdata.ptr, json.as_ptr(), &mut answer) };
-        if rc == 0 {
+        if rc == 0 && answer.read_only {
+            Permission::AllowReadOnly
+        } else if rc == 0 {
             Permission::Allow
         } else {
             Permission::Deny(answer.reason.unwrap_or_else(|| DEFAULT_DENIAL.to_string()))
@@ -135,5 +139,21 @@ pub extern "C" fn tooloop_permission_set_reason(
                 Err(f)
             }
         }
+    })
+}
+
+/// Allow the call only with no power to change anything, when the permission callback then returns 0: for a
+/// call let through because it *looks* harmless ("this command only reads"), so a wrong guess costs nothing.
+/// The built-in `bash` then runs under the kernel's read-only sandbox with the network off (refused where the
+/// kernel cannot confine it), a read-only tool runs as it is, and any other tool is refused with a reason the
+/// model reads. Ignored when the callback returns non-zero (the call is denied).
+///
+/// Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `answer`), `TOOLOOP_PANIC`. Threads: only inside
+/// the permission callback that received `answer`.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_permission_set_read_only(answer: *mut tooloop_permission) -> tooloop_status {
+    boundary("tooloop_permission_set_read_only", || {
+        handle_mut(answer, "answer")?.read_only = true;
+        Ok(())
     })
 }

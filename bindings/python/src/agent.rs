@@ -441,8 +441,8 @@ impl PyAgent {
         Ok(to_py(py, &v)?.unbind())
     }
 
-    /// Set (None: clear) the permission hook `check(id, name, input) -> None | str` (None allows, a string
-    /// is the denial reason). An exception from it cancels the run and is re-raised by the run.
+    /// Set (None: clear) the permission hook `check(id, name, input) -> None | str | ALLOW_READ_ONLY` (None
+    /// allows, a string is the denial reason, `ALLOW_READ_ONLY` allows the call only with no power to write). An exception from it cancels the run and is re-raised by the run.
     #[pyo3(signature = (check=None))]
     fn set_permission(&self, check: Option<Py<PyAny>>) {
         self.asks.store(check.is_some(), std::sync::atomic::Ordering::Relaxed);
@@ -459,6 +459,7 @@ impl PyAgent {
                     to_py(py, &call.input).and_then(|input| check.bind(py).call1((&call.id, &call.name, input)));
                 match answer {
                     Ok(a) if a.is_none() => Permission::Allow,
+                    Ok(a) if a.is_instance_of::<AllowReadOnly>() => Permission::AllowReadOnly,
                     Ok(a) => Permission::Deny(match a.cast::<PyString>() {
                         Ok(s) => s.to_string(),
                         Err(_) => a.str().map(|s| s.to_string()).unwrap_or_default(),
@@ -745,4 +746,17 @@ pub fn check_aws_credentials(py: Python<'_>) -> PyResult<()> {
 #[pyfunction]
 pub fn context_window(model: &str) -> Option<u64> {
     tooloop::models::context_window(model)
+}
+
+/// The answer of a permission callable that allows a call only with no power to change anything
+/// (`tooloop.ALLOW_READ_ONLY`, the one instance): bash then runs under the kernel's read-only sandbox, a
+/// read-only tool as it is, and any other tool is refused.
+#[pyclass(frozen, module = "tooloop._tooloop", name = "_AllowReadOnly")]
+pub(crate) struct AllowReadOnly;
+
+#[pymethods]
+impl AllowReadOnly {
+    fn __repr__(&self) -> &'static str {
+        "tooloop.ALLOW_READ_ONLY"
+    }
 }

@@ -38,6 +38,8 @@ fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(control::split_command, m)?)?;
     m.add_function(wrap_pyfunction!(agent::check_aws_credentials, m)?)?;
     // The core's option keys, the one list `tooloop.Agent` and the C config are checked against.
+    m.add_class::<agent::AllowReadOnly>()?;
+    m.add("ALLOW_READ_ONLY", agent::AllowReadOnly)?;
     m.add("OPTION_KEYS", tooloop::AgentOptions::KEYS.to_vec())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -8,10 +8,19 @@ from typing import List, Optional
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """Entry point of the `tooloop` console script; returns the exit code."""
-    from .app import main as _main
+    """Entry point of the `tooloop` console script; returns the exit code. Every process the command started
+    ends with it, also on SIGTERM and SIGHUP (exit status 128 + the signal; see ``lifetime``)."""
+    from . import lifetime
 
-    return _main(argv)
+    lifetime.install()
+    try:
+        from .app import main as _main
+
+        return _main(argv)
+    except lifetime.Terminated as t:
+        return 128 + t.signum
+    finally:
+        lifetime.end_descendants()
 
 
 __all__ = ["main"]

@@ -31,8 +31,10 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, 
 
 if TYPE_CHECKING:
     from tooloop import Agent, ToolCall
+    from tooloop._tooloop import _AllowReadOnly
 
-Decision = Union[bool, str]
+#: True allows, a string refuses with that reason, ``tooloop.ALLOW_READ_ONLY`` allows with no power to write.
+Decision = Union[bool, str, "_AllowReadOnly"]
 #: A tool call as the library passes it (``tooloop.ToolCall``), or as a dict with the same keys (hooks).
 CallLike = Union["ToolCall", Mapping[str, Any]]
 

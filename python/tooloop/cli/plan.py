@@ -3,7 +3,11 @@
 In plan mode the model only investigates: tools that change nothing (``read_file``, ``grep``, ``glob``, ...),
 read-only bash commands (``ls``, ``git status``, ``grep``; the core's ``read_only_command`` decides), the
 todo list and subagents (whose calls pass the same gate). Anything else is refused with a reason that tells
-the model to put it in the plan instead. The run ends with a plan in Markdown; the user approves it (the
+the model to put it in the plan instead. The guess only decides what is refused at once: every call plan mode
+lets through is answered ``tooloop.ALLOW_READ_ONLY``, so bash runs under the kernel's read-only sandbox
+(network off) whatever the command really does, and where the kernel cannot confine it, it is refused. An MCP
+tool runs in its server, which no sandbox of ours holds: it is asked about every time (refused where no one
+can be asked). The run ends with a plan in Markdown; the user approves it (the
 normal mode goes on and carries it out), or types what to change (the model plans again), or says no.
 
 Must never: let a call that writes run while planning.
@@ -80,9 +84,24 @@ class PlanPolicy:
                     "git status/log/diff run while planning)"
             return self._rules_or_true(call, name, inp)
         info = self.agent.tool_info(name)
-        if name in self.ALWAYS_OK or (info is not None and info.read_only):
+        if name.startswith("mcp__"):
+            ask: Optional[Callable[..., Decision]] = getattr(getattr(self.inner, "policy", self.inner), "ask", None)
+            if ask is None:
+                return PLAN_REASON.format(name=name) + " (an MCP tool runs in its server, which cannot be held to " \
+                    "read-only, and no one can be asked here)"
+            return ask(call, force=True)
+        if name in self.ALWAYS_OK:
             return self.inner(call)
+        if info is not None and info.read_only:
+            return self._confined(self.inner(call))
         return PLAN_REASON.format(name=name)
+
+    @staticmethod
+    def _confined(decision: Decision) -> Decision:
+        """An allowing answer becomes "allowed only as read-only": the kernel keeps the promise, not the guess."""
+        import tooloop
+
+        return tooloop.ALLOW_READ_ONLY if decision is True else decision
 
     def _rules_or_true(self, call: CallLike, name: str, inp: Dict[str, Any]) -> Decision:
         # A read-only command needs no question, but the settings' deny rules still hold.
@@ -104,7 +123,7 @@ class PlanPolicy:
                 note(ident, name, inp)
             except Exception:
                 pass
-        return True
+        return self._confined(True)
 
 
 def _with_plan_policy(agent: tooloop.Agent, policy: Observed) -> PlanPolicy:
