@@ -1,10 +1,9 @@
 """Every process the `tooloop` command started ends with it: on SIGTERM and on SIGHUP (the terminal closed)
-a running foreground command, a background command, and a process a hook left behind with `setsid` are all
-gone once the command has exited (128 + the signal). Through the real command against the mock server."""
+a running foreground command and a background command are both gone once the command has exited (128 + the
+signal). (A hook's own `setsid` children end with the hook: tests/python/test_cli_settings_trust.py.) Through the real command against the mock server."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -46,12 +45,7 @@ def test_a_signal_ends_every_process_the_command_started(tooloop_exe, mock, ws: 
                                                          signum: int) -> None:
     require_landlock()
     tag = f"{os.getpid()}{int(signum)}"
-    background, foreground, escaped = f"9{tag}1", f"9{tag}2", f"9{tag}3"
-    config = tmp_path / "config" / "tooloop"
-    config.mkdir(parents=True)
-    hook = f"setsid sleep {escaped} </dev/null >/dev/null 2>&1 & sleep 0.2"
-    (config / "settings.json").write_text(json.dumps(
-        {"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": hook}]}]}}))
+    background, foreground = f"9{tag}1", f"9{tag}2"
     server = mock({"responses": [
         tool_reply(("t1", "bash", {"command": f"sleep {background}", "run_in_background": True})),
         tool_reply(("t2", "bash", {"command": f"sleep {foreground}", "timeout": 600})),
@@ -61,17 +55,17 @@ def test_a_signal_ends_every_process_the_command_started(tooloop_exe, mock, ws: 
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert wait_for(lambda: pids_with(f"sleep {foreground}"), 30), "the foreground command never started"
-        assert pids_with(f"sleep {background}") and pids_with(f"sleep {escaped}")
+        assert pids_with(f"sleep {background}")
         proc.send_signal(signum)
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 128 + int(signum), (proc.returncode, err)
-        for marker in (foreground, background, escaped):
+        for marker in (foreground, background):
             assert wait_for(lambda: not pids_with(f"sleep {marker}"), 5), f"sleep {marker} outlived the command"
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        for marker in (foreground, background, escaped):
+        for marker in (foreground, background):
             for pid in pids_with(f"sleep {marker}"):
                 try:
                     os.kill(pid, signal.SIGKILL)

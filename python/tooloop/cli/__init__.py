@@ -19,8 +19,6 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _main(argv)
     except lifetime.Terminated as t:
         return 128 + t.signum
-    finally:
-        lifetime.end_descendants()
 
 
 __all__ = ["main"]

@@ -27,7 +27,7 @@ PR_SET_CHILD_SUBREAPER = 36
 _stop = False
 
 
-def _prctl(option: int, value: int) -> bool:
+def prctl(option: int, value: int) -> bool:
     try:
         import ctypes
 
@@ -70,14 +70,15 @@ def _reap() -> None:
             return
 
 
-def kill_tree(group: int) -> None:
-    """SIGKILL every process below this one until none is left (a process forking while we kill is caught
-    on the next pass), reaping what becomes ours."""
+def kill_tree(group: "int | None") -> None:
+    """SIGKILL the process group `group` (None: none) and every process below this one until none is left (a
+    process forking while we kill is caught on the next pass), reaping what becomes ours."""
     me = os.getpid()
-    try:
-        os.killpg(group, signal.SIGKILL)
-    except OSError:
-        pass
+    if group is not None:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except OSError:
+            pass
     for _ in range(200):
         left = descendants(me)
         if not left:
@@ -99,8 +100,8 @@ def _on_term(signum: int, frame: object) -> None:
 def main(argv: "list[str]") -> int:
     timeout, parent, report_fd, command = float(argv[1]), int(argv[2]), int(argv[3]), argv[4]
     signal.signal(signal.SIGTERM, _on_term)
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    prctl(PR_SET_CHILD_SUBREAPER, 1)
+    prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     try:
         report = os.fdopen(report_fd, "w")
     except OSError:
