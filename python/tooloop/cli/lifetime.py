@@ -5,7 +5,8 @@ handler raises :class:`Terminated` on the main thread, the binding cancels the r
 foreground command is killed), and the CLI's ``finally`` closes the agent (background commands, MCP servers).
 On Linux the command is also a child subreaper, so a process that escaped with ``setsid`` or a double fork
 (from a hook, say) is adopted by the command instead of init, and :func:`end_descendants` kills every one
-left at exit, after the exit handlers registered later (the same sweep as a hook's supervisor, ``hookrun.kill_tree``).
+left at exit, after the exit handlers registered later (the same sweep as a hook's supervisor,
+``hookrun.kill_tree``).
 
 Must never: kill a process the command did not start (only its descendants are signalled), or let a second
 signal interrupt the cleanup the first one started.
