@@ -126,3 +126,32 @@ def test_on_a_terminal_a_protected_write_is_asked_every_time_and_always_is_not_k
     assert shown == [".tooloop/settings.json", ".tooloop/settings.json", "notes.txt"]
     assert isinstance(policy(call(".mcp.json")), str)           # "always" for write_file did not cover it
     assert shown[-1] == ".mcp.json" and answers == []
+
+
+# -- tooloop batch: no one can approve, so refused (also when an allow rule would run the call) --------------
+
+def batch_writes(path):
+    """Every batch task writes `path` with write_file once, then answers."""
+    call = tool_reply(("toolu_w1", "write_file", {"path": path, "content": SETTINGS}))
+    return {"responses": [], "routes": [{"match": {"body_contains": "toolu_w1\","}, "response": text_reply("done")},
+                                        {"match": {}, "response": call}]}
+
+
+@pytest.mark.parametrize("flags,rules", [(["--yes"], None), ([], {"allow": ["write_file", "edit_file"]})],
+                         ids=["yes", "allow-rules"])
+def test_batch_refuses_protected_writes_in_the_task_workspaces(tooloop_exe, tmp_path, flags, rules):
+    (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "t0", "input": "go", "workspace": "ws/t0"}) + "\n")
+    if rules is not None:
+        (tmp_path / "config" / "tooloop").mkdir(parents=True)
+        (tmp_path / "config" / "tooloop" / "settings.json").write_text(json.dumps({"permissions": rules}))
+    for path, allow in ((".git/hooks/pre-commit", []), (".tooloop/settings.json", ["--allow-config-edits"])):
+        with MockServer(batch_writes(path)) as mock:
+            proc = run_cli(tooloop_exe, tmp_path, clean_env(tmp_path, mock), "batch", "tasks.jsonl", *flags,
+                           *allow, "--out", f"runs-{len(allow)}")
+            got = tool_results(mock.requests()[-1])
+        assert proc.returncode == 0, proc.stderr
+        written = (tmp_path / "ws" / "t0" / path).exists()
+        if allow:
+            assert got["toolu_w1"][1] is False and written
+        else:
+            assert got["toolu_w1"][1] and "protected" in got["toolu_w1"][0] and not written, got

@@ -62,6 +62,24 @@ def rules_permission(call: tooloop.ToolCall) -> Union[bool, str]:
             "(no one can be asked)")
 
 
+class ProtectedWrites:
+    """The ``before_tool`` hook of a batch task: a file tool's write to a protected path of the task's
+    workspace (``permissions.Protected``: .tooloop/, .claude/, .mcp.json, .git/hooks/, .git/config, the user's
+    config folder) is refused, since no one can approve it. A hook, not the permission callable: the
+    settings' allow rules go to the library, which runs what they allow without asking the callable. A
+    module-level class, so Ray workers can import it."""
+
+    def __init__(self, workspace: str) -> None:
+        self.workspace = workspace
+
+    def __call__(self, call: tooloop.ToolCall) -> Optional[str]:
+        from .permissions import PROTECTED_REASON, Protected, call_parts
+
+        name, inp, _ = call_parts(call)
+        what = Protected(self.workspace).what(name, inp)
+        return None if what is None else PROTECTED_REASON.format(what=what, name=name)
+
+
 def settings_rules(workspace: Path) -> Dict[str, List[str]]:
     """The permission rules of the settings files for ``workspace`` (the user's, the project's approved ones,
     the project-local ones), ``ask`` rules folded into ``deny``: nobody is there to answer. Raises
@@ -109,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(also $TOOLOOP_SESSION_DB, or \"sessionDb\" in the user's settings.json)")
     p.add_argument("--sandbox", choices=["workspace-write", "read-only"], type=str.lower,
                    help="bash confinement (default: workspace-write; read-only with --read-only)")
+    p.add_argument("--allow-config-edits", action="store_true",
+                   help="let write_file and edit_file change .tooloop/, .claude/, .mcp.json, .git/hooks/ and "
+                   ".git/config in the task workspaces (refused by default: no one can approve such a write)")
     perm = p.add_mutually_exclusive_group()
     perm.add_argument("--yes", "-y", action="store_true", help="allow every tool call (bash stays sandboxed)")
     perm.add_argument("--read-only", action="store_true", help="allow only tools that change nothing")
@@ -265,6 +286,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     }
     if args.base_url:
         options["base_url"] = args.base_url
+    from .permissions import protection_options
+    options.update(protection_options(args.allow_config_edits))
     if args.read_only:
         options["permission"] = read_only_permission
         if rules["deny"]:
@@ -298,6 +321,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         t["workspace"] = str(ws)
         own = dict(t.get("options") or {})
         own.setdefault("system", system_prompt(ws, mode))
+        if not args.allow_config_edits:
+            own["hooks"] = {"before_tool": ProtectedWrites(str(ws))}
         t["options"] = own
     try:
         results = tooloop.batch.run(
