@@ -392,6 +392,11 @@ def protection_options(allow_config_edits: bool) -> Dict[str, Any]:
     return {"protected_paths": []} if known else {}
 
 
+def _fold(name: str) -> str:
+    """A name as the filesystem compares it: case-insensitive on macOS and Windows (by default)."""
+    return name.lower() if sys.platform in ("darwin", "win32") else name
+
+
 def _inside(path: str, folder: str) -> Optional[List[str]]:
     """The parts of `path` below `folder` (both resolved), or None when it is not inside."""
     if path == folder:
@@ -442,7 +447,7 @@ class Protected:
 
     def judge(self, raw: str) -> Optional[str]:
         """What protected path `raw` (a path a file tool was given) lands in, or None."""
-        fold = (lambda t: t.lower()) if sys.platform in ("darwin", "win32") else (lambda t: t)
+        fold = _fold
         try:
             real = os.path.realpath(os.path.join(self.workspace, raw))
         except (OSError, ValueError):
