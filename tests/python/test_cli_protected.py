@@ -155,3 +155,26 @@ def test_batch_refuses_protected_writes_in_the_task_workspaces(tooloop_exe, tmp_
             assert got["toolu_w1"][1] is False and written
         else:
             assert got["toolu_w1"][1] and "protected" in got["toolu_w1"][0] and not written, got
+
+
+def test_allow_config_edits_tells_the_library_only_when_it_has_the_protected_paths_option(monkeypatch):
+    import tooloop
+    from tooloop.cli.permissions import protected_paths, protection_options
+
+    class WithOption:
+        def __init__(self, provider=None, builtin_tools=None, protected_paths=None):
+            pass
+
+        def close(self):
+            pass
+
+    class Without(WithOption):
+        def __init__(self, provider=None, builtin_tools=None):
+            pass
+
+    monkeypatch.setattr(tooloop, "Agent", WithOption)
+    assert protection_options(True) == {"protected_paths": []} and protection_options(False) == {}
+    monkeypatch.setattr(tooloop, "Agent", Without)
+    assert protection_options(True) == {}
+    listed = protected_paths("/w", {"XDG_CONFIG_HOME": "/c"})
+    assert listed == ["/w/.tooloop", "/w/.claude", "/w/.mcp.json", "/w/.git/hooks", "/w/.git/config", "/c/tooloop"]

@@ -381,15 +381,15 @@ def protection_options(allow_config_edits: bool) -> Dict[str, Any]:
     library then keeps its own default)."""
     if not allow_config_edits:
         return {}
-    import inspect
-
     import tooloop
 
+    # Asked by trying (the CLI uses the public API only): an Agent with a Python model sends nothing.
     try:
-        known = "protected_paths" in inspect.signature(tooloop.Agent).parameters
-    except (TypeError, ValueError):
-        known = False
-    return {"protected_paths": []} if known else {}
+        tooloop.Agent(provider=lambda request: {"content": ""}, builtin_tools=False,
+                      protected_paths=[]).close()  # type: ignore[call-arg,unused-ignore]
+    except (TypeError, tooloop.Error):
+        return {}
+    return {"protected_paths": []}
 
 
 def _fold(name: str) -> str:
