@@ -603,7 +603,9 @@ class Batch:
             return
         line = (json.dumps(r.to_dict(), ensure_ascii=False) + "\n").encode("utf-8")
         with self._write_lock:
-            fd = os.open(os.path.join(self.out, RESULTS_FILE), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            # Never through a link: run() refused one at the start; O_NOFOLLOW holds if one appears later.
+            fd = os.open(os.path.join(self.out, RESULTS_FILE),
+                         os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
             try:
                 os.write(fd, line)
             finally:
@@ -620,6 +622,10 @@ class Batch:
         """Run the batch; the results in the order of the tasks. Ctrl+C cancels every agent, records what
         finished, and raises KeyboardInterrupt."""
         os.makedirs(self.out, mode=0o700, exist_ok=True)
+        results_path = os.path.join(self.out, RESULTS_FILE)
+        if self._record_results and os.path.islink(results_path):
+            raise ConfigError(f"{results_path} is a symbolic link: results are never written through one "
+                              "(remove it, or choose another out folder)")
         previous = load_results(self.out) if self._skip_recorded else {}
         results: Dict[str, BatchResult] = {}
         pending: List[Dict[str, Any]] = []

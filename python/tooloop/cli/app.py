@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, TextIO, Un
 from . import paths
 from .args import parse_args, version
 from .config import ConfigProblem, Settings, compaction_settings, env_context_window, resolve
-from .permissions import AskPolicy, AutoPolicy, Observed, ReadOnlyPolicy, TerminalReader, choose
+from .permissions import AskPolicy, AutoPolicy, Observed, Protected, ReadOnlyPolicy, TerminalReader, choose
 from .prompt import system_prompt
 from .render import Renderer, status_line
 from .settings import RulesPolicy
@@ -81,7 +81,10 @@ def make_policy(args: argparse.Namespace, stdin_tty: bool, renderer: Renderer, a
             policy.offer_rule = lambda rule: offer_rule(rule, workspace, asker, abort)
     if loaded is not None and workspace is not None and loaded.has_rules():
         policy = RulesPolicy(policy, loaded, workspace)
-    return Observed(policy, renderer.note_call, denied=renderer.note_denial)
+    # Protected paths (permissions.Protected): asked every time on a terminal, refused with -p and --yes.
+    guard = Protected(workspace) if workspace is not None and not args.allow_config_edits else None
+    return Observed(policy, renderer.note_call, denied=renderer.note_denial, protected=guard,
+                    can_ask=not args.print_mode)
 
 
 def offer_rule(rule: str, workspace: Path, renderer: Renderer, abort: threading.Event) -> None:
@@ -319,7 +322,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     for name in mcp.skipped:
         why = "declined" if interactive else "not approved yet: run `tooloop` in this workspace to approve it"
         _say(f"MCP server '{name}' from .mcp.json skipped ({why})")
-    options: Dict[str, Any] = {}
+    from .permissions import protection_options
+    options: Dict[str, Any] = protection_options(args.allow_config_edits)
     if args.no_progress_guard:
         options["progress_guard"] = False
     from .local import LOCAL_TIMEOUT, SMALL_MODEL_TOOLS, UNSTICK_TEMPERATURE, hosted_model, is_custom_endpoint

@@ -29,6 +29,9 @@ permissions:
   on a terminal, bash, write_file and edit_file ask first: press y (yes), n (no) or a (always), no
   Enter needed, or type a reason for refusing; read_file never asks.
   When stdin is not a terminal the agent is read-only unless --yes is given.
+  Protected, whatever the mode: .tooloop/, .claude/, .mcp.json, .git/hooks/, .git/config and
+  ~/.config/tooloop; bash sees them read-only, write_file and edit_file ask every time (no "always")
+  and are refused with -p and --yes; --allow-config-edits lifts this.
 
 exit codes: 0 done, 1 the task failed (API error, turn limit, ...), 2 usage or configuration error,
 130 interrupted.
@@ -155,6 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-budget-usd", type=_budget, metavar="USD", dest="max_budget_usd",
                    help="stop before a request that would take this task's spend past USD (by the price "
                    "table; exit 1 with one line)")
+    p.add_argument("--allow-config-edits", action="store_true",
+                   help="let write_file and edit_file change the files that decide what the agent may run "
+                   "(.tooloop/, .claude/, .mcp.json, .git/hooks/, .git/config, ~/.config/tooloop), asking "
+                   "as for any other write; without it they ask every time, and are refused with -p and --yes")
     p.add_argument("--no-instructions", action="store_true",
                    help="do not load AGENTS.md / CLAUDE.md project instructions into the system prompt")
     p.add_argument("--plan", action="store_true",

@@ -1,6 +1,10 @@
 """`tooloop batch TASKS.jsonl`: many coding-agent tasks at once through ``tooloop.batch`` (threads or Ray).
 
-Each line of the tasks file is a JSON object ``{"id": ..., "input": ... (or "prompt"), "workspace": ...}``.
+Each line of the tasks file is a JSON object ``{"id": ..., "input": ... (or "prompt"), "workspace": ...,
+"options": {...}, "metadata": ...}``. A line may narrow what the command line allowed, never widen it: its
+``options`` may set only LINE_OPTIONS (numeric limits no higher than the command line's), and anything else
+(permission, sandbox, network, base_url, keys, hooks, MCP servers, env pass-through, tools to import) is
+refused with an error naming the key and the line.
 Tasks run with bash in the sandbox and nobody to ask, so how tool calls are allowed must be said up front:
 ``--yes`` (every call allowed; bash confined to the task's workspace), ``--read-only`` (only tools that
 change nothing), or permission rules in the settings files (``{"permissions": {"allow": [...]}}``: calls
@@ -9,7 +13,8 @@ the rules allow run, tools that change nothing run, the rest are refused). The s
 terminal, a line per finished task otherwise.
 
 Exit codes: 0 every task ok, 1 some task did not finish ok, 2 usage or configuration error, 130 interrupted.
-Must never: ask a question (there is no one to answer it) or import the terminal libraries.
+Must never: ask a question (there is no one to answer it), import the terminal libraries, or let a task line
+widen what the command line allowed.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ READ_ONLY_TOOLS = frozenset({"read_file", "grep", "glob", "todo_write", "bash_ou
 
 DESCRIPTION = """\
 Run many agent tasks at once. TASKS is a JSONL file: one {"id": "...", "input": "...", "workspace": "..."}
-per line (workspace optional; relative paths are taken from the current folder). Each task's session goes to
+per line (workspace optional; relative paths are taken from the current folder; "options" may narrow a task
+with model, system, max_turns, max_cost_usd, builtin_tools, temperature, output_schema, never widen it). Each task's session goes to
 OUT/<id>.jsonl and its outcome to OUT/results.jsonl; running the same command again skips the tasks that
 finished and resumes the others where they stopped (no tool call that completed runs again)."""
 
@@ -54,6 +60,24 @@ def rules_permission(call: tooloop.ToolCall) -> Union[bool, str]:
         return True
     return (f"{name} is not allowed: this batch runs by the settings' permission rules and none allows this call "
             "(no one can be asked)")
+
+
+class ProtectedWrites:
+    """The ``before_tool`` hook of a batch task: a file tool's write to a protected path of the task's
+    workspace (``permissions.Protected``: .tooloop/, .claude/, .mcp.json, .git/hooks/, .git/config, the user's
+    config folder) is refused, since no one can approve it. A hook, not the permission callable: the
+    settings' allow rules go to the library, which runs what they allow without asking the callable. A
+    module-level class, so Ray workers can import it."""
+
+    def __init__(self, workspace: str) -> None:
+        self.workspace = workspace
+
+    def __call__(self, call: tooloop.ToolCall) -> Optional[str]:
+        from .permissions import PROTECTED_REASON, Protected, call_parts
+
+        name, inp, _ = call_parts(call)
+        what = Protected(self.workspace).what(name, inp)
+        return None if what is None else PROTECTED_REASON.format(what=what, name=name)
 
 
 def settings_rules(workspace: Path) -> Dict[str, List[str]]:
@@ -103,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "(also $TOOLOOP_SESSION_DB, or \"sessionDb\" in the user's settings.json)")
     p.add_argument("--sandbox", choices=["workspace-write", "read-only"], type=str.lower,
                    help="bash confinement (default: workspace-write; read-only with --read-only)")
+    p.add_argument("--allow-config-edits", action="store_true",
+                   help="let write_file and edit_file change .tooloop/, .claude/, .mcp.json, .git/hooks/ and "
+                   ".git/config in the task workspaces (refused by default: no one can approve such a write)")
     perm = p.add_mutually_exclusive_group()
     perm.add_argument("--yes", "-y", action="store_true", help="allow every tool call (bash stays sandboxed)")
     perm.add_argument("--read-only", action="store_true", help="allow only tools that change nothing")
@@ -113,9 +140,84 @@ def _say(message: str) -> None:
     print(f"tooloop batch: {message}", file=sys.stderr, flush=True)
 
 
-def load_tasks(path: str) -> List[Dict[str, Any]]:
+#: The fields of a task line. ``metadata`` is the line's own (for a harness reading results.jsonl); nothing
+#: reads it.
+LINE_FIELDS = ("id", "input", "prompt", "workspace", "options", "metadata")
+
+#: The built-in tools a line's ``builtin_tools`` may pick from (the command line enables them all).
+BUILTIN_TOOLS = ("bash", "read_file", "write_file", "edit_file", "grep", "glob", "web_fetch", "bash_output",
+                 "bash_kill")
+
+#: The options a task line may set: each can only narrow what the command line allowed (an allow-list, so
+#: an option the library adds later is refused until it is judged here). Everything else a line might set
+#: (permission, sandbox, network, base_url, keys, headers, hooks, MCP servers, env pass-through, tools to
+#: import, session) is the command line's alone.
+LINE_OPTIONS = ("model", "system", "max_turns", "max_cost_usd", "builtin_tools", "temperature", "output_schema")
+
+
+class Limits:
+    """What the command line set that a task line may only lower."""
+
+    def __init__(self, max_turns: int = 50, max_cost_usd: Optional[float] = None) -> None:
+        self.max_turns = max_turns
+        self.max_cost_usd = max_cost_usd
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and v not in (float("inf"),)
+
+
+def check_line_options(options: Any, where: str, limits: Limits) -> Dict[str, Any]:
+    """A task line's ``options`` when every key narrows what the command line allowed; otherwise a ValueError
+    that names the key and `where` (``FILE:LINE``)."""
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise ValueError(f"{where}: \"options\" must be a JSON object")
+    for key, v in options.items():
+        if key not in LINE_OPTIONS:
+            raise ValueError(
+                f"{where}: a task line may not set options.{key}: a line may only narrow what the command line "
+                f"allowed, and {key} is the command line's (a line may set: {', '.join(LINE_OPTIONS)})")
+        bad = None
+        if key in ("model", "system") and not isinstance(v, str):
+            bad = "a string"
+        elif key == "max_turns" and not (isinstance(v, int) and not isinstance(v, bool)
+                                         and 1 <= v <= limits.max_turns):
+            bad = f"a whole number from 1 to the command line's --max-turns ({limits.max_turns})"
+        elif key == "max_cost_usd" and not (_number(v) and v >= 0 and (limits.max_cost_usd is None
+                                                                     or v <= limits.max_cost_usd)):
+            bad = ("a number of dollars >= 0" + (f" and at most the command line's --max-budget-usd "
+                                                 f"({limits.max_cost_usd:g})" if limits.max_cost_usd is not None
+                                                 else ""))
+        elif key == "builtin_tools" and not (v is False or (isinstance(v, list)
+                                                            and all(t in BUILTIN_TOOLS for t in v))):
+            bad = f"false or a list of built-in tools ({', '.join(BUILTIN_TOOLS)})"
+        elif key == "temperature" and not (_number(v) and 0 <= v <= 2):
+            bad = "a number from 0 to 2"
+        elif key == "output_schema" and not isinstance(v, dict):
+            bad = "a JSON Schema object"
+        if bad is not None:
+            raise ValueError(f"{where}: options.{key} must be {bad}, got {json.dumps(v)[:80]}")
+    return dict(options)
+
+
+def _too_wide_workspace(ws: Path) -> bool:
+    """Whether `ws` is the filesystem root, the home folder or a folder above it: with bash writing inside
+    its workspace, such a line would give the agent the user's whole home."""
+    try:
+        home = Path.home().resolve()
+        real = ws.expanduser().resolve()
+    except (OSError, RuntimeError):
+        return True
+    return real == Path(real.anchor) or real == home or real in home.parents
+
+
+def load_tasks(path: str, limits: Optional[Limits] = None) -> List[Dict[str, Any]]:
     """The tasks of a JSONL file (blank lines and lines starting with # skipped); ``prompt`` is accepted for
-    ``input``. A bad line is a ValueError naming its number."""
+    ``input``. A bad line is a ValueError naming its number, also a line that sets a field or option it may
+    not (LINE_FIELDS, LINE_OPTIONS: a line narrows what the command line allowed, never widens it)."""
+    limits = limits or Limits()
     text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     tasks: List[Dict[str, Any]] = []
     for n, line in enumerate(text.splitlines(), 1):
@@ -127,6 +229,15 @@ def load_tasks(path: str) -> List[Dict[str, Any]]:
             raise ValueError(f"{path}:{n}: not JSON ({e})") from None
         if not isinstance(task, dict):
             raise ValueError(f"{path}:{n}: a task is a JSON object")
+        for key in task:
+            if key not in LINE_FIELDS:
+                raise ValueError(f"{path}:{n}: unknown field {key!r} in a task line (fields: "
+                                 f"{', '.join(LINE_FIELDS)}; agent options go in \"options\")")
+        task["options"] = check_line_options(task.get("options"), f"{path}:{n}", limits)
+        ws = task.get("workspace")
+        if ws is not None and (not isinstance(ws, str) or not ws or _too_wide_workspace(Path(ws))):
+            raise ValueError(f"{path}:{n}: \"workspace\" must name a project folder, not /, your home folder "
+                             f"or a folder above it (bash may write anywhere in it), got {json.dumps(ws)[:80]}")
         if "input" not in task and "prompt" in task:
             task["input"] = task.pop("prompt")
         if "id" not in task:
@@ -153,7 +264,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         _say("--address is for --engine ray")
         return EXIT_USAGE
     try:
-        tasks = load_tasks(args.tasks)
+        tasks = load_tasks(args.tasks, Limits(args.max_turns or 50, args.max_budget_usd))
     except (OSError, ValueError, UnicodeDecodeError) as e:
         _say(str(e))
         return EXIT_USAGE
@@ -175,6 +286,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     }
     if args.base_url:
         options["base_url"] = args.base_url
+    from .permissions import protection_options
+    options.update(protection_options(args.allow_config_edits))
     if args.read_only:
         options["permission"] = read_only_permission
         if rules["deny"]:
@@ -208,6 +321,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         t["workspace"] = str(ws)
         own = dict(t.get("options") or {})
         own.setdefault("system", system_prompt(ws, mode))
+        if not args.allow_config_edits:
+            own["hooks"] = {"before_tool": ProtectedWrites(str(ws))}
         t["options"] = own
     try:
         results = tooloop.batch.run(

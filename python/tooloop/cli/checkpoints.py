@@ -50,15 +50,10 @@ def _private_dir(path: Path) -> None:
 
 
 def _write_private(path: Path, data: bytes) -> None:
-    """Atomically replace `path` with `data`, owner-only."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    """Atomically replace `path` with `data`, owner-only, never through a link (private_files)."""
+    from .private_files import write_private
+
+    write_private(path, data)
 
 
 def _lines(data: Optional[bytes]) -> List[str]:

@@ -11,6 +11,9 @@ ones, ``completion_tokens``, ``cached_tokens``, ``cost_usd`` from tooloop's pric
 ``extra``); notes such as compactions and max_turns stops are ``system`` steps. ``json`` is tooloop's own
 entries as the session holds them (``{"session_id", "entries": [...]}``).
 
+The file ``-o`` names is written owner-only (0600) and atomically; a symlink found there is replaced, never
+written through.
+
 Must never: write to the session file, or lose a tool call's result (an unanswered call gets none, as in
 the session).
 """
@@ -216,7 +219,13 @@ def main(argv: List[str]) -> int:
            else {"session_id": info.id, "entries": info.entries})
     text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        from .private_files import write_private
+
+        try:
+            write_private(args.output, text)   # 0600, replacing (never following) a link planted there
+        except OSError as e:
+            print(f"tooloop: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
+            return 1
     else:
         sys.stdout.write(text)
     return 0

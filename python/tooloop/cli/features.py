@@ -127,13 +127,11 @@ def load_approvals(workspace: Path) -> Dict[str, str]:
 
 
 def save_approvals(workspace: Path, approvals: Mapping[str, str]) -> None:
+    from .private_files import write_private
+
     path = approvals_file(workspace)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(dict(approvals), f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    write_private(path, json.dumps(dict(approvals), indent=1, sort_keys=True))
 
 
 # What executes: a project server's approval covers the workspace files it runs -------------------------

@@ -15,7 +15,13 @@ Which tools are read-only is the library's knowledge, not the CLI's: a policy as
 (``bind(agent)``, done by ``app.build_agent``); before that, or for a tool the agent does not know, nothing
 counts as read-only.
 
-Must never: let a mutating call run in read-only mode, or block forever once the run is cancelled.
+Whatever the policy, a file tool's write to a path that grants the agent power (``Protected``: ``.tooloop/``,
+``.claude/``, ``.mcp.json``, ``.git/hooks/``, ``.git/config``, the user's config folder) is asked every time
+(no "always", rule or mode lets it through) and refused where no one can be asked (``-p``, ``--yes``,
+read-only), unless the user ran with ``--allow-config-edits``.
+
+Must never: let a mutating call run in read-only mode, let a protected path be written without the user's
+answer to that very call, or block forever once the run is cancelled.
 Standard library only.
 """
 
@@ -26,7 +32,9 @@ import json
 import os
 import re
 import select
+import sys
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Protocol, Set, Tuple, Union
 
 if TYPE_CHECKING:
@@ -170,9 +178,10 @@ class AskPolicy(Classified):
         d = match_rules({"allow": self.bash_rules}, "bash", inp, ".")
         return d is not None and d[0] == "allow"
 
-    def ask(self, call: CallLike, force: bool = False) -> Decision:
+    def ask(self, call: CallLike, force: bool = False, once: bool = False) -> Decision:
         """Ask about `call`; with `force` (a settings rule says ask) even for a read-only or an "always"
-        tool."""
+        tool; with `once` (a protected path) an "always" answer allows this call only and is not kept."""
+        force = force or once
         name, inp, ident = call_parts(call)
         if not force and (name in self.always or self.is_read_only(name)
                           or (name == "bash" and self._bash_allowed(inp))):
@@ -191,6 +200,8 @@ class AskPolicy(Classified):
         if line is None:
             return f"No answer from the user (input closed), so the {name} call was not run."
         verdict, reason = parse_answer(line)
+        if verdict == "always" and once:
+            verdict = "allow"
         if verdict == "always":
             if name == "bash":
                 # For bash, "always" means commands with this prefix, never every command.
@@ -337,23 +348,172 @@ def choose(mode: Optional[str], stdin_is_tty: bool) -> str:
     return "ask" if stdin_is_tty else "read-only"
 
 
+# -- protected paths ------------------------------------------------------------------------------------
+
+#: Inside the workspace, what decides what the agent may run: tooloop's and Claude Code's settings, hooks
+#: and skills, the project's MCP servers, git's hooks and configuration (``core.hooksPath``, aliases,
+#: ``core.fsmonitor`` run programs). ``.git/hooks`` and ``.git/config`` count in nested repositories too.
+PROTECTED_IN_WORKSPACE = (".tooloop", ".claude", ".mcp.json", ".git/hooks", ".git/config")
+
+#: The built-in tools that write a file, and the input fields that name it (the core's ``builtin/files.rs``).
+WRITE_TOOLS: Dict[str, Tuple[str, ...]] = {"write_file": ("path",), "edit_file": ("path",)}
+
+PROTECTED_REASON = (
+    "{what} is protected: it decides what the agent may run (settings, hooks, MCP servers, git hooks and "
+    "configuration), so {name} may not change it without the user's approval of this very call, and no one "
+    "can approve it here. Do not retry it or work around it (bash cannot write it either): finish the rest "
+    "of the task and tell the user the exact change you would make. The user can allow such edits by "
+    "running tooloop with --allow-config-edits.")
+
+
+def protected_paths(workspace: Union[str, "os.PathLike[str]"],
+                    env: Optional[Mapping[str, str]] = None) -> List[str]:
+    """The protected paths of `workspace` as absolute paths, the user's config folder last: the list the
+    library's bash sandbox is to show read-only (``Agent(protected_paths=...)`` once the library has that
+    option; see ``protection_options``)."""
+    from .features import user_config_dir
+
+    ws = Path(workspace)
+    return [str(ws / p) for p in PROTECTED_IN_WORKSPACE] + [str(user_config_dir(env))]
+
+
+def protection_options(allow_config_edits: bool) -> Dict[str, Any]:
+    """The ``tooloop.Agent`` options that carry --allow-config-edits to the library: ``protected_paths=[]``
+    (nothing protected) when the flag is given and the installed library has the option, else nothing (the
+    library then keeps its own default)."""
+    if not allow_config_edits:
+        return {}
+    import tooloop
+
+    # Asked by trying (the CLI uses the public API only): an Agent with a Python model sends nothing.
+    try:
+        tooloop.Agent(provider=lambda request: {"content": ""}, builtin_tools=False,
+                      protected_paths=[]).close()  # type: ignore[call-arg,unused-ignore]
+    except (TypeError, tooloop.Error):
+        return {}
+    return {"protected_paths": []}
+
+
+def _fold(name: str) -> str:
+    """A name as the filesystem compares it: case-insensitive on macOS and Windows (by default)."""
+    return name.lower() if sys.platform in ("darwin", "win32") else name
+
+
+def _inside(path: str, folder: str) -> Optional[List[str]]:
+    """The parts of `path` below `folder` (both resolved), or None when it is not inside."""
+    if path == folder:
+        return []
+    prefix = folder.rstrip(os.sep) + os.sep
+    if not path.startswith(prefix):
+        return None
+    return path[len(prefix):].split(os.sep)
+
+
+class Protected:
+    """Which tool calls write a protected path (see PROTECTED_IN_WORKSPACE and the user's config folder).
+
+    The path is judged as the file tools will open it: taken from the workspace when relative, with every
+    symlink and ``..`` resolved (``cfg/x`` where ``cfg -> .tooloop``, ``sub/../.git/config``). A tool writes
+    a path when it is a built-in file tool (WRITE_TOOLS) or a tool the agent says is of kind "write" (its
+    ``path_field``)."""
+
+    def __init__(self, workspace: Union[str, "os.PathLike[str]"], config_dir: Optional[Path] = None):
+        from .features import user_config_dir
+
+        self.workspace = os.path.realpath(os.fspath(workspace))
+        self.config_dir = os.path.realpath(os.fspath(config_dir or user_config_dir()))
+        self._agent: Optional[Agent] = None
+
+    def bind(self, agent: Agent) -> None:
+        self._agent = agent
+
+    def _fields(self, name: str) -> Tuple[str, ...]:
+        fields = WRITE_TOOLS.get(name)
+        if fields is not None:
+            return fields
+        info = self._agent.tool_info(name) if self._agent is not None else None
+        if info is not None and getattr(info, "kind", None) == "write":
+            return (str(getattr(info, "path_field", None) or "path"),)
+        return ()
+
+    def what(self, name: str, inp: Mapping[str, Any]) -> Optional[str]:
+        """The protected path the call `name(inp)` would write, as the user knows it (``.tooloop/``, the
+        config folder), or None."""
+        for field in self._fields(name):
+            raw = inp.get(field)
+            if isinstance(raw, str) and raw:
+                hit = self.judge(raw)
+                if hit is not None:
+                    return hit
+        return None
+
+    def judge(self, raw: str) -> Optional[str]:
+        """What protected path `raw` (a path a file tool was given) lands in, or None."""
+        fold = _fold
+        try:
+            real = os.path.realpath(os.path.join(self.workspace, raw))
+        except (OSError, ValueError):
+            return "this path"  # cannot be resolved: treat as protected rather than guess
+        if _inside(fold(real), fold(self.config_dir)) is not None:
+            return f"the user's config folder {self.config_dir}"
+        parts = _inside(real, self.workspace)
+        if parts is None:
+            return None
+        low = [fold(p) for p in parts]
+        if low and low[0] in (".tooloop", ".claude"):
+            return f"{parts[0]}/"
+        if low == [".mcp.json"]:
+            return ".mcp.json"
+        for i in range(len(low) - 1):
+            if low[i] == ".git" and low[i + 1] == "hooks":
+                return "/".join(parts[: i + 2]) + "/"
+            if low[i] == ".git" and low[i + 1] == "config" and i + 2 == len(low):
+                return "/".join(parts[: i + 2])
+        return None
+
+
 class Observed:
     """Wraps a policy so every call it sees is also reported to `note(id, name, input)` (the renderer
-    uses it to show refused calls, which get no tool_use event). Keeps the policy's `mode`."""
+    uses it to show refused calls, which get no tool_use event). Keeps the policy's `mode`.
+
+    With `protected` (a Protected), a call that writes a protected path never reaches the policy's own
+    answer: the settings' deny rules still refuse it, then the user is asked about this call alone (when
+    `can_ask` and the policy asks: no "always", no allow rule), and otherwise it is refused with
+    PROTECTED_REASON."""
 
     def __init__(self, policy: Policy, note: Callable[[str, str, Dict[str, Any]], None],
-                 denied: Optional[Callable[[str, str], None]] = None):
+                 denied: Optional[Callable[[str, str], None]] = None, protected: Optional[Protected] = None,
+                 can_ask: bool = True):
         self.policy = policy
         self.note = note
         #: Called with (id, reason) when the policy refuses a call (the renderer shows that reason).
         self.denied = denied
         self.mode = getattr(policy, "mode", "custom")
+        self.protected = protected
+        self.can_ask = can_ask
 
     def bind(self, agent: Agent) -> None:
         """Pass the agent on to the wrapped policy (see ``Classified.bind``)."""
         bind = getattr(self.policy, "bind", None)
         if bind is not None:
             bind(agent)
+        if self.protected is not None:
+            self.protected.bind(agent)
+
+    def _guarded(self, call: CallLike, name: str, inp: Dict[str, Any], what: str) -> Decision:
+        settings = getattr(self.policy, "settings", None)
+        workspace = getattr(self.policy, "workspace", None)
+        deny = list(getattr(settings, "deny", None) or [])
+        if deny and workspace is not None:
+            from tooloop.rules import match_rules
+
+            d = match_rules({"deny": deny}, name, inp, workspace)
+            if d is not None:
+                return f"The settings deny this call (rule {d[1]}). Do not retry it; take another approach."
+        ask = getattr(self.policy, "ask", None) if self.can_ask and self.mode == "ask" else None
+        if ask is not None:
+            return ask(call, once=True)  # type: ignore[no-any-return]
+        return PROTECTED_REASON.format(what=what, name=name)
 
     def __call__(self, call: CallLike) -> Decision:
         name, inp, ident = call_parts(call)
@@ -361,7 +521,8 @@ class Observed:
             self.note(ident, name, inp)
         except Exception:
             pass
-        decision = self.policy(call)
+        what = self.protected.what(name, inp) if self.protected is not None else None
+        decision = self._guarded(call, name, inp, what) if what is not None else self.policy(call)
         if isinstance(decision, str) and self.denied is not None:
             try:
                 self.denied(ident, decision)
