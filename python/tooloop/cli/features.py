@@ -239,11 +239,17 @@ def pinned_files(config: Mapping[str, Any], workspace: Path,
     return sorted(named | set(rest))
 
 
-def _file_digest(path: Path) -> str:
+def file_digest(path: Path) -> str:
+    """The SHA-256 of a pinned file's first PIN_MAX_BYTES and its size, or a word saying why there is none:
+    only a regular file, opened without following a final symlink and without blocking (a FIFO named by a
+    server or hook must not hang the start)."""
     h = hashlib.sha256()
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if st.st_mode & 0o170000 != 0o100000:
+                return "not a regular file"
             left = PIN_MAX_BYTES
             while left > 0:
                 chunk = f.read(min(1 << 20, left))
@@ -251,9 +257,9 @@ def _file_digest(path: Path) -> str:
                     break
                 h.update(chunk)
                 left -= len(chunk)
-        h.update(str(size).encode())
+            h.update(b"\0" + str(st.st_size).encode())
     except OSError as e:
-        h.update(f"unreadable: {e.errno}".encode())
+        return f"unreadable: {e.errno}"
     return h.hexdigest()
 
 
@@ -266,7 +272,7 @@ def approval_hash(config: Mapping[str, Any], workspace: Path, env: Optional[Mapp
         return config_hash(config)
     h = hashlib.sha256(config_hash(config).encode())
     for f in files:
-        h.update(b"\0" + str(f).encode() + b"\0" + _file_digest(f).encode())
+        h.update(b"\0" + str(f).encode() + b"\0" + file_digest(f).encode())
     return "files:" + h.hexdigest()
 
 

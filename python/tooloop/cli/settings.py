@@ -69,7 +69,6 @@ DEFAULT_TIMEOUT = 60.0
 #: so a hook printing 20 MB neither fills memory nor becomes a 20 MB request.
 HOOK_OUTPUT_CAP = 30_000
 PIN_MAX_FILES = 200                 # workspace files pinned per hook command
-PIN_MAX_BYTES = 64 * 1024 * 1024    # bytes hashed per pinned file (its size counts beyond that)
 WORKSPACE_SOURCES = ("local", "project")
 
 #: tooloop's tool names → Claude Code's, so a matcher written for Claude Code ("Bash", "Edit|Write") works.
@@ -268,11 +267,9 @@ def save_approval(workspace: Path, digest: str, which: str = "project") -> None:
     data[which] = digest
     data.pop("local_hooks", None)   # the record of the git-heuristic days: never an approval
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f)
-    os.replace(tmp, path)
+    from .private_files import write_private
+
+    write_private(path, json.dumps(data))
 
 
 # -- pins: the workspace files a hook command runs or names ---------------------------------------------
@@ -326,31 +323,12 @@ def pinned_paths(command: str, workspace: Path) -> List[Path]:
     return found
 
 
-def _file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not (st.st_mode & 0o170000 == 0o100000):
-                return "not a regular file"
-            left = PIN_MAX_BYTES
-            while left > 0:
-                chunk = f.read(min(1 << 20, left))
-                if not chunk:
-                    break
-                h.update(chunk)
-                left -= len(chunk)
-            h.update(b"\0" + str(st.st_size).encode())
-    except OSError as e:
-        return f"unreadable: {e.errno}"
-    return h.hexdigest()
-
-
 def hook_pins(command: str, workspace: Path) -> Dict[str, str]:
     """The workspace files a hook command runs or names, relative path → SHA-256, as they are now."""
     root = Path(workspace).resolve()
-    return {str(p.relative_to(root)): _file_digest(p) for p in pinned_paths(command, workspace)}
+    from .features import file_digest
+
+    return {str(p.relative_to(root)): file_digest(p) for p in pinned_paths(command, workspace)}
 
 
 def _file_pins(part: Mapping[str, Any], workspace: Path) -> Dict[str, str]:
