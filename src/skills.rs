@@ -145,6 +145,7 @@ impl SkillSet {
             handler: Arc::new(handler),
             parallel_safe: true,
             read_only: true,
+            idempotent: true,
         }
     }
 }

@@ -84,6 +84,7 @@ pub fn tool(types: &BTreeMap<String, SubAgent>) -> Tool {
         handler: Arc::new(handler),
         parallel_safe: false,
         read_only: false,
+        idempotent: true,
     }
 }
 

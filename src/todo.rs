@@ -141,6 +141,7 @@ pub fn tool() -> Tool {
         handler: std::sync::Arc::new(handler),
         parallel_safe: false,
         read_only: false,
+        idempotent: true,
     }
 }
 

@@ -89,6 +89,10 @@ pub struct Tool {
     /// Whether the tool only reads: it changes no file, state or anything outside (codex's `is_mutating`,
     /// inverted). Hosts use it for policies such as "ask before anything that writes"; default false.
     pub read_only: bool,
+    /// Whether the same call with the same input gives the same answer (default true). `false` for a tool
+    /// such as `roll_dice`, `next_page` or a poll: the runaway and progress guards (`repeat_guard`,
+    /// `progress_guard`) never refuse, count or comment on its calls.
+    pub idempotent: bool,
 }
 
 impl std::fmt::Debug for Tool {
@@ -97,6 +101,7 @@ impl std::fmt::Debug for Tool {
             .field("name", &self.spec.name)
             .field("parallel_safe", &self.parallel_safe)
             .field("read_only", &self.read_only)
+            .field("idempotent", &self.idempotent)
             .finish()
     }
 }
@@ -151,6 +156,7 @@ impl Tool {
             handler,
             parallel_safe: false,
             read_only: false,
+            idempotent: true,
         })
     }
 
@@ -163,6 +169,13 @@ impl Tool {
     /// Mark the tool as read-only (it changes nothing).
     pub fn read_only(mut self, yes: bool) -> Self {
         self.read_only = yes;
+        self
+    }
+
+    /// Mark the tool as not idempotent (`false`): calling it again with the same input may rightly bring
+    /// something new, so no repetition guard refuses or judges its calls.
+    pub fn idempotent(mut self, yes: bool) -> Self {
+        self.idempotent = yes;
         self
     }
 
