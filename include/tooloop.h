@@ -531,10 +531,12 @@ extern "C" {
  *   credentials from the environment or `~/.aws/credentials`; `"server_tools"`: tools the API runs itself,
  *   sent as given (`[{"type": "web_search_20250305", "name": "web_search"}]`).
  * - `"tool_concurrency"`: most parallel-safe tools run at once in one turn (default 4).
- * - `"repeat_guard"`: the runaway guard, `{"warn_after": 3, "stop_after": 2}` (default) or `false`: the
- *   `warn_after`-th identical call in a row is answered with an error instead of run, and after
- *   `stop_after` more the run ends with stop_reason `"repetition"`.
- * - `"progress_guard"`: progress detection, `true` (default), `false`, or `{"stop_after": 2}`: a turn whose
+ * - `"repeat_guard"`: the runaway guard, `true` (`{"warn_after": 3, "stop_after": 2}`), `false`, or the
+ *   object; not given, it is on exactly when `"progress_guard"` is (off by default): the `warn_after`-th
+ *   identical call in a row is answered with an error instead of run, and after `stop_after` more the run
+ *   ends with stop_reason `"repetition"`.
+ * - `"progress_guard"`: the coding agent's guards, off by default (the `tooloop` command turns them on):
+ *   `false` (default), `true`, or `{"stop_after": 2}`. On, it brings the runaway guard too; and a turn whose
  *   calls change nothing (a file rewritten with its own content, a command with the same output as last
  *   time, a cycle of calls) gets a note in its last tool result; after `stop_after` more such turns in a row
  *   the run ends with stop_reason `"repetition"` (TOOLOOP_EVENT_REPETITION says why in its `note`). After a
@@ -544,6 +546,8 @@ extern "C" {
  *   own `tool_choice` (other than auto) is left alone; `{"wrap_up": false}` turns that off.
  *   `{"unstick_temperature": 0.8}` (default off): after a turn stuck on a failure (the same failing call
  *   again), the next request goes once at that temperature, if the request sets a lower one.
+ *   Neither guard ever refuses or judges a call of a tool marked not idempotent
+ *   (`tooloop_agent_set_tool_idempotent`).
  * - `"context_window"`: the model's context window in tokens (default: from the model's name, e.g. 200000
  *   for Claude models; set it for local models); `tooloop_agent_context_window` reads the one in use.
  * - `"compaction"`: `"auto"` (default) or `"off"`. With `"auto"`, before a request that would fill more than
@@ -1067,6 +1071,18 @@ tooloop_status tooloop_agent_add_tool(tooloop_agent *agent,
                                       tooloop_tool_fn fn,
                                       void *userdata,
                                       tooloop_free_fn userdata_free);
+
+/**
+ * Mark the tool `name` (a C tool, or any other registered tool) as idempotent (`idempotent` non-zero, the
+ * default for every tool) or not (0): a tool whose same call with the same input may rightly bring something
+ * new each time (`roll_dice`, `next_page`, a poll). The repetition guards (`"progress_guard"`,
+ * `"repeat_guard"` in the config, off by default) never refuse, count or comment on the calls of a tool
+ * that is not idempotent. Call it after registering the tool and before a run.
+ *
+ * Statuses: `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `name`, no tool of that name),
+ * `TOOLOOP_INVALID_UTF8`, `TOOLOOP_PANIC`. Threads: the agent's thread, not during a run.
+ */
+tooloop_status tooloop_agent_set_tool_idempotent(tooloop_agent *agent, const char *name, int32_t idempotent);
 
 /**
  * Limit each call of the tool `name` (a C tool, or any other registered tool) to `seconds`: the callback

@@ -153,15 +153,16 @@ pub struct AgentOptions {
     /// [`crate::store::Location`]): loaded if it exists, then every finished entry is appended.
     #[serde(deserialize_with = "de_path")]
     pub session: Option<PathBuf>,
-    /// The runaway guard: `{"warn_after": 3, "stop_after": 2}` (the default), or `false` for off. See
-    /// [`RepeatGuard`].
+    /// The runaway guard: `true` (`{"warn_after": 3, "stop_after": 2}`), `false`, or the object. Not given
+    /// (`None`): on exactly when `progress_guard` is; `Some(None)`: off. See [`RepeatGuard`].
     #[serde(deserialize_with = "de_repeat_guard")]
-    pub repeat_guard: Option<RepeatGuard>,
-    /// Progress detection: `true` (the default), `false` for off, or `{"stop_after": N, "wrap_up": bool}`:
-    /// turns that change nothing (identical rewrites, same output again, cycles) get a note, and after N more
-    /// the run ends with stop_reason `"repetition"`; after a turn that only re-ran a passing check (or rewrote
-    /// a file unchanged) the next request goes out once with tools disabled (`wrap_up`, default true). See
-    /// [`crate::progress`].
+    pub repeat_guard: Option<Option<RepeatGuard>>,
+    /// Progress detection, a coding agent's policy: `false` (the default: off), `true`, or `{"stop_after": N,
+    /// "wrap_up": bool, "unstick_temperature": T}`: turns that change nothing (identical rewrites, same output
+    /// again, cycles) get a note, and after N more the run ends with stop_reason `"repetition"`; after a turn
+    /// that only re-ran a passing check (or rewrote a file unchanged) the next request goes out once with tools
+    /// disabled (`wrap_up`, default true). On, it turns the runaway guard on too (unless `repeat_guard` says
+    /// otherwise). Tools marked not idempotent are never judged. See [`crate::progress`].
     #[serde(deserialize_with = "de_progress_guard")]
     pub progress_guard: Option<crate::progress::ProgressGuard>,
     /// Built-in tools described in one sentence each (default false): for small context windows.
@@ -273,8 +274,8 @@ impl Default for AgentOptions {
             builtin_tools: BuiltinTools::None,
             workspace: None,
             session: None,
-            repeat_guard: Some(RepeatGuard::default()),
-            progress_guard: Some(crate::progress::ProgressGuard::default()),
+            repeat_guard: None,
+            progress_guard: None,
             short_tool_descriptions: false,
             planning: None,
             skills: Vec::new(),
@@ -465,7 +466,8 @@ impl AgentOptions {
             stop_sequences: self.stop_sequences.clone(),
             extra: self.extra.clone(),
             tool_concurrency: self.tool_concurrency,
-            repeat_guard: self.repeat_guard,
+            // The runaway guard comes with progress detection unless asked for (or off) on its own.
+            repeat_guard: self.repeat_guard.unwrap_or_else(|| self.progress_guard.map(|_| RepeatGuard::default())),
             progress_guard: self.progress_guard,
             todo_reminder_after: self.planning.unwrap_or(Some(3)),
             server_tools: self.server_tools.clone(),
@@ -880,11 +882,13 @@ fn de_path<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<PathBu
     }
 }
 
-fn de_repeat_guard<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<RepeatGuard>, D::Error> {
+/// `null`: not given (it follows `progress_guard`); `false`: `Some(None)`.
+fn de_repeat_guard<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Option<RepeatGuard>>, D::Error> {
     let what = "false, true, or {\"warn_after\": N, \"stop_after\": M} (N ≥ 2, M ≥ 1)";
     match value(d)? {
-        Value::Null | Value::Bool(true) => Ok(Some(RepeatGuard::default())),
-        Value::Bool(false) => Ok(None),
+        Value::Null => Ok(None),
+        Value::Bool(true) => Ok(Some(Some(RepeatGuard::default()))),
+        Value::Bool(false) => Ok(Some(None)),
         Value::Object(o) => {
             let mut g = RepeatGuard::default();
             for (k, v) in o {
@@ -894,19 +898,20 @@ fn de_repeat_guard<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Optio
                     _ => return Err(D::Error::custom(format!("unknown key {k:?}; must be {what}"))),
                 }
             }
-            Ok(Some(g))
+            Ok(Some(Some(g)))
         }
         v => Err(D::Error::custom(format!("must be {what}, got {}", got(&v)))),
     }
 }
 
+/// `null` and `false`: off (the default).
 fn de_progress_guard<'de, D: Deserializer<'de>>(
     d: D,
 ) -> std::result::Result<Option<crate::progress::ProgressGuard>, D::Error> {
     let what = "false, true, or {\"stop_after\": N, \"wrap_up\": bool, \"unstick_temperature\": T} (N ≥ 1, 0 ≤ T ≤ 2)";
     match value(d)? {
-        Value::Null | Value::Bool(true) => Ok(Some(crate::progress::ProgressGuard::default())),
-        Value::Bool(false) => Ok(None),
+        Value::Bool(true) => Ok(Some(crate::progress::ProgressGuard::default())),
+        Value::Null | Value::Bool(false) => Ok(None),
         Value::Object(o) => {
             let mut g = crate::progress::ProgressGuard::default();
             for (k, v) in o {
@@ -1237,11 +1242,30 @@ mod tests {
         assert_eq!(o.timeout, 600.0);
         assert_eq!(o.max_retries, 2);
         assert_eq!(o.backend(), Backend::Network(Protocol::Anthropic));
-        assert_eq!(o.repeat_guard, Some(RepeatGuard::default()));
+        assert_eq!((o.repeat_guard, o.progress_guard), (None, None));
         // null means "no cap" for max_turns, the default elsewhere.
         let o = AgentOptions::from_json(r#"{"max_turns": null, "max_tokens": null}"#).unwrap();
         assert_eq!(o.max_turns, None);
         assert_eq!(o.max_tokens, 8192);
+    }
+
+    #[test]
+    fn the_guards_are_off_unless_asked_and_progress_guard_brings_the_runaway_guard() {
+        let config = |json: &str| {
+            let c = AgentOptions::from_json(json).unwrap().agent_config(true).unwrap();
+            (c.repeat_guard, c.progress_guard)
+        };
+        let (on, progress) = (Some(RepeatGuard::default()), Some(crate::progress::ProgressGuard::default()));
+        assert_eq!(config("{}"), (None, None), "the library's default is neutral");
+        assert_eq!(config(r#"{"progress_guard": null, "repeat_guard": null}"#), (None, None));
+        assert_eq!(config(r#"{"progress_guard": true}"#), (on, progress));
+        assert_eq!(config(r#"{"progress_guard": true, "repeat_guard": false}"#), (None, progress));
+        assert_eq!(config(r#"{"repeat_guard": true}"#), (on, None));
+        let tight = RepeatGuard { warn_after: 2, stop_after: 1 };
+        assert_eq!(
+            config(r#"{"progress_guard": {}, "repeat_guard": {"warn_after": 2, "stop_after": 1}}"#),
+            (Some(tight), progress)
+        );
     }
 
     #[test]

@@ -39,6 +39,11 @@
 //! next request goes once at a higher temperature ([`unstick`]); a small model at a low one repeats its stuck
 //! call whatever the notes say.
 //!
+//! Off unless asked for (the `progress_guard` option; the `tooloop` command turns it on): these are a coding
+//! agent's policies, and a host's own tools called again are the host's business. A tool marked not
+//! idempotent ([`crate::Tool::idempotent`]) is never judged here: its calls count as progress, and a cycle
+//! through one is no cycle ([`Progress::set_not_idempotent`]).
+//!
 //! Must never: stop a run whose calls keep producing something new (a cycle of commands whose output changes,
 //! like a poll, is left alone), or judge a call before it ran. It only reads what the loop hands it: no I/O,
 //! nothing above it imported.
@@ -49,9 +54,9 @@ use serde_json::Value;
 
 use crate::types::{ContentBlock, Request, ToolUseBlock};
 
-/// How patient the progress detection is. Default on (`stop_after` 2, `wrap_up` on).
+/// How patient the progress detection is, once it is on (`stop_after` 2, `wrap_up` on by default).
 ///
-/// Set through the `progress_guard` option: `true` (default), `false` (off), or
+/// Set through the `progress_guard` option: `false` (the default: off), `true`, or
 /// `{"stop_after": N, "wrap_up": bool, "unstick_temperature": T}`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ProgressGuard {
@@ -195,6 +200,8 @@ pub struct Progress {
     errored: HashSet<(String, String)>,
     /// Whether the next request goes with the unstick temperature (see [`unstick`]).
     unstick: bool,
+    /// The tools marked not idempotent: their calls are never judged (see [`Progress::set_not_idempotent`]).
+    not_idempotent: HashSet<String>,
 }
 
 /// A line of a file that a failure's output points at (a traceback's frame, a compiler's `path:line:`).
@@ -217,9 +224,26 @@ enum RunHint {
 }
 
 impl Progress {
+    /// The tools marked not idempotent (`roll_dice`, `next_page`, a poll): the same call may rightly bring
+    /// something new each time. The loop answers their calls with [`Progress::moved`], and a turn with one
+    /// of them never completes a cycle.
+    pub fn set_not_idempotent(&mut self, names: HashSet<String>) {
+        self.not_idempotent = names;
+    }
+
     /// A new turn with these calls begins. Looks for a cycle the turn completes.
     pub fn begin_turn(&mut self, calls: &[ToolUseBlock]) {
-        let key: Vec<String> = calls.iter().map(call_key).collect();
+        let key: Vec<String> = calls
+            .iter()
+            .map(|c| {
+                if self.not_idempotent.contains(&c.name) {
+                    // Each call a key of its own: turns with one never repeat each other.
+                    format!("{}\u{2}{}\u{2}{}", c.name, c.id, self.turns.len())
+                } else {
+                    call_key(c)
+                }
+            })
+            .collect();
         self.turns.push(key.join("\u{1}"));
         self.shown.push(calls.iter().map(describe).collect::<Vec<_>>().join(" + "));
         self.current.clear();

@@ -146,6 +146,7 @@ impl SkillSet {
             parallel_safe: true,
             read_only: true,
             confinable: false,
+            idempotent: true,
         }
     }
 }

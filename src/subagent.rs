@@ -85,6 +85,7 @@ pub fn tool(types: &BTreeMap<String, SubAgent>) -> Tool {
         parallel_safe: false,
         read_only: false,
         confinable: false,
+        idempotent: true,
     }
 }
 

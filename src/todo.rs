@@ -142,6 +142,7 @@ pub fn tool() -> Tool {
         parallel_safe: false,
         read_only: false,
         confinable: false,
+        idempotent: true,
     }
 }
 

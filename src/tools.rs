@@ -98,6 +98,10 @@ pub struct Tool {
     /// ([`crate::Permission::AllowReadOnly`]) of a tool that is neither `read_only` nor `confinable` is
     /// refused, never run with its full power; default false.
     pub confinable: bool,
+    /// Whether the same call with the same input gives the same answer (default true). `false` for a tool
+    /// such as `roll_dice`, `next_page` or a poll: the runaway and progress guards (`repeat_guard`,
+    /// `progress_guard`) never refuse, count or comment on its calls.
+    pub idempotent: bool,
 }
 
 impl std::fmt::Debug for Tool {
@@ -107,6 +111,7 @@ impl std::fmt::Debug for Tool {
             .field("parallel_safe", &self.parallel_safe)
             .field("read_only", &self.read_only)
             .field("confinable", &self.confinable)
+            .field("idempotent", &self.idempotent)
             .finish()
     }
 }
@@ -162,6 +167,7 @@ impl Tool {
             parallel_safe: false,
             read_only: false,
             confinable: false,
+            idempotent: true,
         })
     }
 
@@ -180,6 +186,13 @@ impl Tool {
     /// Mark the handler as one that confines itself to reading when [`ToolContext::read_only`] is set.
     pub fn confinable(mut self, yes: bool) -> Self {
         self.confinable = yes;
+        self
+    }
+
+    /// Mark the tool as not idempotent (`false`): calling it again with the same input may rightly bring
+    /// something new, so no repetition guard refuses or judges its calls.
+    pub fn idempotent(mut self, yes: bool) -> Self {
+        self.idempotent = yes;
         self
     }
 

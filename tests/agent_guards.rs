@@ -43,7 +43,7 @@ fn the_same_call_again_and_again_is_answered_by_the_guard_then_the_run_stops() {
     let replies =
         (0..10).map(|i| reply(vec![tool_use(&format!("c{i}"), "echo", json!({"text": "hi"}))], StopReason::ToolUse));
     let provider = Arc::new(ScriptedProvider::new(replies));
-    let agent = Agent::new(provider.clone(), config());
+    let agent = Agent::new(provider.clone(), guarded());
     let calls = Arc::new(AtomicUsize::new(0));
     agent.tools().register(echo_tool(calls.clone())).unwrap();
     let (result, events) = run_collect(&agent, "go");
@@ -70,7 +70,7 @@ fn repeated_calls_with_different_inputs_are_never_touched() {
         .map(|i| reply(vec![tool_use(&format!("c{i}"), "echo", json!({"text": format!("n{i}")}))], StopReason::ToolUse))
         .collect();
     replies.push(reply(vec![ContentBlock::text("done")], StopReason::EndTurn));
-    let agent = Agent::new(Arc::new(ScriptedProvider::new(replies)), config());
+    let agent = Agent::new(Arc::new(ScriptedProvider::new(replies)), guarded());
     let calls = Arc::new(AtomicUsize::new(0));
     agent.tools().register(echo_tool(calls.clone())).unwrap();
     let (result, events) = run_collect(&agent, "go");
@@ -78,6 +78,48 @@ fn repeated_calls_with_different_inputs_are_never_touched() {
     assert_eq!(result.stop_reason, Some(StopReason::EndTurn));
     assert_eq!(calls.load(Ordering::SeqCst), 8);
     assert!(!events.iter().any(|e| matches!(e, Event::Repetition { .. })));
+}
+
+/// Six turns of `roll_dice({})`, then a seventh with three more in one turn, then an answer.
+fn dice_replies() -> Vec<tooloop::types::MessageResponse> {
+    let mut replies: Vec<_> =
+        (0..6).map(|i| reply(vec![tool_use(&format!("c{i}"), "echo", json!({}))], StopReason::ToolUse)).collect();
+    replies.push(reply((6..9).map(|i| tool_use(&format!("c{i}"), "echo", json!({}))).collect(), StopReason::ToolUse));
+    replies.push(reply(vec![ContentBlock::text("done")], StopReason::EndTurn));
+    replies
+}
+
+/// Runs an agent over [`dice_replies`] with `tool` registered: the calls that ran, and the run's result and
+/// events.
+fn roll(config: AgentConfig, tool: impl FnOnce(Arc<AtomicUsize>) -> Tool) -> (usize, tooloop::RunResult, Vec<Event>) {
+    let agent = Agent::new(Arc::new(ScriptedProvider::new(dice_replies())), config);
+    let calls = Arc::new(AtomicUsize::new(0));
+    agent.tools().register(tool(calls.clone())).unwrap();
+    let (result, events) = run_collect(&agent, "go");
+    let result = result.unwrap();
+    assert_valid_view(&agent.messages());
+    (calls.load(Ordering::SeqCst), result, events)
+}
+
+#[test]
+fn by_default_a_host_tool_called_again_with_the_same_input_runs_every_time() {
+    // Issue 38: roll_dice({}) three times in a turn had its third call refused. The guards are the coding
+    // agent's policy, off in the library unless asked for.
+    let (calls, result, events) = roll(config(), echo_tool);
+    assert_eq!((calls, result.stop_reason), (9, Some(StopReason::EndTurn)));
+    assert!(!events.iter().any(|e| matches!(e, Event::Repetition { .. })));
+    assert!(result.tool_calls.iter().all(|c| !c.is_error && !c.output.to_string().contains("tooloop")));
+}
+
+#[test]
+fn a_tool_marked_not_idempotent_is_never_refused_or_judged_with_the_guards_on() {
+    let (calls, result, events) = roll(guarded(), |calls| echo_tool(calls).idempotent(false));
+    assert_eq!((calls, result.stop_reason), (9, Some(StopReason::EndTurn)));
+    assert!(!events.iter().any(|e| matches!(e, Event::Repetition { .. })));
+    assert!(result.tool_calls.iter().all(|c| !c.is_error && !c.output.to_string().contains("tooloop")));
+    // The same tool, idempotent, with the guards on: refused from the third call, the run stopped.
+    let (calls, result, _) = roll(guarded(), echo_tool);
+    assert_eq!((calls, result.stop_reason), (2, Some(StopReason::Repetition)));
 }
 
 #[test]
@@ -92,13 +134,13 @@ fn an_other_call_in_between_starts_the_count_again_and_the_guard_can_be_turned_o
     replies.push(reply(vec![ContentBlock::text("done")], StopReason::EndTurn));
     // The runaway guard alone (progress detection off: to it, a a b a a b with the same results is a cycle).
     let agent =
-        Agent::new(Arc::new(ScriptedProvider::new(replies.clone())), AgentConfig { progress_guard: None, ..config() });
+        Agent::new(Arc::new(ScriptedProvider::new(replies.clone())), AgentConfig { progress_guard: None, ..guarded() });
     let calls = Arc::new(AtomicUsize::new(0));
     agent.tools().register(echo_tool(calls.clone())).unwrap();
     assert_eq!(run_collect(&agent, "go").0.unwrap().stop_reason, Some(StopReason::EndTurn));
     assert_eq!(calls.load(Ordering::SeqCst), 9);
-    // With the defaults, progress detection stops the cycle of identical results (tests/agent_progress.rs).
-    let agent = Agent::new(Arc::new(ScriptedProvider::new(replies.clone())), config());
+    // With both guards on, progress detection stops the cycle of identical results (tests/agent_progress.rs).
+    let agent = Agent::new(Arc::new(ScriptedProvider::new(replies.clone())), guarded());
     agent.tools().register(echo_tool(Arc::new(AtomicUsize::new(0)))).unwrap();
     assert_eq!(run_collect(&agent, "go").0.unwrap().stop_reason, Some(StopReason::Repetition));
 
@@ -108,7 +150,7 @@ fn an_other_call_in_between_starts_the_count_again_and_the_guard_can_be_turned_o
     let mut steps: Vec<_> = same.collect();
     steps.push(reply(vec![ContentBlock::text("done")], StopReason::EndTurn));
     // (Progress detection off too: without the runaway guard it takes over identical calls with the same result.)
-    let off = AgentConfig { repeat_guard: None, progress_guard: None, ..config() };
+    let off = AgentConfig { repeat_guard: None, progress_guard: None, ..guarded() };
     let agent = Agent::new(Arc::new(ScriptedProvider::new(steps)), off);
     let calls = Arc::new(AtomicUsize::new(0));
     agent.tools().register(echo_tool(calls.clone())).unwrap();
@@ -116,7 +158,7 @@ fn an_other_call_in_between_starts_the_count_again_and_the_guard_can_be_turned_o
     assert_eq!(calls.load(Ordering::SeqCst), 6);
 
     // Tighter settings apply.
-    let tight = AgentConfig { repeat_guard: Some(RepeatGuard { warn_after: 2, stop_after: 1 }), ..config() };
+    let tight = AgentConfig { repeat_guard: Some(RepeatGuard { warn_after: 2, stop_after: 1 }), ..guarded() };
     let same =
         (0..6).map(|i| reply(vec![tool_use(&format!("c{i}"), "echo", json!({"text": "x"}))], StopReason::ToolUse));
     let agent = Agent::new(Arc::new(ScriptedProvider::new(same)), tight);

@@ -31,9 +31,12 @@ fn run(mock: &MockServer, ws: &Ws, extra: Value) -> (RunResult, Vec<Event>) {
     (result, events)
 }
 
+/// An agent with the coding agent's guards on (`progress_guard`, off in the library by default), `extra` over
+/// its options, run once.
 fn run_agent(mock: &MockServer, ws: &Ws, extra: Value) -> (tooloop::Agent, RunResult, Vec<Event>) {
     let mut options = json!({"model": "claude-sonnet-4-6", "api_key": "sk-ant-mock", "base_url": mock.base_url(),
-        "builtin_tools": true, "workspace": ws.0, "sandbox": "off", "max_turns": 12, "stream": false});
+        "builtin_tools": true, "workspace": ws.0, "sandbox": "off", "max_turns": 12, "stream": false,
+        "progress_guard": true});
     for (k, v) in extra.as_object().unwrap() {
         options[k] = v.clone();
     }

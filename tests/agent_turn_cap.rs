@@ -48,7 +48,7 @@ fn identical_calls_inside_one_turn_count_for_the_runaway_guard() {
         (0..100).map(|i| tool_use(&format!("c{i}"), "echo", json!({"text": "again"}))).collect();
     let replies = vec![reply(same, StopReason::ToolUse), reply(vec![ContentBlock::text("never")], StopReason::EndTurn)];
     let provider = Arc::new(ScriptedProvider::new(replies));
-    let agent = Agent::new(provider.clone(), config());
+    let agent = Agent::new(provider.clone(), guarded());
     let calls = Arc::new(AtomicUsize::new(0));
     agent.tools().register(echo_tool(calls.clone())).unwrap();
     let mut guard = Vec::new();
@@ -59,7 +59,7 @@ fn identical_calls_inside_one_turn_count_for_the_runaway_guard() {
             }
         })
         .unwrap();
-    // The default guard: two run, the 3rd and 4th are refused with a note, the 5th stops the run.
+    // The guard (progress_guard on): two run, the 3rd and 4th are refused with a note, the 5th stops the run.
     assert_eq!(calls.load(Ordering::SeqCst), 2, "only the first two identical calls ran");
     assert_eq!(guard, vec![(3, false), (4, false), (5, true)]);
     assert_eq!(result.stop_reason, Some(StopReason::Repetition));

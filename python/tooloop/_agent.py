@@ -325,6 +325,12 @@ class Agent:
     "native", "tool"); an invalid answer goes back to the model with the errors at most ``output_retries``
     times, then ``OutputValidationError``.
 
+    ``progress_guard=True`` (or ``{"stop_after": N, "wrap_up": bool, "unstick_temperature": T}``) turns on the
+    coding agent's guards, off by default in the library (the ``tooloop`` command turns them on): the same call
+    with the same input a third time in a row is refused, turns that change nothing get a note and then end the
+    run (``stop_reason == "repetition"``), a re-run of a passing check brings one request with tools off.
+    ``repeat_guard`` sets the first of these on its own. A tool marked ``idempotent=False`` is never touched.
+
     Request options: ``temperature``, ``stop_sequences`` (a list of strings), ``tool_choice`` (an object such as
     ``{"type": "any"}``, passed through), ``stream`` (stream responses; the core's default is True for a network
     provider, False for a model callable). ``max_turns_policy="return"`` makes reaching ``max_turns`` end the
@@ -410,7 +416,8 @@ class Agent:
             if isinstance(sub, SubAgent):
                 for own in sub._own_tools():
                     self._core.add_subagent_tool(agent_type, own.name, own.description, own.input_schema,
-                                                 own.invoke, own.parallel_safe, own.read_only, own.timeout)
+                                                 own.invoke, own.parallel_safe, own.read_only, own.timeout,
+                                                 idempotent=own.idempotent)
         self._tools: Dict[str, Tool] = {}
         for t in tools:
             self.add_tool(t)
@@ -463,7 +470,7 @@ class Agent:
         """Register a tool (a ``Tool`` or a plain function); returns the Tool."""
         t = as_tool(tool)
         self._core.register_tool(t.name, t.description, t.input_schema, t.invoke, t.parallel_safe, t.read_only,
-                                 t.timeout)
+                                 t.timeout, idempotent=t.idempotent)
         self._tools[t.name] = t
         return t
 
@@ -482,6 +489,7 @@ class Agent:
         parallel_safe: bool = False,
         read_only: bool = False,
         timeout: Optional[float] = None,
+        idempotent: bool = True,
     ) -> Tool: ...
 
     @overload
@@ -494,6 +502,7 @@ class Agent:
         parallel_safe: bool = False,
         read_only: bool = False,
         timeout: Optional[float] = None,
+        idempotent: bool = True,
     ) -> Callable[[Callable[..., Any]], Tool]: ...
 
     def tool(
@@ -505,16 +514,18 @@ class Agent:
         parallel_safe: bool = False,
         read_only: bool = False,
         timeout: Optional[float] = None,
+        idempotent: bool = True,
     ) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
         """Decorator registering a function as a tool: ``@agent.tool`` or ``@agent.tool(name=...,
-        read_only=True)``.
+        read_only=True)``; ``idempotent=False`` for a tool whose same call may bring something new each time
+        (no repetition guard touches it, see ``tooloop.Tool``).
 
         Returns the ``Tool``, which stays callable like the function.
         """
 
         def register(f: Callable[..., Any]) -> Tool:
             made = _make_tool(f, name=name, description=description, parallel_safe=parallel_safe, read_only=read_only,
-                              timeout=timeout)
+                              timeout=timeout, idempotent=idempotent)
             return self.add_tool(made)
 
         if fn is None:

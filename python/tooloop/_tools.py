@@ -46,12 +46,16 @@ def _log_tool_error(message: str, *args: Any) -> None:
 
 class Tool:
     """An explicit tool: ``tooloop.Tool(name, description, input_schema, fn, *, parallel_safe=False,
-    read_only=False, timeout=None)``.
+    read_only=False, timeout=None, idempotent=True)``.
 
     ``fn`` is called with the model's input as keyword arguments (``fn(**input)``). Calling the ``Tool`` itself
     calls ``fn`` directly, so a function decorated with ``@tool`` stays usable as a function. ``read_only``
     says the tool changes nothing (no file, state or anything outside): the core records it, and hosts use it
     for policies such as "ask before anything that writes" (``Agent.tool_info(name).read_only``).
+
+    ``idempotent=False`` says the same call with the same input may rightly bring something new each time
+    (``roll_dice()``, ``next_page()``, a poll): no repetition guard (``Agent(progress_guard=True)``, which the
+    ``tooloop`` command turns on) ever refuses, counts or comments on its calls.
 
     ``timeout`` (seconds) bounds each call: a call that overruns is answered with an error result at once (the
     run never hangs on a stuck tool), and ``TimeoutError`` is raised inside the still-running function so it
@@ -66,6 +70,7 @@ class Tool:
     parallel_safe: bool
     read_only: bool
     timeout: Optional[float]
+    idempotent: bool
 
     def __init__(
         self,
@@ -77,6 +82,7 @@ class Tool:
         parallel_safe: bool = False,
         read_only: bool = False,
         timeout: Optional[float] = None,
+        idempotent: bool = True,
     ) -> None:
         if not isinstance(name, str):
             raise TypeError(f"tool name must be a str, got {type(name).__name__}: {name!r}")
@@ -113,6 +119,7 @@ class Tool:
         self.fn = fn
         self.parallel_safe = bool(parallel_safe)
         self.read_only = bool(read_only)
+        self.idempotent = bool(idempotent)
         if timeout is not None:
             if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < 1e9:
                 raise ValueError(f"tool {name!r}: timeout must be a positive number of seconds, got {timeout!r}")
@@ -398,9 +405,10 @@ def tool(
     parallel_safe: bool = False,
     read_only: bool = False,
     timeout: Optional[float] = None,
+    idempotent: bool = True,
 ) -> Any:
     """Make a ``Tool`` of a function: ``@tool`` or ``@tool(name=..., description=..., parallel_safe=...,
-    read_only=..., timeout=...)``.
+    read_only=..., timeout=..., idempotent=...)``; ``idempotent=False``: see ``Tool``.
 
     The input schema comes from the type hints (see ``function_schema``), the description from the docstring
     (summary and body, without the ``Args:``/``Returns:``/``Raises:`` sections) unless given.
@@ -408,7 +416,8 @@ def tool(
 
     def build(f: Callable[..., Any]) -> Tool:
         if isinstance(f, Tool):
-            if name is None and description is None and not parallel_safe and not read_only and timeout is None:
+            if (name is None and description is None and not parallel_safe and not read_only and timeout is None
+                    and idempotent):
                 return f
             t = Tool(
                 name if name is not None else f.name,
@@ -418,6 +427,7 @@ def tool(
                 parallel_safe=parallel_safe or f.parallel_safe,
                 read_only=read_only or f.read_only,
                 timeout=timeout if timeout is not None else f.timeout,
+                idempotent=idempotent and f.idempotent,
             )
             t._converters = dict(f._converters)
             return t
@@ -444,6 +454,7 @@ def tool(
             parallel_safe=parallel_safe,
             read_only=read_only,
             timeout=timeout,
+            idempotent=idempotent,
         )
         t._converters = built.converters
         return t

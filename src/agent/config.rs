@@ -39,9 +39,11 @@ pub struct AgentConfig {
     pub extra: Map<String, Value>,
     /// Most parallel-safe tools run at once within one turn. Default 4.
     pub tool_concurrency: usize,
-    /// The runaway guard (`None`: off). Default on, see [`RepeatGuard`].
+    /// The runaway guard (`None`: off, the default): a coding agent's policy, not the library's; see
+    /// [`RepeatGuard`]. A tool marked not idempotent ([`crate::Tool::idempotent`]) is never counted.
     pub repeat_guard: Option<RepeatGuard>,
-    /// Progress detection (`None`: off). Default on, see [`crate::progress`].
+    /// Progress detection (`None`: off, the default): a coding agent's policy, not the library's; see
+    /// [`crate::progress`]. A tool marked not idempotent is never judged by it.
     pub progress_guard: Option<crate::progress::ProgressGuard>,
     /// With the `todo_write` tool registered (`planning`): after this many model turns with tool calls in a
     /// row that left an unfinished todo list alone, a short reminder is added to the turn's last tool result
@@ -81,7 +83,12 @@ pub struct AgentConfig {
 /// itself and that, if the task is done, it should answer without a tool. Identical calls go on being
 /// refused; after `stop_after` more of them the run ends normally with [`StopReason::Repetition`]. A call
 /// with a different name or input in between starts the count again, so legitimate repeated calls with
-/// different inputs are never touched. The count is per run.
+/// different inputs are never touched. The count is per run. A call of a tool marked not idempotent
+/// ([`crate::Tool::idempotent`]: `roll_dice`, `next_page`, a poll) is never counted, and breaks a run of
+/// identical calls like any other call.
+///
+/// Off unless asked for (the `repeat_guard` or `progress_guard` option; the `tooloop` command turns it on):
+/// a host's tool called again with the same input is the host's business.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RepeatGuard {
     /// Identical calls in a row before the guard answers instead of the tool (default 3, at least 2).
@@ -115,8 +122,8 @@ impl Default for AgentConfig {
             stop_sequences: Vec::new(),
             extra: Map::new(),
             tool_concurrency: 4,
-            repeat_guard: Some(RepeatGuard::default()),
-            progress_guard: Some(crate::progress::ProgressGuard::default()),
+            repeat_guard: None,
+            progress_guard: None,
             todo_reminder_after: Some(3),
             server_tools: Vec::new(),
             cache: true,

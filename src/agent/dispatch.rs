@@ -1,6 +1,8 @@
 //! Running one turn's tool calls: rules, hooks and the permission callable around each, concurrency for
 //! parallel-safe tools, and exactly one result per call.
 
+use std::collections::HashSet;
+
 use super::*;
 
 /// What the checks before a call decided.
@@ -121,7 +123,15 @@ impl Agent {
             let c = lock(&self.config);
             (c.tool_concurrency.max(1), c.repeat_guard, c.todo_reminder_after, c.progress_guard)
         };
+        // A tool the host marked not idempotent (`roll_dice`, `next_page`): neither guard counts or judges
+        // its calls. A call of a tool not registered is answered with an error; judged like any other.
+        let not_idempotent: HashSet<String> = calls
+            .iter()
+            .filter(|c| self.tools.get(&c.name).is_some_and(|t| !t.idempotent))
+            .map(|c| c.name.clone())
+            .collect();
         if progress_guard.is_some() {
+            state.progress.set_not_idempotent(not_idempotent.clone());
             state.progress.set_command_tool(self.tools.get("bash").map(|_| "bash"));
             state.progress.set_write_tool(self.tools.get("write_file").map(|_| "write_file"));
             state.progress.begin_turn(calls);
@@ -172,8 +182,9 @@ impl Agent {
                 on_event(&Event::ToolUse { id: call.id.clone(), name: call.name.clone(), input: call.input.clone() });
                 // bash_output answers with what arrived since the last read, so the same call again is a
                 // poll, not a runaway: the runaway guard leaves it alone (a poll that brings nothing new is
-                // progress detection's to judge, on its result).
-                let count = if call.name == "bash_output" {
+                // progress detection's to judge, on its result). A tool marked not idempotent is left alone by
+                // both.
+                let count = if call.name == "bash_output" || not_idempotent.contains(&call.name) {
                     state.repeats.last = None;
                     state.repeats.count = 0;
                     1
@@ -335,8 +346,9 @@ impl Agent {
                     fit::fit_result(&mut outcome.content, budget, window);
                 }
                 if let Some(g) = &progress_guard {
-                    // A refusal by the user is news to the model, not a repeat.
-                    if denied {
+                    // A refusal by the user is news to the model, not a repeat; so is any call of a tool that is
+                    // not idempotent.
+                    if denied || not_idempotent.contains(&call.name) {
                         state.progress.moved();
                     } else if repeated {
                         // Refused by the runaway guard, which said so: no verdict here, but a refused repeat

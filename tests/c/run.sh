@@ -39,6 +39,7 @@ tests=(
   "content_blocks     c_content_blocks.json   requests"
   "tool_timeout       -"
   "read_only_approval c_read_only_approval.json"
+  "repeat_calls       c_roll_dice.json"
 )
 # mcp_server starts tests/mcp/fastmcp_server.py with $TOOLOOP_TEST_PYTHON.
 export TOOLOOP_REPO_ROOT="$root"

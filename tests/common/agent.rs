@@ -99,6 +99,16 @@ pub fn config() -> AgentConfig {
     AgentConfig { model: "claude-sonnet-4-6".into(), max_tokens: 1024, cache: false, ..Default::default() }
 }
 
+/// [`config`] with the runaway guard and progress detection on: what `progress_guard: true` gives (the
+/// library's default is off; the `tooloop` command turns them on).
+pub fn guarded() -> AgentConfig {
+    AgentConfig {
+        repeat_guard: Some(tooloop::RepeatGuard::default()),
+        progress_guard: Some(tooloop::progress::ProgressGuard::default()),
+        ..config()
+    }
+}
+
 pub fn anthropic(mock: &MockServer) -> Arc<dyn Provider> {
     let mut c = ProviderConfig::new(Protocol::Anthropic);
     c.api_key = Some(Secret::new(KEY));

@@ -287,7 +287,7 @@ def test_bench_counts_an_agent_that_removes_its_own_folder_as_damage_and_goes_on
 
 # -- the Python door ------------------------------------------------------------------------------------------
 
-def test_python_agents_detect_no_progress_by_default_and_can_turn_it_off():
+def test_python_agents_detect_no_progress_when_asked_and_not_by_default():
     import tooloop
 
     def run_with(**options):
@@ -314,11 +314,13 @@ def test_python_agents_detect_no_progress_by_default_and_can_turn_it_off():
         return result, [e for e in events if e.type == "repetition"], calls
 
     # ping(0), ping(1), ping(0), ping(1), ...: the same results again, a cycle.
-    result, reps, calls = run_with()
+    result, reps, calls = run_with(progress_guard=True)
     assert result.stop_reason == "repetition" and len(calls) == 5
     assert [(e.count, e.stopped) for e in reps] == [(1, False), (2, False), (3, True)]
     assert "ping" in reps[0].note and "without calling a tool" in reps[0].note
     result, reps, calls = run_with(progress_guard=False)
+    assert result.stop_reason == "end_turn" and reps == [] and len(calls) == 7
+    result, reps, calls = run_with()   # the library's default: off (the CLI turns it on)
     assert result.stop_reason == "end_turn" and reps == [] and len(calls) == 7
     result, reps, calls = run_with(progress_guard={"stop_after": 5})
     assert result.stop_reason == "end_turn" and len(reps) == 5 and not any(e.stopped for e in reps)

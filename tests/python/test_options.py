@@ -1,7 +1,8 @@
 """The Python door to the core's options: every keyword argument is read and checked by the core (the same
 keys and rules as the C config), so unusable values are refused at creation with ConfigError naming the
 parameter. Also the guards the core applies for every door: secrets redacted from tool results, tool inputs
-that are not objects, the runaway guard."""
+that are not objects; the runaway guard when asked for (off by default), and never for a tool marked not
+idempotent."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any, Dict
 import pytest
 
 import tooloop
-from _support import agent_for, assert_valid_view, text_reply, tool_reply, unmarked
+from _support import agent_for, assert_valid_view, text_reply, tool_reply, tool_results, unmarked
 
 SECRET = "sk-ant-mock-python-SECRET-8c1d"
 
@@ -110,7 +111,7 @@ def test_the_runaway_guard_stops_a_model_that_repeats_itself() -> None:
         n = len(request["messages"])
         return {"content": [{"type": "tool_use", "id": f"t{n}", "name": "ping", "input": {"x": 1}}]}
 
-    agent = tooloop.Agent(provider=model)
+    agent = tooloop.Agent(provider=model, progress_guard=True)
 
     @agent.tool
     def ping(x: int) -> str:
@@ -122,6 +123,50 @@ def test_the_runaway_guard_stops_a_model_that_repeats_itself() -> None:
     assert result.stop_reason == "repetition"
     assert len(calls) == 2
     assert_valid_view(agent.messages)
+
+
+def _roll_dice_turn(mock: Any, **options: Any) -> Any:
+    """One turn of four roll_dice({}) calls over the wire, then an answer: (server, the rolls that ran, the tool
+    results the second request carried)."""
+    server = mock([tool_reply(*[(f"toolu_roll{i}", "roll_dice", {}) for i in range(4)]), text_reply("rolled")])
+    rolls = []
+    idempotent = options.pop("idempotent", True)
+
+    @tooloop.tool(idempotent=idempotent)
+    def roll_dice() -> str:
+        """Roll a die."""
+        rolls.append(len(rolls) + 1)
+        return str(rolls[-1])
+
+    agent = agent_for(server, tools=[roll_dice], **options)
+    result = agent.run("roll four times")
+    assert result.stop_reason == "end_turn" and result.text == "rolled"
+    assert_valid_view(agent.messages)
+    return rolls, tool_results(server.requests()[1])
+
+
+def test_a_host_tool_called_with_the_same_input_again_runs_every_time_by_default(mock: Any) -> None:
+    # Issue 38: the third roll_dice({}) of a turn was refused ("same call and same input as the previous 2").
+    rolls, results = _roll_dice_turn(mock)
+    assert rolls == [1, 2, 3, 4]
+    assert results == {f"toolu_roll{i}": (str(i + 1), False) for i in range(4)}
+
+
+def test_progress_guard_refuses_the_third_identical_call(mock: Any) -> None:
+    rolls, results = _roll_dice_turn(mock, progress_guard=True)
+    assert rolls == [1, 2]
+    content, is_error = results["toolu_roll2"]
+    assert is_error and content.startswith("not run: same call and same input as the previous 2 calls"), content
+
+
+def test_a_tool_marked_not_idempotent_runs_every_time_with_progress_guard_on(mock: Any) -> None:
+    rolls, results = _roll_dice_turn(mock, progress_guard=True, idempotent=False)
+    assert rolls == [1, 2, 3, 4]
+    assert results == {f"toolu_roll{i}": (str(i + 1), False) for i in range(4)}
+    # The same through tooloop.Tool(...) and agent.tool(...).
+    t = tooloop.Tool("poll", "Poll.", {"type": "object"}, lambda: "x", idempotent=False)
+    assert t.idempotent is False and tooloop.tool(t).idempotent is False
+    assert tooloop.tool(lambda: 1, name="n").idempotent is True
 
 
 def test_temperature_is_sent_and_checked(mock: Any) -> None:

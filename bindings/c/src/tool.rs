@@ -119,6 +119,31 @@ pub extern "C" fn tooloop_agent_add_tool(
     })
 }
 
+/// Mark the tool `name` (a C tool, or any other registered tool) as idempotent (`idempotent` non-zero, the
+/// default for every tool) or not (0): a tool whose same call with the same input may rightly bring something
+/// new each time (`roll_dice`, `next_page`, a poll). The repetition guards (`"progress_guard"`,
+/// `"repeat_guard"` in the config, off by default) never refuse, count or comment on the calls of a tool
+/// that is not idempotent. Call it after registering the tool and before a run.
+///
+/// Statuses: `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `name`, no tool of that name),
+/// `TOOLOOP_INVALID_UTF8`, `TOOLOOP_PANIC`. Threads: the agent's thread, not during a run.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_set_tool_idempotent(
+    agent: *mut tooloop_agent,
+    name: *const c_char,
+    idempotent: i32,
+) -> tooloop_status {
+    boundary("tooloop_agent_set_tool_idempotent", move || {
+        let a = handle(agent, "agent")?;
+        let name = str_arg(name, "name")?;
+        let Some(tool) = a.agent.tools().get(name) else {
+            return Err(Failure::invalid(format!("no tool named '{name}' is registered")));
+        };
+        a.agent.tools().unregister(name);
+        a.agent.tools().register(tool.idempotent(idempotent != 0)).map_err(Failure::from)
+    })
+}
+
 /// Limit each call of the tool `name` (a C tool, or any other registered tool) to `seconds`: the callback
 /// then runs on a thread of its own, and a call that overruns is answered at once with an error result the
 /// model reads ("did not finish within its time limit"), so the run never hangs on a stuck tool. The

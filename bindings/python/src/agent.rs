@@ -326,8 +326,9 @@ impl PyAgent {
     }
 
     /// Register a tool whose handler is `invoke(input: dict) -> (content, is_error)`. `read_only`: the tool
-    /// changes nothing (hosts ask before the others; see `tool_info`).
-    #[pyo3(signature = (name, description, input_schema, invoke, parallel_safe=false, read_only=false, timeout=None))]
+    /// changes nothing (hosts ask before the others; see `tool_info`). `idempotent=False`: no repetition guard
+    /// touches its calls.
+    #[pyo3(signature = (name, description, input_schema, invoke, parallel_safe=false, read_only=false, timeout=None, idempotent=true))]
     #[allow(clippy::too_many_arguments)]
     fn register_tool(
         &self,
@@ -339,13 +340,15 @@ impl PyAgent {
         parallel_safe: bool,
         read_only: bool,
         timeout: Option<f64>,
+        idempotent: bool,
     ) -> PyResult<()> {
         let tool = with_timeout(python_tool(py, name, description, input_schema, invoke, &self.slot)?, timeout)?;
-        self.core.tools().register(tool.parallel_safe(parallel_safe).read_only(read_only)).map_err(|e| to_pyerr(py, &e))
+        let tool = tool.parallel_safe(parallel_safe).read_only(read_only).idempotent(idempotent);
+        self.core.tools().register(tool).map_err(|e| to_pyerr(py, &e))
     }
 
     /// A tool of the child agent type `agent_type`'s own: `invoke(input) -> (content, is_error)`.
-    #[pyo3(signature = (agent_type, name, description, input_schema, invoke, parallel_safe=false, read_only=false, timeout=None))]
+    #[pyo3(signature = (agent_type, name, description, input_schema, invoke, parallel_safe=false, read_only=false, timeout=None, idempotent=true))]
     #[allow(clippy::too_many_arguments)]
     fn add_subagent_tool(
         &self,
@@ -358,10 +361,14 @@ impl PyAgent {
         parallel_safe: bool,
         read_only: bool,
         timeout: Option<f64>,
+        idempotent: bool,
     ) -> PyResult<()> {
         let tool = with_timeout(python_tool(py, name, description, input_schema, invoke, &self.slot)?, timeout)?;
         self.core
-            .add_subagent_tool(agent_type, tool.parallel_safe(parallel_safe).read_only(read_only))
+            .add_subagent_tool(
+                agent_type,
+                tool.parallel_safe(parallel_safe).read_only(read_only).idempotent(idempotent),
+            )
             .map_err(|e| to_pyerr(py, &e))
     }
 

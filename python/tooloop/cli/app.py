@@ -324,8 +324,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         _say(f"MCP server '{name}' from .mcp.json skipped ({why})")
     from .permissions import protection_options
     options: Dict[str, Any] = protection_options(args.allow_config_edits)
-    if args.no_progress_guard:
-        options["progress_guard"] = False
+    # The runaway guard and progress detection are this coding agent's policy (the library's are off);
+    # --no-progress-guard turns off the second only.
+    options.update({"repeat_guard": True, "progress_guard": not args.no_progress_guard})
     from .local import LOCAL_TIMEOUT, SMALL_MODEL_TOOLS, UNSTICK_TEMPERATURE, hosted_model, is_custom_endpoint
     if is_custom_endpoint(settings.base_url) and not hosted_model(settings.model):
         options["timeout"] = LOCAL_TIMEOUT

@@ -283,6 +283,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         "provider": args.provider or os.environ.get("TOOLOOP_PROVIDER") or "anthropic",
         "max_turns": args.max_turns or 50,
         "builtin_tools": True,
+        "progress_guard": True,  # the coding agent's guards, off in the library by default
     }
     if args.base_url:
         options["base_url"] = args.base_url
