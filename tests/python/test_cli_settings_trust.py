@@ -299,3 +299,18 @@ def test_a_hook_that_times_out_ends_with_its_setsid_children(tooloop_exe, ws, tm
     finally:
         if pid is not None and not _dead(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_mcp_approvals_kept_inside_the_workspace_are_neither_read_nor_written(ws, tmp_path, monkeypatch):
+    from tooloop.cli import features
+
+    (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"local": {"command": "true"}}}))
+    config = {"command": "true"}
+    monkeypatch.setenv("TOOLOOP_HOME", str(ws / "data"))   # tooloop's data folder inside the workspace
+    folder = features.approvals_file(ws).parent
+    folder.mkdir(parents=True)
+    # What the model's sandboxed bash could write there: an approval of its own server.
+    features.approvals_file(ws).write_text(json.dumps({"local": features.approval_hash(config, ws.resolve())}))
+    assert features.load_approvals(ws) == {}
+    features.save_approvals(ws, {"other": "x"})
+    assert "other" not in features.approvals_file(ws).read_text()

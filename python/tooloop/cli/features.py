@@ -119,6 +119,8 @@ def approvals_file(workspace: Path) -> Path:
 
 
 def load_approvals(workspace: Path) -> Dict[str, str]:
+    if not paths.approvals_kept_apart(workspace):
+        return {}   # the model could have written them
     try:
         data = json.loads(approvals_file(workspace).read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError):
@@ -128,6 +130,9 @@ def load_approvals(workspace: Path) -> Dict[str, str]:
 
 def save_approvals(workspace: Path, approvals: Mapping[str, str]) -> None:
     from .private_files import write_private
+
+    if not paths.approvals_kept_apart(workspace):
+        return
 
     path = approvals_file(workspace)
     path.parent.mkdir(parents=True, exist_ok=True)

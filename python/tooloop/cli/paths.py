@@ -42,6 +42,19 @@ def sessions_dir(workspace: Path, env: Optional[Mapping[str, str]] = None) -> Pa
     return data_dir(env) / "sessions" / workspace_key(workspace)
 
 
+def approvals_kept_apart(workspace: Path) -> bool:
+    """Whether this workspace's sessions folder (where approvals of its settings and MCP servers are kept)
+    lies outside it. Inside (tooloop run in the folder that holds its own data, such as $HOME), the model's
+    sandboxed bash could write approvals: then none is read or kept."""
+    try:
+        sessions_dir(workspace).resolve().relative_to(Path(workspace).resolve())
+    except ValueError:
+        return True
+    except (OSError, RuntimeError):
+        return False
+    return False
+
+
 def history_file(env: Optional[Mapping[str, str]] = None) -> Path:
     return data_dir(env) / "history"
 

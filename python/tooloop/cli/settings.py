@@ -218,15 +218,8 @@ def approvals_file(workspace: Path) -> Path:
 
 
 def approvals_usable(workspace: Path) -> bool:
-    """Whether the approvals file lies outside the workspace. Inside it (tooloop run in the folder that holds
-    its own data, such as $HOME), the model's sandboxed bash could write approvals: none is read or kept."""
-    try:
-        approvals_file(workspace).resolve().relative_to(Path(workspace).resolve())
-    except ValueError:
-        return True
-    except (OSError, RuntimeError):
-        return False
-    return False
+    """Whether approvals can be kept apart from the workspace (see ``paths.approvals_kept_apart``)."""
+    return paths.approvals_kept_apart(workspace)
 
 
 def content_hash(part: Mapping[str, Any]) -> str:
