@@ -22,6 +22,7 @@ use crate::agent::{Agent, AgentConfig, MaxTurnsPolicy, Parts, RepeatGuard};
 use crate::error::{Error, Result};
 use crate::provider::{Protocol, Provider, ProviderConfig, Secret};
 pub use crate::text::with_text;
+use crate::tools::ToolRegistry;
 
 /// Largest `max_tokens` accepted: far above any model's output limit, far below overflow.
 pub const MAX_TOKENS_LIMIT: u32 = 1 << 24;
@@ -545,9 +546,15 @@ impl AgentOptions {
         if self.planning.is_some() {
             agent.tools().register(crate::todo::tool())?;
         }
+        // Text read from files and servers into the system prompt is redacted like tool results: the
+        // registry's secrets, every secret-looking environment value and the API key.
+        let prompt_secrets = ToolRegistry::new();
+        prompt_secrets.share_secrets(agent.tools());
+        prompt_secrets.add_secrets(crate::builtin::secret_env_values(&[]));
+        prompt_secrets.add_secrets(self.api_key.iter().map(|k| k.expose().to_string()));
         if !self.skills.is_empty() {
             let set = crate::skills::SkillSet::discover(&self.skills);
-            if let Some(lines) = set.prompt() {
+            if let Some(lines) = set.prompt().map(|l| prompt_secrets.redact(l)) {
                 agent.tools().register(set.tool())?;
                 agent.update_config(|c| c.system = Some(with_text(c.system.take(), &lines)));
             }
@@ -563,7 +570,8 @@ impl AgentOptions {
                 agent.tools().add_secrets(named.filter(|(k, _)| is_secret_key(k)).map(|(_, v)| v.clone()));
             }
             let servers = crate::mcp::McpServers::start(&self.mcp_servers, agent.tools())?;
-            let text = servers.instructions();
+            prompt_secrets.share_secrets(agent.tools());
+            let text = prompt_secrets.redact(servers.instructions());
             if !text.is_empty() {
                 agent.update_config(|c| c.system = Some(with_text(c.system.take(), &text)));
             }
@@ -581,7 +589,10 @@ impl AgentOptions {
                 Some(crate::instructions::load(p, &self.workspace_dir()?)?)
             }
         };
-        if let Some(found) = found {
+        if let Some(mut found) = found {
+            for f in &mut found.files {
+                f.text = prompt_secrets.redact(std::mem::take(&mut f.text));
+            }
             if let Some(text) = found.prompt() {
                 agent.update_config(|c| c.system = Some(with_text(c.system.take(), &text)));
             }
