@@ -38,6 +38,7 @@ tests=(
   "output_schema      c_output_schema.json"
   "content_blocks     c_content_blocks.json   requests"
   "tool_timeout       -"
+  "untrusted_text     c_untrusted_text.json   requests"
 )
 # mcp_server starts tests/mcp/fastmcp_server.py with $TOOLOOP_TEST_PYTHON.
 export TOOLOOP_REPO_ROOT="$root"
