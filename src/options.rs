@@ -194,6 +194,15 @@ pub struct AgentOptions {
     /// redacted from tool results).
     #[serde(deserialize_with = "de_strings")]
     pub env_passthrough: Vec<String>,
+    /// Paths relative to the workspace that `bash` sees read-only in `"workspace-write"` (default
+    /// `[".tooloop", ".claude", ".mcp.json", ".git/hooks", ".git/config"]`; `[]` lifts it): settings, MCP
+    /// config and git hooks whose content would run outside the sandbox later. Needs the read-only view
+    /// (Linux, as root, mount namespaces allowed): elsewhere Landlock cannot make a read-only hole in a
+    /// writable tree and they are as writable as the workspace. A path that does not exist when a command
+    /// starts cannot be bound, so the command may create it. See
+    /// [`BashOptions::protected_paths`](crate::builtin::BashOptions::protected_paths).
+    #[serde(deserialize_with = "de_protected_paths")]
+    pub protected_paths: Vec<PathBuf>,
     /// MCP servers whose tools the agent gets, as `mcp__<server>__<tool>`: `{"name": {"command": [...],
     /// "args": [...], "env": {...}, "cwd": ...} | {"url": "http://...", "headers": {...}}}` (Claude Code's
     /// shape; see [`crate::mcp`]). A server that fails to start is skipped and reported
@@ -285,6 +294,7 @@ impl Default for AgentOptions {
             sandbox: crate::builtin::SandboxMode::WorkspaceWrite,
             network: true,
             env_passthrough: Vec::new(),
+            protected_paths: crate::builtin::default_protected_paths(),
             mcp_servers: BTreeMap::new(),
             cache: true,
             context_window: None,
@@ -307,7 +317,7 @@ fn invalid(key: &str, message: impl Into<String>) -> Error {
 
 impl AgentOptions {
     /// Every key the JSON form may hold.
-    pub const KEYS: [&'static str; 44] = [
+    pub const KEYS: [&'static str; 45] = [
         "provider",
         "model",
         "system",
@@ -340,6 +350,7 @@ impl AgentOptions {
         "sandbox",
         "network",
         "env_passthrough",
+        "protected_paths",
         "mcp_servers",
         "cache",
         "context_window",
@@ -536,6 +547,7 @@ impl AgentOptions {
                 sandbox: self.sandbox,
                 network: self.network,
                 env_passthrough: self.env_passthrough.clone(),
+                protected_paths: self.protected_paths.clone(),
                 short_descriptions: self.short_tool_descriptions,
             }),
             None => None,
@@ -960,6 +972,22 @@ fn de_paths<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<PathBuf>
             })
             .collect(),
         v => Err(D::Error::custom(format!("must be a list of folder paths, got {}", got(&v)))),
+    }
+}
+
+fn de_protected_paths<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<PathBuf>, D::Error> {
+    let what = "a list of paths relative to the workspace, without '..', such as [\".git/hooks\"] (or [] for none)";
+    match value(d)? {
+        Value::Null => Ok(crate::builtin::default_protected_paths()),
+        Value::Array(items) => items
+            .into_iter()
+            .map(|i| match i {
+                Value::String(s) => crate::builtin::check_protected_path(&s)
+                    .map_err(|m| D::Error::custom(format!("must be {what}: {m}"))),
+                v => Err(D::Error::custom(format!("must be {what}, got an item {}", got(&v)))),
+            })
+            .collect(),
+        v => Err(D::Error::custom(format!("must be {what}, got {}", got(&v)))),
     }
 }
 
