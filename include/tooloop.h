@@ -523,6 +523,10 @@ extern "C" {
  *   kernel cannot enforce (no Landlock or seccomp) is `TOOLOOP_CONFIG`, never run unconfined.
  *   `"env_passthrough"`: names of secret-looking environment variables bash keeps (by default every variable whose name holds KEY, SECRET, TOKEN,
  *   PASSWORD or CREDENTIAL, and the AWS ones, is dropped and its value redacted from tool results).
+ * - `"protected_paths"`: paths relative to the workspace that bash sees read-only in `"workspace-write"`
+ *   (default `[".tooloop", ".claude", ".mcp.json", ".git/hooks", ".git/config"]`; `[]` lifts it). Needs
+ *   root and mount namespaces: elsewhere Landlock cannot make a read-only hole in a writable tree and they
+ *   are as writable as the workspace; a path that does not exist when a command starts cannot be protected.
  * - `"mcp_servers"`: MCP servers whose tools the agent gets as `mcp__<server>__<tool>`, e.g.
  *   `{"docs": {"command": ["python3", "server.py"], "env": {"TOKEN": "${DOCS_TOKEN}"}}, "tracker": {"url":
  *   "http://localhost:8000/mcp"}}`; they stop when the agent is freed. A server that cannot start is

@@ -22,6 +22,7 @@ use crate::agent::{Agent, AgentConfig, MaxTurnsPolicy, Parts, RepeatGuard};
 use crate::error::{Error, Result};
 use crate::provider::{Protocol, Provider, ProviderConfig, Secret};
 pub use crate::text::with_text;
+use crate::tools::ToolRegistry;
 
 /// Largest `max_tokens` accepted: far above any model's output limit, far below overflow.
 pub const MAX_TOKENS_LIMIT: u32 = 1 << 24;
@@ -194,6 +195,15 @@ pub struct AgentOptions {
     /// redacted from tool results).
     #[serde(deserialize_with = "de_strings")]
     pub env_passthrough: Vec<String>,
+    /// Paths relative to the workspace that `bash` sees read-only in `"workspace-write"` (default
+    /// `[".tooloop", ".claude", ".mcp.json", ".git/hooks", ".git/config"]`; `[]` lifts it): settings, MCP
+    /// config and git hooks whose content would run outside the sandbox later. Needs the read-only view
+    /// (Linux, as root, mount namespaces allowed): elsewhere Landlock cannot make a read-only hole in a
+    /// writable tree and they are as writable as the workspace. A path that does not exist when a command
+    /// starts cannot be bound, so the command may create it. See
+    /// [`BashOptions::protected_paths`](crate::builtin::BashOptions::protected_paths).
+    #[serde(deserialize_with = "de_protected_paths")]
+    pub protected_paths: Vec<PathBuf>,
     /// MCP servers whose tools the agent gets, as `mcp__<server>__<tool>`: `{"name": {"command": [...],
     /// "args": [...], "env": {...}, "cwd": ...} | {"url": "http://...", "headers": {...}}}` (Claude Code's
     /// shape; see [`crate::mcp`]). A server that fails to start is skipped and reported
@@ -285,6 +295,7 @@ impl Default for AgentOptions {
             sandbox: crate::builtin::SandboxMode::WorkspaceWrite,
             network: true,
             env_passthrough: Vec::new(),
+            protected_paths: crate::builtin::default_protected_paths(),
             mcp_servers: BTreeMap::new(),
             cache: true,
             context_window: None,
@@ -307,7 +318,7 @@ fn invalid(key: &str, message: impl Into<String>) -> Error {
 
 impl AgentOptions {
     /// Every key the JSON form may hold.
-    pub const KEYS: [&'static str; 44] = [
+    pub const KEYS: [&'static str; 45] = [
         "provider",
         "model",
         "system",
@@ -340,6 +351,7 @@ impl AgentOptions {
         "sandbox",
         "network",
         "env_passthrough",
+        "protected_paths",
         "mcp_servers",
         "cache",
         "context_window",
@@ -537,6 +549,7 @@ impl AgentOptions {
                 sandbox: self.sandbox,
                 network: self.network,
                 env_passthrough: self.env_passthrough.clone(),
+                protected_paths: self.protected_paths.clone(),
                 short_descriptions: self.short_tool_descriptions,
             }),
             None => None,
@@ -547,9 +560,15 @@ impl AgentOptions {
         if self.planning.is_some() {
             agent.tools().register(crate::todo::tool())?;
         }
+        // Text read from files and servers into the system prompt is redacted like tool results: the
+        // registry's secrets, every secret-looking environment value and the API key.
+        let prompt_secrets = ToolRegistry::new();
+        prompt_secrets.share_secrets(agent.tools());
+        prompt_secrets.add_secrets(crate::builtin::secret_env_values(&[]));
+        prompt_secrets.add_secrets(self.api_key.iter().map(|k| k.expose().to_string()));
         if !self.skills.is_empty() {
             let set = crate::skills::SkillSet::discover(&self.skills);
-            if let Some(lines) = set.prompt() {
+            if let Some(lines) = set.prompt().map(|l| prompt_secrets.redact(l)) {
                 agent.tools().register(set.tool())?;
                 agent.update_config(|c| c.system = Some(with_text(c.system.take(), &lines)));
             }
@@ -565,7 +584,8 @@ impl AgentOptions {
                 agent.tools().add_secrets(named.filter(|(k, _)| is_secret_key(k)).map(|(_, v)| v.clone()));
             }
             let servers = crate::mcp::McpServers::start(&self.mcp_servers, agent.tools())?;
-            let text = servers.instructions();
+            prompt_secrets.share_secrets(agent.tools());
+            let text = prompt_secrets.redact(servers.instructions());
             if !text.is_empty() {
                 agent.update_config(|c| c.system = Some(with_text(c.system.take(), &text)));
             }
@@ -583,7 +603,10 @@ impl AgentOptions {
                 Some(crate::instructions::load(p, &self.workspace_dir()?)?)
             }
         };
-        if let Some(found) = found {
+        if let Some(mut found) = found {
+            for f in &mut found.files {
+                f.text = prompt_secrets.redact(std::mem::take(&mut f.text));
+            }
             if let Some(text) = found.prompt() {
                 agent.update_config(|c| c.system = Some(with_text(c.system.take(), &text)));
             }
@@ -954,6 +977,22 @@ fn de_paths<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<PathBuf>
             })
             .collect(),
         v => Err(D::Error::custom(format!("must be a list of folder paths, got {}", got(&v)))),
+    }
+}
+
+fn de_protected_paths<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<PathBuf>, D::Error> {
+    let what = "a list of paths relative to the workspace, without '..', such as [\".git/hooks\"] (or [] for none)";
+    match value(d)? {
+        Value::Null => Ok(crate::builtin::default_protected_paths()),
+        Value::Array(items) => items
+            .into_iter()
+            .map(|i| match i {
+                Value::String(s) => crate::builtin::check_protected_path(&s)
+                    .map_err(|m| D::Error::custom(format!("must be {what}: {m}"))),
+                v => Err(D::Error::custom(format!("must be {what}, got an item {}", got(&v)))),
+            })
+            .collect(),
+        v => Err(D::Error::custom(format!("must be {what}, got {}", got(&v)))),
     }
 }
 

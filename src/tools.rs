@@ -289,6 +289,14 @@ impl ToolRegistry {
         redact_with(&secrets, text)
     }
 
+    /// Host text that reaches the conversation as a tool result or a message (a hook's deny reason or
+    /// replacement result, `on_stop`'s continuation, a permission callable's reason): redacted and cut to
+    /// the output limit with the same marker as a tool's own output, so no hook can put megabytes into a
+    /// request.
+    pub fn cap_text(&self, text: String) -> String {
+        truncate_output(self.redact(text), self.max_output_bytes.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     fn redact_output(&self, out: ToolOutput) -> ToolOutput {
         let secrets = self.secrets.read().unwrap_or_else(|e| e.into_inner());
         if secrets.is_empty() {

@@ -285,6 +285,7 @@ _CONVERT: Dict[str, Callable[[Any], Any]] = {
     "workspace": lambda v: os.fspath(v) if v is not None else None,
     "session": lambda v: os.fspath(v) if v is not None else None,
     "env_passthrough": lambda v: list(v) if isinstance(v, (list, tuple)) else v,
+    "protected_paths": lambda v: [os.fspath(p) for p in v] if isinstance(v, (list, tuple)) else v,
     "stop_sequences": lambda v: list(v) if isinstance(v, (list, tuple)) else v,
     "subagents": lambda v: {k: s._options() if isinstance(s, SubAgent) else s for k, s in (v or {}).items()},
     "skills": _paths,
@@ -312,6 +313,12 @@ class Agent:
     loaded when it exists, appended to as the conversation goes. ``permission(tool_call)`` returns True, False or a reason.
     ``headers`` are added to every HTTP request (e.g. ``{"anthropic-beta": "..."}``) and ``extra`` request body
     fields are passed through unchanged, so a new API feature never waits for a tooloop release.
+
+    ``protected_paths`` (relative to the workspace; the core's default ``[".tooloop", ".claude", ".mcp.json",
+    ".git/hooks", ".git/config"]``, ``[]`` lifts it) are read-only for the built-in ``bash`` in the
+    ``"workspace-write"`` sandbox while the rest of the workspace stays writable. This needs root and mount
+    namespaces (elsewhere Landlock cannot make a read-only hole in a writable tree, and they are as writable as
+    the workspace); a path that does not exist when a command starts cannot be protected.
 
     ``instruction_files=True`` adds the project's AGENTS.md (else CLAUDE.md) files, from the repository root
     down to the workspace, and ``$XDG_CONFIG_HOME/tooloop/AGENTS.md`` to the system prompt (a list: exactly
@@ -374,6 +381,7 @@ class Agent:
         sandbox: Optional[str] = _UNSET,
         network: bool = _UNSET,
         env_passthrough: Sequence[str] = _UNSET,
+        protected_paths: Sequence[Union[str, os.PathLike[str]]] = _UNSET,
         cache: bool = _UNSET,
         planning: Union[bool, Dict[str, Any]] = _UNSET,
         subagents: Optional[Dict[str, SubAgent]] = _UNSET,

@@ -195,7 +195,7 @@ impl Agent {
                 if let Some((tool, _)) = &fatal {
                     outcomes[k] = Some(CallOutcome::error(format!("not run: tool '{tool}' aborted the run first")));
                 } else if let Some(e) = &hook_failed {
-                    outcomes[k] = Some(CallOutcome::error(format!("not run: {e}")));
+                    outcomes[k] = Some(CallOutcome::error(self.tools.cap_text(format!("not run: {e}"))));
                 } else if stop {
                     outcomes[k] = Some(CallOutcome::error("not run: the run was stopped for repeating the same call"));
                 } else if i + k >= MAX_TOOL_CALLS_PER_TURN {
@@ -247,10 +247,12 @@ impl Agent {
                         }
                         Gate::Deny(reason) => {
                             denied[k] = true;
+                            // The reason may be a hook's or the permission callable's text: capped like output.
+                            let reason = self.tools.cap_text(reason);
                             outcomes[k] = Some(CallOutcome::error(format!("Permission denied: {reason}")));
                         }
                         Gate::Fail(e) => {
-                            outcomes[k] = Some(CallOutcome::error(format!("not run: {e}")));
+                            outcomes[k] = Some(CallOutcome::error(self.tools.cap_text(format!("not run: {e}"))));
                             hook_failed = Some(e);
                         }
                     }
@@ -330,7 +332,7 @@ impl Agent {
                         denied,
                     };
                     match hook(call, &view) {
-                        Ok(Some(text)) => outcome.content = Value::String(self.tools.redact(text)),
+                        Ok(Some(text)) => outcome.content = Value::String(self.tools.cap_text(text)),
                         Ok(None) => {}
                         Err(message) => hook_failed = Some(Error::Hook { hook: "after_tool".into(), message }),
                     }

@@ -539,6 +539,8 @@ impl Agent {
                 match hook(run) {
                     Ok(None) => return Ok(Next::End),
                     Ok(Some(text)) => {
+                        // Capped like tool output: a hook's text must not put megabytes into the next request.
+                        let text = self.tools.cap_text(text);
                         self.record(Entry::new(EntryRole::User, vec![ContentBlock::text(text)]))?;
                     }
                     Err(message) => return Err(Error::Hook { hook: "on_stop".into(), message }),

@@ -92,6 +92,18 @@ pub struct BashOptions {
     /// Names of secret-looking environment variables the command keeps anyway (see
     /// [`is_secret_name`](super::is_secret_name)).
     pub env_passthrough: Vec<String>,
+    /// Paths relative to the workspace the command sees read-only in [`SandboxMode::WorkspaceWrite`]
+    /// (default [`DEFAULT_PROTECTED_PATHS`](super::DEFAULT_PROTECTED_PATHS): `.tooloop`, `.claude`,
+    /// `.mcp.json`, `.git/hooks`, `.git/config`; empty: none). Each existing one is bound onto itself
+    /// read-only in the command's mount namespace, so a write, a rename or a removal fails with "Read-only
+    /// file system" or "Device or resource busy" while the rest of the workspace stays writable (`git
+    /// commit` works). Limits: this needs the read-only view (Linux, running as root, mount namespaces
+    /// allowed; elsewhere Landlock cannot carve a read-only hole in a writable tree, and these paths are as
+    /// writable as the rest of the workspace); a path that does not exist when the command starts cannot be
+    /// bound, so the command may create it (a host that trusts such files only after approval, as the
+    /// `tooloop` CLI does with settings, is covered); a path that is a symlink is protected where it points,
+    /// when that is in the workspace, while the link itself may be replaced.
+    pub protected_paths: Vec<PathBuf>,
 }
 
 impl Default for BashOptions {
@@ -104,6 +116,7 @@ impl Default for BashOptions {
             sandbox: SandboxMode::WorkspaceWrite,
             network: true,
             env_passthrough: Vec::new(),
+            protected_paths: super::default_protected_paths(),
         }
     }
 }
@@ -402,7 +415,20 @@ pub(super) fn start(ws: &Workspace, command: &str, opts: &BashOptions, temp: &Pa
     }
     // unshare writes its own /proc/<pid>/uid_map when it makes a user namespace (not as root).
     let proc_write = contained && !running_as_root();
-    let policy = Policy { mode: opts.sandbox, network: opts.network, workspace: ws.root(), temp, proc_write };
+    let protected = opts
+        .protected_paths
+        .iter()
+        .map(|p| super::check_protected_path(&p.to_string_lossy()).map(|p| ws.root().join(p)))
+        .collect::<Result<Vec<PathBuf>, String>>()
+        .map_err(|m| format!("protected_paths: {m}"))?;
+    let policy = Policy {
+        mode: opts.sandbox,
+        network: opts.network,
+        workspace: ws.root(),
+        temp,
+        proc_write,
+        protected: &protected,
+    };
     let (child, enforced) = match sandbox::spawn(cmd, &policy) {
         Ok(spawned) => spawned,
         Err(SpawnError::Sandbox(why)) => return Err(why),

@@ -6,6 +6,8 @@
 //! is refused, not followed. The atomic replace (a temporary file in the same folder, fsync, rename) works
 //! on a handle to the parent folder too. A file with more than one hard link, or without write
 //! permission, is not written: the other names would change too, or the user marked it read-only.
+//! Every file is opened non-blocking and checked on the handle to be a regular file: a FIFO, device or
+//! socket is refused with an `is_error` result, never waited on.
 //!
 //! `read_file` streams the file, so a file of any size can be paged through with `offset`/`limit` in
 //! bounded memory; it checks the cancel token every 64 KB and stops after [`MAX_SCAN_BYTES`]. Files up to
@@ -195,8 +197,7 @@ pub(crate) fn write_file(ws: &Workspace, input: &Value, cancel: &CancelToken) ->
     if let Some(meta) = &old {
         check_writable(&parent, &name, meta, path)?;
         if meta.len() == content.len() as u64 {
-            let same = parent
-                .open(&name)
+            let same = open_regular_in(&parent, &name)
                 .and_then(|f| {
                     let mut now = Vec::with_capacity(content.len());
                     f.into_std().take(content.len() as u64 + 1).read_to_end(&mut now)?;
@@ -380,9 +381,7 @@ fn open_regular(
     rel: &Path,
     real: &Path,
 ) -> Result<(cap_std::fs::File, cap_std::fs::Metadata), String> {
-    let mut options = OpenOptions::new();
-    options.read(true).custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
-    let file = match root.open_with(if rel.as_os_str().is_empty() { Path::new(".") } else { rel }, &options) {
+    let file = match root.open_with(if rel.as_os_str().is_empty() { Path::new(".") } else { rel }, &read_options()) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Err(format!("file not found: '{path}' (looked for {} in the workspace)", ws.display(real)));
@@ -397,6 +396,25 @@ fn open_regular(
         return Err(format!("'{path}' is not a regular file (a device, socket or pipe)"));
     }
     Ok((file, meta))
+}
+
+/// Opening for reading that never blocks: `O_NONBLOCK` makes opening a FIFO without a writer (or a device
+/// that waits) return at once, and `O_NOCTTY` keeps a terminal from becoming ours. The caller then checks
+/// on the handle that it is a regular file before reading.
+pub(super) fn read_options() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.read(true).custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32);
+    options
+}
+
+/// Open `name` in `dir` for reading without blocking, only if it is a regular file (checked on the open
+/// handle, so a FIFO or device swapped in after an earlier check is refused, not read).
+pub(super) fn open_regular_in(dir: &Dir, name: &Path) -> io::Result<cap_std::fs::File> {
+    let file = dir.open_with(name, &read_options())?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("not a regular file (a device, socket or pipe)"));
+    }
+    Ok(file)
 }
 
 /// Refuse to replace a file the user cannot write, or one with other hard links (they would keep the old

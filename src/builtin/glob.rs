@@ -47,7 +47,7 @@ pub(crate) fn glob(ws: &Workspace, input: &Value, cancel: &CancelToken) -> ToolR
     let found: Mutex<Vec<(Option<SystemTime>, String)>> = Mutex::new(Vec::new());
     let stopped = AtomicBool::new(false);
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(8);
-    walker(&start).threads(threads).build_parallel().run(|| {
+    walker(&start)?.threads(threads).build_parallel().run(|| {
         let (found, stopped, matcher, start) = (&found, &stopped, &matcher, &start);
         Box::new(move |entry| {
             if cancel.is_cancelled() {

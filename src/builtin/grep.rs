@@ -13,7 +13,7 @@
 use super::workspace::Workspace;
 use super::{Args, ToolReply};
 use crate::cancel::CancelToken;
-use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
+use cap_std::fs::Dir;
 use globset::{GlobBuilder, GlobMatcher};
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch};
@@ -40,10 +40,30 @@ enum Mode {
     Count,
 }
 
+/// The files the walker reads in each folder it enters (and in each parent of the start): `.gitignore`,
+/// `.ignore`, `.git/info/exclude`.
+const IGNORE_FILES: [&str; 3] = [".gitignore", ".ignore", ".git/info/exclude"];
+
+/// Whether the walker may read the ignore files of `dir`: each one is absent or a regular file. The
+/// `ignore` crate opens them blocking, so a FIFO there would hang the tool (and the run with it).
+fn ignore_files_regular(dir: &Path) -> bool {
+    IGNORE_FILES.iter().all(|name| std::fs::metadata(dir.join(name)).map_or(true, |m| m.is_file()))
+}
+
 /// The walker the search tools share: ripgrep's defaults (ignore files honoured even outside a git
-/// repository, hidden entries skipped, symlinks not followed).
-pub(super) fn walker(start: &Path) -> WalkBuilder {
+/// repository, hidden entries skipped, symlinks not followed). A folder whose ignore file is not a regular
+/// file is not entered; a start below such a folder is refused (the walker reads every parent's files).
+pub(super) fn walker(start: &Path) -> Result<WalkBuilder, String> {
+    if let Some(dir) = start.ancestors().find(|d| !ignore_files_regular(d)) {
+        return Err(format!(
+            "an ignore file in {} ({}) is not a regular file (a pipe or device), so it cannot be read; not \
+             searching",
+            dir.display(),
+            IGNORE_FILES.join(", ")
+        ));
+    }
     let mut b = WalkBuilder::new(start);
+    b.filter_entry(|e| !e.file_type().is_some_and(|t| t.is_dir()) || ignore_files_regular(e.path()));
     b.hidden(true)
         .ignore(true)
         .git_ignore(true)
@@ -52,7 +72,7 @@ pub(super) fn walker(start: &Path) -> WalkBuilder {
         .require_git(false)
         .parents(true)
         .follow_links(false);
-    b
+    Ok(b)
 }
 
 /// A glob filter on file names (a pattern without `/`) or on paths relative to the searched folder.
@@ -94,12 +114,8 @@ pub(super) fn open_start(ws: &Workspace, path: &str) -> Result<(PathBuf, Dir), S
 
 /// Open `rel` for reading beneath `root`; `None` unless it is a regular file reachable without leaving.
 fn open_beneath(root: &Dir, rel: &Path) -> Option<std::fs::File> {
-    let mut options = OpenOptions::new();
-    options.read(true).custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
     let rel = if rel.as_os_str().is_empty() { Path::new(".") } else { rel };
-    let file = root.open_with(rel, &options).ok()?;
-    let meta = file.metadata().ok()?;
-    meta.is_file().then(|| file.into_std())
+    super::files::open_regular_in(root, rel).ok().map(cap_std::fs::File::into_std)
 }
 
 /// Search results of one file.
@@ -253,7 +269,7 @@ pub(crate) fn grep(ws: &Workspace, input: &Value, cancel: &CancelToken) -> ToolR
     let binary_skipped = AtomicU64::new(0);
     let stopped = AtomicBool::new(false);
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).min(8);
-    let mut walk = walker(&start);
+    let mut walk = walker(&start)?;
     if let Some(types) = types {
         walk.types(types);
     }

@@ -53,7 +53,10 @@ pub use bash::{BashOptions, DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS, OUTPUT_CAP_C
 pub use env::{is_secret_name, is_socket_variable, secret_env_values};
 pub use files::MAX_SCAN_BYTES;
 pub use restore::{FileState, Restored, file_state, restore_file};
-pub use sandbox::{SandboxMode, sandbox_check, sandbox_prompt, sandbox_support};
+pub use sandbox::{
+    DEFAULT_PROTECTED_PATHS, SandboxMode, check_protected_path, default_protected_paths, sandbox_check, sandbox_prompt,
+    sandbox_support,
+};
 pub use workspace::Workspace;
 
 use crate::cancel::CancelToken;
@@ -92,6 +95,9 @@ pub struct BuiltinOptions {
     pub network: bool,
     /// Names of secret-looking environment variables `bash` keeps anyway (e.g. `"GITHUB_TOKEN"`).
     pub env_passthrough: Vec<String>,
+    /// Paths relative to the workspace that `bash` may not change in [`SandboxMode::WorkspaceWrite`]
+    /// (default [`DEFAULT_PROTECTED_PATHS`]; empty: none). See [`BashOptions::protected_paths`].
+    pub protected_paths: Vec<PathBuf>,
     /// One-sentence tool descriptions (see [`short_description`]): for small context windows, where every
     /// definition costs prompt tokens and long instructions distract a small model.
     pub short_descriptions: bool,
@@ -105,6 +111,7 @@ impl Default for BuiltinOptions {
             sandbox: SandboxMode::WorkspaceWrite,
             network: true,
             env_passthrough: Vec::new(),
+            protected_paths: default_protected_paths(),
             short_descriptions: false,
         }
     }
@@ -139,11 +146,15 @@ pub fn register_owned(registry: &ToolRegistry, opts: &BuiltinOptions) -> Result<
         // A sandbox the kernel cannot enforce is refused here, in every host, rather than half-applied.
         sandbox_check(opts.sandbox, opts.network).map_err(Error::Config)?;
     }
+    for p in &opts.protected_paths {
+        check_protected_path(&p.to_string_lossy()).map_err(|m| Error::Config(format!("protected_paths: {m}")))?;
+    }
     let background = Arc::new(BackgroundShells::new());
     let bash_opts = BashOptions {
         sandbox: opts.sandbox,
         network: opts.network,
         env_passthrough: opts.env_passthrough.clone(),
+        protected_paths: opts.protected_paths.clone(),
         ..BashOptions::default()
     };
     for name in wanted {

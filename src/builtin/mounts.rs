@@ -12,6 +12,11 @@
 //! one thread cannot create, and a Landlock-confined process can no longer mount.
 //! Elsewhere [`read_only_view`] is `false` and only Landlock's content rules apply (the README says so).
 //!
+//! Protected paths inside a writable folder (`.git/hooks`, `.git/config`, `.tooloop`, ... see
+//! [`super::BashOptions::protected_paths`]) are then bound onto themselves and made read-only, as
+//! bubblewrap and codex keep `.git` read-only inside a writable root: the folder stays writable around them,
+//! and a mount point can be neither renamed nor removed from inside the namespace.
+//!
 //! Must never: change the host's mounts (the namespace is the spawning thread's, made private first), or
 //! leave a mount outside the writable folders writable without saying so (an error aborts the spawn).
 
@@ -22,12 +27,13 @@ pub(crate) fn read_only_view() -> bool {
     imp::supported()
 }
 
-/// Enter a new mount namespace (this thread only) in which everything but `writable` is read-only.
+/// Enter a new mount namespace (this thread only) in which everything but `writable` is read-only, and
+/// the existing `protected` paths inside `writable` are read-only again.
 ///
 /// # Errors
 /// A message when the namespace cannot be made or a mount cannot be made read-only.
-pub(crate) fn enter(writable: &[&Path]) -> Result<(), String> {
-    imp::enter(writable)
+pub(crate) fn enter(writable: &[&Path], protected: &[std::path::PathBuf]) -> Result<(), String> {
+    imp::enter(writable, protected)
 }
 
 #[cfg(target_os = "linux")]
@@ -104,7 +110,7 @@ mod imp {
         flags
     }
 
-    pub(super) fn enter(writable: &[&Path]) -> Result<(), String> {
+    pub(super) fn enter(writable: &[&Path], protected: &[PathBuf]) -> Result<(), String> {
         let fail = |what: &str, path: &Path, e: nix::Error| format!("could not {what} {}: {e}", path.display());
         unshare(CloneFlags::CLONE_NEWNS).map_err(|e| format!("could not make a mount namespace: {e}"))?;
         let root = Path::new("/");
@@ -128,6 +134,24 @@ mod imp {
                 Err(e) => return Err(fail("make read-only", &point, e)),
             }
         }
+        for path in protected {
+            // Only what exists can be bound; a symlink is bound where it points (mount follows it), and only
+            // when that is inside a writable folder: anywhere else is read-only already.
+            let Ok(real) = path.canonicalize() else { continue };
+            if !writable.iter().any(|dir| real.starts_with(dir)) {
+                continue;
+            }
+            mount(Some(&real), &real, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
+                .map_err(|e| fail("bind", &real, e))?;
+            // The new mount's own options: the remount must keep its flags.
+            let options = mounts()?.into_iter().rev().find(|(point, _)| *point == real).map(|(_, o)| o);
+            let flags = MsFlags::MS_REMOUNT
+                | MsFlags::MS_BIND
+                | MsFlags::MS_RDONLY
+                | options.as_deref().map_or(MsFlags::empty(), kept_flags);
+            mount(None::<&str>, &real, None::<&str>, flags, None::<&str>)
+                .map_err(|e| fail("make read-only", &real, e))?;
+        }
         Ok(())
     }
 
@@ -149,7 +173,7 @@ mod imp {
         false
     }
 
-    pub(super) fn enter(_: &[&Path]) -> Result<(), String> {
+    pub(super) fn enter(_: &[&Path], _: &[std::path::PathBuf]) -> Result<(), String> {
         Err("a read-only view needs Linux mount namespaces".to_string())
     }
 }

@@ -9,7 +9,7 @@
 //! Must never: write, chmod or remove anything outside the workspace, whatever a concurrent command
 //! does to the paths meanwhile.
 
-use super::files::{open_parent, open_root, refusal, split_parent, write_atomic};
+use super::files::{open_parent, open_regular_in, open_root, refusal, split_parent, write_atomic};
 use super::workspace::Workspace;
 use cap_std::fs::{Permissions, PermissionsExt};
 use std::io;
@@ -104,13 +104,16 @@ pub fn file_state(ws: &Workspace, path: &str, cap: u64) -> Result<FileState, Str
     if meta.is_dir() {
         return Err(format!("'{path}' is a folder"));
     }
+    if !meta.is_file() {
+        // A FIFO would block the open (and the run with it); a device could be endless.
+        return Err(format!("'{path}' is not a regular file (a device, socket or pipe)"));
+    }
     let mode = meta.permissions().mode() & 0o7777;
     if meta.len() > cap {
         return Ok(FileState { path: shown, before: None, too_large: true });
     }
     let mut data = Vec::new();
-    parent
-        .open(&name)
+    open_regular_in(&parent, &name)
         .and_then(|f| f.take(cap.saturating_add(1)).read_to_end(&mut data))
         .map_err(|e| refusal(path, "read", &e))?;
     Ok(FileState { path: shown, before: Some((data, mode)), too_large: false })

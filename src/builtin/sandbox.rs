@@ -184,6 +184,33 @@ pub(crate) fn privilege_drop(mode: SandboxMode) -> Vec<String> {
     std::iter::once(setpriv.to_string_lossy().into_owned()).chain(args.iter().map(|s| s.to_string())).collect()
 }
 
+/// The paths inside a writable workspace that `bash` sees read-only by default (the `protected_paths`
+/// option): the agent's and other agents' settings, the MCP config, and git's hooks and config, whose
+/// content runs code outside the sandbox the next time the user works in the repository.
+pub const DEFAULT_PROTECTED_PATHS: [&str; 5] = [".tooloop", ".claude", ".mcp.json", ".git/hooks", ".git/config"];
+
+/// [`DEFAULT_PROTECTED_PATHS`] as paths.
+pub fn default_protected_paths() -> Vec<std::path::PathBuf> {
+    DEFAULT_PROTECTED_PATHS.iter().map(std::path::PathBuf::from).collect()
+}
+
+/// `path` as a protected path: relative to the workspace, not empty, without `..` (it must name
+/// something inside the workspace).
+///
+/// # Errors
+/// A message saying which rule `path` breaks.
+pub fn check_protected_path(path: &str) -> Result<std::path::PathBuf, String> {
+    use std::path::Component;
+    let p = std::path::PathBuf::from(path);
+    if path.is_empty() || path.contains('\0') {
+        return Err(format!("{path:?} is not a path"));
+    }
+    if !p.components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir)) {
+        return Err(format!("{path:?} is absolute or holds '..'"));
+    }
+    Ok(p)
+}
+
 /// What [`spawn`] enforces on one command.
 pub(crate) struct Policy<'a> {
     pub(crate) mode: SandboxMode,
@@ -194,6 +221,9 @@ pub(crate) struct Policy<'a> {
     /// granted to non-root users, for whom /proc holds nothing writable but their own processes' files
     /// (and Landlock keeps ptrace-style access to processes outside the sandbox denied).
     pub(crate) proc_write: bool,
+    /// Paths inside the workspace kept read-only in [`SandboxMode::WorkspaceWrite`] (absolute; only where
+    /// the read-only view can be built, see [`super::mounts`]).
+    pub(crate) protected: &'a [std::path::PathBuf],
 }
 
 /// Spawn `command` confined by `policy`: from a fresh thread that restricts itself first (Landlock, then
@@ -223,6 +253,8 @@ pub(crate) fn spawn(mut command: Command, policy: &Policy<'_>) -> Result<(Child,
         writable.push(policy.workspace);
     }
     let view = policy.mode != SandboxMode::Off && super::mounts::read_only_view();
+    let protected: &[std::path::PathBuf] =
+        if policy.mode == SandboxMode::WorkspaceWrite { policy.protected } else { &[] };
     if filter.is_none() && landlock.is_none() {
         return command.spawn().map(|c| (c, false)).map_err(SpawnError::Spawn);
     }
@@ -230,7 +262,7 @@ pub(crate) fn spawn(mut command: Command, policy: &Policy<'_>) -> Result<(Child,
         let spawner = scope.spawn(move || {
             // Mounts first: a thread under Landlock can no longer change its mounts.
             if view {
-                super::mounts::enter(&writable).map_err(SpawnError::Sandbox)?;
+                super::mounts::enter(&writable, protected).map_err(SpawnError::Sandbox)?;
             }
             let enforced = match landlock {
                 Some(rules) => rules.restrict_self().map_err(SpawnError::Sandbox)?,
