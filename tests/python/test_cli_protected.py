@@ -157,24 +157,15 @@ def test_batch_refuses_protected_writes_in_the_task_workspaces(tooloop_exe, tmp_
             assert got["toolu_w1"][1] and "protected" in got["toolu_w1"][0] and not written, got
 
 
-def test_allow_config_edits_tells_the_library_only_when_it_has_the_protected_paths_option(monkeypatch):
-    import tooloop
+def test_bash_is_told_the_protected_paths_with_the_users_folders_when_they_lie_in_the_workspace(tmp_path):
     from tooloop.cli.permissions import protected_paths, protection_options
 
-    class WithOption:
-        def __init__(self, provider=None, builtin_tools=None, protected_paths=None):
-            pass
-
-        def close(self):
-            pass
-
-    class Without(WithOption):
-        def __init__(self, provider=None, builtin_tools=None):
-            pass
-
-    monkeypatch.setattr(tooloop, "Agent", WithOption)
-    assert protection_options(True) == {"protected_paths": []} and protection_options(False) == {}
-    monkeypatch.setattr(tooloop, "Agent", Without)
-    assert protection_options(True) == {}
+    home = tmp_path / "home"
+    env = {"XDG_CONFIG_HOME": str(home / ".config"), "TOOLOOP_HOME": str(home / ".local" / "share" / "tooloop")}
+    assert protection_options(True, home, env) == {"protected_paths": []}
+    assert protection_options(False, tmp_path / "ws", env) == {}   # the library's default list holds
+    assert protection_options(False, home, env) == {"protected_paths": [
+        ".tooloop", ".claude", ".mcp.json", ".git/hooks", ".git/config", ".config/tooloop",
+        ".local/share/tooloop"]}
     listed = protected_paths("/w", {"XDG_CONFIG_HOME": "/c"})
     assert listed == ["/w/.tooloop", "/w/.claude", "/w/.mcp.json", "/w/.git/hooks", "/w/.git/config", "/c/tooloop"]

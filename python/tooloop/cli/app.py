@@ -323,7 +323,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         why = "declined" if interactive else "not approved yet: run `tooloop` in this workspace to approve it"
         _say(f"MCP server '{name}' from .mcp.json skipped ({why})")
     from .permissions import protection_options
-    options: Dict[str, Any] = protection_options(args.allow_config_edits)
+    options: Dict[str, Any] = protection_options(args.allow_config_edits, settings.workspace)
     # The runaway guard and progress detection are this coding agent's policy (the library's are off);
     # --no-progress-guard turns off the second only.
     options.update({"repeat_guard": True, "progress_guard": not args.no_progress_guard})

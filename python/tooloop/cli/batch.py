@@ -288,7 +288,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.base_url:
         options["base_url"] = args.base_url
     from .permissions import protection_options
-    options.update(protection_options(args.allow_config_edits))
+    options.update(protection_options(args.allow_config_edits, Path.cwd()))
     if args.read_only:
         options["permission"] = read_only_permission
         if rules["deny"]:

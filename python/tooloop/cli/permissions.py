@@ -368,30 +368,35 @@ PROTECTED_REASON = (
 
 def protected_paths(workspace: Union[str, "os.PathLike[str]"],
                     env: Optional[Mapping[str, str]] = None) -> List[str]:
-    """The protected paths of `workspace` as absolute paths, the user's config folder last: the list the
-    library's bash sandbox is to show read-only (``Agent(protected_paths=...)`` once the library has that
-    option; see ``protection_options``)."""
+    """The protected paths of `workspace` as absolute paths, the user's config folder last: what the file
+    tools may not write (bash's sandbox gets them through ``protection_options``)."""
     from .features import user_config_dir
 
     ws = Path(workspace)
     return [str(ws / p) for p in PROTECTED_IN_WORKSPACE] + [str(user_config_dir(env))]
 
 
-def protection_options(allow_config_edits: bool) -> Dict[str, Any]:
-    """The ``tooloop.Agent`` options that carry --allow-config-edits to the library: ``protected_paths=[]``
-    (nothing protected) when the flag is given and the installed library has the option, else nothing (the
-    library then keeps its own default)."""
-    if not allow_config_edits:
-        return {}
-    import tooloop
+def protection_options(allow_config_edits: bool, workspace: Union[str, "os.PathLike[str]"],
+                       env: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """``protected_paths`` for ``tooloop.Agent`` (the paths bash's sandbox shows read-only): ``[]`` under
+    --allow-config-edits; otherwise the library's default list, plus the user's config folder and tooloop's
+    data folder (approvals, sessions) when they lie inside the workspace (tooloop run in $HOME); nothing to
+    say when neither does (the library's default holds)."""
+    if allow_config_edits:
+        return {"protected_paths": []}
+    from . import paths
+    from .features import user_config_dir
 
-    # Asked by trying (the CLI uses the public API only): an Agent with a Python model sends nothing.
-    try:
-        tooloop.Agent(provider=lambda request: {"content": ""}, builtin_tools=False,
-                      protected_paths=[]).close()  # type: ignore[call-arg,unused-ignore]
-    except (TypeError, tooloop.Error):
-        return {}
-    return {"protected_paths": []}
+    root = Path(workspace).resolve()
+    extra: List[str] = []
+    for folder in (user_config_dir(env), paths.data_dir(env)):
+        try:
+            rel = Path(folder).resolve().relative_to(root)
+        except (ValueError, OSError, RuntimeError):
+            continue
+        if rel.parts:
+            extra.append(str(rel))
+    return {"protected_paths": list(PROTECTED_IN_WORKSPACE) + extra} if extra else {}
 
 
 def _fold(name: str) -> str:
