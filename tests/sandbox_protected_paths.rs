@@ -66,6 +66,25 @@ fn sandboxed_bash_cannot_change_protected_paths_but_writes_elsewhere() {
 }
 
 #[test]
+fn renaming_a_protected_paths_folder_away_cannot_plant_a_fresh_one() {
+    if !read_only_view_here() {
+        return;
+    }
+    let fx = Fixture::new("protected-rename");
+    setup(&fx);
+    // The parent of .git/config and .git/hooks, and of .tooloop/..., moved aside and made anew.
+    let out = bash(
+        &fx.registry(SandboxMode::WorkspaceWrite, true),
+        "mv .git .git2 2>/dev/null && echo MOVED-GIT; mkdir -p .git && \
+         printf '[core]\\n\\tfsmonitor = touch pwned\\n' > .git/config 2>/dev/null && echo PLANTED; \
+         mv .tooloop .tooloop2 2>/dev/null && echo MOVED-TOOLOOP; echo checked",
+    );
+    assert!(out.contains("checked"), "{out}");
+    assert!(!out.contains("MOVED") && !out.contains("PLANTED"), "{out}");
+    assert_eq!(std::fs::read_to_string(fx.ws.join(".git/config")).unwrap(), FILES[0].1, "{out}");
+}
+
+#[test]
 fn an_empty_protected_paths_list_lifts_the_protection() {
     if !read_only_view_here() {
         return;

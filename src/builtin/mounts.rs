@@ -15,7 +15,9 @@
 //! Protected paths inside a writable folder (`.git/hooks`, `.git/config`, `.tooloop`, ... see
 //! [`super::BashOptions::protected_paths`]) are then bound onto themselves and made read-only, as
 //! bubblewrap and codex keep `.git` read-only inside a writable root: the folder stays writable around them,
-//! and a mount point can be neither renamed nor removed from inside the namespace.
+//! and a mount point can be neither renamed nor removed from inside the namespace. The folders between the
+//! writable folder and a protected path (`.git` for `.git/hooks`) are bound onto themselves too, writable,
+//! so that renaming them away cannot put a fresh `.git/config` in the protected one's place.
 //!
 //! Must never: change the host's mounts (the namespace is the spawning thread's, made private first), or
 //! leave a mount outside the writable folders writable without saying so (an error aborts the spawn).
@@ -134,13 +136,38 @@ mod imp {
                 Err(e) => return Err(fail("make read-only", &point, e)),
             }
         }
-        for path in protected {
-            // Only what exists can be bound; a symlink is bound where it points (mount follows it), and only
-            // when that is inside a writable folder: anywhere else is read-only already.
-            let Ok(real) = path.canonicalize() else { continue };
-            if !writable.iter().any(|dir| real.starts_with(dir)) {
+        // Only what exists can be bound; a symlink is bound where it points (mount follows it), and only
+        // when that is inside a writable folder: anywhere else is read-only already.
+        let targets: Vec<PathBuf> = protected
+            .iter()
+            .filter_map(|path| path.canonicalize().ok())
+            .filter(|real| writable.iter().any(|dir| real.starts_with(dir)))
+            .collect();
+        // The folders between a writable folder and a protected path become mount points too (writable ones):
+        // a mount point cannot be renamed or removed, so `mv .git .git2 && mkdir .git` cannot put a new
+        // `.git/config` where the read-only one was.
+        let mut between: Vec<PathBuf> = Vec::new();
+        for real in &targets {
+            let Some(top) = writable.iter().filter(|dir| real.starts_with(dir)).max_by_key(|d| d.as_os_str().len())
+            else {
                 continue;
+            };
+            let mut dir = real.parent();
+            while let Some(d) = dir {
+                if d == *top || !d.starts_with(top) {
+                    break;
+                }
+                if !between.iter().any(|b| b == d) {
+                    between.push(d.to_path_buf());
+                }
+                dir = d.parent();
             }
+        }
+        between.sort_by_key(|d| d.components().count());
+        for dir in &between {
+            mount(Some(dir), dir, None::<&str>, MsFlags::MS_BIND, None::<&str>).map_err(|e| fail("bind", dir, e))?;
+        }
+        for real in targets {
             mount(Some(&real), &real, None::<&str>, MsFlags::MS_BIND | MsFlags::MS_REC, None::<&str>)
                 .map_err(|e| fail("bind", &real, e))?;
             // The new mount's own options: the remount must keep its flags.
