@@ -101,7 +101,7 @@ def _permission_adapter(
         if isinstance(answer, str):
             return answer or _DEFAULT_DENIAL
         raise TypeError(
-            f"the permission callable must return True, False, ALLOW_READ_ONLY or a reason string, got {type(answer).__name__}: "
+            f"the permission callable must return True, False or a reason string (or tooloop.ALLOW_READ_ONLY), got {type(answer).__name__}: "
             f"{answer!r:.100}"
         )
 
