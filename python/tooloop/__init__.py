@@ -26,7 +26,7 @@ is built or first needs them.
 from ._tooloop import __version__, check_aws_credentials, estimate_cost_usd, restore_file, sandbox_support
 from ._tooloop import context_window as model_context_window
 from ._tools import Tool, as_tool, tool
-from ._agent import ALLOW_READ_ONLY, Agent, AgentStream, SubAgent, ToolInfo
+from ._agent import ALLOW_READ_ONLY, Agent, AllowReadOnly, AgentStream, SubAgent, ToolInfo
 from ._hooks import ToolResult
 from ._session import SessionInfo, list_sessions, load_session, migrate_session
 from .errors import (
@@ -74,6 +74,7 @@ from .events import (
 
 __all__ = [
     "ALLOW_READ_ONLY",
+    "AllowReadOnly",
     "__version__",
     "Agent",
     "AgentStream",

@@ -15,7 +15,7 @@ from ._tools import Tool, as_tool, tool as _make_tool
 from .errors import ConfigError
 from .events import DoneEvent, RunResult, ToolCall, Usage, _event_from, _Record
 
-__all__ = ["ALLOW_READ_ONLY", "Agent", "AgentStream", "ModelFn", "PermissionFn", "ToolInfo", "DEFAULT_MODEL"]
+__all__ = ["ALLOW_READ_ONLY", "AllowReadOnly", "Agent", "AgentStream", "ModelFn", "PermissionFn", "ToolInfo", "DEFAULT_MODEL"]
 
 DEFAULT_MODEL = "claude-sonnet-4-6"
 
@@ -61,6 +61,8 @@ _DEFAULT_DENIAL = "The user did not allow this tool call."
 #: read-only sandbox with the network off (refused where the kernel cannot confine it), a read-only tool runs
 #: as it is, and any other tool is refused with a reason the model reads. A wrong guess then costs nothing.
 ALLOW_READ_ONLY = _tooloop.ALLOW_READ_ONLY
+#: The type of ``ALLOW_READ_ONLY`` (its one instance), for annotations.
+AllowReadOnly = _tooloop._AllowReadOnly
 
 
 class ToolInfo(_Record):
@@ -95,13 +97,14 @@ def _permission_adapter(
         if answer is True:
             return None
         if answer is ALLOW_READ_ONLY:
-            return answer  # type: ignore[no-any-return]
+            return answer
         if answer is False:
             return _DEFAULT_DENIAL
         if isinstance(answer, str):
             return answer or _DEFAULT_DENIAL
         raise TypeError(
-            f"the permission callable must return True, False or a reason string (or tooloop.ALLOW_READ_ONLY), got {type(answer).__name__}: "
+            f"the permission callable must return True, False or a reason string (or tooloop.ALLOW_READ_ONLY), got "
+            f"{type(answer).__name__}: "
             f"{answer!r:.100}"
         )
 

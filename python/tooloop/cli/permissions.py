@@ -38,11 +38,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Protocol, Set, Tuple, Union
 
 if TYPE_CHECKING:
-    from tooloop import Agent, ToolCall
-    from tooloop._tooloop import _AllowReadOnly
+    from tooloop import Agent, AllowReadOnly, ToolCall
 
 #: True allows, a string refuses with that reason, ``tooloop.ALLOW_READ_ONLY`` allows with no power to write.
-Decision = Union[bool, str, "_AllowReadOnly"]
+Decision = Union[bool, str, "AllowReadOnly"]
 #: A tool call as the library passes it (``tooloop.ToolCall``), or as a dict with the same keys (hooks).
 CallLike = Union["ToolCall", Mapping[str, Any]]
 
