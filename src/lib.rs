@@ -53,6 +53,7 @@ pub mod hooks;
 pub mod http;
 mod id;
 pub mod instructions;
+pub mod ledger;
 pub mod mcp;
 pub mod models;
 pub mod options;
