@@ -249,9 +249,8 @@ impl Agent {
         }
     }
 
-    /// What a request asked of `requested` and answered as `answered` cost: its usage at the higher of the two
-    /// models' prices; when the answer reported no usage at all, its estimate — `input_tokens` (measured before
-    /// it was sent) and `max_tokens` — never nothing.
+    /// What a request asked of `requested` and answered as `answered` cost: its [charged
+    /// usage](Agent::charged_usage) at the higher of the two models' prices.
     pub(super) fn request_cost(
         requested: &str,
         answered: &str,
@@ -259,15 +258,21 @@ impl Agent {
         input_tokens: u64,
         max_tokens: u64,
     ) -> Option<f64> {
-        let reported = usage.input_tokens > 0
-            || usage.output_tokens > 0
-            || usage.cache_creation_input_tokens.unwrap_or(0) > 0
-            || usage.cache_read_input_tokens.unwrap_or(0) > 0;
-        if reported {
-            return crate::models::charged_cost_usd(requested, answered, usage);
+        let charged = Agent::charged_usage(usage, input_tokens, max_tokens);
+        crate::models::charged_cost_usd(requested, answered, &charged)
+    }
+
+    /// The usage a request is charged for: what the answer reported; when it reported no input tokens
+    /// (every request has some, so the server did not say), the request's estimate instead — `input_tokens`
+    /// measured before it was sent and an answer of `max_tokens` — never nothing.
+    pub(super) fn charged_usage(usage: &Usage, input_tokens: u64, max_tokens: u64) -> Usage {
+        let input = usage.input_tokens
+            + usage.cache_creation_input_tokens.unwrap_or(0)
+            + usage.cache_read_input_tokens.unwrap_or(0);
+        if input > 0 {
+            return usage.clone();
         }
-        let estimate = Usage { input_tokens, output_tokens: max_tokens, ..Usage::default() };
-        crate::models::charged_cost_usd(requested, answered, &estimate)
+        Usage { input_tokens, output_tokens: max_tokens.max(usage.output_tokens), ..Usage::default() }
     }
 
     /// A request of about `input_tokens` on `model`, in USD, before it is sent: its input, and an answer as
@@ -849,8 +854,9 @@ impl Agent {
                 }
                 sizing.baseline = (prompt > 0).then(|| Baseline { tokens: prompt + m.usage.output_tokens, upto });
                 drop(sizing);
+                let out = Agent::charged_usage(&m.usage, *input_tokens, max_tokens).output_tokens;
                 let mut spend = lock(&self.spend);
-                spend.out_tokens = Some(spend.out_tokens.unwrap_or(0).max(m.usage.output_tokens));
+                spend.out_tokens = Some(spend.out_tokens.unwrap_or(0).max(out));
                 drop(spend);
                 self.charge(cost, &m.usage, &mut run.usage, &mut run.cost_usd);
                 on_event(&Event::TurnEnd {
