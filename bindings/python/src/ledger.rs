@@ -23,10 +23,8 @@ impl PyLedger {
     #[new]
     #[pyo3(signature = (cap_usd=None))]
     fn new(cap_usd: Option<f64>) -> PyResult<Self> {
-        if let Some(c) = cap_usd {
-            if !c.is_finite() || c < 0.0 {
-                return Err(PyValueError::new_err(format!("cap_usd must be a finite number >= 0, got {c}")));
-            }
+        if let Some(c) = cap_usd.filter(|c| !c.is_finite() || *c < 0.0) {
+            return Err(PyValueError::new_err(format!("cap_usd must be a finite number >= 0, got {c}")));
         }
         Ok(PyLedger { inner: Ledger::new(cap_usd) })
     }
