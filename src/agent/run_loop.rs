@@ -262,17 +262,18 @@ impl Agent {
         crate::models::charged_cost_usd(requested, answered, &charged)
     }
 
-    /// The usage a request is charged for: what the answer reported; when it reported no input tokens
-    /// (every request has some, so the server did not say), the request's estimate instead — `input_tokens`
-    /// measured before it was sent and an answer of `max_tokens` — never nothing.
+    /// The usage a request is charged for: what the answer reported; when it reported none — no input tokens
+    /// (every request has some) and no output beyond the one token a stream's `message_start` claims before
+    /// any usage is known — the request's estimate instead: `input_tokens` measured before it was sent and an
+    /// answer of `max_tokens`. Never nothing.
     pub(super) fn charged_usage(usage: &Usage, input_tokens: u64, max_tokens: u64) -> Usage {
         let input = usage.input_tokens
             + usage.cache_creation_input_tokens.unwrap_or(0)
             + usage.cache_read_input_tokens.unwrap_or(0);
-        if input > 0 {
+        if input > 0 || usage.output_tokens > 1 {
             return usage.clone();
         }
-        Usage { input_tokens, output_tokens: max_tokens.max(usage.output_tokens), ..Usage::default() }
+        Usage { input_tokens, output_tokens: max_tokens, ..Usage::default() }
     }
 
     /// A request of about `input_tokens` on `model`, in USD, before it is sent: its input, and an answer as
