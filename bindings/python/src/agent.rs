@@ -644,7 +644,7 @@ impl PyAgent {
     }
 
     /// Set (None: clear) the send gate of the runs started from now on: `gate(kind, n, retry_after)`, see
-    /// `crate::gate`. Used by `tooloop.batch` for limits and a budget shared by many agents.
+    /// `crate::gate`. Used by `tooloop.batch` for rate limits and a cancel shared by many agents.
     #[pyo3(signature = (gate=None))]
     fn set_gate(&self, gate: Option<Py<PyAny>>) {
         *lock(&self.gate) = gate;
