@@ -104,16 +104,13 @@ impl Ledger {
     }
 
     /// Whether a request estimated at `usd` would fit at every level now (`extra`: a further cap on this
-    /// level, the agent's `max_cost_usd`), without reserving it. `None` (no price known) fits only where
-    /// no level has a cap.
+    /// level, the agent's `max_cost_usd`), without reserving it: the check a loop makes before it builds the
+    /// request, so a `false` ends the run and marks the level that refused as [`exhausted`](Ledger::exhausted)
+    /// as [`reserve`](Ledger::reserve) does. `None` (no price known) fits only where no level has a cap.
     pub fn fits(&self, usd: Option<f64>, extra: Option<f64>) -> bool {
-        let Some(usd) = usd else { return !self.capped(extra) };
         let levels = self.chain();
-        let guards: Vec<MutexGuard<'_, State>> = levels.iter().map(|l| lock(&l.state)).collect();
-        levels.iter().zip(&guards).enumerate().all(|(i, (l, s))| {
-            let cap = if i == 0 { min_cap(l.cap, extra) } else { l.cap };
-            cap.is_none_or(|c| s.spent + s.reserved + usd <= c)
-        })
+        let mut guards: Vec<MutexGuard<'_, State>> = levels.iter().map(|l| lock(&l.state)).collect();
+        check(&levels, &mut guards, usd, extra)
     }
 
     /// Hold `usd` (the estimate of a request about to be sent) at every level, or refuse (`None`) when it
@@ -123,17 +120,7 @@ impl Ledger {
     pub fn reserve(self: &Arc<Self>, usd: Option<f64>, extra: Option<f64>) -> Option<Hold> {
         let levels = self.chain();
         let mut guards: Vec<MutexGuard<'_, State>> = levels.iter().map(|l| lock(&l.state)).collect();
-        let mut ok = true;
-        for (i, (l, s)) in levels.iter().zip(guards.iter_mut()).enumerate() {
-            let cap = if i == 0 { min_cap(l.cap, extra) } else { l.cap };
-            let Some(cap) = cap else { continue };
-            let fits = usd.is_some_and(|u| s.spent + s.reserved + u <= cap);
-            if !fits {
-                s.refused = true;
-                ok = false;
-            }
-        }
-        if !ok {
+        if !check(&levels, &mut guards, usd, extra) {
             return None;
         }
         let usd = usd.unwrap_or(0.0).max(0.0);
@@ -143,6 +130,21 @@ impl Ledger {
         drop(guards);
         Some(Hold { ledger: self.clone(), usd })
     }
+}
+
+/// Whether `usd` fits under the cap of every level (each locked, in `guards`); a level it does not fit is
+/// marked refused. `extra` is a further cap on the first level.
+fn check(levels: &[&Ledger], guards: &mut [MutexGuard<'_, State>], usd: Option<f64>, extra: Option<f64>) -> bool {
+    let mut ok = true;
+    for (i, (l, s)) in levels.iter().zip(guards.iter_mut()).enumerate() {
+        let cap = if i == 0 { min_cap(l.cap, extra) } else { l.cap };
+        let Some(cap) = cap else { continue };
+        if !usd.is_some_and(|u| s.spent + s.reserved + u <= cap) {
+            s.refused = true;
+            ok = false;
+        }
+    }
+    ok
 }
 
 fn min_cap(a: Option<f64>, b: Option<f64>) -> Option<f64> {
