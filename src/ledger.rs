@@ -32,6 +32,8 @@ struct State {
     spent: f64,
     reserved: f64,
     refused: bool,
+    /// The most one request settled here cost.
+    largest: f64,
 }
 
 /// Dollars promised to one request in flight: [`settle`](Hold::settle) it with what the request cost; dropped
@@ -75,6 +77,13 @@ impl Ledger {
     /// US dollars held by requests in flight.
     pub fn reserved(&self) -> f64 {
         lock(&self.state).reserved
+    }
+
+    /// The most one request counted in this ledger or one above it has cost so far: a floor for the estimate
+    /// of the next one, so requests in flight together (a batch's agents) are not each counted as cheaper
+    /// than what the server has been charging.
+    pub fn largest(&self) -> f64 {
+        self.chain().iter().map(|l| lock(&l.state).largest).fold(0.0, f64::max)
     }
 
     /// Whether a request was refused because of this level's cap: the budget it keeps is spent.
@@ -171,6 +180,7 @@ impl Hold {
             let mut s = lock(&l.state);
             s.reserved = (s.reserved - held).max(0.0);
             s.spent += actual;
+            s.largest = s.largest.max(actual);
         }
     }
 }
@@ -205,6 +215,7 @@ mod tests {
         let a = Ledger::under(batch.clone());
         let b = Ledger::under(batch.clone());
         a.reserve(Some(0.5), None).unwrap().settle(0.5);
+        assert_eq!((a.largest(), b.largest()), (0.5, 0.5), "what one agent paid is known to the others");
         assert!(b.reserve(Some(0.6), None).is_none(), "the batch's cap");
         assert!(batch.exhausted() && !b.exhausted());
         assert!(b.reserve(Some(0.2), Some(0.1)).is_none(), "the agent's own cap");

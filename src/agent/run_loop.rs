@@ -277,11 +277,13 @@ impl Agent {
     }
 
     /// A request of about `input_tokens` on `model`, in USD, before it is sent: its input, and an answer as
-    /// large as the largest seen so far (`max_tokens` before the first; `output_tokens` when given).
+    /// large as the largest seen so far (`max_tokens` before the first; `output_tokens` when given) — and
+    /// never less than the most a request of its ledger has cost so far (see [`crate::ledger::Ledger::largest`]).
     fn estimate_usd(&self, model: &str, input_tokens: u64, output_tokens: Option<u64>) -> Option<f64> {
         let out =
             output_tokens.or(lock(&self.spend).out_tokens).unwrap_or_else(|| u64::from(lock(&self.config).max_tokens));
-        crate::models::request_cost_usd(model, input_tokens, out)
+        let floor = self.ledger().largest();
+        crate::models::request_cost_usd(model, input_tokens, out).map(|e| e.max(floor))
     }
 
     /// Whether a request of about `input_tokens` on `model` fits under every cap that holds for this agent
