@@ -136,3 +136,37 @@ fn a_compaction_summary_is_charged_even_answered_as_an_unpriced_model_without_us
     let charged = agent.spent_usd() - before;
     assert!(charged >= 1024.0 * 15.0 / 1e6, "the summary was charged ${charged}");
 }
+
+#[test]
+fn agents_counted_in_one_batch_ledger_stop_at_its_cap_child_requests_included() {
+    // Two agents of a batch, neither with a cap of its own: one hands its work to a child agent. Every request
+    // ($0.315) is held in the batch's ledger, so together they send three and stop at its $1.
+    let mut responses = vec![json!({"anthropic": {"id": "msg_p", "type": "message", "role": "assistant",
+        "model": MODEL, "stop_reason": "tool_use", "stop_sequence": null, "usage": big(),
+        "content": [{"type": "tool_use", "id": "toolu_task", "name": "task",
+                     "input": {"description": "d", "prompt": "look around", "agent_type": "explore"}}]}})];
+    responses.extend((0..12).map(|i| look_turn(i, MODEL, big())));
+    let mock = MockServer::start(&json!({"responses": responses}));
+    let batch = tooloop::ledger::Ledger::new(Some(1.0));
+    let agent = AgentOptions::from_value(json!({
+        "model": MODEL, "base_url": mock.base_url(), "api_key": KEY, "max_retries": 0, "max_tokens": 1024,
+        "subagents": {"explore": {"description": "looks"}}
+    }))
+    .unwrap()
+    .build()
+    .unwrap();
+    agent.tools().register(look()).unwrap();
+    agent.join_ledger(Some(batch.clone()));
+    let r = agent.run("go", &mut |_| {}).unwrap();
+    assert_eq!(messages_requests(&mock), 3, "the parent's request and two of the child's");
+    assert_eq!(r.stop_reason, Some(StopReason::Budget));
+    assert!(batch.exhausted());
+    assert!((batch.spent() - 0.945).abs() < 1e-9, "{}", batch.spent());
+    // A second agent of the batch sends nothing: the batch's budget is spent.
+    let other = capped(&mock, 100.0, 1024);
+    other.join_ledger(Some(batch.clone()));
+    let r = other.run("go", &mut |_| {}).unwrap();
+    assert_eq!((r.stop_reason, r.turns), (Some(StopReason::Budget), 0));
+    assert_eq!(messages_requests(&mock), 3);
+    assert_eq!(batch.reserved(), 0.0, "nothing is left held");
+}
