@@ -312,10 +312,18 @@ impl Conversation {
     }
 }
 
-/// Cost in USD of `entries` (a store's, or a session's as loaded): each entry with usage priced with its
-/// own model by [`crate::models::cost_usd`]. `None` when no entry's model has a known price.
+/// The key of an entry's `meta` that holds what its request was charged in USD, when the agent priced it (at
+/// the higher of the requested and the answering model's price, or by its estimate when no usage came back).
+pub const COST_KEY: &str = "cost_usd";
+
+/// Cost in USD of `entries` (a store's, or a session's as loaded): each entry with usage at what it was
+/// charged ([`COST_KEY`]), else priced with its own model by [`crate::models::cost_usd`]. `None` when no
+/// entry has a cost.
 pub fn cost_usd(entries: &[Entry]) -> Option<f64> {
-    let priced = entries.iter().filter_map(|e| crate::models::cost_usd(e.model.as_deref()?, e.usage.as_ref()?));
+    let charged = |e: &Entry| e.meta.get(COST_KEY).and_then(serde_json::Value::as_f64);
+    let priced = entries
+        .iter()
+        .filter_map(|e| charged(e).or_else(|| crate::models::cost_usd(e.model.as_deref()?, e.usage.as_ref()?)));
     priced.fold(None, |total, c| Some(total.unwrap_or(0.0) + c))
 }
 

@@ -1,8 +1,9 @@
 //! A gate every HTTP attempt passes through, set per thread by a host that runs many agents at once (a batch):
 //! before each attempt it may let the request go, make it wait (a requests- or tokens-per-minute limit, a
-//! `retry-after` another agent of the batch received) or stop it (the batch's budget is spent, the batch was
-//! cancelled); after each response head it learns the status and the server's `retry-after`, so one 429 can
-//! pause every agent that shares the gate.
+//! `retry-after` another agent of the batch received) or stop it (the batch was cancelled); after each
+//! response head it learns the status and the server's `retry-after`, so one 429 can pause every agent that
+//! shares the gate. Spend is not the gate's: the agent loop keeps every cap, a batch's budget included, in
+//! its [`crate::ledger`], for requests that never reach HTTP (a host model) too.
 //!
 //! The gate is thread-local, like the poll and wait hooks of [`crate::http`]: the binding sets it around a run
 //! on the run's worker thread; requests made on other threads (a subagent's, a parallel tool's) are not gated.

@@ -15,6 +15,8 @@
 //! - [`agent`]: the loop.
 //! - [`cache`]: where prompt-caching breakpoints go.
 //! - [`models`]: the one model table (context windows, prices, families) and the one cost function.
+//! - [`ledger`]: the spend account the loop holds each request against before sending it (caps, a batch's
+//!   budget), shared by child agents and a batch's agents.
 //! - [`compaction`]: token estimates and compaction of long conversations.
 //! - [`output`]: structured output (`output_schema`): native or a final-answer tool, validated, retried.
 //! - [`content`]: content blocks from hosts (images, documents), checked against the provider's size limits.
@@ -53,6 +55,7 @@ pub mod hooks;
 pub mod http;
 mod id;
 pub mod instructions;
+pub mod ledger;
 pub mod mcp;
 pub mod models;
 pub mod options;

@@ -110,6 +110,18 @@ pub fn cost_usd(model: &str, usage: &Usage) -> Option<f64> {
     )
 }
 
+/// Cost in USD of a request asked of `requested` and answered as `answered` (empty: the server did not say):
+/// the higher of the two models' prices, so a server that answers under a name the table does not price (or a
+/// cheaper one) never makes a request cheaper than what was asked for. `None` when neither has a price.
+pub fn charged_cost_usd(requested: &str, answered: &str, usage: &Usage) -> Option<f64> {
+    let asked = cost_usd(requested, usage);
+    let said = if answered.is_empty() { None } else { cost_usd(answered, usage) };
+    match (asked, said) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Estimated cost in USD of a request of `input_tokens` (all priced as uncached input) answered with
 /// `output_tokens`, on `model`; what `max_cost_usd` judges a request by before it is sent.
 pub fn request_cost_usd(model: &str, input_tokens: u64, output_tokens: u64) -> Option<f64> {
@@ -130,6 +142,17 @@ mod tests {
         assert_eq!(cost_usd("my-local-llama", &u), None);
         assert_eq!(cost_usd("claude-3-opus-20240229", &u), None, "a Claude without a listed price");
         assert_eq!(request_cost_usd("gpt-4o-mini", 1_000_000, 1_000_000), Some(0.75));
+    }
+
+    #[test]
+    fn a_request_is_charged_at_the_higher_of_the_asked_and_the_answering_price() {
+        let u = Usage { input_tokens: 1_000_000, output_tokens: 1_000_000, ..Default::default() };
+        assert_eq!(charged_cost_usd("claude-sonnet-4-6", "claude-mock-1", &u), Some(18.0));
+        assert_eq!(charged_cost_usd("claude-sonnet-4-6", "", &u), Some(18.0));
+        assert_eq!(charged_cost_usd("claude-haiku-4-5", "claude-opus-4-1", &u), Some(90.0));
+        assert_eq!(charged_cost_usd("claude-opus-4-1", "claude-haiku-4-5", &u), Some(90.0));
+        assert_eq!(charged_cost_usd("my-model", "gpt-4o-mini", &u), Some(0.75));
+        assert_eq!(charged_cost_usd("my-model", "claude-mock-1", &u), None);
     }
 
     #[test]

@@ -98,6 +98,8 @@ pub struct ChildRun {
     pub model: String,
     /// Its whole usage.
     pub usage: Usage,
+    /// What its requests were charged in USD (to its parent's ledger; see [`crate::ledger`]).
+    pub cost_usd: Option<f64>,
     /// Model turns it made.
     pub turns: u32,
     /// Its conversation, as internal entries (JSON).

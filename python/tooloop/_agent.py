@@ -328,7 +328,10 @@ class Agent:
     those files). ``permission_rules={"allow": [...], "ask": [...], "deny": [...]}`` decide calls first
     (``"bash(npm test:*)"``, ``"edit_file(src/**)"``, ``"mcp__github"``; deny > ask > allow; an ask rule
     goes to ``permission``). ``hooks`` run around each call and request (see ``tooloop._hooks``).
-    ``max_cost_usd`` stops a run with ``stop_reason == "budget"`` before a request that would pass it.
+    ``max_cost_usd`` stops a run with ``stop_reason == "budget"`` before a request that would pass it (each
+    request priced at the higher of the requested and the answering model's price; one answered without
+    usage, a model callable's too, counted as its measured input plus ``max_tokens``; see the README's "How
+    spend is counted").
     ``output_schema`` (a JSON Schema dict, or a pydantic model, dataclass or TypedDict class) makes the final
     answer structured: ``result.output`` holds it, validated (an instance of the class when one was given);
     native structured output where the API has it, else a ``final_answer`` tool (``output_mode``: "auto",

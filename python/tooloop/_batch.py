@@ -270,34 +270,37 @@ def _text_of(entry: HistoryEntry) -> str:
 
 
 class _Control:
-    """What the agents of one batch share: the cancel flag, the running agents, the spend and the limits. Each
-    agent's HTTP attempts pass through ``gate_for`` (the core's send gate, see ``tooloop::gate``)."""
+    """What the agents of one batch share: the cancel flag, the running agents, the spend ledger and the limits.
+    Each agent counts its spending in ``ledger`` (the core's spend ledger, see ``tooloop::ledger``): its loop
+    holds every request's estimate there before sending it and refuses one that would take the batch past
+    ``budget_usd`` — for every kind of model, its child agents and compaction summaries included. Each agent's
+    HTTP attempts pass through ``gate_for`` (the core's send gate, see ``tooloop::gate``) for the rate limits."""
 
     def __init__(self, budget_usd: Optional[float], rpm: Optional[float], tpm: Optional[float]) -> None:
+        from ._tooloop import _Ledger
+
         self.lock = threading.Lock()
         self.cancelled = threading.Event()
         self.budget_usd = budget_usd
-        self.task_spent: Dict[str, float] = {}
-        self.inflight: set[str] = set()
+        self.ledger = _Ledger(budget_usd)
+        #: Kept for the ray engine, which hands each chunk the most a request has cost so far.
         self.max_request_cost = 0.0
-        self.over_budget = False
         self.agents: Dict[str, Agent] = {}
         self.limiter = _Limiter(rpm, tpm)
 
     @property
     def spent(self) -> float:
-        with self.lock:
-            return sum(self.task_spent.values())
+        return float(self.ledger.spent_usd)
 
-    def gate_for(self, tid: str, core: Any, base_cost: float) -> Callable[[str, int, Optional[float]], Optional[float]]:
-        """The send gate of task ``tid``'s agent. Before each request: refuse once the batch is cancelled, or
-        once what every task spent, plus each other request in flight, plus this one would pass
-        ``budget_usd`` — a request whose cost is not known yet counted as the most expensive request so far
-        (or, before any is known, as its prompt at the model's input price); then wait for the shared rate
-        limits. After each response: a 429's ``retry-after`` pauses every agent of the batch."""
-        from ._tooloop import estimate_cost_usd
+    @property
+    def over_budget(self) -> bool:
+        """Whether a request was refused because it would have taken the batch past ``budget_usd``."""
+        return bool(self.ledger.exhausted)
 
-        model = str(core.model)
+    def gate_for(self, tid: str) -> Callable[[str, int, Optional[float]], Optional[float]]:
+        """The send gate of task ``tid``'s agent. Before each HTTP attempt: refuse once the batch is cancelled,
+        then wait for the shared rate limits. After each response: a 429's ``retry-after`` pauses every agent
+        of the batch. (The budget is not the gate's: the agent's loop keeps it through the ledger.)"""
 
         def gate(kind: str, n: int, retry_after: Optional[float]) -> Optional[float]:
             if kind != "send":
@@ -306,31 +309,10 @@ class _Control:
                 return None
             if self.cancelled.is_set():
                 return -1.0
-            if self.budget_usd is not None:
-                spent = (core.cost_usd() or 0.0) - base_cost
-                prompt = estimate_cost_usd(model, {"input_tokens": n // 4}) or 0.0
-                with self.lock:
-                    if self.over_budget:
-                        return -1.0
-                    if tid in self.inflight:  # the request before this one has been answered: its cost is known
-                        self.max_request_cost = max(self.max_request_cost, spent - self.task_spent.get(tid, 0.0))
-                    self.task_spent[tid] = spent
-                    self.inflight.discard(tid)
-                    est = max(self.max_request_cost, prompt)
-                    total = sum(self.task_spent.values()) + len(self.inflight) * est
-                    if total + est > self.budget_usd:
-                        self.over_budget = True
-                        return -1.0
-                    self.inflight.add(tid)
             wait = self.limiter.wait_time(n / 4.0)
             return wait if wait > 0 else None
 
         return gate
-
-    def task_ended(self, tid: str, spent: float) -> None:
-        with self.lock:
-            self.task_spent[tid] = spent
-            self.inflight.discard(tid)
 
     def stopping(self) -> Optional[str]:
         if self.cancelled.is_set():
@@ -407,6 +389,20 @@ def _task_options(opts: Dict[str, Any], task: Dict[str, Any], session: str) -> D
     return kwargs
 
 
+def _check_budget_model(budget_usd: Optional[float], options: Optional[Dict[str, Any]]) -> None:
+    """A budget needs prices: with a model the price table does not know, every request of the batch would be
+    refused (the ledger never counts an unpriced request as free under a cap), so say so before anything runs.
+    A task's own ``model`` is checked when its agent asks (its tasks then end ``"budget"``)."""
+    from ._tooloop import estimate_cost_usd
+
+    model = (options or {}).get("model")
+    if budget_usd is None or not isinstance(model, str):
+        return
+    if estimate_cost_usd(model, {"input_tokens": 1}) is None:
+        raise ConfigError(f"budget_usd needs a model with a known price; {model!r} has none "
+                          "(use a model in the price table, or no budget_usd)")
+
+
 def _run_task(task: Dict[str, Any], opts: Dict[str, Any], out: str, ctl: _Control,
               check: Optional[Callable[[Dict[str, Any], BatchResult], Any]], db: Optional[str] = None) -> BatchResult:
     tid: str = task["id"]
@@ -420,8 +416,8 @@ def _run_task(task: Dict[str, Any], opts: Dict[str, Any], out: str, ctl: _Contro
     except Exception as e:
         return BatchResult(tid, "error", session=_existing(session, db),
                            error=f"{type(e).__name__}: {e}", seconds=time.monotonic() - started)
-    base_cost = agent.cost_usd or 0.0
-    agent._core.set_gate(ctl.gate_for(tid, agent._core, base_cost))
+    agent._core.set_ledger(ctl.ledger)
+    agent._core.set_gate(ctl.gate_for(tid))
     with ctl.lock:
         ctl.agents[tid] = agent
     status, error, text, stop_reason, output = "ok", None, "", None, None
@@ -459,7 +455,6 @@ def _run_task(task: Dict[str, Any], opts: Dict[str, Any], out: str, ctl: _Contro
         usage = agent.usage
         cost = agent.cost_usd
         turns = sum(1 for e in agent.history if e.get("role") == "assistant" and e.get("status") == "complete")
-        ctl.task_ended(tid, (cost or 0.0) - base_cost)
     finally:
         agent._core.set_gate(None)  # the gate holds the agent's core: no cycle left behind
         agent.close()
@@ -572,6 +567,7 @@ class Batch:
             raise ConfigError(f"engine must be 'threads' or 'ray', got {engine!r}")
         if budget_usd is not None and (not isinstance(budget_usd, (int, float)) or budget_usd < 0):
             raise ConfigError(f"budget_usd must be a number >= 0, got {budget_usd!r}")
+        _check_budget_model(budget_usd, options)
         for name, v in (("requests_per_minute", requests_per_minute), ("tokens_per_minute", tokens_per_minute)):
             if v is not None and (not isinstance(v, (int, float)) or v <= 0):
                 raise ConfigError(f"{name} must be a number > 0, got {v!r}")
@@ -595,7 +591,8 @@ class Batch:
 
     @property
     def spent_usd(self) -> float:
-        """What this batch's model turns cost so far (counted when ``budget_usd`` is set)."""
+        """What this batch's requests cost so far (its agents', their child agents' and compaction summaries'),
+        as the spend ledger counted them."""
         return self._ctl.spent
 
     def _record(self, r: BatchResult) -> None:

@@ -52,8 +52,11 @@ def run(tasks: Iterable[Dict[str, Any]], options: Optional[Dict[str, Any]] = Non
     Tasks whose last outcome was ``"ok"`` are skipped; the others resume from their sessions (a completed tool
     call is never run twice). ``engine="ray"`` runs on Ray (``pip install "tooloop[ray]"``): a local cluster
     started and stopped for the batch, or the one at ``address`` (``"auto"``, ``"ray://host:10001"``), each Ray
-    task driving ``agents_per_worker`` agents on threads. ``budget_usd``: once the batch's spend plus its most
-    expensive turn so far would pass it, running tasks stop with ``"budget"`` and no new one starts.
+    task driving ``agents_per_worker`` agents on threads. ``budget_usd``: one spend ledger every agent of the batch
+    counts in, kept by each agent's loop before every request (any model, a Python callable too; child agents
+    and compaction summaries included): once what the batch spent, plus what its requests in flight hold, plus
+    the next one's estimate would pass it, running tasks stop with ``"budget"`` and no new one starts (see the
+    README's "How spend is counted").
     ``requests_per_minute`` / ``tokens_per_minute``: shared limits (threads engine). ``check(task, result)``:
     run after each finished task, its return value kept in ``result.check``. ``progress``: True (stderr), False,
     or a text stream. ``session_db``: keep every task's session in one SQLite database instead, as

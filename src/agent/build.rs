@@ -78,8 +78,8 @@ impl Agent {
             max_turns_policy: MaxTurnsPolicy::Error,
             tool_choice: None,
             todo_reminder_after: None,
-            // The child may spend what is left of the parent's cap.
-            max_cost_usd: parent.max_cost_usd.map(|c| (c - self.spent_usd()).max(0.0)),
+            // The child spends from the parent's ledger (below), under the parent's cap.
+            max_cost_usd: parent.max_cost_usd,
             ..parent
         };
         let model = config.model.clone();
@@ -117,6 +117,7 @@ impl Agent {
             Ok(child) => child,
             Err(e) => return fail(format!("agent type {agent_type}: {e}")),
         };
+        self.lend_ledger(&child);
         child.set_permission(lock(&self.permission).clone());
         child.set_hooks(lock(&self.hooks).for_child());
         *lock(&child.rules) = lock(&self.rules).clone();
@@ -140,6 +141,7 @@ impl Agent {
             agent_type: agent_type.clone(),
             model,
             usage: child.usage(),
+            cost_usd: lock(&child.spend).usd,
             turns,
             transcript,
         };

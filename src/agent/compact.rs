@@ -274,23 +274,30 @@ impl Agent {
             crate::compaction::summary_request(&model, &text, todos.as_deref(), instructions, max_summary);
         let mut summary_turn = None;
         let summary_tokens = est.tokens(request_bytes(&summary_req));
-        let answer = if self.affordable(&model, summary_tokens + u64::from(max_summary)) {
+        // The summary request is held in the ledger like any request: its input and the whole summary.
+        let hold = self.reserve(&model, summary_tokens, Some(u64::from(max_summary)));
+        let answer = if let Some(hold) = hold {
             // The summary request is a request too: the host's before_request hook sees it.
             let before_request = lock(&self.hooks).before_request.clone();
             if let Some(hook) = before_request {
                 hook(&summary_req).map_err(|message| Error::Hook { hook: "before_request".into(), message })?;
             }
-            self.provider.send(&summary_req, cancel, &mut |_| {})
+            self.provider.send(&summary_req, cancel, &mut |_| {}).map(|resp| {
+                let (m, u) = (&resp.message.model, &resp.message.usage);
+                let cost = Agent::request_cost(&model, m, u, summary_tokens, u64::from(max_summary));
+                hold.settle(cost.unwrap_or(0.0));
+                (resp, cost)
+            })
         } else {
             Err(Error::Config("it would take the spend past max_cost_usd".into()))
         };
         let fallback = match answer {
             Err(Error::Cancelled { .. }) => return Err(Error::Cancelled { partial: None }),
             Err(e) => Some(format!("the summary request failed: {e}")),
-            Ok(resp) => {
+            Ok((resp, cost)) => {
                 let summary = resp.message.text();
                 let after = total.saturating_sub(middle_bytes) + json_bytes(&summary) + NOTE_BYTES * 2;
-                let used = (resp.message.model.clone(), resp.message.usage.clone());
+                let used = (resp.message.model.clone(), resp.message.usage.clone(), cost);
                 summary_turn = Some(used);
                 if summary.trim().is_empty() {
                     Some("the summary came back empty".to_string())
@@ -319,7 +326,7 @@ impl Agent {
             }
             record.tokens_after = est.tokens(after);
         }
-        let model_for = summary_turn.map(|(m, u)| (if m.is_empty() { model.clone() } else { m }, u));
+        let model_for = summary_turn.map(|(m, u, c)| (if m.is_empty() { model.clone() } else { m }, u, c));
         self.record_compaction(record, model_for, spent, on_event).map(Some)
     }
 
@@ -327,14 +334,17 @@ impl Agent {
     pub(super) fn record_compaction(
         &self,
         record: crate::compaction::Compaction,
-        summary_turn: Option<(String, Usage)>,
+        summary_turn: Option<(String, Usage, Option<f64>)>,
         spent: &mut (&mut Usage, &mut Option<f64>),
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<crate::compaction::Compaction> {
         lock(&self.sizing).baseline = None;
         let mut entry = record.clone().into_entry();
-        if let Some((model, usage)) = summary_turn {
-            self.charge(&model, &usage, spent.0, spent.1);
+        if let Some((model, usage, cost)) = summary_turn {
+            self.charge(cost, &usage, spent.0, spent.1);
+            if let Some(c) = cost {
+                entry.meta.insert(crate::conversation::COST_KEY.into(), serde_json::json!(c));
+            }
             entry.usage = Some(usage);
             entry.model = Some(model);
         }

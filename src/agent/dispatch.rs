@@ -394,7 +394,11 @@ impl Agent {
                     entry.usage = Some(c.usage.clone());
                     entry.model = Some(c.model.clone());
                     entry.meta.insert("subagent".into(), c.meta());
-                    self.charge(&c.model, &c.usage, &mut run.usage, &mut run.cost_usd);
+                    // Its requests were charged to this agent's ledger as they went; here they join this run's.
+                    if let Some(cost) = c.cost_usd {
+                        entry.meta.insert(crate::conversation::COST_KEY.into(), serde_json::json!(cost));
+                    }
+                    self.charge(c.cost_usd, &c.usage, &mut run.usage, &mut run.cost_usd);
                 }
                 entry.created_at = now_ms();
                 self.record(entry)?;

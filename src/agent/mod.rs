@@ -93,12 +93,23 @@ pub struct Agent {
 }
 
 /// What the agent has spent, for `max_cost_usd`.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Debug)]
 struct Spend {
-    /// USD, every request of this agent (and its children) priced from the table.
-    usd: f64,
-    /// The largest answer seen, in output tokens: the estimate of the next answer's size.
-    out_tokens: u64,
+    /// The account each request is held against before it is sent and charged to after (see
+    /// [`crate::ledger`]): the agent's own, one under a batch's, or — for a child agent — its parent's.
+    ledger: Arc<crate::ledger::Ledger>,
+    /// USD charged for this agent's requests (its children's and compaction summaries included): what a
+    /// child reports to its parent's run (`None`: nothing priced).
+    usd: Option<f64>,
+    /// The largest answer seen, in output tokens: the estimate of the next answer's size (`None` before the
+    /// first answer: then `max_tokens`).
+    out_tokens: Option<u64>,
+}
+
+impl Default for Spend {
+    fn default() -> Self {
+        Spend { ledger: crate::ledger::Ledger::new(None), usd: None, out_tokens: None }
+    }
 }
 
 impl Drop for Agent {
@@ -235,7 +246,11 @@ impl Agent {
         });
         *lock(&self.session) = Some(session);
         // A resumed conversation's turns were spent too.
-        lock(&self.spend).usd += self.conversation.cost_usd().unwrap_or(0.0);
+        if let Some(before) = self.conversation.cost_usd() {
+            let mut spend = lock(&self.spend);
+            *spend.usd.get_or_insert(0.0) += before;
+            spend.ledger.record_local(before);
+        }
         self.rebase();
         self.answer_pending(
             "interrupted: the previous session ended before this tool call finished; it may or may not have run",

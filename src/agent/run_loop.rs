@@ -88,6 +88,10 @@ pub(super) struct OpenTurn {
     started: Instant,
     before: Usage,
     streamed: bool,
+    /// The request's estimate, held in the ledger until its answer is priced; and its input tokens as
+    /// estimated when it was held (what it is charged for when the answer reports no usage).
+    hold: Option<crate::ledger::Hold>,
+    input_tokens: u64,
 }
 
 /// A provider's event for the host, as the loop's event (`before`: the run's usage before the turn).
@@ -202,33 +206,115 @@ pub(super) fn append_text(content: &mut Value, text: &str) {
 
 impl Agent {
     /// What this agent has spent so far in USD by the price table (every request, its children's and
-    /// compaction summaries included; a loaded session's turns too). What `max_cost_usd` is checked against.
+    /// compaction summaries included; a loaded session's turns too): what its ledger holds as spent, and what
+    /// `max_cost_usd` is checked against. Each request is priced at the higher of the requested and the
+    /// answering model's price; one whose usage was not reported, at its estimate (see [`crate::ledger`]).
     pub fn spent_usd(&self) -> f64 {
-        lock(&self.spend).usd
+        lock(&self.spend).ledger.spent()
     }
 
-    /// A request's usage on `model`, priced once by the model table ([`crate::models::cost_usd`]) and counted
-    /// wherever it counts: the run's usage and cost, and the agent's spend for `max_cost_usd`.
-    pub(super) fn charge(&self, model: &str, usage: &Usage, run_usage: &mut Usage, run_cost: &mut Option<f64>) {
-        let cost = crate::models::cost_usd(model, usage);
+    /// The ledger this agent's requests are held against and charged to (see [`crate::ledger`]).
+    pub fn ledger(&self) -> Arc<crate::ledger::Ledger> {
+        lock(&self.spend).ledger.clone()
+    }
+
+    /// Count this agent's spending from now on in `parent` as well (a batch's ledger, whose cap then holds
+    /// for it beside `max_cost_usd`); `None`: in its own account only again. What it spent before stays
+    /// counted against its own cap, not against `parent`'s.
+    pub fn join_ledger(&self, parent: Option<Arc<crate::ledger::Ledger>>) {
+        let mut spend = lock(&self.spend);
+        let before = spend.ledger.spent();
+        let ledger = match parent {
+            Some(p) => crate::ledger::Ledger::under(p),
+            None => crate::ledger::Ledger::new(None),
+        };
+        ledger.record_local(before);
+        spend.ledger = ledger;
+    }
+
+    /// A child agent spends from this agent's own ledger (its requests count against this agent's cap and
+    /// every cap above it).
+    pub(super) fn lend_ledger(&self, child: &Agent) {
+        let ledger = self.ledger();
+        lock(&child.spend).ledger = ledger;
+    }
+
+    /// Count what a request cost (see [`Agent::request_cost`]) in the run's usage and cost and in this
+    /// agent's own total; the ledger is charged by the request's [`Hold`](crate::ledger::Hold).
+    pub(super) fn charge(&self, cost: Option<f64>, usage: &Usage, run_usage: &mut Usage, run_cost: &mut Option<f64>) {
         run_usage.add(usage);
         if let Some(c) = cost {
             *run_cost.get_or_insert(0.0) += c;
+            *lock(&self.spend).usd.get_or_insert(0.0) += c;
         }
-        let mut s = lock(&self.spend);
-        s.usd += cost.unwrap_or(0.0);
-        s.out_tokens = s.out_tokens.max(usage.output_tokens);
     }
 
-    /// Whether a request of about `input_tokens` on `model` fits under the cap (always, without one).
-    pub(super) fn affordable(&self, model: &str, input_tokens: u64) -> bool {
-        let Some(cap) = lock(&self.config).max_cost_usd else { return true };
-        let s = *lock(&self.spend);
-        match crate::models::request_cost_usd(model, input_tokens, s.out_tokens) {
-            Some(c) => s.usd + c <= cap,
-            // Checked at build; a model changed since has no price: refuse rather than spend unbounded.
-            None => false,
+    /// What a request asked of `requested` and answered as `answered` cost: its [charged
+    /// usage](Agent::charged_usage) at the higher of the two models' prices.
+    pub(super) fn request_cost(
+        requested: &str,
+        answered: &str,
+        usage: &Usage,
+        input_tokens: u64,
+        max_tokens: u64,
+    ) -> Option<f64> {
+        let charged = Agent::charged_usage(usage, input_tokens, max_tokens);
+        crate::models::charged_cost_usd(requested, answered, &charged)
+    }
+
+    /// The usage a request is charged for: what the answer reported; when it reported none — no input tokens
+    /// (every request has some) and no output beyond the one token a stream's `message_start` claims before
+    /// any usage is known — the request's estimate instead: `input_tokens` measured before it was sent and an
+    /// answer of `max_tokens`. Never nothing.
+    pub(super) fn charged_usage(usage: &Usage, input_tokens: u64, max_tokens: u64) -> Usage {
+        let input = usage.input_tokens
+            + usage.cache_creation_input_tokens.unwrap_or(0)
+            + usage.cache_read_input_tokens.unwrap_or(0);
+        if input > 0 || usage.output_tokens > 1 {
+            return usage.clone();
         }
+        Usage { input_tokens, output_tokens: max_tokens, ..Usage::default() }
+    }
+
+    /// A request of about `input_tokens` on `model`, in USD, before it is sent: its input, and an answer as
+    /// large as the largest seen so far (`max_tokens` before the first; `output_tokens` when given) — and
+    /// never less than the most a request of its ledger has cost so far (see [`crate::ledger::Ledger::largest`]).
+    fn estimate_usd(&self, model: &str, input_tokens: u64, output_tokens: Option<u64>) -> Option<f64> {
+        let out =
+            output_tokens.or(lock(&self.spend).out_tokens).unwrap_or_else(|| u64::from(lock(&self.config).max_tokens));
+        let floor = self.ledger().largest();
+        crate::models::request_cost_usd(model, input_tokens, out).map(|e| e.max(floor))
+    }
+
+    /// Whether a request of about `input_tokens` on `model` fits under every cap that holds for this agent
+    /// (its `max_cost_usd`, a batch's budget); nothing is held.
+    pub(super) fn affordable(&self, model: &str, input_tokens: u64) -> bool {
+        let cap = lock(&self.config).max_cost_usd;
+        let ledger = self.ledger();
+        if cap.is_none() && !ledger.capped(None) {
+            return true;
+        }
+        // A model without a price under a cap: refused rather than spent unbounded (`max_cost_usd` refuses
+        // such a model when the agent is built; a batch's budget refuses its requests).
+        ledger.fits(self.estimate_usd(model, input_tokens, None), cap)
+    }
+
+    /// Hold the estimate of a request about to be sent (see [`Agent::affordable`]); `None`: it would pass a
+    /// cap and must not be sent.
+    pub(super) fn reserve(
+        &self,
+        model: &str,
+        input_tokens: u64,
+        output_tokens: Option<u64>,
+    ) -> Option<crate::ledger::Hold> {
+        let cap = lock(&self.config).max_cost_usd;
+        let ledger = self.ledger();
+        let estimate = if cap.is_none() && !ledger.capped(None) {
+            Some(0.0)
+        } else {
+            self.estimate_usd(model, input_tokens, output_tokens)
+        };
+        ledger.reserve(estimate, cap)
     }
 
     pub(super) fn begin(&self, cancel: CancelToken) -> Result<Busy> {
@@ -386,7 +472,13 @@ impl Agent {
         read: Read,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<Next> {
-        let mut open = self.open_turn(turn, &l.run.usage)?;
+        // The request is held in the ledger before it goes: what every other request in flight holds (a
+        // batch's agents, parallel children) counts, so together they cannot pass a cap.
+        let (input_tokens, _) = self.estimate_request(&turn.request);
+        let Some(hold) = self.reserve(&turn.request.model, input_tokens, None) else {
+            return self.unsent(&mut l.run);
+        };
+        let mut open = self.open_turn(turn, &l.run.usage, hold, input_tokens)?;
         let OpenTurn { turn, streamed, before, .. } = &mut *open;
         let mut forward = |ev| forward(ev, streamed, before, on_event);
         let answer = match read {
@@ -552,15 +644,20 @@ impl Agent {
 
     /// With a spend cap: whether the next request fits under it. `false` ends the run with `budget`.
     pub(super) fn next_request_affordable(&self) -> bool {
-        if lock(&self.config).max_cost_usd.is_none() {
+        if !self.under_cap() {
             return true;
         }
         self.request_affordable(&self.request())
     }
 
+    /// Whether some cap holds for this agent's requests: its `max_cost_usd`, or a ledger's it counts in.
+    pub(super) fn under_cap(&self) -> bool {
+        lock(&self.config).max_cost_usd.is_some() || self.ledger().capped(None)
+    }
+
     /// With a spend cap: whether `request` fits under it (always, without one).
     pub(super) fn request_affordable(&self, request: &Request) -> bool {
-        if lock(&self.config).max_cost_usd.is_none() {
+        if !self.under_cap() {
             return true;
         }
         let (tokens, _) = self.estimate_request(request);
@@ -569,8 +666,12 @@ impl Agent {
 
     /// End the run because the next request would pass `max_cost_usd`: not an error, stop_reason `budget`.
     pub(super) fn budget_stop(&self, run: &mut RunResult) -> Result<()> {
-        let cap = lock(&self.config).max_cost_usd.unwrap_or(0.0);
-        let note = format!("stopped: the next request would take the spend past max_cost_usd={cap}");
+        let batch = self.ledger().parent().filter(|p| p.exhausted()).and_then(|p| p.cap());
+        let note = match (batch, lock(&self.config).max_cost_usd) {
+            (Some(b), _) => format!("stopped: the next request would take the spend past the batch's budget_usd={b}"),
+            (None, Some(cap)) => format!("stopped: the next request would take the spend past max_cost_usd={cap}"),
+            (None, None) => "stopped: the next request would take the spend past its budget".to_string(),
+        };
         self.record(Entry::new(EntryRole::System, vec![ContentBlock::text(note)]))?;
         run.stop_reason = Some(StopReason::Budget);
         // Every model under a cap has a price: what this run spent is known, nothing included.
@@ -672,7 +773,13 @@ impl Agent {
 
     /// A model turn begins: the `before_request` hook sees its request, and its assistant entry is in the
     /// store while it streams (it ends complete or error, see [`Agent::close_turn`]).
-    fn open_turn(&self, turn: Box<Turn>, run_usage: &Usage) -> Result<Box<OpenTurn>> {
+    fn open_turn(
+        &self,
+        turn: Box<Turn>,
+        run_usage: &Usage,
+        hold: crate::ledger::Hold,
+        input_tokens: u64,
+    ) -> Result<Box<OpenTurn>> {
         let before_request = lock(&self.hooks).before_request.clone();
         if let Some(hook) = before_request {
             hook(&turn.request).map_err(|message| Error::Hook { hook: "before_request".into(), message })?;
@@ -681,7 +788,15 @@ impl Agent {
         entry.status = EntryStatus::Streaming;
         entry.model = Some(turn.request.model.clone());
         let id = self.conversation.push(entry);
-        Ok(Box::new(OpenTurn { turn: *turn, id, started: Instant::now(), before: run_usage.clone(), streamed: false }))
+        Ok(Box::new(OpenTurn {
+            turn: *turn,
+            id,
+            started: Instant::now(),
+            before: run_usage.clone(),
+            streamed: false,
+            hold: Some(hold),
+            input_tokens,
+        }))
     }
 
     /// A model turn's answer goes into its entry (with `measured`, the request's size in bytes when it was
@@ -695,7 +810,7 @@ impl Agent {
         run: &mut RunResult,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<(MessageResponse, HashMap<String, Value>)> {
-        let OpenTurn { turn, id, started, before, streamed } = open;
+        let OpenTurn { turn, id, started, before, streamed, hold, input_tokens } = open;
         let (request, measured) = (&turn.request, turn.measured);
         let duration_ms = started.elapsed().as_millis() as u64;
         match answer {
@@ -710,6 +825,12 @@ impl Agent {
                 }
                 let mut m = resp.message;
                 let bad_inputs = object_inputs(&mut m.content);
+                // Priced at the higher of the asked and the answering model's price; no usage: the estimate.
+                let max_tokens = u64::from(request.max_tokens);
+                let cost = Agent::request_cost(&request.model, &m.model, &m.usage, *input_tokens, max_tokens);
+                if let Some(h) = hold.take() {
+                    h.settle(cost.unwrap_or(0.0));
+                }
                 self.conversation.update(id, |e| {
                     e.content = m.content.clone();
                     e.status = EntryStatus::Complete;
@@ -719,6 +840,9 @@ impl Agent {
                     }
                     e.usage = Some(m.usage.clone());
                     e.stop_reason = m.stop_reason.clone();
+                    if let Some(c) = cost {
+                        e.meta.insert(crate::conversation::COST_KEY.into(), serde_json::json!(c));
+                    }
                     if let Some(rid) = &resp.request_id {
                         e.meta.insert("request_id".into(), Value::String(rid.clone()));
                     }
@@ -735,9 +859,11 @@ impl Agent {
                 }
                 sizing.baseline = (prompt > 0).then(|| Baseline { tokens: prompt + m.usage.output_tokens, upto });
                 drop(sizing);
-                // Priced like the stored turn: by the model that answered, else the one asked for.
-                let priced = if m.model.is_empty() { &request.model } else { &m.model };
-                self.charge(priced, &m.usage, &mut run.usage, &mut run.cost_usd);
+                let out = Agent::charged_usage(&m.usage, *input_tokens, max_tokens).output_tokens;
+                let mut spend = lock(&self.spend);
+                spend.out_tokens = Some(spend.out_tokens.unwrap_or(0).max(out));
+                drop(spend);
+                self.charge(cost, &m.usage, &mut run.usage, &mut run.cost_usd);
                 on_event(&Event::TurnEnd {
                     turn: turn.turn,
                     stop_reason: m.stop_reason.clone(),
@@ -747,6 +873,15 @@ impl Agent {
             }
             Err(err) => {
                 let partial = err.partial().cloned();
+                // A request that failed without an answer is released; one cut off after it began to answer
+                // is charged (its estimate, when the part that came reported no usage).
+                let max_tokens = u64::from(request.max_tokens);
+                let cost = partial
+                    .as_ref()
+                    .and_then(|p| Agent::request_cost(&request.model, &p.model, &p.usage, *input_tokens, max_tokens));
+                if let (Some(h), Some(_)) = (hold.take(), &partial) {
+                    h.settle(cost.unwrap_or(0.0));
+                }
                 self.conversation.update(id, |e| {
                     e.status = EntryStatus::Error;
                     e.duration_ms = Some(duration_ms);
@@ -755,10 +890,13 @@ impl Agent {
                         e.content = p.content.clone();
                         object_inputs(&mut e.content);
                         e.usage = Some(p.usage.clone());
+                        if let Some(c) = cost {
+                            e.meta.insert(crate::conversation::COST_KEY.into(), serde_json::json!(c));
+                        }
                     }
                 });
                 if let Some(p) = &partial {
-                    self.charge(&request.model, &p.usage, &mut run.usage, &mut run.cost_usd);
+                    self.charge(cost, &p.usage, &mut run.usage, &mut run.cost_usd);
                 }
                 self.persist(id)?;
                 Err(err)

@@ -311,6 +311,38 @@ def test_budget_stops_the_batch_before_its_spend_would_pass_it(mock, tmp_path):
     assert set(recorded.values()) <= {"ok", "budget"} and len(recorded) == 8
 
 
+def test_a_batch_of_agents_on_a_python_model_stops_at_budget_usd(tmp_path):
+    # The model is a Python callable (a host model: no HTTP, so no send gate) and reports no usage: each
+    # request counts as its measured input plus max_tokens (20k out at $15/M: $0.30), held in the batch's
+    # ledger before it is sent. Before, such a batch never stopped: every task ran to max_turns.
+    lock = threading.Lock()
+    sent = [0]
+
+    def model(request: Dict[str, Any]) -> Dict[str, Any]:
+        with lock:
+            sent[0] += 1
+        n = len(request["messages"])
+        return {"content": [{"type": "tool_use", "id": f"t{n}", "name": "step", "input": {}}],
+                "stop_reason": "tool_use"}
+
+    def step() -> str:
+        """One step."""
+        return "stepped"
+
+    options = {"model": MODEL, "provider": model, "tools": [step], "max_tokens": 20_000, "max_turns": 40}
+    b = tooloop.batch.Batch([{"id": f"h{i}", "input": f"task {i}"} for i in range(6)], options,
+                            out=tmp_path / "runs", concurrency=2, budget_usd=1.0, progress=False)
+    results = b.run()
+    assert {r.status for r in results} == {"budget"}, [(r.id, r.status, r.error) for r in results]
+    assert sent[0] == 3, f"{sent[0]} requests: three of ~$0.30 fit under $1, a fourth does not"
+    assert 0.9 < b.spent_usd <= 1.0, b.spent_usd
+    assert 0.9 < sum(r.cost_usd or 0.0 for r in results) <= 1.0 + 1e-9
+    # A budget with a model the price table does not know would refuse every request: said at once.
+    with pytest.raises(tooloop.ConfigError, match="budget_usd"):
+        tooloop.batch.run([{"id": "x", "input": "x"}], {"model": "my-local-model", "provider": model},
+                          out=tmp_path / "other", budget_usd=1.0, progress=False)
+
+
 def test_requests_per_minute_is_shared_by_all_agents(mock, tmp_path):
     server = mock(flow())
     tasks = [{"id": f"r{i}", "input": f"task {i}"} for i in range(6)]

@@ -12,7 +12,7 @@ from typing import Any, List
 import pytest
 
 from _support import MockServer, cli_env
-from test_batch import flow
+from test_batch import final, flow
 
 
 def write_tasks(path: Path, n: int, broken: int = -1) -> None:
@@ -139,3 +139,20 @@ def test_batch_runs_by_the_settings_rules_and_keeps_sessions_in_one_database(too
     settings.write_text(json.dumps({"permissions": {"deny": ["bash"]}}))
     proc = run([tooloop_exe, "batch", "tasks.jsonl"], tmp_path, cli_env(tmp_path, None, ANTHROPIC_API_KEY="k"))
     assert proc.returncode == 2 and "allow rules" in proc.stderr
+
+
+def test_batch_max_budget_usd_holds_when_the_server_answers_as_an_unpriced_model(tooloop_exe, tmp_path):
+    # Every answer claims to come from `claude-mock-1`, a name without a price, for $0.315 of tokens at the
+    # price of the model asked for. Before, each request cost $0 and all eight tasks ran past the $1 budget.
+    answer = final(usage={"input_tokens": 100_000, "output_tokens": 1000})
+    answer["anthropic"]["model"] = "claude-mock-1"
+    write_tasks(tmp_path / "tasks.jsonl", 8)
+    with MockServer({"responses": [], "routes": [{"match": {}, "response": answer}]}) as mock:
+        proc = run([tooloop_exe, "batch", "tasks.jsonl", "--concurrency", "2", "--yes", "--max-budget-usd", "1"],
+                   tmp_path, cli_env(tmp_path, mock))
+        sent = len(mock.requests())
+    assert 1 <= sent and sent * 0.315 <= 1.0, f"{sent} requests sent: more than the budget allows"
+    assert proc.returncode == 1
+    results = [json.loads(line) for line in (tmp_path / "runs" / "results.jsonl").read_text().splitlines()]
+    assert {r["status"] for r in results} == {"ok", "budget"}, results
+    assert sum(r["cost_usd"] or 0.0 for r in results) <= 1.0

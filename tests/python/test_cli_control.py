@@ -240,6 +240,24 @@ def test_max_budget_usd_stops_with_one_line_and_exit_1(tooloop_exe, ws, tmp_path
     assert bad.returncode == 2
 
 
+def test_max_budget_usd_holds_when_the_server_answers_as_an_unpriced_model(tooloop_exe, ws, tmp_path):
+    # The server claims every answer came from `claude-mock-1`, a name without a price. Each request is
+    # charged at the price of the model asked for: two of $0.315 fit under $0.7, a third does not (before,
+    # each cost $0 and all six went out).
+    big = {"input_tokens": 100_000, "output_tokens": 1000}
+    replies = [tool_reply((f"t{i}", "bash", {"command": "echo hi"})) for i in range(6)]
+    for r in replies:
+        r["anthropic"]["usage"] = big
+        r["anthropic"]["model"] = "claude-mock-1"
+    with MockServer({"responses": replies}) as mock:
+        proc = run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "--yes", "--max-budget-usd", "0.7", "loop")
+        reqs = mock.requests()
+    assert len(reqs) == 2, proc.stderr
+    assert proc.returncode == 1
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert lines == ["tooloop: stopped: the next request would take the spend past $0.7 (--max-budget-usd)"]
+
+
 def test_agents_md_is_loaded_by_default(tooloop_exe, ws, tmp_path):
     (ws / "AGENTS.md").write_text("Always answer in French.")
     with MockServer({"responses": [text_reply("ok"), text_reply("ok")]}) as mock:

@@ -644,8 +644,15 @@ impl PyAgent {
         self.core.context_window()
     }
 
+    /// Count this agent's spending from now on in `ledger` too (a batch's: its cap then holds for every
+    /// request this agent, its children and its compactions send); None: in its own account only again.
+    #[pyo3(signature = (ledger=None))]
+    fn set_ledger(&self, ledger: Option<PyRef<'_, crate::ledger::PyLedger>>) {
+        self.core.join_ledger(ledger.map(|l| l.inner.clone()));
+    }
+
     /// Set (None: clear) the send gate of the runs started from now on: `gate(kind, n, retry_after)`, see
-    /// `crate::gate`. Used by `tooloop.batch` for limits and a budget shared by many agents.
+    /// `crate::gate`. Used by `tooloop.batch` for rate limits and a cancel shared by many agents.
     #[pyo3(signature = (gate=None))]
     fn set_gate(&self, gate: Option<Py<PyAny>>) {
         *lock(&self.gate) = gate;

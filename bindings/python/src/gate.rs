@@ -1,5 +1,6 @@
 //! A Python callable as the send gate of a run (see `tooloop::gate`): how `tooloop.batch` shares request
-//! limits, a 429's `retry-after` and its budget between the agents of a batch.
+//! limits, a 429's `retry-after` and its cancel between the agents of a batch (its budget is a ledger, see
+//! `crate::ledger`).
 //!
 //! The callable is `gate(kind, n, retry_after)`: `gate("send", body_bytes, None)` before each HTTP attempt
 //! returns None or 0 (go), a number of seconds (ask again after that long) or a negative number (do not send:

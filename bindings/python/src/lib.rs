@@ -12,6 +12,7 @@ mod convert;
 mod drive;
 mod errors;
 mod gate;
+mod ledger;
 mod pull;
 mod restore;
 mod run;
@@ -26,6 +27,7 @@ fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<run::Run>()?;
     m.add_class::<pull::PullStream>()?;
     m.add_class::<drive::Driven>()?;
+    m.add_class::<ledger::PyLedger>()?;
     m.add_function(wrap_pyfunction!(agent::estimate_cost_usd, m)?)?;
     m.add_function(wrap_pyfunction!(agent::load_session, m)?)?;
     m.add_function(wrap_pyfunction!(agent::sandbox_support, m)?)?;
