@@ -107,8 +107,9 @@ pub(super) fn search_reaches(
         if let Some(rule) = named(&rel_text) {
             return Some((rule, rel_text));
         }
-        // A link is listed by `glob` under its own name when it is a file inside: judge its target too.
-        if entry.path_is_symlink() {
+        // A link to a file inside is listed by `glob` under its own name: judge its target too (a link to
+        // a folder is neither listed nor walked).
+        if entry.path_is_symlink() && root.as_ref().is_some_and(|r| r.metadata(rel).is_ok_and(|m| m.is_file())) {
             let target = root.as_ref().and_then(|r| r.canonicalize(rel).ok());
             if let Some(t) = target {
                 let t = t.to_string_lossy().replace('\\', "/");
