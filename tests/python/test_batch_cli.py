@@ -103,9 +103,10 @@ def test_batch_runs_by_the_settings_rules_and_keeps_sessions_in_one_database(too
     write_tasks(tmp_path / "tasks.jsonl", 2)
     settings = tmp_path / ".tooloop" / "settings.local.json"
     settings.parent.mkdir()
-    settings.write_text(json.dumps({"permissions": {"allow": ["Bash(echo:*)"]}}))
+    # A redirection to a file is no plain command: an allow rule never covers `echo made > made.txt` (issue 38).
+    settings.write_text(json.dumps({"permissions": {"allow": ["Bash(echo:*)", "Bash(tee:*)"]}}))
     env = cli_env(tmp_path, None, XDG_CONFIG_HOME=str(tmp_path / "config"))
-    with MockServer(bash_flow("echo made > made.txt")) as mock:
+    with MockServer(bash_flow("echo made | tee made.txt")) as mock:
         env.update(cli_env(tmp_path, mock))
         proc = run([tooloop_exe, "batch", "tasks.jsonl", "--session-db", "store/all.db"], tmp_path, env)
         assert proc.returncode == 0
