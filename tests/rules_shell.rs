@@ -221,6 +221,16 @@ fn an_ask_rule_matches_anywhere_and_asks_for_what_it_cannot_read() {
     }
 }
 
+/// fuzz/shell_rules: a quoted `"F=x"y` in first place is a command named `F=xy` (bash runs it; only an
+/// unquoted one is an assignment), but the walker skipped it as an assignment, so no rule saw it.
+#[test]
+fn a_quoted_assignment_in_first_place_is_a_command_name() {
+    assert_eq!(tooloop::rules::split_command("\"F=tg\"fx"), vec!["F=tgfx"]);
+    let r = rules(json!({"deny": ["Bash(F=tgfx:*)"]}));
+    assert!(matches!(bash(&r, "\"F=tg\"fx"), RuleDecision::Deny(_)));
+    assert!(matches!(bash(&r, "sudo \"F=tg\"fx"), RuleDecision::NoMatch), "after a wrapper it is an assignment");
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // The read-only guess
 // ---------------------------------------------------------------------------------------------------------

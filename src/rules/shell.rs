@@ -190,8 +190,10 @@ impl Reader<'_, '_> {
         let mut fed = Some(fed);
         loop {
             let Some(first) = words.get(i) else { return };
-            // `time -p X=1 cmd`, `sudo X=1 cmd`: an assignment after a wrapper is no command.
-            if first.literal.as_deref().is_some_and(is_assignment) {
+            // `time -p X=1 cmd`, `sudo X=1 cmd`: an assignment after a wrapper is no command. (In first place
+            // it is a command's name: bash reads a real assignment there as one, and the grammar too; a
+            // quoted `"F=x"y` is a command named `F=xy`, found by the fuzzer.)
+            if i > 0 && first.literal.as_deref().is_some_and(is_assignment) {
                 i += 1;
                 continue;
             }
