@@ -32,6 +32,7 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 
 mod paths;
+mod plain;
 mod readonly;
 pub mod shell;
 

@@ -21,11 +21,11 @@ use std::cell::RefCell;
 use tree_sitter::{Node, Parser, Tree};
 
 /// Scripts longer than this are not parsed (opaque, not plain): no command a model sends is this long.
-const MAX_SCRIPT_BYTES: usize = 64 * 1024;
+pub(super) const MAX_SCRIPT_BYTES: usize = 64 * 1024;
 /// `bash -c '…'`, `eval`, `env -S` inside one another at most this deep; deeper is opaque.
 const MAX_NESTING: usize = 8;
 /// Syntax nesting (substitutions in words in substitutions…) read at most this deep; deeper is opaque.
-const MAX_DEPTH: usize = 200;
+pub(super) const MAX_DEPTH: usize = 200;
 
 /// What one parse says about a script.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -58,7 +58,7 @@ thread_local! {
 
 /// Parse `script` with the bash grammar; `None` when the parser could not be set up or gave no tree. The
 /// parser is lent only for the parse, so reading code inside the tree may parse again.
-fn parse_tree(script: &str) -> Option<Tree> {
+pub(super) fn parse_tree(script: &str) -> Option<Tree> {
     PARSER.with(|cell| {
         let mut slot = cell.try_borrow_mut().ok()?;
         if slot.is_none() {
@@ -75,7 +75,7 @@ fn parse_tree(script: &str) -> Option<Tree> {
 }
 
 /// The children of `node` with their field names (tree-sitter keeps those on the cursor).
-fn fields<'t>(node: Node<'t>) -> Vec<(Option<&'static str>, Node<'t>)> {
+pub(super) fn fields<'t>(node: Node<'t>) -> Vec<(Option<&'static str>, Node<'t>)> {
     let mut out = Vec::new();
     let mut c = node.walk();
     if c.goto_first_child() {
@@ -94,7 +94,7 @@ pub fn parse(script: &str) -> Script {
     let mut out = Script::default();
     read_into(script, 0, &mut out);
     if !out.runs_code {
-        out.plain = plain(script);
+        out.plain = super::plain::plain(script);
     }
     out
 }
@@ -427,7 +427,7 @@ fn redirect_text(command: Node<'_>, src: &[u8]) -> Fed {
     fed
 }
 
-fn text<'s>(node: Node<'_>, src: &'s [u8]) -> &'s str {
+pub(super) fn text<'s>(node: Node<'_>, src: &'s [u8]) -> &'s str {
     std::str::from_utf8(&src[node.byte_range()]).unwrap_or("")
 }
 
@@ -448,7 +448,7 @@ fn word(node: Node<'_>, src: &[u8], depth: usize) -> Word {
     Word { literal: literal(node, src, depth), written }
 }
 
-fn literal(node: Node<'_>, src: &[u8], depth: usize) -> Option<String> {
+pub(super) fn literal(node: Node<'_>, src: &[u8], depth: usize) -> Option<String> {
     if depth > MAX_DEPTH || node.has_error() {
         return None;
     }
@@ -616,107 +616,4 @@ fn options(args: &[Word], with_value: &[&str]) -> Option<usize> {
         i += if with_value.contains(&t) { 2 } else { 1 };
     }
     Some(i.min(args.len()))
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Plain scripts
-// ---------------------------------------------------------------------------------------------------------
-
-/// The commands of `script` when it is nothing but plain commands, else `None`.
-fn plain(script: &str) -> Option<Vec<Vec<String>>> {
-    if script.len() > MAX_SCRIPT_BYTES {
-        return None;
-    }
-    let tree = parse_tree(script)?;
-    let root = tree.root_node();
-    if root.has_error() {
-        return None;
-    }
-    let mut out = Vec::new();
-    plain_node(root, script.as_bytes(), &mut out, 0).then_some(out)
-}
-
-/// Tokens a plain script may hold between its commands.
-const PLAIN_TOKENS: &[&str] = &[
-    ";", "&&", "||", "|", "|&", "if", "then", "elif", "else", "fi", "while", "until", "do", "done", "{", "}", "(", ")",
-    "!",
-];
-
-fn plain_node(node: Node<'_>, src: &[u8], out: &mut Vec<Vec<String>>, depth: usize) -> bool {
-    if depth > MAX_DEPTH {
-        return false;
-    }
-    match node.kind() {
-        "program" | "list" | "pipeline" | "if_statement" | "elif_clause" | "else_clause" | "while_statement"
-        | "do_group" | "compound_statement" | "subshell" | "negated_command" => {
-            let mut c = node.walk();
-            let kids: Vec<Node<'_>> = node.children(&mut c).collect();
-            kids.into_iter().all(|k| {
-                if k.is_named() { plain_node(k, src, out, depth + 1) } else { PLAIN_TOKENS.contains(&k.kind()) }
-            })
-        }
-        "redirected_statement" => {
-            let mut c = node.walk();
-            let kids: Vec<Node<'_>> = node.children(&mut c).collect();
-            kids.into_iter().all(|k| match k.kind() {
-                "file_redirect" => harmless_redirect(k, src),
-                _ if !k.is_named() => false,
-                _ => {
-                    let is_body = node.child_by_field_name("body").is_some_and(|b| b == k);
-                    is_body && plain_node(k, src, out, depth + 1)
-                }
-            })
-        }
-        "command" => {
-            let mut words = Vec::new();
-            for (field, k) in fields(node) {
-                match field {
-                    Some("name") | Some("argument") => match literal(k, src, 0) {
-                        Some(w) => words.push(w),
-                        None => return false,
-                    },
-                    Some("redirect") if k.kind() == "file_redirect" => {
-                        if !harmless_redirect(k, src) {
-                            return false;
-                        }
-                    }
-                    _ => return false,
-                }
-            }
-            if words.is_empty() {
-                return false;
-            }
-            // A name the shell would expand (a pattern, a brace list, `~`) is not the name written.
-            if words[0].contains(['*', '?', '[', '{', '~']) || words[0].is_empty() {
-                return false;
-            }
-            // An unquoted pattern in an argument stays allowed: it names files, never a command.
-            out.push(words);
-            true
-        }
-        _ => false,
-    }
-}
-
-/// `>/dev/null`, `2>/dev/null`, `&>/dev/null`, `</dev/null`, `2>&1`, `>&2`, `<&-`. The grammar hangs the words
-/// after a redirection on it as further destinations (`echo >&2 <(touch w)`): exactly one is harmless.
-fn harmless_redirect(node: Node<'_>, src: &[u8]) -> bool {
-    let (mut op, mut dest) = (None, None);
-    for (field, k) in fields(node) {
-        match field {
-            Some("descriptor") if k.kind() == "file_descriptor" => {}
-            Some("destination") if dest.is_none() => dest = Some(k),
-            None if !k.is_named() && op.is_none() => op = Some(k.kind()),
-            _ => return false,
-        }
-    }
-    let (Some(op), Some(dest)) = (op, dest) else { return false };
-    let Some(target) = literal(dest, src, 0) else { return false };
-    match op {
-        ">&" | "<&" | ">&-" | "<&-" => {
-            target == "/dev/null" || target == "-" || (!target.is_empty() && target.bytes().all(|b| b.is_ascii_digit()))
-        }
-        ">" | ">>" | "&>" | "&>>" | ">|" | "<" => target == "/dev/null",
-        _ => false,
-    }
 }
