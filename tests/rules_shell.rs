@@ -95,6 +95,9 @@ fn an_allow_rule_applies_only_when_the_whole_script_is_plain_allowed_commands() 
         "echo >&2 <(touch w)",
         "echo >/dev/null $(touch w) x",
         "echo 2>/dev/null x",
+        // Found by the property below: bash keeps a carriage return in the word (a file named "2\r").
+        "echo >&2\r",
+        "echo hi\u{a0}x",
         "",
     ];
     for cmd in asked {
@@ -165,6 +168,8 @@ fn a_deny_rule_matches_the_command_name_wherever_it_runs() {
         "cat <<EOF\n`rm x`\nEOF",
         // Found by the property below: a computed word where a wrapper's options end.
         "echo x | xargs r$X",
+        // Found by the property below: `\` escapes the `\r` of `\r\n` for bash, and the line ends.
+        "cat f\\\r\nrm x",
         "nice r$X",
         "echo $(rm x)",
         "echo `rm x`",
@@ -498,6 +503,14 @@ const GLUE: &[&str] = &[
     "'",
     "\t",
     " !",
+    "\r",
+    "\r\n",
+    "\u{a0}",
+    "\u{b}",
+    "\u{c}",
+    "\u{2028}",
+    " \\\n",
+    "\\\r\n",
 ];
 
 /// Put before a command: wrappers, quoting and paths (with COMMANDS and GLUE, a few hundred fragments).

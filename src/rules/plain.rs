@@ -6,13 +6,13 @@
 
 use tree_sitter::Node;
 
-use super::shell::{MAX_DEPTH, MAX_SCRIPT_BYTES, fields, literal, parse_tree};
+use super::shell::{MAX_DEPTH, MAX_SCRIPT_BYTES, fields, literal, odd_blank, parse_tree};
 
 // ---------------------------------------------------------------------------------------------------------
 
 /// The commands of `script` when it is nothing but plain commands, else `None`.
 pub(super) fn plain(script: &str) -> Option<Vec<Vec<String>>> {
-    if script.len() > MAX_SCRIPT_BYTES {
+    if script.len() > MAX_SCRIPT_BYTES || odd_blank(script) {
         return None;
     }
     let tree = parse_tree(script)?;
