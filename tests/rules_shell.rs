@@ -236,6 +236,16 @@ fn a_quoted_assignment_in_first_place_is_a_command_name() {
     assert!(matches!(bash(&r, "sudo \"F=tg\"fx"), RuleDecision::NoMatch), "after a wrapper it is an assignment");
 }
 
+/// fuzz/shell_rules: a command of only a Unicode blank was taken for an empty one before it was read; bash
+/// runs it as a command name, which no rule can read, so a deny rule refuses it.
+#[test]
+fn a_command_of_a_unicode_blank_is_not_empty() {
+    let r = rules(json!({"allow": ["Bash"], "deny": ["Bash(rm:*)"]}));
+    assert!(matches!(bash(&r, "\u{85}"), RuleDecision::Deny(_)));
+    assert!(matches!(bash(&r, "\u{a0}"), RuleDecision::Deny(_)));
+    assert_eq!(bash(&r, " \t\n"), RuleDecision::Allow("Bash".into()));
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // The read-only guess
 // ---------------------------------------------------------------------------------------------------------

@@ -302,7 +302,8 @@ impl PermissionRules {
                     if let Some(r) = rules.iter().find(|r| r.spec.is_none()) {
                         return Some(r.text.clone());
                     }
-                    if cmd.trim().is_empty() {
+                    // Only bash's own blanks make an empty command (`\u{85}` alone is a command name to bash).
+                    if cmd.chars().all(|c| matches!(c, ' ' | '\t' | '\n')) {
                         return None;
                     }
                     let script: &shell::Script = script.get_or_init(|| shell::parse(cmd));
