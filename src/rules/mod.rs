@@ -11,18 +11,22 @@
 //!
 //! Claude Code's names are accepted as aliases (`Bash`, `Read`, `Write`, `Edit`, `MultiEdit`, `Grep`,
 //! `Glob`, `WebFetch`), so an existing settings file works; as in Claude Code, an `Edit` rule covers every
-//! tool that changes a file (`edit_file` and `write_file`). A path specifier `//abs/**` is absolute, and a
-//! Claude Code `/src/**` (relative to the project) matches from the workspace as well as from the root.
-//! Deny beats ask beats allow.
+//! tool that changes a file (`edit_file` and `write_file`) and a `Read` rule every tool that reads
+//! (`read_file`, `grep`, `glob`). A path specifier `//abs/**` is absolute, and a Claude Code `/src/**`
+//! (relative to the project) matches from the workspace as well as from the root. Deny beats ask beats
+//! allow.
 //!
-//! A compound command (`a && b`, `a || b`, `a; b`, `a | b`, `a & b`, a newline, `$(…)` and backticks) is
-//! split first: a deny or ask rule matching any part applies, and an allow rule counts only when every part
-//! is allowed. Wrappers (`timeout 5`, `nice -n 10`, `env X=1`, `sudo`, `nohup`, `time`, `X=1 cmd`) are
-//! looked through, so `timeout 9 rm -rf /` is matched as `rm -rf /`, and so are the shell's own words
-//! (`if x; then rm y; fi` holds `rm y`); a command named by its path (`/bin/rm`) matches its name's rules.
+//! A bash command is read with bash's grammar ([`shell`], tree-sitter-bash), never split as text. An allow
+//! rule counts only when the whole command is plain commands (`plain.rs`) each matched by an allow rule;
+//! anything else (a comment, a substitution, a redirection to a file, `bash -c`, …) asks. A deny or ask
+//! rule matches a command anywhere it runs — through wrappers, `bash -c`, `eval`, `xargs`, `find -exec`,
+//! quoted, escaped or by path — and also a command the reader cannot read. Paths are judged as written and
+//! as resolved inside the workspace (`paths.rs`). [`read_only_command`] is the read-only guess, on the same
+//! parse. These decide whether a call is asked about; what a command can do is the sandbox's to enforce.
 //!
-//! Must never: allow a command because one part of it is allowed, or match a path rule against a path
-//! that leaves the pattern's folder through `..`.
+//! Must never: allow a command that is not plain or has a command no allow rule covers, let a deny rule
+//! miss a command it can see or one it cannot read, or allow a path whose resolved form the rule does not
+//! cover.
 
 use std::cell::OnceCell;
 use std::path::{Component, Path, PathBuf};
@@ -287,7 +291,7 @@ impl PermissionRules {
     /// anywhere in it, and also a command it cannot read. A path is judged as written and as it resolves
     /// inside the workspace (symlinks followed): a deny or ask rule matching either applies, an allow rule
     /// must match both. A `Read` rule covers `grep` and `glob` too, and a deny or ask one also stops a
-    /// search rooted above a path it names (see [`paths`]).
+    /// search rooted above a path it names (see `src/rules/paths.rs`).
     pub fn decide(&self, name: &str, input: &Value, workspace: &Path) -> RuleDecision {
         let subject = kind_of(name, input);
         let script = OnceCell::new();
