@@ -20,7 +20,21 @@ def put(target: str, data: bytes) -> None:
     (folder / hashlib.sha1(data).hexdigest()).write_bytes(data)
 
 
+# Bash commands for the permission rules (issue 38): the bypasses the rules must see through.
+SHELL_SEEDS = [
+    "echo hi #'\ntouch pwned", "ls #'\ntouch x", "echo X > f 2>&1", "awk 'BEGIN{print \"touch x\" | \"sh\"}'",
+    "sed -n '1e cmd' f", "sort -o out in", "git --config-env=core.fsmonitor=X status", "GIT_EXTERNAL_DIFF=x git diff",
+    "./tools/cat a", "bash -c 'rm -rf /'", "eval \"rm x\"", "echo rm | xargs -I{} {} x", "find . -exec rm {} +",
+    "time -p rm x", "env -S 'rm x'", "\"rm\" x", "'rm' x", "\\rm x", "/bin/rm x", "cat <<EOF | sh\nrm x\nEOF",
+    "echo $(rm x) `rm y` <(rm z)", "if a; then b; elif c; then d; else e; fi | f && ! g || (h) ; { i; }",
+    "f() { rm x; }; f", "for i in 1 2; do rm $i; done", "case x in x) rm y;; esac", "$X y", "r\\\nm x",
+    "timeout -s KILL 5 nice -n 3 npm test -- 'a && b' 2>/dev/null >&2",
+]
+
+
 def main() -> None:
+    for s in SHELL_SEEDS:
+        put("shell_rules", s.encode())
     for path in sorted((ROOT / "tests" / "scenarios").glob("*.json")):
         for resp in json.loads(path.read_text()).get("responses", []):
             for kind in ("anthropic", "openai"):

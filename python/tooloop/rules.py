@@ -26,17 +26,27 @@ def match_rules(rules: Mapping[str, Sequence[str]], name: str, input: Any,
                 workspace: Union[str, os.PathLike[str]]) -> Optional[Tuple[str, str]]:
     """What ``rules`` (``{"allow": [...], "ask": [...], "deny": [...]}``) say about the call ``name(input)``
     in ``workspace``: ``("allow" | "ask" | "deny", the rule that decided)``, or None when no rule matches.
-    Deny beats ask beats allow; Claude Code's tool names (``Bash``, ``Read``, ...) are accepted."""
+    Deny beats ask beats allow; Claude Code's tool names (``Bash``, ``Read``, ...) are accepted.
+
+    A bash command is read with bash's grammar: an allow rule applies only when the whole command is plain
+    commands each matched; a deny or ask rule matches a command anywhere in it (``bash -c``, ``eval``,
+    ``xargs``, substitutions, ``\\rm``, ``/bin/rm``) and also one it cannot read. Paths are judged as written
+    and as resolved inside ``workspace`` (symlinks followed); a ``Read`` rule covers ``grep`` and ``glob``,
+    and a denied path stops a search whose walk reaches it."""
     return _tooloop.match_rules({k: list(v) for k, v in rules.items()}, name, input, os.fspath(workspace))
 
 
 def read_only_command(command: str) -> bool:
-    """Whether a bash command only reads: every simple command in it a known read-only one, and no output
-    redirection."""
+    """Whether a bash command only reads: the whole command plain (literal words, no redirection but to
+    ``/dev/null``, no substitution, assignment or comment) and every command a known reader named by its bare
+    name, with none of its options that write or run a program (never ``awk``; not ``sed -i``/``e``/``w``,
+    ``sort -o``, ``git -c``, ``find -exec``). A guess that decides whether to ask: the host runs what it
+    lets through under the read-only sandbox."""
     return _tooloop.read_only_command(command)
 
 
 def split_command(command: str) -> List[str]:
-    """The simple commands of a shell command line (``a && b | c``), wrappers such as ``timeout 5`` looked
-    through: what a ``bash(...)`` rule is matched against, one by one."""
+    """The commands of a shell command line (``a && b | c``, and those inside substitutions), read with bash's
+    grammar, wrappers such as ``timeout 5`` looked through, each as its words joined by spaces: for showing
+    and for "allow always" prefixes (deciding is ``match_rules``)."""
     return _tooloop.split_command(command)

@@ -101,12 +101,13 @@ def test_batch_runs_by_the_settings_rules_and_keeps_sessions_in_one_database(too
     # No --yes or --read-only: allow rules in the settings say how calls are allowed. A call they allow runs;
     # with --yes, a deny rule of the settings still refuses its calls.
     write_tasks(tmp_path / "tasks.jsonl", 2)
-    # The user's own settings file: a workspace's counts only once approved.
+    # The user's own settings file: a workspace's counts only once approved. A redirection to a file is no
+    # plain command: an allow rule never covers `echo made > made.txt` (issue 38).
     settings = tmp_path / "config" / "tooloop" / "settings.json"
     settings.parent.mkdir(parents=True)
-    settings.write_text(json.dumps({"permissions": {"allow": ["Bash(echo:*)"]}}))
+    settings.write_text(json.dumps({"permissions": {"allow": ["Bash(echo:*)", "Bash(tee:*)"]}}))
     env = cli_env(tmp_path, None, XDG_CONFIG_HOME=str(tmp_path / "config"))
-    with MockServer(bash_flow("echo made > made.txt")) as mock:
+    with MockServer(bash_flow("echo made | tee made.txt")) as mock:
         env.update(cli_env(tmp_path, mock))
         proc = run([tooloop_exe, "batch", "tasks.jsonl", "--session-db", "store/all.db"], tmp_path, env)
         assert proc.returncode == 0

@@ -11,24 +11,36 @@
 //!
 //! Claude Code's names are accepted as aliases (`Bash`, `Read`, `Write`, `Edit`, `MultiEdit`, `Grep`,
 //! `Glob`, `WebFetch`), so an existing settings file works; as in Claude Code, an `Edit` rule covers every
-//! tool that changes a file (`edit_file` and `write_file`). A path specifier `//abs/**` is absolute, and a
-//! Claude Code `/src/**` (relative to the project) matches from the workspace as well as from the root.
-//! Deny beats ask beats allow.
+//! tool that changes a file (`edit_file` and `write_file`) and a `Read` rule every tool that reads
+//! (`read_file`, `grep`, `glob`). A path specifier `//abs/**` is absolute, and a Claude Code `/src/**`
+//! (relative to the project) matches from the workspace as well as from the root. Deny beats ask beats
+//! allow.
 //!
-//! A compound command (`a && b`, `a || b`, `a; b`, `a | b`, `a & b`, a newline, `$(…)` and backticks) is
-//! split first: a deny or ask rule matching any part applies, and an allow rule counts only when every part
-//! is allowed. Wrappers (`timeout 5`, `nice -n 10`, `env X=1`, `sudo`, `nohup`, `time`, `X=1 cmd`) are
-//! looked through, so `timeout 9 rm -rf /` is matched as `rm -rf /`, and so are the shell's own words
-//! (`if x; then rm y; fi` holds `rm y`); a command named by its path (`/bin/rm`) matches its name's rules.
+//! A bash command is read with bash's grammar ([`shell`], tree-sitter-bash), never split as text. An allow
+//! rule counts only when the whole command is plain commands (`plain.rs`) each matched by an allow rule;
+//! anything else (a comment, a substitution, a redirection to a file, `bash -c`, …) asks. A deny or ask
+//! rule matches a command anywhere it runs — through wrappers, `bash -c`, `eval`, `xargs`, `find -exec`,
+//! quoted, escaped or by path — and also a command the reader cannot read. Paths are judged as written and
+//! as resolved inside the workspace (`paths.rs`). [`read_only_command`] is the read-only guess, on the same
+//! parse. These decide whether a call is asked about; what a command can do is the sandbox's to enforce.
 //!
-//! Must never: allow a command because one part of it is allowed, or match a path rule against a path
-//! that leaves the pattern's folder through `..`.
+//! Must never: allow a command that is not plain or has a command no allow rule covers, let a deny rule
+//! miss a command it can see or one it cannot read, or allow a path whose resolved form the rule does not
+//! cover.
 
+use std::cell::OnceCell;
 use std::path::{Component, Path, PathBuf};
 
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+
+mod paths;
+mod plain;
+mod readonly;
+pub mod shell;
+
+pub use readonly::read_only_command;
 
 /// What the rules say about one call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,6 +66,8 @@ pub struct Rule {
     spec: Option<String>,
     /// Written as Claude Code's `Edit`/`MultiEdit`: covers every file-changing tool (`write_file` too).
     edits: bool,
+    /// Written as Claude Code's `Read`: covers every tool that reads files (`grep` and `glob` too).
+    reads: bool,
 }
 
 /// Claude Code's tool names → tooloop's.
@@ -95,12 +109,17 @@ impl Rule {
         }
         let spec = spec.filter(|s| !s.is_empty() && s != "*" && s != "**");
         let edits = matches!(name, "Edit" | "MultiEdit");
-        Ok(Rule { text: t.to_string(), tool: alias(name).to_string(), spec, edits })
+        let reads = name == "Read";
+        Ok(Rule { text: t.to_string(), tool: alias(name).to_string(), spec, edits, reads })
     }
 
     fn tool_matches(&self, name: &str) -> bool {
         let pat = self.tool.as_str();
-        if pat == name || pat == "*" || (self.edits && name == "write_file") {
+        if pat == name
+            || pat == "*"
+            || (self.edits && name == "write_file")
+            || (self.reads && matches!(name, "grep" | "glob"))
+        {
             return true;
         }
         if let Some(server) = pat.strip_prefix("mcp__") {
@@ -116,35 +135,64 @@ impl Rule {
         pat.contains('*') && glob(pat, name)
     }
 
-    /// Whether this rule covers one simple command (already split and unwrapped). `by_name`: a command
-    /// named by its path (`/bin/rm`) is also matched by its name (for deny and ask rules; an allow rule
-    /// never lets an unknown file of a known name run).
-    fn matches_command(&self, command: &str, by_name: bool) -> bool {
-        let Some(spec) = &self.spec else { return true };
-        let command = normalize_ws(command);
-        // `/bin/rm -rf x` is `rm -rf x` to a rule about `rm` (a rule naming the path matches it as written).
-        let named = command.split_once(' ').map_or(command.as_str(), |(first, _)| first);
-        if by_name && named.contains('/') && !spec.contains('/') {
-            let base = named.rsplit('/').next().unwrap_or(named);
-            if !base.is_empty() {
-                let plain = format!("{base}{}", &command[named.len()..]);
-                if self.matches_command(&plain, false) {
-                    return true;
-                }
+    /// Whether this allow rule covers one plain command, as written or after a wrapper that changes
+    /// nothing it can do (`timeout 60 npm test`, `nice -n 5 make`). A command named by a path matches
+    /// only a rule naming that path: an allow rule never lets another file of a known name run.
+    fn allows_command(&self, words: &[String]) -> bool {
+        let mut rest = words;
+        loop {
+            if self.matches_words(rest, false, false) {
+                return true;
+            }
+            match readonly::skip_plain_wrapper(rest) {
+                Some(inner) if !inner.is_empty() => rest = inner,
+                _ => return false,
             }
         }
-        if let Some(prefix) = spec.strip_suffix(":*") {
-            let prefix = normalize_ws(prefix);
-            return command == prefix
-                || command.strip_prefix(&prefix).is_some_and(|rest| rest.starts_with(' '))
-                || prefix.is_empty();
+    }
+
+    /// Whether this rule covers one command found in a script. `by_name`: a command named by its path
+    /// (`/bin/rm`) matches a rule about its name (deny and ask rules). `computed`: some argument is only
+    /// known when it runs, so it may be whatever the rule names after the command name.
+    fn matches_words(&self, words: &[String], by_name: bool, computed: bool) -> bool {
+        let Some(spec) = &self.spec else { return true };
+        let Some((name, args)) = words.split_first() else { return false };
+        let (glob_spec, prefix) = match spec.strip_suffix(":*") {
+            Some(p) => (None, Some(p)),
+            None if spec.contains('*') => (Some(normalize_ws(spec)), None),
+            None => (None, None),
+        };
+        let spec_words: Vec<&str> = prefix.unwrap_or(spec).split_whitespace().collect();
+        let Some((spec_name, spec_args)) = spec_words.split_first() else { return prefix.is_some() };
+        let mut names = vec![name.as_str()];
+        if by_name && !spec_name.contains('/') {
+            let base = name.rsplit('/').next().unwrap_or(name);
+            if !base.is_empty() && base != name {
+                names.push(base);
+            }
         }
-        let spec = normalize_ws(spec);
-        if spec.contains('*') {
-            // `git * main`, and `npm run *` also covering `npm run` alone.
-            return glob(&spec, &command) || spec.strip_suffix(" *").is_some_and(|p| p == command);
-        }
-        command == spec
+        names.into_iter().any(|n| {
+            if let Some(g) = &glob_spec {
+                let mut line = n.to_string();
+                for a in args {
+                    line.push(' ');
+                    line.push_str(a);
+                }
+                let line = normalize_ws(&line);
+                // `git * main`, and `npm run *` also covering `npm run` alone.
+                return glob(g, &line)
+                    || g.strip_suffix(" *").is_some_and(|p| p == line)
+                    || (computed && g.split(' ').next().is_some_and(|first| glob(first, n)));
+            }
+            if n != *spec_name {
+                return false;
+            }
+            if computed {
+                return true;
+            }
+            let same = args.len() >= spec_args.len() && args.iter().zip(spec_args).all(|(a, b)| a == b);
+            same && (prefix.is_some() || args.len() == spec_args.len())
+        })
     }
 
     fn matches_path(&self, path: &str, workspace: &Path) -> bool {
@@ -237,35 +285,75 @@ impl PermissionRules {
     }
 
     /// Decide the call `name(input)`; `workspace` anchors relative path rules.
+    ///
+    /// A bash command is read with bash's grammar ([`shell`]): an allow rule applies only when the whole
+    /// command is plain commands each covered by an allow rule; a deny or ask rule matches a command
+    /// anywhere in it, and also a command it cannot read. A path is judged as written and as it resolves
+    /// inside the workspace (symlinks followed): a deny or ask rule matching either applies, an allow rule
+    /// must match both. A `Read` rule covers `grep` and `glob` too, and a deny or ask one also stops a
+    /// search rooted above a path it names (see `src/rules/paths.rs`).
     pub fn decide(&self, name: &str, input: &Value, workspace: &Path) -> RuleDecision {
+        let subject = kind_of(name, input);
+        let script = OnceCell::new();
+        let resolved = OnceCell::new();
         let hit = |rules: &[Rule], every: bool| -> Option<String> {
             let rules: Vec<&Rule> = rules.iter().filter(|r| r.tool_matches(name)).collect();
             if rules.is_empty() {
                 return None;
             }
-            match kind_of(name, input) {
+            match &subject {
                 Subject::Command(cmd) => {
-                    let parts = split_command(cmd);
-                    if parts.is_empty() {
-                        return rules.iter().find(|r| r.spec.is_none()).map(|r| r.text.clone());
-                    }
-                    let whole = rules.iter().find(|r| r.spec.is_none());
-                    if let Some(r) = whole {
+                    if let Some(r) = rules.iter().find(|r| r.spec.is_none()) {
                         return Some(r.text.clone());
                     }
-                    let mut found = None;
-                    for p in &parts {
-                        let m = rules.iter().find(|r| r.matches_command(p, !every));
-                        match (m, every) {
-                            (Some(r), false) => return Some(r.text.clone()),
-                            (Some(r), true) => found = found.or(Some(r.text.clone())),
-                            (None, true) => return None,
-                            (None, false) => {}
+                    // Only bash's own blanks make an empty command (`\u{85}` alone is a command name to bash).
+                    if cmd.chars().all(|c| matches!(c, ' ' | '\t' | '\n')) {
+                        return None;
+                    }
+                    let script: &shell::Script = script.get_or_init(|| shell::parse(cmd));
+                    if every {
+                        // Allow: every command plain and covered.
+                        let plain = script.plain.as_ref()?;
+                        let mut found = None;
+                        for words in plain {
+                            let r = rules.iter().find(|r| r.allows_command(words))?;
+                            found = found.or(Some(r.text.clone()));
+                        }
+                        return found;
+                    }
+                    for f in &script.everywhere {
+                        if let Some(r) = rules.iter().find(|r| r.matches_words(&f.words, true, f.computed)) {
+                            return Some(r.text.clone());
                         }
                     }
-                    found
+                    // What cannot be read may run what the rule names.
+                    script.opaque.as_ref().and_then(|why| {
+                        rules.first().map(|r| format!("{} (applied because {why}; write it plainly)", r.text))
+                    })
                 }
-                Subject::Path(p) => rules.iter().find(|r| r.matches_path(p, workspace)).map(|r| r.text.clone()),
+                Subject::Path(p) | Subject::Search(p) => {
+                    let forms: &Vec<String> = resolved.get_or_init(|| paths::forms(p, workspace));
+                    let matches = |r: &&&Rule| {
+                        if every {
+                            forms.iter().all(|f| r.matches_path(f, workspace))
+                        } else {
+                            forms.iter().any(|f| r.matches_path(f, workspace))
+                        }
+                    };
+                    if let Some(r) = rules.iter().find(matches) {
+                        return Some(r.text.clone());
+                    }
+                    if every || !matches!(subject, Subject::Search(_)) {
+                        return None;
+                    }
+                    // A search rooted above a path the rule names would read it.
+                    let searched: Vec<&Rule> = rules.iter().copied().filter(|r| r.spec.is_some()).collect();
+                    let first = searched.first()?;
+                    paths::search_reaches(forms, workspace, &first.text, |rel| {
+                        searched.iter().find(|r| r.matches_path(rel, workspace)).map(|r| r.text.clone())
+                    })
+                    .map(|(rule, rel)| format!("{rule} (the search under '{p}' would read '{rel}')"))
+                }
                 Subject::Url(u) => rules.iter().find(|r| r.matches_url(u)).map(|r| r.text.clone()),
                 Subject::Other(v) => rules
                     .iter()
@@ -289,6 +377,8 @@ impl PermissionRules {
 enum Subject<'a> {
     Command(&'a str),
     Path(&'a str),
+    /// The folder (or file) a search starts from.
+    Search(&'a str),
     Url(&'a str),
     /// Another tool: a specifier matches its `agent_type` / `skill` / `name` field, if it has one.
     Other(Option<&'a str>),
@@ -299,7 +389,7 @@ fn kind_of<'a>(name: &str, input: &'a Value) -> Subject<'a> {
     match name {
         "bash" => Subject::Command(s("command").unwrap_or("")),
         "read_file" | "write_file" | "edit_file" => Subject::Path(s("path").or(s("file_path")).unwrap_or("")),
-        "grep" | "glob" => Subject::Path(s("path").unwrap_or(".")),
+        "grep" | "glob" => Subject::Search(s("path").unwrap_or(".")),
         "web_fetch" => Subject::Url(s("url").unwrap_or("")),
         _ => Subject::Other(s("agent_type").or(s("skill")).or(s("name"))),
     }
@@ -390,326 +480,12 @@ fn url_host(url: &str) -> String {
     host.to_ascii_lowercase()
 }
 
-/// What a command substitution leaves in the outer command once its inside is split off.
-const SUBST: &str = "$SUBST";
-
-/// Split a shell command into its simple commands, wrappers looked through: `a && b | c` gives `a`, `b`,
-/// `c`; `echo $(rm x)` gives `rm x` and `echo $SUBST`. Quotes are respected (an operator inside quotes does
-/// not split). Empty parts are dropped.
+/// The commands of a shell command line, read with bash's grammar, wrappers looked through: `a && b | c`
+/// gives `a`, `b`, `c`; `echo $(rm x)` gives `echo $(rm x)` and `rm x`; `timeout 5 npm test` gives
+/// `npm test`. Each is its words joined by spaces (quotes removed). For showing and for "allow always"
+/// prefixes; deciding goes through [`PermissionRules::decide`].
 pub fn split_command(command: &str) -> Vec<String> {
-    let mut parts = Vec::new();
-    split_into(command, &mut parts, 0);
-    parts.into_iter().map(|p| unwrap_wrappers(&p)).filter(|p| !p.is_empty()).collect()
-}
-
-fn split_into(command: &str, parts: &mut Vec<String>, depth: usize) {
-    let chars: Vec<char> = command.chars().collect();
-    let mut cur = String::new();
-    let mut i = 0;
-    let (mut single, mut double) = (false, false);
-    let push = |cur: &mut String, parts: &mut Vec<String>| {
-        let t = cur.trim();
-        // A subshell or group's own brackets are not part of the command.
-        let t = t.trim_start_matches(['(', '{']).trim_end_matches([')', '}']).trim();
-        if !t.is_empty() {
-            parts.push(t.to_string());
-        }
-        cur.clear();
-    };
-    while i < chars.len() {
-        let c = chars[i];
-        if single {
-            cur.push(c);
-            if c == '\'' {
-                single = false;
-            }
-            i += 1;
-            continue;
-        }
-        match c {
-            '\\' if i + 1 < chars.len() => {
-                cur.push(c);
-                cur.push(chars[i + 1]);
-                i += 2;
-                continue;
-            }
-            '\'' if !double => single = true,
-            '"' => double = !double,
-            '$' if chars.get(i + 1) == Some(&'(') => {
-                // A command substitution: its inside is a command of its own.
-                let (inner, end) = balanced(&chars, i + 2);
-                if depth < 8 {
-                    split_into(&inner, parts, depth + 1);
-                }
-                cur.push_str(SUBST);
-                i = end + 1;
-                continue;
-            }
-            '`' => {
-                let end = chars[i + 1..].iter().position(|&c| c == '`').map(|p| p + i + 1).unwrap_or(chars.len());
-                let inner: String = chars[(i + 1).min(chars.len())..end].iter().collect();
-                if depth < 8 {
-                    split_into(&inner, parts, depth + 1);
-                }
-                cur.push_str(SUBST);
-                i = end + 1;
-                continue;
-            }
-            '<' | '>' if chars.get(i + 1) == Some(&'(') && !double => {
-                // Process substitution.
-                let (inner, end) = balanced(&chars, i + 2);
-                if depth < 8 {
-                    split_into(&inner, parts, depth + 1);
-                }
-                cur.push_str(SUBST);
-                i = end + 1;
-                continue;
-            }
-            ';' | '\n' | '&' | '|' if !double => {
-                // `>&2` and `&>` are redirections, not separators.
-                let prev = cur.chars().last();
-                if c == '&' && (prev == Some('>') || prev == Some('<') || chars.get(i + 1) == Some(&'>')) {
-                    cur.push(c);
-                    i += 1;
-                    continue;
-                }
-                push(&mut cur, parts);
-                // `&&`, `||`, `;;`, `|&`
-                while i + 1 < chars.len() && matches!(chars[i + 1], '&' | '|' | ';') {
-                    i += 1;
-                }
-                i += 1;
-                continue;
-            }
-            _ => {}
-        }
-        cur.push(c);
-        i += 1;
-    }
-    push(&mut cur, parts);
-}
-
-/// The text inside a `(`…`)` starting at `start` (just after the opening bracket), and the index of the
-/// closing one (or the end).
-fn balanced(chars: &[char], start: usize) -> (String, usize) {
-    let mut depth = 1;
-    let mut i = start;
-    let (mut single, mut double) = (false, false);
-    while i < chars.len() {
-        let c = chars[i];
-        match c {
-            '\'' if !double => single = !single,
-            '"' if !single => double = !double,
-            '(' if !single && !double => depth += 1,
-            ')' if !single && !double => {
-                depth -= 1;
-                if depth == 0 {
-                    return (chars[start..i].iter().collect(), i);
-                }
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    (chars[start.min(chars.len())..].iter().collect(), chars.len())
-}
-
-/// `timeout 5 nice -n 3 env A=1 sudo -u x cmd args` → `cmd args`; the shell's own words too (`then rm x` →
-/// `rm x`; a lone `fi` or `done` is no command at all).
-fn unwrap_wrappers(part: &str) -> String {
-    let words: Vec<&str> = part.split_whitespace().collect();
-    let mut i = 0;
-    while let Some(w) = words.get(i) {
-        let assignment = |w: &str| {
-            w.split_once('=').is_some_and(|(k, _)| {
-                !k.is_empty()
-                    && k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-                    && !k.as_bytes()[0].is_ascii_digit()
-            })
-        };
-        if assignment(w) {
-            i += 1;
-            continue;
-        }
-        match *w {
-            "timeout" => {
-                i += 1;
-                // options, then the duration
-                while words.get(i).is_some_and(|w| w.starts_with('-')) {
-                    let takes_value = matches!(words[i], "-s" | "-k" | "--signal" | "--kill-after");
-                    i += if takes_value { 2 } else { 1 };
-                }
-                i += 1;
-            }
-            "nice" => {
-                i += 1;
-                while let Some(w) = words.get(i) {
-                    if *w == "-n" {
-                        i += 2;
-                    } else if w.starts_with('-') {
-                        i += 1;
-                    } else {
-                        break;
-                    }
-                }
-            }
-            "env" => {
-                i += 1;
-                while let Some(w) = words.get(i) {
-                    if matches!(*w, "-u" | "--unset" | "-C" | "--chdir") {
-                        i += 2;
-                    } else if w.starts_with('-') || assignment(w) {
-                        i += 1;
-                    } else {
-                        break;
-                    }
-                }
-            }
-            "sudo" => {
-                i += 1;
-                while let Some(w) = words.get(i) {
-                    if matches!(*w, "-u" | "-g" | "-C" | "-D" | "-h" | "-p" | "-r" | "-t" | "-U") {
-                        i += 2;
-                    } else if w.starts_with('-') {
-                        i += 1;
-                    } else {
-                        break;
-                    }
-                }
-            }
-            "if" | "then" | "else" | "elif" | "do" | "while" | "until" | "!" | "{" if i + 1 < words.len() => i += 1,
-            "fi" | "done" | "esac" | "}" if i + 1 == words.len() => i += 1,
-            "nohup" | "time" | "command" | "builtin" | "exec" | "stdbuf" if i + 1 < words.len() => {
-                i += 1;
-                if *w == "stdbuf" {
-                    while words.get(i).is_some_and(|w| w.starts_with('-')) {
-                        i += 1;
-                    }
-                }
-            }
-            _ => break,
-        }
-    }
-    words.get(i..).map(|w| w.join(" ")).unwrap_or_default()
-}
-
-/// Whether a bash command only reads (every part is a known read-only command with no writing option or
-/// output redirection): what plan mode lets run.
-pub fn read_only_command(command: &str) -> bool {
-    if command.contains('>') && !command.contains(">&") && !command.contains("2>/dev/null") {
-        // An output redirection writes a file (stderr to /dev/null and `>&2` are fine).
-        let cleaned = command.replace("2>/dev/null", "").replace(">/dev/null", "");
-        if cleaned.contains('>') {
-            return false;
-        }
-    }
-    let parts = split_command(command);
-    !parts.is_empty() && parts.iter().all(|p| read_only_simple(p))
-}
-
-fn read_only_simple(part: &str) -> bool {
-    let words: Vec<&str> = part.split_whitespace().collect();
-    let Some(cmd) = words.first() else { return true };
-    let cmd = cmd.rsplit('/').next().unwrap_or(cmd);
-    const PLAIN: &[&str] = &[
-        "ls",
-        "cat",
-        "head",
-        "tail",
-        "wc",
-        "grep",
-        "rg",
-        "ag",
-        "pwd",
-        "echo",
-        "printf",
-        "tree",
-        "file",
-        "stat",
-        "du",
-        "df",
-        "which",
-        "whoami",
-        "date",
-        "uname",
-        "env",
-        "printenv",
-        "diff",
-        "cmp",
-        "basename",
-        "dirname",
-        "realpath",
-        "readlink",
-        "nl",
-        "cut",
-        "tr",
-        "sort",
-        "uniq",
-        "column",
-        "less",
-        "more",
-        "true",
-        "false",
-        "test",
-        "[",
-        "id",
-        "hostname",
-        "jq",
-        "awk",
-        "md5sum",
-        "sha256sum",
-        "type",
-        "cd",
-        "fd",
-        "comm",
-        "seq",
-    ];
-    if PLAIN.contains(&cmd) {
-        // `sort -o file` and awk's system() or output redirection inside the program could write.
-        // `tree -o file` too; `uniq IN OUT` writes OUT; `file -C` compiles a magic file.
-        let output_flag =
-            matches!(cmd, "sort" | "tree") && words.iter().any(|w| w.starts_with("-o") || w.starts_with("--output"));
-        let awk_runs = cmd == "awk" && part.contains("system(");
-        let uniq_writes = cmd == "uniq" && words.iter().skip(1).filter(|w| !w.starts_with('-')).count() >= 2;
-        let file_compiles = cmd == "file" && words.iter().any(|w| *w == "-C" || *w == "--compile");
-        return !output_flag && !awk_runs && !uniq_writes && !file_compiles;
-    }
-    match cmd {
-        "find" => !words.iter().any(|w| {
-            matches!(*w, "-delete" | "-exec" | "-execdir" | "-ok" | "-okdir" | "-fls") || w.starts_with("-fprint")
-        }),
-        "sed" => !words.iter().any(|w| w.starts_with("-i") || *w == "--in-place") && !part.contains("w "),
-        // `git diff --output=FILE` and `git log -o`-style options write a file.
-        "git" if words.iter().any(|w| w.starts_with("--output")) => false,
-        "git" => {
-            let sub = words.iter().skip(1).find(|w| !w.starts_with('-')).copied().unwrap_or("");
-            matches!(
-                sub,
-                "status"
-                    | "log"
-                    | "diff"
-                    | "show"
-                    | "blame"
-                    | "ls-files"
-                    | "grep"
-                    | "rev-parse"
-                    | "describe"
-                    | "shortlog"
-                    | "ls-tree"
-                    | "cat-file"
-                    | "reflog"
-            ) || (sub == "branch"
-                // Listing only: `git branch NAME` creates one, `-d`/`-m`/`-c`/`-u` change them.
-                && words.iter().skip_while(|w| **w != "branch").skip(1).all(|w| {
-                    matches!(
-                        *w,
-                        "-a" | "-r" | "-v" | "-vv" | "-l" | "--all" | "--remotes" | "--list" | "--show-current"
-                    )
-                }))
-                || (sub == "remote" && words.len() <= 3 && words.get(2).is_none_or(|w| w.starts_with('-')))
-        }
-        _ => false,
-    }
+    shell::parse(command).innermost.into_iter().map(|w| w.join(" ")).filter(|p| !p.is_empty()).collect()
 }
 
 /// Check rule lists for an option or a settings file (every rule parses).
@@ -726,12 +502,12 @@ mod tests {
     #[test]
     fn splits_compound_commands_and_substitutions() {
         assert_eq!(split_command("a && b || c; d | e & f"), vec!["a", "b", "c", "d", "e", "f"]);
-        assert_eq!(split_command("echo $(rm -rf x)"), vec!["rm -rf x", "echo $SUBST"]);
-        assert_eq!(split_command("echo 'a && b'"), vec!["echo 'a && b'"]);
-        assert_eq!(split_command("echo hi >&2"), vec!["echo hi >&2"]);
+        assert_eq!(split_command("echo $(rm -rf x)"), vec!["echo $(rm -rf x)", "rm -rf x"]);
+        assert_eq!(split_command("echo 'a && b'"), vec!["echo a && b"]);
+        assert_eq!(split_command("echo hi >&2"), vec!["echo hi"]);
         assert_eq!(split_command("timeout 5 nice -n 3 env A=1 sudo -u x rm -rf /"), vec!["rm -rf /"]);
         assert_eq!(split_command("FOO=1 npm test"), vec!["npm test"]);
-        assert_eq!(split_command("echo `whoami`"), vec!["whoami", "echo $SUBST"]);
+        assert_eq!(split_command("echo `whoami`"), vec!["echo `whoami`", "whoami"]);
     }
 
     #[test]
