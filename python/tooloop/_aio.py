@@ -26,6 +26,7 @@ import asyncio
 import collections
 import concurrent.futures
 import contextvars
+import queue
 import threading
 from typing import (TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Deque, Dict, Generic, Optional, Set,
                     Tuple, TypeVar, Union)
@@ -127,6 +128,58 @@ class _Bridge:
                 self.pending.discard(done)
 
 
+class _Workers:
+    """The threads the async runs go on, reused: the loop only puts a job in a queue (never blocks).
+
+    ``Thread.start()`` waits until the new thread runs, which under a busy GIL takes milliseconds; sixteen
+    starts in a row stalled the loop for 40 ms. So new threads are started by a spawner thread of their own,
+    and a worker stays idle for a while (``IDLE`` seconds) for the next job before it ends.
+    """
+
+    IDLE = 30.0
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._spawns: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0  # idle workers not yet claimed by a job
+        self._spawner: Optional[threading.Thread] = None
+
+    def submit(self, job: Callable[[], None]) -> None:
+        self._jobs.put(job)
+        with self._lock:
+            if self._idle > 0:
+                self._idle -= 1
+                return
+            if self._spawner is None:  # once per process: the only Thread.start() the loop itself makes
+                self._spawner = threading.Thread(target=self._spawn, name="tooloop-async-spawner", daemon=True)
+                self._spawner.start()
+        self._spawns.put(None)
+
+    def _spawn(self) -> None:
+        while True:
+            self._spawns.get()
+            threading.Thread(target=self._work, name="tooloop-async", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            try:
+                job = self._jobs.get(timeout=self.IDLE)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle > 0:  # still unclaimed: end
+                        self._idle -= 1
+                        return
+                continue  # claimed just now: its job is on the way
+            job()
+            del job
+            with self._lock:
+                self._idle += 1
+
+
+_WORKERS = _Workers()
+
+
 class _ToolCancelled(Exception):
     """An awaited tool or permission check cancelled with its run (the model reads it as an error result)."""
 
@@ -155,8 +208,7 @@ class _Pump(Generic[_T]):
         self._start, self._finish, self._convert = start, finish, convert
         if bridge is not None:
             bridge.enter(self._loop)
-        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
-        self._thread.start()
+        _WORKERS.submit(self._work)
 
     # -- the worker ----------------------------------------------------------------------------------------
 
