@@ -54,9 +54,10 @@ class _Bridge:
     core calls tools on threads of its own (a tool with a timeout gets one), so a thread-local would not do.
     """
 
-    __slots__ = ("loop", "context", "loop_thread", "pending", "lock")
+    __slots__ = ("loop", "context", "loop_thread", "pending", "lock", "depth")
 
     def __init__(self) -> None:
+        self.depth = 0  # async runs begun on `loop` and not ended (a second one is refused by the core, BusyError)
         self.loop: Optional[asyncio.AbstractEventLoop] = None
         self.context: Optional[contextvars.Context] = None
         self.loop_thread: Optional[int] = None
@@ -64,11 +65,18 @@ class _Bridge:
         self.lock = threading.Lock()
 
     def enter(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop, self.context, self.loop_thread = loop, contextvars.copy_context(), threading.get_ident()
+        # Called on the loop thread; a refused second run must not take the loop from the one in progress.
+        if self.loop is not loop or self.depth == 0:
+            self.loop, self.context, self.loop_thread, self.depth = loop, contextvars.copy_context(), \
+                threading.get_ident(), 0
+        self.depth += 1
 
     def leave(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.loop is loop:
-            self.loop = self.context = self.loop_thread = None
+            self.depth -= 1
+            if self.depth <= 0:
+                self.loop = self.context = self.loop_thread = None
+                self.depth = 0
 
     def cancel_pending(self) -> None:
         with self.lock:

@@ -8,6 +8,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
@@ -453,3 +456,50 @@ def test_an_asgi_app_answers_other_requests_while_an_agent_runs(mock: Any) -> No
     assert answer == {"answer": "the agent's answer"}
     assert elapsed >= 0.6 and len(pings) >= 10  # pings kept being answered while the agent waited
     assert max(pings) < 0.05
+
+
+def test_the_async_example_runs(mock: Any) -> None:
+    from pathlib import Path
+
+    from mockctl import mock_env
+
+    server = mock("anthropic_tool_then_text")
+    example = Path(__file__).resolve().parents[2] / "examples" / "python" / "async_agent.py"
+    proc = subprocess.run([sys.executable, str(example), "Weather in Paris?"], capture_output=True, text=True,
+                          timeout=60, env={**os.environ, **mock_env(server.base_url)})
+    assert proc.returncode == 0, proc.stderr
+    assert "[tool] get_weather({'city': 'Paris'})" in proc.stdout
+    assert "It is currently 18 °C" in proc.stdout
+    assert list(tool_results(server.requests()[1]).values()) == [("18 °C and sunny in Paris", False)]
+
+
+def test_a_refused_second_arun_leaves_the_first_runs_tools_on_the_loop(mock: Any) -> None:
+    server = mock({"responses": [tool_reply(("c1", "gate", {})), tool_reply(("c2", "where", {})), text_reply("end")]})
+    seen: Dict[str, Any] = {}
+
+    async def main() -> Any:
+        gate_open = asyncio.Event()
+        entered = asyncio.Event()
+
+        async def gate() -> str:
+            """Wait for the gate."""
+            entered.set()
+            await gate_open.wait()
+            return "open"
+
+        async def where() -> str:
+            """Where am I."""
+            seen["loop"] = asyncio.get_running_loop()
+            return "here"
+
+        agent = agent_for(server, tools=[gate, where])
+        first = asyncio.ensure_future(agent.arun("go"))
+        await entered.wait()
+        with pytest.raises(tooloop.BusyError):
+            await agent.arun("second")
+        gate_open.set()
+        result = await first
+        assert seen["loop"] is asyncio.get_running_loop()
+        return result
+
+    assert asyncio.run(main()).text == "end"
