@@ -192,6 +192,10 @@ class _ToolCancelled(Exception):
     """An awaited tool or permission check cancelled with its run (the model reads it as an error result)."""
 
 
+_EMPTY: Any = object()  # no event queued yet
+_END: Any = object()  # the outcome is in
+
+
 class _Pump(Generic[_T]):
     """One blocking operation on a worker thread of its own, its events and outcome handed to the loop.
 
@@ -247,8 +251,12 @@ class _Pump(Generic[_T]):
                 pass
 
     def _push(self, kind: int, value: Any) -> None:
+        # Appended first, the flag read after: a wake-up still pending (True) runs after this append and the
+        # consumer finds the item; a stale False only costs a spare wake-up. So most events take no lock.
+        self._items.append((kind, value))
+        if self._wake_pending:
+            return
         with self._lock:
-            self._items.append((kind, value))
             if self._wake_pending:
                 return
             self._wake_pending = True
@@ -291,9 +299,11 @@ class _Pump(Generic[_T]):
 
     async def _take(self) -> Tuple[int, Any]:
         while True:
-            with self._lock:
-                if self._items:
-                    return self._items.popleft()
+            # deque.popleft is atomic; the lock only guards the wake-up flag (see _push and _wake).
+            try:
+                return self._items.popleft()
+            except IndexError:
+                pass
             waiter = self._loop.create_future()
             self._waiter = waiter
             try:
@@ -303,6 +313,20 @@ class _Pump(Generic[_T]):
                 raise
             finally:
                 self._waiter = None
+
+    def next_nowait(self) -> Any:
+        """The next event if one is queued (the common case: no coroutine step per event), else ``_EMPTY``;
+        ``_END`` once the outcome is in."""
+        if self._outcome is not None:
+            return _END
+        try:
+            kind, value = self._items.popleft()
+        except IndexError:
+            return _EMPTY
+        if kind == 0:
+            return value
+        self._outcome = (kind == 1, value)
+        return _END
 
     async def next(self) -> Tuple[bool, Any]:
         """(True, event), or (False, None) once the outcome is in (then ``outcome()`` has it)."""
@@ -354,8 +378,12 @@ class AsyncAgentStream:
     async def __anext__(self) -> Event:
         if self._finished:
             raise StopAsyncIteration
-        more, event = await self._pump.next()
-        if more:
+        event = self._pump.next_nowait()
+        if event is _EMPTY:
+            more, event = await self._pump.next()
+            if not more:
+                event = _END
+        if event is not _END:
             result: Event = event
             return result
         self._finished = True
@@ -395,8 +423,12 @@ class AsyncMessageStream:
         return self
 
     async def __anext__(self) -> Dict[str, Any]:
-        more, event = await self._pump.next()
-        if more:
+        event = self._pump.next_nowait()
+        if event is _EMPTY:
+            more, event = await self._pump.next()
+            if not more:
+                event = _END
+        if event is not _END:
             result: Dict[str, Any] = event
             return result
         await self._pump.outcome()  # a failed stream raises here rather than stop quietly
