@@ -515,3 +515,32 @@ def test_a_refused_second_arun_leaves_the_first_runs_tools_on_the_loop(mock: Any
         return result
 
     assert asyncio.run(main()).text == "end"
+
+
+def test_cancelling_mid_sync_tool_with_a_timeout_raises_fast_and_answers_the_call(mock: Any) -> None:
+    server = mock({"responses": [tool_reply(("c1", "slow", {})), text_reply("after")]})
+    entered = threading.Event()
+
+    def slow() -> str:
+        """Slow."""
+        entered.set()
+        time.sleep(3)
+        return "late"
+
+    agent = agent_for(server)
+    agent.add_tool(tooloop.tool(slow, timeout=60))
+
+    async def main() -> float:
+        task = asyncio.ensure_future(agent.arun("go"))
+        while not entered.is_set():
+            await asyncio.sleep(0.01)
+        started = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.monotonic() - started
+
+    elapsed = asyncio.run(main())
+    assert elapsed < 0.2
+    assert_valid_view(agent.messages)
+    assert agent.messages[-1]["content"][0]["tool_use_id"] == "c1"
