@@ -1,11 +1,12 @@
 """asyncio on top of the blocking core: ``Agent.arun``/``astream``, ``Client.acreate``/``astream``.
 
 Why threads: the core runs a whole run (requests, tools, retries) as blocking calls with the GIL released;
-there is no step engine a loop could drive without blocking. So each async run gets one worker thread of
-its own that makes exactly the calls the sync API makes (``_Agent.start(input, True)`` and its handle, or the
-raw client's), and hands what comes out to the caller's loop with ``loop.call_soon_threadsafe``, coalesced:
-one wake-up of the loop per batch of events, not per event. The loop thread itself only ever calls
-non-blocking methods (``cancel()``: a flag) and converts nothing.
+there is no step engine a loop could drive without blocking. So each async run goes on a worker thread
+(``_Workers``: reused, started off the loop) that makes exactly the calls the sync API makes
+(``_Agent.start(input, True)`` and its handle, or the raw client's), and hands what comes out to the caller's
+loop with ``loop.call_soon_threadsafe``, coalesced: one wake-up of the loop per batch of events, not per
+event. The loop thread itself only ever calls non-blocking methods (``cancel()``: a flag) and converts
+nothing.
 
 ``async def`` tools and an ``async def`` permission callable are awaited ON THE CALLER'S LOOP, in the
 caller's context variables (``_Bridge.wait``): the worker schedules them there and waits, with the tool's
