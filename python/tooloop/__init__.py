@@ -78,6 +78,8 @@ __all__ = [
     "__version__",
     "Agent",
     "AgentStream",
+    "AsyncAgentStream",
+    "AsyncMessageStream",
     "SubAgent",
     "Client",
     "MessageStream",
@@ -141,15 +143,20 @@ __all__ = [
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from . import batch
+    from ._aio import AsyncAgentStream, AsyncMessageStream
     from ._client import Client, MessageStream
     from .events import Event
 
 
 def __getattr__(name: str) -> object:
-    if name in ("Client", "MessageStream"):
+    if name in ("AsyncAgentStream", "AsyncMessageStream"):
+        from . import _aio
+
+        value: object = getattr(_aio, name)
+    elif name in ("Client", "MessageStream"):
         from . import _client
 
-        value: object = getattr(_client, name)
+        value = getattr(_client, name)
     elif name == "batch":
         import importlib
 

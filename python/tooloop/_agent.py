@@ -22,9 +22,10 @@ DEFAULT_MODEL = "claude-sonnet-4-6"
 # `typing` is for the type checker only: importing it costs more than the rest of `import tooloop`.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import (Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union,
-                        overload)
+    from typing import (Any, Awaitable, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar,
+                        Union, overload)
 
+    from ._aio import AsyncAgentStream, _Bridge
     from .events import Event
     from .types import (BackgroundCommand, HistoryEntry, Instructions, McpStatus, SessionReport, Skills, Todo)
 
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
     ModelFn = Callable[[Dict[str, Any]], Dict[str, Any]]
     #: A permission check: True allows the call, False denies it, a string denies it with that reason,
     #: ``tooloop.ALLOW_READ_ONLY`` allows it only with no power to write (see ``ALLOW_READ_ONLY``).
-    PermissionFn = Callable[[ToolCall], Union[bool, str, _tooloop._AllowReadOnly]]
+    PermissionFn = Callable[[ToolCall], Union[bool, str, _tooloop._AllowReadOnly,
+                                              Awaitable[Union[bool, str, _tooloop._AllowReadOnly]]]]
     #: User input: text, or a list of content blocks (text, image, ...).
     Input = Union[str, List[Dict[str, Any]]]
     _H = TypeVar("_H", bound="_RunHandle")
@@ -45,10 +47,11 @@ else:
 def __getattr__(name: str) -> object:
     # The type aliases, for code that uses them at run time (tooloop._client does): built on first use.
     if name in ("ModelFn", "PermissionFn", "Input"):
-        from typing import Any, Callable, Dict, List, Union
+        from typing import Any, Awaitable, Callable, Dict, List, Union
 
+        answer = Union[bool, str, _tooloop._AllowReadOnly]
         aliases = {"ModelFn": Callable[[Dict[str, Any]], Dict[str, Any]],
-                   "PermissionFn": Callable[[ToolCall], Union[bool, str, _tooloop._AllowReadOnly]],
+                   "PermissionFn": Callable[[ToolCall], Union[answer, Awaitable[answer]]],
                    "Input": Union[str, List[Dict[str, Any]]]}
         globals().update(aliases)
         return aliases[name]
@@ -90,10 +93,41 @@ def _model_adapter(model: ModelFn) -> Callable[[Dict[str, Any]], Dict[str, Any]]
     return model
 
 
+class _AsyncSlot:
+    """What the callables an agent registered with the core share with it: the ``_aio._Bridge`` of its async
+    runs (None until the first; ``_aio`` loads with ``asyncio``, so sync-only users never pay for it)."""
+
+    __slots__ = ("bridge",)
+
+    def __init__(self) -> None:
+        self.bridge: Optional[_Bridge] = None
+
+    def wait(self, awaitable: Any, timeout: Optional[float]) -> Any:
+        """The awaitable's value: on the loop of the async run in progress, else on a fresh loop."""
+        bridge = self.bridge
+        if bridge is not None:
+            return bridge.wait(awaitable, timeout)
+        from ._tools import _run_awaitable
+
+        return _run_awaitable(awaitable)
+
+
+def _invoker(tool: Tool, slot: _AsyncSlot) -> Callable[[Optional[Dict[str, Any]]], Tuple[Any, bool]]:
+    """The callable the core calls for ``tool``: an ``async def`` tool is awaited on the caller's loop under
+    ``arun``/``astream`` (``_aio``), as before under ``run``."""
+    def invoke(input: Optional[Dict[str, Any]]) -> Tuple[Any, bool]:
+        return tool.invoke(input, awaiter=slot.wait if slot.bridge is not None else None)
+
+    return invoke
+
+
 def _permission_adapter(
-        check: PermissionFn) -> Callable[[str, str, Any], Union[None, str, _tooloop._AllowReadOnly]]:
+        check: PermissionFn,
+        slot: Optional[_AsyncSlot] = None) -> Callable[[str, str, Any], Union[None, str, _tooloop._AllowReadOnly]]:
     def call(id: str, name: str, input: Any) -> Union[None, str, _tooloop._AllowReadOnly]:
-        answer = check(ToolCall(id=id, name=name, input=input))
+        answer: Any = check(ToolCall(id=id, name=name, input=input))
+        if hasattr(answer, "__await__"):  # an async def check: awaited on the async run's loop
+            answer = (slot or _AsyncSlot()).wait(answer, None)
         if answer is True:
             return None
         if answer is ALLOW_READ_ONLY:
@@ -425,12 +459,13 @@ class Agent:
             if key in given:
                 given[key] = convert(given[key])
         self._core = _tooloop._Agent(core_provider, given)
+        self._aio = _AsyncSlot()
         self.set_hooks(hooks)
         for agent_type, sub in (subagents if subagents is not _UNSET and subagents else {}).items():
             if isinstance(sub, SubAgent):
                 for own in sub._own_tools():
                     self._core.add_subagent_tool(agent_type, own.name, own.description, own.input_schema,
-                                                 own.invoke, own.parallel_safe, own.read_only, own.timeout,
+                                                 _invoker(own, self._aio), own.parallel_safe, own.read_only, own.timeout,
                                                  idempotent=own.idempotent)
         self._tools: Dict[str, Tool] = {}
         for t in tools:
@@ -483,7 +518,8 @@ class Agent:
     def add_tool(self, tool: Union[Tool, Callable[..., Any]]) -> Tool:
         """Register a tool (a ``Tool`` or a plain function); returns the Tool."""
         t = as_tool(tool)
-        self._core.register_tool(t.name, t.description, t.input_schema, t.invoke, t.parallel_safe, t.read_only,
+        self._core.register_tool(t.name, t.description, t.input_schema, _invoker(t, self._aio), t.parallel_safe,
+                                 t.read_only,
                                  t.timeout, idempotent=t.idempotent)
         self._tools[t.name] = t
         return t
@@ -581,7 +617,7 @@ class Agent:
 
     def set_permission(self, permission: Optional[PermissionFn]) -> None:
         """Set or clear the permission callable (see the class docs)."""
-        self._core.set_permission(None if permission is None else _permission_adapter(permission))
+        self._core.set_permission(None if permission is None else _permission_adapter(permission, self._aio))
 
     # -- runs ----------------------------------------------------------------------------------------------
 
@@ -609,6 +645,43 @@ class Agent:
     def stream(self, input: Input) -> AgentStream:
         """Like ``run`` but yields events as they happen (see ``AgentStream``)."""
         return AgentStream(self._core.start(input, True), self.model, self._result)
+
+    # -- asyncio (tooloop._aio: a worker thread per run, results and events handed to the caller's loop) ----
+
+    def _bridge(self) -> _Bridge:
+        bridge = self._aio.bridge
+        if bridge is None:
+            from ._aio import _Bridge
+
+            bridge = self._aio.bridge = _Bridge()
+        return bridge
+
+    async def arun(self, input: Input) -> RunResult:
+        """``run`` for asyncio: the same ``RunResult`` and exceptions, the loop never blocked (the run goes on a
+        worker thread of its own). ``async def`` tools and an ``async def`` permission callable are awaited on
+        this loop, in the caller's context; sync tools run on the worker. Cancelling the awaiting task
+        (``task.cancel()``, ``asyncio.wait_for``) cancels the run, waits until it has stopped (without
+        blocking the loop) and raises ``asyncio.CancelledError``, the conversation valid and resumable."""
+        from ._aio import agent_run
+
+        core = self._core
+        return await agent_run(lambda: core.start(input, True), self._result, self._bridge())
+
+    def astream(self, input: Input) -> AsyncAgentStream:
+        """``stream`` for asyncio: ``async for event in agent.astream(...)`` yields the same events as
+        ``stream()``, ending with a ``DoneEvent`` (see ``AsyncAgentStream``; the run starts at once). Call it
+        from a coroutine (it needs the running loop)."""
+        from ._aio import agent_stream
+
+        core = self._core
+        return agent_stream(lambda: core.start(input, True), self._result, self._bridge())
+
+    async def aresume(self) -> RunResult:
+        """``resume`` for asyncio (see ``arun``)."""
+        from ._aio import agent_run
+
+        core = self._core
+        return await agent_run(lambda: core.start(None, True), self._result, self._bridge())
 
     def resume(self) -> RunResult:
         """Continue after a failure, a cancel or max_turns, without new input: unanswered tool calls are

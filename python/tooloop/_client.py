@@ -11,11 +11,14 @@ worker thread); Ctrl+C cancels them.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Union
 
 from . import _tooloop
 from ._agent import ModelFn, _model_adapter, _RunHandle
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from ._aio import AsyncMessageStream
 
 __all__ = ["Client", "MessageStream"]
 
@@ -116,6 +119,26 @@ class Client:
     def stream(self, request: Dict[str, Any]) -> MessageStream:
         """Send ``request`` as a stream; iterate the returned ``MessageStream`` for its events."""
         return MessageStream(self._core.start_stream(request))
+
+    async def acreate(self, request: Optional[Dict[str, Any]] = None, /, **fields: Any) -> Dict[str, Any]:
+        """``create`` for asyncio: ``await client.acreate(**request)`` (or ``acreate(request)``, or both: the
+        keywords win) returns what ``create`` would and raises the same exceptions; the request runs on a
+        worker thread, so the loop is never blocked. Cancelling the awaiting task cancels the request."""
+        from ._aio import create
+
+        body = {**(request or {}), **fields}
+        core = self._core
+        return await create(lambda: core.start_create(body))
+
+    def astream(self, request: Optional[Dict[str, Any]] = None, /, **fields: Any) -> AsyncMessageStream:
+        """``stream`` for asyncio: ``async for event in client.astream(**request)`` yields the same raw events
+        as ``stream()``, then ``await stream.final_message()`` (see ``AsyncMessageStream``). Call it from a
+        coroutine: the request starts at once, on a worker thread."""
+        from ._aio import message_stream
+
+        body = {**(request or {}), **fields}
+        core = self._core
+        return message_stream(lambda: core.start_stream(body))
 
     def __repr__(self) -> str:
         return f"Client(provider={self._core.provider_name!r})"

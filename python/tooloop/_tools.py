@@ -160,8 +160,12 @@ class Tool:
 
         return {"name": self.name, "description": self.description, "input_schema": copy.deepcopy(self.input_schema)}
 
-    def invoke(self, input: Optional[Dict[str, Any]]) -> Tuple[Any, bool]:
+    def invoke(self, input: Optional[Dict[str, Any]], *,
+               awaiter: Optional[Callable[[Any, Optional[float]], Any]] = None) -> Tuple[Any, bool]:
         """Run ``fn(**input)`` for the agent loop and return ``(content, is_error)``.
+
+        An awaitable result (an ``async def`` tool) is awaited by ``awaiter(awaitable, timeout)`` when given (an
+        async run's: on the caller's loop), else on a fresh event loop.
 
         ``content`` is a ``str``, or a list of content-block dicts when the tool returned one (each a dict with a
         ``"type"`` key). str results are returned as is, ``None`` as ``""``, anything else as JSON text. An
@@ -196,16 +200,28 @@ class Tool:
         kwargs = converted
 
         alarm = _Alarm(self.timeout) if self.timeout is not None else None
+        timed_out = False
         try:
             try:
                 result = self.fn(*args, **kwargs)
                 if _isawaitable(result):
-                    result = _run_awaitable(result)
+                    if awaiter is not None:
+                        # Awaited on an async run's loop: that wait keeps the time limit, not the thread alarm.
+                        if alarm is not None:
+                            alarm.disarm()
+                            alarm = None
+                        try:
+                            result = awaiter(result, self.timeout)
+                        except TimeoutError:
+                            timed_out = self.timeout is not None
+                            raise
+                    else:
+                        result = _run_awaitable(result)
             finally:
                 if alarm is not None:
                     alarm.disarm()
         except Exception as e:
-            if alarm is not None and alarm.fired and isinstance(e, TimeoutError):
+            if (timed_out or (alarm is not None and alarm.fired)) and isinstance(e, TimeoutError):
                 # The agent has (or is about to have) answered the call with the same words.
                 limit = f"{self.timeout:.0f} s" if float(self.timeout or 0).is_integer() else f"{self.timeout:.1f} s"
                 return (f"Tool '{self.name}' did not finish within its time limit of {limit} and was told to stop; "

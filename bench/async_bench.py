@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Benchmark of the asyncio API (issue 40), in one run, as ratios.
+
+    python3 bench/async_bench.py [--agents 64] [--runs 3] [--text-chars 4000] [--latency-ms 50]
+
+Part 1 — many agents: N agents (default 64) each stream one run against the mock server (tests/mock), all at
+once, two ways in the same process kind:
+  async    one event loop, ``async for event in agent.astream(...)`` for every agent (asyncio.gather)
+  threads  N threads, ``for event in agent.stream(...)`` each (the sync API), the main thread running a loop
+Both run a ticker coroutine on the loop (it sleeps 5 ms and records how late it woke): the loop's lag, max and
+p99. Reported: wall time, events/s and the throughput ratio async/threads, the lag, and memory per agent
+((peak RSS - RSS after a warm-up run) / N). Each response waits ``--latency-ms`` before its first byte and
+streams its text in small writes (``delay_ms_between``), standing in for a model.
+
+Part 2 — one agent: one run streaming a large text with no delays (every event as fast as the mock sends
+it), ``astream`` against ``stream``: time per event, and the ratio.
+
+Each measurement runs in a fresh interpreter (its memory is its own) against one mock server whose
+scenario is reloaded before each; kinds alternate run by run and the median is reported. Not a test: the
+numbers go in the issue's closing note.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "mock"))
+
+MODEL = "claude-sonnet-4-6"
+
+
+def reply(text: str, **extra: Any) -> Dict[str, Any]:
+    return {"anthropic": {"id": "msg_bench", "type": "message", "role": "assistant", "model": MODEL,
+                          "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+                          "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": len(text) // 4}},
+            **extra}
+
+
+def words(chars: int) -> str:
+    return ("agent loop tool stream delta token " * (chars // 36 + 1))[:chars]
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def peak_bytes() -> int:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+# -- the workers (one per measurement, in a fresh interpreter) -------------------------------------------------
+
+async def ticker(lags: List[float], stop: Any) -> None:
+    import asyncio
+
+    while not stop.is_set():
+        before = time.perf_counter()
+        await asyncio.sleep(0.005)
+        lags.append(time.perf_counter() - before - 0.005)
+
+
+def lag_stats(lags: List[float]) -> Dict[str, float]:
+    ordered = sorted(lags) or [0.0]
+    return {"lag_max_ms": ordered[-1] * 1000, "lag_p99_ms": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
+            "ticks": len(lags)}
+
+
+def work_many(kind: str, url: str, n: int) -> Dict[str, Any]:
+    import asyncio
+    import threading
+
+    import tooloop
+
+    agents = [tooloop.Agent(model=MODEL, base_url=url, api_key="sk-ant-mock", max_retries=0) for _ in range(n)]
+    warm = tooloop.Agent(model=MODEL, base_url=url, api_key="sk-ant-mock", max_retries=0)
+    list(warm.stream("warm up"))  # the first request of the process (imports, TLS-free connect) out of the count
+    asyncio.run(warm.arun("warm up"))  # and the async machinery's first start
+    base = rss_bytes()
+
+    async def consume(agent: Any) -> int:
+        count = 0
+        async for _ in agent.astream("go"):
+            count += 1
+        return count
+
+    def consume_sync(agent: Any, out: List[int]) -> None:
+        count = 0
+        for _ in agent.stream("go"):
+            count += 1
+        out.append(count)
+
+    async def main() -> Dict[str, Any]:
+        lags: List[float] = []
+        stop = asyncio.Event()
+        tick = asyncio.ensure_future(ticker(lags, stop))
+        await asyncio.sleep(0.05)
+        t0 = time.perf_counter()
+        if kind == "async":
+            counts = list(await asyncio.gather(*(consume(a) for a in agents)))
+        else:
+            counts = []
+            threads = [threading.Thread(target=consume_sync, args=(a, counts)) for a in agents]
+            for t in threads:
+                t.start()
+            while any(t.is_alive() for t in threads):
+                await asyncio.sleep(0.01)
+        secs = time.perf_counter() - t0
+        stop.set()
+        await tick
+        return {"seconds": secs, "events": sum(counts), "ok": len(counts), **lag_stats(lags)}
+
+    out = asyncio.run(main())
+    out.update(base=base, peak=peak_bytes())
+    return out
+
+
+def work_one(kind: str, url: str) -> Dict[str, Any]:
+    import asyncio
+
+    import tooloop
+
+    agent = tooloop.Agent(model=MODEL, base_url=url, api_key="sk-ant-mock", max_retries=0)
+    if kind == "astream":
+        async def consume() -> Dict[str, Any]:
+            [_ async for _ in agent.astream("warm up")]  # imports and the first worker thread, not counted
+            t0 = time.perf_counter()
+            events = sum([1 async for _ in agent.astream("go")])
+            return {"seconds": time.perf_counter() - t0, "events": events}
+
+        return asyncio.run(consume())
+    list(agent.stream("warm up"))
+    t0 = time.perf_counter()
+    events = sum(1 for _ in agent.stream("go"))
+    return {"seconds": time.perf_counter() - t0, "events": events}
+
+
+# -- the driver ------------------------------------------------------------------------------------------------
+
+def measure(args: List[str], env: Dict[str, str]) -> Dict[str, Any]:
+    proc = subprocess.run([sys.executable, __file__, "--worker", *args], capture_output=True, text=True, env=env,
+                          timeout=600)
+    if proc.returncode != 0:
+        raise SystemExit(f"worker {args} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--agents", type=int, default=64)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--text-chars", type=int, default=4000, help="text per run in part 1")
+    p.add_argument("--latency-ms", type=int, default=50)
+    p.add_argument("--one-chars", type=int, default=200_000, help="text of part 2's one run")
+    p.add_argument("--worker", nargs="+")
+    a = p.parse_args()
+    if a.worker:
+        part, kind, url, *rest = a.worker
+        out = work_many(kind, url, int(rest[0])) if part == "many" else work_one(kind, url)
+        print(json.dumps(out))
+        return 0
+
+    from mockctl import MockServer
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH")]))}
+    n = a.agents
+    # ~12 writes of the text per run with 15 ms between them: a streamed answer of about 200 ms.
+    streamed = {**reply(words(a.text_chars)), "delay_ms": a.latency_ms, "chunk_size": max(64, a.text_chars // 6),
+                "delay_ms_between": 15}
+    many: Dict[str, List[Dict[str, Any]]] = {"async": [], "threads": []}
+    one: Dict[str, List[Dict[str, Any]]] = {"astream": [], "stream": []}
+    with MockServer() as server:
+        for _ in range(a.runs):
+            for kind in ("async", "threads"):
+                server.load({"responses": [reply("warm")] * 2 + [streamed] * n})
+                many[kind].append(measure(["many", kind, server.base_url, str(n)], env))
+        for _ in range(a.runs):
+            for kind in ("astream", "stream"):
+                server.load({"responses": [reply("warm"), {**reply(words(a.one_chars)), "delta_chars": 8}]})
+                one[kind].append(measure(["one", kind, server.base_url], env))
+
+    def med(rows: List[Dict[str, Any]], key: str) -> float:
+        return float(statistics.median(r[key] for r in rows))
+
+    print(f"Part 1: {n} agents streaming at once ({a.text_chars} chars each, {a.latency_ms} ms to first byte), "
+          f"median of {a.runs} runs")
+    print(f"{'kind':8} {'wall s':>7} {'events/s':>9} {'lag max ms':>10} {'lag p99 ms':>10} {'RSS/agent KiB':>13}")
+    rate = {}
+    for kind, rows in many.items():
+        assert all(r["ok"] == n for r in rows), rows
+        rate[kind] = statistics.median(r["events"] / r["seconds"] for r in rows)
+        per_agent = statistics.median((r["peak"] - r["base"]) / n / 1024 for r in rows)
+        print(f"{kind:8} {med(rows, 'seconds'):7.3f} {rate[kind]:9.0f} {med(rows, 'lag_max_ms'):10.1f} "
+              f"{med(rows, 'lag_p99_ms'):10.1f} {per_agent:13.0f}")
+    print(f"throughput async/threads: {rate['async'] / rate['threads']:.2f}  "
+          f"(worst lag max over runs, async: {max(r['lag_max_ms'] for r in many['async']):.1f} ms)")
+    print()
+    print(f"Part 2: one agent, one run of {a.one_chars} chars in 8-char deltas, no delays, median of {a.runs}")
+    per = {}
+    for kind, rows in one.items():
+        per[kind] = statistics.median(r["seconds"] / r["events"] * 1e6 for r in rows)
+        print(f"{kind:8} {med(rows, 'events'):8.0f} events  {med(rows, 'seconds'):.3f} s  {per[kind]:.2f} us/event")
+    print(f"astream/stream per event: {per['astream'] / per['stream']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
