@@ -86,6 +86,15 @@ impl Ledger {
         self.chain().iter().map(|l| lock(&l.state).largest).fold(0.0, f64::max)
     }
 
+    /// Learn that a request elsewhere cost `usd` (another process of a distributed batch): it raises the floor
+    /// of [`largest`](Ledger::largest) here as a settled request of that cost would, without counting any spend.
+    pub fn note_request_cost(&self, usd: f64) {
+        if usd.is_finite() && usd > 0.0 {
+            let mut s = lock(&self.state);
+            s.largest = s.largest.max(usd);
+        }
+    }
+
     /// Whether a request was refused because of this level's cap: the budget it keeps is spent.
     pub fn exhausted(&self) -> bool {
         lock(&self.state).refused
@@ -216,6 +225,10 @@ mod tests {
         let b = Ledger::under(batch.clone());
         a.reserve(Some(0.5), None).unwrap().settle(0.5);
         assert_eq!((a.largest(), b.largest()), (0.5, 0.5), "what one agent paid is known to the others");
+        let spent = batch.spent();
+        a.note_request_cost(0.75);
+        a.note_request_cost(f64::NAN);
+        assert_eq!((a.largest(), batch.spent()), (0.75, spent), "a noted cost is a floor for estimates, not spend");
         assert!(b.reserve(Some(0.6), None).is_none(), "the batch's cap");
         assert!(batch.exhausted() && !b.exhausted());
         assert!(b.reserve(Some(0.2), Some(0.1)).is_none(), "the agent's own cap");

@@ -40,7 +40,7 @@ def _chunk(tasks: List[Dict[str, Any]], options: Optional[Dict[str, Any]], out: 
     b = Batch(tasks, options, out=out, concurrency=threads, budget_usd=budget_usd, check=check, progress=False,
               requests_per_minute=limits.get("requests_per_minute"),
               tokens_per_minute=limits.get("tokens_per_minute"), session_db=session_db)
-    b._ctl.max_request_cost = request_cost
+    b._ctl.ledger.note_request_cost(request_cost)
     b._record_results = False  # the driver writes results.jsonl (one writer, whatever the filesystem)
     b._skip_recorded = False
     return [r.to_dict() for r in b.run()]

@@ -47,6 +47,12 @@ impl PyLedger {
         self.inner.reserved()
     }
 
+    /// Learn that a request of the batch elsewhere (another process) cost `usd`: the estimate of each next
+    /// request counted here is never below it.
+    fn note_request_cost(&self, usd: f64) {
+        self.inner.note_request_cost(usd);
+    }
+
     /// Whether a request was refused because of this ledger's cap.
     #[getter]
     fn exhausted(&self) -> bool {
