@@ -64,6 +64,14 @@ pub(super) fn walker(start: &Path) -> Result<WalkBuilder, String> {
     }
     let mut b = WalkBuilder::new(start);
     b.filter_entry(|e| !e.file_type().is_some_and(|t| t.is_dir()) || ignore_files_regular(e.path()));
+    walk_like_search(&mut b);
+    Ok(b)
+}
+
+/// What `grep` and `glob` walk: hidden files skipped, the workspace's ignore files (not the user's global
+/// one) obeyed with or without git, symlinks not followed. The permission rules' check of a search's tree
+/// (`rules::paths`) walks the same way.
+pub(crate) fn walk_like_search(b: &mut WalkBuilder) {
     b.hidden(true)
         .ignore(true)
         .git_ignore(true)
@@ -72,7 +80,6 @@ pub(super) fn walker(start: &Path) -> Result<WalkBuilder, String> {
         .require_git(false)
         .parents(true)
         .follow_links(false);
-    Ok(b)
 }
 
 /// A glob filter on file names (a pattern without `/`) or on paths relative to the searched folder.

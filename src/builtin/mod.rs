@@ -52,6 +52,7 @@ pub use web_fetch::{FETCH_OUTPUT_CAP_CHARS, MAX_FETCH_BYTES, MAX_REDIRECTS, is_m
 pub use bash::{BashOptions, DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS, OUTPUT_CAP_CHARS, process_containment, run_bash};
 pub use env::{is_secret_name, is_socket_variable, secret_env_values};
 pub use files::MAX_SCAN_BYTES;
+pub(crate) use grep::walk_like_search;
 pub use restore::{FileState, Restored, file_state, restore_file};
 pub use sandbox::{
     DEFAULT_PROTECTED_PATHS, SandboxMode, check_protected_path, default_protected_paths, sandbox_check, sandbox_prompt,

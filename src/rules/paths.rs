@@ -88,15 +88,8 @@ pub(super) fn search_reaches(
     }
     let root = Dir::open_ambient_dir(workspace, cap_std::ambient_authority()).ok();
     let mut walk = ignore::WalkBuilder::new(&start);
-    // The walker of `grep` and `glob` (src/builtin/grep.rs `walker`): keep the two the same.
-    walk.hidden(true)
-        .ignore(true)
-        .git_ignore(true)
-        .git_exclude(true)
-        .git_global(false)
-        .require_git(false)
-        .parents(true)
-        .follow_links(false);
+    // The walker of `grep` and `glob`, the same settings.
+    crate::builtin::walk_like_search(&mut walk);
     for (n, entry) in walk.build().enumerate() {
         let Ok(entry) = entry else { continue };
         let Ok(rel) = entry.path().strip_prefix(workspace) else { continue };
