@@ -9,6 +9,22 @@
 
 static int check_failures = 0;
 
+/* The whole of the file at `path` as a NUL-terminated string (malloc'd: free it), or NULL when it cannot be
+ * read. For `--requests FILE` checks of what the mock server recorded. */
+static inline char *check_read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long size;
+    if (f == NULL) return NULL;
+    fseek(f, 0, SEEK_END);
+    size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = size < 0 ? NULL : (char *)malloc((size_t)size + 1);
+    if (buf != NULL) buf[fread(buf, 1, (size_t)size, f)] = '\0';
+    fclose(f);
+    return buf;
+}
+
 #define CHECK(cond)                                                                      \
     do {                                                                                 \
         if (!(cond)) {                                                                   \

@@ -357,24 +357,8 @@ static int run_agents(void) {
 
 /* ---- --requests FILE: the requests the mock server recorded (mockctl --requests-out). ---- */
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long size;
-    if (f == NULL) return NULL;
-    fseek(f, 0, SEEK_END);
-    size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = (char *)malloc((size_t)size + 1);
-    if (buf != NULL) {
-        buf[fread(buf, 1, (size_t)size, f)] = '\0';
-    }
-    fclose(f);
-    return buf;
-}
-
 static int check_requests(const char *path) {
-    char *all = read_file(path);
+    char *all = check_read_file(path);
     int n, i, summary_requests = 0, count_requests = 0, followups = 0, cancelled_summaries = 0;
     if (all == NULL) {
         fprintf(stderr, "compaction: cannot read %s\n", path);

@@ -23,22 +23,8 @@ static int32_t screenshot(void *userdata, const char *input_json, tooloop_tool_r
                 "\"base64\", \"media_type\": \"image/gif\", \"data\": \"" GIF "\"}}]");
 }
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long size;
-    if (f == NULL) return NULL;
-    fseek(f, 0, SEEK_END);
-    size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = (char *)malloc((size_t)size + 1);
-    if (buf != NULL) buf[fread(buf, 1, (size_t)size, f)] = '\0';
-    fclose(f);
-    return buf;
-}
-
 static int check_requests(const char *path) {
-    char *all = read_file(path);
+    char *all = check_read_file(path);
     char *first = NULL, *second = NULL, *n = NULL;
     CHECK(all != NULL);
     if (all == NULL) return check_exit("content_blocks --requests");

@@ -182,24 +182,8 @@ static void instructions_stay_where_named(void) {
     CHECK(system(path) == 0);
 }
 
-static char *read_all(const char *path) {
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long size;
-    if (f == NULL) return NULL;
-    fseek(f, 0, SEEK_END);
-    size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = (char *)malloc((size_t)size + 1);
-    if (buf != NULL) {
-        buf[fread(buf, 1, (size_t)size, f)] = '\0';
-    }
-    fclose(f);
-    return buf;
-}
-
 static int check_requests(const char *path) {
-    char *all = read_all(path);
+    char *all = check_read_file(path);
     CHECK(all != NULL);
     if (all == NULL) return check_exit("untrusted_text --requests");
     CHECK_CONTAINS(all, "BASE PROMPT");
