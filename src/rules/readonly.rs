@@ -219,7 +219,8 @@ fn sed_script_reads_only(script: &str) -> bool {
                 }
             }
             Some('{' | '}') => j += 1,
-            Some('s') => {
+            // `s/re/text/flags` and `y/abc/xyz/`: two delimited parts; only `s` takes flags (not `w`, `e`).
+            Some(&cmd @ ('s' | 'y')) => {
                 let Some(&d) = c.get(j + 1) else { return false };
                 if d == '\\' || d == '\n' {
                     return false;
@@ -227,18 +228,9 @@ fn sed_script_reads_only(script: &str) -> bool {
                 let Some(k) = regex_end(j + 2, d) else { return false };
                 let Some(k) = regex_end(k, d) else { return false };
                 j = k;
-                while c.get(j).is_some_and(|x| matches!(x, 'g' | 'p' | 'i' | 'I' | '0'..='9')) {
+                while cmd == 's' && c.get(j).is_some_and(|x| matches!(x, 'g' | 'p' | 'i' | 'I' | '0'..='9')) {
                     j += 1;
                 }
-            }
-            Some('y') => {
-                let Some(&d) = c.get(j + 1) else { return false };
-                if d == '\\' || d == '\n' {
-                    return false;
-                }
-                let Some(k) = regex_end(j + 2, d) else { return false };
-                let Some(k) = regex_end(k, d) else { return false };
-                j = k;
             }
             None => {}
             // `e`, `w`, `W`, `r`, `R`, `a`, `i`, `c`, labels and branches, `F`, `v`, …
