@@ -42,6 +42,7 @@ fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The core's option keys, the one list `tooloop.Agent` and the C config are checked against.
     m.add_class::<agent::AllowReadOnly>()?;
     m.add("ALLOW_READ_ONLY", agent::AllowReadOnly)?;
+    m.add("DEFAULT_PROTECTED_PATHS", tooloop::builtin::DEFAULT_PROTECTED_PATHS.to_vec())?;
     m.add("OPTION_KEYS", tooloop::AgentOptions::KEYS.to_vec())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

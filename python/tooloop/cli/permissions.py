@@ -22,7 +22,7 @@ read-only), unless the user ran with ``--allow-config-edits``.
 
 Must never: let a mutating call run in read-only mode, let a protected path be written without the user's
 answer to that very call, or block forever once the run is cancelled.
-Standard library only.
+The standard library and the tooloop package only.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional, Protocol, Set, Tuple, Union
+
+from tooloop import DEFAULT_PROTECTED_PATHS
 
 if TYPE_CHECKING:
     from tooloop import Agent, AllowReadOnly, ToolCall
@@ -352,7 +354,8 @@ def choose(mode: Optional[str], stdin_is_tty: bool) -> str:
 #: Inside the workspace, what decides what the agent may run: tooloop's and Claude Code's settings, hooks
 #: and skills, the project's MCP servers, git's hooks and configuration (``core.hooksPath``, aliases,
 #: ``core.fsmonitor`` run programs). ``.git/hooks`` and ``.git/config`` count in nested repositories too.
-PROTECTED_IN_WORKSPACE = (".tooloop", ".claude", ".mcp.json", ".git/hooks", ".git/config")
+#: The library's own list (``tooloop.DEFAULT_PROTECTED_PATHS``, what bash's sandbox shows read-only).
+PROTECTED_IN_WORKSPACE = tuple(DEFAULT_PROTECTED_PATHS)
 
 #: The built-in tools that write a file, and the input fields that name it (the core's ``builtin/files.rs``).
 WRITE_TOOLS: Dict[str, Tuple[str, ...]] = {"write_file": ("path",), "edit_file": ("path",)}
