@@ -121,6 +121,7 @@ impl Agent {
         child.set_permission(lock(&self.permission).clone());
         child.set_hooks(lock(&self.hooks).for_child());
         *lock(&child.rules) = lock(&self.rules).clone();
+        *lock(&child.workspace) = lock(&self.workspace).clone();
         let parent_id = call.id.clone();
         let mut forward = |ev: &Event| {
             on_event(&Event::Subagent {

@@ -440,21 +440,18 @@ impl Agent {
         Ok(stop)
     }
 
-    /// The state of the file a built-in `write_file`/`edit_file` call is about to change (`None` for other
-    /// calls, calls that will not run, or a path the tool will refuse anyway).
+    /// The state of the file a call of a write-kind tool ([`crate::tools::ToolKind::Write`]: the built-in
+    /// `write_file` and `edit_file`, or a host's own) is about to change: `None` for other calls, calls that
+    /// will not run, or a path outside the workspace.
     fn file_state_before(&self, call: &ToolUseBlock, runs: bool) -> Option<crate::builtin::FileState> {
-        if !runs || !matches!(call.name.as_str(), "write_file" | "edit_file") {
+        if !runs {
             return None;
         }
-        let workspace = {
-            let builtin = lock(&self.builtin);
-            let (opts, _) = builtin.as_ref()?;
-            if !opts.names.is_empty() && !opts.names.iter().any(|n| n == &call.name) {
-                return None; // a host tool of that name, not the built-in
-            }
-            opts.workspace.clone()
-        };
-        let path = call.input.get("path")?.as_str()?;
+        let tool = self.tools.get(&call.name)?;
+        let path = tool.kind.written_path(&call.input)?;
+        // The built-in tools resolve their paths in their own workspace; a host's tool in the agent's.
+        let workspace = lock(&self.builtin).as_ref().map(|(o, _)| o.workspace.clone());
+        let workspace = workspace.or_else(|| lock(&self.workspace).clone())?;
         let ws = crate::builtin::Workspace::new(&workspace).ok()?;
         crate::builtin::file_state(&ws, path, FILE_CHANGE_BEFORE_CAP).ok()
     }
