@@ -132,7 +132,16 @@ impl Agent {
             .collect();
         if progress_guard.is_some() {
             state.progress.set_not_idempotent(not_idempotent.clone());
-            state.progress.set_command_tool(self.tools.get("bash").map(|_| "bash"));
+            let kinds = calls.iter().filter_map(|c| self.tools.get(&c.name).map(|t| (c.name.clone(), t.kind)));
+            state.progress.set_kinds(kinds.collect());
+            let shell = self
+                .tools
+                .names()
+                .into_iter()
+                .find(|n| self.tools.get(n).is_some_and(|t| t.kind == crate::tools::ToolKind::Shell));
+            state.progress.set_command_tool(shell.as_deref());
+            // The note names the tool that writes a file whole: a thing the kind does not tell (edit_file is of
+            // kind write too), so the built-in's name does.
             state.progress.set_write_tool(self.tools.get("write_file").map(|_| "write_file"));
             state.progress.begin_turn(calls);
         }
