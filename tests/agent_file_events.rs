@@ -229,3 +229,25 @@ fn a_host_tool_of_kind_write_reports_its_change_like_write_file_and_can_be_undon
     assert_eq!(std::fs::read_to_string(ws.0.join("notes.txt")).unwrap(), "old notes\n");
     assert!(!ws.0.join("fresh.txt").exists());
 }
+
+#[test]
+fn an_edit_rule_covers_a_host_tool_of_kind_write_by_its_path_field() {
+    let ws = Ws::new("hostrule");
+    std::fs::create_dir_all(ws.0.join("private")).unwrap();
+    let steps = [
+        json!({"name": "save", "input": {"file": "private/key.txt", "text": "x"}}),
+        json!({"name": "save", "input": {"file": "open.txt", "text": "y"}}),
+        json!("done"),
+    ];
+    let mock = MockServer::start(&scripted("host write tool rules", &steps));
+    let options = json!({"model": "claude-sonnet-4-6", "api_key": "sk-ant-mock", "base_url": mock.base_url(),
+        "workspace": ws.0, "max_turns": 12, "stream": false, "permission_rules": {"deny": ["Edit(private/**)"]}});
+    let agent = AgentOptions::from_value(options).unwrap().build().unwrap();
+    agent.tools().register(host_writer(&ws.0, "save", Some("write"))).unwrap();
+    let result = agent.run("save", &mut |_| {}).unwrap();
+    assert!(result.tool_calls[0].denied, "{:?}", result.tool_calls[0]);
+    assert!(result.tool_calls[0].output.as_str().unwrap().contains("Edit(private/**)"));
+    assert!(!ws.0.join("private/key.txt").exists());
+    assert!(!result.tool_calls[1].denied);
+    assert!(ws.0.join("open.txt").exists());
+}

@@ -19,6 +19,7 @@ pub(super) enum Gate {
 /// The checks before one call, in order: the permission rules, `before_tool`, the permission callable.
 pub(super) fn gate(
     call: &ToolUseBlock,
+    kind: &crate::tools::ToolKind,
     rules: Option<&(Arc<crate::rules::PermissionRules>, std::path::PathBuf)>,
     hooks: &crate::hooks::Hooks,
     permission: Option<&PermissionHook>,
@@ -27,7 +28,7 @@ pub(super) fn gate(
     use crate::hooks::BeforeTool;
     use crate::rules::RuleDecision;
     let decide = |input: &Value| match rules {
-        Some((r, ws)) => r.decide(&call.name, input, ws),
+        Some((r, ws)) => r.decide_kind(&call.name, kind, input, ws),
         None => RuleDecision::NoMatch,
     };
     let mut decision = decide(&call.input);
@@ -192,7 +193,8 @@ impl Agent {
                 // bash_output answers with what arrived since the last read, so the same call again is a
                 // poll, not a runaway: the runaway guard leaves it alone (a poll that brings nothing new is
                 // progress detection's to judge, on its result). A tool marked not idempotent is left alone by
-                // both.
+                // both. (The name, not a flag: that a repeat is a poll here but judged by its result there is
+                // bash_output's own; a host's poll says `idempotent: false`.)
                 let count = if call.name == "bash_output" || not_idempotent.contains(&call.name) {
                     state.repeats.last = None;
                     state.repeats.count = 0;
@@ -248,7 +250,8 @@ impl Agent {
                     outcomes[k] =
                         Some(CallOutcome::error("interrupted: the run was cancelled before this tool call ran"));
                 } else {
-                    match gate(call, rules.as_ref(), &hooks, permission.as_ref(), on_event) {
+                    let kind = self.tools.get(&call.name).map(|t| t.kind).unwrap_or_default();
+                    match gate(call, &kind, rules.as_ref(), &hooks, permission.as_ref(), on_event) {
                         Gate::Run(input, read_only) => {
                             effective[k].input = input;
                             confined[k] = read_only;
