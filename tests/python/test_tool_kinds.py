@@ -112,3 +112,42 @@ def test_a_kind_that_does_not_fit_the_tool_is_refused_when_the_tool_is_made() ->
     assert (made.kind, made.path_field) == ("write", "dest")
     assert tooloop.tool(save, kind="write").path_field == "path", "path is the default field"
     assert tooloop.tool(save, kind="read").read_only
+
+
+def _agent_with_a_host_writer(tmp_path: Path) -> Any:
+    @tooloop.tool(kind="write", path_field="target")
+    def save_note(target: str, text: str) -> str:
+        """Save a note."""
+        return "saved"
+
+    return tooloop.Agent(model="claude-sonnet-4-6", api_key="sk-ant-x", tools=[save_note], workspace=str(tmp_path))
+
+
+def test_the_cli_renderer_draws_a_host_tool_of_kind_write_by_its_path_like_write_file(tmp_path: Path) -> None:
+    # The `tooloop` command has no host tools of its own (only MCP servers' tools, which cannot say they write a
+    # path): its renderer is tested bound to a library agent that has one.
+    import io
+
+    from tooloop.cli.render import Renderer
+
+    out = io.StringIO()
+    renderer = Renderer(out, color=False, unicode=False)
+    renderer.question_wait = 0   # the question's call was not drawn as a tool_use first: no need to wait for it
+    renderer.bind(_agent_with_a_host_writer(tmp_path))
+    renderer.tool_use("save_note", {"target": "notes/today.md", "text": "a long note\n" * 20}, "t1")
+    renderer.permission_request("save_note", {"target": "notes/today.md", "text": "hi"}, "t2")
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "* save_note(notes/today.md)", lines
+    assert lines[1] == "* save_note(notes/today.md)", lines
+    assert lines[2] == "  write notes/today.md:", lines
+    assert '"text": "hi"' in lines[4], lines
+
+
+def test_a_host_tool_of_kind_write_cannot_write_a_protected_path_under_the_cli_policy(tmp_path: Path) -> None:
+    from tooloop.cli.permissions import AutoPolicy, Observed, Protected
+
+    policy = Observed(AutoPolicy(), lambda *a: None, protected=Protected(tmp_path, config_dir=tmp_path / "cfg"))
+    policy.bind(_agent_with_a_host_writer(tmp_path))
+    refused = policy({"name": "save_note", "input": {"target": ".tooloop/settings.json", "text": "{}"}, "id": "1"})
+    assert isinstance(refused, str) and ".tooloop/ is protected" in refused
+    assert policy({"name": "save_note", "input": {"target": "notes.md", "text": "x"}, "id": "2"}) is True
