@@ -216,6 +216,12 @@ typedef int32_t (*tooloop_permission_fn)(void *userdata, const char *call_json, 
 typedef int32_t (*tooloop_tool_fn)(void *userdata, const char *input_json, tooloop_tool_result *result);
 
 /**
+ * What a tool does, for `tooloop_agent_set_tool_kind`: one of the `TOOLOOP_TOOL_KIND_*` codes (never
+ * renumbered).
+ */
+typedef int32_t tooloop_tool_kind;
+
+/**
  * `tooloop_event.type`: a model request is about to go out. json: `{"type":"turn_start","turn":1}`.
  */
 #define TOOLOOP_EVENT_TURN_START 1
@@ -300,9 +306,9 @@ typedef int32_t (*tooloop_tool_fn)(void *userdata, const char *input_json, toolo
 #define TOOLOOP_EVENT_APPROVAL_REQUEST 13
 
 /**
- * A built-in file tool (`write_file`, `edit_file`) changed a file; comes before the call's
- * TOOLOOP_EVENT_TOOL_RESULT. `kind`: `"created"`, `"modified"` or `"deleted"`; `path` is relative to the
- * workspace; `before` the content before when it was UTF-8 text, else `before_base64`; both null when the file
+ * A tool of kind write (`write_file`, `edit_file`, or a host's own: `tooloop_agent_set_tool_kind`) changed a
+ * file; comes before the call's TOOLOOP_EVENT_TOOL_RESULT. `kind`: `"created"`, `"modified"` or `"deleted"`;
+ * `path` is relative to the workspace; `before` the content before when it was UTF-8 text, else `before_base64`; both null when the file
  * did not exist or `before_too_large` (over 8 MiB). json: `{"type":"file_change","id":"toolu_...",
  * "name":"edit_file","path":"src/a.c","kind":"modified","before":"...","before_base64":null,
  * "before_mode":420,"before_too_large":false}`.
@@ -479,6 +485,34 @@ typedef int32_t (*tooloop_tool_fn)(void *userdata, const char *input_json, toolo
  * valid.
  */
 #define TOOLOOP_OUTPUT_INVALID 40
+
+/**
+ * Nothing the library knows of (every tool's kind until set): judged by its results alone.
+ */
+#define TOOLOOP_TOOL_KIND_OTHER 0
+
+/**
+ * Reads (like `read_file`): changes nothing (the tool is also marked read-only), and progress detection
+ * counts a call as looking, not as a check run after a change.
+ */
+#define TOOLOOP_TOOL_KIND_READ 1
+
+/**
+ * Writes the workspace file named by the string field `path_field` of its input (like `write_file`): each
+ * call that succeeds is followed by a `TOOLOOP_EVENT_FILE_CHANGE` event with what the file held before
+ * (for undo and diffs), progress detection counts it as a change, and an `Edit` permission rule covers it.
+ */
+#define TOOLOOP_TOOL_KIND_WRITE 2
+
+/**
+ * Runs a shell command (like `bash`).
+ */
+#define TOOLOOP_TOOL_KIND_SHELL 3
+
+/**
+ * Reaches the network (like `web_fetch`).
+ */
+#define TOOLOOP_TOOL_KIND_NETWORK 4
 
 #ifdef __cplusplus
 extern "C" {
@@ -1087,6 +1121,23 @@ tooloop_status tooloop_agent_add_tool(tooloop_agent *agent,
  * `TOOLOOP_INVALID_UTF8`, `TOOLOOP_PANIC`. Threads: the agent's thread, not during a run.
  */
 tooloop_status tooloop_agent_set_tool_idempotent(tooloop_agent *agent, const char *name, int32_t idempotent);
+
+/**
+ * Say what the tool `name` (a C tool, or any other registered tool) does: `kind` is one of the
+ * `TOOLOOP_TOOL_KIND_*` codes; `path_field` names the input field holding the path a
+ * `TOOLOOP_TOOL_KIND_WRITE` tool writes (a `"type": "string"` property of its schema; relative to the
+ * config's `"workspace"`, else the current folder, or absolute inside it) and must be NULL for the other
+ * kinds. The built-in tools have theirs already. Call it after registering the tool and before a run.
+ * `path_field` is copied.
+ *
+ * Statuses: `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `name`, no tool of that name, an unknown `kind`, a
+ * `path_field` missing for `TOOLOOP_TOOL_KIND_WRITE`, given for another kind, or not a string property of
+ * the schema), `TOOLOOP_INVALID_UTF8`, `TOOLOOP_PANIC`. Threads: the agent's thread, not during a run.
+ */
+tooloop_status tooloop_agent_set_tool_kind(tooloop_agent *agent,
+                                           const char *name,
+                                           tooloop_tool_kind kind,
+                                           const char *path_field);
 
 /**
  * Limit each call of the tool `name` (a C tool, or any other registered tool) to `seconds`: the callback

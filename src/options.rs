@@ -557,6 +557,7 @@ impl AgentOptions {
         let sandbox = builtin.as_ref().map(|b| (b.sandbox, b.network));
         let parts = Parts { builtin, tools: Vec::new(), sandbox, secrets: None };
         let agent = Agent::build(provider, config, parts)?;
+        agent.set_workspace(self.workspace_dir().ok());
         if self.planning.is_some() {
             agent.tools().register(crate::todo::tool())?;
         }

@@ -52,6 +52,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
+use crate::tools::ToolKind;
 use crate::types::{ContentBlock, Request, ToolUseBlock};
 
 /// How patient the progress detection is, once it is on (`stop_after` 2, `wrap_up` on by default).
@@ -202,6 +203,8 @@ pub struct Progress {
     unstick: bool,
     /// The tools marked not idempotent: their calls are never judged (see [`Progress::set_not_idempotent`]).
     not_idempotent: HashSet<String>,
+    /// What each tool does (see [`Progress::set_kinds`]); a tool not in it is [`ToolKind::Other`].
+    kinds: HashMap<String, ToolKind>,
 }
 
 /// A line of a file that a failure's output points at (a traceback's frame, a compiler's `path:line:`).
@@ -229,6 +232,17 @@ impl Progress {
     /// of them never completes a cycle.
     pub fn set_not_idempotent(&mut self, names: HashSet<String>) {
         self.not_idempotent = names;
+    }
+
+    /// What the tools do, by name: a read-kind call is looking, not running a check; a write-kind call
+    /// changes the file its `path_field` names; a shell-kind call passes or fails by its exit code. The
+    /// loop sets it from the registry; a tool not named is judged by its results alone.
+    pub fn set_kinds(&mut self, kinds: HashMap<String, ToolKind>) {
+        self.kinds = kinds;
+    }
+
+    fn kind_of(&self, call: &ToolUseBlock) -> ToolKind {
+        self.kinds.get(&call.name).cloned().unwrap_or_default()
     }
 
     /// A new turn with these calls begins. Looks for a cycle the turn completes.
@@ -276,21 +290,22 @@ impl Progress {
     pub fn see(&mut self, call: &ToolUseBlock, content: &Value, is_error: bool) {
         let key = (call.name.clone(), call.input.to_string());
         let text = result_text(content);
-        self.turn_failed |= failure_counts(call, &text, is_error);
-        let why = if unchanged_write(call, &text, is_error) {
+        let kind = &self.kind_of(call);
+        self.turn_failed |= failure_counts(kind, &text, is_error);
+        let why = if unchanged_write(kind, call, &text, is_error) {
             // The model's own earlier write or change, made again (a first write that finds the content there
             // is not).
-            self.rewrote_same |= self.results.contains_key(&key) || self.changed.contains(&path_of(call));
+            self.rewrote_same |= self.results.contains_key(&key) || self.changed.contains(&path_of(kind, call));
             Some(self.unchanged_why(call))
         } else if self.failed_the_same_after_a_change(call, &key, &text, is_error) {
             None
         } else if self.results.get(&key) == Some(&text) {
-            self.passed_again |= passed(call, &text, is_error);
+            self.passed_again |= passed(kind, &text, is_error);
             self.repeated_error |= is_error;
             self.failed_again |= is_error;
-            Some(same_result(call, &text, is_error))
+            Some(same_result(kind, call, &text, is_error))
         } else {
-            if passed(call, &text, is_error) && self.results.contains_key(&key) && !self.idle.contains(&key) {
+            if passed(kind, &text, is_error) && self.results.contains_key(&key) && !self.idle.contains(&key) {
                 self.passes_now = Some(describe(call));
             }
             None
@@ -319,17 +334,18 @@ impl Progress {
     pub fn again(&mut self, call: &ToolUseBlock, content: &Value, is_error: bool) -> Option<String> {
         let key = (call.name.clone(), call.input.to_string());
         let text = result_text(content);
-        self.turn_failed |= failure_counts(call, &text, is_error);
-        let why = if unchanged_write(call, &text, is_error) {
+        let kind = &self.kind_of(call);
+        self.turn_failed |= failure_counts(kind, &text, is_error);
+        let why = if unchanged_write(kind, call, &text, is_error) {
             self.rewrote_same = true;
             Some(self.unchanged_why(call))
         } else if self.failed_the_same_after_a_change(call, &key, &text, is_error) {
             None
         } else {
             let same = self.results.get(&key) == Some(&text);
-            self.passed_again |= same && passed(call, &text, is_error);
+            self.passed_again |= same && passed(kind, &text, is_error);
             self.failed_again |= same && is_error;
-            same.then(|| same_result(call, &text, is_error))
+            same.then(|| same_result(kind, call, &text, is_error))
         };
         if let Some(why) = &why {
             self.last_stall = capitalize(why);
@@ -362,17 +378,20 @@ impl Progress {
     /// does not call for the wrap-up yet: a small model rewrites its file instead of running the test the task
     /// asked for.
     fn unchanged_why(&mut self, call: &ToolUseBlock) -> String {
+        let kind = &self.kind_of(call);
+        // Only the built-in write_file and edit_file say that they changed nothing (see `unchanged_write`), each
+        // in its own way: their names tell which.
         if !self.ran_since_change && !self.changed.is_empty() && self.run_hint == RunHint::No {
             self.run_hint = RunHint::ThisTurn;
             self.hint_write = call.name == "write_file";
-            self.hint_path = path_of(call);
+            self.hint_path = path_of(kind, call);
         }
         if call.name == "edit_file" {
-            self.noop_edit = Some(path_of(call));
+            self.noop_edit = Some(path_of(kind, call));
             format!("{} would change nothing: its old_text and new_text are the same", describe(call))
         } else {
             // Written whole, as proposed, with the same content: proposing it again says nothing new.
-            if self.noop_edit.as_deref() == Some(path_of(call).as_str()) {
+            if self.noop_edit.as_deref() == Some(path_of(kind, call).as_str()) {
                 self.noop_edit = None;
             }
             format!("{} wrote exactly the content the file already had, so nothing changed", describe(call))
@@ -417,23 +436,25 @@ impl Progress {
 
     /// Keeps what changed and what ran: a write or edit that changed a file, or any call that runs something.
     fn track(&mut self, call: &ToolUseBlock, key: &(String, String), text: &str, is_error: bool) {
-        if failure_counts(call, text, is_error) {
+        let kind = &self.kind_of(call);
+        if failure_counts(kind, text, is_error) {
             self.last_failure = describe(call);
         }
-        if unchanged_write(call, text, is_error) || passed(call, text, is_error) {
+        let unchanged = unchanged_write(kind, call, text, is_error);
+        if unchanged || passed(kind, text, is_error) {
             self.idle.insert(key.clone());
         } else {
             self.idle.remove(key);
         }
-        if is_error && !unchanged_write(call, text, is_error) {
+        if is_error && !unchanged {
             self.errored.insert(key.clone());
         } else {
             self.errored.remove(key);
         }
-        match call.name.as_str() {
-            "write_file" | "edit_file" if !is_error && !unchanged_write(call, text, is_error) => {
-                self.changed.insert(path_of(call));
-                self.changed_last = path_of(call);
+        match kind {
+            ToolKind::Write { .. } if !is_error && !unchanged => {
+                self.changed.insert(path_of(kind, call));
+                self.changed_last = path_of(kind, call);
                 self.ran_since_change = false;
                 self.changes += 1;
                 self.last_change = describe(call);
@@ -445,7 +466,8 @@ impl Progress {
                     self.run_hint = RunHint::No;
                 }
             }
-            "write_file" | "edit_file" | "read_file" | "glob" | "grep" => {}
+            // Looking (and a write that failed or changed nothing) runs nothing.
+            ToolKind::Write { .. } | ToolKind::Read => {}
             _ => {
                 self.ran_since_change = true;
                 self.ran_at.insert(key.clone(), self.changes);
@@ -464,7 +486,7 @@ impl Progress {
         text: &str,
         is_error: bool,
     ) -> bool {
-        let same = failure_counts(call, text, is_error)
+        let same = failure_counts(&self.kind_of(call), text, is_error)
             && self.results.get(key).is_some_and(|last| last == text)
             && self.ran_at.get(key).is_some_and(|&at| at != self.changes);
         if same {
@@ -708,28 +730,33 @@ pub fn unstick(request: &mut Request, temperature: f64) {
     }
 }
 
-/// A bash command that exited 0 (its output carries no `exit code: N` line).
-fn passed(call: &ToolUseBlock, text: &str, is_error: bool) -> bool {
-    !is_error && call.name == "bash" && !text.lines().any(|l| l.starts_with("exit code: "))
+/// A call of a shell-kind tool that succeeded: not an error, and no `exit code: N` line (the built-in bash's
+/// way to report a command that exited non-zero).
+fn passed(kind: &ToolKind, text: &str, is_error: bool) -> bool {
+    !is_error && *kind == ToolKind::Shell && !text.lines().any(|l| l.starts_with("exit code: "))
 }
 
-/// Whether a failed call says the task may not be done: a command that failed, or a host's tool that
-/// reported an error. A built-in file tool's error (an old_text that matches nothing, a path that does not
+/// Whether a failed call says the task may not be done: a command that failed, or another tool that
+/// reported an error. A read or write tool's error (an old_text that matches nothing, a path that does not
 /// exist) says only that the call itself was wrong, so it does not keep the wrap-up away: a real model fixed
 /// calc.py with write_file, tried its wrong edit_file once more, then rewrote the fix unchanged until the
 /// guard stopped it.
-fn failure_counts(call: &ToolUseBlock, text: &str, is_error: bool) -> bool {
-    match call.name.as_str() {
-        "edit_file" | "write_file" | "read_file" | "glob" | "grep" => false,
-        "bash" => !passed(call, text, is_error),
+fn failure_counts(kind: &ToolKind, text: &str, is_error: bool) -> bool {
+    match kind {
+        ToolKind::Write { .. } | ToolKind::Read => false,
+        ToolKind::Shell => !passed(kind, text, is_error),
         _ => is_error,
     }
 }
 
 /// A write or edit that changed nothing: the built-in write_file compares before writing and says when the
 /// file already had the content; an edit_file whose old_text and new_text are the same is refused, and one
-/// whose new_text is already where its old_text is not says the edit looks already made.
-fn unchanged_write(call: &ToolUseBlock, text: &str, is_error: bool) -> bool {
+/// whose new_text is already where its old_text is not says the edit looks already made. Those answers are
+/// the built-ins' own wording, so their names decide here; a host's write-kind tool has words of its own.
+fn unchanged_write(kind: &ToolKind, call: &ToolUseBlock, text: &str, is_error: bool) -> bool {
+    if !matches!(kind, ToolKind::Write { .. }) {
+        return false;
+    }
     match call.name.as_str() {
         "write_file" => !is_error && text.starts_with("unchanged "),
         // Or one the built-in edit_file found already made: old_text gone, new_text there (a small model fixed
@@ -742,9 +769,9 @@ fn unchanged_write(call: &ToolUseBlock, text: &str, is_error: bool) -> bool {
     }
 }
 
-/// The path a file tool's call names.
-fn path_of(call: &ToolUseBlock) -> String {
-    call.input.get("path").and_then(Value::as_str).unwrap_or_default().to_string()
+/// The path a write-kind call names (its `path_field`).
+fn path_of(kind: &ToolKind, call: &ToolUseBlock) -> String {
+    kind.written_path(&call.input).unwrap_or_default().to_string()
 }
 
 /// One string per call: its name and exact input.
@@ -848,8 +875,8 @@ fn describe(call: &ToolUseBlock) -> String {
 }
 
 /// The note for a call whose result is the same as its last one.
-fn same_result(call: &ToolUseBlock, text: &str, is_error: bool) -> String {
-    if passed(call, text, is_error) {
+fn same_result(kind: &ToolKind, call: &ToolUseBlock, text: &str, is_error: bool) -> String {
+    if passed(kind, text, is_error) {
         format!("{} already ran before with exactly the same output and it passed (exit code 0)", describe(call))
     } else if is_error {
         format!(
@@ -877,6 +904,13 @@ mod tests {
         ToolUseBlock { id: "t".into(), name: name.into(), input, extra: Default::default() }
     }
 
+    /// A Progress that knows the built-in tools' kinds, as the loop tells it.
+    fn progress() -> Progress {
+        let mut p = Progress::default();
+        p.set_kinds(crate::builtin::NAMES.iter().map(|n| (n.to_string(), crate::tools::builtin_kind(n))).collect());
+        p
+    }
+
     fn turn(p: &mut Progress, calls: &[(ToolUseBlock, &str)]) -> Option<Stall> {
         let only: Vec<ToolUseBlock> = calls.iter().map(|(c, _)| c.clone()).collect();
         p.begin_turn(&only);
@@ -888,7 +922,7 @@ mod tests {
 
     #[test]
     fn new_results_are_progress_and_identical_rewrites_then_same_output_stall_until_stop() {
-        let mut p = Progress::default();
+        let mut p = progress();
         let write = call("write_file", json!({"path": "hello.py", "content": "print(1)"}));
         let run = call("bash", json!({"command": "python3 hello.py"}));
         assert_eq!(turn(&mut p, &[(write.clone(), "created hello.py (8 bytes)")]), None);
@@ -911,7 +945,7 @@ mod tests {
 
     #[test]
     fn a_cycle_is_named_and_one_whose_results_change_is_left_alone() {
-        let mut p = Progress::default();
+        let mut p = progress();
         let a = call("write_file", json!({"path": "a", "content": "1"}));
         let b = call("write_file", json!({"path": "a", "content": "2"}));
         assert_eq!(turn(&mut p, &[(a.clone(), "created a (1 bytes)")]), None);
@@ -927,7 +961,7 @@ mod tests {
             s.note
         );
         // A poll: the same two commands, new output each time.
-        let mut p = Progress::default();
+        let mut p = progress();
         let (x, y) = (call("bash", json!({"command": "date"})), call("bash", json!({"command": "cat log"})));
         for i in 0..6 {
             let c = if i % 2 == 0 { &x } else { &y };
@@ -937,13 +971,13 @@ mod tests {
 
     #[test]
     fn a_change_in_between_starts_the_count_again() {
-        let mut p = Progress::default();
+        let mut p = progress();
         let run = call("bash", json!({"command": "python3 t.py"}));
         assert_eq!(turn(&mut p, &[(run.clone(), "FAIL\nexit code: 1")]), None);
         let s = turn(&mut p, &[(run.clone(), "FAIL\nexit code: 1")]).expect("same failure");
         assert!(s.note.contains("already ran before with exactly the same result"), "{}", s.note);
         // A tool error made again: the note says it will keep failing.
-        let mut q = Progress::default();
+        let mut q = progress();
         let bad = call("edit_file", json!({"path": "calc.py", "old_text": "add(2, 3)", "new_text": "5"}));
         let missing = "old_text was not found in 'calc.py'";
         q.begin_turn(std::slice::from_ref(&bad));
@@ -967,7 +1001,7 @@ mod tests {
 
     #[test]
     fn the_same_call_again_is_told_at_once_but_left_to_the_runaway_guard() {
-        let mut p = Progress::default();
+        let mut p = progress();
         let run = call("bash", json!({"command": "python3 hello.py"}));
         assert_eq!(turn(&mut p, &[(run.clone(), "Hello")]), None);
         p.begin_turn(std::slice::from_ref(&run));
@@ -991,7 +1025,7 @@ mod tests {
 
     #[test]
     fn a_rerun_passing_check_or_an_identical_rewrite_calls_for_one_wrap_up_but_not_after_a_failure_or_when_off() {
-        let mut p = Progress::default();
+        let mut p = progress();
         let write = call("write_file", json!({"path": "hello.py", "content": "print(1)"}));
         let run = call("bash", json!({"command": "python3 hello.py"}));
         assert_eq!(turn(&mut p, &[(write.clone(), "created hello.py (8 bytes)")]), None);
@@ -1003,7 +1037,7 @@ mod tests {
         assert!(turn(&mut p, &[(run.clone(), "1")]).is_some());
         assert!(!p.take_wrap_up(), "once per run");
         // A server that ignores tool_choice none: the wrap-up goes once more, then the run ends.
-        let mut p = Progress::default();
+        let mut p = progress();
         turn(&mut p, &[(run.clone(), "1")]);
         turn(&mut p, &[(run.clone(), "1")]);
         assert!(p.take_wrap_up());
@@ -1015,21 +1049,21 @@ mod tests {
 
         // A rewrite of what the file already held, nothing failing since the change: done too.
         let unchanged = "unchanged hello.py (8 bytes; it already had this content)";
-        let mut p = Progress::default();
+        let mut p = progress();
         assert!(turn(&mut p, &[(write.clone(), unchanged)]).is_some());
         assert!(!p.take_wrap_up(), "a first write that finds its content there is no repeat of the model's own");
         assert_eq!(turn(&mut p, &[(run.clone(), "1")]), None);
         assert!(turn(&mut p, &[(write.clone(), unchanged)]).is_some());
         assert!(p.take_wrap_up(), "an identical rewrite with nothing failing");
         // ... but not after a failing check: the model may still be fixing something.
-        let mut p = Progress::default();
+        let mut p = progress();
         assert_eq!(turn(&mut p, &[(write.clone(), "created hello.py (8 bytes)")]), None);
         assert_eq!(turn(&mut p, &[(run.clone(), "Traceback\nexit code: 1")]), None);
         assert!(turn(&mut p, &[(write.clone(), unchanged)]).is_some());
         assert!(!p.take_wrap_up(), "a rewrite after a failure");
 
         // A check that fails the same way again: the task is not done, the tools stay.
-        let mut p = Progress::default();
+        let mut p = progress();
         let test = call("bash", json!({"command": "python3 t.py"}));
         let look = call("bash", json!({"command": "cat t.py"}));
         for _ in 0..3 {
@@ -1038,7 +1072,7 @@ mod tests {
             assert!(!p.take_wrap_up());
         }
         // Off.
-        let mut p = Progress::default();
+        let mut p = progress();
         let off = ProgressGuard { wrap_up: false, ..ProgressGuard::default() };
         for _ in 0..3 {
             p.begin_turn(std::slice::from_ref(&run));
@@ -1054,7 +1088,7 @@ mod tests {
         // wrap-up then ended the run with the test broken.
         let write = call("write_file", json!({"path": "pal.py", "content": "x"}));
         let unchanged = "unchanged pal.py (1 bytes; it already had this content)";
-        let mut p = Progress::default();
+        let mut p = progress();
         assert_eq!(turn(&mut p, &[(write.clone(), "created pal.py (1 bytes)")]), None);
         let s = turn(&mut p, &[(write.clone(), unchanged)]).expect("an identical rewrite is no progress");
         assert_eq!(
@@ -1068,7 +1102,7 @@ mod tests {
         assert!(p.take_wrap_up(), "the second rewrite: done");
 
         // Something ran since the change: the first rewrite calls for the wrap-up at once.
-        let mut p = Progress::default();
+        let mut p = progress();
         assert_eq!(turn(&mut p, &[(write.clone(), "created pal.py (1 bytes)")]), None);
         assert_eq!(turn(&mut p, &[(call("bash", json!({"command": "python3 pal.py"})), "")]), None);
         let s = turn(&mut p, &[(write.clone(), unchanged)]).expect("no progress");
@@ -1077,7 +1111,7 @@ mod tests {
 
         // With a command tool the note names it; a rewrite of another file than the last one changed names that
         // change; an edit that changes nothing is said as an edit.
-        let mut p = Progress::default();
+        let mut p = progress();
         p.set_command_tool(Some("bash"));
         let test = call("write_file", json!({"path": "test_pal.py", "content": "t"}));
         assert_eq!(turn(&mut p, &[(write.clone(), "created pal.py (1 bytes)")]), None);
@@ -1095,7 +1129,7 @@ mod tests {
     fn a_command_that_failed_and_passes_now_gets_its_note_once() {
         let test = call("bash", json!({"command": "python3 t.py"}));
         let other = call("bash", json!({"command": "ls"}));
-        let mut p = Progress::default();
+        let mut p = progress();
         assert_eq!(turn(&mut p, &[(other.clone(), "t.py")]), None);
         assert_eq!(p.turn_note(), None, "a first run that passes is no news");
         assert_eq!(turn(&mut p, &[(test.clone(), "F\nexit code: 1")]), None);
@@ -1114,7 +1148,7 @@ mod tests {
         let edit =
             |n: u32| call("edit_file", json!({"path": "test_pal.py", "old_text": format!("a{n}"), "new_text": "b"}));
         let fail = "line 7\nAssertionError\nRan 1 test in 0.001s\nFAILED (failures=1)\nexit code: 1";
-        let mut p = Progress::default();
+        let mut p = progress();
         assert_eq!(turn(&mut p, &[(test.clone(), fail)]), None);
         assert_eq!(p.turn_note(), None, "a first failure");
         assert_eq!(turn(&mut p, &[(edit(9), "edited test_pal.py")]), None);
@@ -1175,7 +1209,7 @@ mod tests {
     fn the_same_failure_after_a_change_shows_the_line_of_the_models_own_file_it_points_at() {
         let test = call("bash", json!({"command": "python3 test_pal.py"}));
         let fail = "  File \"/tmp/ws/test_pal.py\", line 7, in t\n    self.assertTrue(p('hello'))\nAssertionError\nexit code: 1";
-        let mut p = Progress::default();
+        let mut p = progress();
         assert_eq!(
             turn(&mut p, &[(call("write_file", json!({"path": "test_pal.py", "content": "a"})), "created")]),
             None
@@ -1205,7 +1239,7 @@ mod tests {
         // A real model wrote hello.py with echo (a syntax error), saw python fail, and wrote it the same way again.
         let echo = call("bash", json!({"command": "echo 'Hello, world!' > hello.py"}));
         let run = call("bash", json!({"command": "python hello.py"}));
-        let mut p = Progress::default();
+        let mut p = progress();
         assert_eq!(turn(&mut p, &[(echo.clone(), "(no output)")]), None);
         assert_eq!(turn(&mut p, &[(run.clone(), "SyntaxError: invalid syntax\nexit code: 1")]), None);
         let stall = turn(&mut p, &[(echo.clone(), "(no output)")]).expect("a repeat");
@@ -1216,7 +1250,7 @@ mod tests {
              again will not change that. If that failure matters, change what causes it.]"
         );
         // With nothing failing, the note still invites the answer.
-        let mut q = Progress::default();
+        let mut q = progress();
         assert_eq!(turn(&mut q, &[(run.clone(), "Hello, world!")]), None);
         let stall = turn(&mut q, &[(run.clone(), "Hello, world!")]).expect("a repeat");
         assert!(stall.note.contains("If the task is done, answer now"), "{}", stall.note);
@@ -1246,7 +1280,7 @@ mod tests {
         let fix = call("edit_file", json!({"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}));
         let same = call("edit_file", json!({"path": "calc.py", "old_text": "a + b", "new_text": "a + b"}));
         let refused = json!("old_text and new_text are the same: the edit would change nothing");
-        let mut p = Progress::default();
+        let mut p = progress();
         p.begin_turn(std::slice::from_ref(&fix));
         p.see(&fix, &json!("edited calc.py: replaced 1 occurrence"), false);
         assert_eq!(p.end_turn(&ProgressGuard::default()), None);
@@ -1262,7 +1296,7 @@ mod tests {
         assert_eq!(p.end_turn(&ProgressGuard::default()), None);
         assert!(p.take_wrap_up(), "the model is done but does not say so");
         // An edit with old_text equal to new_text before any change of the run's own is not a rewrite.
-        let mut p = Progress::default();
+        let mut p = progress();
         p.begin_turn(std::slice::from_ref(&same));
         p.see(&same, &refused, true);
         assert!(p.end_turn(&ProgressGuard::default()).is_some());
@@ -1299,7 +1333,7 @@ mod tests {
 
     #[test]
     fn one_new_call_in_a_turn_is_progress() {
-        let mut p = Progress::default();
+        let mut p = progress();
         let run = call("bash", json!({"command": "ls"}));
         assert_eq!(turn(&mut p, &[(run.clone(), "a")]), None);
         let read = call("read_file", json!({"path": "a"}));
@@ -1313,7 +1347,7 @@ mod tests {
         let test = call("bash", json!({"command": "python3 test_pal.py"}));
         let failing = "AssertionError: False is not true\nexit code: 1";
         let noop = call("edit_file", json!({"path": "test_pal.py", "old_text": "x", "new_text": "x"}));
-        let mut p = Progress::default();
+        let mut p = progress();
         assert_eq!(
             turn(&mut p, &[(call("write_file", json!({"path": "test_pal.py", "content": "x"})), "created")]),
             None
@@ -1329,7 +1363,7 @@ mod tests {
         p.end_turn(&ProgressGuard::default());
         assert!(p.take_unstick());
         // A passing check run again is done, not stuck.
-        let mut p = Progress::default();
+        let mut p = progress();
         let ok = call("bash", json!({"command": "python3 hello.py"}));
         assert_eq!(turn(&mut p, &[(ok.clone(), "hi")]), None);
         assert!(turn(&mut p, &[(ok.clone(), "hi")]).is_some());
@@ -1359,7 +1393,7 @@ mod tests {
         // turns more; the second heard "if the task is done, answer now", and the model answered it was done.
         let echo = call("bash", json!({"command": "echo 'Hello, world!' > hello.py"}));
         let run = call("bash", json!({"command": "python3 hello.py"}));
-        let mut p = Progress::default();
+        let mut p = progress();
         assert_eq!(turn(&mut p, &[(echo.clone(), "(no output)")]), None);
         assert_eq!(turn(&mut p, &[(run.clone(), "SyntaxError: invalid syntax\nexit code: 1")]), None);
         let s = turn(&mut p, &[(echo.clone(), "(no output)")]).expect("a repeat");
@@ -1378,7 +1412,7 @@ mod tests {
         let note = p.again(&run, &json!("SyntaxError: invalid syntax\nexit code: 1"), false).unwrap();
         assert!(note.contains("bash(python3 hello.py) failed the last time it ran"), "{note}");
         // Nothing failing: the usual words.
-        let mut p = Progress::default();
+        let mut p = progress();
         assert_eq!(turn(&mut p, &[(run.clone(), "hi")]), None);
         p.begin_turn(std::slice::from_ref(&run));
         assert!(p.again(&run, &json!("hi"), false).unwrap().contains("If the task is done, answer now"));
@@ -1393,7 +1427,7 @@ mod tests {
         let err = json!("old_text was not found in 'calc.py'.");
         let want = "[tooloop: no progress: edit_file(calc.py) failed again with exactly the same error, and made as \
                     it is it will keep failing: change its input or use another tool.]";
-        let mut p = Progress::default();
+        let mut p = progress();
         let one = std::slice::from_ref(&edit);
         p.begin_turn(one);
         p.see(&edit, &err, true);
@@ -1419,7 +1453,7 @@ mod tests {
         let test = call("write_file", json!({"path": "test_pal.py", "content": "t"}));
         let run = call("bash", json!({"command": "python3 test_pal.py"}));
         let unchanged = "unchanged pal.py (1 bytes; it already had this content)";
-        let mut p = Progress::default();
+        let mut p = progress();
         p.set_command_tool(Some("bash"));
         assert_eq!(turn(&mut p, &[(pal.clone(), "created pal.py (1 bytes)")]), None);
         let s = turn(&mut p, &[(pal.clone(), unchanged)]).expect("a rewrite");
@@ -1447,7 +1481,7 @@ mod tests {
         let noop = call("edit_file", json!({"path": "test_pal.py", "old_text": "f(1", "new_text": "f(1"}));
         let same = "old_text and new_text are the same: the edit would change nothing";
         let failed = "SyntaxError: '(' was never closed\nexit code: 1";
-        let mut p = Progress::default();
+        let mut p = progress();
         p.set_write_tool(Some("write_file"));
         assert_eq!(turn(&mut p, &[(write.clone(), "created test_pal.py (1 bytes)")]), None);
         assert_eq!(turn(&mut p, &[(run.clone(), failed)]), None);
@@ -1470,7 +1504,7 @@ mod tests {
         assert_eq!(turn(&mut p, &[(run.clone(), failed)]), None);
         assert!(p.outstanding_failure().unwrap().ends_with("If that failure matters, change what causes it."));
         // An agent without write_file: the usual words.
-        let mut p = Progress::default();
+        let mut p = progress();
         assert_eq!(turn(&mut p, &[(write, "created test_pal.py (1 bytes)")]), None);
         assert_eq!(turn(&mut p, &[(run, failed)]), None);
         let s = turn(&mut p, &[(noop, same)]).expect("an edit that changes nothing");

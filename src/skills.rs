@@ -147,6 +147,7 @@ impl SkillSet {
             read_only: true,
             confinable: false,
             idempotent: true,
+            kind: crate::tools::ToolKind::Other,
         }
     }
 }

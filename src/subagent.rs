@@ -86,6 +86,7 @@ pub fn tool(types: &BTreeMap<String, SubAgent>) -> Tool {
         read_only: false,
         confinable: false,
         idempotent: true,
+        kind: crate::tools::ToolKind::Other,
     }
 }
 

@@ -143,6 +143,7 @@ pub fn tool() -> Tool {
         read_only: false,
         confinable: false,
         idempotent: true,
+        kind: crate::tools::ToolKind::Other,
     }
 }
 

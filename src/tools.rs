@@ -16,7 +16,10 @@ use crate::cancel::CancelToken;
 use crate::error::{Error, Result};
 use crate::types::{ToolSpec, ToolUseBlock};
 
+mod kind;
 mod timeout;
+
+pub use kind::{KIND_NAMES, ToolKind, builtin_kind};
 
 /// Default cap on a result's size, in bytes of text.
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 50 * 1024;
@@ -102,6 +105,9 @@ pub struct Tool {
     /// such as `roll_dice`, `next_page` or a poll: the runaway and progress guards (`repeat_guard`,
     /// `progress_guard`) never refuse, count or comment on its calls.
     pub idempotent: bool,
+    /// What the tool does ([`ToolKind`]; default [`ToolKind::Other`]): the loop's file-change events,
+    /// progress detection and permission rules read it, never the tool's name.
+    pub kind: ToolKind,
 }
 
 impl std::fmt::Debug for Tool {
@@ -112,6 +118,7 @@ impl std::fmt::Debug for Tool {
             .field("read_only", &self.read_only)
             .field("confinable", &self.confinable)
             .field("idempotent", &self.idempotent)
+            .field("kind", &self.kind)
             .finish()
     }
 }
@@ -168,6 +175,7 @@ impl Tool {
             read_only: false,
             confinable: false,
             idempotent: true,
+            kind: ToolKind::Other,
         })
     }
 
@@ -194,6 +202,18 @@ impl Tool {
     pub fn idempotent(mut self, yes: bool) -> Self {
         self.idempotent = yes;
         self
+    }
+
+    /// Say what the tool does ([`ToolKind`]). [`ToolKind::Read`] also marks it [read-only](Tool::read_only).
+    ///
+    /// # Errors
+    /// [`Error::Config`] when a [`ToolKind::Write`]'s `path_field` is not a string property of the tool's
+    /// input schema.
+    pub fn kind(mut self, kind: ToolKind) -> Result<Self> {
+        kind.check(&self.spec.input_schema).map_err(|m| Error::Config(format!("tool '{}': {m}", self.spec.name)))?;
+        self.read_only |= kind == ToolKind::Read;
+        self.kind = kind;
+        Ok(self)
     }
 
     /// Limit each call to `limit`: the handler runs on a thread of its own, and a call that overruns is

@@ -160,3 +160,94 @@ fn no_permission_callable_means_no_approval_request() {
     agent(&mock, &ws).run("write", &mut |e| events.push(e.clone())).unwrap();
     assert_eq!(names(&events), ["tool_use:toolu_00", "file_change:toolu_00", "tool_result:toolu_00"]);
 }
+
+/// A host's own tool that writes the file named by its `file` field, told to the core as kind "write".
+fn host_writer(ws: &std::path::Path, name: &str, kind: Option<&str>) -> tooloop::Tool {
+    let schema = json!({"type": "object", "properties": {"file": {"type": "string"}, "text": {"type": "string"}},
+        "required": ["file", "text"]});
+    let root = ws.to_path_buf();
+    let tool = tooloop::Tool::new(
+        name,
+        "Save text to a file.",
+        schema.clone(),
+        move |input: &serde_json::Value, _: &tooloop::ToolContext<'_>| {
+            let file = input["file"].as_str().unwrap_or_default();
+            std::fs::write(root.join(file), input["text"].as_str().unwrap_or_default())
+                .map(|()| tooloop::ToolOutput::Text(format!("saved {file}")))
+                .map_err(|e| tooloop::ToolError::Respond(e.to_string()))
+        },
+    )
+    .unwrap();
+    match kind {
+        Some(k) => tool.kind(tooloop::tools::ToolKind::parse(Some(k), Some("file"), &schema).unwrap()).unwrap(),
+        None => tool,
+    }
+}
+
+#[test]
+fn a_host_tool_of_kind_write_reports_its_change_like_write_file_and_can_be_undone() {
+    let ws = Ws::new("hostwrite");
+    std::fs::write(ws.0.join("notes.txt"), "old notes\n").unwrap();
+    let steps = [
+        json!({"name": "save", "input": {"file": "notes.txt", "text": "new notes\n"}}),
+        json!({"name": "save", "input": {"file": "fresh.txt", "text": "x"}}),
+        json!({"name": "plain_save", "input": {"file": "other.txt", "text": "y"}}),
+        json!("done"),
+    ];
+    let mock = MockServer::start(&scripted("host write tool", &steps));
+    let options = json!({"model": "claude-sonnet-4-6", "api_key": "sk-ant-mock", "base_url": mock.base_url(),
+        "workspace": ws.0, "max_turns": 12, "stream": false});
+    let agent = AgentOptions::from_value(options).unwrap().build().unwrap();
+    agent.tools().register(host_writer(&ws.0, "save", Some("write"))).unwrap();
+    // The same tool without a kind: the core cannot know it writes.
+    agent.tools().register(host_writer(&ws.0, "plain_save", None)).unwrap();
+    let mut events = Vec::new();
+    agent.run("save", &mut |e| events.push(e.clone())).unwrap();
+    assert_eq!(
+        names(&events),
+        [
+            "tool_use:toolu_00",
+            "file_change:toolu_00",
+            "tool_result:toolu_00",
+            "tool_use:toolu_01",
+            "file_change:toolu_01",
+            "tool_result:toolu_01",
+            "tool_use:toolu_02",
+            "tool_result:toolu_02",
+        ]
+    );
+    let changes: Vec<&Event> = events.iter().filter(|e| matches!(e, Event::FileChange { .. })).collect();
+    let Event::FileChange { name, path, kind, before, before_mode, .. } = changes[0] else { unreachable!() };
+    assert_eq!((name.as_str(), path.as_str(), *kind), ("save", "notes.txt", FileChangeKind::Modified));
+    assert_eq!(before.as_deref(), Some("old notes\n"));
+    let Event::FileChange { path: created, kind: created_kind, .. } = changes[1] else { unreachable!() };
+    assert_eq!((created.as_str(), *created_kind), ("fresh.txt", FileChangeKind::Created));
+    // Undo from the events alone, as the CLI's /undo does.
+    let root = tooloop::builtin::Workspace::new(&ws.0).unwrap();
+    tooloop::builtin::restore_file(&root, path, before.as_deref().map(str::as_bytes), before_mode.unwrap()).unwrap();
+    tooloop::builtin::restore_file(&root, created, None, 0).unwrap();
+    assert_eq!(std::fs::read_to_string(ws.0.join("notes.txt")).unwrap(), "old notes\n");
+    assert!(!ws.0.join("fresh.txt").exists());
+}
+
+#[test]
+fn an_edit_rule_covers_a_host_tool_of_kind_write_by_its_path_field() {
+    let ws = Ws::new("hostrule");
+    std::fs::create_dir_all(ws.0.join("private")).unwrap();
+    let steps = [
+        json!({"name": "save", "input": {"file": "private/key.txt", "text": "x"}}),
+        json!({"name": "save", "input": {"file": "open.txt", "text": "y"}}),
+        json!("done"),
+    ];
+    let mock = MockServer::start(&scripted("host write tool rules", &steps));
+    let options = json!({"model": "claude-sonnet-4-6", "api_key": "sk-ant-mock", "base_url": mock.base_url(),
+        "workspace": ws.0, "max_turns": 12, "stream": false, "permission_rules": {"deny": ["Edit(private/**)"]}});
+    let agent = AgentOptions::from_value(options).unwrap().build().unwrap();
+    agent.tools().register(host_writer(&ws.0, "save", Some("write"))).unwrap();
+    let result = agent.run("save", &mut |_| {}).unwrap();
+    assert!(result.tool_calls[0].denied, "{:?}", result.tool_calls[0]);
+    assert!(result.tool_calls[0].output.as_str().unwrap().contains("Edit(private/**)"));
+    assert!(!ws.0.join("private/key.txt").exists());
+    assert!(!result.tool_calls[1].denied);
+    assert!(ws.0.join("open.txt").exists());
+}

@@ -557,3 +557,46 @@ fn a_call_that_keeps_failing_the_same_way_is_never_told_if_the_task_is_done_answ
         assert!(!told.contains("If the task is done"), "{told}");
     }
 }
+
+/// write hello.txt, look at it with the host's `peek` tool, write it again unchanged, answer: what the note on
+/// the rewrite says, with `peek` registered of `kind` (None: no kind).
+fn rewrite_after_a_host_look(kind: Option<tooloop::tools::ToolKind>) -> String {
+    let steps = [
+        write("hello.txt", "hi\n"),
+        json!({"name": "peek", "input": {"path": "hello.txt"}}),
+        write("hello.txt", "hi\n"),
+        json!("done"),
+    ];
+    let mock = MockServer::start(&scripted("host read tool", &steps));
+    let ws = Ws::new(if kind.is_some() { "peek-read" } else { "peek-none" });
+    let options = json!({"model": "claude-sonnet-4-6", "api_key": "sk-ant-mock", "base_url": mock.base_url(),
+        "builtin_tools": true, "workspace": ws.0, "sandbox": "off", "max_turns": 12, "stream": false,
+        "progress_guard": {"wrap_up": false}});
+    let agent = AgentOptions::from_value(options).unwrap().build().unwrap();
+    let root = ws.0.clone();
+    let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]});
+    let peek = tooloop::Tool::new("peek", "Show a file.", schema, move |i: &Value, _: &tooloop::ToolContext<'_>| {
+        Ok(tooloop::ToolOutput::Text(std::fs::read_to_string(root.join(i["path"].as_str().unwrap())).unwrap()))
+    })
+    .unwrap();
+    agent
+        .tools()
+        .register(match kind {
+            Some(k) => peek.kind(k).unwrap(),
+            None => peek,
+        })
+        .unwrap();
+    agent.run("write hello.txt", &mut |_| {}).unwrap();
+    last_result(&mock.requests(), 3)
+}
+
+#[test]
+fn a_host_tool_of_kind_read_is_looking_like_read_file_not_a_check_run_after_the_change() {
+    // Reading the file is not running it: the rewrite's note asks for the check, as after a read_file.
+    let told = rewrite_after_a_host_look(Some(tooloop::tools::ToolKind::Read));
+    assert!(told.contains("Nothing has been run since you wrote it"), "{told}");
+    // A tool of no kind may have run something: the usual note.
+    let told = rewrite_after_a_host_look(None);
+    assert!(!told.contains("Nothing has been run"), "{told}");
+    assert!(told.contains("wrote exactly the content the file already had"), "{told}");
+}

@@ -122,3 +122,28 @@ fn a_plain_allow_keeps_its_power_so_the_read_only_answer_is_what_confines() {
     agent.run("write", &mut |_| {}).unwrap();
     assert_eq!(created(&ws), ["pwned4"]);
 }
+
+#[test]
+fn a_host_tool_of_kind_read_runs_under_a_read_only_approval_and_one_of_no_kind_is_refused() {
+    let steps = [
+        json!({"name": "look", "input": {"path": "notes.txt"}}),
+        json!({"name": "look_unmarked", "input": {"path": "notes.txt"}}),
+        json!("done"),
+    ];
+    let mock = MockServer::start(&scripted("host read tool, read-only approval", &steps));
+    let ws = Ws::new("kind-read-approval");
+    let options = json!({"model": "claude-sonnet-4-6", "api_key": "sk-ant-mock", "base_url": mock.base_url(),
+        "workspace": ws.0, "max_turns": 5, "stream": false});
+    let agent = AgentOptions::from_value(options).unwrap().build().unwrap();
+    let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}});
+    let handler = |_: &Value, _: &tooloop::ToolContext<'_>| Ok(tooloop::ToolOutput::Text("alpha".into()));
+    let look = tooloop::Tool::new("look", "Look.", schema.clone(), handler).unwrap();
+    agent.tools().register(look.kind(tooloop::tools::ToolKind::Read).unwrap()).unwrap();
+    agent.tools().register(tooloop::Tool::new("look_unmarked", "Look.", schema, handler).unwrap()).unwrap();
+    agent.set_permission(Some(Arc::new(|_: &ToolUseBlock| Permission::AllowReadOnly)));
+    let mut events = Vec::new();
+    agent.run("look", &mut |e| events.push(e.clone())).unwrap();
+    let got = results(&events);
+    assert_eq!(got[0], ("look".to_string(), "alpha".to_string(), false));
+    assert!(got[1].2 && got[1].1.contains("not a read-only tool"), "{:?}", got[1]);
+}

@@ -128,6 +128,10 @@ fn stdio_server_tools_are_registered_with_prefixed_names_schemas_and_description
     assert_eq!(echo.spec.input_schema["required"], json!(["text"]));
     assert!(!echo.parallel_safe);
     assert!(registry.get("mcp__test__pid").unwrap().parallel_safe, "readOnlyHint tools are parallel-safe");
+    // The hint gives the kind (what the tool does), not `read_only` (the server's word is no approval).
+    let pid_tool = registry.get("mcp__test__pid").unwrap();
+    assert_eq!((pid_tool.kind.name(), pid_tool.read_only), (Some("read"), false));
+    assert_eq!(echo.kind.name(), None);
     let status = servers.status();
     assert_eq!(status[0].state, McpState::Connected);
     assert_eq!(status[0].protocol_version.as_deref(), Some("2025-11-25"));

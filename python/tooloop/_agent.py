@@ -70,9 +70,14 @@ AllowReadOnly = _tooloop._AllowReadOnly
 
 class ToolInfo(_Record):
     """A registered tool as the core sees it (``Agent.tool_info``): ``read_only`` tools change nothing, so a
-    host may run them without asking; ``parallel_safe`` ones may run concurrently within a turn."""
+    host may run them without asking; ``parallel_safe`` ones may run concurrently within a turn. ``kind`` says
+    what it does (``"read"``, ``"write"``, ``"shell"``, ``"network"``, or None: nothing the library knows of;
+    the built-ins set theirs, see ``tooloop.Tool``), ``path_field`` the input field a ``"write"`` tool's path
+    is in; ``idempotent=False`` tools are left alone by the repetition guards; ``confinable`` ones (the
+    built-in bash) hold themselves to reading when a call is allowed only read-only."""
 
-    __slots__ = ("name", "description", "input_schema", "parallel_safe", "read_only")
+    __slots__ = ("name", "description", "input_schema", "parallel_safe", "read_only", "kind", "path_field",
+                 "idempotent", "confinable")
     _fields = __slots__
 
     name: str
@@ -80,11 +85,17 @@ class ToolInfo(_Record):
     input_schema: Dict[str, Any]
     parallel_safe: bool
     read_only: bool
+    kind: Optional[str]
+    path_field: Optional[str]
+    idempotent: bool
+    confinable: bool
 
     def __init__(self, name: str, description: str, input_schema: Dict[str, Any], parallel_safe: bool,
-                 read_only: bool) -> None:
+                 read_only: bool, kind: Optional[str] = None, path_field: Optional[str] = None,
+                 idempotent: bool = True, confinable: bool = False) -> None:
         self._init(name=name, description=description, input_schema=input_schema, parallel_safe=parallel_safe,
-                   read_only=read_only)
+                   read_only=read_only, kind=kind, path_field=path_field, idempotent=idempotent,
+                   confinable=confinable)
 
 
 def _model_adapter(model: ModelFn) -> Callable[[Dict[str, Any]], Dict[str, Any]]:
@@ -466,7 +477,8 @@ class Agent:
                 for own in sub._own_tools():
                     self._core.add_subagent_tool(agent_type, own.name, own.description, own.input_schema,
                                                  _invoker(own, self._aio), own.parallel_safe, own.read_only, own.timeout,
-                                                 idempotent=own.idempotent)
+                                                 idempotent=own.idempotent, kind=own.kind,
+                                                 path_field=own.path_field)
         self._tools: Dict[str, Tool] = {}
         for t in tools:
             self.add_tool(t)
@@ -520,7 +532,7 @@ class Agent:
         t = as_tool(tool)
         self._core.register_tool(t.name, t.description, t.input_schema, _invoker(t, self._aio), t.parallel_safe,
                                  t.read_only,
-                                 t.timeout, idempotent=t.idempotent)
+                                 t.timeout, idempotent=t.idempotent, kind=t.kind, path_field=t.path_field)
         self._tools[t.name] = t
         return t
 
@@ -540,6 +552,8 @@ class Agent:
         read_only: bool = False,
         timeout: Optional[float] = None,
         idempotent: bool = True,
+        kind: Optional[str] = None,
+        path_field: Optional[str] = None,
     ) -> Tool: ...
 
     @overload
@@ -553,6 +567,8 @@ class Agent:
         read_only: bool = False,
         timeout: Optional[float] = None,
         idempotent: bool = True,
+        kind: Optional[str] = None,
+        path_field: Optional[str] = None,
     ) -> Callable[[Callable[..., Any]], Tool]: ...
 
     def tool(
@@ -565,17 +581,20 @@ class Agent:
         read_only: bool = False,
         timeout: Optional[float] = None,
         idempotent: bool = True,
+        kind: Optional[str] = None,
+        path_field: Optional[str] = None,
     ) -> Union[Tool, Callable[[Callable[..., Any]], Tool]]:
         """Decorator registering a function as a tool: ``@agent.tool`` or ``@agent.tool(name=...,
         read_only=True)``; ``idempotent=False`` for a tool whose same call may bring something new each time
-        (no repetition guard touches it, see ``tooloop.Tool``).
+        (no repetition guard touches it, see ``tooloop.Tool``); ``kind``/``path_field`` say what it does (see
+        ``tooloop.Tool``).
 
         Returns the ``Tool``, which stays callable like the function.
         """
 
         def register(f: Callable[..., Any]) -> Tool:
             made = _make_tool(f, name=name, description=description, parallel_safe=parallel_safe, read_only=read_only,
-                              timeout=timeout, idempotent=idempotent)
+                              timeout=timeout, idempotent=idempotent, kind=kind, path_field=path_field)
             return self.add_tool(made)
 
         if fn is None:
@@ -589,7 +608,9 @@ class Agent:
         if d is None:
             return None
         return ToolInfo(str(d["name"]), str(d.get("description") or ""), dict(d.get("input_schema") or {}),
-                        bool(d.get("parallel_safe")), bool(d.get("read_only")))
+                        bool(d.get("parallel_safe")), bool(d.get("read_only")), kind=d.get("kind"),
+                        path_field=d.get("path_field"), idempotent=bool(d.get("idempotent", True)),
+                        confinable=bool(d.get("confinable")))
 
     @property
     def tools(self) -> List[str]:

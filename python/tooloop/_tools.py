@@ -23,7 +23,39 @@ if TYPE_CHECKING:
     import inspect
     from typing import Any, Callable, Dict, List, Optional, Tuple
 
-__all__ = ["Tool", "tool", "as_tool", "function_schema"]
+__all__ = ["Tool", "tool", "as_tool", "function_schema", "TOOL_KINDS"]
+
+#: What a tool may say it does (``Tool(kind=...)``): reads, writes the file its ``path_field`` names, runs a
+#: shell command, reaches the network.
+TOOL_KINDS = ("read", "write", "shell", "network")
+
+
+def _check_kind(name: str, kind: Optional[str], path_field: Optional[str], schema: Dict[str, Any],
+                read_only: bool) -> Optional[str]:
+    """The ``path_field`` a tool of ``kind`` writes (None for other kinds); ValueError for what does not fit."""
+    if kind is not None and kind not in TOOL_KINDS:
+        raise ValueError(f"tool {name!r}: unknown kind {kind!r}: the kinds are "
+                         + ", ".join(repr(k) for k in TOOL_KINDS))
+    if kind != "write":
+        if path_field is not None:
+            raise ValueError(f"tool {name!r}: path_field is for kind='write' only (it names the input field "
+                             f"holding the path the tool writes), not for kind={kind!r}")
+        return None
+    if read_only:
+        raise ValueError(f"tool {name!r}: a tool of kind 'write' cannot be read_only")
+    raw = schema.get("properties")
+    props: Dict[str, Any] = raw if isinstance(raw, dict) else {}
+    if path_field is None:
+        if isinstance(props.get("path"), dict) and props["path"].get("type") == "string":
+            return "path"   # the usual name: `def save(path: str, ...)`
+        raise ValueError(f"tool {name!r}: kind='write' needs path_field=, the input field holding the path the "
+                         f"tool writes (its properties: {', '.join(props) or 'none'})")
+    if not isinstance(path_field, str) or path_field not in props:
+        raise ValueError(f"tool {name!r}: path_field {path_field!r} is not a property of the input schema "
+                         f"(its properties: {', '.join(props) or 'none'})")
+    if not isinstance(props[path_field], dict) or props[path_field].get("type") != "string":
+        raise ValueError(f"tool {name!r}: path_field {path_field!r} must be a string property of the schema")
+    return path_field
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 
@@ -46,7 +78,7 @@ def _log_tool_error(message: str, *args: Any) -> None:
 
 class Tool:
     """An explicit tool: ``tooloop.Tool(name, description, input_schema, fn, *, parallel_safe=False,
-    read_only=False, timeout=None, idempotent=True)``.
+    read_only=False, timeout=None, idempotent=True, kind=None, path_field=None)``.
 
     ``fn`` is called with the model's input as keyword arguments (``fn(**input)``). Calling the ``Tool`` itself
     calls ``fn`` directly, so a function decorated with ``@tool`` stays usable as a function. ``read_only``
@@ -56,6 +88,13 @@ class Tool:
     ``idempotent=False`` says the same call with the same input may rightly bring something new each time
     (``roll_dice()``, ``next_page()``, a poll): no repetition guard (``Agent(progress_guard=True)``, which the
     ``tooloop`` command turns on) ever refuses, counts or comments on its calls.
+
+    ``kind`` says what the tool does, so the agent treats it like the built-in of that kind: ``"read"`` (like
+    read_file: changes nothing, implies ``read_only``; progress detection counts a call as looking, not as a
+    check run), ``"write"`` (like write_file: each call that succeeds sends a ``file_change`` event with what
+    the file named by its ``path_field`` input held before, so it can be undone with ``tooloop.restore_file``;
+    an ``Edit`` permission rule covers it), ``"shell"`` (like bash) or ``"network"`` (like web_fetch). A
+    ``"write"`` tool's ``path_field`` defaults to ``"path"`` when the schema has a string ``path``.
 
     ``timeout`` (seconds) bounds each call: a call that overruns is answered with an error result at once (the
     run never hangs on a stuck tool), and ``TimeoutError`` is raised inside the still-running function so it
@@ -71,6 +110,8 @@ class Tool:
     read_only: bool
     timeout: Optional[float]
     idempotent: bool
+    kind: Optional[str]
+    path_field: Optional[str]
 
     def __init__(
         self,
@@ -83,6 +124,8 @@ class Tool:
         read_only: bool = False,
         timeout: Optional[float] = None,
         idempotent: bool = True,
+        kind: Optional[str] = None,
+        path_field: Optional[str] = None,
     ) -> None:
         if not isinstance(name, str):
             raise TypeError(f"tool name must be a str, got {type(name).__name__}: {name!r}")
@@ -118,7 +161,9 @@ class Tool:
         self.input_schema = input_schema
         self.fn = fn
         self.parallel_safe = bool(parallel_safe)
-        self.read_only = bool(read_only)
+        self.path_field = _check_kind(name, kind, path_field, input_schema, bool(read_only))
+        self.kind = kind
+        self.read_only = bool(read_only) or kind == "read"
         self.idempotent = bool(idempotent)
         if timeout is not None:
             if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < 1e9:
@@ -137,7 +182,8 @@ class Tool:
                 setattr(self, attr, value)
 
     def __repr__(self) -> str:
-        return f"Tool(name={self.name!r}, parallel_safe={self.parallel_safe!r}, read_only={self.read_only!r})"
+        kind = f", kind={self.kind!r}" if self.kind is not None else ""
+        return f"Tool(name={self.name!r}, parallel_safe={self.parallel_safe!r}, read_only={self.read_only!r}{kind})"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -422,9 +468,12 @@ def tool(
     read_only: bool = False,
     timeout: Optional[float] = None,
     idempotent: bool = True,
+    kind: Optional[str] = None,
+    path_field: Optional[str] = None,
 ) -> Any:
     """Make a ``Tool`` of a function: ``@tool`` or ``@tool(name=..., description=..., parallel_safe=...,
-    read_only=..., timeout=..., idempotent=...)``; ``idempotent=False``: see ``Tool``.
+    read_only=..., timeout=..., idempotent=..., kind=..., path_field=...)``; ``idempotent=False`` and ``kind``
+    (``"read"``, ``"write"`` with ``path_field``, ``"shell"``, ``"network"``): see ``Tool``.
 
     The input schema comes from the type hints (see ``function_schema``), the description from the docstring
     (summary and body, without the ``Args:``/``Returns:``/``Raises:`` sections) unless given.
@@ -433,7 +482,7 @@ def tool(
     def build(f: Callable[..., Any]) -> Tool:
         if isinstance(f, Tool):
             if (name is None and description is None and not parallel_safe and not read_only and timeout is None
-                    and idempotent):
+                    and idempotent and kind is None and path_field is None):
                 return f
             t = Tool(
                 name if name is not None else f.name,
@@ -444,6 +493,8 @@ def tool(
                 read_only=read_only or f.read_only,
                 timeout=timeout if timeout is not None else f.timeout,
                 idempotent=idempotent and f.idempotent,
+                kind=kind if kind is not None else f.kind,
+                path_field=path_field if kind is not None or path_field is not None else f.path_field,
             )
             t._converters = dict(f._converters)
             return t
@@ -471,6 +522,8 @@ def tool(
             read_only=read_only,
             timeout=timeout,
             idempotent=idempotent,
+            kind=kind,
+            path_field=path_field,
         )
         t._converters = built.converters
         return t

@@ -393,8 +393,8 @@ class ApprovalRequestEvent(_Record):
 
 
 class FileChangeEvent(_Record):
-    """A built-in file tool (``write_file``, ``edit_file``) changed a file; comes before the call's
-    ToolResultEvent. ``path`` is relative to the workspace (what ``tooloop.restore_file`` takes), ``kind``
+    """A tool of kind "write" (``write_file``, ``edit_file``, or a host's own) changed a file; comes before the
+    call's ToolResultEvent. ``path`` is relative to the workspace (what ``tooloop.restore_file`` takes), ``kind``
     ``"created"``, ``"modified"`` or ``"deleted"``. What the file was before: ``before`` (its text, when it
     was UTF-8; see ``before_bytes`` for any content) and ``before_mode`` (permission bits), both None when the
     file did not exist; ``before_too_large`` when it was too large (over 8 MiB) to carry."""

@@ -31,6 +31,7 @@ impl Agent {
         for t in parts.tools {
             agent.tools.register(t)?;
         }
+        // The built-in bash by name, not any shell-kind tool: the prompt describes the sandbox only it runs in.
         if let (Some((mode, network)), true) = (parts.sandbox, agent.tools.get("bash").is_some()) {
             let prompt = crate::builtin::sandbox_prompt(mode, network);
             if !prompt.is_empty() {
@@ -121,6 +122,7 @@ impl Agent {
         child.set_permission(lock(&self.permission).clone());
         child.set_hooks(lock(&self.hooks).for_child());
         *lock(&child.rules) = lock(&self.rules).clone();
+        *lock(&child.workspace) = lock(&self.workspace).clone();
         let parent_id = call.id.clone();
         let mut forward = |ev: &Event| {
             on_event(&Event::Subagent {

@@ -19,6 +19,7 @@ pub(super) enum Gate {
 /// The checks before one call, in order: the permission rules, `before_tool`, the permission callable.
 pub(super) fn gate(
     call: &ToolUseBlock,
+    kind: &crate::tools::ToolKind,
     rules: Option<&(Arc<crate::rules::PermissionRules>, std::path::PathBuf)>,
     hooks: &crate::hooks::Hooks,
     permission: Option<&PermissionHook>,
@@ -27,7 +28,7 @@ pub(super) fn gate(
     use crate::hooks::BeforeTool;
     use crate::rules::RuleDecision;
     let decide = |input: &Value| match rules {
-        Some((r, ws)) => r.decide(&call.name, input, ws),
+        Some((r, ws)) => r.decide_kind(&call.name, kind, input, ws),
         None => RuleDecision::NoMatch,
     };
     let mut decision = decide(&call.input);
@@ -132,7 +133,16 @@ impl Agent {
             .collect();
         if progress_guard.is_some() {
             state.progress.set_not_idempotent(not_idempotent.clone());
-            state.progress.set_command_tool(self.tools.get("bash").map(|_| "bash"));
+            let kinds = calls.iter().filter_map(|c| self.tools.get(&c.name).map(|t| (c.name.clone(), t.kind)));
+            state.progress.set_kinds(kinds.collect());
+            let shell = self
+                .tools
+                .names()
+                .into_iter()
+                .find(|n| self.tools.get(n).is_some_and(|t| t.kind == crate::tools::ToolKind::Shell));
+            state.progress.set_command_tool(shell.as_deref());
+            // The note names the tool that writes a file whole: a thing the kind does not tell (edit_file is of
+            // kind write too), so the built-in's name does.
             state.progress.set_write_tool(self.tools.get("write_file").map(|_| "write_file"));
             state.progress.begin_turn(calls);
         }
@@ -183,7 +193,8 @@ impl Agent {
                 // bash_output answers with what arrived since the last read, so the same call again is a
                 // poll, not a runaway: the runaway guard leaves it alone (a poll that brings nothing new is
                 // progress detection's to judge, on its result). A tool marked not idempotent is left alone by
-                // both.
+                // both. (The name, not a flag: that a repeat is a poll here but judged by its result there is
+                // bash_output's own; a host's poll says `idempotent: false`.)
                 let count = if call.name == "bash_output" || not_idempotent.contains(&call.name) {
                     state.repeats.last = None;
                     state.repeats.count = 0;
@@ -239,7 +250,8 @@ impl Agent {
                     outcomes[k] =
                         Some(CallOutcome::error("interrupted: the run was cancelled before this tool call ran"));
                 } else {
-                    match gate(call, rules.as_ref(), &hooks, permission.as_ref(), on_event) {
+                    let kind = self.tools.get(&call.name).map(|t| t.kind).unwrap_or_default();
+                    match gate(call, &kind, rules.as_ref(), &hooks, permission.as_ref(), on_event) {
                         Gate::Run(input, read_only) => {
                             effective[k].input = input;
                             confined[k] = read_only;
@@ -440,21 +452,18 @@ impl Agent {
         Ok(stop)
     }
 
-    /// The state of the file a built-in `write_file`/`edit_file` call is about to change (`None` for other
-    /// calls, calls that will not run, or a path the tool will refuse anyway).
+    /// The state of the file a call of a write-kind tool ([`crate::tools::ToolKind::Write`]: the built-in
+    /// `write_file` and `edit_file`, or a host's own) is about to change: `None` for other calls, calls that
+    /// will not run, or a path outside the workspace.
     fn file_state_before(&self, call: &ToolUseBlock, runs: bool) -> Option<crate::builtin::FileState> {
-        if !runs || !matches!(call.name.as_str(), "write_file" | "edit_file") {
+        if !runs {
             return None;
         }
-        let workspace = {
-            let builtin = lock(&self.builtin);
-            let (opts, _) = builtin.as_ref()?;
-            if !opts.names.is_empty() && !opts.names.iter().any(|n| n == &call.name) {
-                return None; // a host tool of that name, not the built-in
-            }
-            opts.workspace.clone()
-        };
-        let path = call.input.get("path")?.as_str()?;
+        let tool = self.tools.get(&call.name)?;
+        let path = tool.kind.written_path(&call.input)?;
+        // The built-in tools resolve their paths in their own workspace; a host's tool in the agent's.
+        let workspace = lock(&self.builtin).as_ref().map(|(o, _)| o.workspace.clone());
+        let workspace = workspace.or_else(|| lock(&self.workspace).clone())?;
         let ws = crate::builtin::Workspace::new(&workspace).ok()?;
         crate::builtin::file_state(&ws, path, FILE_CHANGE_BEFORE_CAP).ok()
     }

@@ -51,7 +51,8 @@ pub enum Event {
         /// The input the callable is asked about.
         input: Value,
     },
-    /// A built-in file tool (`write_file`, `edit_file`) changed a file in the workspace. Comes after the
+    /// A write-kind tool ([`crate::tools::ToolKind::Write`]: the built-in `write_file` and `edit_file`, or a
+    /// host's own) changed a file in the workspace. Comes after the
     /// call's `tool_use` and before its `tool_result`; carries what the file was before, so a host can keep
     /// undo checkpoints (put it back with [`crate::builtin::restore_file`]) or draw a diff.
     FileChange {

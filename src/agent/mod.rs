@@ -90,6 +90,8 @@ pub struct Agent {
     rules: Mutex<Option<(Arc<crate::rules::PermissionRules>, std::path::PathBuf)>>,
     spend: Mutex<Spend>,
     instructions: Mutex<Option<crate::instructions::Instructions>>,
+    /// Where the paths of write-kind tools resolve, for their file-change events (see [`Agent::set_workspace`]).
+    workspace: Mutex<Option<std::path::PathBuf>>,
 }
 
 /// What the agent has spent, for `max_cost_usd`.
@@ -154,6 +156,7 @@ impl Agent {
             rules: Mutex::new(None),
             spend: Mutex::new(Spend::default()),
             instructions: Mutex::new(None),
+            workspace: Mutex::new(None),
         }
     }
 
@@ -324,6 +327,14 @@ impl Agent {
     /// without built-in tools.
     pub fn background_commands(&self) -> Vec<crate::builtin::BackgroundInfo> {
         lock(&self.builtin).as_ref().map(|(_, b)| b.list()).unwrap_or_default()
+    }
+
+    /// The folder the paths of write-kind tools ([`crate::tools::ToolKind::Write`]) are relative to: each call of
+    /// such a tool that succeeds sends a [`Event::FileChange`] with what its file held before, when the file is
+    /// inside it. [`AgentOptions`](crate::AgentOptions) sets it to its `workspace` (else the current folder);
+    /// the built-in tools' workspace, when they are registered, takes precedence (their paths resolve there).
+    pub fn set_workspace(&self, workspace: Option<std::path::PathBuf>) {
+        *lock(&self.workspace) = workspace;
     }
 
     /// Register the built-in coding tools with these options (see [`crate::builtin::register`]), and keep the

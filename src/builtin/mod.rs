@@ -182,8 +182,11 @@ pub fn register_owned(registry: &ToolRegistry, opts: &BuiltinOptions) -> Result<
             }
             _ => Tool::new(name, description, schema, EditFile { ws })?,
         };
-        let parallel = is_read_only(name) || name == "web_fetch";
-        registry.register(tool.parallel_safe(parallel).read_only(is_read_only(name)).confinable(name == "bash"))?;
+        let kind = crate::tools::builtin_kind(name);
+        let parallel = is_read_only(name) || kind == crate::tools::ToolKind::Network;
+        registry.register(
+            tool.parallel_safe(parallel).read_only(is_read_only(name)).confinable(name == "bash").kind(kind)?,
+        )?;
     }
     Ok(background)
 }
@@ -712,6 +715,21 @@ mod tests {
         register(&registry, &opts).unwrap();
         assert_eq!(registry.names(), NAMES);
         assert!(registry.get("read_file").unwrap().parallel_safe);
+        let kind = |n: &str| registry.get(n).unwrap().kind.name();
+        assert_eq!(
+            ["read_file", "grep", "glob", "write_file", "edit_file", "bash", "web_fetch", "bash_output"].map(kind),
+            [
+                Some("read"),
+                Some("read"),
+                Some("read"),
+                Some("write"),
+                Some("write"),
+                Some("shell"),
+                Some("network"),
+                None
+            ]
+        );
+        assert_eq!(registry.get("edit_file").unwrap().kind.path_field(), Some("path"));
         let other = ToolRegistry::new();
         let bad = BuiltinOptions { names: vec!["grepp".to_string()], ..opts };
         assert!(register(&other, &bad).unwrap_err().to_string().contains("unknown built-in tool 'grepp'"));

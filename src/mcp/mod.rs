@@ -408,7 +408,14 @@ impl Server {
             let read_only = t.pointer("/annotations/readOnlyHint").and_then(Value::as_bool).unwrap_or(false);
             let handler = McpToolHandler { server: self.me.clone(), tool: mcp.to_string() };
             match Tool::from_arc(public.clone(), description, schema, Arc::new(handler))
-                .map(|tool| tool.parallel_safe(read_only))
+                .map(|mut tool| {
+                    // The hint is the server's word, not the host's: it says what the tool does (progress,
+                    // rendering), but does not make it `read_only`, so no host runs it unasked on that word.
+                    if read_only {
+                        tool.kind = crate::tools::ToolKind::Read;
+                    }
+                    tool.parallel_safe(read_only)
+                })
                 .and_then(|tool| self.registry.register(tool))
             {
                 Ok(()) => mine.push(Registered { public }),

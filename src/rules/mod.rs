@@ -11,8 +11,9 @@
 //!
 //! Claude Code's names are accepted as aliases (`Bash`, `Read`, `Write`, `Edit`, `MultiEdit`, `Grep`,
 //! `Glob`, `WebFetch`), so an existing settings file works; as in Claude Code, an `Edit` rule covers every
-//! tool that changes a file (`edit_file` and `write_file`) and a `Read` rule every tool that reads
-//! (`read_file`, `grep`, `glob`). A path specifier `//abs/**` is absolute, and a Claude Code `/src/**`
+//! tool that changes a file (`edit_file`, `write_file` and any tool of kind write, judged by its `path_field`)
+//! and a `Read` rule every built-in tool that reads (`read_file`, `grep`, `glob`). A call is judged by its
+//! tool's kind ([`crate::tools::ToolKind`], see [`PermissionRules::decide_kind`]). A path specifier `//abs/**` is absolute, and a Claude Code `/src/**`
 //! (relative to the project) matches from the workspace as well as from the root. Deny beats ask beats
 //! allow.
 //!
@@ -34,6 +35,7 @@ use std::path::{Component, Path, PathBuf};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::tools::ToolKind;
 
 mod paths;
 mod plain;
@@ -113,11 +115,13 @@ impl Rule {
         Ok(Rule { text: t.to_string(), tool: alias(name).to_string(), spec, edits, reads })
     }
 
-    fn tool_matches(&self, name: &str) -> bool {
+    fn tool_matches(&self, name: &str, kind: &ToolKind) -> bool {
         let pat = self.tool.as_str();
+        // `Read` stays with the built-in searches: a host's (or an MCP server's) read tool gives no path the
+        // rule could judge, and an allow rule for reading files should not let it run unasked.
         if pat == name
             || pat == "*"
-            || (self.edits && name == "write_file")
+            || (self.edits && matches!(kind, ToolKind::Write { .. }))
             || (self.reads && matches!(name, "grep" | "glob"))
         {
             return true;
@@ -293,11 +297,18 @@ impl PermissionRules {
     /// must match both. A `Read` rule covers `grep` and `glob` too, and a deny or ask one also stops a
     /// search rooted above a path it names (see `src/rules/paths.rs`).
     pub fn decide(&self, name: &str, input: &Value, workspace: &Path) -> RuleDecision {
-        let subject = kind_of(name, input);
+        self.decide_kind(name, &crate::tools::builtin_kind(name), input, workspace)
+    }
+
+    /// [`PermissionRules::decide`] for a call of a tool of this kind (the agent passes each registered tool's
+    /// own): a shell tool's `command`, a write tool's `path_field`, a network tool's `url` are what the
+    /// rules judge, and an `Edit` rule covers every write tool.
+    pub fn decide_kind(&self, name: &str, kind: &ToolKind, input: &Value, workspace: &Path) -> RuleDecision {
+        let subject = kind_of(name, kind, input);
         let script = OnceCell::new();
         let resolved = OnceCell::new();
         let hit = |rules: &[Rule], every: bool| -> Option<String> {
-            let rules: Vec<&Rule> = rules.iter().filter(|r| r.tool_matches(name)).collect();
+            let rules: Vec<&Rule> = rules.iter().filter(|r| r.tool_matches(name, kind)).collect();
             if rules.is_empty() {
                 return None;
             }
@@ -384,13 +395,16 @@ enum Subject<'a> {
     Other(Option<&'a str>),
 }
 
-fn kind_of<'a>(name: &str, input: &'a Value) -> Subject<'a> {
+fn kind_of<'a>(name: &str, kind: &ToolKind, input: &'a Value) -> Subject<'a> {
     let s = |k: &str| input.get(k).and_then(Value::as_str);
-    match name {
-        "bash" => Subject::Command(s("command").unwrap_or("")),
-        "read_file" | "write_file" | "edit_file" => Subject::Path(s("path").or(s("file_path")).unwrap_or("")),
-        "grep" | "glob" => Subject::Search(s("path").unwrap_or(".")),
-        "web_fetch" => Subject::Url(s("url").unwrap_or("")),
+    match (kind, name) {
+        (ToolKind::Shell, _) => Subject::Command(s("command").unwrap_or("")),
+        (ToolKind::Write { path_field }, _) => Subject::Path(s(path_field).unwrap_or("")),
+        // The built-in readers' inputs: read_file names a file, the searches the root of a walk (judged with
+        // the walker's own settings). A host's read tool has fields the rules know nothing of.
+        (ToolKind::Read, "read_file") => Subject::Path(s("path").or(s("file_path")).unwrap_or("")),
+        (ToolKind::Read, "grep" | "glob") => Subject::Search(s("path").unwrap_or(".")),
+        (ToolKind::Network, _) => Subject::Url(s("url").unwrap_or("")),
         _ => Subject::Other(s("agent_type").or(s("skill")).or(s("name"))),
     }
 }

@@ -58,9 +58,9 @@ pub const TOOLOOP_EVENT_COMPACTION: tooloop_event_type = 12;
 /// `input` is what the call runs with. json: `{"type":"approval_request","id":"toolu_...","name":"bash",
 /// "input":{...}}`.
 pub const TOOLOOP_EVENT_APPROVAL_REQUEST: tooloop_event_type = 13;
-/// A built-in file tool (`write_file`, `edit_file`) changed a file; comes before the call's
-/// TOOLOOP_EVENT_TOOL_RESULT. `kind`: `"created"`, `"modified"` or `"deleted"`; `path` is relative to the
-/// workspace; `before` the content before when it was UTF-8 text, else `before_base64`; both null when the file
+/// A tool of kind write (`write_file`, `edit_file`, or a host's own: `tooloop_agent_set_tool_kind`) changed a
+/// file; comes before the call's TOOLOOP_EVENT_TOOL_RESULT. `kind`: `"created"`, `"modified"` or `"deleted"`;
+/// `path` is relative to the workspace; `before` the content before when it was UTF-8 text, else `before_base64`; both null when the file
 /// did not exist or `before_too_large` (over 8 MiB). json: `{"type":"file_change","id":"toolu_...",
 /// "name":"edit_file","path":"src/a.c","kind":"modified","before":"...","before_base64":null,
 /// "before_mode":420,"before_too_large":false}`.

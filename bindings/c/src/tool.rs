@@ -144,6 +144,69 @@ pub extern "C" fn tooloop_agent_set_tool_idempotent(
     })
 }
 
+/// What a tool does, for `tooloop_agent_set_tool_kind`: one of the `TOOLOOP_TOOL_KIND_*` codes (never
+/// renumbered).
+pub type tooloop_tool_kind = i32;
+
+/// Nothing the library knows of (every tool's kind until set): judged by its results alone.
+pub const TOOLOOP_TOOL_KIND_OTHER: tooloop_tool_kind = 0;
+/// Reads (like `read_file`): changes nothing (the tool is also marked read-only), and progress detection
+/// counts a call as looking, not as a check run after a change.
+pub const TOOLOOP_TOOL_KIND_READ: tooloop_tool_kind = 1;
+/// Writes the workspace file named by the string field `path_field` of its input (like `write_file`): each
+/// call that succeeds is followed by a `TOOLOOP_EVENT_FILE_CHANGE` event with what the file held before
+/// (for undo and diffs), progress detection counts it as a change, and an `Edit` permission rule covers it.
+pub const TOOLOOP_TOOL_KIND_WRITE: tooloop_tool_kind = 2;
+/// Runs a shell command (like `bash`).
+pub const TOOLOOP_TOOL_KIND_SHELL: tooloop_tool_kind = 3;
+/// Reaches the network (like `web_fetch`).
+pub const TOOLOOP_TOOL_KIND_NETWORK: tooloop_tool_kind = 4;
+
+/// Say what the tool `name` (a C tool, or any other registered tool) does: `kind` is one of the
+/// `TOOLOOP_TOOL_KIND_*` codes; `path_field` names the input field holding the path a
+/// `TOOLOOP_TOOL_KIND_WRITE` tool writes (a `"type": "string"` property of its schema; relative to the
+/// config's `"workspace"`, else the current folder, or absolute inside it) and must be NULL for the other
+/// kinds. The built-in tools have theirs already. Call it after registering the tool and before a run.
+/// `path_field` is copied.
+///
+/// Statuses: `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `name`, no tool of that name, an unknown `kind`, a
+/// `path_field` missing for `TOOLOOP_TOOL_KIND_WRITE`, given for another kind, or not a string property of
+/// the schema), `TOOLOOP_INVALID_UTF8`, `TOOLOOP_PANIC`. Threads: the agent's thread, not during a run.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_set_tool_kind(
+    agent: *mut tooloop_agent,
+    name: *const c_char,
+    kind: tooloop_tool_kind,
+    path_field: *const c_char,
+) -> tooloop_status {
+    boundary("tooloop_agent_set_tool_kind", move || {
+        let a = handle(agent, "agent")?;
+        let name = str_arg(name, "name")?;
+        let path_field = if path_field.is_null() { None } else { Some(str_arg(path_field, "path_field")?) };
+        let kind_name = match kind {
+            TOOLOOP_TOOL_KIND_OTHER => None,
+            TOOLOOP_TOOL_KIND_READ => Some("read"),
+            TOOLOOP_TOOL_KIND_WRITE => Some("write"),
+            TOOLOOP_TOOL_KIND_SHELL => Some("shell"),
+            TOOLOOP_TOOL_KIND_NETWORK => Some("network"),
+            other => {
+                return Err(Failure::invalid(format!(
+                    "unknown tool kind {other}: the kinds are TOOLOOP_TOOL_KIND_OTHER (0), _READ (1), _WRITE (2), \
+                     _SHELL (3) and _NETWORK (4)"
+                )));
+            }
+        };
+        let Some(tool) = a.agent.tools().get(name) else {
+            return Err(Failure::invalid(format!("no tool named '{name}' is registered")));
+        };
+        let parsed = tooloop::tools::ToolKind::parse(kind_name, path_field, &tool.spec.input_schema)
+            .map_err(|m| Failure::invalid(format!("tool '{name}': {m}")))?;
+        let tool = tool.kind(parsed).map_err(|e| Failure::invalid(e.to_string()))?;
+        a.agent.tools().unregister(name);
+        a.agent.tools().register(tool).map_err(Failure::from)
+    })
+}
+
 /// Limit each call of the tool `name` (a C tool, or any other registered tool) to `seconds`: the callback
 /// then runs on a thread of its own, and a call that overruns is answered at once with an error result the
 /// model reads ("did not finish within its time limit"), so the run never hangs on a stuck tool. The

@@ -255,6 +255,14 @@ fn with_timeout(tool: Tool, timeout: Option<f64>) -> PyResult<Tool> {
     }
 }
 
+/// `tool` of the kind named `kind` (`"read"`, `"write"` with `path_field`, `"shell"`, `"network"`; None: no
+/// kind), checked against its schema: a ValueError says what is wrong.
+fn with_kind(tool: Tool, kind: Option<&str>, path_field: Option<&str>) -> PyResult<Tool> {
+    let parsed = tooloop::tools::ToolKind::parse(kind, path_field, &tool.spec.input_schema)
+        .map_err(|m| pyo3::exceptions::PyValueError::new_err(format!("tool '{}': {m}", tool.spec.name)))?;
+    tool.kind(parsed).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+}
+
 /// The core agent, shared with the runs it starts.
 #[pyclass(module = "tooloop._tooloop", name = "_Agent", frozen)]
 pub struct PyAgent {
@@ -327,8 +335,9 @@ impl PyAgent {
 
     /// Register a tool whose handler is `invoke(input: dict) -> (content, is_error)`. `read_only`: the tool
     /// changes nothing (hosts ask before the others; see `tool_info`). `idempotent=False`: no repetition guard
-    /// touches its calls.
-    #[pyo3(signature = (name, description, input_schema, invoke, parallel_safe=false, read_only=false, timeout=None, idempotent=true))]
+    /// touches its calls. `kind` (`"read"`, `"write"` with `path_field`, `"shell"`, `"network"`) says what it
+    /// does (see `tooloop::tools::ToolKind`).
+    #[pyo3(signature = (name, description, input_schema, invoke, parallel_safe=false, read_only=false, timeout=None, idempotent=true, kind=None, path_field=None))]
     #[allow(clippy::too_many_arguments)]
     fn register_tool(
         &self,
@@ -341,14 +350,17 @@ impl PyAgent {
         read_only: bool,
         timeout: Option<f64>,
         idempotent: bool,
+        kind: Option<&str>,
+        path_field: Option<&str>,
     ) -> PyResult<()> {
         let tool = with_timeout(python_tool(py, name, description, input_schema, invoke, &self.slot)?, timeout)?;
         let tool = tool.parallel_safe(parallel_safe).read_only(read_only).idempotent(idempotent);
+        let tool = with_kind(tool, kind, path_field)?;
         self.core.tools().register(tool).map_err(|e| to_pyerr(py, &e))
     }
 
     /// A tool of the child agent type `agent_type`'s own: `invoke(input) -> (content, is_error)`.
-    #[pyo3(signature = (agent_type, name, description, input_schema, invoke, parallel_safe=false, read_only=false, timeout=None, idempotent=true))]
+    #[pyo3(signature = (agent_type, name, description, input_schema, invoke, parallel_safe=false, read_only=false, timeout=None, idempotent=true, kind=None, path_field=None))]
     #[allow(clippy::too_many_arguments)]
     fn add_subagent_tool(
         &self,
@@ -362,14 +374,13 @@ impl PyAgent {
         read_only: bool,
         timeout: Option<f64>,
         idempotent: bool,
+        kind: Option<&str>,
+        path_field: Option<&str>,
     ) -> PyResult<()> {
         let tool = with_timeout(python_tool(py, name, description, input_schema, invoke, &self.slot)?, timeout)?;
-        self.core
-            .add_subagent_tool(
-                agent_type,
-                tool.parallel_safe(parallel_safe).read_only(read_only).idempotent(idempotent),
-            )
-            .map_err(|e| to_pyerr(py, &e))
+        let tool =
+            with_kind(tool.parallel_safe(parallel_safe).read_only(read_only).idempotent(idempotent), kind, path_field)?;
+        self.core.add_subagent_tool(agent_type, tool).map_err(|e| to_pyerr(py, &e))
     }
 
     /// Stop the MCP servers and detach the session file (see `Agent::close`).
@@ -419,7 +430,8 @@ impl PyAgent {
     }
 
     /// What the registry knows of the tool `name` (built-ins included): `{"name", "description",
-    /// "input_schema", "parallel_safe", "read_only"}`, or None when no such tool is registered.
+    /// "input_schema", "parallel_safe", "read_only", "idempotent", "confinable", "kind", "path_field"}`, or None
+    /// when no such tool is registered.
     fn tool_info(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
         let Some(tool) = self.core.tools().get(name) else { return Ok(py.None()) };
         let v = serde_json::json!({
@@ -428,6 +440,10 @@ impl PyAgent {
             "input_schema": tool.spec.input_schema,
             "parallel_safe": tool.parallel_safe,
             "read_only": tool.read_only,
+            "idempotent": tool.idempotent,
+            "confinable": tool.confinable,
+            "kind": tool.kind.name(),
+            "path_field": tool.kind.path_field(),
         });
         Ok(to_py(py, &v)?.unbind())
     }

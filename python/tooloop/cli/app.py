@@ -374,6 +374,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         return problem("--image goes with a task: tooloop --image shot.png \"what is wrong here?\"")
     try:
         agent = build_agent(settings, policy, session, options)
+        renderer.bind(agent)  # a tool is drawn by what the agent says it is
     except tooloop.Error as e:
         return problem(" ".join(str(e).split()))
     found = getattr(agent, "instructions", None)

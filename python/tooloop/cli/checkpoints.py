@@ -1,8 +1,8 @@
 """Checkpoints of the files the agent writes or edits, for `/undo` and `/diff`.
 
-Each time a built-in file tool (write_file, edit_file) changes a file, the run's ``file_change`` event
-carries what the file was before; the runner hands it to `record_change`, which saves those bytes and mode,
-once per file per user message ("task"), in
+Each time a write-kind tool (write_file, edit_file, or a host's own) changes a file, the run's ``file_change``
+event carries what the file was before; the runner hands it to `record_change`, which saves those bytes and
+mode, once per file per user message ("task"), in
 ``<session>.checkpoints/`` beside the session file: ``manifest.json`` (tasks and, per task, what each file
 was before its first change) and ``blobs/<sha256>``. Folder 0700, files 0600: they may hold secrets.
 
@@ -111,12 +111,14 @@ class Checkpoints:
             return None
         return None if str(rel) in ("", ".") else rel.as_posix()
 
-    def before_call(self, name: str, inp: Dict[str, Any]) -> None:
+    def before_call(self, name: str, inp: Dict[str, Any], path_field: Optional[str] = None) -> None:
         """Snapshot a file a call is about to change, from the disk (for a host without the run's events;
-        the CLI records from ``file_change`` events, see `record_change`). Never raises."""
-        if name not in FILE_TOOLS:
+        the CLI records from ``file_change`` events, see `record_change`): a built-in file tool's, or, with
+        `path_field` (``Agent.tool_info(name).path_field`` of a tool of kind "write"), any tool's. Never raises."""
+        field = path_field or ("path" if name in FILE_TOOLS else None)
+        if field is None:
             return
-        self._keep_first(inp.get("path"), lambda rel: self._snapshot(self.workspace / rel))
+        self._keep_first(inp.get(field), lambda rel: self._snapshot(self.workspace / rel))
 
     def record_change(self, event: FileChangeEvent) -> None:
         """A file tool changed a file (a ``file_change`` event, which says what the file was before): keep

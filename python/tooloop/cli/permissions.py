@@ -357,7 +357,8 @@ def choose(mode: Optional[str], stdin_is_tty: bool) -> str:
 #: The library's own list (``tooloop.DEFAULT_PROTECTED_PATHS``, what bash's sandbox shows read-only).
 PROTECTED_IN_WORKSPACE = tuple(DEFAULT_PROTECTED_PATHS)
 
-#: The built-in tools that write a file, and the input fields that name it (the core's ``builtin/files.rs``).
+#: The built-in tools that write a file, and the input fields that name it (the core's ``builtin/files.rs``): what
+#: counts before a policy is bound to its agent, which then says it by each tool's kind.
 WRITE_TOOLS: Dict[str, Tuple[str, ...]] = {"write_file": ("path",), "edit_file": ("path",)}
 
 PROTECTED_REASON = (
@@ -421,8 +422,8 @@ class Protected:
 
     The path is judged as the file tools will open it: taken from the workspace when relative, with every
     symlink and ``..`` resolved (``cfg/x`` where ``cfg -> .tooloop``, ``sub/../.git/config``). A tool writes
-    a path when it is a built-in file tool (WRITE_TOOLS) or a tool the agent says is of kind "write" (its
-    ``path_field``)."""
+    a path when the agent says the tool is of kind "write" (the built-in write_file and edit_file, or a host's
+    own): its ``path_field`` names it. Before ``bind``, the built-in file tools (WRITE_TOOLS) count."""
 
     def __init__(self, workspace: Union[str, "os.PathLike[str]"], config_dir: Optional[Path] = None):
         from .features import user_config_dir
@@ -435,12 +436,12 @@ class Protected:
         self._agent = agent
 
     def _fields(self, name: str) -> Tuple[str, ...]:
-        fields = WRITE_TOOLS.get(name)
-        if fields is not None:
-            return fields
-        info = self._agent.tool_info(name) if self._agent is not None else None
-        if info is not None and getattr(info, "kind", None) == "write":
-            return (str(getattr(info, "path_field", None) or "path"),)
+        if self._agent is None:
+            # Not bound yet (no agent to ask): the built-in file tools, so no protected path slips through.
+            return WRITE_TOOLS.get(name, ())
+        info = self._agent.tool_info(name)
+        if info is not None and info.kind == "write" and info.path_field:
+            return (str(info.path_field),)
         return ()
 
     def what(self, name: str, inp: Mapping[str, Any]) -> Optional[str]:

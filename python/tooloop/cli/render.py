@@ -12,7 +12,7 @@ import json
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, TextIO, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, TextIO, Tuple
 
 if TYPE_CHECKING:
     from tooloop import Event, Usage
@@ -93,13 +93,18 @@ def content_text(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
-def summarize_call(name: str, inp: Dict[str, Any], width: int = 100) -> str:
-    """One line: the tool and what it acts on, e.g. ``bash(python3 hello.py)``."""
+def summarize_call(name: str, inp: Dict[str, Any], width: int = 100, kind: Optional[str] = None,
+                   path_field: Optional[str] = None) -> str:
+    """One line: the tool and what it acts on, e.g. ``bash(python3 hello.py)``. A tool of the host's own is drawn
+    by its `kind` (``Agent.tool_info(name).kind``): a ``"write"`` tool by the path in its `path_field`, like
+    write_file; a ``"shell"`` one by its command, a ``"network"`` one by its URL."""
     def s(key: str) -> str:
         v = inp.get(key)
         return v if isinstance(v, str) else ("" if v is None else json.dumps(v, ensure_ascii=False))
 
-    if name == "bash":
+    # The built-ins are drawn by name: what matters in a call is in their own arguments (write_file's line count,
+    # read_file's range, edit_file's replace_all), which a tool of their kind need not have.
+    if name == "bash" or (kind == "shell" and isinstance(inp.get("command"), str)):
         lines = s("command").strip().splitlines() or [""]
         arg = lines[0] + (" …" if len(lines) > 1 else "")
     elif name == "read_file":
@@ -126,6 +131,10 @@ def summarize_call(name: str, inp: Dict[str, Any], width: int = 100) -> str:
         arg = s("url")
     elif name in ("bash_output", "bash_kill"):
         arg = s("id")
+    elif kind == "write" and path_field:
+        arg = s(path_field)
+    elif kind == "network" and isinstance(inp.get("url"), str):
+        arg = s("url")
     else:
         arg = json.dumps(inp, ensure_ascii=False, separators=(",", ":"))
         if arg.startswith("{") and arg.endswith("}"):
@@ -148,8 +157,10 @@ def preview_lines(content: Any, max_lines: int = PREVIEW_LINES, width: int = 100
     return shown
 
 
-def call_details(name: str, inp: Dict[str, Any], max_lines: int = DETAIL_LINES) -> List[Tuple[str, str]]:
-    """What a permission question shows about a call: (style, line) pairs; style is '', '+', '-'."""
+def call_details(name: str, inp: Dict[str, Any], max_lines: int = DETAIL_LINES, kind: Optional[str] = None,
+                 path_field: Optional[str] = None) -> List[Tuple[str, str]]:
+    """What a permission question shows about a call: (style, line) pairs; style is '', '+', '-'. A host's tool
+    of `kind` ``"write"`` says first which file it writes (its `path_field`), then its other arguments."""
     def clip_block(text: str, mark: str) -> List[Tuple[str, str]]:
         lines = text.splitlines() or [""]
         out = [(mark, f"    {mark} {ln}" if mark else f"    {ln}") for ln in lines[:max_lines]]
@@ -167,6 +178,11 @@ def call_details(name: str, inp: Dict[str, Any], max_lines: int = DETAIL_LINES) 
     if name == "edit_file":
         head = [("", f"  edit {inp.get('path')}" + (" (every occurrence):" if inp.get("replace_all") else ":"))]
         return head + clip_block(str(inp.get("old_text", "")), "-") + clip_block(str(inp.get("new_text", "")), "+")
+    if kind == "write" and path_field:
+        rest = {k: v for k, v in inp.items() if k != path_field}
+        head = [("", f"  write {inp.get(path_field)}" + (":" if rest else ""))]
+        return head + [("", "    " + ln) for ln in
+                       json.dumps(rest, indent=2, ensure_ascii=False).splitlines()[:max_lines] if rest]
     return [("", "    " + ln) for ln in json.dumps(inp, indent=2, ensure_ascii=False).splitlines()[:max_lines]]
 
 
@@ -269,6 +285,27 @@ class Renderer:
         self._md = ""   # the answer's text since the last rendered block
         # The permission question is printed from the agent's worker thread, events from the main one.
         self._lock = threading.RLock()
+        #: What the agent knows of a tool (``Agent.tool_info``), set by `bind`: a host's tool is drawn by its kind.
+        self.tool_info: Optional[Callable[[str], Any]] = None
+
+    def bind(self, agent: Any) -> None:
+        """Draw `agent`'s tools by what it says they are (their kind) from now on."""
+        self.tool_info = agent.tool_info
+
+    def _kind(self, name: str) -> Tuple[Optional[str], Optional[str]]:
+        """(kind, path_field) of the tool `name`, (None, None) when unknown. Never raises."""
+        try:
+            info = self.tool_info(name) if self.tool_info is not None else None
+        except Exception:
+            info = None
+        if info is None:
+            return None, None
+        return getattr(info, "kind", None), getattr(info, "path_field", None)
+
+    def summarize(self, name: str, inp: Dict[str, Any], width: int) -> str:
+        """`summarize_call` with the tool's kind."""
+        kind, path_field = self._kind(name)
+        return summarize_call(name, inp, width, kind=kind, path_field=path_field)
 
     # -- low level -------------------------------------------------------------------------------
     def _write(self, text: str, style: str = "") -> None:
@@ -437,7 +474,7 @@ class Renderer:
                 if call_id and call_id in self._shown:
                     return  # already on screen, in the permission question
                 self._shown.add(call_id)
-                self._line(f"{self.glyph['tool']} {summarize_call(name, inp, self.width)}", "bold cyan")
+                self._line(f"{self.glyph['tool']} {self.summarize(name, inp, self.width)}", "bold cyan")
         finally:
             self.drawn.add(call_id)
 
@@ -445,6 +482,7 @@ class Renderer:
         """This renderer asks the questions of calls that `main` draws (stdout redirected: questions go
         to the terminal on stderr)."""
         self.drawn = main.drawn
+        self.tool_info = lambda name: main.tool_info(name) if main.tool_info is not None else None
 
     def note_denial(self, call_id: str, reason: str) -> None:
         """The policy refused the call `call_id` with `reason` (shown instead of the core's wording)."""
@@ -460,7 +498,7 @@ class Renderer:
                 # No tool_use event came (the call was refused): show what was refused.
                 self._shown.add(call_id)
                 called, inp = self._calls.get(call_id, (name, None))
-                shown = summarize_call(called, inp, self.width) if inp is not None else name
+                shown = self.summarize(called, inp, self.width) if inp is not None else name
                 self._line(f"{self.glyph['tool']} {shown}", "bold cyan")
             if name == "todo_write" and not is_error and not denied:
                 return   # the todo event that follows draws the list
@@ -543,7 +581,7 @@ class Renderer:
             if event.type == "tool_use":
                 self._switch(None)
                 inp = event.input if isinstance(event.input, dict) else {"input": event.input}
-                self._line(f"{pad}{self.glyph['tool']} {summarize_call(event.name, inp, self.width - 8)}", "cyan")
+                self._line(f"{pad}{self.glyph['tool']} {self.summarize(event.name, inp, self.width - 8)}", "cyan")
                 self.drawn.add(str(event.id))   # a permission question for this call need not wait
                 self._shown.add(str(event.id))
             elif event.type == "tool_result":
@@ -580,9 +618,10 @@ class Renderer:
             self._switch(None)
             if not call_id or call_id not in self._shown:
                 self._shown.add(call_id)
-                self._line(f"{self.glyph['tool']} {summarize_call(name, inp, self.width)}", "bold yellow")
+                self._line(f"{self.glyph['tool']} {self.summarize(name, inp, self.width)}", "bold yellow")
             styles = {"+": "green", "-": "red", "$": "bold", "": ""}
-            for mark, ln in call_details(name, inp):
+            kind, path_field = self._kind(name)
+            for mark, ln in call_details(name, inp, kind=kind, path_field=path_field):
                 self._line(ln, styles.get(mark, ""))
             self._write(f"  {self.glyph['wait']} waiting for you", "bold reverse yellow")
             self._write(f" allow {name}? [y]es / [n]o / [a]lways (or type a reason to refuse): ", "bold yellow")
