@@ -188,16 +188,32 @@ impl Agent {
             )));
         }
         let provider = self.provider_for(&spec)?;
+        self.switch_to(provider, spec.model)
+    }
+
+    /// [`Agent::set_model`] onto a provider the host built (a host model function, a provider configured in
+    /// a way [`ModelSpec`] cannot say).
+    pub fn set_model_on(&self, provider: Arc<dyn Provider>, model: &str) -> Result<()> {
+        if model.trim().is_empty() {
+            return Err(Error::Config("set_model needs a model name".into()));
+        }
+        let _idle = self.begin(CancelToken::new())?;
+        self.tools.add_secrets(provider.secrets().iter().map(|s| s.expose().to_string()));
+        self.switch_to(provider, model.to_string())
+    }
+
+    /// Swap to `provider` and `model` between runs, noting the switch in the conversation.
+    fn switch_to(&self, provider: Arc<dyn Provider>, model: String) -> Result<()> {
         let (from_provider, from_model) = (self.provider().name().to_string(), self.model());
         let to_provider = provider.name().to_string();
-        self.swap(provider, spec.model.clone());
+        self.swap(provider, model.clone());
         if !self.conversation.is_empty() {
-            let note = format!("model switched: {from_model} ({from_provider}) -> {} ({to_provider})", spec.model);
+            let note = format!("model switched: {from_model} ({from_provider}) -> {model} ({to_provider})");
             let mut entry = Entry::new(EntryRole::System, vec![ContentBlock::text(note)]);
             entry.meta.insert(
                 "model_switch".into(),
                 serde_json::json!({"from_provider": from_provider, "from_model": from_model,
-                    "to_provider": to_provider, "to_model": spec.model}),
+                    "to_provider": to_provider, "to_model": model}),
             );
             self.record(entry)?;
         }
