@@ -9,6 +9,7 @@
 //! A wire is one line of [`WIRES`]: its name (the provider's), its body builder and its checker. The OpenAI
 //! Responses wire adds the line `Wire { name: "openai-responses", body: responses_body, check: check_responses }`
 //! with `responses_body` calling its provider's `render_request` (its checker is written below).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{Map, Value, json};
 use tooloop::carry::{Target, fit_request, view};
