@@ -273,3 +273,31 @@ fn set_model_during_a_run_is_busy_and_a_provider_without_a_key_is_refused() {
         assert_eq!(agent.model(), "claude-haiku-4-5", "a refused switch changes nothing");
     }
 }
+
+#[test]
+fn an_overloaded_error_event_before_any_content_falls_back_and_one_after_text_does_not() {
+    let start = json!({"event": "message_start", "data": {"type": "message_start", "message": {"id": "m",
+        "type": "message", "role": "assistant", "model": "claude-sonnet-4-6", "content": [], "stop_reason": null,
+        "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}}});
+    let overloaded = json!({"event": "error", "data": {"type": "error",
+        "error": {"type": "overloaded_error", "message": "Overloaded"}}});
+    let text = json!([{"event": "content_block_start", "data": {"type": "content_block_start", "index": 0,
+            "content_block": {"type": "text", "text": ""}}},
+        {"event": "content_block_delta", "data": {"type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": "half an"}}}]);
+    for (shown, events) in [(false, json!([start, overloaded])), (true, json!([start, text[0], text[1], overloaded]))] {
+        let a = MockServer::start(&json!({"responses": [{"sse": events},
+            anthropic_turn("claude-haiku-4-5", json!([{"type": "text", "text": "fallback"}]), "end_turn")]}));
+        let agent = agent(json!({"provider": "anthropic", "model": "claude-sonnet-4-6", "api_key": "sk-a",
+            "base_url": a.base_url(), "max_retries": 0, "fallback_models": ["claude-haiku-4-5"]}));
+        let mut events = Vec::new();
+        let outcome = agent.run("go", &mut |e| events.push(e.clone()));
+        if shown {
+            assert!(outcome.is_err(), "text was shown: no second answer after it");
+            assert!(fallback_events(&events).is_empty());
+        } else {
+            assert_eq!(outcome.unwrap().text, "fallback");
+            assert_eq!(fallback_events(&events)[0]["reason"], "overloaded");
+        }
+    }
+}

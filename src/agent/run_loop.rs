@@ -559,8 +559,8 @@ impl Agent {
             Err(e) => e,
         };
         let mut turn = open.turn;
-        // Nothing of the turn reached the host: the next fallback model answers it instead (switch.rs).
-        if !open.streamed && self.fall_back(fallbacks, &err, on_event)? {
+        // None of the turn's content reached the host: the next fallback model answers it instead (switch.rs).
+        if super::switch::nothing_shown(&err) && self.fall_back(fallbacks, &err, on_event)? {
             turn.request = self.wrapped_request(turn.wrap_up);
             turn.measured = Some(self.sizes.request_bytes(&turn.request));
             turn.overflows = 0;

@@ -126,17 +126,27 @@ pub(super) fn fallback_reason(e: &Error) -> Option<&'static str> {
     if crate::compaction::is_overflow(e) {
         return Some("context_overflow");
     }
-    match e {
-        Error::Api(a) => match a.kind {
-            ApiErrorKind::Overloaded => Some("overloaded"),
-            ApiErrorKind::InternalServer if a.status == 503 => Some("overloaded"),
-            ApiErrorKind::RateLimit => Some("rate_limit"),
-            ApiErrorKind::InternalServer => Some("server_error"),
-            _ => None,
-        },
-        Error::Connection { .. } => Some("unavailable"),
+    if let Error::Connection { .. } = e {
+        return Some("unavailable");
+    }
+    // An `error` event inside a stream (Anthropic's mid-stream `overloaded_error`) counts like the status.
+    let a = match e {
+        Error::Api(_) | Error::StreamInterrupted { .. } => e.api()?,
+        _ => return None,
+    };
+    match a.kind {
+        ApiErrorKind::Overloaded => Some("overloaded"),
+        ApiErrorKind::InternalServer if a.status == 503 => Some("overloaded"),
+        ApiErrorKind::RateLimit => Some("rate_limit"),
+        ApiErrorKind::InternalServer => Some("server_error"),
         _ => None,
     }
+}
+
+/// Whether none of the failed turn's content reached the host (a usage event may have): only then may
+/// another model answer it.
+pub(super) fn nothing_shown(e: &Error) -> bool {
+    e.partial().is_none_or(|p| p.content.is_empty())
 }
 
 /// Where a run's fallbacks are: the next model to try, and what to go back to when the run ends.
