@@ -144,3 +144,23 @@ def test_fallback_models_are_checked_like_any_option() -> None:
         tooloop.Agent("claude-sonnet-4-6", api_key="k", fallback_models=[{"provider": "openai"}])
     with pytest.raises(tooloop.ConfigError, match="max_cost_usd"):
         tooloop.Agent("claude-sonnet-4-6", api_key="k", max_cost_usd=1.0, fallback_models=["unpriced-model"])
+
+
+def test_set_model_onto_a_model_callable_sends_it_no_foreign_signature(mock: Any) -> None:
+    a = mock([thinking_call("toolu_a1", "SIG-A1"), text_reply("one")])
+    seen: List[Dict[str, Any]] = []
+
+    def local(request: Dict[str, Any]) -> Dict[str, Any]:
+        seen.append(request)
+        return {"role": "assistant", "content": [{"type": "text", "text": "from the callable"}],
+                "stop_reason": "end_turn", "usage": {"input_tokens": 1, "output_tokens": 1}}
+
+    agent = tooloop.Agent("claude-sonnet-4-6", api_key="sk-a", base_url=a.base_url, tools=[f], max_retries=0)
+    assert agent.run("first").text == "one"
+    agent.set_model("my-local-model", provider=local)
+    assert agent.provider == "host"
+    assert agent.run("second").text == "from the callable"
+    raw = json.dumps(seen[0])
+    assert "SIG-A1" not in raw and "toolu_a1" in raw and seen[0]["model"] == "my-local-model"
+    with pytest.raises(tooloop.ConfigError):
+        agent.set_model("x", provider=local, api_key="k")
