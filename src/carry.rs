@@ -163,7 +163,8 @@ pub fn carry_entries<'e>(entries: &'e [Entry], target: Target<'_>) -> Cow<'e, [E
         }
         if !reasoning.is_empty() {
             let by = e.model.as_deref().unwrap_or("another model");
-            let text = format!("[my reasoning before these tool calls, as {by}]\n{}", reasoning.join("\n\n"));
+            // Ends with a blank line: Chat Completions joins an assistant turn's text blocks as they are.
+            let text = format!("[my reasoning before these tool calls, as {by}]\n{}\n\n", reasoning.join("\n\n"));
             content.insert(0, ContentBlock::Text(TextBlock { text, ..Default::default() }));
         }
         e.content = content;
