@@ -316,6 +316,15 @@ typedef int32_t tooloop_tool_kind;
 #define TOOLOOP_EVENT_FILE_CHANGE 14
 
 /**
+ * The model failed a turn before any of it reached the callback (`"reason"`: `"overloaded"`,
+ * `"rate_limit"`, `"server_error"`, `"unavailable"` or `"context_overflow"`) and the next of the config's
+ * `"fallback_models"` answers it and the rest of the run. json: `{"type":"model_fallback",
+ * "from_provider":"anthropic","from_model":"claude-sonnet-4-6","to_provider":"openai","to_model":"gpt-4o",
+ * "reason":"overloaded","error":"..."}`.
+ */
+#define TOOLOOP_EVENT_MODEL_FALLBACK 15
+
+/**
  * An event of a kind without its own code in this version; its json's `"type"` names it.
  */
 #define TOOLOOP_EVENT_OTHER 99
@@ -609,6 +618,14 @@ extern "C" {
  * - `"max_cost_usd"`: no request is sent that would take the agent's spend (subagents and compaction
  *   summaries included) past this many US dollars; the run then returns `TOOLOOP_OK` with `"stop_reason":
  *   "budget"` in its result. Needs a model with a known price.
+ * - `"fallback_models"`: models tried in order when the model fails a turn before any of it reached the
+ *   event callback: overloaded (529, 503), rate-limited past its retries (429), down (other 5xx, or no
+ *   connection, after the retries) or refusing the context size. Each is a model name (same provider) or
+ *   `{"provider": "openai", "model": "gpt-4o", "api_key": "...", "base_url": "..."}` (also `"region"`,
+ *   `"headers"`); a key or URL not given comes from this config for the same provider, else from the
+ *   environment as it was when the agent was created. The fallback answers the rest of that run
+ *   (TOOLOOP_EVENT_MODEL_FALLBACK says so; the history and session record it); the next run starts on
+ *   `"model"` again. See `tooloop_agent_set_model` for what each provider is sent of another's turns.
  * - `"permission_rules"`: `{"allow": [...], "ask": [...], "deny": [...]}`, rules such as `"bash(git status)"`,
  *   `"bash(npm test:*)"`, `"edit_file(*.md)"` or `"mcp__github"` that decide each tool call before the
  *   permission callback is asked (deny wins over ask, ask over allow; an `"ask"` rule leaves the call to
@@ -771,6 +788,32 @@ tooloop_status tooloop_agent_todos_json(const tooloop_agent *agent, char **out);
  * Ownership, statuses and threads as `tooloop_agent_messages_json`.
  */
 tooloop_status tooloop_agent_mcp_status_json(const tooloop_agent *agent, char **out);
+
+/**
+ * Continue the conversation on another model, and provider, from the next run on.
+ *
+ * - `model`: the model name (UTF-8, copied).
+ * - `provider`: `"anthropic"`, `"openai"` or `"bedrock"` (UTF-8, copied); NULL keeps the current provider.
+ * - `options_json`: NULL, or a JSON object with the new provider's `"api_key"`, `"base_url"`, `"region"`,
+ *   `"headers"` (copied). What it does not give comes from the agent's config when the provider is the one
+ *   it was created for, else from the environment as it was when the agent was created.
+ *
+ * Every request stays valid after a switch: tool calls and results go in the new wire's own shape; thinking
+ * blocks with a signature, redacted thinking and server tool blocks go back only to the provider and model
+ * that made them (a tool loop's own reasoning is kept as plain text when another model takes it over);
+ * tool call ids the new wire would refuse are mapped, the same way in a call and its result. The history
+ * keeps everything, records which provider and model made each turn, and notes the switch (so does a
+ * session file).
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `model`, unknown provider or option
+ * key), `TOOLOOP_INVALID_UTF8`, `TOOLOOP_INVALID_JSON`, `TOOLOOP_BUSY` (a run is in progress),
+ * `TOOLOOP_CONFIG` (no API key for the provider; a model without a price under `"max_cost_usd"`),
+ * `TOOLOOP_IO` (the session file), `TOOLOOP_PANIC`. On failure nothing changes. Threads: the agent's thread.
+ */
+tooloop_status tooloop_agent_set_model(tooloop_agent *agent,
+                                       const char *model,
+                                       const char *provider,
+                                       const char *options_json);
 
 /**
  * Clear the conversation (tools and configuration stay). An attached session file records the reset:

@@ -61,6 +61,11 @@ pub struct Entry {
     /// The model that produced an assistant entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The provider (its wire: `anthropic`, `openai`, `bedrock`, or a host model's name) that produced an
+    /// assistant entry: what decides which of its blocks another provider may be sent (see [`crate::carry`]).
+    /// `None` (entries from before it was recorded): taken as made by whichever provider the request goes to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
     /// Token usage of an assistant entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
@@ -86,6 +91,7 @@ impl Entry {
             created_at: now_ms(),
             duration_ms: None,
             model: None,
+            provider: None,
             usage: None,
             stop_reason: None,
             error: None,
@@ -220,6 +226,12 @@ impl Conversation {
     /// A copy of entry `id`.
     pub fn get(&self, id: &str) -> Option<Entry> {
         self.read().iter().find(|e| e.id == id).cloned()
+    }
+
+    /// Call `f` with the entries, in order, under a short read lock (no copy): what a check over every entry
+    /// needs. `f` must not call back into this store.
+    pub fn with_entries<T>(&self, f: impl FnOnce(&[Entry]) -> T) -> T {
+        f(&self.read())
     }
 
     /// A copy of every entry, in order.

@@ -11,6 +11,7 @@
 //! - [`types`]: wire types in the Anthropic Messages shape (also the neutral form), lossless.
 //! - [`provider`]: Anthropic Messages, OpenAI-compatible Chat Completions, host-supplied models.
 //! - [`conversation`]: the store of entries and the always-valid API view.
+//! - [`carry`]: what a conversation carries into a request for another provider or model (switch, fallback).
 //! - [`tools`]: the registry of tools and their handlers.
 //! - [`agent`]: the loop.
 //! - [`cache`]: where prompt-caching breakpoints go.
@@ -46,6 +47,7 @@ pub mod agent;
 pub mod builtin;
 pub mod cache;
 pub mod cancel;
+pub mod carry;
 pub mod compaction;
 pub mod content;
 pub mod conversation;
@@ -77,8 +79,8 @@ pub mod tools;
 pub mod types;
 
 pub use agent::{
-    Agent, AgentConfig, Event, FILE_CHANGE_BEFORE_CAP, FileChangeKind, MaxTurnsPolicy, Permission, PermissionHook,
-    RepeatGuard, RunDriver, RunResult, SessionInfo, ToolCallRecord,
+    Agent, AgentConfig, Event, FILE_CHANGE_BEFORE_CAP, FileChangeKind, MaxTurnsPolicy, ModelSpec, Permission,
+    PermissionHook, RepeatGuard, RunDriver, RunResult, SessionInfo, ToolCallRecord,
 };
 pub use cancel::CancelToken;
 pub use conversation::{Conversation, Entry, EntryRole, EntryStatus};

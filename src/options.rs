@@ -258,6 +258,12 @@ pub struct AgentOptions {
     /// one, else a `final_answer` tool), `"native"` or `"tool"`.
     #[serde(deserialize_with = "de_output_mode")]
     pub output_mode: crate::output::OutputMode,
+    /// Models tried in order when the model fails a turn (overloaded, rate-limited past its retries, down,
+    /// or refusing the context size): each a model name (on the same provider) or an object `{"provider",
+    /// "model", "api_key", "base_url", "region", "headers"}` (only `model` required). See
+    /// [`Agent::set_fallback_models`].
+    #[serde(deserialize_with = "de_fallback_models")]
+    pub fallback_models: Vec<crate::agent::ModelSpec>,
 }
 
 impl Default for AgentOptions {
@@ -308,6 +314,7 @@ impl Default for AgentOptions {
             output_schema: None,
             output_retries: 2,
             output_mode: crate::output::OutputMode::Auto,
+            fallback_models: Vec::new(),
         }
     }
 }
@@ -318,7 +325,7 @@ fn invalid(key: &str, message: impl Into<String>) -> Error {
 
 impl AgentOptions {
     /// Every key the JSON form may hold.
-    pub const KEYS: [&'static str; 45] = [
+    pub const KEYS: [&'static str; 46] = [
         "provider",
         "model",
         "system",
@@ -364,6 +371,7 @@ impl AgentOptions {
         "output_schema",
         "output_retries",
         "output_mode",
+        "fallback_models",
     ];
 
     /// Parse a JSON object of options. Errors are [`Error::InvalidOption`] naming the key.
@@ -506,6 +514,7 @@ impl AgentOptions {
         }
         let models = std::iter::once(Some(config.model.clone()))
             .chain(std::iter::once(config.compaction_model.clone()))
+            .chain(self.fallback_models.iter().map(|f| Some(f.model.clone())))
             .chain(self.subagents.values().map(|s| s.model.clone()))
             .flatten();
         for m in models {
@@ -558,6 +567,13 @@ impl AgentOptions {
         let parts = Parts { builtin, tools: Vec::new(), sandbox, secrets: None };
         let agent = Agent::build(provider, config, parts)?;
         agent.set_workspace(self.workspace_dir().ok());
+        // A model switched or fallen back to takes its key and URL from these options on the same provider.
+        let protocol = match self.backend() {
+            Backend::Network(p) => Some(p),
+            Backend::Host => None,
+        };
+        agent.set_provider_base(self.provider_config(), protocol);
+        agent.set_fallback_models(self.fallback_models.clone());
         if self.planning.is_some() {
             agent.tools().register(crate::todo::tool())?;
         }
@@ -1168,6 +1184,98 @@ fn de_cost<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<f64>, 
 
 fn de_rules<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<crate::rules::PermissionRules>, D::Error> {
     crate::rules::PermissionRules::from_value(&value(d)?).map_err(D::Error::custom)
+}
+
+/// One model to switch or fall back to, from its JSON form: a model name, or an object `{"provider", "model",
+/// "api_key", "base_url", "region", "headers"}`. `key` names the option in errors.
+pub fn model_spec(v: &Value, key: &str) -> Result<crate::agent::ModelSpec> {
+    let bad = |m: String| invalid(key, m);
+    let obj = match v {
+        Value::String(s) if !s.trim().is_empty() => return Ok(crate::agent::ModelSpec::new(s.clone())),
+        Value::Object(o) => o,
+        other => {
+            return Err(bad(format!(
+                "each model must be a name or {{\"provider\": ..., \"model\": ...}}, got {}",
+                got(other)
+            )));
+        }
+    };
+    for k in obj.keys() {
+        if !["provider", "model", "api_key", "base_url", "region", "headers"].contains(&k.as_str()) {
+            return Err(bad(format!(
+                "unknown key {k:?} in a model (known: provider, model, api_key, base_url, region, headers)"
+            )));
+        }
+    }
+    let text = |k: &str| -> Result<Option<String>> {
+        match obj.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
+            Some(other) => Err(bad(format!("{k} must be a non-empty string, got {}", got(other)))),
+        }
+    };
+    let model = text("model")?.ok_or_else(|| bad("each model object needs \"model\"".into()))?;
+    let provider = match text("provider")? {
+        None => None,
+        Some(p) => match Backend::parse(&p) {
+            Ok(Backend::Network(p)) => Some(p),
+            _ => {
+                return Err(bad(format!(
+                    "provider {p:?} is not a network provider (\"anthropic\", \"openai\", \"bedrock\")"
+                )));
+            }
+        },
+    };
+    let base_url = text("base_url")?;
+    if let Some(url) = &base_url {
+        crate::http::check_base_url(url).map_err(|m| bad(format!("base_url {m}")))?;
+    }
+    let api_key = text("api_key")?;
+    if api_key.as_deref().is_some_and(|k| k.chars().any(char::is_control)) {
+        return Err(bad("api_key must not hold control characters".into()));
+    }
+    let headers = match obj.get("headers") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(h)) => {
+            let mut out = Vec::new();
+            for (name, value) in h {
+                let Some(value) = value.as_str() else {
+                    return Err(bad(format!("header {name:?} must be a string")));
+                };
+                crate::http::check_header(name, value).map_err(bad)?;
+                out.push((name.clone(), value.to_string()));
+            }
+            Some(out)
+        }
+        Some(other) => return Err(bad(format!("headers must be an object, got {}", got(other)))),
+    };
+    Ok(crate::agent::ModelSpec {
+        model,
+        provider,
+        api_key: api_key.map(Secret::new),
+        base_url,
+        region: text("region")?,
+        headers,
+    })
+}
+
+fn de_fallback_models<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Vec<crate::agent::ModelSpec>, D::Error> {
+    match value(d)? {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(items) => items
+            .iter()
+            .map(|v| model_spec(v, "fallback_models").map_err(|e| D::Error::custom(error_message(e))))
+            .collect(),
+        other => Err(D::Error::custom(format!("must be a list of models, got {}", got(&other)))),
+    }
+}
+
+/// The message of an option error, without the key (serde names it again).
+fn error_message(e: Error) -> String {
+    match e {
+        Error::InvalidOption { message, .. } => message,
+        other => other.to_string(),
+    }
 }
 
 fn de_planning<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Option<u32>>, D::Error> {

@@ -71,6 +71,7 @@ from .events import (
     CompactionEvent,
     ApprovalRequestEvent,
     FileChangeEvent,
+    ModelFallbackEvent,
 )
 
 __all__ = [
@@ -116,6 +117,7 @@ __all__ = [
     "CompactionEvent",
     "ApprovalRequestEvent",
     "FileChangeEvent",
+    "ModelFallbackEvent",
     "DoneEvent",
     "Error",
     "APIError",

@@ -395,6 +395,12 @@ class Agent:
     run with a result (``result.max_turns_reached``) instead of ``MaxTurnsExceeded`` (``"error"``, the
     default). ``tool_concurrency`` caps how many parallel-safe tools run at once within a turn.
 
+    ``fallback_models`` (a list of model names, or ``{"provider": ..., "model": ..., "api_key": ...,
+    "base_url": ...}`` dicts) are tried in order when the model fails a turn before any of it was shown:
+    overloaded (529/503), rate-limited past its retries (429), down (5xx or no connection, after the retries) or
+    refusing the context size. The fallback answers for the rest of that run (a ``ModelFallbackEvent`` says so,
+    the session records it); the next run starts on ``model`` again. ``set_model()`` switches between runs.
+
     Every option left out takes the core's default (shown as ``<core default>`` in the signature; listed in the
     README and the C header), the same for Python, C and the CLI. ``model`` is the one exception: Python
     defaults it to ``DEFAULT_MODEL`` where the core requires it.
@@ -454,6 +460,7 @@ class Agent:
         output_schema: Any = _UNSET,
         output_retries: int = _UNSET,
         output_mode: str = _UNSET,
+        fallback_models: Optional[Sequence[Union[str, Dict[str, Any]]]] = _UNSET,
     ) -> None:
         if provider is not _UNSET and not isinstance(provider, str) and not callable(provider):
             raise ConfigError(f"provider must be 'anthropic', 'openai' or a callable, got {type(provider).__name__}")
@@ -752,6 +759,30 @@ class Agent:
     def model(self) -> str:
         """The model name."""
         return str(self._core.model)
+
+    @property
+    def provider(self) -> str:
+        """The provider's name: ``"anthropic"``, ``"openai"``, ``"bedrock"``, ``"host"`` for a model callable."""
+        return str(self._core.provider_name)
+
+    def set_model(self, model: str, provider: Union[str, ModelFn, None] = None, **options: Any) -> None:
+        """Continue this conversation on another model, and provider, from the next run on.
+
+        ``provider`` is a name (``"anthropic"``, ``"openai"``, ``"bedrock"``), a model callable, or None for the
+        current one. ``options`` are the new provider's ``api_key``, ``base_url``, ``region`` and ``headers``;
+        what is not given comes from this agent's own options when the provider is the one it was built for,
+        else from the environment as it was when the agent was built. Every request stays valid: what the new
+        provider cannot take (another provider's thinking signatures, server tool blocks) is left out of its
+        requests by a documented rule (README "Switching models and fallback"); the history keeps everything,
+        and the session notes the switch. Raises ConfigError during a run, or when the provider cannot be built
+        (no key).
+        """
+        core_provider: Any = provider
+        if provider is not None and not isinstance(provider, str):
+            if not callable(provider):
+                raise ConfigError(f"provider must be a name, a callable or None, got {type(provider).__name__}")
+            core_provider = _model_adapter(provider)
+        self._core.set_model(model, core_provider, options)
 
     @property
     def messages(self) -> List[Dict[str, Any]]:

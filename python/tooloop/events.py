@@ -3,7 +3,7 @@
 
 Immutable records built from the dicts the compiled module produces; every event has a ``type`` string
 (``text``, ``thinking``, ``tool_use``, ``tool_result``, ``turn``, ``usage``, ``todo``, ``subagent``,
-``repetition``, ``compaction``, ``approval_request``, ``file_change``, ``done``) so code may switch on
+``repetition``, ``compaction``, ``approval_request``, ``file_change``, ``model_fallback``, ``done``) so code may switch on
 ``event.type`` or on the class. They compare by value, print like dataclasses and pickle.
 
 They are plain classes with ``__slots__`` rather than dataclasses on purpose: ``dataclasses`` pulls in
@@ -37,6 +37,7 @@ __all__ = [
     "RepetitionEvent",
     "ApprovalRequestEvent",
     "FileChangeEvent",
+    "ModelFallbackEvent",
     "DoneEvent",
     "Event",
 ]
@@ -430,6 +431,28 @@ class FileChangeEvent(_Record):
         return None
 
 
+class ModelFallbackEvent(_Record):
+    """The model failed a turn before any of it was shown (``reason``: ``"overloaded"``, ``"rate_limit"``,
+    ``"server_error"``, ``"unavailable"`` or ``"context_overflow"``; ``error`` what it answered) and the next of
+    ``fallback_models`` answers it, and the rest of the run."""
+
+    __slots__ = ("from_provider", "from_model", "to_provider", "to_model", "reason", "error")
+    _fields = __slots__
+    type: Literal["model_fallback"] = "model_fallback"
+
+    from_provider: str
+    from_model: str
+    to_provider: str
+    to_model: str
+    reason: str
+    error: str
+
+    def __init__(self, from_provider: str, from_model: str, to_provider: str, to_model: str, reason: str,
+                 error: str = "") -> None:
+        self._init(from_provider=from_provider, from_model=from_model, to_provider=to_provider,
+                   to_model=to_model, reason=reason, error=error)
+
+
 class DoneEvent(_Record):
     """The run ended normally; always the last event."""
 
@@ -445,7 +468,8 @@ class DoneEvent(_Record):
 
 if TYPE_CHECKING:
     Event = Union[TextEvent, ThinkingEvent, ToolUseEvent, ToolResultEvent, TurnEvent, UsageEvent, TodoEvent,
-                  SubagentEvent, RepetitionEvent, CompactionEvent, ApprovalRequestEvent, FileChangeEvent, DoneEvent]
+                  SubagentEvent, RepetitionEvent, CompactionEvent, ApprovalRequestEvent, FileChangeEvent,
+                  ModelFallbackEvent, DoneEvent]
 
 
 def __getattr__(name: str) -> object:
@@ -455,7 +479,7 @@ def __getattr__(name: str) -> object:
 
         event = Union[TextEvent, ThinkingEvent, ToolUseEvent, ToolResultEvent, TurnEvent, UsageEvent, TodoEvent,
                       SubagentEvent, RepetitionEvent, CompactionEvent, ApprovalRequestEvent, FileChangeEvent,
-                      DoneEvent]
+                      ModelFallbackEvent, DoneEvent]
         globals()["Event"] = event
         return event
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -492,6 +516,9 @@ def _event_from(d: Dict[str, Any]) -> Optional[Event]:
         return FileChangeEvent(d["id"], d["name"], str(d["path"]), str(d["kind"]), d.get("before"),
                                d.get("before_base64"), None if mode is None else int(mode),
                                bool(d.get("before_too_large")))
+    if kind == "model_fallback":
+        return ModelFallbackEvent(str(d["from_provider"]), str(d["from_model"]), str(d["to_provider"]),
+                                  str(d["to_model"]), str(d["reason"]), str(d.get("error") or ""))
     if kind == "subagent":
         inner = _event_from(d.get("event") or {})
         if inner is None:

@@ -61,11 +61,13 @@ class _EntryRequired(TypedDict):
 class HistoryEntry(_EntryRequired, total=False):
     """One entry of ``Agent.history`` (and of ``SessionInfo.entries``): ``id`` (stable), ``role``,
     ``content`` blocks, ``status``, ``created_at`` (Unix milliseconds); model turns add ``duration_ms``,
-    ``model``, ``usage`` and ``stop_reason``, failed ones ``error``; ``meta`` holds notes such as a
-    compaction's record."""
+    ``model``, ``provider`` (which made it: what another provider may be sent of it), ``usage`` and
+    ``stop_reason``, failed ones ``error``; ``meta`` holds notes such as a compaction's record or a model
+    switch or fallback."""
 
     duration_ms: int
     model: str
+    provider: str
     usage: UsageDict
     stop_reason: str
     error: str

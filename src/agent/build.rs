@@ -114,7 +114,7 @@ impl Agent {
         // The child is told what its bash may do, as the parent is.
         let sandbox = parent_builtin.map(|p| (kind.sandbox.unwrap_or(p.sandbox), p.network));
         let parts = Parts { builtin, tools, sandbox, secrets: Some(&self.tools) };
-        let child = match Agent::build(self.provider.clone(), config, parts) {
+        let child = match Agent::build(self.provider().clone(), config, parts) {
             Ok(child) => child,
             Err(e) => return fail(format!("agent type {agent_type}: {e}")),
         };

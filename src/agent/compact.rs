@@ -84,7 +84,7 @@ impl Agent {
     }
 
     /// The next request, as the wrap-up asks for it (see [`crate::progress::wrap_up`]).
-    fn wrapped_request(&self, (wrap_up, without_tools): (bool, bool)) -> Request {
+    pub(super) fn wrapped_request(&self, (wrap_up, without_tools): (bool, bool)) -> Request {
         let mut r = self.request();
         crate::progress::wrap_up(&mut r, wrap_up, without_tools);
         r
@@ -149,7 +149,7 @@ impl Agent {
     /// one (Anthropic), else [`Agent::estimate_tokens`]. `input`: user input to count as if it were added.
     pub fn count_tokens(&self, input: Option<Vec<ContentBlock>>) -> Result<u64> {
         let request = self.request_with(input.clone());
-        match self.provider.count_tokens(&request, &CancelToken::new())? {
+        match self.provider().count_tokens(&request, &CancelToken::new())? {
             Some(n) => Ok(n),
             None => Ok(self.estimate_tokens(input)),
         }
@@ -160,10 +160,13 @@ impl Agent {
         if let Some(blocks) = input {
             let mut entries = self.conversation.snapshot();
             entries.push(Entry::new(EntryRole::User, blocks));
-            request.messages = crate::conversation::render_view(&entries).into();
-            if lock(&self.config).cache && self.provider.supports_cache() {
+            request.messages = self.view_of(&entries).into();
+            let provider = self.provider();
+            if lock(&self.config).cache && provider.supports_cache() {
                 crate::cache::add_breakpoints(&mut request);
             }
+            let model = request.model.clone();
+            crate::carry::fit_request(&mut request, crate::carry::Target { provider: provider.name(), model: &model });
         }
         request
     }
@@ -282,7 +285,7 @@ impl Agent {
             if let Some(hook) = before_request {
                 hook(&summary_req).map_err(|message| Error::Hook { hook: "before_request".into(), message })?;
             }
-            self.provider.send(&summary_req, cancel, &mut |_| {}).map(|resp| {
+            self.provider().send(&summary_req, cancel, &mut |_| {}).map(|resp| {
                 let (m, u) = (&resp.message.model, &resp.message.usage);
                 let cost = Agent::request_cost(&model, m, u, summary_tokens, u64::from(max_summary));
                 hold.settle(cost.unwrap_or(0.0));

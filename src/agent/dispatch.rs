@@ -350,7 +350,7 @@ impl Agent {
                     }
                 }
                 if let Err(m) =
-                    crate::content::check_result(&outcome.content, crate::content::limits(self.provider.name()))
+                    crate::content::check_result(&outcome.content, crate::content::limits(self.provider().name()))
                 {
                     // The model reads why instead of the request failing on the API's size limit.
                     outcome.content = Value::String(format!("the tool's result was not sent: {m}"));

@@ -38,7 +38,7 @@ impl Agent {
         let busy = self.begin(cancel.clone())?;
         match input {
             Some(input) => {
-                crate::content::check(&input, crate::content::limits(self.provider.name())).map_err(Error::Config)?;
+                crate::content::check(&input, crate::content::limits(self.provider().name())).map_err(Error::Config)?;
                 self.record(Entry::new(EntryRole::User, input))?;
             }
             None => {
@@ -48,7 +48,7 @@ impl Agent {
                 self.answer_pending("interrupted: the run stopped before this tool call ran; it was not run")?;
             }
         }
-        let read = if self.provider.pulls_streams() { Read::Pull } else { Read::Whole };
+        let read = if self.provider().pulls_streams() { Read::Pull } else { Read::Whole };
         Ok(RunDriver { agent: self.clone(), looping: Looping::new(self.token()), read, busy: Some(busy) })
     }
 
@@ -61,7 +61,7 @@ impl Agent {
     /// Whether a [`RunDriver`] of this agent reads model turns a network read per step (the provider hands
     /// out a stream to pull); otherwise each turn is read within one step.
     pub fn pulls_streams(&self) -> bool {
-        self.provider.pulls_streams()
+        self.provider().pulls_streams()
     }
 }
 

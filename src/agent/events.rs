@@ -142,6 +142,23 @@ pub enum Event {
         /// Why the summary was not used, when the method fell back to `drop`.
         fallback_reason: Option<String>,
     },
+    /// The model failed a turn before any of it reached the host (overloaded, rate-limited past its
+    /// retries, down, or it refused the context size) and the next fallback model takes over, for the rest of
+    /// the run (see [`crate::Agent::set_fallback_models`]); the turn is sent again to it.
+    ModelFallback {
+        /// The provider that failed.
+        from_provider: String,
+        /// The model that failed.
+        from_model: String,
+        /// The provider taking over.
+        to_provider: String,
+        /// The model taking over.
+        to_model: String,
+        /// Why: `overloaded`, `rate_limit`, `server_error`, `unavailable` or `context_overflow`.
+        reason: String,
+        /// The error the failed model answered with.
+        error: String,
+    },
     /// A model turn ended.
     TurnEnd {
         /// Turn number.

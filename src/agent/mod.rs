@@ -11,7 +11,7 @@
 //! `task` call's child agents) and the child's run; `run_loop.rs` the loop of a run (requests, the model's
 //! turn, the spend cap, structured answers), one phase at a time; `driver.rs` [`RunDriver`], a run its caller
 //! steps through those phases; `dispatch.rs` one turn's tool calls (rules, hooks, permission,
-//! concurrency); `compact.rs` token estimates and compaction as the loop needs them; `fit.rs` keeps each tool
+//! concurrency); `switch.rs` changing the model and provider (`set_model`, fallbacks); `compact.rs` token estimates and compaction as the loop needs them; `fit.rs` keeps each tool
 //! result within a share of the context window.
 
 mod build;
@@ -22,6 +22,7 @@ mod driver;
 mod events;
 mod fit;
 mod run_loop;
+mod switch;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -46,6 +47,7 @@ use dispatch::*;
 pub use driver::RunDriver;
 pub use events::{Event, FILE_CHANGE_BEFORE_CAP, FileChangeKind};
 use run_loop::*;
+pub use switch::ModelSpec;
 
 /// What attaching a session file found (see [`Agent::session_info`]).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -69,7 +71,9 @@ pub struct SessionInfo {
 /// [`Error::Busy`]); `cancel`, `usage`, `messages` and the store may be used from any thread
 /// during a run.
 pub struct Agent {
-    provider: Arc<dyn Provider>,
+    /// The provider requests go to; replaced between runs by [`Agent::set_model`], and within a run by a
+    /// fallback (see `switch.rs`).
+    provider: std::sync::RwLock<Arc<dyn Provider>>,
     tools: ToolRegistry,
     conversation: Conversation,
     config: Mutex<AgentConfig>,
@@ -92,6 +96,8 @@ pub struct Agent {
     instructions: Mutex<Option<crate::instructions::Instructions>>,
     /// Where the paths of write-kind tools resolve, for their file-change events (see [`Agent::set_workspace`]).
     workspace: Mutex<Option<std::path::PathBuf>>,
+    /// What a provider switched to is built from, and the fallback models (see `switch.rs`).
+    switching: Mutex<switch::Switching>,
 }
 
 /// What the agent has spent, for `max_cost_usd`.
@@ -122,7 +128,7 @@ impl Drop for Agent {
 
 impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Agent").field("provider", &self.provider.name()).field("tools", &self.tools).finish()
+        f.debug_struct("Agent").field("provider", &self.provider().name()).field("tools", &self.tools).finish()
     }
 }
 
@@ -137,7 +143,7 @@ impl Agent {
         // The keys this agent sends never come back to the model through a tool result (`cat .env`).
         tools.add_secrets(provider.secrets().iter().map(|s| s.expose().to_string()));
         Agent {
-            provider,
+            provider: std::sync::RwLock::new(provider),
             tools,
             conversation: Conversation::new(),
             config: Mutex::new(config),
@@ -157,6 +163,7 @@ impl Agent {
             spend: Mutex::new(Spend::default()),
             instructions: Mutex::new(None),
             workspace: Mutex::new(None),
+            switching: Mutex::default(),
         }
     }
 
@@ -205,9 +212,9 @@ impl Agent {
         &self.conversation
     }
 
-    /// The provider.
-    pub fn provider(&self) -> &Arc<dyn Provider> {
-        &self.provider
+    /// The provider requests go to now (see [`Agent::set_model`]).
+    pub fn provider(&self) -> Arc<dyn Provider> {
+        self.provider.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// A copy of the configuration.
@@ -431,7 +438,7 @@ impl Agent {
     ) -> Result<RunResult> {
         let _busy = self.begin(cancel)?;
         // An image or document the API would refuse for its size is refused here, before it is stored or sent.
-        crate::content::check(&input, crate::content::limits(self.provider.name())).map_err(Error::Config)?;
+        crate::content::check(&input, crate::content::limits(self.provider().name())).map_err(Error::Config)?;
         self.record(Entry::new(EntryRole::User, input))?;
         self.drive(on_event)
     }

@@ -30,11 +30,19 @@ pub(super) struct Looping {
     pub(super) run: RunResult,
     pub(super) state: RunState,
     pub(super) phase: Phase,
+    /// The fallback models tried so far, and the model to go back to when the run ends.
+    pub(super) fallbacks: super::switch::Fallbacks,
 }
 
 impl Looping {
     pub(super) fn new(cancel: CancelToken) -> Self {
-        Looping { cancel, run: new_run(), state: RunState::default(), phase: Phase::Between }
+        Looping {
+            cancel,
+            run: new_run(),
+            state: RunState::default(),
+            phase: Phase::Between,
+            fallbacks: Default::default(),
+        }
     }
 }
 
@@ -340,11 +348,22 @@ impl Agent {
 
     pub(super) fn request(&self) -> Request {
         let c = lock(&self.config).clone();
-        let cache = c.cache && self.provider.supports_cache();
+        let provider = self.provider();
+        let cache = c.cache && provider.supports_cache();
+        let target = crate::carry::Target { provider: provider.name(), model: &c.model };
+        // A conversation that changed provider or model is rendered for this one (see crate::carry); one that
+        // did not takes the cached view.
+        let carried = self.conversation.with_entries(|entries| {
+            crate::carry::needs_carrying(entries, target).then(|| crate::carry::view(entries, target))
+        });
+        let messages = match carried {
+            Some(view) => view.into(),
+            None => self.conversation.shared_view(),
+        };
         let mut request = Request {
-            model: c.model,
+            model: c.model.clone(),
             max_tokens: c.max_tokens,
-            messages: self.conversation.shared_view(),
+            messages,
             system: c.system,
             tools: self
                 .tools
@@ -361,12 +380,20 @@ impl Agent {
             extra: c.extra,
         };
         if let Some(spec) = &c.output {
-            crate::output::prepare(&mut request, spec, spec.uses_tool(self.provider.native_output()));
+            crate::output::prepare(&mut request, spec, spec.uses_tool(provider.native_output()));
         }
         if cache {
             crate::cache::add_breakpoints(&mut request);
         }
+        crate::carry::fit_request(&mut request, target);
         request
+    }
+
+    /// The API view of `entries` as the current provider and model take them (see [`crate::carry`]).
+    pub(super) fn view_of(&self, entries: &[Entry]) -> Vec<crate::types::Message> {
+        let provider = self.provider();
+        let model = lock(&self.config).model.clone();
+        crate::carry::view(entries, crate::carry::Target { provider: provider.name(), model: &model })
     }
 
     /// Run the loop to its end on this thread, each model turn read in one [`Provider::send`].
@@ -397,14 +424,16 @@ impl Agent {
             }
             Phase::Ended => Err(Error::Config("the run has ended".into())),
         };
-        match next {
+        let outcome = match next {
             Ok(Next::Go(phase)) => {
                 l.phase = phase;
-                None
+                return None;
             }
-            Ok(Next::End) => Some(Ok(std::mem::replace(&mut l.run, new_run()))),
-            Err(e) => Some(Err(e)),
-        }
+            Ok(Next::End) => Ok(std::mem::replace(&mut l.run, new_run())),
+            Err(e) => Err(e),
+        };
+        self.end_fallbacks(&mut l.fallbacks);
+        Some(outcome)
     }
 
     /// Before a model turn: the cancel, the turn cap and the spend cap are checked, then the turn's request
@@ -481,9 +510,12 @@ impl Agent {
         let mut open = self.open_turn(turn, &l.run.usage, hold, input_tokens)?;
         let OpenTurn { turn, streamed, before, .. } = &mut *open;
         let mut forward = |ev| forward(ev, streamed, before, on_event);
+        let provider = self.provider();
+        // A fallback may have brought a provider that reads its turns only in one piece.
+        let read = if provider.pulls_streams() { read } else { Read::Whole };
         let answer = match read {
-            Read::Whole => self.provider.send(&turn.request, &l.cancel, &mut forward),
-            Read::Pull => match self.provider.open_stream(&turn.request, &l.cancel, &mut forward) {
+            Read::Whole => provider.send(&turn.request, &l.cancel, &mut forward),
+            Read::Pull => match provider.open_stream(&turn.request, &l.cancel, &mut forward) {
                 Ok(TurnOpen::Open(stream)) => return Ok(Next::Go(Phase::Reading(open, stream))),
                 Ok(TurnOpen::Done(response)) => Ok(*response),
                 Err(e) => Err(e),
@@ -518,7 +550,7 @@ impl Agent {
         answer: Result<crate::provider::Response>,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<Next> {
-        let Looping { cancel, run, .. } = l;
+        let Looping { cancel, run, fallbacks, .. } = l;
         let err = match self.close_turn(&mut open, answer, run, on_event) {
             Ok((message, bad_inputs)) => {
                 let wrap_up = open.turn.wrap_up.0;
@@ -527,6 +559,13 @@ impl Agent {
             Err(e) => e,
         };
         let mut turn = open.turn;
+        // None of the turn's content reached the host: the next fallback model answers it instead (switch.rs).
+        if super::switch::nothing_shown(&err) && self.fall_back(fallbacks, &err, on_event)? {
+            turn.request = self.wrapped_request(turn.wrap_up);
+            turn.measured = Some(self.sizes.request_bytes(&turn.request));
+            turn.overflows = 0;
+            return Ok(Next::Go(Phase::Ready(Box::new(turn))));
+        }
         match self.after_overflow(err, &mut turn.overflows, turn.wrap_up, cancel, run, on_event)? {
             Some((request, measured)) => {
                 turn.request = request;
@@ -681,7 +720,7 @@ impl Agent {
 
     /// Whether this agent's requests carry the final-answer tool (else the native field).
     pub(super) fn output_tool(&self, spec: &crate::output::OutputSpec) -> bool {
-        spec.uses_tool(self.provider.native_output())
+        spec.uses_tool(self.provider().native_output())
     }
 
     /// A turn that ended without tool calls, under `output_schema`: its text is the answer.
@@ -787,6 +826,8 @@ impl Agent {
         let mut entry = Entry::new(EntryRole::Assistant, Vec::new());
         entry.status = EntryStatus::Streaming;
         entry.model = Some(turn.request.model.clone());
+        // What made it decides what of it another provider may be sent (crate::carry).
+        entry.provider = Some(self.provider().name().to_string());
         let id = self.conversation.push(entry);
         Ok(Box::new(OpenTurn {
             turn: *turn,
@@ -837,6 +878,10 @@ impl Agent {
                     e.duration_ms = Some(duration_ms);
                     if !m.model.is_empty() {
                         e.model = Some(m.model.clone());
+                        if m.model != request.model {
+                            let asked = Value::String(request.model.clone());
+                            e.meta.insert(crate::carry::REQUESTED_MODEL_KEY.into(), asked);
+                        }
                     }
                     e.usage = Some(m.usage.clone());
                     e.stop_reason = m.stop_reason.clone();

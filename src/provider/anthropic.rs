@@ -63,6 +63,13 @@ impl AnthropicProvider {
     }
 }
 
+/// The Messages API body this provider sends for `request` (what [`crate::carry`]'s property test checks
+/// against the API's rules).
+pub fn render_request(request: &Request) -> Value {
+    let sanitized = with_object_tool_inputs(request);
+    serde_json::to_value(sanitized.as_ref().unwrap_or(request)).unwrap_or(Value::Null)
+}
+
 /// The Messages API takes only objects as `tool_use.input`. A call cut off by max_tokens (or one whose JSON
 /// never parsed) holds the raw string; it was never run, and its error result explains why, so `{}` stands
 /// in for it on this wire. Returns `None` (no copy) when every input is already an object.

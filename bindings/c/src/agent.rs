@@ -138,6 +138,14 @@ pub(crate) fn build_agent(provider: Option<Arc<dyn Provider>>, options: AgentOpt
 /// - `"max_cost_usd"`: no request is sent that would take the agent's spend (subagents and compaction
 ///   summaries included) past this many US dollars; the run then returns `TOOLOOP_OK` with `"stop_reason":
 ///   "budget"` in its result. Needs a model with a known price.
+/// - `"fallback_models"`: models tried in order when the model fails a turn before any of it reached the
+///   event callback: overloaded (529, 503), rate-limited past its retries (429), down (other 5xx, or no
+///   connection, after the retries) or refusing the context size. Each is a model name (same provider) or
+///   `{"provider": "openai", "model": "gpt-4o", "api_key": "...", "base_url": "..."}` (also `"region"`,
+///   `"headers"`); a key or URL not given comes from this config for the same provider, else from the
+///   environment as it was when the agent was created. The fallback answers the rest of that run
+///   (TOOLOOP_EVENT_MODEL_FALLBACK says so; the history and session record it); the next run starts on
+///   `"model"` again. See `tooloop_agent_set_model` for what each provider is sent of another's turns.
 /// - `"permission_rules"`: `{"allow": [...], "ask": [...], "deny": [...]}`, rules such as `"bash(git status)"`,
 ///   `"bash(npm test:*)"`, `"edit_file(*.md)"` or `"mcp__github"` that decide each tool call before the
 ///   permission callback is asked (deny wins over ask, ask over allow; an `"ask"` rule leaves the call to
@@ -414,6 +422,53 @@ pub extern "C" fn tooloop_agent_mcp_status_json(agent: *const tooloop_agent, out
         let a = handle(agent, "agent")?;
         out_arg(out, "out")?;
         json_out(&serde_json::json!({"servers": a.agent.mcp_status(), "failures": a.agent.mcp_failures()}), out)
+    })
+}
+
+/// Continue the conversation on another model, and provider, from the next run on.
+///
+/// - `model`: the model name (UTF-8, copied).
+/// - `provider`: `"anthropic"`, `"openai"` or `"bedrock"` (UTF-8, copied); NULL keeps the current provider.
+/// - `options_json`: NULL, or a JSON object with the new provider's `"api_key"`, `"base_url"`, `"region"`,
+///   `"headers"` (copied). What it does not give comes from the agent's config when the provider is the one
+///   it was created for, else from the environment as it was when the agent was created.
+///
+/// Every request stays valid after a switch: tool calls and results go in the new wire's own shape; thinking
+/// blocks with a signature, redacted thinking and server tool blocks go back only to the provider and model
+/// that made them (a tool loop's own reasoning is kept as plain text when another model takes it over);
+/// tool call ids the new wire would refuse are mapped, the same way in a call and its result. The history
+/// keeps everything, records which provider and model made each turn, and notes the switch (so does a
+/// session file).
+///
+/// Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `model`, unknown provider or option
+/// key), `TOOLOOP_INVALID_UTF8`, `TOOLOOP_INVALID_JSON`, `TOOLOOP_BUSY` (a run is in progress),
+/// `TOOLOOP_CONFIG` (no API key for the provider; a model without a price under `"max_cost_usd"`),
+/// `TOOLOOP_IO` (the session file), `TOOLOOP_PANIC`. On failure nothing changes. Threads: the agent's thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_agent_set_model(
+    agent: *mut tooloop_agent,
+    model: *const c_char,
+    provider: *const c_char,
+    options_json: *const c_char,
+) -> tooloop_status {
+    boundary("tooloop_agent_set_model", || {
+        let a = handle(agent, "agent")?;
+        let model = str_arg(model, "model")?;
+        let provider = opt_str_arg(provider, "provider")?;
+        let mut spec = match opt_str_arg(options_json, "options_json")? {
+            None => serde_json::Map::new(),
+            Some(text) => match serde_json::from_str::<Value>(text) {
+                Ok(Value::Object(m)) => m,
+                Ok(_) => return Err(Failure::invalid("options_json must be a JSON object")),
+                Err(e) => return Err(Failure::new(TOOLOOP_INVALID_JSON, format!("options_json: {e}"))),
+            },
+        };
+        spec.insert("model".into(), Value::String(model.to_string()));
+        if let Some(p) = provider {
+            spec.insert("provider".into(), Value::String(p.to_string()));
+        }
+        let spec = tooloop::options::model_spec(&Value::Object(spec), "set_model")?;
+        a.agent.set_model(spec).map_err(Failure::from)
     })
 }
 

@@ -65,6 +65,12 @@ pub const TOOLOOP_EVENT_APPROVAL_REQUEST: tooloop_event_type = 13;
 /// "name":"edit_file","path":"src/a.c","kind":"modified","before":"...","before_base64":null,
 /// "before_mode":420,"before_too_large":false}`.
 pub const TOOLOOP_EVENT_FILE_CHANGE: tooloop_event_type = 14;
+/// The model failed a turn before any of it reached the callback (`"reason"`: `"overloaded"`,
+/// `"rate_limit"`, `"server_error"`, `"unavailable"` or `"context_overflow"`) and the next of the config's
+/// `"fallback_models"` answers it and the rest of the run. json: `{"type":"model_fallback",
+/// "from_provider":"anthropic","from_model":"claude-sonnet-4-6","to_provider":"openai","to_model":"gpt-4o",
+/// "reason":"overloaded","error":"..."}`.
+pub const TOOLOOP_EVENT_MODEL_FALLBACK: tooloop_event_type = 15;
 /// An event of a kind without its own code in this version; its json's `"type"` names it.
 pub const TOOLOOP_EVENT_OTHER: tooloop_event_type = 99;
 
@@ -114,6 +120,7 @@ impl EventSink {
             Event::Compaction { .. } => (TOOLOOP_EVENT_COMPACTION, None),
             Event::ApprovalRequest { .. } => (TOOLOOP_EVENT_APPROVAL_REQUEST, None),
             Event::FileChange { .. } => (TOOLOOP_EVENT_FILE_CHANGE, None),
+            Event::ModelFallback { .. } => (TOOLOOP_EVENT_MODEL_FALLBACK, None),
             // A kind this version of the C API has no code for yet: its JSON still says what it is.
             _ => (TOOLOOP_EVENT_OTHER, None),
         };

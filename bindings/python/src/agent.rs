@@ -721,7 +721,38 @@ impl PyAgent {
     /// The model name.
     #[getter]
     fn model(&self) -> String {
-        self.core.config().model
+        self.core.model()
+    }
+
+    /// Continue the conversation on `model`, on `provider` (a name, a Python model callable, or None: the
+    /// current one); `options` (`api_key`, `base_url`, `region`, `headers`) are the new provider's settings,
+    /// else the agent's own on the provider it was built for, else the environment as at construction.
+    #[pyo3(signature = (model, provider, options))]
+    fn set_model(
+        &self,
+        py: Python<'_>,
+        model: String,
+        provider: &Bound<'_, PyAny>,
+        options: &Bound<'_, PyDict>,
+    ) -> PyResult<()> {
+        let core = self.core.clone();
+        if !provider.is_none() && provider.cast::<PyString>().is_err() {
+            if !provider.is_callable() {
+                return Err(config_error(py, "provider must be a name, a callable or None"));
+            }
+            if !options.is_empty() {
+                return Err(config_error(py, "a model callable takes no api_key, base_url, region or headers"));
+            }
+            let host = host_provider(provider, &self.slot);
+            return py.detach(move || core.set_model_on(host, &model)).map_err(|e| to_pyerr(py, &e));
+        }
+        let mut map = options_from_kwargs(py, options)?;
+        map.insert("model".into(), Value::String(model));
+        if let Ok(name) = provider.cast::<PyString>() {
+            map.insert("provider".into(), Value::String(name.to_cow()?.into_owned()));
+        }
+        let spec = tooloop::options::model_spec(&Value::Object(map), "set_model").map_err(|e| to_pyerr(py, &e))?;
+        py.detach(move || core.set_model(spec)).map_err(|e| to_pyerr(py, &e))
     }
 
     /// The provider's name (`anthropic`, `openai`, `host`).

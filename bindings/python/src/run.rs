@@ -54,6 +54,7 @@ const DELIVER_AT_ONCE: &[&str] = &[
     // A permission question waits for its answer: the event that draws it must reach the host now.
     "approval_request",
     "file_change",
+    "model_fallback",
 ];
 
 /// An exception raised by Python code on the worker that must end the operation and reach the caller.

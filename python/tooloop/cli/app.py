@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, TextIO, Un
 
 from . import paths
 from .args import parse_args, version
-from .config import ConfigProblem, Settings, compaction_settings, env_context_window, resolve
+from .config import (ConfigProblem, Settings, compaction_settings, env_context_window, fallback_option,
+                     fallback_settings, resolve)
 from .permissions import AskPolicy, AutoPolicy, Observed, Protected, ReadOnlyPolicy, TerminalReader, choose
 from .prompt import system_prompt
 from .render import Renderer, status_line
@@ -176,6 +177,8 @@ def build_agent(settings: Settings, policy: Observed, session: Path,
         kwargs["compaction"] = "off"
     if settings.compaction_model:
         kwargs["compaction_model"] = settings.compaction_model
+    if settings.fallback_models:
+        kwargs["fallback_models"] = fallback_option(settings)
     kwargs.update(extra_options or {})
     agent = tooloop.Agent(**kwargs)
     bind = getattr(policy, "bind", None)
@@ -297,6 +300,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         local_settings(settings, args)
         compaction_settings(settings, args)
+        fallback_settings(settings, args)
+        fallback_option(settings)   # a fallback on another provider without a key: said now, not mid-run
     except ConfigProblem as e:
         return problem(str(e))
     settings.env_passthrough = list(args.env_passthrough)

@@ -132,6 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context-window", type=_positive_int, metavar="TOKENS",
                    help="the model's context size, for the status bar, small-model settings and when to "
                    "compact (default: $TOOLOOP_CONTEXT_WINDOW, known models, or what a local server reports)")
+    p.add_argument("--fallback-model", action="append", metavar="[PROVIDER:]MODEL",
+                   help="a model to fall back to, for the rest of a task, when the model is overloaded, "
+                   "rate-limited, down or refuses the context size (repeatable, tried in order; e.g. "
+                   "claude-haiku-4-5 or openai:gpt-4.1; another provider's key and URL come from its variables)")
     p.add_argument("--compaction-model", metavar="NAME",
                    help="the model that writes the summary when the conversation is compacted (default: "
                    "$TOOLOOP_COMPACTION_MODEL, or the session's model)")

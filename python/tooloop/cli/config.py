@@ -190,6 +190,7 @@ class Settings:
     network: bool = True                     # bash may use TCP (--no-network: refused by the sandbox)
     compaction: bool = True                  # compact by itself near the window (--no-compaction: False)
     compaction_model: Optional[str] = None   # the model that writes compaction summaries (None: the model)
+    fallback_models: List[str] = field(default_factory=list)   # --fallback-model [PROVIDER:]MODEL, in order
 
 
 def compaction_settings(settings: Settings, args: argparse.Namespace) -> None:
@@ -201,6 +202,65 @@ def compaction_settings(settings: Settings, args: argparse.Namespace) -> None:
         raise ConfigProblem(f"TOOLOOP_COMPACTION must be auto or off, got {mode!r}")
     settings.compaction = not getattr(args, "no_compaction", False) and mode not in ("off", "false", "0", "no")
     settings.compaction_model = getattr(args, "compaction_model", None) or env.get("TOOLOOP_COMPACTION_MODEL") or None
+
+
+def model_ref(text: str) -> Tuple[Optional[str], str]:
+    """``[PROVIDER:]MODEL`` as (provider or None, model). Only a known provider counts as the prefix, so
+    model names with a colon (``llama3:8b``, Bedrock's ``...-v1:0``) stay whole. Raises ConfigProblem."""
+    text = text.strip()
+    head, sep, rest = text.partition(":")
+    if sep and head.lower() in PROVIDERS:
+        if not rest.strip():
+            raise ConfigProblem(f"{text!r} names no model after the provider")
+        return head.lower(), rest.strip()
+    if not text:
+        raise ConfigProblem("a model name is needed")
+    return None, text
+
+
+def endpoint(provider: str, workspace: Path) -> Dict[str, str]:
+    """The settings a switch to `provider` needs, from the environment and the workspace's .env by the rules
+    the start applies (a .env base URL counts only with a key from that same file). Raises ConfigProblem."""
+    env, from_file = _sources(workspace)
+    if provider == "bedrock":
+        region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+        if region and not valid_region(region.strip()):
+            raise ConfigProblem(f"{region[:40]!r} is not an AWS region")
+        return {"region": region.strip()} if region else {}
+    prefix = "OPENAI" if provider == "openai" else "ANTHROPIC"
+    url_var, key_var = f"{prefix}_BASE_URL", key_variable(provider)
+    if from_file.get(url_var) and key_var not in from_file:
+        raise ConfigProblem(f"{workspace / '.env'} sets {url_var} but not {key_var}: refusing to send your "
+                            f"{key_var} to that URL")
+    out = {}
+    if env.get(key_var):
+        out["api_key"] = env[key_var]
+    if env.get(url_var):
+        out["base_url"] = env[url_var]
+    if not out:
+        raise ConfigProblem(no_key_message(provider, workspace))
+    return out
+
+
+def fallback_settings(settings: Settings, args: argparse.Namespace) -> None:
+    """--fallback-model (repeatable) into `settings`, each checked. Raises ConfigProblem."""
+    refs = list(getattr(args, "fallback_model", None) or [])
+    for ref in refs:
+        model_ref(ref)
+    settings.fallback_models = refs
+
+
+def fallback_option(settings: Settings) -> List[Any]:
+    """The library's ``fallback_models`` for the settings: a model on the session's provider by name (it
+    takes the session's key and URL), one on another provider with that provider's key and URL."""
+    out: List[Any] = []
+    for ref in settings.fallback_models:
+        provider, model = model_ref(ref)
+        if provider is None or provider == settings.provider:
+            out.append(model)
+        else:
+            out.append({"provider": provider, "model": model, **endpoint(provider, settings.workspace)})
+    return out
 
 
 def env_context_window(settings: Settings) -> Optional[int]:

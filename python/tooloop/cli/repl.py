@@ -35,6 +35,8 @@ Type a task and press Enter (Alt+Enter or Esc Enter for a new line). Commands:
   /help         this help
   /clear        start a new conversation (the session file keeps the old one)
   /usage        tokens and estimated cost of this session
+  /model [[PROVIDER:]NAME]
+                show the model, or go on with another (e.g. /model claude-haiku-4-5, /model openai:gpt-4.1)
   /compact [instructions]
                 summarize the older turns now to free context (instructions: what the summary keeps)
   /plan [task]  plan mode: investigate read-only, then a plan to approve (/plan off leaves it)
@@ -260,6 +262,8 @@ class Repl:
                 self.r.info(ln)
         elif name == "/compact":
             self.compact(text[len(text.split()[0]):].strip() or None)
+        elif name == "/model":
+            self.model_command(text[len(text.split()[0]):].strip())
         elif name == "/plan":
             from .plan import plan_command
             plan_command(self, text[len(text.split()[0]):].strip())
@@ -299,6 +303,28 @@ class Repl:
         else:
             self.r.notice(f"unknown command {name}; /help lists the commands")
         return None
+
+    def model_command(self, arg: str) -> None:
+        """/model [[PROVIDER:]NAME]: the model in use, or switch to another for the next tasks (the
+        conversation goes on; the library decides what of it the new provider is sent)."""
+        import tooloop
+
+        from .config import ConfigProblem, endpoint, model_ref
+
+        if not arg:
+            self.r.info(f"model {self.settings.model} ({self.settings.provider})")
+            return
+        try:
+            provider, model = model_ref(arg)
+            options = {} if provider in (None, self.settings.provider) else endpoint(provider, self.settings.workspace)
+            self.agent.set_model(model, provider=provider, **options)
+        except (ConfigProblem, tooloop.Error) as e:
+            self.r.error(f"error: could not switch: {e}")
+            return
+        self.settings.model = model
+        if provider is not None:
+            self.settings.provider = provider
+        self.r.info(f"model: {model} ({self.agent.provider}) from the next message on")
 
     def bashes(self) -> None:
         """/bashes: the background commands the agent started, one line each."""

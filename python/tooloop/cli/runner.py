@@ -240,6 +240,9 @@ def show(renderer: Renderer, event: Event) -> None:
     elif event.type == "compaction":
         from .context import auto_line
         renderer.compaction(auto_line(event))
+    elif event.type == "model_fallback":
+        renderer.compaction(f"{event.from_model} {event.reason.replace('_', ' ')}: {event.to_model} "
+                            f"({event.to_provider}) answers for the rest of this task")
     elif event.type == "repetition":
         note = getattr(event, "note", "") or ""
         if not event.stopped and note.startswith("[tooloop: no progress"):
