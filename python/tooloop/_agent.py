@@ -13,7 +13,7 @@ import os
 from . import _tooloop
 from ._tools import Tool, as_tool, tool as _make_tool
 from .errors import ConfigError
-from .events import DoneEvent, RunResult, ToolCall, Usage, _event_from, _Record
+from .events import ApprovalRequestEvent, DoneEvent, RunResult, ToolCall, Usage, _event_from, _Record
 
 __all__ = ["ALLOW_READ_ONLY", "AllowReadOnly", "Agent", "AgentStream", "ModelFn", "PermissionFn", "ToolInfo", "DEFAULT_MODEL"]
 
@@ -145,6 +145,25 @@ def _permission_adapter(
     return call
 
 
+def _decision(answer: Any) -> Tuple[Optional[str], bool]:
+    """An answer to a paused call, in the permission callable's words (True, False, a reason, ALLOW_READ_ONLY),
+    as the core's: (the reason of a denial or None, read-only)."""
+    if answer is True:
+        return None, False
+    if answer is ALLOW_READ_ONLY:
+        return None, True
+    if answer is False:
+        return _DEFAULT_DENIAL, False
+    if isinstance(answer, str):
+        return answer or _DEFAULT_DENIAL, False
+    raise TypeError(f"a decision is True, False, a reason string or tooloop.ALLOW_READ_ONLY, got "
+                    f"{type(answer).__name__}: {answer!r:.100}")
+
+
+def _waiting(d: Dict[str, Any]) -> List[ApprovalRequestEvent]:
+    return [ApprovalRequestEvent(c["call_id"], c["tool"], c.get("input")) for c in d.get("calls") or []]
+
+
 class _RunHandle:
     """A run (on a worker thread, or stepped on the calling thread) that the host may stop: shared by
     ``AgentStream`` and ``MessageStream``.
@@ -185,6 +204,11 @@ class AgentStream(_RunHandle):
     run and waits for it to stop (within 200 ms); the conversation stays valid. The last event is a
     ``DoneEvent`` carrying the ``RunResult`` (also kept in ``.result``); a failed run raises its exception
     from the iteration instead.
+
+    Started with ``pause_for_approval=True``, each tool call that needs a decision pauses the run after its
+    ``ApprovalRequestEvent``: answer it with ``stream.approve(event.id, decision)`` (``decision`` as a
+    ``permission`` callable's answer: True, False, a reason string, ``tooloop.ALLOW_READ_ONLY``), then go on
+    iterating. Parallel calls pause together; iterating on before each is answered raises ``ConfigError``.
     """
 
     result: Optional[RunResult]
@@ -209,6 +233,9 @@ class AgentStream(_RunHandle):
                 self._finished = True
                 self.result = self._finish(self._run.result())
                 return DoneEvent(self.result)
+            if d.get("type") == "approval_pause":
+                ids = ", ".join(e.id for e in _waiting(d))
+                raise ConfigError(f"the run waits for approval of tool calls {ids}: answer each with approve()")
             event = _event_from(d)
             if event is not None:
                 return event
@@ -226,13 +253,29 @@ class AgentStream(_RunHandle):
             yield text
 
     def cancel(self) -> None:
-        """Ask the run to stop (any thread); iteration then ends with ``tooloop.Cancelled``."""
+        """Ask the run to stop (any thread); iteration then ends with ``tooloop.Cancelled``. Calls waiting
+        for approval are answered as interrupted; none of them runs."""
         super().cancel()
 
     def close(self) -> None:
         """Cancel the run if it is still going, and wait until it has stopped."""
         self._finished = True
         super().close()
+
+    def approve(self, call_id: str, decision: Any = True) -> None:
+        """Answer a call the run paused for (``pause_for_approval=True``): True runs it, False or a reason
+        refuses it (the model reads the reason), ``tooloop.ALLOW_READ_ONLY`` runs it with no power to change
+        anything. Nothing runs until the iteration goes on. ValueError when no call with that id waits."""
+        deny, read_only = _decision(decision)
+        approve = getattr(self._run, "approve", None)
+        if approve is None:
+            raise ConfigError("this stream was started without pause_for_approval: nothing to approve")
+        approve(call_id, deny, read_only)
+
+    def pending_approvals(self) -> List[ApprovalRequestEvent]:
+        """The calls waiting for an answer now (empty when none does)."""
+        pending = getattr(self._run, "pending_approvals", None)
+        return [] if pending is None else _waiting({"calls": pending()})
 
 
 def _output_spec(spec: Any) -> Tuple[Any, Optional[Callable[[Any], Any]]]:
@@ -642,9 +685,12 @@ class Agent:
                     errors=[str(e)], output=result.output, text=result.text, attempts=1) from e
         return result
 
-    def stream(self, input: Input) -> AgentStream:
-        """Like ``run`` but yields events as they happen (see ``AgentStream``)."""
-        return AgentStream(self._core.start(input, True), self.model, self._result)
+    def stream(self, input: Input, *, pause_for_approval: bool = False) -> AgentStream:
+        """Like ``run`` but yields events as they happen (see ``AgentStream``). With ``pause_for_approval``,
+        each tool call the ``permission`` callable would be asked about (every call not settled by the rules
+        or ``before_tool``) pauses the run instead, until the consumer answers it with ``stream.approve``; the
+        ``permission`` callable is then asked only about a subagent's calls (without one, those are refused)."""
+        return AgentStream(self._core.start(input, True, pause_for_approval), self.model, self._result)
 
     # -- asyncio (tooloop._aio: a worker thread per run, results and events handed to the caller's loop) ----
 
@@ -667,14 +713,15 @@ class Agent:
         core = self._core
         return await agent_run(lambda: core.start(input, True), self._result, self._bridge())
 
-    def astream(self, input: Input) -> AsyncAgentStream:
+    def astream(self, input: Input, *, pause_for_approval: bool = False) -> AsyncAgentStream:
         """``stream`` for asyncio: ``async for event in agent.astream(...)`` yields the same events as
         ``stream()``, ending with a ``DoneEvent`` (see ``AsyncAgentStream``; the run starts at once). Call it
-        from a coroutine (it needs the running loop)."""
+        from a coroutine (it needs the running loop). ``pause_for_approval`` as in ``stream``: answer each
+        ``ApprovalRequestEvent`` with ``await stream.approve(event.id, decision)``."""
         from ._aio import agent_stream
 
         core = self._core
-        return agent_stream(lambda: core.start(input, True), self._result, self._bridge())
+        return agent_stream(lambda: core.start(input, True, pause_for_approval), self._result, self._bridge())
 
     async def aresume(self) -> RunResult:
         """``resume`` for asyncio (see ``arun``)."""
