@@ -209,3 +209,75 @@ fn a_pausing_run_stepped_with_step_asks_the_permission_callable_and_without_paus
     }
     assert_eq!((weather.load(Ordering::SeqCst), time.load(Ordering::SeqCst)), (2, 1));
 }
+
+/// A subagent's calls cannot pause the parent's step: in a pausing run they go to the permission callable,
+/// and without one they are refused (approving the `task` call never lets its child act unasked).
+#[test]
+fn a_subagents_calls_in_a_pausing_run_are_asked_of_the_callable_or_refused_without_one() {
+    use tooloop::provider::ScriptedProvider;
+    use tooloop::provider::host::reply;
+    use tooloop::types::ToolUseBlock;
+    use tooloop::{AgentOptions, StopReason};
+
+    let call = |id: &str, name: &str, input: Value| {
+        ContentBlock::ToolUse(ToolUseBlock { id: id.into(), name: name.into(), input, extra: Default::default() })
+    };
+    for with_callable in [false, true] {
+        let provider = Arc::new(ScriptedProvider::new(vec![
+            reply(
+                vec![call(
+                    "p1",
+                    "task",
+                    json!({"description": "look", "prompt": "find main", "agent_type": "explore"}),
+                )],
+                StopReason::ToolUse,
+            ),
+            reply(vec![call("c1", "look", json!({}))], StopReason::ToolUse),
+            reply(vec![ContentBlock::text("main is in src/main.rs")], StopReason::EndTurn),
+            reply(vec![ContentBlock::text("done")], StopReason::EndTurn),
+        ]));
+        let types = json!({"explore": {"description": "Reads.", "tools": ["look"], "max_turns": 3}});
+        let agent = Arc::new(
+            AgentOptions::from_value(json!({"subagents": types})).unwrap().build_with(provider.clone()).unwrap(),
+        );
+        let looks = Arc::new(AtomicUsize::new(0));
+        let counted = looks.clone();
+        let look = Tool::new("look", "", json!({"type": "object"}), move |_: &Value, _: &ToolContext<'_>| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            Ok(ToolOutput::Text("found main.rs".into()))
+        })
+        .unwrap();
+        agent.tools().register(look).unwrap();
+        let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+        if with_callable {
+            let seen = asked.clone();
+            agent.set_permission(Some(Arc::new(move |c: &ToolUseBlock| {
+                seen.lock().unwrap().push(c.name.clone());
+                Permission::Allow
+            })));
+        }
+        let mut driver = agent.start(Some(vec![ContentBlock::text("investigate")]), CancelToken::new()).unwrap();
+        driver.pause_for_approvals(true);
+        let paused = until_paused(&mut driver, &mut Vec::new());
+        assert_eq!(paused.iter().map(|a| a.tool.as_str()).collect::<Vec<_>>(), ["task"]);
+        driver.approve("p1", Permission::Allow).unwrap();
+        let result = loop {
+            match driver.next(&mut |_| {}) {
+                Step::Done(outcome) => break outcome.unwrap(),
+                Step::Continue => {}
+                other => panic!("a child's call does not pause the parent: {other:?}"),
+            }
+        };
+        assert_eq!(result.text, "done");
+        let child_second = &provider.requests()[2];
+        let results = results_of(&serde_json::to_value(child_second.messages.last().unwrap()).unwrap());
+        if with_callable {
+            assert_eq!(*asked.lock().unwrap(), ["look"], "only the child's call goes to the callable");
+            assert_eq!(looks.load(Ordering::SeqCst), 1);
+            assert_eq!(results[0].1, "found main.rs");
+        } else {
+            assert_eq!(looks.load(Ordering::SeqCst), 0);
+            assert!(results[0].2 && results[0].1.contains("cannot wait for approval"), "{results:?}");
+        }
+    }
+}
