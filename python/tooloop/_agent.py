@@ -736,9 +736,10 @@ class Agent:
         again. (Opening a saved conversation is ``Agent(session=...)``; this goes on with the one loaded.)"""
         return self._result(self._core.run(None))
 
-    def resume_stream(self) -> AgentStream:
-        """Like ``resume`` but yields events as they happen (see ``AgentStream``)."""
-        return AgentStream(self._core.start(None, True), self.model, self._result)
+    def resume_stream(self, *, pause_for_approval: bool = False) -> AgentStream:
+        """Like ``resume`` but yields events as they happen (see ``AgentStream``; ``pause_for_approval`` as in
+        ``stream``)."""
+        return AgentStream(self._core.start(None, True, pause_for_approval), self.model, self._result)
 
     def compact(self, instructions: Optional[str] = None) -> Optional[str]:
         """Compact the conversation now: the older turns are summarized by the model (``compaction_model`` if
