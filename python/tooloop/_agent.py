@@ -57,7 +57,7 @@ def __getattr__(name: str) -> object:
         return aliases[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-_DEFAULT_DENIAL = "The user did not allow this tool call."
+from ._approval import DEFAULT_DENIAL as _DEFAULT_DENIAL, decision as _decision, waiting as _waiting
 
 #: What a permission callable returns to allow a call only with no power to change anything — for a call it
 #: lets through because it *looks* harmless ("this command only reads"): ``bash`` then runs under the kernel's
@@ -145,25 +145,6 @@ def _permission_adapter(
     return call
 
 
-def _decision(answer: Any) -> Tuple[Optional[str], bool]:
-    """An answer to a paused call, in the permission callable's words (True, False, a reason, ALLOW_READ_ONLY),
-    as the core's: (the reason of a denial or None, read-only)."""
-    if answer is True:
-        return None, False
-    if answer is ALLOW_READ_ONLY:
-        return None, True
-    if answer is False:
-        return _DEFAULT_DENIAL, False
-    if isinstance(answer, str):
-        return answer or _DEFAULT_DENIAL, False
-    raise TypeError(f"a decision is True, False, a reason string or tooloop.ALLOW_READ_ONLY, got "
-                    f"{type(answer).__name__}: {answer!r:.100}")
-
-
-def _waiting(d: Dict[str, Any]) -> List[ApprovalRequestEvent]:
-    return [ApprovalRequestEvent(c["call_id"], c["tool"], c.get("input")) for c in d.get("calls") or []]
-
-
 class _RunHandle:
     """A run (on a worker thread, or stepped on the calling thread) that the host may stop: shared by
     ``AgentStream`` and ``MessageStream``.
@@ -234,7 +215,7 @@ class AgentStream(_RunHandle):
                 self.result = self._finish(self._run.result())
                 return DoneEvent(self.result)
             if d.get("type") == "approval_pause":
-                ids = ", ".join(e.id for e in _waiting(d))
+                ids = ", ".join(e.id for e in _waiting(d.get("calls") or []))
                 raise ConfigError(f"the run waits for approval of tool calls {ids}: answer each with approve()")
             event = _event_from(d)
             if event is not None:
@@ -275,7 +256,7 @@ class AgentStream(_RunHandle):
     def pending_approvals(self) -> List[ApprovalRequestEvent]:
         """The calls waiting for an answer now (empty when none does)."""
         pending = getattr(self._run, "pending_approvals", None)
-        return [] if pending is None else _waiting({"calls": pending()})
+        return [] if pending is None else _waiting(pending())
 
 
 def _output_spec(spec: Any) -> Tuple[Any, Optional[Callable[[Any], Any]]]:

@@ -32,6 +32,7 @@ import threading
 from typing import (TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Deque, Dict, Generic, List, Optional,
                     Set, Tuple, TypeVar, Union)
 
+from . import _approval
 from .events import ApprovalRequestEvent, DoneEvent, RunResult, _event_from
 
 if TYPE_CHECKING:
@@ -425,16 +426,12 @@ class AsyncAgentStream:
     async def approve(self, call_id: str, decision: Any = True) -> None:
         """Answer a call the run paused for (``astream(..., pause_for_approval=True)``), as
         ``AgentStream.approve``; the run goes on once every waiting call is answered."""
-        from ._agent import _decision
-
-        deny, read_only = _decision(decision)
+        deny, read_only = _approval.decision(decision)
         self._pump.approve(call_id, deny, read_only)
 
     def pending_approvals(self) -> List[ApprovalRequestEvent]:
         """The calls waiting for an answer now (empty when none does)."""
-        from ._agent import _waiting
-
-        return _waiting({"calls": self._pump.pending()})
+        return _approval.waiting(self._pump.pending())
 
     async def __aenter__(self) -> AsyncAgentStream:
         return self
