@@ -55,6 +55,32 @@
 #include <stdint.h>
 
 /**
+ * `tooloop_agent_start` flag: a tool call that needs a decision pauses the run
+ * (`TOOLOOP_STEP_NEEDS_APPROVAL`) instead of going to the permission callback. Which calls: every call the
+ * callback would be asked about — each one not already allowed or refused by the permission rules or a
+ * `before_tool` hook. The calls of one batch (consecutive parallel-safe tools) pause together; a later
+ * call pauses after the calls before it ran. The agent's permission callback is not called for the run's
+ * own calls; a subagent's (`task` tool) calls are still asked of it, and refused when none is set.
+ */
+#define TOOLOOP_RUN_PAUSE_FOR_APPROVAL 1
+
+/**
+ * `tooloop_run_approve` decision: run the call.
+ */
+#define TOOLOOP_DECISION_ALLOW 0
+
+/**
+ * `tooloop_run_approve` decision: refuse the call; the model reads "Permission denied: <reason>".
+ */
+#define TOOLOOP_DECISION_DENY 1
+
+/**
+ * `tooloop_run_approve` decision: run the call only with no power to change anything (see
+ * `tooloop_permission_set_read_only`).
+ */
+#define TOOLOOP_DECISION_ALLOW_READ_ONLY 2
+
+/**
  * An agent: a model, its tools and a conversation. Create with `tooloop_agent_new` or
  * `tooloop_agent_new_with_model`, free with `tooloop_agent_free`.
  *
@@ -83,6 +109,16 @@ typedef struct tooloop_model_response tooloop_model_response;
  * library and lent to one callback call: valid only until the callback returns; never free it.
  */
 typedef struct tooloop_permission tooloop_permission;
+
+/**
+ * A run under way, stepped by the host. Create with `tooloop_agent_start`, free with `tooloop_run_free`.
+ *
+ * Threads: one thread at a time steps, answers and reads it (not necessarily the agent's creator);
+ * `tooloop_run_cancel` may be called from any thread at any time until `tooloop_run_free`. Tools, hooks,
+ * the permission callback and the step's event callback run on the thread that steps, within the step.
+ * While the run is under way its agent is busy (`TOOLOOP_BUSY` for a run, resume, compact or reset).
+ */
+typedef struct tooloop_run tooloop_run;
 
 /**
  * Where a tool callback puts its answer. Owned by the library and lent to one callback call: valid only
@@ -198,6 +234,11 @@ typedef int32_t (*tooloop_model_fn)(void *userdata, const char *request_json, to
  * time. Same rules as `tooloop_tool_fn`.
  */
 typedef int32_t (*tooloop_permission_fn)(void *userdata, const char *call_json, tooloop_permission *answer);
+
+/**
+ * What a `tooloop_run_step` came to: one of the `TOOLOOP_STEP_*` codes.
+ */
+typedef int32_t tooloop_step_kind;
 
 /**
  * A tool implemented by the host.
@@ -335,6 +376,23 @@ typedef int32_t tooloop_tool_kind;
  * `tooloop_last_error()` names the hook.
  */
 #define TOOLOOP_HOOK_FAILED 18
+
+/**
+ * The run goes on: step again (when the host's loop has time).
+ */
+#define TOOLOOP_STEP_CONTINUE 0
+
+/**
+ * Tool calls wait for the host's answer: read them with `tooloop_run_pending_approvals`, answer each with
+ * `tooloop_run_approve`, then step again. A step before every call is answered runs nothing and says
+ * `TOOLOOP_STEP_NEEDS_APPROVAL` again.
+ */
+#define TOOLOOP_STEP_NEEDS_APPROVAL 1
+
+/**
+ * The run has ended: `tooloop_run_result` gives its outcome. Stepping again is `TOOLOOP_RUN_ENDED`.
+ */
+#define TOOLOOP_STEP_DONE 2
 
 /**
  * Success.
@@ -494,6 +552,22 @@ typedef int32_t tooloop_tool_kind;
  * valid.
  */
 #define TOOLOOP_OUTPUT_INVALID 40
+
+/**
+ * `tooloop_run_approve`: no tool call with that id waits for approval (never asked, or already settled).
+ */
+#define TOOLOOP_UNKNOWN_CALL 50
+
+/**
+ * A step, or an answer, for a run that has ended (`TOOLOOP_STEP_DONE`): `tooloop_run_result` has its
+ * outcome.
+ */
+#define TOOLOOP_RUN_ENDED 51
+
+/**
+ * `tooloop_run_result` before the run has ended: step it to `TOOLOOP_STEP_DONE` first.
+ */
+#define TOOLOOP_RUN_NOT_ENDED 52
 
 /**
  * Nothing the library knows of (every tool's kind until set): judged by its results alone.
@@ -1060,6 +1134,113 @@ tooloop_status tooloop_restore_file(const char *workspace,
                                     const uint8_t *content,
                                     size_t len,
                                     uint32_t mode);
+
+/**
+ * Start a run to step (see `tooloop_run_step`): the input is checked and stored now; nothing is sent
+ * until the first step.
+ *
+ * - `input`: the user's message (UTF-8, copied; a JSON array of content blocks is taken as blocks, as in
+ *   `tooloop_agent_run`); NULL resumes the conversation instead (as `tooloop_agent_resume`).
+ * - `flags`: 0, or `TOOLOOP_RUN_PAUSE_FOR_APPROVAL`.
+ * - `out`: on success `*out` receives the run, which the caller owns and frees with `tooloop_run_free`;
+ *   on failure it is left unchanged.
+ *
+ * The run keeps the agent's core alive: free the run before the agent (if the agent is freed first, its
+ * callbacks' `userdata_free` run when the run is freed).
+ *
+ * Statuses: `TOOLOOP_OK`; `TOOLOOP_INVALID_ARGUMENT` (NULL `agent` or `out`, an unknown flag),
+ * `TOOLOOP_INVALID_UTF8`, `TOOLOOP_BUSY` (a run is in progress on the agent), `TOOLOOP_CONFIG` (nothing to
+ * resume; an image over the provider's limit), `TOOLOOP_IO` (the session file), `TOOLOOP_PANIC`.
+ * Threads: the agent's thread.
+ */
+tooloop_status tooloop_agent_start(tooloop_agent *agent,
+                                   const char *input,
+                                   uint32_t flags,
+                                   tooloop_run **out);
+
+/**
+ * Take the run one step further: everything up to the next network read of the model's answer runs (the
+ * request, the tool calls of the turn before, their hooks), then one read; a step also ends when a model
+ * turn is complete, before its tool calls run, and when calls wait for approval. The step's events go to
+ * `on_event(event_userdata, event)` (NULL: not wanted), on this thread, before it returns.
+ *
+ * On success `*out_kind` receives `TOOLOOP_STEP_CONTINUE`, `TOOLOOP_STEP_NEEDS_APPROVAL` or
+ * `TOOLOOP_STEP_DONE` (then `tooloop_run_result` has the outcome: a failed run is a successful step); on
+ * failure it is left unchanged.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `run` or `out_kind`), `TOOLOOP_RUN_ENDED` (a
+ * step after `TOOLOOP_STEP_DONE`), `TOOLOOP_BUSY` (called from one of this run's callbacks),
+ * `TOOLOOP_PANIC`. Threads: as `tooloop_run`; a step blocks for at most one network read (cancel ends it
+ * within 200 ms) plus the tools it runs.
+ */
+tooloop_status tooloop_run_step(const tooloop_run *run,
+                                tooloop_event_fn on_event,
+                                void *event_userdata,
+                                tooloop_step_kind *out_kind);
+
+/**
+ * The tool calls waiting for an answer now: a JSON array, `[{"call_id": "toolu_...", "tool": "bash",
+ * "input": {...}, "reason": "<the permission rule that asks>" | null, "read_only": false}, ...]` in the
+ * order the model made them; `[]` when none waits (also after the end).
+ *
+ * On success `*out_json` receives the string, which the caller frees with `tooloop_string_free`; on failure
+ * it is left unchanged.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `run` or `out_json`), `TOOLOOP_BUSY` (from one of
+ * this run's callbacks), `TOOLOOP_PANIC`. Threads: as `tooloop_run`.
+ */
+tooloop_status tooloop_run_pending_approvals(const tooloop_run *run, char **out_json);
+
+/**
+ * Answer a waiting tool call (see `tooloop_run_pending_approvals`): `decision` is
+ * `TOOLOOP_DECISION_ALLOW`, `TOOLOOP_DECISION_DENY` (the model reads "Permission denied: <reason>";
+ * `reason` UTF-8, copied; NULL: "the host denied this tool call") or `TOOLOOP_DECISION_ALLOW_READ_ONLY`.
+ * `reason` is ignored unless denying. An answer given again before the next step replaces the first.
+ * Nothing runs until the next `tooloop_run_step`.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `run` or `call_id`, an unknown decision),
+ * `TOOLOOP_INVALID_UTF8` (`call_id` or `reason`), `TOOLOOP_UNKNOWN_CALL` (no call with that id waits: never
+ * asked, or already settled by a step), `TOOLOOP_RUN_ENDED`, `TOOLOOP_BUSY` (from one of this run's
+ * callbacks), `TOOLOOP_PANIC`. Threads: as `tooloop_run`.
+ */
+tooloop_status tooloop_run_approve(const tooloop_run *run,
+                                   const char *call_id,
+                                   int32_t decision,
+                                   const char *reason);
+
+/**
+ * The outcome of a run that has ended (`TOOLOOP_STEP_DONE`): on success the run's result JSON (as
+ * `tooloop_agent_run`'s `result_json`) goes to `*result_json` (NULL: not wanted), which the caller frees
+ * with `tooloop_string_free`; a failed run returns its status (`TOOLOOP_CANCELLED`, `TOOLOOP_MAX_TURNS`, the
+ * API codes, ... as `tooloop_agent_run`) with the detail in `tooloop_last_error()`, and leaves
+ * `*result_json` unchanged. May be called again: the same answer.
+ *
+ * Statuses: the run's; `TOOLOOP_INVALID_ARGUMENT` (NULL `run`), `TOOLOOP_RUN_NOT_ENDED` (step it to
+ * `TOOLOOP_STEP_DONE` first), `TOOLOOP_BUSY` (from one of this run's callbacks), `TOOLOOP_PANIC`. Threads:
+ * as `tooloop_run`.
+ */
+tooloop_status tooloop_run_result(const tooloop_run *run, char **result_json);
+
+/**
+ * Cancel the run: the step in progress (or the next one) ends it within about 200 ms, with
+ * `TOOLOOP_CANCELLED` from `tooloop_run_result`; calls waiting for approval are answered as interrupted
+ * and none of them runs. The conversation stays valid (`tooloop_agent_resume` or a new start continues
+ * it). Does nothing once the run has ended.
+ *
+ * Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (NULL `run`), `TOOLOOP_PANIC`. Threads: any thread, at
+ * any time until `tooloop_run_free`; also from the run's own callbacks.
+ */
+tooloop_status tooloop_run_cancel(const tooloop_run *run);
+
+/**
+ * Free a run. One still under way is cancelled and ended here (at once: every wait ends on the cancel;
+ * waiting calls are answered as interrupted), so the conversation stays valid and the agent is free for
+ * the next run. Its events go nowhere.
+ *
+ * NULL is a no-op. Not during a step (not from its callbacks, nor while another thread steps it);
+ * freeing twice is undefined behaviour.
+ */
+void tooloop_run_free(tooloop_run *run);
 
 /**
  * Attach a session file (or a database session, `path.db#id`, as the `"session"` key) to an agent whose

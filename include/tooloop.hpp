@@ -33,6 +33,12 @@
  *   works around (the same as the Python hook). Set it through set_permission only, not through the C
  *   call on get().
  *
+ * Stepping. agent.start(input) gives a tooloop::Run the host steps from its own loop (run.step(on_event) until
+ *   Run::Step::Done, then run.result()); started pausing (the default), a tool call that needs a decision
+ *   makes step() return Run::Step::NeedsApproval: read run.pending_approvals(), answer each with allow(id),
+ *   allow_read_only(id) or deny(id, reason), step again. Destroying a Run part-way cancels it (the
+ *   conversation stays valid). Destroy every Run before its Agent.
+ *
  * Threads: as the C API. One Agent, one thread at a time, except cancel() and the *_json() readers, which
  *   any thread may call while a run is in progress. Callbacks run on the thread that called run().
  *
@@ -48,6 +54,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "tooloop.h"
 
@@ -250,6 +257,148 @@ extern "C" inline void tooloop_hpp_event(void *userdata, const tooloop_event *ev
 
 namespace tooloop {
 
+namespace detail {
+
+/** A run's result JSON as a RunResult. */
+inline RunResult run_result(std::string json) {
+    RunResult r;
+    r.text = json_get(json, "/text").value_or("");
+    std::optional<std::string> stop = json_get(json, "/stop_reason");
+    r.stop_reason = (stop && *stop != "null") ? *stop : "";
+    r.turns = std::stoi(json_get(json, "/turns").value_or("0"));
+    r.output_json = json_get(json, "/output").value_or("null");
+    r.json = std::move(json);
+    return r;
+}
+
+} // namespace detail
+
+/** A tool call waiting for the host's answer in a stepped run (see tooloop_run_pending_approvals). */
+struct ApprovalRequest {
+    /** The call id: what allow/deny take. */
+    std::string call_id;
+    /** The tool's name. */
+    std::string tool;
+    /** The input the call would run with, as JSON. */
+    std::string input_json;
+    /** The permission rule that asks; empty when every undecided call asks. */
+    std::string reason;
+    /** Whether the tool says it only reads. */
+    bool read_only = false;
+};
+
+/** A run the host steps (RAII over tooloop_run *), from Agent::start. Movable, not copyable. One thread at a
+ *  time; cancel() from any thread. Destroying it part-way cancels the run (the conversation stays valid). */
+class Run {
+public:
+    /** What a step came to. */
+    enum class Step { Continue, NeedsApproval, Done };
+
+    ~Run() { tooloop_run_free(handle_); }
+    Run(const Run &) = delete;
+    Run &operator=(const Run &) = delete;
+    Run(Run &&other) noexcept
+        : handle_(std::exchange(other.handle_, nullptr)), agent_(other.agent_), model_(other.model_),
+          permission_(other.permission_) {}
+    Run &operator=(Run &&other) noexcept {
+        if (this != &other) {
+            tooloop_run_free(handle_);
+            handle_ = std::exchange(other.handle_, nullptr);
+            agent_ = other.agent_;
+            model_ = other.model_;
+            permission_ = other.permission_;
+        }
+        return *this;
+    }
+
+    /** One step (see tooloop_run_step); its events go to on_event. Throws Error (TOOLOOP_RUN_ENDED after
+     *  Done), or what the event function, host model or permission hook threw (the run is cancelled then). */
+    Step step(const EventFn &on_event = nullptr) {
+        detail::RunContext ctx{&on_event, nullptr, agent_};
+        tooloop_event_fn cb = on_event ? tooloop_hpp_event : nullptr;
+        tooloop_step_kind kind = TOOLOOP_STEP_CONTINUE;
+        tooloop_status s = tooloop_run_step(handle_, cb, &ctx, &kind);
+        std::exception_ptr model_error = model_ != nullptr ? std::exchange(model_->error, nullptr) : nullptr;
+        std::exception_ptr permission_error =
+            permission_ != nullptr ? std::exchange(permission_->error, nullptr) : nullptr;
+        if (ctx.error) {
+            std::rethrow_exception(ctx.error);
+        }
+        if (model_error) {
+            std::rethrow_exception(model_error);
+        }
+        if (permission_error) {
+            std::rethrow_exception(permission_error);
+        }
+        detail::check(s);
+        return kind == TOOLOOP_STEP_DONE ? Step::Done
+               : kind == TOOLOOP_STEP_NEEDS_APPROVAL ? Step::NeedsApproval
+                                                      : Step::Continue;
+    }
+
+    /** The calls waiting for an answer (empty when none). */
+    std::vector<ApprovalRequest> pending_approvals() const {
+        char *out = nullptr;
+        detail::check(tooloop_run_pending_approvals(handle_, &out));
+        std::string json = detail::take(out);
+        std::vector<ApprovalRequest> calls;
+        for (size_t i = 0;; i++) {
+            std::string at = "/" + std::to_string(i);
+            std::optional<std::string> id = json_get(json, at + "/call_id");
+            if (!id) {
+                break;
+            }
+            ApprovalRequest r;
+            r.call_id = *id;
+            r.tool = json_get(json, at + "/tool").value_or("");
+            r.input_json = json_get(json, at + "/input").value_or("{}");
+            std::string reason = json_get(json, at + "/reason").value_or("null");
+            r.reason = reason == "null" ? "" : reason;
+            r.read_only = json_get(json, at + "/read_only").value_or("false") == "true";
+            calls.push_back(std::move(r));
+        }
+        return calls;
+    }
+
+    /** Let a waiting call run. Throws Error (TOOLOOP_UNKNOWN_CALL, TOOLOOP_RUN_ENDED). */
+    void allow(const std::string &call_id) {
+        detail::check(tooloop_run_approve(handle_, call_id.c_str(), TOOLOOP_DECISION_ALLOW, nullptr));
+    }
+    /** Let a waiting call run with no power to change anything. */
+    void allow_read_only(const std::string &call_id) {
+        detail::check(tooloop_run_approve(handle_, call_id.c_str(), TOOLOOP_DECISION_ALLOW_READ_ONLY, nullptr));
+    }
+    /** Refuse a waiting call; the model reads "Permission denied: <reason>" (empty: the default reason). */
+    void deny(const std::string &call_id, const std::string &reason = "") {
+        detail::check(tooloop_run_approve(handle_, call_id.c_str(), TOOLOOP_DECISION_DENY,
+                                          reason.empty() ? nullptr : reason.c_str()));
+    }
+
+    /** The outcome once step() said Done: the result, or Error with the run's status (TOOLOOP_CANCELLED,
+     *  ...; TOOLOOP_RUN_NOT_ENDED before the end). */
+    RunResult result() const {
+        char *out = nullptr;
+        detail::check(tooloop_run_result(handle_, &out));
+        return detail::run_result(detail::take(out));
+    }
+
+    /** Cancel the run, from any thread: the next step ends it. */
+    void cancel() noexcept { tooloop_run_cancel(handle_); }
+
+    /** The C handle. Still owned by this Run. */
+    tooloop_run *get() const noexcept { return handle_; }
+
+private:
+    friend class Agent;
+    Run(tooloop_run *handle, tooloop_agent *agent, detail::ModelBox *model, detail::PermissionBox *permission)
+        : handle_(handle), agent_(agent), model_(model), permission_(permission) {}
+
+    tooloop_run *handle_ = nullptr;
+    tooloop_agent *agent_ = nullptr;
+    detail::ModelBox *model_ = nullptr;
+    detail::PermissionBox *permission_ = nullptr;
+};
+
 /** An agent (RAII over tooloop_agent *). Movable, not copyable. */
 class Agent {
 public:
@@ -319,6 +468,12 @@ public:
     /** Continue after a failure, a cancel or max_turns (see tooloop_agent_resume). */
     RunResult resume(const EventFn &on_event = nullptr) { return drive(nullptr, on_event); }
 
+    /** Start a run to step (see tooloop_agent_start and the file comment); pause_for_approval: a tool call
+     *  that needs a decision pauses the run instead of going to the permission hook. Throws Error. */
+    Run start(const std::string &input, bool pause_for_approval = true) { return begin(&input, pause_for_approval); }
+    /** start() resuming the conversation (see tooloop_agent_resume). */
+    Run start_resume(bool pause_for_approval = true) { return begin(nullptr, pause_for_approval); }
+
     /** Cancel the run in progress, from any thread. */
     void cancel() noexcept { tooloop_agent_cancel(handle_); }
 
@@ -374,6 +529,13 @@ private:
         return detail::take(out);
     }
 
+    Run begin(const std::string *input, bool pause_for_approval) {
+        tooloop_run *run = nullptr;
+        detail::check(tooloop_agent_start(handle_, input != nullptr ? input->c_str() : nullptr,
+                                          pause_for_approval ? TOOLOOP_RUN_PAUSE_FOR_APPROVAL : 0, &run));
+        return Run(run, handle_, model_, permission_);
+    }
+
     RunResult drive(const std::string *input, const EventFn &on_event) {
         detail::RunContext ctx{&on_event, nullptr, handle_};
         tooloop_event_fn cb = on_event ? tooloop_hpp_event : nullptr;
@@ -398,14 +560,7 @@ private:
         if (s != TOOLOOP_OK) {
             throw Error(s, detail_message.empty() ? tooloop_status_str(s) : detail_message);
         }
-        RunResult r;
-        r.text = json_get(json, "/text").value_or("");
-        std::optional<std::string> stop = json_get(json, "/stop_reason");
-        r.stop_reason = (stop && *stop != "null") ? *stop : "";
-        r.turns = std::stoi(json_get(json, "/turns").value_or("0"));
-        r.output_json = json_get(json, "/output").value_or("null");
-        r.json = std::move(json);
-        return r;
+        return detail::run_result(std::move(json));
     }
 };
 

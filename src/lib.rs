@@ -79,8 +79,8 @@ pub mod tools;
 pub mod types;
 
 pub use agent::{
-    Agent, AgentConfig, Event, FILE_CHANGE_BEFORE_CAP, FileChangeKind, MaxTurnsPolicy, ModelSpec, Permission,
-    PermissionHook, RepeatGuard, RunDriver, RunResult, SessionInfo, ToolCallRecord,
+    Agent, AgentConfig, ApprovalError, ApprovalRequest, Event, FILE_CHANGE_BEFORE_CAP, FileChangeKind, MaxTurnsPolicy,
+    ModelSpec, Permission, PermissionHook, RepeatGuard, RunDriver, RunResult, SessionInfo, Step, ToolCallRecord,
 };
 pub use cancel::CancelToken;
 pub use conversation::{Conversation, Entry, EntryRole, EntryStatus};

@@ -13,7 +13,7 @@ import os
 from . import _tooloop
 from ._tools import Tool, as_tool, tool as _make_tool
 from .errors import ConfigError
-from .events import DoneEvent, RunResult, ToolCall, Usage, _event_from, _Record
+from .events import ApprovalRequestEvent, DoneEvent, RunResult, ToolCall, Usage, _event_from, _Record
 
 __all__ = ["ALLOW_READ_ONLY", "AllowReadOnly", "Agent", "AgentStream", "ModelFn", "PermissionFn", "ToolInfo", "DEFAULT_MODEL"]
 
@@ -57,7 +57,7 @@ def __getattr__(name: str) -> object:
         return aliases[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-_DEFAULT_DENIAL = "The user did not allow this tool call."
+from ._approval import DEFAULT_DENIAL as _DEFAULT_DENIAL, decision as _decision, waiting as _waiting
 
 #: What a permission callable returns to allow a call only with no power to change anything — for a call it
 #: lets through because it *looks* harmless ("this command only reads"): ``bash`` then runs under the kernel's
@@ -196,6 +196,11 @@ class AgentStream(_RunHandle):
     run and waits for it to stop (within 200 ms); the conversation stays valid. The last event is a
     ``DoneEvent`` carrying the ``RunResult`` (also kept in ``.result``); a failed run raises its exception
     from the iteration instead.
+
+    Started with ``pause_for_approval=True``, each tool call that needs a decision pauses the run after its
+    ``ApprovalRequestEvent``: answer it with ``stream.approve(event.id, decision)`` (``decision`` as a
+    ``permission`` callable's answer: True, False, a reason string, ``tooloop.ALLOW_READ_ONLY``), then go on
+    iterating. Parallel calls pause together; iterating on before each is answered raises ``ConfigError``.
     """
 
     result: Optional[RunResult]
@@ -220,6 +225,9 @@ class AgentStream(_RunHandle):
                 self._finished = True
                 self.result = self._finish(self._run.result())
                 return DoneEvent(self.result)
+            if d.get("type") == "approval_pause":
+                ids = ", ".join(e.id for e in _waiting(d.get("calls") or []))
+                raise ConfigError(f"the run waits for approval of tool calls {ids}: answer each with approve()")
             event = _event_from(d)
             if event is not None:
                 return event
@@ -237,13 +245,29 @@ class AgentStream(_RunHandle):
             yield text
 
     def cancel(self) -> None:
-        """Ask the run to stop (any thread); iteration then ends with ``tooloop.Cancelled``."""
+        """Ask the run to stop (any thread); iteration then ends with ``tooloop.Cancelled``. Calls waiting
+        for approval are answered as interrupted; none of them runs."""
         super().cancel()
 
     def close(self) -> None:
         """Cancel the run if it is still going, and wait until it has stopped."""
         self._finished = True
         super().close()
+
+    def approve(self, call_id: str, decision: Any = True) -> None:
+        """Answer a call the run paused for (``pause_for_approval=True``): True runs it, False or a reason
+        refuses it (the model reads the reason), ``tooloop.ALLOW_READ_ONLY`` runs it with no power to change
+        anything. Nothing runs until the iteration goes on. ValueError when no call with that id waits."""
+        deny, read_only = _decision(decision)
+        approve = getattr(self._run, "approve", None)
+        if approve is None:
+            raise ConfigError("this stream was started without pause_for_approval: nothing to approve")
+        approve(call_id, deny, read_only)
+
+    def pending_approvals(self) -> List[ApprovalRequestEvent]:
+        """The calls waiting for an answer now (empty when none does)."""
+        pending = getattr(self._run, "pending_approvals", None)
+        return [] if pending is None else _waiting(pending())
 
 
 def _output_spec(spec: Any) -> Tuple[Any, Optional[Callable[[Any], Any]]]:
@@ -670,9 +694,12 @@ class Agent:
                     errors=[str(e)], output=result.output, text=result.text, attempts=1) from e
         return result
 
-    def stream(self, input: Input) -> AgentStream:
-        """Like ``run`` but yields events as they happen (see ``AgentStream``)."""
-        return AgentStream(self._core.start(input, True), self.model, self._result)
+    def stream(self, input: Input, *, pause_for_approval: bool = False) -> AgentStream:
+        """Like ``run`` but yields events as they happen (see ``AgentStream``). With ``pause_for_approval``,
+        each tool call the ``permission`` callable would be asked about (every call not settled by the rules
+        or ``before_tool``) pauses the run instead, until the consumer answers it with ``stream.approve``; the
+        ``permission`` callable is then asked only about a subagent's calls (without one, those are refused)."""
+        return AgentStream(self._core.start(input, True, pause_for_approval), self.model, self._result)
 
     # -- asyncio (tooloop._aio: a worker thread per run, results and events handed to the caller's loop) ----
 
@@ -695,14 +722,15 @@ class Agent:
         core = self._core
         return await agent_run(lambda: core.start(input, True), self._result, self._bridge())
 
-    def astream(self, input: Input) -> AsyncAgentStream:
+    def astream(self, input: Input, *, pause_for_approval: bool = False) -> AsyncAgentStream:
         """``stream`` for asyncio: ``async for event in agent.astream(...)`` yields the same events as
         ``stream()``, ending with a ``DoneEvent`` (see ``AsyncAgentStream``; the run starts at once). Call it
-        from a coroutine (it needs the running loop)."""
+        from a coroutine (it needs the running loop). ``pause_for_approval`` as in ``stream``: answer each
+        ``ApprovalRequestEvent`` with ``await stream.approve(event.id, decision)``."""
         from ._aio import agent_stream
 
         core = self._core
-        return agent_stream(lambda: core.start(input, True), self._result, self._bridge())
+        return agent_stream(lambda: core.start(input, True, pause_for_approval), self._result, self._bridge())
 
     async def aresume(self) -> RunResult:
         """``resume`` for asyncio (see ``arun``)."""
@@ -717,9 +745,10 @@ class Agent:
         again. (Opening a saved conversation is ``Agent(session=...)``; this goes on with the one loaded.)"""
         return self._result(self._core.run(None))
 
-    def resume_stream(self) -> AgentStream:
-        """Like ``resume`` but yields events as they happen (see ``AgentStream``)."""
-        return AgentStream(self._core.start(None, True), self.model, self._result)
+    def resume_stream(self, *, pause_for_approval: bool = False) -> AgentStream:
+        """Like ``resume`` but yields events as they happen (see ``AgentStream``; ``pause_for_approval`` as in
+        ``stream``)."""
+        return AgentStream(self._core.start(None, True, pause_for_approval), self.model, self._result)
 
     def compact(self, instructions: Optional[str] = None) -> Optional[str]:
         """Compact the conversation now: the older turns are summarized by the model (``compaction_model`` if

@@ -29,10 +29,11 @@ import concurrent.futures
 import contextvars
 import queue
 import threading
-from typing import (TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Deque, Dict, Generic, Optional, Set,
-                    Tuple, TypeVar, Union)
+from typing import (TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Deque, Dict, Generic, List, Optional,
+                    Set, Tuple, TypeVar, Union)
 
-from .events import DoneEvent, RunResult, _event_from
+from . import _approval
+from .events import ApprovalRequestEvent, DoneEvent, RunResult, _event_from
 
 if TYPE_CHECKING:
     from . import _tooloop
@@ -219,6 +220,8 @@ class _Pump(Generic[_T]):
         self._cancelled = False
         self._outcome: Optional[Tuple[bool, Any]] = None  # (ok, value or exception)
         self._start, self._finish, self._convert = start, finish, convert
+        # Set by approve() and cancel(): wakes the worker from a pause for approvals (the state is the run's).
+        self._answered = threading.Event()
         if bridge is not None:
             bridge.enter(self._loop)
         _WORKERS.submit(self._work)
@@ -237,6 +240,10 @@ class _Pump(Generic[_T]):
                     d = handle.next_event()
                     if d is None:
                         break
+                    if d.get("type") == "approval_pause":  # wait (off the loop) for approve() or cancel()
+                        self._answered.wait()
+                        self._answered.clear()
+                        continue
                     item = convert(d)
                     if item is not None:
                         self._push(0, item)
@@ -288,8 +295,24 @@ class _Pump(Generic[_T]):
         handle = self._handle
         if handle is not None:
             handle.cancel()
+        self._answered.set()
         if self._bridge is not None:
             self._bridge.cancel_pending()
+
+    def approve(self, call_id: str, deny: Optional[str], read_only: bool) -> None:
+        """Answer a call the run paused for, and wake the worker (on the loop: the run is paused, so the
+        handle's lock is free or held for a moment)."""
+        approve = getattr(self._handle, "approve", None)
+        if approve is None:
+            from .errors import ConfigError
+
+            raise ConfigError("this run was started without pause_for_approval, or has ended: nothing to approve")
+        approve(call_id, deny, read_only)
+        self._answered.set()
+
+    def pending(self) -> Any:
+        pending = getattr(self._handle, "pending_approvals", None)
+        return [] if pending is None else pending()
 
     async def stop(self) -> None:
         """Cancel the run if it is going, and wait (on the loop) until the worker has stopped."""
@@ -399,6 +422,16 @@ class AsyncAgentStream:
         """Cancel the run if it is still going, and wait until it has stopped."""
         self._finished = True
         await self._pump.stop()
+
+    async def approve(self, call_id: str, decision: Any = True) -> None:
+        """Answer a call the run paused for (``astream(..., pause_for_approval=True)``), as
+        ``AgentStream.approve``; the run goes on once every waiting call is answered."""
+        deny, read_only = _approval.decision(decision)
+        self._pump.approve(call_id, deny, read_only)
+
+    def pending_approvals(self) -> List[ApprovalRequestEvent]:
+        """The calls waiting for an answer now (empty when none does)."""
+        return _approval.waiting(self._pump.pending())
 
     async def __aenter__(self) -> AsyncAgentStream:
         return self

@@ -41,11 +41,13 @@ impl Agent {
         Ok(agent)
     }
 
-    /// Run one `task` call: a fresh child agent, its events forwarded tagged with the call's id.
+    /// Run one `task` call: a fresh child agent, its events forwarded tagged with the call's id (`pausing`: the
+    /// parent's run pauses for approvals).
     pub(super) fn run_child(
         &self,
         call: &ToolUseBlock,
         cancel: &CancelToken,
+        pausing: bool,
         on_event: &mut dyn FnMut(&Event),
     ) -> (CallOutcome, Option<crate::subagent::ChildRun>, Option<Error>) {
         let started = Instant::now();
@@ -119,7 +121,12 @@ impl Agent {
             Err(e) => return fail(format!("agent type {agent_type}: {e}")),
         };
         self.lend_ledger(&child);
-        child.set_permission(lock(&self.permission).clone());
+        // A child's calls cannot pause the parent's step (approval.rs): without a callable to ask, a pausing
+        // run's child is refused what it would have been asked.
+        let permission = lock(&self.permission).clone().or_else(|| {
+            pausing.then(|| -> PermissionHook { Arc::new(|_| Permission::Deny(super::approval::CHILD_UNASKED.into())) })
+        });
+        child.set_permission(permission);
         child.set_hooks(lock(&self.hooks).for_child());
         *lock(&child.rules) = lock(&self.rules).clone();
         *lock(&child.workspace) = lock(&self.workspace).clone();

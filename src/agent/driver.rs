@@ -17,11 +17,11 @@ use super::*;
 /// thread that steps, within a step; [`Agent::cancel`] (or the token given to [`Agent::start`]) from any
 /// thread ends the run within 200 ms, at the next step.
 pub struct RunDriver {
-    agent: Arc<Agent>,
-    looping: Looping,
-    read: Read,
+    pub(super) agent: Arc<Agent>,
+    pub(super) looping: Looping,
+    pub(super) read: Read,
     /// Set while the run is under way; dropped when it has ended.
-    busy: Option<Busy>,
+    pub(super) busy: Option<Busy>,
 }
 
 impl std::fmt::Debug for RunDriver {
@@ -71,19 +71,14 @@ impl RunDriver {
     /// permission questions), then one read; the events produced go to `on_event`, on this thread.
     /// A step also ends once a model turn is complete, before its tool calls run, so a host has shown the
     /// turn before any of its calls asks a question. Returns `Some(outcome)` once the run has ended (then
-    /// every later step returns an error); `None`: step again.
+    /// every later step returns an error); `None`: step again. A pause for approvals (see
+    /// [`RunDriver::next`]) is answered here by the agent's permission callable, and the step goes on.
     pub fn step(&mut self, on_event: &mut dyn FnMut(&Event)) -> Option<Result<RunResult>> {
-        if self.ended() {
-            return Some(Err(Error::Config("the run has ended".into())));
-        }
         loop {
-            let outcome = self.agent.advance(&mut self.looping, self.read, on_event);
-            if outcome.is_some() {
-                self.busy = None;
-                return outcome;
-            }
-            if matches!(self.looping.phase, Phase::Reading(..) | Phase::Answered(_)) {
-                return None;
+            match self.next(on_event) {
+                Step::Continue => return None,
+                Step::Done(outcome) => return Some(outcome),
+                Step::NeedsApproval(asked) => self.answer_with_callable(asked),
             }
         }
     }

@@ -10,10 +10,12 @@
 //! [`Event`]; `build.rs` `Agent::build`, the one way an agent is put together (for the options and for a
 //! `task` call's child agents) and the child's run; `run_loop.rs` the loop of a run (requests, the model's
 //! turn, the spend cap, structured answers), one phase at a time; `driver.rs` [`RunDriver`], a run its caller
-//! steps through those phases; `dispatch.rs` one turn's tool calls (rules, hooks, permission,
-//! concurrency); `switch.rs` changing the model and provider (`set_model`, fallbacks); `compact.rs` token estimates and compaction as the loop needs them; `fit.rs` keeps each tool
+//! steps through those phases; `approval.rs` a stepped run's pause for approvals; `dispatch.rs` one turn's
+//! tool calls (rules, hooks, permission, concurrency); `switch.rs` changing the model and provider (`set_model`,
+//! fallbacks); `compact.rs` token estimates and compaction as the loop needs them; `fit.rs` keeps each tool
 //! result within a share of the context window.
 
+mod approval;
 mod build;
 mod compact;
 mod config;
@@ -40,6 +42,7 @@ use crate::store::SessionStore;
 use crate::tools::{CallOutcome, ToolRegistry};
 use crate::types::{ContentBlock, MessageResponse, Request, StopReason, ToolUseBlock, Usage};
 
+pub use approval::{ApprovalError, ApprovalRequest, Step};
 pub(crate) use build::Parts;
 use compact::*;
 pub use config::{AgentConfig, MAX_TOOL_CALLS_PER_TURN, MaxTurnsPolicy, Permission, PermissionHook, RepeatGuard};

@@ -32,6 +32,9 @@ pub(super) struct Looping {
     pub(super) phase: Phase,
     /// The fallback models tried so far, and the model to go back to when the run ends.
     pub(super) fallbacks: super::switch::Fallbacks,
+    /// Whether a call that would go to the permission callable waits for the host instead (see
+    /// [`super::RunDriver::pause_for_approvals`]).
+    pub(super) pausing: bool,
 }
 
 impl Looping {
@@ -42,12 +45,13 @@ impl Looping {
             state: RunState::default(),
             phase: Phase::Between,
             fallbacks: Default::default(),
+            pausing: false,
         }
     }
 }
 
 /// Where a run is. Each [`Agent::advance`] goes one phase on: `Between` → `Ready` → (`Reading`)* →
-/// `Answered` → `Between` …, until the run ends.
+/// `Answered` → (`Tools`)* → `Between` …, until the run ends.
 pub(super) enum Phase {
     /// Before a model turn: the caps are checked and the request made.
     Between,
@@ -57,6 +61,8 @@ pub(super) enum Phase {
     Reading(Box<OpenTurn>, Box<dyn TurnStream>),
     /// A model turn's answer is in: its calls are run next.
     Answered(Box<Answered>),
+    /// A model turn's calls, run a batch at a time (a batch may wait here for the host's approvals).
+    Tools(Box<ToolTurn>),
     /// The run has ended.
     Ended,
 }
@@ -422,6 +428,18 @@ impl Agent {
                 let Answered { message, bad_inputs, wrap_up } = *answered;
                 self.after_turn(l, message, bad_inputs, wrap_up, on_event)
             }
+            Phase::Tools(mut tools) => {
+                let Looping { cancel, run, state, pausing, .. } = l;
+                match self.tools_step(&mut tools, *pausing, state, cancel, run, on_event) {
+                    Ok(None) => Ok(Next::Go(Phase::Tools(tools))),
+                    Ok(Some(true)) => {
+                        run.stop_reason = Some(StopReason::Repetition);
+                        Ok(Next::End)
+                    }
+                    Ok(Some(false)) => Ok(Next::Go(Phase::Between)),
+                    Err(e) => Err(e),
+                }
+            }
             Phase::Ended => Err(Error::Config("the run has ended".into())),
         };
         let outcome = match next {
@@ -586,7 +604,7 @@ impl Agent {
         wrap_up: bool,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<Next> {
-        let Looping { cancel, run, state, .. } = l;
+        let Looping { run, state, .. } = l;
         run.text = message.text();
         run.stop_reason = message.stop_reason.clone();
         run.message = Some(message.clone());
@@ -653,10 +671,7 @@ impl Agent {
                 }
             }
             _ if !calls.is_empty() => {
-                if self.run_tools(&calls, &bad_inputs, state, cancel, run, on_event)? {
-                    run.stop_reason = Some(StopReason::Repetition);
-                    return Ok(Next::End);
-                }
+                return Ok(Next::Go(Phase::Tools(Box::new(self.begin_tools(calls, bad_inputs, state)))));
             }
             _ => {
                 if let Some(spec) = &output {

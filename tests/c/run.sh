@@ -43,6 +43,8 @@ tests=(
   "untrusted_text     c_untrusted_text.json   requests"
   "tool_kind          c_tool_kind.json"
   "model_switch       c_model_switch.json   requests"
+  "run_steps          c_run_steps.json"
+  "run_steps_hpp      c_run_steps.json"
 )
 # mcp_server starts tests/mcp/fastmcp_server.py with $TOOLOOP_TEST_PYTHON.
 export TOOLOOP_REPO_ROOT="$root"

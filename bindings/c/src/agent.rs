@@ -30,7 +30,8 @@ use crate::status::{TOOLOOP_ERROR, TOOLOOP_INVALID_ARGUMENT, TOOLOOP_INVALID_JSO
 /// on another thread) until `tooloop_agent_free` is called. A second run (or a `tooloop_agent_compact`)
 /// while one is in progress gets `TOOLOOP_BUSY`.
 pub struct tooloop_agent {
-    pub(crate) agent: Agent,
+    /// Shared with the runs stepped by the host (`tooloop_run`), which keep it alive until they are freed.
+    pub(crate) agent: Arc<Agent>,
     /// The host permission hook, also held by the core's hook closure. Kept here so that replacing or
     /// clearing it drops the host's userdata outside the core's lock (a destructor may call back into
     /// tooloop), on the thread that called set_permission.
@@ -45,7 +46,7 @@ pub(crate) fn build_agent(provider: Option<Arc<dyn Provider>>, options: AgentOpt
         Some(p) => options.build_with(p),
         None => options.build(),
     }?;
-    Ok(tooloop_agent { agent, permission: Mutex::new(None), hooks: Mutex::new(BTreeMap::new()) })
+    Ok(tooloop_agent { agent: Arc::new(agent), permission: Mutex::new(None), hooks: Mutex::new(BTreeMap::new()) })
 }
 
 /// Create an agent that talks to a model API (Anthropic Messages, or OpenAI-compatible Chat Completions).
@@ -253,7 +254,7 @@ pub extern "C" fn tooloop_agent_run(
 
 /// Input that is a JSON array of content blocks, read as blocks (`required`: anything else is an error;
 /// otherwise text that is not such an array gives `None`).
-fn content_input(input: &str, required: bool) -> FfiResult<Option<Vec<tooloop::ContentBlock>>> {
+pub(crate) fn content_input(input: &str, required: bool) -> FfiResult<Option<Vec<tooloop::ContentBlock>>> {
     let looks = input.trim_start().starts_with('[');
     if !looks && !required {
         return Ok(None);

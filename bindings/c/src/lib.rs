@@ -5,7 +5,8 @@
 //!
 //! One module per handle type, as in rustls-ffi: `agent` (`tooloop_agent`), `tool` (host tools and
 //! `tooloop_tool_result`), `permission` (`tooloop_permission`), `model` (host models and
-//! `tooloop_model_response`), `hooks` (`tooloop_hook_result`), `events` (`tooloop_event`), `session`
+//! `tooloop_model_response`), `hooks` (`tooloop_hook_result`), `events` (`tooloop_event`), `run` (`tooloop_run`, a run the
+//! host steps, with approvals as pauses), `session`
 //! (session files of an agent); `status` (codes, the last error, the core-error mapping), `config` (the
 //! JSON config), `json` and `restore` (free functions), `ffi` (the panic boundary and pointer helpers).
 //!
@@ -33,6 +34,7 @@ mod json;
 mod model;
 mod permission;
 mod restore;
+mod run;
 mod session;
 mod status;
 mod tool;
@@ -45,6 +47,7 @@ pub use json::*;
 pub use model::*;
 pub use permission::*;
 pub use restore::*;
+pub use run::*;
 pub use session::*;
 pub use status::*;
 pub use tool::*;

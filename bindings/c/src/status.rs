@@ -92,6 +92,13 @@ pub const TOOLOOP_INVALID_RESPONSE: tooloop_status = 33;
 /// corrections. `tooloop_last_error()` has the validation errors and the last answer; the conversation is
 /// valid.
 pub const TOOLOOP_OUTPUT_INVALID: tooloop_status = 40;
+/// `tooloop_run_approve`: no tool call with that id waits for approval (never asked, or already settled).
+pub const TOOLOOP_UNKNOWN_CALL: tooloop_status = 50;
+/// A step, or an answer, for a run that has ended (`TOOLOOP_STEP_DONE`): `tooloop_run_result` has its
+/// outcome.
+pub const TOOLOOP_RUN_ENDED: tooloop_status = 51;
+/// `tooloop_run_result` before the run has ended: step it to `TOOLOOP_STEP_DONE` first.
+pub const TOOLOOP_RUN_NOT_ENDED: tooloop_status = 52;
 
 // ---------------------------------------------------------------------------------------------------------
 // Core errors → statuses
@@ -207,6 +214,9 @@ pub extern "C" fn tooloop_status_str(status: tooloop_status) -> *const c_char {
         TOOLOOP_STREAM_INTERRUPTED => c"stream interrupted",
         TOOLOOP_INVALID_RESPONSE => c"invalid response from the model",
         TOOLOOP_OUTPUT_INVALID => c"the final answer does not match output_schema",
+        TOOLOOP_UNKNOWN_CALL => c"no tool call with that id waits for approval",
+        TOOLOOP_RUN_ENDED => c"the run has ended",
+        TOOLOOP_RUN_NOT_ENDED => c"the run has not ended yet",
         _ => c"unknown status",
     };
     s.as_ptr()

@@ -603,8 +603,18 @@ impl PyAgent {
     /// threads: no permission callable (a host typically answers it from the thread that iterates the events, which
     /// would wait for itself), no `task` tool (a child's events would come in one piece at its end), no send
     /// gate. Otherwise, and without `stream`, the run goes on a worker thread (a `_Run`).
-    #[pyo3(signature = (input, stream=false))]
-    fn start(&self, py: Python<'_>, input: Option<&Bound<'_, PyAny>>, stream: bool) -> PyResult<Py<PyAny>> {
+    ///
+    /// With `pause_for_approval` (streams only), a tool call that needs a decision pauses the run until the
+    /// host answers it through the handle (see `drive.rs`): always a `_Driven`, stepped by whoever asks for
+    /// events.
+    #[pyo3(signature = (input, stream=false, pause_for_approval=false))]
+    fn start(
+        &self,
+        py: Python<'_>,
+        input: Option<&Bound<'_, PyAny>>,
+        stream: bool,
+        pause_for_approval: bool,
+    ) -> PyResult<Py<PyAny>> {
         let blocks = input_blocks(py, input)?;
         *lock(&self.slot) = None;
         let core = self.core.clone();
@@ -619,8 +629,13 @@ impl PyAgent {
             && !self.asks.load(std::sync::atomic::Ordering::Relaxed)
             && core.pulls_streams()
             && !core.starts_subagents();
-        if on_caller {
-            return Ok(Py::new(py, Driven::new(core, blocks, token, self.slot.clone()))?.into_any());
+        if pause_for_approval && (!stream || gate.is_some()) {
+            let why = "pause_for_approval needs a stream, and is not available under a batch's send gate";
+            return Err(to_pyerr(py, &tooloop::Error::Config(why.into())));
+        }
+        if on_caller || pause_for_approval {
+            let driven = Driven::new(core, blocks, token, self.slot.clone(), pause_for_approval);
+            return Ok(Py::new(py, driven)?.into_any());
         }
         let canceller = token.clone();
         let run = Run::spawn(py, Arc::new(move || canceller.cancel()), self.slot.clone(), stream, move |emit| {

@@ -10,6 +10,12 @@
 //! wait within one 20 ms slice. `_Agent.start` hands it out when the provider can hand out a stream to pull
 //! (Anthropic, OpenAI) and nothing in the run waits for the host's other threads (see `PyAgent::start`).
 //!
+//! Started pausing for approvals (`_Agent.start(..., pause_for_approval=True)`), a tool call that needs a
+//! decision pauses the run (the core's `Step::NeedsApproval`): once the step's events (the calls'
+//! `approval_request` events among them) are handed out, `next_event` returns the marker
+//! `{"type": "approval_pause", "calls": [...]}` without stepping until `approve` answered the calls (or the
+//! run was cancelled: then the waiting calls are answered as interrupted).
+//!
 //! Must never: hold the GIL while waiting for the network, or block on the state lock while holding it.
 
 use std::collections::VecDeque;
@@ -17,7 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 use serde_json::Value;
-use tooloop::{Agent, CancelToken, ContentBlock, Error, RunDriver};
+use tooloop::{Agent, CancelToken, ContentBlock, Error, Permission, RunDriver, Step};
 
 use crate::convert::to_py;
 use crate::errors::to_pyerr;
@@ -34,6 +40,10 @@ struct State {
     ended: Option<Result<Value, PyErr>>,
     /// Events of the last step not handed out yet.
     pending: VecDeque<Item>,
+    /// Whether a call that needs a decision pauses the run (see the module docs).
+    pausing: bool,
+    /// The last step paused for approvals, and no answer came since.
+    paused: bool,
 }
 
 /// Handle on an agent's run stepped on the caller's thread (same methods as `_Run`).
@@ -47,8 +57,21 @@ pub struct Driven {
 }
 
 impl Driven {
-    pub fn new(agent: Arc<Agent>, input: Option<Vec<ContentBlock>>, cancel: CancelToken, slot: ErrSlot) -> Self {
-        let state = State { unstarted: Some((agent, input)), driver: None, ended: None, pending: VecDeque::new() };
+    pub fn new(
+        agent: Arc<Agent>,
+        input: Option<Vec<ContentBlock>>,
+        cancel: CancelToken,
+        slot: ErrSlot,
+        pausing: bool,
+    ) -> Self {
+        let state = State {
+            unstarted: Some((agent, input)),
+            driver: None,
+            ended: None,
+            pending: VecDeque::new(),
+            pausing,
+            paused: false,
+        };
         Driven { cancel, slot, state: Mutex::new(state) }
     }
 
@@ -65,8 +88,8 @@ impl Driven {
         if unstarted.is_none() && driver.is_none() {
             return Ok(());
         }
-        let (cancel, slot) = (&self.cancel, &self.slot);
-        let (driver, outcome, items) = py.detach(move || {
+        let (cancel, slot, pausing) = (&self.cancel, &self.slot, st.pausing);
+        let (driver, outcome, items, paused) = py.detach(move || {
             let hook = signal_hook(cancel, slot);
             let mut items = Vec::new();
             let mut on_event = |ev: &tooloop::Event| {
@@ -74,26 +97,35 @@ impl Driven {
                     items.push(Item::Value(v));
                 }
             };
-            let (driver, outcome) = tooloop::http::with_poll_hook(hook, || {
+            let (driver, outcome, paused) = tooloop::http::with_poll_hook(hook, || {
                 let mut driver = match (driver, unstarted) {
                     (Some(d), _) => d,
                     (None, Some((agent, input))) => match agent.start(input, cancel.clone()) {
-                        Ok(d) => d,
-                        Err(e) => return (None, Some(Err(e))),
+                        Ok(mut d) => {
+                            d.pause_for_approvals(pausing);
+                            d
+                        }
+                        Err(e) => return (None, Some(Err(e)), false),
                     },
-                    (None, None) => return (None, None),
+                    (None, None) => return (None, None, false),
                 };
-                let outcome = driver.step(&mut on_event);
+                // Without pausing, `next` never pauses: the permission callable answers within the step.
+                let (outcome, paused) = match driver.next(&mut on_event) {
+                    Step::Done(outcome) => (Some(outcome), false),
+                    Step::NeedsApproval(_) => (None, true),
+                    _ => (None, false),
+                };
                 // A parked exception (Ctrl+C, a tool's) cancelled the run: end it now, its events dropped.
                 let outcome = match outcome {
                     None if lock(slot).is_some() => Some(driver.finish(&mut |_| {})),
                     other => other,
                 };
-                (Some(driver), outcome)
+                (Some(driver), outcome, paused)
             });
-            (driver, outcome, items)
+            (driver, outcome, items, paused)
         });
         st.pending.extend(items);
+        st.paused = paused;
         let Some(outcome) = outcome else {
             st.driver = driver;
             return Ok(());
@@ -125,8 +157,46 @@ impl Driven {
             if st.ended.is_some() {
                 return Ok(None);
             }
+            if st.paused && !self.cancel.is_cancelled() {
+                let calls = st.driver.as_ref().map(RunDriver::pending_approvals).unwrap_or_default();
+                let marker = serde_json::json!({"type": "approval_pause", "calls": calls});
+                return Ok(Some(to_py(py, &marker)?.unbind()));
+            }
             self.pump(py, &mut st, true)?;
         }
+    }
+
+    /// Answer a call the run paused for: `deny` a reason refuses it, else `read_only` allows it with no
+    /// power to change anything, else it runs. Nothing runs until the next call for events. ValueError when
+    /// no call with that id waits.
+    #[pyo3(signature = (call_id, deny=None, read_only=false))]
+    fn approve(&self, py: Python<'_>, call_id: &str, deny: Option<String>, read_only: bool) -> PyResult<()> {
+        let mut st = self.state(py);
+        let decision = match (deny, read_only) {
+            (Some(reason), _) => Permission::Deny(reason),
+            (None, true) => Permission::AllowReadOnly,
+            (None, false) => Permission::Allow,
+        };
+        let Some(driver) = st.driver.as_mut() else {
+            return Err(to_pyerr(py, &Error::Config("the run has ended (or not begun): nothing to approve".into())));
+        };
+        match driver.approve(call_id, decision) {
+            Ok(()) => {
+                st.paused = false;
+                Ok(())
+            }
+            Err(tooloop::ApprovalError::UnknownCall) => {
+                Err(pyo3::exceptions::PyValueError::new_err(format!("no tool call {call_id:?} waits for approval")))
+            }
+            Err(e) => Err(to_pyerr(py, &e.into())),
+        }
+    }
+
+    /// The calls waiting for an answer now: `[{"call_id", "tool", "input", "reason", "read_only"}]`.
+    fn pending_approvals(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let st = self.state(py);
+        let calls = st.driver.as_ref().map(RunDriver::pending_approvals).unwrap_or_default();
+        Ok(to_py(py, &serde_json::to_value(calls).unwrap_or(Value::Null))?.unbind())
     }
 
     /// The text that arrived since the last call (a step's worth at least), coalesced into one `str`, or
@@ -142,6 +212,7 @@ impl Driven {
             if st.ended.is_some() {
                 return Ok(None);
             }
+            waits_for_approval(py, &st, &self.cancel)?;
             self.pump(py, &mut st, true)?;
         }
     }
@@ -151,6 +222,7 @@ impl Driven {
         let mut st = self.state(py);
         st.pending.clear();
         while st.ended.is_none() {
+            waits_for_approval(py, &st, &self.cancel)?;
             self.pump(py, &mut st, false)?;
         }
         match &st.ended {
@@ -189,4 +261,22 @@ impl Driven {
         st.pending.clear();
         Ok(())
     }
+}
+
+/// A paused run, asked for more than its events: an error naming the calls to answer (stepping would only
+/// pause again).
+fn waits_for_approval(py: Python<'_>, st: &State, cancel: &CancelToken) -> PyResult<()> {
+    if !st.paused || cancel.is_cancelled() {
+        return Ok(());
+    }
+    let ids: Vec<String> = st
+        .driver
+        .as_ref()
+        .map(RunDriver::pending_approvals)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|a| a.call_id)
+        .collect();
+    let message = format!("the run waits for approval of tool calls {}: answer each with approve()", ids.join(", "));
+    Err(to_pyerr(py, &Error::Config(message)))
 }
