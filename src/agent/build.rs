@@ -118,6 +118,7 @@ impl Agent {
             Err(e) => return fail(format!("agent type {agent_type}: {e}")),
         };
         self.lend_ledger(&child);
+        *lock(&child.trace_name) = Some(agent_type.clone());
         child.set_permission(lock(&self.permission).clone());
         child.set_hooks(lock(&self.hooks).for_child());
         *lock(&child.rules) = lock(&self.rules).clone();

@@ -200,7 +200,25 @@ impl Agent {
         self.compact_inner(crate::compaction::Reason::Manual, instructions, false, &cancel, &mut spent, on_event)
     }
 
+    /// [`Agent::compact_untraced`] inside a `compaction` span (see [`crate::trace`]).
     pub(super) fn compact_inner(
+        &self,
+        reason: crate::compaction::Reason,
+        instructions: Option<&str>,
+        aggressive: bool,
+        cancel: &CancelToken,
+        spent: &mut (&mut Usage, &mut Option<f64>),
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<Option<crate::compaction::Compaction>> {
+        let name = serde_json::to_value(reason).ok();
+        let span = crate::trace::compaction_span(name.as_ref().and_then(Value::as_str).unwrap_or("manual"));
+        let _in = span.enter();
+        let done = self.compact_untraced(reason, instructions, aggressive, cancel, spent, on_event);
+        crate::trace::end_compaction(&span, &done);
+        done
+    }
+
+    fn compact_untraced(
         &self,
         reason: crate::compaction::Reason,
         instructions: Option<&str>,

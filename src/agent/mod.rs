@@ -90,6 +90,8 @@ pub struct Agent {
     rules: Mutex<Option<(Arc<crate::rules::PermissionRules>, std::path::PathBuf)>>,
     spend: Mutex<Spend>,
     instructions: Mutex<Option<crate::instructions::Instructions>>,
+    /// The agent's name in its runs' spans (`gen_ai.agent.name`): a child agent's type.
+    trace_name: Mutex<Option<String>>,
 }
 
 /// What the agent has spent, for `max_cost_usd`.
@@ -154,6 +156,7 @@ impl Agent {
             rules: Mutex::new(None),
             spend: Mutex::new(Spend::default()),
             instructions: Mutex::new(None),
+            trace_name: Mutex::new(None),
         }
     }
 

@@ -30,11 +30,13 @@ pub(super) struct Looping {
     pub(super) run: RunResult,
     pub(super) state: RunState,
     pub(super) phase: Phase,
+    /// The run's `invoke_agent` span (see [`crate::trace`]), from its first step to its end.
+    pub(super) span: Option<tracing::Span>,
 }
 
 impl Looping {
     pub(super) fn new(cancel: CancelToken) -> Self {
-        Looping { cancel, run: new_run(), state: RunState::default(), phase: Phase::Between }
+        Looping { cancel, run: new_run(), state: RunState::default(), phase: Phase::Between, span: None }
     }
 }
 
@@ -92,6 +94,8 @@ pub(super) struct OpenTurn {
     /// estimated when it was held (what it is charged for when the answer reports no usage).
     hold: Option<crate::ledger::Hold>,
     input_tokens: u64,
+    /// The request's `chat` span.
+    span: tracing::Span,
 }
 
 /// A provider's event for the host, as the loop's event (`before`: the run's usage before the turn).
@@ -387,7 +391,9 @@ impl Agent {
         read: Read,
         on_event: &mut dyn FnMut(&Event),
     ) -> Option<Result<RunResult>> {
-        let next = match std::mem::replace(&mut l.phase, Phase::Ended) {
+        // Each step runs inside the run's span, under the span's subscriber (whichever thread steps).
+        let span = l.span.get_or_insert_with(|| self.run_span()).clone();
+        let next = crate::trace::in_span(&span, || match std::mem::replace(&mut l.phase, Phase::Ended) {
             Phase::Between => self.before_turn(l, on_event),
             Phase::Ready(turn) => self.send_turn(l, turn, read, on_event),
             Phase::Reading(open, stream) => self.read_turn(l, open, stream, on_event),
@@ -396,15 +402,26 @@ impl Agent {
                 self.after_turn(l, message, bad_inputs, wrap_up, on_event)
             }
             Phase::Ended => Err(Error::Config("the run has ended".into())),
-        };
-        match next {
+        });
+        let outcome = match next {
             Ok(Next::Go(phase)) => {
                 l.phase = phase;
-                None
+                return None;
             }
-            Ok(Next::End) => Some(Ok(std::mem::replace(&mut l.run, new_run()))),
-            Err(e) => Some(Err(e)),
-        }
+            Ok(Next::End) => Ok(std::mem::replace(&mut l.run, new_run())),
+            Err(e) => Err(e),
+        };
+        crate::trace::end_run(&span, outcome.as_ref());
+        l.span = None;
+        Some(outcome)
+    }
+
+    /// The `invoke_agent` span of a run of this agent.
+    fn run_span(&self) -> tracing::Span {
+        let model = lock(&self.config).model.clone();
+        let conversation = lock(&self.session).as_ref().map(|s| s.location());
+        let name = lock(&self.trace_name).clone();
+        crate::trace::run_span(name.as_deref(), self.provider.name(), &model, conversation.as_deref())
     }
 
     /// Before a model turn: the cancel, the turn cap and the spend cap are checked, then the turn's request
@@ -479,6 +496,8 @@ impl Agent {
             return self.unsent(&mut l.run);
         };
         let mut open = self.open_turn(turn, &l.run.usage, hold, input_tokens)?;
+        let chat = open.span.clone();
+        let _in_chat = chat.enter();
         let OpenTurn { turn, streamed, before, .. } = &mut *open;
         let mut forward = |ev| forward(ev, streamed, before, on_event);
         let answer = match read {
@@ -500,6 +519,8 @@ impl Agent {
         mut stream: Box<dyn TurnStream>,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<Next> {
+        let chat = open.span.clone();
+        let _in_chat = chat.enter();
         let OpenTurn { streamed, before, .. } = &mut *open;
         let answer = match stream.step(&mut |ev| forward(ev, streamed, before, on_event)) {
             Ok(None) => return Ok(Next::Go(Phase::Reading(open, stream))),
@@ -788,7 +809,9 @@ impl Agent {
         entry.status = EntryStatus::Streaming;
         entry.model = Some(turn.request.model.clone());
         let id = self.conversation.push(entry);
+        let span = crate::trace::chat_span(&tracing::Span::current(), self.provider.name(), &turn.request.model);
         Ok(Box::new(OpenTurn {
+            span,
             turn: *turn,
             id,
             started: Instant::now(),
@@ -810,7 +833,7 @@ impl Agent {
         run: &mut RunResult,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<(MessageResponse, HashMap<String, Value>)> {
-        let OpenTurn { turn, id, started, before, streamed, hold, input_tokens } = open;
+        let OpenTurn { turn, id, started, before, streamed, hold, input_tokens, span } = open;
         let (request, measured) = (&turn.request, turn.measured);
         let duration_ms = started.elapsed().as_millis() as u64;
         match answer {
@@ -824,6 +847,8 @@ impl Agent {
                     });
                 }
                 let mut m = resp.message;
+                crate::trace::end_chat(span, &m);
+                crate::trace::chat_content(span, &m, &self.tools);
                 let bad_inputs = object_inputs(&mut m.content);
                 // Priced at the higher of the asked and the answering model's price; no usage: the estimate.
                 let max_tokens = u64::from(request.max_tokens);
@@ -872,6 +897,9 @@ impl Agent {
                 Ok((m, bad_inputs))
             }
             Err(err) => {
+                if !span.is_disabled() {
+                    crate::trace::record_error(span, &crate::trace::error_type(&err));
+                }
                 let partial = err.partial().cloned();
                 // A request that failed without an answer is released; one cut off after it began to answer
                 // is charged (its estimate, when the part that came reported no usage).
