@@ -982,7 +982,7 @@ impl HttpClient {
             tracing::event!(name: "retry", tracing::Level::INFO, {
                 "tooloop.retry.attempt" = attempt,
                 "tooloop.retry.delay_ms" = delay.as_millis() as u64,
-                "error.type" = %crate::trace::error_type(&err),
+                "error.type" = %err.error_type(),
             });
             if sleep_watched(cancel, delay) {
                 return Err(Error::Cancelled { partial: None });

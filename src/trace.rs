@@ -29,6 +29,9 @@
 //!
 //! With no subscriber, a span costs one relaxed atomic load and its fields are not evaluated.
 //!
+//! The helpers that read tools' and compaction's types live with the loop (`agent/spans.rs`): this module
+//! sits below `http` and `tools`, which report through it.
+//!
 //! Must never: put content in a span field, or do work for a span that is disabled.
 
 use tracing::Span;
@@ -157,75 +160,6 @@ pub(crate) fn tool_span(name: &str, call_id: &str) -> Span {
     span
 }
 
-/// A tool call ended: `error.type` for an error result (`tool_error`), a call that ended the run
-/// (`tool_aborted`) or one with no outcome (`_OTHER`); with content capture on, its arguments and result.
-pub(crate) fn end_tool(
-    span: &Span,
-    call: &crate::types::ToolUseBlock,
-    outcome: Option<&crate::tools::CallOutcome>,
-    tools: &crate::tools::ToolRegistry,
-) {
-    if span.is_disabled() {
-        return;
-    }
-    match outcome {
-        Some(o) if o.fatal.is_some() => record_error(span, "tool_aborted"),
-        Some(o) if o.is_error => record_error(span, "tool_error"),
-        Some(_) => {}
-        None => record_error(span, "_OTHER"),
-    }
-    // Under the span's own subscriber: this may run on a thread where another one is the default.
-    in_span(span, || {
-        tracing::event!(target: CONTENT_TARGET, parent: span, tracing::Level::TRACE, {
-            "gen_ai.tool.call.arguments" = %tools.redact(call.input.to_string()),
-            "gen_ai.tool.call.result" = %tools.redact(outcome.map(|o| text_of(&o.content)).unwrap_or_default()),
-        })
-    });
-}
-
-/// With content capture on, a model answer as the conventions' `gen_ai.output.messages` (one assistant
-/// message: its text, its tool calls, why it stopped), redacted.
-pub(crate) fn chat_content(span: &Span, message: &MessageResponse, tools: &crate::tools::ToolRegistry) {
-    if span.is_disabled() {
-        return;
-    }
-    in_span(span, || {
-        tracing::event!(target: CONTENT_TARGET, parent: span, tracing::Level::TRACE, {
-            "gen_ai.output.messages" = %tools.redact(output_messages(message)),
-        })
-    });
-}
-
-fn output_messages(message: &MessageResponse) -> String {
-    use crate::types::ContentBlock;
-    let parts: Vec<serde_json::Value> = message
-        .content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text(t) => Some(serde_json::json!({"type": "text", "content": t.text})),
-            ContentBlock::ToolUse(t) => {
-                Some(serde_json::json!({"type": "tool_call", "id": t.id, "name": t.name, "arguments": t.input}))
-            }
-            _ => None,
-        })
-        .collect();
-    let finish = message.stop_reason.as_ref().map(|s| serde_json::json!(s));
-    serde_json::json!([{"role": "assistant", "parts": parts, "finish_reason": finish}]).to_string()
-}
-
-/// A tool result's content as text: a string as it is, blocks as their text joined, else the JSON.
-fn text_of(content: &serde_json::Value) -> String {
-    match content {
-        serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| b.get("text").and_then(serde_json::Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        other => other.to_string(),
-    }
-}
-
 /// The span of one compaction (`compaction {reason}`), a child of the current span.
 pub(crate) fn compaction_span(reason: &str) -> Span {
     let span = tracing::info_span!(
@@ -245,39 +179,18 @@ pub(crate) fn compaction_span(reason: &str) -> Span {
     span
 }
 
-/// A compaction ended: how, and the estimated tokens before and after; or its error.
-pub(crate) fn end_compaction(span: &Span, done: &crate::error::Result<Option<crate::compaction::Compaction>>) {
-    if span.is_disabled() {
-        return;
-    }
-    match done {
-        Ok(Some(c)) => {
-            if let Ok(serde_json::Value::String(m)) = serde_json::to_value(c.method) {
-                span.record("tooloop.compaction.method", m.as_str());
-            }
-            span.record("tooloop.compaction.tokens_before", c.tokens_before);
-            span.record("tooloop.compaction.tokens_after", c.tokens_after);
-        }
-        Ok(None) => {}
-        Err(e) => record_error(span, &error_type(e)),
-    }
-}
-
 /// Mark a span failed with `kind` (its `error.type`).
 pub(crate) fn record_error(span: &Span, kind: &str) {
     span.record("error.type", kind);
     span.record("otel.status_code", "error");
 }
 
-/// The conventions' `error.type` of an error: an API error's HTTP status, else the error's kind.
+/// The conventions' `error.type` of an error (see [`Error::error_type`]).
 pub(crate) fn error_type(e: &Error) -> String {
-    match e.api() {
-        Some(api) if api.status > 0 => api.status.to_string(),
-        _ => e.kind_name().to_string(),
-    }
+    e.error_type()
 }
 
-fn record_usage(span: &Span, usage: &Usage) {
+pub(crate) fn record_usage(span: &Span, usage: &Usage) {
     let input = usage.input_tokens
         + usage.cache_creation_input_tokens.unwrap_or(0)
         + usage.cache_read_input_tokens.unwrap_or(0);
@@ -285,7 +198,7 @@ fn record_usage(span: &Span, usage: &Usage) {
     span.record("gen_ai.usage.output_tokens", usage.output_tokens);
 }
 
-fn finish_reasons(stop: &StopReason) -> String {
+pub(crate) fn finish_reasons(stop: &StopReason) -> String {
     serde_json::json!([stop]).to_string()
 }
 

@@ -214,7 +214,7 @@ impl Agent {
         let span = crate::trace::compaction_span(name.as_ref().and_then(Value::as_str).unwrap_or("manual"));
         let _in = span.enter();
         let done = self.compact_untraced(reason, instructions, aggressive, cancel, spent, on_event);
-        crate::trace::end_compaction(&span, &done);
+        super::spans::end_compaction(&span, &done);
         done
     }
 

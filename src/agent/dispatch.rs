@@ -281,7 +281,7 @@ impl Agent {
                 } else {
                     outcomes[k] = Some(self.tools.execute_as(&batch[k], cancel, confined[k]));
                 }
-                crate::trace::end_tool(&spans[0], &batch[k], outcomes[k].as_ref(), &self.tools);
+                super::spans::end_tool(&spans[0], &batch[k], outcomes[k].as_ref(), &self.tools);
             } else if !to_run.is_empty() {
                 let results: Vec<(usize, CallOutcome)> = std::thread::scope(|s| {
                     // Each thread says when it ends (also by panicking): a thread with a poll hook waits for
@@ -300,7 +300,7 @@ impl Agent {
                                     let outcome = crate::trace::in_span(span, || {
                                         self.tools.execute_as(&batch[k], cancel, confined[k])
                                     });
-                                    crate::trace::end_tool(span, &batch[k], Some(&outcome), &self.tools);
+                                    super::spans::end_tool(span, &batch[k], Some(&outcome), &self.tools);
                                     outcome
                                 }),
                             )

@@ -22,6 +22,7 @@ mod driver;
 mod events;
 mod fit;
 mod run_loop;
+mod spans;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -848,7 +848,7 @@ impl Agent {
                 }
                 let mut m = resp.message;
                 crate::trace::end_chat(span, &m);
-                crate::trace::chat_content(span, &m, &self.tools);
+                super::spans::chat_content(span, &m, &self.tools);
                 let bad_inputs = object_inputs(&mut m.content);
                 // Priced at the higher of the asked and the answering model's price; no usage: the estimate.
                 let max_tokens = u64::from(request.max_tokens);

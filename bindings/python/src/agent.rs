@@ -528,17 +528,20 @@ impl PyAgent {
         *lock(&self.latest) = Some(token.clone());
         let gate = lock(&self.gate).as_ref().map(|g| (g.clone_ref(py), self.slot.clone()));
         let (core, slot) = (&self.core, &self.slot);
+        let traced = crate::otel::dispatch(py);
         let outcome = py.detach(|| {
             let hook = signal_hook(&token, slot);
-            tooloop::http::with_poll_hook(hook, || {
-                let go = || match blocks {
-                    Some(b) => core.run_cancellable(b, token.clone(), &mut |_| {}),
-                    None => core.resume_cancellable(token.clone(), &mut |_| {}),
-                };
-                match gate {
-                    Some((g, slot)) => tooloop::gate::with_send_gate(std::rc::Rc::new(PyGate::new(g, slot)), go),
-                    None => go(),
-                }
+            crate::otel::scoped(traced.as_ref(), || {
+                tooloop::http::with_poll_hook(hook, || {
+                    let go = || match blocks {
+                        Some(b) => core.run_cancellable(b, token.clone(), &mut |_| {}),
+                        None => core.resume_cancellable(token.clone(), &mut |_| {}),
+                    };
+                    match gate {
+                        Some((g, slot)) => tooloop::gate::with_send_gate(std::rc::Rc::new(PyGate::new(g, slot)), go),
+                        None => go(),
+                    }
+                })
             })
         });
         if let Some(e) = lock(&self.slot).take() {
@@ -557,6 +560,7 @@ impl PyAgent {
     fn compact(&self, py: Python<'_>, instructions: Option<String>) -> PyResult<Py<PyAny>> {
         *lock(&self.slot) = None;
         let (core, slot) = (&self.core, &self.slot);
+        let traced = crate::otel::dispatch(py);
         let outcome = py.detach(|| {
             let (agent, slot) = (core.clone(), slot.clone());
             let hook: std::rc::Rc<dyn Fn()> = std::rc::Rc::new(move || {
@@ -567,7 +571,8 @@ impl PyAgent {
                     }
                 })
             });
-            tooloop::http::with_poll_hook(hook, || core.compact(instructions.as_deref(), &mut |_| {}))
+            let compact = || core.compact(instructions.as_deref(), &mut |_| {});
+            crate::otel::scoped(traced.as_ref(), || tooloop::http::with_poll_hook(hook, compact))
         });
         if let Some(e) = lock(&self.slot).take() {
             return Err(e);
@@ -603,8 +608,10 @@ impl PyAgent {
             && !self.asks.load(std::sync::atomic::Ordering::Relaxed)
             && core.pulls_streams()
             && !core.starts_subagents();
+        // The run's subscriber is chosen here, on the caller's thread and in its context (see crate::otel).
+        let traced = crate::otel::dispatch(py);
         if on_caller {
-            return Ok(Py::new(py, Driven::new(core, blocks, token, self.slot.clone()))?.into_any());
+            return Ok(Py::new(py, Driven::new(core, blocks, token, self.slot.clone(), traced))?.into_any());
         }
         let canceller = token.clone();
         let run = Run::spawn(py, Arc::new(move || canceller.cancel()), self.slot.clone(), stream, move |emit| {
@@ -617,10 +624,10 @@ impl PyAgent {
                 Some(b) => core.run_cancellable(b, token, &mut on_event),
                 None => core.resume_cancellable(token, &mut on_event),
             };
-            let result = match gate {
+            let result = crate::otel::scoped(traced.as_ref(), || match gate {
                 Some((g, slot)) => tooloop::gate::with_send_gate(std::rc::Rc::new(PyGate::new(g, slot)), go),
                 None => go(),
-            };
+            });
             result.map(|r| serde_json::to_value(&r).unwrap_or(Value::Null))
         })?;
         Ok(Py::new(py, run)?.into_any())

@@ -44,12 +44,20 @@ pub struct Driven {
     /// Ctrl+C): it wins over the run's own error.
     slot: ErrSlot,
     state: Mutex<State>,
+    /// The run's `tracing` subscriber when OpenTelemetry is on (see crate::otel): each step runs under it.
+    traced: Option<tracing::Dispatch>,
 }
 
 impl Driven {
-    pub fn new(agent: Arc<Agent>, input: Option<Vec<ContentBlock>>, cancel: CancelToken, slot: ErrSlot) -> Self {
+    pub fn new(
+        agent: Arc<Agent>,
+        input: Option<Vec<ContentBlock>>,
+        cancel: CancelToken,
+        slot: ErrSlot,
+        traced: Option<tracing::Dispatch>,
+    ) -> Self {
         let state = State { unstarted: Some((agent, input)), driver: None, ended: None, pending: VecDeque::new() };
-        Driven { cancel, slot, state: Mutex::new(state) }
+        Driven { cancel, slot, state: Mutex::new(state), traced }
     }
 
     /// The state, waiting (GIL released) while another thread is stepping the run.
@@ -65,7 +73,7 @@ impl Driven {
         if unstarted.is_none() && driver.is_none() {
             return Ok(());
         }
-        let (cancel, slot) = (&self.cancel, &self.slot);
+        let (cancel, slot, traced) = (&self.cancel, &self.slot, self.traced.as_ref());
         let (driver, outcome, items) = py.detach(move || {
             let hook = signal_hook(cancel, slot);
             let mut items = Vec::new();
@@ -74,22 +82,24 @@ impl Driven {
                     items.push(Item::Value(v));
                 }
             };
-            let (driver, outcome) = tooloop::http::with_poll_hook(hook, || {
-                let mut driver = match (driver, unstarted) {
-                    (Some(d), _) => d,
-                    (None, Some((agent, input))) => match agent.start(input, cancel.clone()) {
-                        Ok(d) => d,
-                        Err(e) => return (None, Some(Err(e))),
-                    },
-                    (None, None) => return (None, None),
-                };
-                let outcome = driver.step(&mut on_event);
-                // A parked exception (Ctrl+C, a tool's) cancelled the run: end it now, its events dropped.
-                let outcome = match outcome {
-                    None if lock(slot).is_some() => Some(driver.finish(&mut |_| {})),
-                    other => other,
-                };
-                (Some(driver), outcome)
+            let (driver, outcome) = crate::otel::scoped(traced, || {
+                tooloop::http::with_poll_hook(hook, || {
+                    let mut driver = match (driver, unstarted) {
+                        (Some(d), _) => d,
+                        (None, Some((agent, input))) => match agent.start(input, cancel.clone()) {
+                            Ok(d) => d,
+                            Err(e) => return (None, Some(Err(e))),
+                        },
+                        (None, None) => return (None, None),
+                    };
+                    let outcome = driver.step(&mut on_event);
+                    // A parked exception (Ctrl+C, a tool's) cancelled the run: end it now, its events dropped.
+                    let outcome = match outcome {
+                        None if lock(slot).is_some() => Some(driver.finish(&mut |_| {})),
+                        other => other,
+                    };
+                    (Some(driver), outcome)
+                })
             });
             (driver, outcome, items)
         });
