@@ -235,3 +235,27 @@ fn content_events_reach_only_a_subscriber_that_enables_their_target() {
     assert_eq!(out[0]["finish_reason"], "end_turn");
     assert_eq!(out[0]["parts"][0]["content"], "Paris: 18 °C, partly cloudy. Tokyo: 24 °C, clear. It is 14:05 UTC.");
 }
+
+/// What a host without `tracing` (the C API's event callback) builds its spans from: `turn_start`/`turn_end`
+/// bracket a model request and `turn_end` names the answering model and the answer's id; `tool_use`/
+/// `tool_result` bracket a call with its id, name, error flag and duration.
+#[test]
+fn turn_end_events_name_the_answering_model_and_the_answers_id() {
+    let mock = MockServer::start(&scenario("anthropic_parallel_tools"));
+    let agent = parallel_agent(&mock, false);
+    let mut ends = Vec::new();
+    agent
+        .run("Weather in Paris and Tokyo, and the time?", &mut |e| {
+            if let tooloop::Event::TurnEnd { model, id, .. } = e {
+                ends.push((model.clone(), id.clone()));
+            }
+        })
+        .unwrap();
+    assert_eq!(
+        ends,
+        [
+            ("claude-sonnet-4-6".to_string(), "msg_01Gx4aK2zWnq8YbR5tLdJ3pV".to_string()),
+            ("claude-sonnet-4-6".to_string(), "msg_01Lk9pR3vXzQ7mN2bT5wYcHd".to_string())
+        ]
+    );
+}

@@ -893,6 +893,8 @@ impl Agent {
                     turn: turn.turn,
                     stop_reason: m.stop_reason.clone(),
                     usage: m.usage.clone(),
+                    model: m.model.clone(),
+                    id: m.id.clone(),
                 });
                 Ok((m, bad_inputs))
             }
