@@ -62,6 +62,8 @@ class _Sink:
     def start(self, id: int, parent: Optional[int], name: str, fields: Dict[str, Any]) -> None:
         from opentelemetry import trace
 
+        _arrays(fields)
+
         name = fields.pop("otel.name", None) or name
         kind = trace.SpanKind.CLIENT if fields.pop("otel.kind", None) == "client" else trace.SpanKind.INTERNAL
         failed = fields.pop("otel.status_code", None) == "error"
@@ -76,6 +78,7 @@ class _Sink:
         span = self._spans.get(id)
         if span is None:
             return
+        _arrays(fields)
         for key, value in fields.items():
             if key == "otel.name":
                 span.update_name(value)
@@ -96,3 +99,16 @@ class _Sink:
         span = self._spans.pop(id, None)
         if span is not None:
             span.end()
+
+
+# `tracing` fields have no arrays: the core records string[] attributes as JSON text.
+_ARRAYS = ("gen_ai.response.finish_reasons",)
+
+
+def _arrays(fields: Dict[str, Any]) -> None:
+    for key in _ARRAYS:
+        value = fields.get(key)
+        if isinstance(value, str) and value.startswith("["):
+            import json
+
+            fields[key] = [str(v) for v in json.loads(value)]

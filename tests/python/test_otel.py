@@ -91,6 +91,7 @@ def test_a_run_inside_a_callers_span_is_an_invoke_agent_tree_with_parallel_tool_
     assert a["gen_ai.request.model"] == "claude-sonnet-4-6"
     assert a["gen_ai.usage.input_tokens"] == 1200
     assert a["gen_ai.usage.output_tokens"] == 187
+    assert a["gen_ai.response.finish_reasons"] == ("end_turn",)
     assert "error.type" not in a
     assert "otel.name" not in a and "otel.kind" not in a
 
@@ -103,6 +104,7 @@ def test_a_run_inside_a_callers_span_is_an_invoke_agent_tree_with_parallel_tool_
         assert attrs(c)["gen_ai.response.model"] == "claude-sonnet-4-6"
     assert attrs(chats[0])["gen_ai.response.id"] == "msg_01Gx4aK2zWnq8YbR5tLdJ3pV"
     assert attrs(chats[0])["gen_ai.usage.output_tokens"] == 156
+    assert attrs(chats[0])["gen_ai.response.finish_reasons"] == ("tool_use",)
 
     tools = {attrs(t)["gen_ai.tool.call.id"]: t for t in named(done, "execute_tool ")}
     assert len(tools) == 3
