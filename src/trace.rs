@@ -52,6 +52,12 @@ pub fn provider_name(provider: &str) -> &str {
     }
 }
 
+/// Whether a subscriber may want the run's spans: checked before gathering what a span's fields need, so
+/// that without a subscriber nothing is gathered (one relaxed atomic load).
+pub(crate) fn enabled() -> bool {
+    tracing::enabled!(target: "tooloop::trace", tracing::Level::INFO)
+}
+
 /// The span of one run (`invoke_agent`), a child of the current span.
 pub(crate) fn run_span(agent_name: Option<&str>, provider: &str, model: &str, conversation: Option<&str>) -> Span {
     let span = tracing::info_span!(

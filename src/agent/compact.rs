@@ -210,8 +210,12 @@ impl Agent {
         spent: &mut (&mut Usage, &mut Option<f64>),
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<Option<crate::compaction::Compaction>> {
-        let name = serde_json::to_value(reason).ok();
-        let span = crate::trace::compaction_span(name.as_ref().and_then(Value::as_str).unwrap_or("manual"));
+        let span = if crate::trace::enabled() {
+            let name = serde_json::to_value(reason).ok();
+            crate::trace::compaction_span(name.as_ref().and_then(Value::as_str).unwrap_or("manual"))
+        } else {
+            tracing::Span::none()
+        };
         let _in = span.enter();
         let done = self.compact_untraced(reason, instructions, aggressive, cancel, spent, on_event);
         super::spans::end_compaction(&span, &done);

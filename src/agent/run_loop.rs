@@ -418,6 +418,9 @@ impl Agent {
 
     /// The `invoke_agent` span of a run of this agent.
     fn run_span(&self) -> tracing::Span {
+        if !crate::trace::enabled() {
+            return tracing::Span::none();
+        }
         let model = lock(&self.config).model.clone();
         let conversation = lock(&self.session).as_ref().map(|s| s.location());
         let name = lock(&self.trace_name).clone();
