@@ -95,6 +95,21 @@ class _Sink:
         if span is not None:
             span.add_event(name, fields)
 
+    def enter(self, id: int) -> Any:
+        """Make span ``id`` current (a Python tool runs inside its execute_tool span); the token for ``leave``."""
+        span = self._spans.get(id)
+        if span is None:
+            return None
+        from opentelemetry import context, trace
+
+        return context.attach(trace.set_span_in_context(span, self._parent))
+
+    def leave(self, token: Any) -> None:
+        if token is not None:
+            from opentelemetry import context
+
+            context.detach(token)
+
     def end(self, id: int) -> None:
         span = self._spans.pop(id, None)
         if span is not None:

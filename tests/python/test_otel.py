@@ -121,6 +121,31 @@ def test_a_run_inside_a_callers_span_is_an_invoke_agent_tree_with_parallel_tool_
     assert clock.status.status_code == StatusCode.ERROR
 
 
+def test_spans_a_tool_makes_nest_under_its_execute_tool_span_also_on_parallel_threads(mock: Any, spans: Any) -> None:
+    server = mock("anthropic_parallel_tools")
+    agent = agent_for(server)
+    tracer = otel_trace.get_tracer("tool code")
+
+    @agent.tool(parallel_safe=True)
+    def get_weather(city: str, units: str = "celsius") -> str:
+        """Weather."""
+        with tracer.start_as_current_span(f"lookup {city}"):
+            return f"{city}: 20 {units}"
+
+    @agent.tool(parallel_safe=True)
+    def get_time() -> str:
+        """Time."""
+        return "12:00"
+
+    agent.run("weather and time")
+    done = spans.get_finished_spans()
+    tools = {attrs(t)["gen_ai.tool.call.id"]: t for t in named(done, "execute_tool ")}
+    [paris] = named(done, "lookup Paris")
+    [tokyo] = named(done, "lookup Tokyo")
+    assert parent_of(paris) == tools["toolu_01T1x1fJ34qAmk2tNTrN7Up6"].context.span_id
+    assert parent_of(tokyo) == tools["toolu_01HwT5wq2YcGZRr7sXk9LmPq"].context.span_id
+
+
 def test_content_is_on_the_spans_only_with_the_conventions_opt_in(mock: Any, spans: Any,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")

@@ -159,7 +159,9 @@ fn call_model(
 /// Run a Python tool: `invoke(input) -> (content, is_error)`.
 fn call_tool(invoke: &Py<PyAny>, name: &str, input: &Value, slot: &ErrSlot) -> Result<ToolOutput, ToolError> {
     Python::attach(|py| {
-        let ret = to_py(py, input).and_then(|args| invoke.bind(py).call1((args,)));
+        // Spans the tool makes itself (OpenTelemetry in the tool's code) nest under its execute_tool span.
+        let call = || to_py(py, input).and_then(|args| invoke.bind(py).call1((args,)));
+        let ret = crate::otel::in_tool_span(py, call);
         let ret = match ret {
             Ok(r) => r,
             Err(e) if e.is_instance_of::<PyException>(py) => {

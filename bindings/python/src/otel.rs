@@ -52,6 +52,26 @@ pub fn scoped<T>(dispatch: Option<&Dispatch>, f: impl FnOnce() -> T) -> T {
     }
 }
 
+/// Run `f` (a Python tool, on the thread the core runs it on) with its `execute_tool` span as the current
+/// OpenTelemetry span, when the run reports to a sink; otherwise just `f()`.
+pub fn in_tool_span<T>(py: Python<'_>, f: impl FnOnce() -> T) -> T {
+    let sink = tracing::dispatcher::get_default(|d| d.downcast_ref::<SinkLayer>().map(|l| l.sink.clone_ref(py)));
+    let (Some(sink), Some(id)) = (sink, tracing::Span::current().id()) else {
+        return f();
+    };
+    let token = sink.call_method1(py, "enter", (id.into_u64(),));
+    let out = f();
+    match token {
+        Ok(t) => {
+            if let Err(e) = sink.call_method1(py, "leave", (t,)) {
+                e.write_unraisable(py, None);
+            }
+        }
+        Err(e) => e.write_unraisable(py, None),
+    }
+    out
+}
+
 struct SinkLayer {
     sink: Py<PyAny>,
     content: bool,
