@@ -259,3 +259,65 @@ fn turn_end_events_name_the_answering_model_and_the_answers_id() {
         ]
     );
 }
+
+fn scripted_call(id: &str, name: &str, input: Value) -> tooloop::ContentBlock {
+    tooloop::ContentBlock::ToolUse(tooloop::types::ToolUseBlock {
+        id: id.into(),
+        name: name.into(),
+        input,
+        extra: Default::default(),
+    })
+}
+
+#[test]
+fn a_child_agents_run_nests_under_the_task_calls_execute_tool_span() {
+    use tooloop::provider::ScriptedProvider;
+    use tooloop::provider::host::reply;
+    use tooloop::{AgentOptions, ContentBlock, StopReason};
+    let task = json!({"description": "look", "prompt": "find main", "agent_type": "explore"});
+    let steps = vec![
+        reply(vec![scripted_call("p1", "task", task)], StopReason::ToolUse),
+        reply(vec![ContentBlock::text("main is in src/main.rs")], StopReason::EndTurn),
+        reply(vec![ContentBlock::text("done")], StopReason::EndTurn),
+    ];
+    let types = json!({"explore": {"description": "Explores.", "max_turns": 2}});
+    let agent = AgentOptions::from_value(json!({"subagents": types}))
+        .unwrap()
+        .build_with(Arc::new(ScriptedProvider::new(steps)))
+        .unwrap();
+    let spans = collect(false, || {
+        agent.run("where is main?", &mut |_| {}).unwrap();
+    });
+    let (parent_at, _) = named(&spans, "invoke_agent").into_iter().find(|(_, s)| s.parent.is_none()).unwrap();
+    let (task_at, task) = named(&spans, "execute_tool task")[0];
+    assert_eq!(task.parent, Some(parent_at));
+    let (child_at, child) = named(&spans, "invoke_agent explore")[0];
+    assert_eq!(child.parent, Some(task_at));
+    assert_eq!(child.fields["gen_ai.agent.name"], "explore");
+    let child_chats: Vec<_> = named(&spans, "chat ").into_iter().filter(|(_, c)| c.parent == Some(child_at)).collect();
+    assert_eq!(child_chats.len(), 1, "{spans:#?}");
+}
+
+#[test]
+fn a_compaction_is_a_span_with_its_reason_method_and_sizes() {
+    use tooloop::provider::ScriptedProvider;
+    use tooloop::provider::host::reply;
+    use tooloop::{ContentBlock, StopReason};
+    let mut steps: Vec<_> = (1..=4)
+        .map(|i| reply(vec![scripted_call(&format!("t{i}"), "get_time", json!({}))], StopReason::ToolUse))
+        .collect();
+    steps.push(reply(vec![ContentBlock::text("done")], StopReason::EndTurn));
+    steps.push(reply(vec![ContentBlock::text("SUMMARY: the time was asked four times")], StopReason::EndTurn));
+    let agent = Agent::new(Arc::new(ScriptedProvider::new(steps)), config());
+    agent.tools().register(time_tool(false)).unwrap();
+    agent.run("What time is it? Ask four times.", &mut |_| {}).unwrap();
+    let spans = collect(false, || {
+        agent.compact(None, &mut |_| {}).unwrap().expect("compacted");
+    });
+    let (_, c) = named(&spans, "compaction ")[0];
+    assert_eq!(c.name, "compaction");
+    assert_eq!(c.fields["otel.name"], "compaction manual");
+    assert_eq!(c.fields["tooloop.compaction.method"], "summary");
+    assert!(c.fields.contains_key("tooloop.compaction.tokens_before"), "{c:#?}");
+    assert!(c.closed);
+}
