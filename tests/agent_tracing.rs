@@ -320,4 +320,8 @@ fn a_compaction_is_a_span_with_its_reason_method_and_sizes() {
     assert_eq!(c.fields["tooloop.compaction.method"], "summary");
     assert!(c.fields.contains_key("tooloop.compaction.tokens_before"), "{c:#?}");
     assert!(c.closed);
+    // The summary request is a model request of its own, inside the compaction.
+    let (_, summary) = named(&spans, "chat ")[0];
+    assert_eq!(summary.parent, Some(named(&spans, "compaction ")[0].0));
+    assert_eq!(summary.fields["gen_ai.operation.name"], "chat");
 }

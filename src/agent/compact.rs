@@ -304,7 +304,15 @@ impl Agent {
             if let Some(hook) = before_request {
                 hook(&summary_req).map_err(|message| Error::Hook { hook: "before_request".into(), message })?;
             }
-            self.provider.send(&summary_req, cancel, &mut |_| {}).map(|resp| {
+            // The summary request's own `chat` span, inside the compaction's.
+            let chat = crate::trace::chat_span(&tracing::Span::current(), self.provider.name(), &model);
+            let sent = chat.in_scope(|| self.provider.send(&summary_req, cancel, &mut |_| {}));
+            match &sent {
+                Ok(resp) => crate::trace::end_chat(&chat, &resp.message),
+                Err(e) if !chat.is_disabled() => crate::trace::record_error(&chat, &e.error_type()),
+                Err(_) => {}
+            }
+            sent.map(|resp| {
                 let (m, u) = (&resp.message.model, &resp.message.usage);
                 let cost = Agent::request_cost(&model, m, u, summary_tokens, u64::from(max_summary));
                 hold.settle(cost.unwrap_or(0.0));
