@@ -7,7 +7,7 @@
 //! | span (`tracing` name) | `otel.name` | when | parent |
 //! |---|---|---|---|
 //! | `invoke_agent` | `invoke_agent` / `invoke_agent {agent type}` | a run (a child agent's too) | the caller's current span; a child's: the `task` call's `execute_tool` |
-//! | `chat` | `chat {model}` | one model request (its retries are `retry` events in it) | the run |
+//! | `chat` | `chat {model}` | one model request (its retries are `retry` events in it) | the run; a compaction's summary request: the compaction |
 //! | `execute_tool` | `execute_tool {tool name}` | one tool call that runs | the run (also when it runs on another thread) |
 //! | `compaction` | `compaction {reason}` | one compaction of the conversation | the run, or the caller's span for [`crate::Agent::compact`] |
 //!
