@@ -167,6 +167,19 @@ typedef struct {
  * Threads: called on the thread that called `tooloop_agent_run` / `tooloop_agent_resume`, as the events
  * happen (text deltas as their bytes arrive). It may call `tooloop_agent_cancel` and the `*_json` readers
  * of its agent, but not run, reset or free it. A C++ callback must not let an exception escape.
+ *
+ * Tracing (OpenTelemetry or a host's own): the events are enough to build the spans the Rust and Python
+ * APIs report (GenAI semantic conventions; README "Tracing"), timed by the host's clock as they arrive:
+ * - `invoke_agent`: from the call of `tooloop_agent_run` to its return; usage, turns and cost are in the
+ *   result JSON, a failure's kind in the status and `tooloop_last_error()`.
+ * - `chat {model}`: from a TOOLOOP_EVENT_TURN_START to its TOOLOOP_EVENT_TURN_END (`stop_reason`, `usage`,
+ *   and the answering `model` and the answer's `id`); a request that fails ends the run without a
+ *   TURN_END: end its span with the run's error.
+ * - `execute_tool {name}`: per call id, from TOOLOOP_EVENT_TOOL_USE's `id` and `name` to its
+ *   TOOLOOP_EVENT_TOOL_RESULT (`is_error`, `denied`); calls that run in parallel report their results
+ *   after the batch, so take the span's start as the result's arrival minus its `duration_ms`.
+ * - a child agent's events come inside TOOLOOP_EVENT_SUBAGENT: nest them under the span of the `task`
+ *   call named by `parent_id`.
  */
 typedef void (*tooloop_event_fn)(void *userdata, const tooloop_event *event);
 
@@ -301,7 +314,8 @@ typedef int32_t tooloop_tool_kind;
 #define TOOLOOP_EVENT_USAGE 7
 
 /**
- * A model turn ended. json: `{"type":"turn_end","turn":1,"stop_reason":"tool_use","usage":{...}}`.
+ * A model turn ended. json: `{"type":"turn_end","turn":1,"stop_reason":"tool_use","usage":{...},
+ * "model":"<the model that answered>","id":"<the answer's id>"}` (`model`/`id` empty when the API gave none).
  */
 #define TOOLOOP_EVENT_TURN_END 8
 

@@ -234,6 +234,15 @@ impl Error {
         }
     }
 
+    /// The OpenTelemetry `error.type` of this error (the GenAI conventions: the provider's error code, else
+    /// a low-cardinality name): an API error's HTTP status (`429`), else [`Error::kind_name`].
+    pub fn error_type(&self) -> String {
+        match self.api() {
+            Some(api) if api.status > 0 => api.status.to_string(),
+            _ => self.kind_name().to_string(),
+        }
+    }
+
     /// The API error details, if this is an API error (or a stream ended by an `error` event).
     pub fn api(&self) -> Option<&ApiError> {
         match self {

@@ -978,6 +978,12 @@ impl HttpClient {
                 None => self.backoff(attempt),
             };
             attempt += 1;
+            // A span event in the model request's `chat` span (see crate::trace); nothing without a subscriber.
+            tracing::event!(name: "retry", tracing::Level::INFO, {
+                "tooloop.retry.attempt" = attempt,
+                "tooloop.retry.delay_ms" = delay.as_millis() as u64,
+                "error.type" = %err.error_type(),
+            });
             if sleep_watched(cancel, delay) {
                 return Err(Error::Cancelled { partial: None });
             }

@@ -35,6 +35,7 @@
 //! - [`hooks`]: host code around each tool call, each request and the end of a run.
 //! - [`instructions`]: project instruction files (AGENTS.md, CLAUDE.md).
 //! - [`mcp`]: MCP client (stdio and Streamable HTTP); server tools registered as `mcp__<server>__<tool>`.
+//! - [`trace`](mod@trace): the spans a run reports through `tracing` (OpenTelemetry GenAI conventions).
 //!
 //! ## Why blocking
 //! tooloop is embedded in Python scripts and C/C++ apps: a synchronous API with no async runtime is the one
@@ -76,6 +77,7 @@ pub mod subagent;
 mod text;
 pub mod todo;
 pub mod tools;
+pub mod trace;
 pub mod types;
 
 pub use agent::{

@@ -621,7 +621,9 @@ fn events_arrive_in_order_turn_start_deltas_usage_turn_end_tool_use_tool_result(
         let ends: Vec<(u32, Option<StopReason>, u64)> = events
             .iter()
             .filter_map(|e| match e {
-                Event::TurnEnd { turn, stop_reason, usage } => Some((*turn, stop_reason.clone(), usage.output_tokens)),
+                Event::TurnEnd { turn, stop_reason, usage, .. } => {
+                    Some((*turn, stop_reason.clone(), usage.output_tokens))
+                }
                 _ => None,
             })
             .collect();
@@ -649,7 +651,13 @@ fn events_serialize_as_tagged_snake_case_objects() {
         json!({"type": "tool_result", "id": "t1", "name": "f", "content": "ok", "is_error": false, "denied": false,
                "duration_ms": 7})
     );
-    let e = Event::TurnEnd { turn: 2, stop_reason: Some(StopReason::EndTurn), usage: Usage::default() };
+    let e = Event::TurnEnd {
+        turn: 2,
+        stop_reason: Some(StopReason::EndTurn),
+        usage: Usage::default(),
+        model: "claude-sonnet-4-6".into(),
+        id: "msg_1".into(),
+    };
     assert_eq!(serde_json::to_value(&e).unwrap()["stop_reason"], "end_turn");
     assert_eq!(serde_json::to_value(Event::TurnStart { turn: 1 }).unwrap(), json!({"type": "turn_start", "turn": 1}));
 }

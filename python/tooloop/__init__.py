@@ -26,6 +26,8 @@ is built or first needs them.
 from ._tooloop import (DEFAULT_PROTECTED_PATHS, __version__, check_aws_credentials, estimate_cost_usd, restore_file,
                        sandbox_support)
 from ._tooloop import context_window as model_context_window
+from ._tooloop import _set_span_source
+from ._otel import span_sink as _span_sink
 from ._tools import Tool, as_tool, tool
 from ._agent import ALLOW_READ_ONLY, Agent, AllowReadOnly, AgentStream, SubAgent, ToolInfo
 from ._hooks import ToolResult
@@ -173,3 +175,8 @@ def __getattr__(name: str) -> object:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value
     return value
+
+
+# OpenTelemetry (tooloop._otel): each run asks `_span_sink` whether to report its spans; it imports nothing
+# unless the program has imported opentelemetry itself.
+_set_span_source(_span_sink)

@@ -222,6 +222,9 @@ class _Pump(Generic[_T]):
         self._start, self._finish, self._convert = start, finish, convert
         # Set by approve() and cancel(): wakes the worker from a pause for approvals (the state is the run's).
         self._answered = threading.Event()
+        # `start` runs on the worker in the awaiting task's context: what it reads there (the caller's current
+        # OpenTelemetry span, through tooloop._otel) is the caller's, as for a run started on the caller's thread.
+        self._context = contextvars.copy_context()
         if bridge is not None:
             bridge.enter(self._loop)
         _WORKERS.submit(self._work)
@@ -230,7 +233,7 @@ class _Pump(Generic[_T]):
 
     def _work(self) -> None:
         try:
-            handle = self._start()
+            handle = self._context.run(self._start)
             self._handle = handle
             if self._cancelled:  # a cancel that came before the handle existed is not lost
                 handle.cancel()

@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union, f
 from .types import (BackgroundCommand, DbSession, HistoryEntry, Instructions, McpStatus, SessionReport, Skills,
                     Todo)
 
-__all__ = ["_Agent", "_Client", "_Run", "_Stream", "_Driven", "_Ledger", "estimate_cost_usd", "load_session", "list_db_sessions", "migrate_session", "sandbox_support", "context_window", "restore_file", "__version__", "match_rules", "read_only_command", "split_command", "check_aws_credentials", "OPTION_KEYS", "DEFAULT_PROTECTED_PATHS", "ALLOW_READ_ONLY", "_AllowReadOnly"]
+__all__ = ["_Agent", "_Client", "_Run", "_Stream", "_Driven", "_Ledger", "estimate_cost_usd", "load_session", "list_db_sessions", "migrate_session", "sandbox_support", "context_window", "restore_file", "__version__", "match_rules", "read_only_command", "split_command", "check_aws_credentials", "_set_span_source", "OPTION_KEYS", "DEFAULT_PROTECTED_PATHS", "ALLOW_READ_ONLY", "_AllowReadOnly"]
 
 __version__: str
 #: The core's option keys (``AgentOptions::KEYS``), the same as the C config's.
@@ -199,6 +199,9 @@ def restore_file(workspace: Union[str, "os.PathLike[str]"], path: str, content: 
 
 def check_aws_credentials() -> None:
     """Raise ConfigError (with the core's message) when Bedrock would find no AWS credentials."""
+
+def _set_span_source(source: Optional[Callable[[], Any]]) -> None:
+    """Set the callable each run asks for its OpenTelemetry span sink (tooloop._otel.span_sink), or clear it."""
 
 def context_window(model: str) -> Optional[int]:
     """The context window of a known model in tokens (the core's table), or None."""

@@ -121,6 +121,7 @@ impl Agent {
             Err(e) => return fail(format!("agent type {agent_type}: {e}")),
         };
         self.lend_ledger(&child);
+        *lock(&child.trace_name) = Some(agent_type.clone());
         // A child's calls cannot pause the parent's step (approval.rs): without a callable to ask, a pausing
         // run's child is refused what it would have been asked.
         let permission = lock(&self.permission).clone().or_else(|| {

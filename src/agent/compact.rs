@@ -203,7 +203,29 @@ impl Agent {
         self.compact_inner(crate::compaction::Reason::Manual, instructions, false, &cancel, &mut spent, on_event)
     }
 
+    /// [`Agent::compact_untraced`] inside a `compaction` span (see [`crate::trace`]).
     pub(super) fn compact_inner(
+        &self,
+        reason: crate::compaction::Reason,
+        instructions: Option<&str>,
+        aggressive: bool,
+        cancel: &CancelToken,
+        spent: &mut (&mut Usage, &mut Option<f64>),
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<Option<crate::compaction::Compaction>> {
+        let span = if crate::trace::enabled() {
+            let name = serde_json::to_value(reason).ok();
+            crate::trace::compaction_span(name.as_ref().and_then(Value::as_str).unwrap_or("manual"))
+        } else {
+            tracing::Span::none()
+        };
+        let _in = span.enter();
+        let done = self.compact_untraced(reason, instructions, aggressive, cancel, spent, on_event);
+        super::spans::end_compaction(&span, &done);
+        done
+    }
+
+    fn compact_untraced(
         &self,
         reason: crate::compaction::Reason,
         instructions: Option<&str>,
@@ -285,7 +307,15 @@ impl Agent {
             if let Some(hook) = before_request {
                 hook(&summary_req).map_err(|message| Error::Hook { hook: "before_request".into(), message })?;
             }
-            self.provider().send(&summary_req, cancel, &mut |_| {}).map(|resp| {
+            // The summary request's own `chat` span, inside the compaction's.
+            let chat = crate::trace::chat_span(&tracing::Span::current(), self.provider().name(), &model);
+            let sent = chat.in_scope(|| self.provider().send(&summary_req, cancel, &mut |_| {}));
+            match &sent {
+                Ok(resp) => crate::trace::end_chat(&chat, &resp.message),
+                Err(e) if !chat.is_disabled() => crate::trace::record_error(&chat, &e.error_type()),
+                Err(_) => {}
+            }
+            sent.map(|resp| {
                 let (m, u) = (&resp.message.model, &resp.message.usage);
                 let cost = Agent::request_cost(&model, m, u, summary_tokens, u64::from(max_summary));
                 hold.settle(cost.unwrap_or(0.0));

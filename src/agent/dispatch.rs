@@ -485,8 +485,18 @@ impl Agent {
         let mut file_states: Vec<Option<crate::builtin::FileState>> =
             batch.iter().enumerate().map(|(k, c)| self.file_state_before(c, to_run.contains(&k))).collect();
         let mut children: Vec<Option<crate::subagent::ChildRun>> = vec![None; batch.len()];
+        // One `execute_tool` span per call that runs, entered while it runs (on its own thread too); none
+        // (and no allocation) without a subscriber.
+        let no_span = tracing::Span::none();
+        let spans: Vec<tracing::Span> = if crate::trace::enabled() {
+            to_run.iter().map(|&k| crate::trace::tool_span(&batch[k].name, &batch[k].id)).collect()
+        } else {
+            Vec::new()
+        };
+        let span_of = |i: usize| spans.get(i).unwrap_or(&no_span);
         if to_run.len() == 1 {
             let k = to_run[0];
+            let _in_tool = span_of(0).enter();
             // `task` is not parallel-safe, so it always runs alone, here, where its child's events can
             // reach the host as they happen.
             if batch[k].name == crate::subagent::TOOL_NAME && !lock(&self.subagents).is_empty() && !confined[k] {
@@ -499,6 +509,7 @@ impl Agent {
             } else {
                 outcomes[k] = Some(self.tools.execute_as(&batch[k], cancel, confined[k]));
             }
+            super::spans::end_tool(span_of(0), &batch[k], outcomes[k].as_ref(), &self.tools);
         } else if !to_run.is_empty() {
             let results: Vec<(usize, CallOutcome)> = std::thread::scope(|s| {
                 // Each thread says when it ends (also by panicking): a thread with a poll hook waits for
@@ -507,13 +518,19 @@ impl Agent {
                 let confined = &confined;
                 let handles: Vec<_> = to_run
                     .iter()
-                    .map(|&k| {
+                    .enumerate()
+                    .map(|(i, &k)| {
+                        let span = span_of(i);
                         let ended = OnDrop(ended.clone());
                         (
                             k,
                             s.spawn(move || {
                                 let _ended = ended;
-                                self.tools.execute_as(&batch[k], cancel, confined[k])
+                                let outcome = crate::trace::in_span(span, || {
+                                    self.tools.execute_as(&batch[k], cancel, confined[k])
+                                });
+                                super::spans::end_tool(span, &batch[k], Some(&outcome), &self.tools);
+                                outcome
                             }),
                         )
                     })

@@ -167,6 +167,11 @@ pub enum Event {
         stop_reason: Option<StopReason>,
         /// The turn's usage.
         usage: Usage,
+        /// The model that answered, as the API named it (may differ from the one asked; empty when the API
+        /// did not say): with `id`, what a host needs for its own span of the request (see [`crate::trace`]).
+        model: String,
+        /// The answer's id (`msg_…`, `chatcmpl-…`; empty when the API gave none).
+        id: String,
     },
 }
 

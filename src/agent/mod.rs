@@ -24,6 +24,7 @@ mod driver;
 mod events;
 mod fit;
 mod run_loop;
+mod spans;
 mod switch;
 
 use std::collections::HashMap;
@@ -101,6 +102,8 @@ pub struct Agent {
     workspace: Mutex<Option<std::path::PathBuf>>,
     /// What a provider switched to is built from, and the fallback models (see `switch.rs`).
     switching: Mutex<switch::Switching>,
+    /// The agent's name in its runs' spans (`gen_ai.agent.name`): a child agent's type.
+    trace_name: Mutex<Option<String>>,
 }
 
 /// What the agent has spent, for `max_cost_usd`.
@@ -167,6 +170,7 @@ impl Agent {
             instructions: Mutex::new(None),
             workspace: Mutex::new(None),
             switching: Mutex::default(),
+            trace_name: Mutex::new(None),
         }
     }
 

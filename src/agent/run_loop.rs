@@ -35,6 +35,8 @@ pub(super) struct Looping {
     /// Whether a call that would go to the permission callable waits for the host instead (see
     /// [`super::RunDriver::pause_for_approvals`]).
     pub(super) pausing: bool,
+    /// The run's `invoke_agent` span (see [`crate::trace`]), from its first step to its end.
+    pub(super) span: Option<tracing::Span>,
 }
 
 impl Looping {
@@ -46,6 +48,7 @@ impl Looping {
             phase: Phase::Between,
             fallbacks: Default::default(),
             pausing: false,
+            span: None,
         }
     }
 }
@@ -106,6 +109,8 @@ pub(super) struct OpenTurn {
     /// estimated when it was held (what it is charged for when the answer reports no usage).
     hold: Option<crate::ledger::Hold>,
     input_tokens: u64,
+    /// The request's `chat` span.
+    span: tracing::Span,
 }
 
 /// A provider's event for the host, as the loop's event (`before`: the run's usage before the turn).
@@ -420,7 +425,9 @@ impl Agent {
         read: Read,
         on_event: &mut dyn FnMut(&Event),
     ) -> Option<Result<RunResult>> {
-        let next = match std::mem::replace(&mut l.phase, Phase::Ended) {
+        // Each step runs inside the run's span, under the span's subscriber (whichever thread steps).
+        let span = l.span.get_or_insert_with(|| self.run_span()).clone();
+        let next = crate::trace::in_span(&span, || match std::mem::replace(&mut l.phase, Phase::Ended) {
             Phase::Between => self.before_turn(l, on_event),
             Phase::Ready(turn) => self.send_turn(l, turn, read, on_event),
             Phase::Reading(open, stream) => self.read_turn(l, open, stream, on_event),
@@ -441,7 +448,7 @@ impl Agent {
                 }
             }
             Phase::Ended => Err(Error::Config("the run has ended".into())),
-        };
+        });
         let outcome = match next {
             Ok(Next::Go(phase)) => {
                 l.phase = phase;
@@ -451,7 +458,20 @@ impl Agent {
             Err(e) => Err(e),
         };
         self.end_fallbacks(&mut l.fallbacks);
+        crate::trace::end_run(&span, outcome.as_ref());
+        l.span = None;
         Some(outcome)
+    }
+
+    /// The `invoke_agent` span of a run of this agent.
+    fn run_span(&self) -> tracing::Span {
+        if !crate::trace::enabled() {
+            return tracing::Span::none();
+        }
+        let model = lock(&self.config).model.clone();
+        let conversation = lock(&self.session).as_ref().map(|s| s.location());
+        let name = lock(&self.trace_name).clone();
+        crate::trace::run_span(name.as_deref(), self.provider().name(), &model, conversation.as_deref())
     }
 
     /// Before a model turn: the cancel, the turn cap and the spend cap are checked, then the turn's request
@@ -526,6 +546,8 @@ impl Agent {
             return self.unsent(&mut l.run);
         };
         let mut open = self.open_turn(turn, &l.run.usage, hold, input_tokens)?;
+        let chat = open.span.clone();
+        let _in_chat = chat.enter();
         let OpenTurn { turn, streamed, before, .. } = &mut *open;
         let mut forward = |ev| forward(ev, streamed, before, on_event);
         let provider = self.provider();
@@ -550,6 +572,8 @@ impl Agent {
         mut stream: Box<dyn TurnStream>,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<Next> {
+        let chat = open.span.clone();
+        let _in_chat = chat.enter();
         let OpenTurn { streamed, before, .. } = &mut *open;
         let answer = match stream.step(&mut |ev| forward(ev, streamed, before, on_event)) {
             Ok(None) => return Ok(Next::Go(Phase::Reading(open, stream))),
@@ -844,7 +868,9 @@ impl Agent {
         // What made it decides what of it another provider may be sent (crate::carry).
         entry.provider = Some(self.provider().name().to_string());
         let id = self.conversation.push(entry);
+        let span = crate::trace::chat_span(&tracing::Span::current(), self.provider().name(), &turn.request.model);
         Ok(Box::new(OpenTurn {
+            span,
             turn: *turn,
             id,
             started: Instant::now(),
@@ -866,7 +892,7 @@ impl Agent {
         run: &mut RunResult,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<(MessageResponse, HashMap<String, Value>)> {
-        let OpenTurn { turn, id, started, before, streamed, hold, input_tokens } = open;
+        let OpenTurn { turn, id, started, before, streamed, hold, input_tokens, span } = open;
         let (request, measured) = (&turn.request, turn.measured);
         let duration_ms = started.elapsed().as_millis() as u64;
         match answer {
@@ -880,6 +906,8 @@ impl Agent {
                     });
                 }
                 let mut m = resp.message;
+                crate::trace::end_chat(span, &m);
+                super::spans::chat_content(span, &m, &self.tools);
                 let bad_inputs = object_inputs(&mut m.content);
                 // Priced at the higher of the asked and the answering model's price; no usage: the estimate.
                 let max_tokens = u64::from(request.max_tokens);
@@ -928,10 +956,15 @@ impl Agent {
                     turn: turn.turn,
                     stop_reason: m.stop_reason.clone(),
                     usage: m.usage.clone(),
+                    model: m.model.clone(),
+                    id: m.id.clone(),
                 });
                 Ok((m, bad_inputs))
             }
             Err(err) => {
+                if !span.is_disabled() {
+                    crate::trace::record_error(span, &crate::trace::error_type(&err));
+                }
                 let partial = err.partial().cloned();
                 // A request that failed without an answer is released; one cut off after it began to answer
                 // is charged (its estimate, when the part that came reported no usage).

@@ -34,9 +34,12 @@ impl ToolHandler for TimeoutHandler {
         let (tx, rx) = mpsc::channel::<Reply>();
         let (inner, input_owned, own_clone) = (Arc::clone(&self.inner), input.clone(), own.clone());
         let (id, name, read_only) = (ctx.tool_use_id.to_string(), ctx.tool_name.to_string(), ctx.read_only);
+        // The call's span goes with it: what the tool starts on its thread nests under its execute_tool.
+        let carried = crate::trace::Carried::here();
         let spawned = std::thread::Builder::new().name(format!("tooloop-tool-{name}")).spawn(move || {
             let ctx = ToolContext { tool_use_id: &id, tool_name: &name, cancel: &own_clone, read_only };
-            let reply = catch_unwind(AssertUnwindSafe(|| inner.call(&input_owned, &ctx))).unwrap_or_else(|panic| {
+            let call = || carried.run(|| inner.call(&input_owned, &ctx));
+            let reply = catch_unwind(AssertUnwindSafe(call)).unwrap_or_else(|panic| {
                 let what = panic
                     .downcast_ref::<&str>()
                     .map(|s| s.to_string())

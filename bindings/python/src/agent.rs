@@ -159,7 +159,9 @@ fn call_model(
 /// Run a Python tool: `invoke(input) -> (content, is_error)`.
 fn call_tool(invoke: &Py<PyAny>, name: &str, input: &Value, slot: &ErrSlot) -> Result<ToolOutput, ToolError> {
     Python::attach(|py| {
-        let ret = to_py(py, input).and_then(|args| invoke.bind(py).call1((args,)));
+        // Spans the tool makes itself (OpenTelemetry in the tool's code) nest under its execute_tool span.
+        let call = || to_py(py, input).and_then(|args| invoke.bind(py).call1((args,)));
+        let ret = crate::otel::in_tool_span(py, call);
         let ret = match ret {
             Ok(r) => r,
             Err(e) if e.is_instance_of::<PyException>(py) => {
@@ -544,17 +546,20 @@ impl PyAgent {
         *lock(&self.latest) = Some(token.clone());
         let gate = lock(&self.gate).as_ref().map(|g| (g.clone_ref(py), self.slot.clone()));
         let (core, slot) = (&self.core, &self.slot);
+        let traced = crate::otel::dispatch(py);
         let outcome = py.detach(|| {
             let hook = signal_hook(&token, slot);
-            tooloop::http::with_poll_hook(hook, || {
-                let go = || match blocks {
-                    Some(b) => core.run_cancellable(b, token.clone(), &mut |_| {}),
-                    None => core.resume_cancellable(token.clone(), &mut |_| {}),
-                };
-                match gate {
-                    Some((g, slot)) => tooloop::gate::with_send_gate(std::rc::Rc::new(PyGate::new(g, slot)), go),
-                    None => go(),
-                }
+            crate::otel::scoped(traced.as_ref(), || {
+                tooloop::http::with_poll_hook(hook, || {
+                    let go = || match blocks {
+                        Some(b) => core.run_cancellable(b, token.clone(), &mut |_| {}),
+                        None => core.resume_cancellable(token.clone(), &mut |_| {}),
+                    };
+                    match gate {
+                        Some((g, slot)) => tooloop::gate::with_send_gate(std::rc::Rc::new(PyGate::new(g, slot)), go),
+                        None => go(),
+                    }
+                })
             })
         });
         if let Some(e) = lock(&self.slot).take() {
@@ -573,6 +578,7 @@ impl PyAgent {
     fn compact(&self, py: Python<'_>, instructions: Option<String>) -> PyResult<Py<PyAny>> {
         *lock(&self.slot) = None;
         let (core, slot) = (&self.core, &self.slot);
+        let traced = crate::otel::dispatch(py);
         let outcome = py.detach(|| {
             let (agent, slot) = (core.clone(), slot.clone());
             let hook: std::rc::Rc<dyn Fn()> = std::rc::Rc::new(move || {
@@ -583,7 +589,8 @@ impl PyAgent {
                     }
                 })
             });
-            tooloop::http::with_poll_hook(hook, || core.compact(instructions.as_deref(), &mut |_| {}))
+            let compact = || core.compact(instructions.as_deref(), &mut |_| {});
+            crate::otel::scoped(traced.as_ref(), || tooloop::http::with_poll_hook(hook, compact))
         });
         if let Some(e) = lock(&self.slot).take() {
             return Err(e);
@@ -633,8 +640,10 @@ impl PyAgent {
             let why = "pause_for_approval needs a stream, and is not available under a batch's send gate";
             return Err(to_pyerr(py, &tooloop::Error::Config(why.into())));
         }
+        // The run's subscriber is chosen here, on the caller's thread and in its context (see crate::otel).
+        let traced = crate::otel::dispatch(py);
         if on_caller || pause_for_approval {
-            let driven = Driven::new(core, blocks, token, self.slot.clone(), pause_for_approval);
+            let driven = Driven::new(core, blocks, token, self.slot.clone(), pause_for_approval, traced);
             return Ok(Py::new(py, driven)?.into_any());
         }
         let canceller = token.clone();
@@ -648,10 +657,10 @@ impl PyAgent {
                 Some(b) => core.run_cancellable(b, token, &mut on_event),
                 None => core.resume_cancellable(token, &mut on_event),
             };
-            let result = match gate {
+            let result = crate::otel::scoped(traced.as_ref(), || match gate {
                 Some((g, slot)) => tooloop::gate::with_send_gate(std::rc::Rc::new(PyGate::new(g, slot)), go),
                 None => go(),
-            };
+            });
             result.map(|r| serde_json::to_value(&r).unwrap_or(Value::Null))
         })?;
         Ok(Py::new(py, run)?.into_any())

@@ -54,6 +54,8 @@ pub struct Driven {
     /// Ctrl+C): it wins over the run's own error.
     slot: ErrSlot,
     state: Mutex<State>,
+    /// The run's `tracing` subscriber when OpenTelemetry is on (see crate::otel): each step runs under it.
+    traced: Option<tracing::Dispatch>,
 }
 
 impl Driven {
@@ -63,6 +65,7 @@ impl Driven {
         cancel: CancelToken,
         slot: ErrSlot,
         pausing: bool,
+        traced: Option<tracing::Dispatch>,
     ) -> Self {
         let state = State {
             unstarted: Some((agent, input)),
@@ -72,7 +75,7 @@ impl Driven {
             pausing,
             paused: false,
         };
-        Driven { cancel, slot, state: Mutex::new(state) }
+        Driven { cancel, slot, state: Mutex::new(state), traced }
     }
 
     /// The state, waiting (GIL released) while another thread is stepping the run.
@@ -88,7 +91,7 @@ impl Driven {
         if unstarted.is_none() && driver.is_none() {
             return Ok(());
         }
-        let (cancel, slot, pausing) = (&self.cancel, &self.slot, st.pausing);
+        let (cancel, slot, pausing, traced) = (&self.cancel, &self.slot, st.pausing, self.traced.as_ref());
         let (driver, outcome, items, paused) = py.detach(move || {
             let hook = signal_hook(cancel, slot);
             let mut items = Vec::new();
@@ -97,30 +100,32 @@ impl Driven {
                     items.push(Item::Value(v));
                 }
             };
-            let (driver, outcome, paused) = tooloop::http::with_poll_hook(hook, || {
-                let mut driver = match (driver, unstarted) {
-                    (Some(d), _) => d,
-                    (None, Some((agent, input))) => match agent.start(input, cancel.clone()) {
-                        Ok(mut d) => {
-                            d.pause_for_approvals(pausing);
-                            d
-                        }
-                        Err(e) => return (None, Some(Err(e)), false),
-                    },
-                    (None, None) => return (None, None, false),
-                };
-                // Without pausing, `next` never pauses: the permission callable answers within the step.
-                let (outcome, paused) = match driver.next(&mut on_event) {
-                    Step::Done(outcome) => (Some(outcome), false),
-                    Step::NeedsApproval(_) => (None, true),
-                    _ => (None, false),
-                };
-                // A parked exception (Ctrl+C, a tool's) cancelled the run: end it now, its events dropped.
-                let outcome = match outcome {
-                    None if lock(slot).is_some() => Some(driver.finish(&mut |_| {})),
-                    other => other,
-                };
-                (Some(driver), outcome, paused)
+            let (driver, outcome, paused) = crate::otel::scoped(traced, || {
+                tooloop::http::with_poll_hook(hook, || {
+                    let mut driver = match (driver, unstarted) {
+                        (Some(d), _) => d,
+                        (None, Some((agent, input))) => match agent.start(input, cancel.clone()) {
+                            Ok(mut d) => {
+                                d.pause_for_approvals(pausing);
+                                d
+                            }
+                            Err(e) => return (None, Some(Err(e)), false),
+                        },
+                        (None, None) => return (None, None, false),
+                    };
+                    // Without pausing, `next` never pauses: the permission callable answers within the step.
+                    let (outcome, paused) = match driver.next(&mut on_event) {
+                        Step::Done(outcome) => (Some(outcome), false),
+                        Step::NeedsApproval(_) => (None, true),
+                        _ => (None, false),
+                    };
+                    // A parked exception (Ctrl+C, a tool's) cancelled the run: end it now, its events dropped.
+                    let outcome = match outcome {
+                        None if lock(slot).is_some() => Some(driver.finish(&mut |_| {})),
+                        other => other,
+                    };
+                    (Some(driver), outcome, paused)
+                })
             });
             (driver, outcome, items, paused)
         });

@@ -13,6 +13,7 @@ mod drive;
 mod errors;
 mod gate;
 mod ledger;
+mod otel;
 mod pull;
 mod restore;
 mod run;
@@ -39,6 +40,7 @@ fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(control::read_only_command, m)?)?;
     m.add_function(wrap_pyfunction!(control::split_command, m)?)?;
     m.add_function(wrap_pyfunction!(agent::check_aws_credentials, m)?)?;
+    m.add_function(wrap_pyfunction!(otel::_set_span_source, m)?)?;
     // The core's option keys, the one list `tooloop.Agent` and the C config are checked against.
     m.add_class::<agent::AllowReadOnly>()?;
     m.add("ALLOW_READ_ONLY", agent::AllowReadOnly)?;
