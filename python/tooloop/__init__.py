@@ -23,8 +23,8 @@ here imports ``typing``, ``inspect``, ``dataclasses`` or ``logging`` at import t
 is built or first needs them.
 """
 
-from ._tooloop import (DEFAULT_PROTECTED_PATHS, __version__, check_aws_credentials, estimate_cost_usd, restore_file,
-                       sandbox_support)
+from ._tooloop import (DEFAULT_PROTECTED_PATHS, PROVIDERS, __version__, check_aws_credentials, estimate_cost_usd,
+                       restore_file, sandbox_support)
 from ._tooloop import context_window as model_context_window
 from ._tools import Tool, as_tool, tool
 from ._agent import ALLOW_READ_ONLY, Agent, AllowReadOnly, AgentStream, SubAgent, ToolInfo
@@ -76,6 +76,7 @@ from .events import (
 __all__ = [
     "ALLOW_READ_ONLY",
     "DEFAULT_PROTECTED_PATHS",
+    "PROVIDERS",
     "AllowReadOnly",
     "__version__",
     "Agent",

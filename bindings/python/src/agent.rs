@@ -27,7 +27,8 @@ use crate::errors::{config_error, to_pyerr};
 use crate::gate::PyGate;
 use crate::run::{ErrSlot, Item, Run, lock, park, signal_hook};
 
-/// A provider from `"anthropic"`, `"openai"` or a Python callable `model(request: dict) -> dict`, for the
+/// A provider from a name of the provider table (`"anthropic"`, `"openai"`, `"openai-responses"`,
+/// `"bedrock"`) or a Python callable `model(request: dict) -> dict`, for the
 /// raw `Client`: the network settings go through the core's options, so they are checked as for an Agent.
 #[allow(clippy::too_many_arguments)]
 pub fn build_provider(
@@ -56,7 +57,11 @@ pub fn build_provider(
     if !provider.is_callable() {
         return Err(config_error(
             py,
-            format!("provider must be \"anthropic\", \"openai\" or a callable, got {}", provider.get_type().name()?),
+            format!(
+                "provider must be {} or a callable, got {}",
+                tooloop::provider::table::names_for_message().replace(" or ", ", "),
+                provider.get_type().name()?
+            ),
         ));
     }
     Ok(host_provider(provider, slot))
@@ -290,7 +295,8 @@ impl PyAgent {
                 return Err(config_error(
                     py,
                     format!(
-                        "provider must be \"anthropic\", \"openai\" or a callable, got {}",
+                        "provider must be {} or a callable, got {}",
+                        tooloop::provider::table::names_for_message().replace(" or ", ", "),
                         provider.get_type().name()?
                     ),
                 ));

@@ -44,6 +44,9 @@ fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ALLOW_READ_ONLY", agent::AllowReadOnly)?;
     m.add("DEFAULT_PROTECTED_PATHS", tooloop::builtin::DEFAULT_PROTECTED_PATHS.to_vec())?;
     m.add("OPTION_KEYS", tooloop::AgentOptions::KEYS.to_vec())?;
+    // The core's provider table (name, wire, key and base-URL variables, default URL, size limits): what the
+    // CLI lists and checks `--provider` against.
+    m.add("PROVIDERS", convert::to_py(m.py(), &tooloop::provider::table::to_json())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
