@@ -37,7 +37,7 @@ step "Python: fresh venv at $venv, pip install ."
 rm -rf "$venv"
 if python3 -m venv "$venv" \
   && "$venv/bin/python" -m pip install -q --upgrade pip \
-  && "$venv/bin/python" -m pip install -q pytest pexpect mypy pydantic uvloop \
+  && "$venv/bin/python" -m pip install -q pytest pexpect mypy pydantic uvloop openai \
   && "$venv/bin/python" -m pip install -q "$root[ray]"; then
   step "Python: pytest (mock server self-tests + tests/python)"
   # The [ray] extra is installed, so tests/python/test_batch_ray.py must run (not skip) on a real local Ray.
