@@ -58,8 +58,7 @@ impl ResponsesProvider {
 /// Whether `model` is one of OpenAI's reasoning models (o-series, gpt-5 family, codex): they reason whether
 /// asked to or not, so their reasoning items are always asked for in encrypted form.
 pub fn is_reasoning_model(model: &str) -> bool {
-    let m = model.rsplit('/').next().unwrap_or(model).to_ascii_lowercase();
-    ["o1", "o3", "o4", "gpt-5", "codex"].iter().any(|p| m.starts_with(p))
+    crate::models::prefers_responses(model)
 }
 
 /// The `reasoning` object for a neutral `thinking` config: an `effort` given in it wins; a budget picks one

@@ -768,6 +768,13 @@ pub fn context_window(model: &str) -> Option<u64> {
     tooloop::models::context_window(model)
 }
 
+/// Whether `model` is one of OpenAI's reasoning models, which take tools with reasoning only on the Responses
+/// API (the core's table, `models::RESPONSES_MODELS`).
+#[pyfunction]
+pub fn prefers_responses(model: &str) -> bool {
+    tooloop::models::prefers_responses(model)
+}
+
 /// The answer of a permission callable that allows a call only with no power to change anything
 /// (`tooloop.ALLOW_READ_ONLY`, the one instance): bash then runs under the kernel's read-only sandbox, a
 /// read-only tool as it is, and any other tool is refused.

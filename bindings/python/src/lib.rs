@@ -32,6 +32,7 @@ fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(agent::load_session, m)?)?;
     m.add_function(wrap_pyfunction!(agent::sandbox_support, m)?)?;
     m.add_function(wrap_pyfunction!(agent::context_window, m)?)?;
+    m.add_function(wrap_pyfunction!(agent::prefers_responses, m)?)?;
     m.add_function(wrap_pyfunction!(sessions::list_db_sessions, m)?)?;
     m.add_function(wrap_pyfunction!(sessions::migrate_session, m)?)?;
     m.add_function(wrap_pyfunction!(restore::restore_file, m)?)?;
