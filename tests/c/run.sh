@@ -41,6 +41,7 @@ tests=(
   "read_only_approval c_read_only_approval.json"
   "repeat_calls       c_roll_dice.json"
   "untrusted_text     c_untrusted_text.json   requests"
+  "responses_provider responses_reasoning_tool.json   requests"
 )
 # mcp_server starts tests/mcp/fastmcp_server.py with $TOOLOOP_TEST_PYTHON.
 export TOOLOOP_REPO_ROOT="$root"
