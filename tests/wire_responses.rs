@@ -103,7 +103,10 @@ fn parallel_function_calls_become_tool_uses_with_their_call_ids() {
             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}, "strict": false}]),
         "flat function tools"
     );
-    assert_eq!(body["input"], json!([{"role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]}]));
+    assert_eq!(
+        body["input"],
+        json!([{"role": "user", "content": [{"type": "input_text", "text": "Weather in Paris?"}]}])
+    );
     assert_eq!((&body["store"], &body["max_output_tokens"]), (&json!(false), &json!(512)));
 }
 
@@ -122,7 +125,9 @@ fn reasoning_summary_is_thinking_and_the_encrypted_item_goes_back_next_request()
     assert_eq!(t.extra[REASONING_KEY]["encrypted_content"], "gAAAAB-enc-one==");
     let thinking: String = events
         .iter()
-        .filter_map(|e| if let StreamEvent::ThinkingDelta { thinking, .. } = e { Some(thinking.as_str()) } else { None })
+        .filter_map(
+            |e| if let StreamEvent::ThinkingDelta { thinking, .. } = e { Some(thinking.as_str()) } else { None },
+        )
         .collect();
     assert_eq!(thinking, t.thinking);
     assert_eq!(first.usage.extra["reasoning_tokens"], 96);
@@ -166,7 +171,10 @@ fn output_schema_goes_out_as_text_format() {
     req.extra.insert("output_config".into(), json!({"format": {"type": "json_schema", "schema": schema}}));
     send(&*provider(&mock), &req).0.unwrap();
     let body = &mock.requests()[0]["body"];
-    assert_eq!(body["text"], json!({"format": {"type": "json_schema", "name": "output", "schema": schema, "strict": false}}));
+    assert_eq!(
+        body["text"],
+        json!({"format": {"type": "json_schema", "name": "output", "schema": schema, "strict": false}})
+    );
     assert_eq!(body.get("output_config"), None);
 }
 
@@ -294,7 +302,8 @@ fn cancel_mid_stream_ends_the_read_with_the_partial() {
 #[test]
 fn images_in_input_and_in_tool_results_go_as_input_image() {
     let mock = MockServer::start(&json!({"responses": [response_of("responses_text", 0)]}));
-    let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}});
+    let image =
+        json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}});
     let mut req = request(false);
     req.messages = vec![
         Message { role: Role::User, content: vec![ContentBlock::text("look"), ContentBlock::Unknown(image.clone())] },
@@ -320,10 +329,7 @@ fn images_in_input_and_in_tool_results_go_as_input_image() {
     send(&*provider(&mock), &req).0.unwrap();
     let input = &mock.requests()[0]["body"]["input"];
     let url = "data:image/png;base64,iVBORw0KGgo=";
-    assert_eq!(
-        input[0]["content"][1],
-        json!({"type": "input_image", "image_url": url, "detail": "auto"})
-    );
+    assert_eq!(input[0]["content"][1], json!({"type": "input_image", "image_url": url, "detail": "auto"}));
     assert_eq!(
         input[2],
         json!({"type": "function_call_output", "call_id": "call_s", "output": [

@@ -22,7 +22,9 @@ use crate::cancel::CancelToken;
 use crate::error::{ApiError, ApiErrorKind, Error, Result};
 use crate::http::{HttpClient, HttpRequest, HttpResponse};
 use crate::sse::{SseDecoder, SseEvent};
-use crate::types::{ContentBlock, Message, MessageResponse, Request, Role, StopReason, ThinkingBlock, ToolUseBlock, Usage};
+use crate::types::{
+    ContentBlock, Message, MessageResponse, Request, Role, StopReason, ThinkingBlock, ToolUseBlock, Usage,
+};
 
 /// The official endpoint (the same as Chat Completions').
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -455,7 +457,10 @@ impl EventAccumulator {
                 let response = ev.get("response").cloned().unwrap_or(Value::Null);
                 return Err(stream_error(response.get("error").unwrap_or(&Value::Null)));
             }
-            "response.created" | "response.in_progress" | "response.queued" | "response.completed"
+            "response.created"
+            | "response.in_progress"
+            | "response.queued"
+            | "response.completed"
             | "response.incomplete" => {
                 if let Some(r) = ev.get("response").filter(|r| r.is_object()) {
                     self.response = r.clone();
@@ -490,10 +495,10 @@ impl EventAccumulator {
                     _ => {}
                 }
             }
-            "response.content_part.added" => {
-                if ev.get("part").and_then(|p| p.get("type")).and_then(Value::as_str).is_some() {
-                    self.slot(u("output_index"), u("content_index"), SlotKind::Text);
-                }
+            "response.content_part.added"
+                if ev.get("part").and_then(|p| p.get("type")).and_then(Value::as_str).is_some() =>
+            {
+                self.slot(u("output_index"), u("content_index"), SlotKind::Text);
             }
             "response.output_text.delta" | "response.refusal.delta" => {
                 let (i, _) = self.slot(u("output_index"), u("content_index"), SlotKind::Text);
@@ -660,7 +665,9 @@ fn read(mut resp: HttpResponse, on_event: &mut dyn FnMut(StreamEvent), emitted: 
             }
             let parsed: Value = match serde_json::from_str(data) {
                 Ok(v) => v,
-                Err(e) => return Err(cut_short(format!("stream event is not JSON: {e}"), acc.snapshot(), *emitted, invalid)),
+                Err(e) => {
+                    return Err(cut_short(format!("stream event is not JSON: {e}"), acc.snapshot(), *emitted, invalid));
+                }
             };
             let step = acc.apply(&parsed, &mut |e| {
                 *emitted = true;
@@ -785,8 +792,11 @@ mod tests {
         let own = ThinkingBlock {
             thinking: "sum".into(),
             signature: String::new(),
-            extra: [(REASONING_KEY.to_string(), json!({"type": "reasoning", "id": "rs_1", "summary": [],
-                "encrypted_content": "ENC", "status": "completed"}))]
+            extra: [(
+                REASONING_KEY.to_string(),
+                json!({"type": "reasoning", "id": "rs_1", "summary": [],
+                "encrypted_content": "ENC", "status": "completed"}),
+            )]
             .into_iter()
             .collect(),
         };
@@ -841,7 +851,8 @@ mod tests {
 
     #[test]
     fn a_non_reasoning_model_without_thinking_asks_for_no_encrypted_content() {
-        let request = Request { model: "gpt-4.1".into(), messages: vec![Message::user("hi")].into(), ..Default::default() };
+        let request =
+            Request { model: "gpt-4.1".into(), messages: vec![Message::user("hi")].into(), ..Default::default() };
         let body = render_request(&request);
         assert_eq!((body.get("include"), body.get("reasoning")), (None, None));
         let thinking = Request { thinking: Some(json!({"type": "enabled", "budget_tokens": 20000})), ..request };
@@ -871,7 +882,9 @@ mod tests {
         assert_eq!(m.stop_reason, Some(StopReason::EndTurn));
         let thinking: String = seen
             .iter()
-            .filter_map(|e| if let StreamEvent::ThinkingDelta { thinking, .. } = e { Some(thinking.as_str()) } else { None })
+            .filter_map(|e| {
+                if let StreamEvent::ThinkingDelta { thinking, .. } = e { Some(thinking.as_str()) } else { None }
+            })
             .collect();
         assert_eq!(thinking, "a\n\nb");
     }
