@@ -716,7 +716,7 @@ fn raw_body(body: &Value, stream: bool) -> Result<Value> {
 
 impl Provider for ResponsesProvider {
     fn name(&self) -> &str {
-        "openai-responses"
+        super::Protocol::OpenAiResponses.name()
     }
 
     /// `text.format` takes a JSON schema on OpenAI's own endpoint; other servers that speak this wire get
