@@ -452,7 +452,8 @@ impl EventAccumulator {
         let u = |k: &str| ev.get(k).and_then(Value::as_u64).unwrap_or(0);
         let delta = ev.get("delta").and_then(Value::as_str).unwrap_or("");
         match kind {
-            "error" => return Err(stream_error(ev)),
+            // The reference puts `code` and `message` on the event; some servers nest them in `error`.
+            "error" => return Err(stream_error(ev.get("error").filter(|e| e.is_object()).unwrap_or(ev))),
             "response.failed" => {
                 let response = ev.get("response").cloned().unwrap_or(Value::Null);
                 return Err(stream_error(response.get("error").unwrap_or(&Value::Null)));
