@@ -55,6 +55,9 @@ def test_agent_runs_parallel_function_calls_and_answers_them_by_call_id(mock: An
     assert [c["call_id"] for c in calls] == ["call_paris", "call_tokyo"]
     # Usage: input_tokens counts the cached ones; the neutral usage splits them.
     assert result.usage.cache_read_input_tokens == 64
+    # gpt-5 at $1.25 / $10 per million, cache reads at a tenth of the input price.
+    expected = (82 * 1.25 + 51 * 10 + (171 - 64) * 1.25 + 64 * 0.125 + 19 * 10) / 1e6
+    assert result.cost_usd == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("stream", [False, True])
