@@ -337,3 +337,35 @@ fn images_in_input_and_in_tool_results_go_as_input_image() {
             {"type": "input_image", "image_url": url, "detail": "auto"}]})
     );
 }
+
+#[test]
+fn a_pulled_stream_gives_the_same_turn_and_raw_response_as_send() {
+    use tooloop::provider::{RawOpen, TurnOpen};
+    let response = response_of("responses_reasoning_tool", 0);
+    let mock = MockServer::start(&json!({"responses": [response, response, response]}));
+    let p = provider(&mock);
+    assert!(p.pulls_streams() && p.pulls_raw_streams());
+    let sent = send(&*p, &request(true)).0.unwrap();
+    let mut events = Vec::new();
+    let pulled = match p.open_stream(&request(true), &CancelToken::new(), &mut |e| events.push(e)).unwrap() {
+        TurnOpen::Done(r) => *r,
+        TurnOpen::Open(mut s) => loop {
+            if let Some(r) = s.step(&mut |e| events.push(e)).unwrap() {
+                break r;
+            }
+        },
+    };
+    assert_eq!(pulled.message, sent.message);
+    assert_eq!(pulled.raw, sent.raw);
+    let body = json!({"model": "gpt-5", "input": "hi"});
+    let mut text = String::new();
+    let raw = match p.open_raw_stream(&body, &CancelToken::new(), &mut |_| {}).unwrap() {
+        RawOpen::Done(v) => v,
+        RawOpen::Open(mut s) => loop {
+            if let Some(v) = s.step_text(&mut text).unwrap() {
+                break v;
+            }
+        },
+    };
+    assert_eq!(raw["output"], response["responses"]["output"]);
+}

@@ -17,7 +17,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Provider, Response, Secret, StreamEvent, body_error, cut_short, redact_key};
+use super::{
+    Provider, RawOpen, RawStream, Response, Secret, StreamEvent, TurnOpen, TurnStream, body_error, cut_short,
+    redact_key,
+};
 use crate::cancel::CancelToken;
 use crate::error::{ApiError, ApiErrorKind, Error, Result};
 use crate::http::{HttpClient, HttpRequest, HttpResponse};
@@ -635,28 +638,70 @@ fn is_sse(resp: &HttpResponse) -> bool {
 /// event goes to `on_event` as its typed events and then as [`StreamEvent::Raw`]; `emitted` tells whether
 /// any event reached the caller.
 fn read(mut resp: HttpResponse, on_event: &mut dyn FnMut(StreamEvent), emitted: &mut bool) -> Result<Response> {
-    let request_id = request_id(&resp);
-    let invalid = |message: String| Error::InvalidResponse { message, request_id: request_id.clone() };
-    let api = |mut a: ApiError| {
-        a.request_id = request_id.clone();
-        a
-    };
     if !is_sse(&resp) {
-        let body = resp.read_all().map_err(|e| body_error(e, MessageResponse::default(), false))?;
-        let raw: Value = serde_json::from_slice(&body).map_err(|e| {
-            invalid(format!("response is not JSON ({e}): {}", String::from_utf8_lossy(&body[..body.len().min(200)])))
-        })?;
-        let message = parse_response(&raw).map_err(|a| Error::Api(Box::new(api(a))))?;
-        return Ok(Response { message, raw, request_id });
+        return read_json(resp);
     }
-    let mut acc = EventAccumulator::default();
-    let mut decoder = SseDecoder::new();
-    let mut events: Vec<SseEvent> = Vec::new();
-    loop {
+    let mut reader = EventReader::new(request_id(&resp));
+    let whole = loop {
+        let step = reader.step(&mut resp, on_event);
+        *emitted = reader.emitted;
+        match step {
+            Ok(true) => break Ok(()),
+            Ok(false) => {}
+            Err(e) => break Err(e),
+        }
+    };
+    whole.map(|()| reader.response())
+}
+
+/// A JSON (not streamed) response: the `response` object and its neutral turn; a `failed` one is its error.
+fn read_json(mut resp: HttpResponse) -> Result<Response> {
+    let request_id = request_id(&resp);
+    let body = resp.read_all().map_err(|e| body_error(e, MessageResponse::default(), false))?;
+    let raw: Value = serde_json::from_slice(&body).map_err(|e| Error::InvalidResponse {
+        message: format!("response is not JSON ({e}): {}", String::from_utf8_lossy(&body[..body.len().min(200)])),
+        request_id: request_id.clone(),
+    })?;
+    let message = parse_response(&raw).map_err(|mut a| {
+        a.request_id = request_id.clone();
+        Error::Api(Box::new(a))
+    })?;
+    Ok(Response { message, raw, request_id })
+}
+
+/// A Responses stream being read, one network read per [`EventReader::step`]: what [`read`] loops over, and
+/// what a caller that drives the stream itself ([`PulledEvents`], [`PulledRaw`]) keeps between reads.
+struct EventReader {
+    acc: EventAccumulator,
+    decoder: SseDecoder,
+    /// The events of the last read (kept for its buffer).
+    events: Vec<SseEvent>,
+    request_id: Option<String>,
+    /// Whether any event reached the caller (after which nothing may be retried).
+    emitted: bool,
+}
+
+impl EventReader {
+    fn new(request_id: Option<String>) -> Self {
+        EventReader {
+            acc: EventAccumulator::default(),
+            decoder: SseDecoder::new(),
+            events: Vec::new(),
+            request_id,
+            emitted: false,
+        }
+    }
+
+    /// Wait for the next bytes of `resp` and fold the events they complete (typed events, then the `Raw`
+    /// one, to `on_event`); `true` once the terminal event arrived (`false`: read again). An error ends the
+    /// stream; a body that ends before the terminal event is one.
+    fn step(&mut self, resp: &mut HttpResponse, on_event: &mut dyn FnMut(StreamEvent)) -> Result<bool> {
+        let EventReader { acc, decoder, events, request_id, emitted } = self;
+        let invalid = |message: String| Error::InvalidResponse { message, request_id: request_id.clone() };
         let chunk = resp.next_chunk().map_err(|e| body_error(e, acc.snapshot(), *emitted))?;
         let finished = chunk.is_none();
         match chunk {
-            Some(bytes) => decoder.feed(&bytes, &mut events),
+            Some(bytes) => decoder.feed(&bytes, events),
             None => events.extend(decoder.finish()),
         }
         for ev in events.drain(..) {
@@ -674,8 +719,8 @@ fn read(mut resp: HttpResponse, on_event: &mut dyn FnMut(StreamEvent), emitted: 
                 *emitted = true;
                 on_event(e)
             });
-            if let Err(a) = step {
-                let a = api(a);
+            if let Err(mut a) = step {
+                a.request_id = request_id.clone();
                 return Err(if *emitted {
                     Error::StreamInterrupted {
                         message: format!("error in stream: {}", a.message),
@@ -691,13 +736,63 @@ fn read(mut resp: HttpResponse, on_event: &mut dyn FnMut(StreamEvent), emitted: 
             on_event(StreamEvent::Raw { event: event.unwrap_or_else(|| "message".into()), data: parsed });
             if acc.done {
                 // The terminal event: anything after it is not this response's.
-                return Ok(Response { message: acc.snapshot(), raw: acc.response(), request_id });
+                return Ok(true);
             }
         }
         if finished {
             let message = "the stream ended before response.completed".to_string();
             return Err(cut_short(message, acc.snapshot(), *emitted, |message| Error::Connection { message }));
         }
+        Ok(false)
+    }
+
+    /// The whole turn (once [`EventReader::step`] said so).
+    fn response(&self) -> Response {
+        Response { message: self.acc.snapshot(), raw: self.acc.response(), request_id: self.request_id.clone() }
+    }
+}
+
+/// Forward only the wire events (what a raw client hands out).
+fn raw_only(on_event: &mut dyn FnMut(StreamEvent)) -> impl FnMut(StreamEvent) + '_ {
+    move |e: StreamEvent| {
+        if matches!(e, StreamEvent::Raw { .. }) {
+            on_event(e)
+        }
+    }
+}
+
+/// A Responses turn under way, pulled by the caller (see [`Provider::open_stream`]).
+struct PulledEvents {
+    resp: HttpResponse,
+    reader: EventReader,
+}
+
+impl TurnStream for PulledEvents {
+    fn step(&mut self, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Option<Response>> {
+        Ok(self.reader.step(&mut self.resp, on_event)?.then(|| self.reader.response()))
+    }
+}
+
+/// A raw Responses stream under way, pulled by the caller (see [`Provider::open_raw_stream`]).
+struct PulledRaw {
+    resp: HttpResponse,
+    reader: EventReader,
+}
+
+impl RawStream for PulledRaw {
+    fn step(&mut self, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Option<Value>> {
+        let mut raw = raw_only(on_event);
+        Ok(self.reader.step(&mut self.resp, &mut raw)?.then(|| self.reader.acc.response()))
+    }
+
+    /// The text is what the typed text deltas carry (no event is handed out).
+    fn step_text(&mut self, text: &mut String) -> Result<Option<Value>> {
+        let done = self.reader.step(&mut self.resp, &mut |ev| {
+            if let StreamEvent::TextDelta { text: t, .. } = ev {
+                text.push_str(&t);
+            }
+        })?;
+        Ok(done.then(|| self.reader.acc.response()))
     }
 }
 
@@ -752,12 +847,68 @@ impl Provider for ResponsesProvider {
         let on_error = |s: u16, h: &[(String, String)], b: &[u8]| self.api_error(s, h, b);
         self.http.exchange(&req, cancel, &on_error, &mut |resp| {
             let mut emitted = false;
-            let mut raw_only = |e: StreamEvent| {
-                if matches!(e, StreamEvent::Raw { .. }) {
-                    on_event(e)
+            read(resp, &mut raw_only(on_event), &mut emitted).map(|r| r.raw).map_err(|e| super::attempt(e, emitted))
+        })
+    }
+
+    fn pulls_streams(&self) -> bool {
+        true
+    }
+
+    /// The exchange of [`Provider::send`] (retries included) up to the first delivered events; the rest is
+    /// read by the caller through the returned [`TurnStream`].
+    fn open_stream(
+        &self,
+        request: &Request,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<TurnOpen> {
+        let req = self.http_request(&render_request(request))?;
+        let on_error = |s: u16, h: &[(String, String)], b: &[u8]| self.api_error(s, h, b);
+        self.http.exchange(&req, cancel, &on_error, &mut |mut resp| {
+            if !is_sse(&resp) {
+                return read_json(resp).map(|r| TurnOpen::Done(Box::new(r))).map_err(|e| super::attempt(e, false));
+            }
+            let mut reader = EventReader::new(request_id(&resp));
+            loop {
+                match reader.step(&mut resp, on_event) {
+                    Ok(true) => return Ok(TurnOpen::Done(Box::new(reader.response()))),
+                    Ok(false) if reader.emitted => return Ok(TurnOpen::Open(Box::new(PulledEvents { resp, reader }))),
+                    Ok(false) => {}
+                    Err(e) => return Err(super::attempt(e, reader.emitted)),
                 }
-            };
-            read(resp, &mut raw_only, &mut emitted).map(|r| r.raw).map_err(|e| super::attempt(e, emitted))
+            }
+        })
+    }
+
+    fn pulls_raw_streams(&self) -> bool {
+        true
+    }
+
+    /// The exchange of [`Provider::send_raw`] (retries included) up to the first delivered events; the rest
+    /// is read by the caller through the returned [`RawStream`].
+    fn open_raw_stream(
+        &self,
+        body: &Value,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(StreamEvent),
+    ) -> Result<RawOpen> {
+        let req = self.http_request(&raw_body(body, true)?)?;
+        let on_error = |s: u16, h: &[(String, String)], b: &[u8]| self.api_error(s, h, b);
+        self.http.exchange(&req, cancel, &on_error, &mut |mut resp| {
+            if !is_sse(&resp) {
+                return read_json(resp).map(|r| RawOpen::Done(r.raw)).map_err(|e| super::attempt(e, false));
+            }
+            let mut reader = EventReader::new(request_id(&resp));
+            let mut raw = raw_only(on_event);
+            loop {
+                match reader.step(&mut resp, &mut raw) {
+                    Ok(true) => return Ok(RawOpen::Done(reader.acc.response())),
+                    Ok(false) if reader.emitted => return Ok(RawOpen::Open(Box::new(PulledRaw { resp, reader }))),
+                    Ok(false) => {}
+                    Err(e) => return Err(super::attempt(e, reader.emitted)),
+                }
+            }
         })
     }
 }
