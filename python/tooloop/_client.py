@@ -7,8 +7,8 @@ Requests and responses are dicts in the API's own shape: a Messages API request 
 ``chat.completion.chunk`` dicts; Responses events such as ``response.output_text.delta``), and
 ``final_message()`` the dict ``create()`` would have returned (for OpenAI: every choice, ``content`` and
 ``refusal`` as the API sent them; for Responses: the terminal event's ``response``). Requests run with the GIL
-released, on the calling thread (``stream()`` with a model callable, and Bedrock and Responses streams, on a
-worker thread); Ctrl+C cancels them.
+released, on the calling thread (``stream()`` with a model callable, and Bedrock streams, on a worker
+thread); Ctrl+C cancels them.
 """
 
 from __future__ import annotations
