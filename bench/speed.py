@@ -17,7 +17,9 @@ and bare `http.client`, all against the same local mock server.
    tool (two turns, no network).
 2. A 1 MB stream of ~70k text deltas (bench/make_stream_scenario.py): the raw bytes with `http.client`,
    tooloop with every event as a dict, tooloop `text_stream`, the SDK's raw events. Targets: every event as
-   a dict within 3× of the bytes, `text_stream` within 2×.
+   a dict within 3× of the bytes, `text_stream` within 2×. Section `wires`: the same text streamed as Chat
+   Completions chunks and as Responses events, an agent run on each; nanoseconds per stream byte. Target:
+   Responses no slower per byte than Chat Completions.
 4. With `--callgrind`: instructions per event on the 1 MB stream (valgrind's callgrind, independent of the
    machine's load): the whole client process streaming, minus the same process without the stream, divided
    by the stream's events; for every event as a dict and for `text_stream`. With `--callgrind-small`:
@@ -315,6 +317,52 @@ def big(mock: MockServer, scenario: Dict[str, Any], text_len: int, rounds: int) 
 
 
 # ---------------------------------------------------------------------------------------------------------
+# 2b. the same text on the two OpenAI wires: Chat Completions chunks and Responses events
+# ---------------------------------------------------------------------------------------------------------
+
+def wire_scenarios(text: str, delta_chars: int = 16) -> Dict[str, Dict[str, Any]]:
+    """One pre-rendered stream of `text` per OpenAI wire, through the mock server's own encoders (the bytes the
+    suites' mock sends), as `raw` SSE items so the server does no encoding per request."""
+    import mockserver
+
+    completion = {"id": "chatcmpl-bench", "object": "chat.completion", "created": 1, "model": "gpt-5",
+                  "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                               "finish_reason": "stop"}],
+                  "usage": {"prompt_tokens": 12, "completion_tokens": len(text) // 4, "total_tokens": 0}}
+    response = {"id": "resp_bench", "object": "response", "created_at": 1, "status": "completed", "model": "gpt-5",
+                "output": [{"type": "message", "id": "msg_bench", "status": "completed", "role": "assistant",
+                            "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+                "usage": {"input_tokens": 12, "output_tokens": len(text) // 4, "total_tokens": 0}}
+    chat = [{"data": d} for d in mockserver.openai_chunks(completion, delta_chars, True, False)]
+    resp = [{"event": e["type"], "data": e} for e in mockserver.responses_events(response, delta_chars)]
+    out = {}
+    for name, items in (("chat completions", chat), ("responses", resp)):
+        raw = [{"raw": mockserver.encode_sse(i, "\n").decode()} for i in items]
+        out[name] = {"responses": [{"sse": raw, "chunk_size": 16384}]}
+    return out
+
+
+def wires(scenarios: Dict[str, Dict[str, Any]], text_len: int, rounds: int) -> Dict[str, float]:
+    """Nanoseconds per stream byte for an agent run (streamed) on each OpenAI wire: the core's decoder and
+    fold, the same text in the same deltas."""
+    sizes = {k: sum(len(i["raw"].encode()) for i in sc["responses"][0]["sse"]) for k, sc in scenarios.items()}
+    times: Dict[str, List[float]] = {k: [] for k in scenarios}
+    with MockServer({"responses": []}) as mock:
+        for _ in range(rounds):
+            for name, sc in scenarios.items():
+                mock.load(sc)
+                provider = "openai" if name == "chat completions" else "openai-responses"
+                agent = tooloop.Agent("gpt-5", provider=provider, base_url=mock.base_url + "/v1", api_key=KEY,
+                                      stream=True, max_retries=0, max_tokens=64000)
+                start = time.perf_counter()
+                result = agent.run("hi")
+                times[name].append(time.perf_counter() - start)
+                assert len(result.text) == text_len, (name, len(result.text), text_len)
+    return {k: statistics.median(v) * 1e9 / sizes[k] for k, v in times.items()} | {
+        f"bytes {k}": float(v) for k, v in sizes.items()}
+
+
+# ---------------------------------------------------------------------------------------------------------
 # 3. per-turn cost
 # ---------------------------------------------------------------------------------------------------------
 
@@ -442,7 +490,7 @@ def main() -> int:
     ap.add_argument("--turns", type=int, default=200)
     ap.add_argument("--no-rust", action="store_true", help="skip the Rust agent-loop bench (it compiles)")
     ap.add_argument("--runs", type=int, default=300, help="small agent runs per round (section 'agent')")
-    ap.add_argument("--only", default="small,agent,big,turns")
+    ap.add_argument("--only", default="small,agent,big,wires,turns")
     ap.add_argument("--slices", type=int, default=1,
                     help="section small: each round's requests in this many slices, the clients taking turns")
     ap.add_argument("--one-write", action="store_true",
@@ -502,6 +550,8 @@ def main() -> int:
                     res[f"agent {cond}"] = agent_runs(mock, a.rounds, a.runs, small_sc)
                 if "big" in only:
                     res[f"big {cond}"] = big(mock, scenario, len(text), a.rounds)
+    if "wires" in only:
+        res["wires"] = wires(wire_scenarios(text), len(text), a.rounds)
     if "turns" in only:
         res["python turns"] = python_turns(a.turns, a.rounds)
         if not a.no_rust:
@@ -535,6 +585,13 @@ def main() -> int:
             for k, v in b.items():
                 print(f"  {k:<20} {v:7.3f} s  {fmt_ratio(v, b['bytes'])} the bytes")
             print("  targets: events <= 3x the bytes, text_stream <= 2x")
+    w = res.get("wires")
+    if w:
+        print(f"\nthe same {len(text.encode()):,} bytes of text as an OpenAI stream (16-char deltas), an agent run each")
+        for k in ("chat completions", "responses"):
+            print(f"  {k:<20} {w[k]:6.1f} ns per stream byte ({w['bytes ' + k]:,.0f} bytes)")
+        print(f"  responses/chat completions {fmt_ratio(w['responses'], w['chat completions'])} per byte "
+              "(target <= 1)")
     for name in ("rust turns", "python turns"):
         t = res.get(name)
         if t:

@@ -9,7 +9,7 @@ secs="${1:-60}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(sse_decoder anthropic_response openai_response session_load c_config skill_front_matter mcp_framing shell_rules)
+    targets=(sse_decoder anthropic_response openai_response responses_response session_load c_config skill_front_matter mcp_framing shell_rules)
 fi
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 python3 seed.py

@@ -37,7 +37,7 @@ def main() -> None:
         put("shell_rules", s.encode())
     for path in sorted((ROOT / "tests" / "scenarios").glob("*.json")):
         for resp in json.loads(path.read_text()).get("responses", []):
-            for kind in ("anthropic", "openai"):
+            for kind in ("anthropic", "openai", "responses"):
                 if kind not in resp and not ("sse" in resp or "json" in resp):
                     continue
                 target = f"{kind}_response"

@@ -616,10 +616,12 @@ extern "C" {
 #endif // __cplusplus
 
 /**
- * Create an agent that talks to a model API (Anthropic Messages, or OpenAI-compatible Chat Completions).
+ * Create an agent that talks to a model API (Anthropic Messages, OpenAI-compatible Chat Completions, OpenAI's
+ * Responses API, or Claude on Amazon Bedrock).
  *
  * `config_json` is a JSON object; every key is optional except `model`:
- * - `"provider"`: `"anthropic"` (default), `"openai"` (any OpenAI-compatible server) or `"bedrock"`.
+ * - `"provider"`: `"anthropic"` (default), `"openai"` (any OpenAI-compatible server), `"openai-responses"`
+ *   (OpenAI's Responses API, `POST /v1/responses`: OpenAI's reasoning models with tools) or `"bedrock"`.
  * - `"model"`: the model name, e.g. `"claude-sonnet-4-6"`.
  * - `"system"`: the system prompt, a string or an array of text blocks.
  * - `"api_key"`, `"base_url"`: default from the environment: `ANTHROPIC_API_KEY` / `ANTHROPIC_BASE_URL`,
@@ -1033,6 +1035,19 @@ tooloop_status tooloop_hook_result_set_input(tooloop_hook_result *result, const 
  * Threads: any.
  */
 tooloop_status tooloop_json_get(const char *json, const char *pointer, char **out);
+
+/**
+ * The providers `"provider"` takes, from the core's one provider table: a JSON array of objects with
+ * `name` (`"anthropic"`, `"openai"`, `"openai-responses"`, `"bedrock"`), `wire`, `key_var` and
+ * `base_url_var` (the environment variables read when `"api_key"` / `"base_url"` are not given; `null` for
+ * Bedrock, which signs with AWS credentials), `default_base_url`, and the largest `image_bytes` and
+ * `document_bytes` per block. Read its fields with `tooloop_json_get` (`"/2/name"`).
+ *
+ * On success `*out` receives the JSON text; the caller frees it with `tooloop_string_free`. On failure
+ * `*out` is left unchanged. Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (`out` is NULL),
+ * `TOOLOOP_PANIC`. Threads: any.
+ */
+tooloop_status tooloop_providers_json(char **out);
 
 /**
  * Create an agent whose model is a host callback instead of a network API: the "fake brain" tests use,

@@ -37,7 +37,7 @@ step "Python: fresh venv at $venv, pip install ."
 rm -rf "$venv"
 if python3 -m venv "$venv" \
   && "$venv/bin/python" -m pip install -q --upgrade pip \
-  && "$venv/bin/python" -m pip install -q pytest pexpect mypy pydantic uvloop \
+  && "$venv/bin/python" -m pip install -q pytest pexpect mypy pydantic uvloop openai \
      opentelemetry-sdk opentelemetry-exporter-otlp-proto-http opentelemetry-proto \
   && "$venv/bin/python" -m pip install -q "$root[ray]"; then
   step "Python: pytest (mock server self-tests + tests/python)"

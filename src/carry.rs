@@ -92,6 +92,8 @@ fn keeps(block: &ContentBlock, maker: Maker, target: Target<'_>) -> bool {
         (_, ContentBlock::Thinking(t)) if t.signature.is_empty() && signs(target) => false,
         (Maker::Same, _) => true,
         (_, ContentBlock::RedactedThinking(_)) => false,
+        // A Responses reasoning item (its `encrypted_content`) is readable only by the model that made it.
+        (_, ContentBlock::Thinking(t)) if t.extra.contains_key(crate::provider::responses::REASONING_KEY) => false,
         (_, ContentBlock::Thinking(t)) => maker == Maker::SameProvider && t.signature.is_empty(),
         (Maker::Other, ContentBlock::Unknown(_)) => false,
         (Maker::Other, ContentBlock::Text(t)) => t.citations.is_none(),

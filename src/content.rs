@@ -27,11 +27,9 @@ const MB: u64 = 1024 * 1024;
 /// per PDF (the request limit); Bedrock 3.75 MB per image and 4.5 MB per document; OpenAI 20 MB per image;
 /// others (host models) Anthropic's.
 pub fn limits(name: &str) -> Limits {
-    match name {
-        "bedrock" => Limits { provider: "Bedrock", image_bytes: 3 * MB + 3 * MB / 4, document_bytes: 4 * MB + MB / 2 },
-        "openai" => Limits { provider: "OpenAI", image_bytes: 20 * MB, document_bytes: 32 * MB },
-        _ => Limits { provider: "Anthropic", image_bytes: 5 * MB, document_bytes: 32 * MB },
-    }
+    // The sizes are the provider table's (host models and unknown names: Anthropic's, its first row).
+    let row = crate::provider::provider_info(name).unwrap_or(&crate::provider::PROVIDERS[0]);
+    Limits { provider: row.label, image_bytes: row.image_bytes, document_bytes: row.document_bytes }
 }
 
 /// Image media types the APIs take.

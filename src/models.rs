@@ -43,12 +43,17 @@ pub const MODELS: &[ModelInfo] = &[
     row("gpt-4o", 128_000, Some((2.5, 10.0)), "gpt"),
     row("gpt-4.1-mini", 1_047_576, Some((0.4, 1.6)), "gpt"),
     row("gpt-4.1", 1_047_576, Some((2.0, 8.0)), "gpt"),
-    row("gpt-5", 400_000, None, "gpt"),
+    // OpenAI's reasoning models: list prices from the stored pricing pages (openai-cost's table and
+    // SciCode's show_pricing.py for the gpt-5 family; calcis.dev and perunit.ai for o3 after its mid-2025
+    // cut and for o4-mini; openai-models for o1), windows from the same pages.
+    row("gpt-5-mini", 400_000, Some((0.25, 2.0)), "gpt"),
+    row("gpt-5-nano", 400_000, Some((0.05, 0.4)), "gpt"),
+    row("gpt-5", 400_000, Some((1.25, 10.0)), "gpt"),
     row("gpt-4-turbo", 128_000, None, "gpt"),
     row("gpt-3.5-turbo", 16_385, None, "gpt"),
-    row("o1", 200_000, None, "o-series"),
-    row("o3", 200_000, None, "o-series"),
-    row("o4-mini", 200_000, None, "o-series"),
+    row("o1", 200_000, Some((15.0, 60.0)), "o-series"),
+    row("o3", 200_000, Some((2.0, 8.0)), "o-series"),
+    row("o4-mini", 200_000, Some((1.1, 4.4)), "o-series"),
     row("deepseek-chat", 128_000, None, "deepseek"),
     row("deepseek-reasoner", 128_000, None, "deepseek"),
     row("qwen2.5-coder", 32_768, None, "qwen"),
@@ -58,6 +63,17 @@ pub const MODELS: &[ModelInfo] = &[
     row("llama3.2", 131_072, None, "llama"),
     row("llama3.3", 131_072, None, "llama"),
 ];
+
+/// Id prefixes of OpenAI's reasoning models: they take tools together with reasoning only on the Responses
+/// API (Chat Completions refuses `reasoning_effort` next to tools for them), so a host that can choose the
+/// wire picks `openai-responses` for them (the CLI does, against OpenAI's own endpoint).
+pub const RESPONSES_MODELS: &[&str] = &["gpt-5", "o1", "o3", "o4", "codex"];
+
+/// Whether `model` is one of [`RESPONSES_MODELS`] (normalized as the table's ids are).
+pub fn prefers_responses(model: &str) -> bool {
+    let m = normalize(model);
+    RESPONSES_MODELS.iter().any(|p| m.starts_with(p))
+}
 
 /// `model` as the table spells it: lowercased, after the last `/`, without a Bedrock region and vendor
 /// prefix (`us.anthropic.`, `anthropic.`).
@@ -167,6 +183,10 @@ mod tests {
         assert_eq!(context_window("my-claude-proxy"), Some(200_000));
         assert_eq!(context_window("my-finetune"), None);
         assert_eq!(family("o4-mini-2025"), Some("o-series"));
+        assert_eq!(context_window("gpt-5-mini-2025-08-07"), Some(400_000));
+        assert_eq!(price("gpt-5-mini-2025-08-07"), Some((0.25, 2.0)));
+        assert_eq!(price("o3-2025-04-16"), Some((2.0, 8.0)));
+        assert!(prefers_responses("o4-mini") && prefers_responses("openai/gpt-5") && !prefers_responses("gpt-4.1"));
     }
 
     #[test]

@@ -42,13 +42,15 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// `"anthropic"`, `"openai"` (or `"openai-compatible"`) or `"host"`.
+    /// A name of the provider table (`"anthropic"`, `"openai"` (or `"openai-compatible"`),
+    /// `"openai-responses"`, `"bedrock"`; see [`crate::provider::PROVIDERS`]) or `"host"`.
     pub fn parse(s: &str) -> Result<Self> {
         if s == "host" {
             return Ok(Backend::Host);
         }
         Protocol::parse(s).map(Backend::Network).map_err(|_| {
-            invalid("provider", format!("must be \"anthropic\", \"openai\", \"bedrock\" or \"host\", got {s:?}"))
+            let names = crate::provider::table::names_for_message().replace(" or ", ", ");
+            invalid("provider", format!("must be {names} or \"host\", got {s:?}"))
         })
     }
 }
@@ -87,8 +89,9 @@ impl BuiltinTools {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AgentOptions {
-    /// `"anthropic"` (default), `"openai"` (any OpenAI-compatible server) or `"host"` (a model function
-    /// the host supplies through [`AgentOptions::build_with`]).
+    /// `"anthropic"` (default), `"openai"` (any OpenAI-compatible server), `"openai-responses"` (OpenAI's
+    /// Responses API), `"bedrock"` or `"host"` (a model function the host supplies through
+    /// [`AgentOptions::build_with`]).
     #[serde(deserialize_with = "de_provider")]
     pub provider: Option<Backend>,
     /// Model name. Required for a network provider; `"host"` by default for a host model.
@@ -688,7 +691,8 @@ fn de_provider<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Ba
     match value(d)? {
         Value::Null => Ok(None),
         Value::String(s) => Backend::parse(&s).map(Some).map_err(|_| {
-            D::Error::custom(format!("must be \"anthropic\", \"openai\", \"bedrock\" or \"host\", got {s:?}"))
+            let names = crate::provider::table::names_for_message().replace(" or ", ", ");
+            D::Error::custom(format!("must be {names} or \"host\", got {s:?}"))
         }),
         v => Err(D::Error::custom(format!("must be a string such as \"anthropic\", got {}", got(&v)))),
     }

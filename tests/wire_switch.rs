@@ -6,9 +6,7 @@
 //! answer has its call, ids fit the wire's pattern, no signature, encrypted reasoning or server tool block
 //! reaches a wire (or model) that did not make it, and no thinking config the wire would refuse.
 //!
-//! A wire is one line of [`WIRES`]: its name (the provider's), its body builder and its checker. The OpenAI
-//! Responses wire adds the line `Wire { name: "openai-responses", body: responses_body, check: check_responses }`
-//! with `responses_body` calling its provider's `render_request` (its checker is written below).
+//! A wire is one line of [`WIRES`]: its name (the provider's), its body builder and its checker.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use serde_json::{Map, Value, json};
@@ -31,7 +29,12 @@ const WIRES: &[Wire] = &[
     Wire { name: "anthropic", body: anthropic_body, check: check_messages },
     Wire { name: "bedrock", body: bedrock_body, check: check_bedrock },
     Wire { name: "openai", body: openai_body, check: check_chat },
+    Wire { name: "openai-responses", body: responses_body, check: check_responses },
 ];
+
+fn responses_body(r: &Request) -> Value {
+    tooloop::provider::responses::render_request(r)
+}
 
 fn anthropic_body(r: &Request) -> Value {
     anthropic::render_request(r)
@@ -235,7 +238,6 @@ fn check_chat(body: &Value, target: &Target<'_>) -> Result<(), String> {
 /// The Responses API's rules over `input`: every `function_call` answered by one `function_call_output`
 /// with its `call_id` (and no output without its call); `reasoning` items (their `encrypted_content`) only
 /// from this wire and model.
-#[allow(dead_code)]
 fn check_responses(body: &Value, target: &Target<'_>) -> Result<(), String> {
     check_markers(body, target, true)?;
     let items = body["input"].as_array().ok_or("no input")?;
@@ -299,7 +301,7 @@ fn call_id(wire: &str, n: usize, rng: &mut Lcg) -> String {
 /// One assistant turn by `wire`/`model`, with its calls' ids.
 fn assistant_turn(wire: &str, model: &str, rng: &mut Lcg, n: &mut usize) -> (Entry, Vec<String>) {
     let mut content = Vec::new();
-    let signs = wire != "openai";
+    let signs = !wire.starts_with("openai");
     // Some entries come from before the maker was recorded: taken as made by whichever wire they go to, so
     // their blocks carry no maker's marker.
     let recorded = !rng.chance(12);
@@ -310,7 +312,14 @@ fn assistant_turn(wire: &str, model: &str, rng: &mut Lcg, n: &mut usize) -> (Ent
         content.push(ContentBlock::Thinking(ThinkingBlock {
             thinking: format!("thought {n}"),
             signature: if signs { mark("sig", *n) } else { String::new() },
-            extra: Map::new(),
+            // The Responses wire keeps its reasoning item whole, its encrypted content readable only by its model.
+            extra: if wire == "openai-responses" {
+                let item = json!({"type": "reasoning", "id": format!("rs_{n}"), "summary": [],
+                    "encrypted_content": mark("sig", *n)});
+                Map::from_iter([(tooloop::provider::responses::REASONING_KEY.to_string(), item)])
+            } else {
+                Map::new()
+            },
         }));
     }
     if signs && rng.chance(5) {

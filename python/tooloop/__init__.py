@@ -23,8 +23,8 @@ here imports ``typing``, ``inspect``, ``dataclasses`` or ``logging`` at import t
 is built or first needs them.
 """
 
-from ._tooloop import (DEFAULT_PROTECTED_PATHS, __version__, check_aws_credentials, estimate_cost_usd, restore_file,
-                       sandbox_support)
+from ._tooloop import (DEFAULT_PROTECTED_PATHS, PROVIDERS, __version__, check_aws_credentials, estimate_cost_usd,
+                       restore_file, sandbox_support)
 from ._tooloop import context_window as model_context_window
 from ._tooloop import _set_span_source
 from ._otel import span_sink as _span_sink
@@ -79,6 +79,7 @@ from .events import (
 __all__ = [
     "ALLOW_READ_ONLY",
     "DEFAULT_PROTECTED_PATHS",
+    "PROVIDERS",
     "AllowReadOnly",
     "__version__",
     "Agent",

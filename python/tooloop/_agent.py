@@ -371,7 +371,8 @@ _CONVERT: Dict[str, Callable[[Any], Any]] = {
 class Agent:
     """A model calling tools in a loop.
 
-    ``provider`` is ``"anthropic"``, ``"openai"`` (any OpenAI-compatible server) or a callable
+    ``provider`` is ``"anthropic"``, ``"openai"`` (any OpenAI-compatible server), ``"openai-responses"``
+    (OpenAI's Responses API), ``"bedrock"`` (see ``tooloop.PROVIDERS``) or a callable
     ``model(request: dict) -> dict`` returning an Anthropic-shaped message (a model written in Python).
     ``api_key`` and ``base_url`` default to the environment (``ANTHROPIC_API_KEY``/``ANTHROPIC_BASE_URL``,
     ``OPENAI_API_KEY``/``OPENAI_BASE_URL``). ``timeout`` (seconds) bounds each HTTP exchange and each silence

@@ -2,11 +2,13 @@
 
 Requests and responses are dicts in the API's own shape: a Messages API request in and a Message out for
 ``provider="anthropic"`` and ``"bedrock"``; a Chat Completions request in and a ``chat.completion`` out for
-``provider="openai"``. ``stream()`` yields every wire event as a dict, as received (Anthropic events, ping and
-unknown ones included; ``chat.completion.chunk`` dicts), and ``final_message()`` the dict ``create()`` would
-have returned (for OpenAI: every choice, ``content`` and ``refusal`` as the API sent them). Requests run with
-the GIL released, on the calling thread (``stream()`` with a model callable, and Bedrock streams, on a
-worker thread); Ctrl+C cancels them.
+``provider="openai"``; a Responses request in and a ``response`` object out for ``"openai-responses"``.
+``stream()`` yields every wire event as a dict, as received (Anthropic events, ping and unknown ones included;
+``chat.completion.chunk`` dicts; Responses events such as ``response.output_text.delta``), and
+``final_message()`` the dict ``create()`` would have returned (for OpenAI: every choice, ``content`` and
+``refusal`` as the API sent them; for Responses: the terminal event's ``response``). Requests run with the GIL
+released, on the calling thread (``stream()`` with a model callable, and Bedrock streams, on a worker
+thread); Ctrl+C cancels them.
 """
 
 from __future__ import annotations
@@ -65,9 +67,13 @@ class MessageStream(_RunHandle):
         return self._run.result()
 
     def get_final_text(self) -> str:
-        """The text of the final message: its text blocks joined (Anthropic shape), or the first choice's
-        ``content`` (Chat Completions shape)."""
+        """The text of the final message: its text blocks joined (Anthropic shape), the first choice's
+        ``content`` (Chat Completions shape), or the ``output_text`` parts of its messages (Responses shape)."""
         message = self.final_message()
+        if message.get("object") == "response":
+            items = [i for i in message.get("output") or [] if i.get("type") == "message"]
+            parts = [p for i in items for p in i.get("content") or [] if p.get("type") == "output_text"]
+            return "".join(p.get("text", "") for p in parts)
         if message.get("object") == "chat.completion":
             choices = message.get("choices") or [{}]
             return (choices[0].get("message") or {}).get("content") or ""
@@ -81,7 +87,9 @@ class Client:
     ``messages``, ...) for ``"anthropic"`` and ``"bedrock"`` (``model`` is then the Bedrock model id or
     inference profile id, sent in the path), a Chat Completions request (``messages`` with system/user/
     assistant/tool roles, ``tools`` in the OpenAI format, ``max_tokens`` optional, ``n``, ...) for
-    ``"openai"``. Unknown fields pass through; tools without ``input_schema`` (server tools) are sent as
+    ``"openai"``, a Responses request (``input`` items, ``instructions``, flat function ``tools``, ...) for
+    ``"openai-responses"`` (sent as given: add ``store``/``include`` yourself for stateless reasoning).
+    Unknown fields pass through; tools without ``input_schema`` (server tools) are sent as
     given. ``region`` is for Bedrock only (default ``AWS_REGION`` / ``AWS_DEFAULT_REGION``; credentials come
     from the AWS environment variables or ``~/.aws/credentials``). Errors are the same exceptions as the
     agent's. Thread-safe: calls from several threads run concurrently.
@@ -99,7 +107,8 @@ class Client:
     ) -> None:
         if not isinstance(provider, str) and not callable(provider):
             raise ConfigError(
-                f"provider must be 'anthropic', 'openai', 'bedrock' or a callable, got {type(provider).__name__}"
+                f"provider must be one of {[p['name'] for p in _tooloop.PROVIDERS]} or a callable, "
+                f"got {type(provider).__name__}"
             )
         core_provider: Any = provider if isinstance(provider, str) else _model_adapter(provider)
         self._core = _tooloop._Client(

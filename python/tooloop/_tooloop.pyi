@@ -11,11 +11,12 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union, f
 from .types import (BackgroundCommand, DbSession, HistoryEntry, Instructions, McpStatus, SessionReport, Skills,
                     Todo)
 
-__all__ = ["_Agent", "_Client", "_Run", "_Stream", "_Driven", "_Ledger", "estimate_cost_usd", "load_session", "list_db_sessions", "migrate_session", "sandbox_support", "context_window", "restore_file", "__version__", "match_rules", "read_only_command", "split_command", "check_aws_credentials", "_set_span_source", "OPTION_KEYS", "DEFAULT_PROTECTED_PATHS", "ALLOW_READ_ONLY", "_AllowReadOnly"]
+__all__ = ["_Agent", "_Client", "_Run", "_Stream", "_Driven", "_Ledger", "estimate_cost_usd", "load_session", "list_db_sessions", "migrate_session", "sandbox_support", "context_window", "prefers_responses", "restore_file", "__version__", "match_rules", "read_only_command", "split_command", "check_aws_credentials", "_set_span_source", "OPTION_KEYS", "PROVIDERS", "DEFAULT_PROTECTED_PATHS", "ALLOW_READ_ONLY", "_AllowReadOnly"]
 
 __version__: str
 #: The core's option keys (``AgentOptions::KEYS``), the same as the C config's.
 OPTION_KEYS: List[str]
+PROVIDERS: List[Dict[str, Any]]
 #: The workspace-relative paths bash's sandbox shows read-only unless ``protected_paths=`` says otherwise.
 DEFAULT_PROTECTED_PATHS: List[str]
 
@@ -205,6 +206,10 @@ def _set_span_source(source: Optional[Callable[[], Any]]) -> None:
 
 def context_window(model: str) -> Optional[int]:
     """The context window of a known model in tokens (the core's table), or None."""
+
+def prefers_responses(model: str) -> bool:
+    """Whether ``model`` is one of OpenAI's reasoning models, which take tools with reasoning only on the
+    Responses API."""
 
 def match_rules(
     rules: Dict[str, Any], name: str, input: Any, workspace: Union[str, os.PathLike[str]]

@@ -117,7 +117,7 @@ impl Provider for AnthropicProvider {
     }
 
     fn name(&self) -> &str {
-        "anthropic"
+        super::Protocol::Anthropic.name()
     }
 
     fn secrets(&self) -> Vec<Secret> {

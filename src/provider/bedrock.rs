@@ -488,7 +488,7 @@ impl Provider for BedrockProvider {
     }
 
     fn name(&self) -> &str {
-        "bedrock"
+        super::Protocol::Bedrock.name()
     }
 
     fn send(&self, request: &Request, cancel: &CancelToken, on_event: &mut dyn FnMut(StreamEvent)) -> Result<Response> {

@@ -1,6 +1,7 @@
 //! Providers: one trait that turns a neutral [`Request`] into a complete assistant turn, streaming events
 //! to the caller as they are decoded. Anthropic Messages, Claude on Amazon Bedrock, OpenAI-compatible Chat
-//! Completions, and a model supplied by the host (a function, or a scripted list of replies).
+//! Completions, OpenAI's Responses API, and a model supplied by the host (a function, or a scripted list of
+//! replies). The network ones are listed in [`table::PROVIDERS`].
 //!
 //! Must never: retry after an event reached the caller, or put the API key in any output.
 
@@ -18,12 +19,16 @@ pub mod bedrock;
 mod body;
 pub mod host;
 pub mod openai;
+pub mod responses;
 mod sigv4;
+pub mod table;
 
 pub use anthropic::AnthropicProvider;
 pub use bedrock::{AwsCredentials, BedrockProvider};
 pub use host::{FnProvider, ScriptedProvider};
 pub use openai::OpenAiProvider;
+pub use responses::ResponsesProvider;
+pub use table::{PROVIDERS, ProviderInfo, provider_info};
 
 /// What a provider reports while a response is being produced.
 #[derive(Clone, Debug, PartialEq)]
@@ -276,21 +281,23 @@ pub enum Protocol {
     Anthropic,
     /// OpenAI-compatible Chat Completions.
     OpenAi,
+    /// OpenAI's Responses API (see [`responses`]).
+    OpenAiResponses,
     /// Claude on Amazon Bedrock Runtime (SigV4, AWS credentials; see [`bedrock`]).
     Bedrock,
 }
 
 impl Protocol {
-    /// Parse `anthropic`, `openai` or `bedrock`.
+    /// Parse a provider name of [`table::PROVIDERS`] (`anthropic`, `openai`, `openai-responses`, `bedrock`).
     pub fn parse(s: &str) -> Result<Self> {
-        match s {
-            "anthropic" => Ok(Protocol::Anthropic),
-            "openai" | "openai-compatible" => Ok(Protocol::OpenAi),
-            "bedrock" => Ok(Protocol::Bedrock),
-            other => {
-                Err(Error::Config(format!("unknown provider '{other}': use \"anthropic\", \"openai\" or \"bedrock\"")))
-            }
-        }
+        table::provider_info(s)
+            .map(|p| p.protocol)
+            .ok_or_else(|| Error::Config(format!("unknown provider '{s}': use {}", table::names_for_message())))
+    }
+
+    /// The provider's name (its row of [`table::PROVIDERS`]).
+    pub fn name(self) -> &'static str {
+        table::info(self).name
     }
 }
 
@@ -333,7 +340,8 @@ pub fn emit_message_events(message: &MessageResponse, on_event: &mut dyn FnMut(S
 }
 
 /// Everything needed to build a network provider. Missing `api_key` / `base_url` fall back to the
-/// environment: `ANTHROPIC_API_KEY` / `ANTHROPIC_BASE_URL`, or `OPENAI_API_KEY` / `OPENAI_BASE_URL`.
+/// environment variables of the protocol's row of [`table::PROVIDERS`]: `ANTHROPIC_API_KEY` /
+/// `ANTHROPIC_BASE_URL`, or `OPENAI_API_KEY` / `OPENAI_BASE_URL` (Chat Completions and Responses alike).
 /// Bedrock uses `region` (else `AWS_REGION` / `AWS_DEFAULT_REGION`) and `aws_credentials` (else the
 /// environment keys, then the shared credentials file; see [`AwsCredentials::resolve`]); `api_key` is unused.
 #[derive(Clone, Debug)]
@@ -374,13 +382,12 @@ impl ProviderConfig {
         if self.protocol == Protocol::Bedrock {
             return Ok(Arc::new(self.build_bedrock()?));
         }
-        let (key_var, url_var, default_url) = match self.protocol {
-            Protocol::Anthropic => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", anthropic::DEFAULT_BASE_URL),
-            Protocol::OpenAi | Protocol::Bedrock => ("OPENAI_API_KEY", "OPENAI_BASE_URL", openai::DEFAULT_BASE_URL),
-        };
-        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
-        let api_key = self.api_key.clone().or_else(|| env(key_var).map(Secret::new));
-        let base_url = self.base_url.clone().or_else(|| env(url_var)).unwrap_or_else(|| default_url.to_string());
+        let row = table::info(self.protocol);
+        let (key_var, default_url) = (row.key_var.unwrap_or_default(), row.default_base_url);
+        let env = |k: Option<&str>| k.and_then(|k| std::env::var(k).ok()).filter(|v| !v.trim().is_empty());
+        let api_key = self.api_key.clone().or_else(|| env(row.key_var).map(Secret::new));
+        let base_url =
+            self.base_url.clone().or_else(|| env(row.base_url_var)).unwrap_or_else(|| default_url.to_string());
         let base_url = base_url.trim_end_matches('/').to_string();
         crate::http::check_base_url(&base_url).map_err(|m| Error::Config(format!("base URL {m}")))?;
         for (name, value) in &self.headers {
@@ -394,6 +401,9 @@ impl ProviderConfig {
         let http = HttpClient::new(self.http.clone());
         Ok(match self.protocol {
             Protocol::Anthropic => Arc::new(AnthropicProvider::new(http, base_url, api_key, self.headers.clone())),
+            Protocol::OpenAiResponses => {
+                Arc::new(ResponsesProvider::new(http, base_url, api_key, self.headers.clone()))
+            }
             Protocol::OpenAi | Protocol::Bedrock => {
                 Arc::new(OpenAiProvider::new(http, base_url, api_key, self.headers.clone()))
             }

@@ -472,7 +472,7 @@ impl ChunkAccumulator {
 
 impl Provider for OpenAiProvider {
     fn name(&self) -> &str {
-        "openai"
+        super::Protocol::OpenAi.name()
     }
 
     /// OpenAI's own endpoint takes `response_format` with a JSON schema; compatible local servers vary, so

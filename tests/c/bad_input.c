@@ -199,7 +199,7 @@ static void bad_configs(void) {
         {"{\"model\": \"m\", \"system\": 5}", TOOLOOP_INVALID_ARGUMENT, "\"system\""},
         {"{\"model\": \"m\", \"api_key\": 12345}", TOOLOOP_INVALID_ARGUMENT, "\"api_key\": must be a string (value hidden)"},
         {"{\"model\": \"m\", \"builtin_tools\": \"all\"}", TOOLOOP_INVALID_ARGUMENT, "\"builtin_tools\""},
-        {"{\"model\": \"m\", \"provider\": \"gemini\"}", TOOLOOP_INVALID_ARGUMENT, "\"provider\": must be \"anthropic\", \"openai\", \"bedrock\" or \"host\""},
+        {"{\"model\": \"m\", \"provider\": \"gemini\"}", TOOLOOP_INVALID_ARGUMENT, "\"provider\": must be \"anthropic\", \"openai\", \"openai-responses\", \"bedrock\" or \"host\""},
         {"{\"model\": \"m\", \"provider\": \"host\"}", TOOLOOP_INVALID_ARGUMENT, "needs a model callback: create the agent with tooloop_agent_new_with_model"},
         {"{\"system\": \"no model\"}", TOOLOOP_INVALID_ARGUMENT, "\"model\" is required"},
         {"{\"model\": \"m\", \"builtin_tools\": [\"rm_rf\"]}", TOOLOOP_CONFIG, "unknown built-in tool 'rm_rf'"},

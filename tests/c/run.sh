@@ -45,6 +45,7 @@ tests=(
   "model_switch       c_model_switch.json   requests"
   "run_steps          c_run_steps.json"
   "run_steps_hpp      c_run_steps.json"
+  "responses_provider responses_reasoning_tool.json   requests"
 )
 # mcp_server starts tests/mcp/fastmcp_server.py with $TOOLOOP_TEST_PYTHON.
 export TOOLOOP_REPO_ROOT="$root"

@@ -38,7 +38,7 @@ JSON_CT = "application/json"
 # The real APIs both answer streams with this exact value; clients should only check the prefix.
 SSE_CT = "text/event-stream; charset=utf-8"
 
-BODY_KINDS = ("json", "raw", "sse", "anthropic", "openai")
+BODY_KINDS = ("json", "raw", "sse", "anthropic", "openai", "responses")
 RESPONSE_KEYS = set(BODY_KINDS) | {
     "status", "headers", "delay_ms", "content_type", "line_ending", "chunk_size", "delay_ms_between",
     "delta_chars", "fault", "expect", "interleave_tool_calls", "description", "bedrock",
@@ -50,6 +50,7 @@ MATCH_KEYS = {"path", "method", "body_contains"}
 ANTHROPIC_PATHS = ("/v1/messages", "/v1/messages/count_tokens")
 COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
 OPENAI_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
 # A cache read may land on any of this many block boundaries ending at a breakpoint (the real API's lookback).
 CACHE_LOOKBACK = 20
 BEDROCK_KEYS = {"exception", "corrupt_crc_after_events", "secret_access_key", "check"}
@@ -192,11 +193,13 @@ def check_response(resp: Any) -> None:
             raise ScenarioError(f"{key} must be a non-negative number")
     if "raw" in resp and not isinstance(resp["raw"], str):
         raise ScenarioError("raw must be a string")
-    for key in ("anthropic", "openai"):
+    for key in ("anthropic", "openai", "responses"):
         if key in resp and not isinstance(resp[key], dict):
             raise ScenarioError(f"{key} must be an object")
     if "anthropic" in resp and not isinstance(resp["anthropic"].get("content", []), list):
         raise ScenarioError("anthropic.content must be an array of blocks")
+    if "responses" in resp and not isinstance(resp["responses"].get("output", []), list):
+        raise ScenarioError("responses.output must be an array of items")
     if "sse" in resp:
         if not isinstance(resp["sse"], list):
             raise ScenarioError("sse must be an array")
@@ -322,6 +325,77 @@ def openai_chunks(completion: Dict[str, Any], delta_chars: int, include_usage: b
     if include_usage:
         yield chunk([], completion.get("usage"))
     yield "[DONE]"
+
+
+def responses_events(response: Dict[str, Any], delta_chars: int) -> Iterator[Dict[str, Any]]:
+    """A Responses API `response` object as the semantic event sequence the real API streams for it: the
+    lifecycle events around, per output item `response.output_item.added`, its deltas, its `.done` events and
+    `response.output_item.done` (the whole item: a reasoning item's encrypted_content only arrives there)."""
+    seq = itertools.count()
+    full = dict(response)
+    full.setdefault("object", "response")
+    status = full.get("status") or "completed"
+    start = dict(full, status="in_progress", output=[], usage=None, incomplete_details=None, error=None)
+
+    def ev(kind: str, **fields: Any) -> Dict[str, Any]:
+        return dict({"type": kind, "sequence_number": next(seq)}, **fields)
+
+    yield ev("response.created", response=start)
+    yield ev("response.in_progress", response=start)
+    for oi, item in enumerate(full.get("output") or []):
+        kind = item.get("type")
+        item_id = item.get("id", f"item_{oi}")
+        if kind == "message":
+            added = dict(item, status="in_progress", content=[])
+        elif kind == "function_call":
+            added = dict(item, status="in_progress", arguments="")
+        elif kind == "reasoning":
+            added = {k: v for k, v in item.items() if k != "encrypted_content"}
+            added["summary"] = []
+        else:
+            added = item
+        yield ev("response.output_item.added", output_index=oi, item=added)
+        if kind == "message":
+            for ci, part in enumerate(item.get("content") or []):
+                is_text = part.get("type") == "output_text"
+                key = "text" if is_text else "refusal"
+                empty = dict(part, **{key: ""})
+                if is_text:
+                    empty["annotations"] = []
+                yield ev("response.content_part.added", item_id=item_id, output_index=oi, content_index=ci,
+                         part=empty)
+                name = "response.output_text" if is_text else "response.refusal"
+                for p in pieces(part.get(key) or "", delta_chars):
+                    extra = {"logprobs": []} if is_text else {}
+                    yield ev(name + ".delta", item_id=item_id, output_index=oi, content_index=ci, delta=p,
+                             **extra)
+                done = {"text": part.get(key, "")} if is_text else {"refusal": part.get(key, "")}
+                yield ev(name + ".done", item_id=item_id, output_index=oi, content_index=ci,
+                         **(dict(done, logprobs=[]) if is_text else done))
+                yield ev("response.content_part.done", item_id=item_id, output_index=oi, content_index=ci,
+                         part=part)
+        elif kind == "function_call":
+            args = item.get("arguments", "")
+            if not isinstance(args, str):
+                args = compact(args)
+            for p in pieces(args, TOOL_ARG_PIECE):
+                yield ev("response.function_call_arguments.delta", item_id=item_id, output_index=oi, delta=p)
+            yield ev("response.function_call_arguments.done", item_id=item_id, output_index=oi, arguments=args)
+        elif kind == "reasoning":
+            for si, part in enumerate(item.get("summary") or []):
+                yield ev("response.reasoning_summary_part.added", item_id=item_id, output_index=oi,
+                         summary_index=si, part={"type": "summary_text", "text": ""})
+                for p in pieces(part.get("text") or "", delta_chars):
+                    yield ev("response.reasoning_summary_text.delta", item_id=item_id, output_index=oi,
+                             summary_index=si, delta=p)
+                yield ev("response.reasoning_summary_text.done", item_id=item_id, output_index=oi,
+                         summary_index=si, text=part.get("text", ""))
+                yield ev("response.reasoning_summary_part.done", item_id=item_id, output_index=oi,
+                         summary_index=si, part=part)
+        yield ev("response.output_item.done", output_index=oi, item=item)
+    terminal = {"completed": "response.completed", "incomplete": "response.incomplete",
+                "failed": "response.failed"}.get(status, "response.completed")
+    yield ev(terminal, response=dict(full, status=status))
 
 
 def tool_call_fragments(index: int, call: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -470,6 +544,8 @@ def api_kind(path: str) -> Optional[str]:
         return "anthropic"
     if path == OPENAI_PATH:
         return "openai"
+    if path == RESPONSES_PATH:
+        return "responses"
     return None
 
 
@@ -494,6 +570,13 @@ def prompt_blocks(kind: Optional[str], body: Any) -> List[Block]:
 
     if kind == "openai":
         return [Block("messages", m) for m in items("messages")] + [Block("tools", t) for t in items("tools")]
+    if kind == "responses":
+        blocks = []
+        if isinstance(body.get("instructions"), str):
+            blocks.append(Block("system", {"type": "text", "text": body["instructions"]}))
+        if isinstance(body.get("input"), str):
+            blocks.append(Block("input", {"role": "user", "content": body["input"]}))
+        return blocks + [Block("input", m) for m in items("input")] + [Block("tools", t) for t in items("tools")]
     if kind != "anthropic":
         return []
     blocks = [Block("tools", t) for t in items("tools")]
@@ -558,11 +641,12 @@ def too_long(kind: Optional[str], path: str, tokens: int, limit: int) -> Dict[st
     if BEDROCK_PATH.match(path):
         headers["x-amzn-ErrorType"] = "ValidationException:http://internal.amazon.com/coral/com.amazon.bedrock/"
         return {"status": 400, "headers": headers, "json": {"message": message}}
-    if kind == "openai":
+    if kind in ("openai", "responses"):
         return {"status": 400, "headers": headers, "json": {"error": {
             "message": f"This model's maximum context length is {limit} tokens. However, your messages resulted "
                        f"in {tokens} tokens. Please reduce the length of the messages.",
-            "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}}
+            "type": "invalid_request_error", "param": "messages" if kind == "openai" else "input",
+            "code": "context_length_exceeded"}}}
     return {"status": 400, "headers": headers, "json": error_body("invalid_request_error", message)}
 
 
@@ -581,6 +665,14 @@ def with_usage(resp: Dict[str, Any], tokens: int, read: int, creation: int) -> D
         usage.update(prompt_tokens=tokens, total_tokens=tokens + (output if is_int(output) else 0),
                      prompt_tokens_details=dict(details if isinstance(details, dict) else {}, cached_tokens=0))
         return dict(resp, openai=dict(completion, usage=usage))
+    if isinstance(resp.get("responses"), dict):
+        response = resp["responses"]
+        usage = dict(response.get("usage") or {})
+        output = usage.get("output_tokens", 0)
+        details = usage.get("input_tokens_details")
+        usage.update(input_tokens=tokens, total_tokens=tokens + (output if is_int(output) else 0),
+                     input_tokens_details=dict(details if isinstance(details, dict) else {}, cached_tokens=0))
+        return dict(resp, responses=dict(response, usage=usage))
     return resp
 
 
@@ -703,6 +795,10 @@ def build_body(resp: Dict[str, Any], request_json: Any) -> Body:
         include_usage = isinstance(options, dict) and options.get("include_usage") is True
         items = [{"data": d} for d in openai_chunks(resp["openai"], delta_chars, include_usage,
                                                       bool(resp.get("interleave_tool_calls")))]
+    elif "responses" in resp:
+        if not stream:
+            return Body(json_ct, [compact(resp["responses"]).encode()], False)
+        items = [{"event": e["type"], "data": e} for e in responses_events(resp["responses"], delta_chars)]
     else:
         return Body(resp.get("content_type"), [], False)
     return Body(resp.get("content_type", SSE_CT), [encode_sse(item, eol) for item in items], True)

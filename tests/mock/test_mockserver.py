@@ -428,6 +428,46 @@ def test_openai_stream_reconstructs_completion(mock, completion, include_usage):
         assert "usage" not in rebuilt and all("usage" not in json.loads(d) for d in datas[:-1])
 
 
+# ------------------------------------------------------------------------------------- responses synthesis
+
+RESPONSES = [pytest.param(r["responses"], id=f"{p.stem}[{i}]")
+             for p in SCENARIOS for i, r in enumerate(load(p)["responses"]) if "responses" in r]
+
+
+@pytest.mark.parametrize("response", RESPONSES)
+def test_responses_stream_reconstructs_the_response(mock, response):
+    serve(mock, {"responses": response, "delta_chars": 3}, {"responses": response})
+    with Wire(mock.port) as w:
+        streamed = w.exchange(path="/v1/responses", body={"model": "gpt-5", "stream": True})
+        plain = w.exchange(path="/v1/responses", body={"model": "gpt-5"})
+    assert plain.body == compact(response)
+    events = parse_sse(streamed.body)
+    datas = [json.loads(d) for _, d in events]
+    assert [name for name, _ in events] == [d["type"] for d in datas], "event: names the data's type"
+    assert [d["sequence_number"] for d in datas] == list(range(len(datas)))
+    assert datas[0]["type"] == "response.created" and datas[0]["response"]["output"] == []
+    assert datas[-1]["type"] == "response.completed" and datas[-1]["response"]["output"] == response["output"]
+    done = [d["item"] for d in datas if d["type"] == "response.output_item.done"]
+    assert done == response["output"], "output_item.done carries each item whole"
+    for d in datas:
+        if d["type"] == "response.output_item.added" and d["item"]["type"] == "reasoning":
+            assert "encrypted_content" not in d["item"], "only the done item has the encrypted content"
+    for oi, item in enumerate(response["output"]):
+        if item["type"] == "message":
+            text = "".join(d["delta"] for d in datas if d["type"] == "response.output_text.delta"
+                           and d["output_index"] == oi)
+            assert text == "".join(p["text"] for p in item["content"])
+        if item["type"] == "function_call":
+            args = "".join(d["delta"] for d in datas if d["type"] == "response.function_call_arguments.delta"
+                           and d["output_index"] == oi)
+            assert args == item["arguments"]
+        if item["type"] == "reasoning":
+            for si, part in enumerate(item["summary"]):
+                text = "".join(d["delta"] for d in datas if d["type"] == "response.reasoning_summary_text.delta"
+                               and d["output_index"] == oi and d["summary_index"] == si)
+                assert text == part["text"]
+
+
 def test_openai_interleaved_tool_calls(mock):
     completion = load(HERE.parent / "scenarios" / "openai_tool_calls.json")["responses"][0]["openai"]
     serve(mock, {"openai": completion, "interleave_tool_calls": True})

@@ -29,7 +29,7 @@ def agent_for(server: MockServer, **kwargs: Any) -> Any:
 
     kwargs.setdefault("api_key", "sk-ant-mock")
     provider = kwargs.get("provider", "anthropic")
-    base = server.base_url + ("/v1" if provider == "openai" else "")
+    base = server.base_url + ("/v1" if str(provider).startswith("openai") else "")
     return tooloop.Agent(base_url=base, **kwargs)
 
 

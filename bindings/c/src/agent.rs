@@ -49,10 +49,12 @@ pub(crate) fn build_agent(provider: Option<Arc<dyn Provider>>, options: AgentOpt
     Ok(tooloop_agent { agent: Arc::new(agent), permission: Mutex::new(None), hooks: Mutex::new(BTreeMap::new()) })
 }
 
-/// Create an agent that talks to a model API (Anthropic Messages, or OpenAI-compatible Chat Completions).
+/// Create an agent that talks to a model API (Anthropic Messages, OpenAI-compatible Chat Completions, OpenAI's
+/// Responses API, or Claude on Amazon Bedrock).
 ///
 /// `config_json` is a JSON object; every key is optional except `model`:
-/// - `"provider"`: `"anthropic"` (default), `"openai"` (any OpenAI-compatible server) or `"bedrock"`.
+/// - `"provider"`: `"anthropic"` (default), `"openai"` (any OpenAI-compatible server), `"openai-responses"`
+///   (OpenAI's Responses API, `POST /v1/responses`: OpenAI's reasoning models with tools) or `"bedrock"`.
 /// - `"model"`: the model name, e.g. `"claude-sonnet-4-6"`.
 /// - `"system"`: the system prompt, a string or an array of text blocks.
 /// - `"api_key"`, `"base_url"`: default from the environment: `ANTHROPIC_API_KEY` / `ANTHROPIC_BASE_URL`,

@@ -50,6 +50,24 @@ pub extern "C" fn tooloop_json_get(
     })
 }
 
+/// The providers `"provider"` takes, from the core's one provider table: a JSON array of objects with
+/// `name` (`"anthropic"`, `"openai"`, `"openai-responses"`, `"bedrock"`), `wire`, `key_var` and
+/// `base_url_var` (the environment variables read when `"api_key"` / `"base_url"` are not given; `null` for
+/// Bedrock, which signs with AWS credentials), `default_base_url`, and the largest `image_bytes` and
+/// `document_bytes` per block. Read its fields with `tooloop_json_get` (`"/2/name"`).
+///
+/// On success `*out` receives the JSON text; the caller frees it with `tooloop_string_free`. On failure
+/// `*out` is left unchanged. Statuses: `TOOLOOP_OK`, `TOOLOOP_INVALID_ARGUMENT` (`out` is NULL),
+/// `TOOLOOP_PANIC`. Threads: any.
+#[unsafe(no_mangle)]
+pub extern "C" fn tooloop_providers_json(out: *mut *mut c_char) -> tooloop_status {
+    boundary("tooloop_providers_json", || {
+        out_arg(out, "out")?;
+        write_out(out, owned_string(tooloop::provider::table::to_json().to_string())?);
+        Ok(())
+    })
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Testing
 // ---------------------------------------------------------------------------------------------------------

@@ -27,7 +27,8 @@ use crate::errors::{config_error, to_pyerr};
 use crate::gate::PyGate;
 use crate::run::{ErrSlot, Item, Run, lock, park, signal_hook};
 
-/// A provider from `"anthropic"`, `"openai"` or a Python callable `model(request: dict) -> dict`, for the
+/// A provider from a name of the provider table (`"anthropic"`, `"openai"`, `"openai-responses"`,
+/// `"bedrock"`) or a Python callable `model(request: dict) -> dict`, for the
 /// raw `Client`: the network settings go through the core's options, so they are checked as for an Agent.
 #[allow(clippy::too_many_arguments)]
 pub fn build_provider(
@@ -56,7 +57,11 @@ pub fn build_provider(
     if !provider.is_callable() {
         return Err(config_error(
             py,
-            format!("provider must be \"anthropic\", \"openai\" or a callable, got {}", provider.get_type().name()?),
+            format!(
+                "provider must be {} or a callable, got {}",
+                tooloop::provider::table::names_for_message().replace(" or ", ", "),
+                provider.get_type().name()?
+            ),
         ));
     }
     Ok(host_provider(provider, slot))
@@ -300,7 +305,8 @@ impl PyAgent {
                 return Err(config_error(
                     py,
                     format!(
-                        "provider must be \"anthropic\", \"openai\" or a callable, got {}",
+                        "provider must be {} or a callable, got {}",
+                        tooloop::provider::table::names_for_message().replace(" or ", ", "),
                         provider.get_type().name()?
                     ),
                 ));
@@ -831,6 +837,13 @@ pub fn check_aws_credentials(py: Python<'_>) -> PyResult<()> {
 #[pyfunction]
 pub fn context_window(model: &str) -> Option<u64> {
     tooloop::models::context_window(model)
+}
+
+/// Whether `model` is one of OpenAI's reasoning models, which take tools with reasoning only on the Responses
+/// API (the core's table, `models::RESPONSES_MODELS`).
+#[pyfunction]
+pub fn prefers_responses(model: &str) -> bool {
+    tooloop::models::prefers_responses(model)
 }
 
 /// The answer of a permission callable that allows a call only with no power to change anything

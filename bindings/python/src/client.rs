@@ -94,7 +94,9 @@ impl PyClient {
     ) -> PyResult<Self> {
         let slot = ErrSlot::default();
         let direct = provider.cast::<PyString>().is_ok();
-        let bedrock = provider.cast::<PyString>().is_ok_and(|s| s.to_cow().is_ok_and(|n| n == "bedrock"));
+        let bedrock = provider
+            .cast::<PyString>()
+            .is_ok_and(|s| s.to_cow().is_ok_and(|n| Protocol::parse(&n).ok() == Some(Protocol::Bedrock)));
         let provider = if bedrock {
             if api_key.is_some() {
                 return Err(config_error(py, "provider=\"bedrock\" signs with AWS credentials, not api_key"));

@@ -33,6 +33,7 @@ fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(agent::load_session, m)?)?;
     m.add_function(wrap_pyfunction!(agent::sandbox_support, m)?)?;
     m.add_function(wrap_pyfunction!(agent::context_window, m)?)?;
+    m.add_function(wrap_pyfunction!(agent::prefers_responses, m)?)?;
     m.add_function(wrap_pyfunction!(sessions::list_db_sessions, m)?)?;
     m.add_function(wrap_pyfunction!(sessions::migrate_session, m)?)?;
     m.add_function(wrap_pyfunction!(restore::restore_file, m)?)?;
@@ -46,6 +47,9 @@ fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ALLOW_READ_ONLY", agent::AllowReadOnly)?;
     m.add("DEFAULT_PROTECTED_PATHS", tooloop::builtin::DEFAULT_PROTECTED_PATHS.to_vec())?;
     m.add("OPTION_KEYS", tooloop::AgentOptions::KEYS.to_vec())?;
+    // The core's provider table (name, wire, key and base-URL variables, default URL, size limits): what the
+    // CLI lists and checks `--provider` against.
+    m.add("PROVIDERS", convert::to_py(m.py(), &tooloop::provider::table::to_json())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

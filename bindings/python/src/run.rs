@@ -466,10 +466,12 @@ impl Run {
     }
 }
 
-/// The text an event carries: an agent `text` event, an Anthropic `text_delta`, an OpenAI chunk's content.
+/// The text an event carries: an agent `text` event, an Anthropic `text_delta`, an OpenAI chunk's content, a
+/// Responses `response.output_text.delta`.
 fn text_of(v: &Value) -> Option<&str> {
     match v.get("type").and_then(Value::as_str) {
         Some("text") => v.get("text").and_then(Value::as_str),
+        Some("response.output_text.delta") => v.get("delta").and_then(Value::as_str),
         Some("content_block_delta") => {
             let d = v.get("delta")?;
             if d.get("type").and_then(Value::as_str) == Some("text_delta") {

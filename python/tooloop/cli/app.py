@@ -127,7 +127,8 @@ def local_settings(settings: Settings, args: argparse.Namespace) -> None:
 
     window = args.context_window or env_context_window(settings)
     custom = local.is_custom_endpoint(settings.base_url)
-    if (window is None and custom and settings.provider in ("openai", "anthropic") and settings.base_url
+    if (window is None and custom and settings.provider in ("openai", "openai-responses", "anthropic")
+            and settings.base_url
             and not local.hosted_model(settings.model)):
         # A local server's own figure wins over the table: the same model name runs with whatever context
         # the server was started with (llama.cpp -c 4096 for a model the table lists at 32k).
@@ -263,6 +264,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     renderer = Renderer(out, color=color and not json_mode, unicode=_unicode_ok(out))
     abort = threading.Event()
     renderer.abort = abort
+    if settings.wire_note:
+        renderer.info(settings.wire_note)
     from . import settings as settings_files
     try:
         loaded = settings_files.load(settings.workspace)

@@ -107,8 +107,11 @@ def _budget(text: str) -> float:
 def add_model_flags(p: argparse.ArgumentParser) -> None:
     """--model and --provider, the same for a task and for a batch."""
     p.add_argument("--model", help="model name (default: $TOOLOOP_MODEL, or claude-sonnet-4-6 for anthropic)")
-    p.add_argument("--provider", choices=["anthropic", "openai", "bedrock"], type=str.lower,
-                   help="API protocol (default: $TOOLOOP_PROVIDER or anthropic); bedrock: Claude on Amazon "
+    from tooloop import PROVIDERS   # the library's provider table
+
+    p.add_argument("--provider", choices=[row["name"] for row in PROVIDERS], type=str.lower,
+                   help="API protocol (default: $TOOLOOP_PROVIDER or anthropic); openai-responses: OpenAI's "
+                   "Responses API (picked by itself for OpenAI's reasoning models); bedrock: Claude on Amazon "
                    "Bedrock with AWS credentials")
 
 

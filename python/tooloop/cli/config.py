@@ -21,7 +21,15 @@ DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
 DEFAULT_BEDROCK_MODEL = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 DEFAULT_MAX_TURNS = 50
 DEFAULT_MAX_TOKENS = 8192
-PROVIDERS = ("anthropic", "openai", "bedrock")
+
+def _provider_table() -> Dict[str, Dict[str, Any]]:
+    """The library's provider table (``tooloop.PROVIDERS``) by name: names, key and base-URL variables."""
+    from tooloop import PROVIDERS as table   # the compiled module is loaded with the package already
+
+    return {row["name"]: row for row in table}
+
+
+PROVIDERS = tuple(_provider_table())
 
 
 
@@ -191,6 +199,7 @@ class Settings:
     compaction: bool = True                  # compact by itself near the window (--no-compaction: False)
     compaction_model: Optional[str] = None   # the model that writes compaction summaries (None: the model)
     fallback_models: List[str] = field(default_factory=list)   # --fallback-model [PROVIDER:]MODEL, in order
+    wire_note: str = ""                      # said once (dim) when the CLI picked the wire itself
 
 
 def compaction_settings(settings: Settings, args: argparse.Namespace) -> None:
@@ -281,7 +290,18 @@ def _int_setting(value: Optional[str], name: str, minimum: int) -> Optional[int]
 
 
 def key_variable(provider: str) -> str:
-    return "OPENAI_API_KEY" if provider == "openai" else "ANTHROPIC_API_KEY"
+    row = _provider_table().get(provider) or {}
+    return row.get("key_var") or "ANTHROPIC_API_KEY"
+
+
+def base_url_variable(provider: str) -> str:
+    row = _provider_table().get(provider) or {}
+    return row.get("base_url_var") or "ANTHROPIC_BASE_URL"
+
+
+def responses_note(model: str) -> str:
+    return (f"{model} takes tools with reasoning only on the Responses API: using --provider openai-responses "
+            f"(POST /v1/responses)")
 
 
 def resolve(args: argparse.Namespace, environ: Optional[Mapping[str, str]] = None) -> Settings:
@@ -294,22 +314,21 @@ def resolve(args: argparse.Namespace, environ: Optional[Mapping[str, str]] = Non
 
     provider = (args.provider or env.get("TOOLOOP_PROVIDER") or "anthropic").lower()
     if provider not in PROVIDERS:
-        raise ConfigProblem(f"unknown provider {provider!r}: use anthropic, openai or bedrock")
+        raise ConfigProblem(f"unknown provider {provider!r}: use {', '.join(PROVIDERS[:-1])} or {PROVIDERS[-1]}")
     if provider == "bedrock":
         return _bedrock(args, env, workspace)
 
     model = args.model or env.get("TOOLOOP_MODEL")
     if not model:
-        if provider == "openai":
+        if provider.startswith("openai"):
             raise ConfigProblem(
-                "--provider openai needs a model: pass --model NAME (e.g. gpt-4.1, or the model your "
+                f"--provider {provider} needs a model: pass --model NAME (e.g. gpt-4.1, or the model your "
                 "local server serves) or set TOOLOOP_MODEL")
         model = DEFAULT_ANTHROPIC_MODEL
 
-    prefix = "OPENAI" if provider == "openai" else "ANTHROPIC"
-    base_url = args.base_url or env.get(f"{prefix}_BASE_URL") or None
-    api_key = env.get(key_variable(provider)) or None
-    url_var, key_var = f"{prefix}_BASE_URL", key_variable(provider)
+    url_var, key_var = base_url_variable(provider), key_variable(provider)
+    base_url = args.base_url or env.get(url_var) or None
+    api_key = env.get(key_var) or None
     if not args.base_url and from_file.get(url_var) and key_var not in from_file:
         # A cloned repository must not be able to send the user's own key to a server of its choosing: a
         # base URL from the workspace's .env counts only with a key from that same file (also when no key is
@@ -320,10 +339,18 @@ def resolve(args: argparse.Namespace, environ: Optional[Mapping[str, str]] = Non
     if api_key is None and base_url is None:
         raise ConfigProblem(no_key_message(provider, workspace))
 
+    wire_note = ""
+    if provider == "openai" and base_url is None:
+        # OpenAI's own endpoint (no custom URL): its reasoning models refuse tools with reasoning on Chat
+        # Completions, so they get the Responses wire. A local server keeps what it was asked for.
+        import tooloop
+
+        if tooloop._tooloop.prefers_responses(model):
+            provider, wire_note = "openai-responses", responses_note(model)
     max_turns, thinking, max_tokens = _turn_limits(args, env)
     return Settings(provider=provider, model=model, api_key=api_key, base_url=base_url,
                     max_turns=max_turns, thinking=thinking, max_tokens=max_tokens,
-                    workspace=workspace, env=env)
+                    workspace=workspace, env=env, wire_note=wire_note)
 
 
 def _turn_limits(args: argparse.Namespace, env: Mapping[str, str]) -> Tuple[int, Optional[int], int]:

@@ -71,8 +71,9 @@ def one_line(exc: BaseException, settings: Optional[Settings] = None, limit: int
     if len(msg) > limit:
         msg = msg[: limit - 1] + "…"
     provider = getattr(settings, "provider", "anthropic")
-    key_var = {"openai": "OPENAI_API_KEY", "bedrock": "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or AWS_PROFILE"
-               }.get(provider, "ANTHROPIC_API_KEY")
+    row = next((p for p in tooloop.PROVIDERS if p["name"] == provider), None) or {}
+    key_var = row.get("key_var") or ("AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY or AWS_PROFILE"
+                                     if provider == "bedrock" else "ANTHROPIC_API_KEY")
     if isinstance(exc, tooloop.AuthenticationError):
         return f"authentication failed: {msg} (check {key_var})"
     if isinstance(exc, tooloop.MaxTurnsExceeded):
