@@ -48,4 +48,15 @@ pub struct RunResult {
     /// The structured answer, valid against `output_schema` (`None` without a schema, or when the run
     /// stopped before an answer: max_turns with policy `Return`, the runaway guard).
     pub output: Option<Value>,
+    /// The `check` option's verdict (`None` without a check): `passed` only when its last run exited 0. See
+    /// [`crate::check`].
+    pub check: Option<crate::check::CheckResult>,
+    /// Workspace files this run changed (relative paths): written by write-kind tools, and, when the run
+    /// has a workspace and a shell tool, changed by commands. See [`crate::evidence`].
+    pub files_changed: Vec<String>,
+    /// The shell-kind calls of this run, each with its exit code.
+    pub commands_run: Vec<crate::evidence::CommandRun>,
+    /// With `verify_claims`/`expect_changes`: what the final answer claims that the run's record does not
+    /// show, after the model was told once (`None`: nothing, or not checked).
+    pub unverified: Option<String>,
 }

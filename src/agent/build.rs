@@ -81,6 +81,10 @@ impl Agent {
             todo_reminder_after: None,
             // The child spends from the parent's ledger (below), under the parent's cap.
             max_cost_usd: parent.max_cost_usd,
+            // The parent's check and claims are held at the parent's answer, not the child's.
+            check: None,
+            expect_changes: false,
+            verify_claims: false,
             ..parent
         };
         let model = config.model.clone();

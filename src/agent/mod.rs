@@ -20,6 +20,7 @@ mod config;
 mod dispatch;
 mod driver;
 mod events;
+mod finish;
 mod fit;
 mod run_loop;
 

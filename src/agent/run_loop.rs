@@ -13,6 +13,8 @@ pub(super) struct RunState {
     pub(super) since_todo: u32,
     /// Structured answers the model gave in this run (the first one and its corrections).
     pub(super) output_attempts: u32,
+    /// finish.rs: the check, the record, a guard's last answer.
+    pub(super) finish: super::finish::Finish,
 }
 
 /// How a model turn's answer is read: in one [`Provider::send`](crate::provider::Provider::send), or pulled
@@ -132,6 +134,10 @@ fn new_run() -> RunResult {
         message: None,
         cost_usd: None,
         output: None,
+        check: None,
+        files_changed: Vec::new(),
+        commands_run: Vec::new(),
+        unverified: None,
     }
 }
 
@@ -402,8 +408,14 @@ impl Agent {
                 l.phase = phase;
                 None
             }
-            Ok(Next::End) => Some(Ok(std::mem::replace(&mut l.run, new_run()))),
-            Err(e) => Some(Err(e)),
+            Ok(Next::End) => {
+                self.finish_end(&mut l.state, Some(&mut l.run));
+                Some(Ok(std::mem::replace(&mut l.run, new_run())))
+            }
+            Err(e) => {
+                self.finish_end(&mut l.state, None);
+                Some(Err(e))
+            }
         }
     }
 
@@ -414,14 +426,20 @@ impl Agent {
         if cancel.is_cancelled() {
             return Err(Error::Cancelled { partial: None });
         }
+        self.finish_begin(state, run);
+        // finish.rs: a guard stopped the run, and this request is its answer with tools off (past max_turns too).
+        let guard_wrap_up = Agent::take_guard_wrap_up(state);
         let (max_turns, policy) = {
             let c = lock(&self.config);
             (c.max_turns, c.max_turns_policy)
         };
-        if let Some(max) = max_turns {
+        if let Some(max) = max_turns.filter(|_| !guard_wrap_up) {
             if run.turns >= max {
                 let note = format!("stopped: max_turns={max} reached");
                 self.record(Entry::new(EntryRole::System, vec![ContentBlock::text(note)]))?;
+                if self.check_at_cap(state, run, cancel) {
+                    return Ok(Next::End);
+                }
                 return match policy {
                     MaxTurnsPolicy::Error => Err(Error::MaxTurns { turns: max }),
                     MaxTurnsPolicy::Return => {
@@ -440,8 +458,8 @@ impl Agent {
         on_event(&Event::TurnStart { turn });
         // progress.rs: this request with tools disabled (the second time, without them), unless the host
         // chose a tool_choice of its own.
-        let wrap_up =
-            state.progress.take_wrap_up() && crate::progress::wrap_up_applies(self.request().tool_choice.as_ref());
+        let wrap_up = guard_wrap_up
+            || state.progress.take_wrap_up() && crate::progress::wrap_up_applies(self.request().tool_choice.as_ref());
         let without_tools = wrap_up && state.progress.wrap_up_without_tools();
         let wrap_up = (wrap_up, without_tools);
         match self.turn_request(wrap_up, cancel, run, on_event)? {
@@ -553,6 +571,15 @@ impl Agent {
         run.message = Some(message.clone());
         let calls: Vec<ToolUseBlock> = message.tool_uses().into_iter().cloned().collect();
         let output = lock(&self.config).output.clone();
+        if Agent::answered_guard_wrap_up(state) {
+            // finish.rs: a guard's last answer, with tools off; calls sent anyway are answered, not run.
+            for call in &calls {
+                let result = crate::progress::WRAP_UP_IGNORED;
+                self.record(Entry::tool_result(&call.id, &call.name, Value::String(result.into()), true))?;
+            }
+            run.stop_reason = Some(StopReason::Repetition);
+            return Ok(Next::End);
+        }
         match message.stop_reason.clone() {
             Some(stop @ (StopReason::MaxTokens | StopReason::ModelContextWindowExceeded | StopReason::Refusal)) => {
                 // The turn was cut off (a call's input may be incomplete) or refused: never run its calls,
@@ -615,6 +642,9 @@ impl Agent {
             }
             _ if !calls.is_empty() => {
                 if self.run_tools(&calls, &bad_inputs, state, cancel, run, on_event)? {
+                    if self.guard_wrap_up(state) {
+                        return Ok(Next::Go(Phase::Between));
+                    }
                     run.stop_reason = Some(StopReason::Repetition);
                     return Ok(Next::End);
                 }
@@ -624,6 +654,13 @@ impl Agent {
                     if let Verdict::Retry = self.text_answer(&message, spec, state, run)? {
                         return Ok(Next::Go(Phase::Between));
                     }
+                }
+                // finish.rs: the check and the run's record may keep it going, once told why.
+                if self.before_answer(state, run, cancel)? {
+                    return Ok(Next::Go(Phase::Between));
+                }
+                if run.stop_reason == Some(StopReason::CheckFailed) {
+                    return Ok(Next::End);
                 }
                 // The run would end here: `on_stop` may keep it going with a new user message.
                 let on_stop = lock(&self.hooks).on_stop.clone();
