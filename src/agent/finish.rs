@@ -104,6 +104,27 @@ impl Agent {
         (files, crate::evidence::commands_run(&run.tool_calls, &kind))
     }
 
+    /// Whether the conversation holds a write-kind call that succeeded: a run that continues a task (a
+    /// correction, a follow-up) counts the changes the earlier runs made (not what their commands changed).
+    fn wrote_before(&self) -> bool {
+        let entries = self.conversation.snapshot();
+        let mut writes = std::collections::HashSet::new();
+        for e in &entries {
+            for b in &e.content {
+                match b {
+                    ContentBlock::ToolUse(t) if self.kind_of(&t.name).written_path(&t.input).is_some() => {
+                        writes.insert(t.id.clone());
+                    }
+                    ContentBlock::ToolResult(r) if r.is_error != Some(true) && writes.contains(&r.tool_use_id) => {
+                        return true;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        false
+    }
+
     /// Why a write-kind call is refused: it would write one of the check's files.
     pub(super) fn check_refusal(&self, state: &RunState, call: &ToolUseBlock) -> Option<String> {
         if state.finish.protected.is_empty() {
@@ -179,7 +200,7 @@ impl Agent {
         }
         let (files, commands) = self.record_of(state, run);
         let mut problems = Vec::new();
-        if expect_changes && files.is_empty() {
+        if expect_changes && files.is_empty() && !self.wrote_before() {
             problems.push("the task asks for changes, and no file was changed".to_string());
         }
         if verify_claims {
