@@ -357,7 +357,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     # reads as a change request.
     from .evidence import asks_for_changes
     options["verify_claims"] = True
-    options["expect_changes"] = task is not None and asks_for_changes(task) and not args.plan
+    # Not in plan or read-only mode: nothing may change there.
+    options["expect_changes"] = task is not None and asks_for_changes(task) and not (args.plan or args.read_only)
     if args.check:
         options["check"] = args.check
     if args.max_budget_usd is not None:
