@@ -42,6 +42,7 @@ tests=(
   "repeat_calls       c_roll_dice.json"
   "untrusted_text     c_untrusted_text.json   requests"
   "tool_kind          c_tool_kind.json"
+  "check_evidence     c_check_evidence.json"
 )
 # mcp_server starts tests/mcp/fastmcp_server.py with $TOOLOOP_TEST_PYTHON.
 export TOOLOOP_REPO_ROOT="$root"
