@@ -50,7 +50,13 @@ pub struct CheckResult {
 impl CheckResult {
     /// A check that has not run yet.
     pub fn new(command: &str) -> Self {
-        CheckResult { command: command.to_string(), passed: false, exit_code: None, output_tail: String::new(), runs: 0 }
+        CheckResult {
+            command: command.to_string(),
+            passed: false,
+            exit_code: None,
+            output_tail: String::new(),
+            runs: 0,
+        }
     }
 
     /// The one line a host shows: `check passed` or `check failed: <why>`.

@@ -181,7 +181,8 @@ fn cited_commands(lower: &str) -> Vec<String> {
 /// Whether a sentence says a test or check passed.
 fn claims_pass(lower: &str) -> bool {
     lower.split(['.', '\n', '!', ';']).any(|sentence| {
-        let words: Vec<&str> = sentence.split_whitespace().map(|w| w.trim_matches(|c: char| !c.is_alphanumeric())).collect();
+        let words: Vec<&str> =
+            sentence.split_whitespace().map(|w| w.trim_matches(|c: char| !c.is_alphanumeric())).collect();
         let Some(subject) = words.iter().position(|w| matches!(*w, "test" | "tests" | "check" | "checks")) else {
             return false;
         };

@@ -852,7 +852,11 @@ fn de_check_timeout<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64,
     }
     let what = "a positive number of seconds (at most one day)";
     let s = number::<D::Error>(&v, what)?;
-    if s >= 1.0 && s <= 86_400.0 { Ok(s) } else { Err(D::Error::custom(format!("must be {what}, got {}", got(&v)))) }
+    if (1.0..=86_400.0).contains(&s) {
+        Ok(s)
+    } else {
+        Err(D::Error::custom(format!("must be {what}, got {}", got(&v))))
+    }
 }
 
 fn de_threshold<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {

@@ -176,7 +176,12 @@ impl Agent {
 
     /// The model answered without tool calls: the check and the record decide whether the run ends.
     /// `true`: the model was told why not, and the loop goes on.
-    pub(super) fn before_answer(&self, state: &mut RunState, run: &mut RunResult, cancel: &CancelToken) -> Result<bool> {
+    pub(super) fn before_answer(
+        &self,
+        state: &mut RunState,
+        run: &mut RunResult,
+        cancel: &CancelToken,
+    ) -> Result<bool> {
         let (check, expect_changes, verify_claims) = {
             let c = lock(&self.config);
             (c.check.clone(), c.expect_changes, c.verify_claims)
