@@ -22,22 +22,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use serde::Serialize;
-
+pub use crate::run::CommandRun;
 use crate::run::ToolCallRecord;
 use crate::tools::ToolKind;
 
 /// Files a [`Snapshot`] looks at, at most: past it a bash change may go unseen.
 pub const SNAPSHOT_MAX_FILES: usize = 20_000;
-
-/// One shell-kind call of a run, on [`crate::RunResult::commands_run`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct CommandRun {
-    /// The command as the model sent it.
-    pub command: String,
-    /// Its exit code (`None`: it did not finish — timed out, refused, could not start).
-    pub exit_code: Option<i32>,
-}
 
 /// The files of a workspace, each with its size and modification time.
 #[derive(Clone, Debug, Default)]

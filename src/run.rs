@@ -25,6 +25,15 @@ pub struct ToolCallRecord {
     pub duration_ms: u64,
 }
 
+/// One shell-kind call of a run, on [`RunResult::commands_run`] (see [`crate::evidence`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CommandRun {
+    /// The command as the model sent it.
+    pub command: String,
+    /// Its exit code (`None`: it did not finish — timed out, refused, could not start).
+    pub exit_code: Option<i32>,
+}
+
 /// The outcome of a run that ended normally.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RunResult {
@@ -55,7 +64,7 @@ pub struct RunResult {
     /// has a workspace and a shell tool, changed by commands. See [`crate::evidence`].
     pub files_changed: Vec<String>,
     /// The shell-kind calls of this run, each with its exit code.
-    pub commands_run: Vec<crate::evidence::CommandRun>,
+    pub commands_run: Vec<CommandRun>,
     /// With `verify_claims`/`expect_changes`: what the final answer claims that the run's record does not
     /// show, after the model was told once (`None`: nothing, or not checked).
     pub unverified: Option<String>,
