@@ -95,6 +95,8 @@ pub fn files_named(command: &str, root: &Path) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = Vec::new();
     for cmd in &script.everywhere {
         for word in &cmd.words {
+            // A pytest node id names its file: `tests/test_x.py::test_add`.
+            let word = word.split("::").next().unwrap_or(word);
             let Some(rel) = workspace_relative(word) else { continue };
             if root.join(&rel).symlink_metadata().is_ok() && !found.contains(&rel) {
                 found.push(rel);
@@ -252,7 +254,7 @@ mod tests {
         let dir = tempdir("named");
         std::fs::write(dir.path().join("test_x.py"), "").unwrap();
         std::fs::create_dir(dir.path().join("tests")).unwrap();
-        let found = files_named("python3 test_x.py && pytest -q tests/ . ./ ../x missing.py", dir.path());
+        let found = files_named("python3 test_x.py && pytest -q tests/ . ./ ../x missing.py test_x.py::test_a", dir.path());
         assert_eq!(found, vec![PathBuf::from("test_x.py"), PathBuf::from("tests")]);
     }
 

@@ -29,6 +29,10 @@ use crate::tools::ToolKind;
 /// Files a [`Snapshot`] looks at, at most: past it a bash change may go unseen.
 pub const SNAPSHOT_MAX_FILES: usize = 20_000;
 
+/// Folders a [`Snapshot`] leaves out: caches a command or a test runner writes by itself (`python3 t.py`
+/// writes `__pycache__/`), which are no change the task made.
+pub const CACHE_DIRS: [&str; 5] = [".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"];
+
 /// The files of a workspace, each with its size and modification time.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
@@ -43,7 +47,7 @@ impl Snapshot {
         let walker = ignore::WalkBuilder::new(root).hidden(false).follow_links(false).build();
         for entry in walker.flatten().take(SNAPSHOT_MAX_FILES) {
             let path = entry.path();
-            if path.components().any(|c| c.as_os_str() == ".git") {
+            if path.components().any(|c| CACHE_DIRS.iter().any(|d| c.as_os_str() == *d)) {
                 continue;
             }
             let Ok(meta) = entry.metadata() else { continue };
@@ -55,6 +59,26 @@ impl Snapshot {
             }
         }
         Snapshot { root: root.to_path_buf(), files }
+    }
+
+    /// Take what changed between `before` and `after` (both of this root) as it is in `after`: changes
+    /// made then (by the check command) are not the run's.
+    pub fn absorb(&mut self, before: &Snapshot, after: &Snapshot) {
+        for (path, meta) in &after.files {
+            if before.files.get(path) != Some(meta) {
+                self.files.insert(path.clone(), *meta);
+            }
+        }
+        for path in before.files.keys() {
+            if !after.files.contains_key(path) {
+                self.files.remove(path);
+            }
+        }
+    }
+
+    /// The root this snapshot looked at.
+    pub fn root(&self) -> &Path {
+        &self.root
     }
 
     /// The files created, changed or removed since this snapshot.

@@ -163,8 +163,16 @@ impl Agent {
             None => (lock(&self.workspace).clone(), crate::builtin::BashOptions::default()),
         };
         let ws = root.as_ref().map(crate::builtin::Workspace::new);
+        // What the check itself writes (a log, a cache) is not the run's change: the record absorbs it.
+        let before = state.finish.snapshot.as_ref().map(|s| Snapshot::take(s.root()));
         match ws {
-            Some(Ok(ws)) => crate::check::run(spec, &ws, &opts, cancel, result),
+            Some(Ok(ws)) => {
+                crate::check::run(spec, &ws, &opts, cancel, result);
+                if let (Some(snapshot), Some(before)) = (state.finish.snapshot.as_mut(), before) {
+                    let after = Snapshot::take(snapshot.root());
+                    snapshot.absorb(&before, &after);
+                }
+            }
             _ => {
                 result.runs += 1;
                 result.passed = false;
