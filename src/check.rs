@@ -127,7 +127,7 @@ fn workspace_relative(word: &str) -> Option<PathBuf> {
 /// Why a write-kind call that writes `path` is refused, when `path` is one of the run's check files
 /// (`protected`, relative to `root`) or inside one of its folders; `None` otherwise. Paths are compared
 /// as written and as resolved (a symlink to a check file is that file).
-pub fn write_refusal(path: &str, root: &Path, protected: &[PathBuf], command: &str) -> Option<String> {
+pub fn write_refusal(path: &str, root: &Path, protected: &[PathBuf], command: Option<&str>) -> Option<String> {
     let target = if Path::new(path).is_absolute() { PathBuf::from(path) } else { root.join(path) };
     let target = normalize(&target);
     let resolved = resolve(&target);
@@ -138,9 +138,10 @@ pub fn write_refusal(path: &str, root: &Path, protected: &[PathBuf], command: &s
         [&target, &resolved].iter().any(|t| t.starts_with(&full) || t.starts_with(&full_resolved))
             || resolved.strip_prefix(&root_resolved).is_ok_and(|r| r.starts_with(p))
     })?;
+    let check = command.map_or_else(|| "the run's check".to_string(), |c| format!("the check `{c}`"));
     Some(format!(
-        "{} is read-only in this run: the check `{command}` runs it (it decides when the task is done, so it may not \
-         change). Change the code it tests instead.",
+        "{} is read-only in this run: {check} runs it (it decides when the task is done, so it may not change). \
+         Change the code it tests instead.",
         hit.display()
     ))
 }
@@ -254,7 +255,8 @@ mod tests {
         let dir = tempdir("named");
         std::fs::write(dir.path().join("test_x.py"), "").unwrap();
         std::fs::create_dir(dir.path().join("tests")).unwrap();
-        let found = files_named("python3 test_x.py && pytest -q tests/ . ./ ../x missing.py test_x.py::test_a", dir.path());
+        let found =
+            files_named("python3 test_x.py && pytest -q tests/ . ./ ../x missing.py test_x.py::test_a", dir.path());
         assert_eq!(found, vec![PathBuf::from("test_x.py"), PathBuf::from("tests")]);
     }
 
@@ -264,12 +266,12 @@ mod tests {
         std::fs::write(dir.path().join("test_x.py"), "").unwrap();
         std::fs::create_dir(dir.path().join("tests")).unwrap();
         let p = vec![PathBuf::from("test_x.py"), PathBuf::from("tests")];
-        assert!(write_refusal("test_x.py", dir.path(), &p, "c").is_some());
-        assert!(write_refusal("./sub/../test_x.py", dir.path(), &p, "c").is_some());
-        assert!(write_refusal("tests/new.py", dir.path(), &p, "c").is_some());
-        assert!(write_refusal("x.py", dir.path(), &p, "c").is_none());
+        assert!(write_refusal("test_x.py", dir.path(), &p, Some("c")).is_some());
+        assert!(write_refusal("./sub/../test_x.py", dir.path(), &p, Some("c")).is_some());
+        assert!(write_refusal("tests/new.py", dir.path(), &p, Some("c")).is_some());
+        assert!(write_refusal("x.py", dir.path(), &p, Some("c")).is_none());
         std::os::unix::fs::symlink(dir.path().join("test_x.py"), dir.path().join("link.py")).unwrap();
-        assert!(write_refusal("link.py", dir.path(), &p, "c").is_some(), "a link to it is it");
+        assert!(write_refusal("link.py", dir.path(), &p, Some("c")).is_some(), "a link to it is it");
     }
 
     #[test]

@@ -191,3 +191,24 @@ fn a_run_the_runaway_guard_stops_still_answers_with_tools_off() {
     let last = reqs[5]["body"]["messages"].as_array().unwrap().last().unwrap().to_string();
     assert!(last.contains("tools are off for this answer"), "{last}");
 }
+
+#[test]
+fn a_task_child_cannot_write_the_parents_check_file_either() {
+    let ws = workspace("check-child");
+    let steps = [
+        json!({"name": "task", "input": {"description": "edit the test", "prompt": "make the test pass",
+                                          "agent_type": "general"}}),
+        write("test_x.py", "print('ok')\n"),
+        json!("I could not."),
+        write("x.py", RIGHT),
+        json!("Fixed."),
+    ];
+    let mock = MockServer::start(&scripted("child", &steps));
+    let subagents = json!({"general": {"description": "Does things.", "tools": ["write_file"]}});
+    let result = run(&mock, &ws, json!({"check": "python3 test_x.py", "subagents": subagents})).unwrap();
+
+    let child_result = mock.requests()[2]["body"]["messages"].as_array().unwrap().last().unwrap().to_string();
+    assert!(child_result.contains("test_x.py is read-only in this run"), "{child_result}");
+    assert_eq!(std::fs::read_to_string(ws.file("test_x.py")).unwrap(), TEST);
+    assert!(result.check.unwrap().passed);
+}

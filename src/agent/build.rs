@@ -127,6 +127,8 @@ impl Agent {
         child.set_hooks(lock(&self.hooks).for_child());
         *lock(&child.rules) = lock(&self.rules).clone();
         *lock(&child.workspace) = lock(&self.workspace).clone();
+        // finish.rs: the parent's check files stay read-only to what the child runs, too.
+        child.tools.set_run_protected(self.tools.run_protected().get());
         let parent_id = call.id.clone();
         let mut forward = |ev: &Event| {
             on_event(&Event::Subagent {

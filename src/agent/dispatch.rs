@@ -249,7 +249,7 @@ impl Agent {
                 } else if cancel.is_cancelled() {
                     outcomes[k] =
                         Some(CallOutcome::error("interrupted: the run was cancelled before this tool call ran"));
-                } else if let Some(why) = self.check_refusal(state, call) {
+                } else if let Some(why) = self.check_refusal(call) {
                     // finish.rs: the check's files are read-only for the run, whoever would allow the write.
                     denied[k] = true;
                     outcomes[k] = Some(CallOutcome::error(format!("Permission denied: {why}")));

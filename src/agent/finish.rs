@@ -126,15 +126,17 @@ impl Agent {
     }
 
     /// Why a write-kind call is refused: it would write one of the check's files.
-    pub(super) fn check_refusal(&self, state: &RunState, call: &ToolUseBlock) -> Option<String> {
-        if state.finish.protected.is_empty() {
+    /// The registry's set is the one source: a `task` child gets its parent's (build.rs).
+    pub(super) fn check_refusal(&self, call: &ToolUseBlock) -> Option<String> {
+        let protected = self.tools.run_protected().get();
+        if protected.is_empty() {
             return None;
         }
         let kind = self.kind_of(&call.name);
         let path = kind.written_path(&call.input)?;
         let root = self.finish_root()?.canonicalize().ok()?;
-        let command = lock(&self.config).check.as_ref().map(|c| c.command.clone()).unwrap_or_default();
-        crate::check::write_refusal(path, &root, &state.finish.protected, &command)
+        let command = lock(&self.config).check.as_ref().map(|c| c.command.clone());
+        crate::check::write_refusal(path, &root, &protected, command.as_deref())
     }
 
     /// Whether something changed since the check last ran (or it never ran).
