@@ -13,8 +13,9 @@
 //! "executed" or "executing" (``I ran `python3 test_x.py` ``) must have run (a command of the record that
 //! contains it, or that it contains) and its last run must have passed; "test(s)"/"check" followed within
 //! the same sentence by "pass"/"passes"/"passed"/"passing"/"succeeded", with no "not", "n't", "fail" or
-//! "no " between them, needs a passing last run of the latest command naming "test" (else of the latest
-//! command at all), or a passing check.
+//! "no " between them and no condition or plan in the sentence ("if", "when", "once", "should", "will",
+//! "would", "until", "unless", "must", "to"), needs a passing last run of the latest command naming "test"
+//! (else of the latest command at all), or a passing check.
 //!
 //! Must never: read file contents (only metadata), or follow a symlink out of the workspace.
 
@@ -206,7 +207,12 @@ fn claims_pass(lower: &str) -> bool {
             return false;
         };
         let between = &rest[..verb];
+        // A condition or a plan is no claim: "the test passes once add is fixed", "it should pass".
+        let hedged = words.iter().any(|w| {
+            matches!(*w, "if" | "when" | "once" | "should" | "will" | "would" | "until" | "unless" | "must" | "to")
+        });
         !between.iter().any(|w| matches!(*w, "not" | "no" | "never") || w.contains("n't") || w.starts_with("fail"))
+            && !hedged
             && !sentence.contains("n't")
             && !sentence.contains(" not ")
     })
@@ -261,5 +267,7 @@ mod tests {
         assert!(claims("The test does not pass yet.", &[], false).is_empty());
         assert!(claims("The tests still fail, so nothing passed.", &[], false).is_empty());
         assert!(claims("I wrote the function.", &[], false).is_empty());
+        assert!(claims("The test passes when add returns the sum.", &[], false).is_empty(), "a condition");
+        assert!(claims("Run it: the tests should pass.", &[], false).is_empty(), "a plan");
     }
 }
