@@ -6,7 +6,7 @@
 //! call that succeeded changed the file named by its `path_field`; a shell-kind call ran its `command`
 //! input, with the exit code the built-in `bash` reports (`exit code: N`, else 0; an error result without
 //! one: `None`). What a shell command changed is found by comparing the workspace before and after the run
-//! ([`Snapshot`]: size and modification time of each file the gitignore-aware walker lists, at most
+//! ([`Snapshot`]: size and modification time of each file, [`CACHE_DIRS`] left out, at most
 //! [`SNAPSHOT_MAX_FILES`]), when the run has a workspace and a shell tool.
 //!
 //! Claims ([`claims`]), kept simple and conservative: a backquoted command after "ran", "run", "running",
@@ -17,7 +17,8 @@
 //! "would", "until", "unless", "must", "to"), needs a passing last run of the latest command naming "test"
 //! (else of the latest command at all), or a passing check.
 //!
-//! Must never: read file contents (only metadata), or follow a symlink out of the workspace.
+//! Must never: read file contents or ignore files (only metadata: a FIFO must not hang a run), or follow a
+//! symlink out of the workspace.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,7 +33,8 @@ pub const SNAPSHOT_MAX_FILES: usize = 20_000;
 
 /// Folders a [`Snapshot`] leaves out: caches a command or a test runner writes by itself (`python3 t.py`
 /// writes `__pycache__/`), which are no change the task made.
-pub const CACHE_DIRS: [&str; 5] = [".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"];
+pub const CACHE_DIRS: [&str; 7] =
+    [".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "node_modules", ".venv"];
 
 /// The files of a workspace, each with its size and modification time.
 #[derive(Clone, Debug, Default)]
@@ -42,15 +44,17 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Look at the files under `root` (relative paths; `.gitignore`d and `.git` left out).
+    /// Look at the files under `root` (relative paths; [`CACHE_DIRS`] left out).
     pub fn take(root: &Path) -> Snapshot {
         let mut files = BTreeMap::new();
-        let walker = ignore::WalkBuilder::new(root).hidden(false).follow_links(false).build();
+        // No ignore file is read (one may be a FIFO, and reading it would hang the run): only metadata.
+        let walker = ignore::WalkBuilder::new(root)
+            .standard_filters(false)
+            .follow_links(false)
+            .filter_entry(|e| !CACHE_DIRS.iter().any(|d| e.file_name() == *d))
+            .build();
         for entry in walker.flatten().take(SNAPSHOT_MAX_FILES) {
             let path = entry.path();
-            if path.components().any(|c| CACHE_DIRS.iter().any(|d| c.as_os_str() == *d)) {
-                continue;
-            }
             let Ok(meta) = entry.metadata() else { continue };
             if meta.is_dir() {
                 continue;
