@@ -6,8 +6,8 @@
 //! call that succeeded changed the file named by its `path_field`; a shell-kind call ran its `command`
 //! input, with the exit code the built-in `bash` reports (`exit code: N`, else 0; an error result without
 //! one: `None`). What a shell command changed is found by comparing the workspace before and after the run
-//! ([`Snapshot`]: size and modification time of each file, [`CACHE_DIRS`] left out, at most
-//! [`SNAPSHOT_MAX_FILES`]), when the run has a workspace and a shell tool.
+//! ([`Snapshot`]: size and modification time of each file, [`CACHE_DIRS`] and what the workspace's top
+//! `.gitignore` names left out, at most [`SNAPSHOT_MAX_FILES`]), when the run has a workspace and a shell tool.
 //!
 //! Claims ([`claims`]), kept simple and conservative: a backquoted command after "ran", "run", "running",
 //! "executed" or "executing" (``I ran `python3 test_x.py` ``) must have run (a command of the record that
@@ -17,8 +17,8 @@
 //! "would", "until", "unless", "must", "to"), needs a passing last run of the latest command naming "test"
 //! (else of the latest command at all), or a passing check.
 //!
-//! Must never: read file contents or ignore files (only metadata: a FIFO must not hang a run), or follow a
-//! symlink out of the workspace.
+//! Must never: read file contents, or an ignore file that is not a regular file (a FIFO must not hang a
+//! run), or follow a symlink out of the workspace.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -43,15 +43,43 @@ pub struct Snapshot {
     files: BTreeMap<PathBuf, (u64, Option<SystemTime>)>,
 }
 
+/// The rules of `root/.gitignore`, when it is a regular file of at most 1 MB.
+fn root_gitignore(root: &Path) -> Option<ignore::gitignore::Gitignore> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(root.join(".gitignore"))
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(1 << 20).read_to_string(&mut text).ok()?;
+    let mut builder = ignore::gitignore::GitignoreBuilder::new(root);
+    for line in text.lines() {
+        // A line the matcher cannot read is left out, as git leaves it.
+        let _ = builder.add_line(None, line);
+    }
+    builder.build().ok()
+}
+
 impl Snapshot {
-    /// Look at the files under `root` (relative paths; [`CACHE_DIRS`] left out).
+    /// Look at the files under `root` (relative paths; [`CACHE_DIRS`] and ignored files left out).
     pub fn take(root: &Path) -> Snapshot {
         let mut files = BTreeMap::new();
-        // No ignore file is read (one may be a FIFO, and reading it would hang the run): only metadata.
+        // The workspace's top `.gitignore` leaves build output out. Read here, opened without blocking and
+        // only when it is a regular file (a FIFO must not hang the run); no other ignore file is read.
+        let ignored = root_gitignore(root);
         let walker = ignore::WalkBuilder::new(root)
             .standard_filters(false)
             .follow_links(false)
-            .filter_entry(|e| !CACHE_DIRS.iter().any(|d| e.file_name() == *d))
+            .filter_entry(move |e| {
+                let dir = e.file_type().is_some_and(|t| t.is_dir());
+                !CACHE_DIRS.iter().any(|d| e.file_name() == *d)
+                    && !ignored.as_ref().is_some_and(|g| g.matched(e.path(), dir).is_ignore())
+            })
             .build();
         for entry in walker.flatten().take(SNAPSHOT_MAX_FILES) {
             let path = entry.path();
@@ -245,8 +273,32 @@ pub fn challenge(problems: &[String], files: &[String], commands: &[CommandRun])
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_snapshot_sees_changes_but_not_caches_ignored_output_or_a_fifo() {
+        let root = std::env::temp_dir().join(format!("tooloop-evidence-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("build")).unwrap();
+        std::fs::write(root.join(".gitignore"), "build/\n").unwrap();
+        std::fs::write(root.join("a.py"), "a").unwrap();
+        let before = Snapshot::take(&root);
+        std::fs::write(root.join("a.py"), "changed").unwrap();
+        std::fs::write(root.join("new.py"), "n").unwrap();
+        std::fs::write(root.join("build/out.o"), "o").unwrap();
+        std::fs::create_dir_all(root.join("__pycache__")).unwrap();
+        std::fs::write(root.join("__pycache__/a.pyc"), "c").unwrap();
+        let mut changed = before.changed();
+        changed.sort();
+        assert_eq!(changed, vec!["a.py", "new.py"]);
+        // A FIFO where the ignore file is: not read (it would block), the walk goes on.
+        std::fs::remove_file(root.join(".gitignore")).unwrap();
+        nix::unistd::mkfifo(&root.join(".gitignore"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(Snapshot::take(&root).files.contains_key(Path::new("a.py")));
+        let _ = std::fs::remove_dir_all(&root);
+    }
 
     fn run(command: &str, code: i32) -> CommandRun {
         CommandRun { command: command.into(), exit_code: Some(code) }
