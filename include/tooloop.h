@@ -685,6 +685,15 @@ extern "C" {
  *   again), the next request goes once at that temperature, if the request sets a lower one.
  *   Neither guard ever refuses or judges a call of a tool marked not idempotent
  *   (`tooloop_agent_set_tool_idempotent`).
+ * - `"check"`: a check to finish against (default none), a shell command run in the workspace with the
+ *   built-in bash's sandbox (at most `"check_timeout"` seconds, default 120) when the model answers, if it
+ *   has not run yet or something changed since; its failure goes back to the model with the failing lines
+ *   and the run goes on; the result JSON's `"check"` says `"passed"` only once it passes, and stop_reason
+ *   `"check_failed"` when turns run out or the model answers again with nothing changed. The workspace
+ *   files the command runs or names are read-only to the agent for the run.
+ * - `"expect_changes"`: the task asks for changes (default false): an answer with no file changed is told
+ *   once what the run did, then the result JSON says `"unverified"`. `"verify_claims"` (default false): the
+ *   same for an answer that says a command ran or a test passed when the run's record shows otherwise.
  * - `"context_window"`: the model's context window in tokens (default: from the model's name, e.g. 200000
  *   for Claude models; set it for local models); `tooloop_agent_context_window` reads the one in use.
  * - `"compaction"`: `"auto"` (default) or `"off"`. With `"auto"`, before a request that would fill more than
@@ -757,7 +766,10 @@ void tooloop_agent_free(tooloop_agent *agent);
  *   caller frees with `tooloop_string_free`: `{"text": "<last turn's text>", "stop_reason": "end_turn",
  *   "turns": 2, "usage": {...}, "tool_calls": [{"id", "name", "input", "output", "is_error",
  *   "duration_ms"}, ...], "max_turns_reached": false, "message": {<the last assistant message>},
- *   "cost_usd": 0.0012, "output": <the structured answer with "output_schema", else null>}`.
+ *   "cost_usd": 0.0012, "output": <the structured answer with "output_schema", else null>,
+ *   "check": {"command", "passed", "exit_code", "output_tail", "runs"} or null without `"check"`,
+ *   "files_changed": ["src/a.py", ...], "commands_run": [{"command", "exit_code"}, ...],
+ *   "unverified": null or what the answer claims that the run's record does not show}`.
  *   On failure it is left unchanged.
  *
  * Whatever happens, the conversation stays valid: the input, every finished model turn and every tool

@@ -267,6 +267,22 @@ pub struct AgentOptions {
     /// [`Agent::set_fallback_models`].
     #[serde(deserialize_with = "de_fallback_models")]
     pub fallback_models: Vec<crate::agent::ModelSpec>,
+    /// A check to finish against (default none): a shell command run in the workspace with the built-in
+    /// `bash`'s sandbox when the model answers; its failure goes back to the model, the run ends `ok` only
+    /// once it passes, and the workspace files it runs or names are read-only for the run. See [`crate::check`].
+    #[serde(deserialize_with = "de_string")]
+    pub check: Option<String>,
+    /// Seconds the check may run (default 120).
+    #[serde(deserialize_with = "de_check_timeout")]
+    pub check_timeout: f64,
+    /// The task asks for changes (default false): an answer with no file changed is challenged once, then
+    /// the result says `unverified`. See [`crate::evidence`].
+    #[serde(deserialize_with = "de_false")]
+    pub expect_changes: bool,
+    /// Hold the final answer to the run's record (default false): an answer that says a command ran or a
+    /// test passed when the record shows otherwise is challenged once, then the result says `unverified`.
+    #[serde(deserialize_with = "de_false")]
+    pub verify_claims: bool,
 }
 
 impl Default for AgentOptions {
@@ -318,6 +334,10 @@ impl Default for AgentOptions {
             output_retries: 2,
             output_mode: crate::output::OutputMode::Auto,
             fallback_models: Vec::new(),
+            check: None,
+            check_timeout: crate::check::DEFAULT_CHECK_TIMEOUT_SECS as f64,
+            expect_changes: false,
+            verify_claims: false,
         }
     }
 }
@@ -328,7 +348,7 @@ fn invalid(key: &str, message: impl Into<String>) -> Error {
 
 impl AgentOptions {
     /// Every key the JSON form may hold.
-    pub const KEYS: [&'static str; 46] = [
+    pub const KEYS: [&'static str; 50] = [
         "provider",
         "model",
         "system",
@@ -375,6 +395,10 @@ impl AgentOptions {
         "output_retries",
         "output_mode",
         "fallback_models",
+        "check",
+        "check_timeout",
+        "expect_changes",
+        "verify_claims",
     ];
 
     /// Parse a JSON object of options. Errors are [`Error::InvalidOption`] naming the key.
@@ -505,6 +529,12 @@ impl AgentOptions {
                 retries: self.output_retries,
                 mode: self.output_mode,
             }),
+            check: self.check.clone().filter(|c| !c.trim().is_empty()).map(|command| crate::check::CheckSpec {
+                command,
+                timeout: Duration::from_secs_f64(self.check_timeout),
+            }),
+            expect_changes: self.expect_changes,
+            verify_claims: self.verify_claims,
         })
         .and_then(|c| self.check_prices(c))
     }
@@ -832,6 +862,20 @@ fn de_compaction<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D
         Value::String(s) if s == "auto" => Ok(true),
         Value::String(s) if s == "off" => Ok(false),
         v => Err(D::Error::custom(format!("must be \"auto\" or \"off\", got {}", got(&v)))),
+    }
+}
+
+fn de_check_timeout<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
+    let v = value(d)?;
+    if v.is_null() {
+        return Ok(crate::check::DEFAULT_CHECK_TIMEOUT_SECS as f64);
+    }
+    let what = "a positive number of seconds (at most one day)";
+    let s = number::<D::Error>(&v, what)?;
+    if (1.0..=86_400.0).contains(&s) {
+        Ok(s)
+    } else {
+        Err(D::Error::custom(format!("must be {what}, got {}", got(&v))))
     }
 }
 

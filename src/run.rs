@@ -25,6 +25,15 @@ pub struct ToolCallRecord {
     pub duration_ms: u64,
 }
 
+/// One shell-kind call of a run, on [`RunResult::commands_run`] (see [`crate::evidence`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CommandRun {
+    /// The command as the model sent it.
+    pub command: String,
+    /// Its exit code (`None`: it did not finish — timed out, refused, could not start).
+    pub exit_code: Option<i32>,
+}
+
 /// The outcome of a run that ended normally.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RunResult {
@@ -48,4 +57,15 @@ pub struct RunResult {
     /// The structured answer, valid against `output_schema` (`None` without a schema, or when the run
     /// stopped before an answer: max_turns with policy `Return`, the runaway guard).
     pub output: Option<Value>,
+    /// The `check` option's verdict (`None` without a check): `passed` only when its last run exited 0. See
+    /// [`crate::check`].
+    pub check: Option<crate::check::CheckResult>,
+    /// Workspace files this run changed (relative paths): written by write-kind tools, and, when the run
+    /// has a workspace and a shell tool, changed by commands. See [`crate::evidence`].
+    pub files_changed: Vec<String>,
+    /// The shell-kind calls of this run, each with its exit code.
+    pub commands_run: Vec<CommandRun>,
+    /// With `verify_claims`/`expect_changes`: what the final answer claims that the run's record does not
+    /// show, after the model was told once (`None`: nothing, or not checked).
+    pub unverified: Option<String>,
 }

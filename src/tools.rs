@@ -255,6 +255,25 @@ pub struct ToolRegistry {
     max_output_bytes: Arc<std::sync::atomic::AtomicUsize>,
     /// Values replaced by `[redacted]` in every result; held in memory only, never logged or written.
     secrets: Arc<RwLock<Vec<String>>>,
+    /// Paths the current run holds read-only (see [`ToolRegistry::set_run_protected`]).
+    run_protected: RunProtected,
+}
+
+/// Workspace paths (relative) a run holds read-only beyond the built-in `bash`'s own `protected_paths`:
+/// the files a run's `check` command runs or names (see [`crate::check`]). Shared by a registry and the
+/// built-in tools registered in it; empty between runs.
+#[derive(Clone, Debug, Default)]
+pub struct RunProtected(Arc<RwLock<Vec<std::path::PathBuf>>>);
+
+impl RunProtected {
+    /// The paths held read-only now.
+    pub fn get(&self) -> Vec<std::path::PathBuf> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set(&self, paths: Vec<std::path::PathBuf>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = paths;
+    }
 }
 
 /// What a secret value is replaced with in tool results.
@@ -295,6 +314,17 @@ impl ToolRegistry {
         }
         // Longest first, so a secret that contains another is replaced whole.
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    }
+
+    /// Hold these workspace paths (relative) read-only for the built-in `bash` from now on, beside its own
+    /// `protected_paths` (empty: none). The loop sets the run's check files here and clears them at its end.
+    pub fn set_run_protected(&self, paths: Vec<std::path::PathBuf>) {
+        self.run_protected.set(paths);
+    }
+
+    /// The shared set behind [`ToolRegistry::set_run_protected`], for a tool that honours it.
+    pub fn run_protected(&self) -> RunProtected {
+        self.run_protected.clone()
     }
 
     /// Redact `other`'s secrets here too (a child agent's tools hide what the parent's hide).

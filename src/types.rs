@@ -258,6 +258,9 @@ pub enum StopReason {
     /// Not from the API: the run stopped because the next request would have taken the agent's spend past
     /// `max_cost_usd`.
     Budget,
+    /// Not from the API: the run ended with the `check` command still failing (turns ran out, or the
+    /// model answered again with nothing changed since the check failed).
+    CheckFailed,
     /// A value this version does not know, kept verbatim.
     Other(String),
 }
@@ -275,6 +278,7 @@ impl StopReason {
             StopReason::ModelContextWindowExceeded => "model_context_window_exceeded",
             StopReason::Repetition => "repetition",
             StopReason::Budget => "budget",
+            StopReason::CheckFailed => "check_failed",
             StopReason::Other(s) => s,
         }
     }
@@ -291,6 +295,7 @@ impl StopReason {
             "model_context_window_exceeded" => StopReason::ModelContextWindowExceeded,
             "repetition" => StopReason::Repetition,
             "budget" => StopReason::Budget,
+            "check_failed" => StopReason::CheckFailed,
             other => StopReason::Other(other.to_string()),
         }
     }

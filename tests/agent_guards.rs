@@ -50,8 +50,10 @@ fn the_same_call_again_and_again_is_answered_by_the_guard_then_the_run_stops() {
     let result = result.unwrap();
     assert_eq!(result.stop_reason, Some(StopReason::Repetition));
     assert_eq!(calls.load(Ordering::SeqCst), 2, "only the first two identical calls ran");
-    assert_eq!(result.turns, 5);
-    assert_eq!(provider.remaining(), 5);
+    // The stop at turn 5, then one request with tools off for the answer; its call is answered, not run.
+    assert_eq!(result.turns, 6);
+    assert_eq!(provider.remaining(), 4);
+    assert_eq!(result.tool_calls.len(), 5, "the call sent with tools off is no tool call of the run");
     let guard: Vec<(u32, bool)> = events
         .iter()
         .filter_map(|e| if let Event::Repetition { count, stopped, .. } = e { Some((*count, *stopped)) } else { None })
@@ -165,7 +167,8 @@ fn an_other_call_in_between_starts_the_count_again_and_the_guard_can_be_turned_o
     let calls = Arc::new(AtomicUsize::new(0));
     agent.tools().register(echo_tool(calls.clone())).unwrap();
     let r = run_collect(&agent, "go").0.unwrap();
-    assert_eq!((r.stop_reason, r.turns, calls.load(Ordering::SeqCst)), (Some(StopReason::Repetition), 3, 1));
+    // Stopped at turn 3; turn 4 is the answer with tools off.
+    assert_eq!((r.stop_reason, r.turns, calls.load(Ordering::SeqCst)), (Some(StopReason::Repetition), 4, 1));
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -420,8 +420,13 @@ fn the_wrap_up_is_sent_once_and_calls_a_server_sends_anyway_are_not_run_and_end_
     }
     let mock = MockServer::start(&scripted("progress detection", &steps));
     let ws = Ws::new("wrapup-failing");
-    let _ = run(&mock, &ws, json!({}));
-    assert!(mock.requests().iter().all(|r| r["body"].get("tool_choice").is_none()));
+    let (result, _) = run(&mock, &ws, json!({}));
+    let requests = mock.requests();
+    let (last, before) = requests.split_last().unwrap();
+    assert!(before.iter().all(|r| r["body"].get("tool_choice").is_none()));
+    // The cycle's stop then asks once for the answer with tools off (a guard's stop still answers).
+    assert_eq!(result.stop_reason, Some(StopReason::Repetition));
+    assert_eq!(last["body"]["tool_choice"], json!({"type": "none"}));
 }
 
 #[test]

@@ -408,6 +408,15 @@ class Agent:
     "native", "tool"); an invalid answer goes back to the model with the errors at most ``output_retries``
     times, then ``OutputValidationError``.
 
+    ``check="python3 test_x.py"`` is a check to finish against: run in the workspace (the built-in bash's
+    sandbox, at most ``check_timeout`` seconds, default 120) when the model answers, if it has not run yet or
+    something changed since; its failure goes back to the model with the failing lines and the run goes on;
+    the run ends with ``result.check["passed"]`` only once it passes (``stop_reason == "check_failed"`` when
+    turns run out, or the model answers again with nothing changed). The workspace files the command runs or
+    names are read-only to the agent for the run. Every result carries ``files_changed`` and
+    ``commands_run``; ``expect_changes=True`` (the task asks for changes) and ``verify_claims=True`` (an answer
+    saying a command ran or a test passed) hold the answer to them: told once, then ``result.unverified``.
+
     ``progress_guard=True`` (or ``{"stop_after": N, "wrap_up": bool, "unstick_temperature": T}``) turns on the
     coding agent's guards, off by default in the library (the ``tooloop`` command turns them on): the same call
     with the same input a third time in a row is refused, turns that change nothing get a note and then end the
@@ -486,6 +495,10 @@ class Agent:
         output_retries: int = _UNSET,
         output_mode: str = _UNSET,
         fallback_models: Optional[Sequence[Union[str, Dict[str, Any]]]] = _UNSET,
+        check: Optional[str] = _UNSET,
+        check_timeout: float = _UNSET,
+        expect_changes: bool = _UNSET,
+        verify_claims: bool = _UNSET,
     ) -> None:
         if provider is not _UNSET and not isinstance(provider, str) and not callable(provider):
             raise ConfigError(f"provider must be 'anthropic', 'openai' or a callable, got {type(provider).__name__}")

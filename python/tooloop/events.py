@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Literal, Optional, Tuple, Union
 
-    from .types import Todo
+    from .types import CheckResult, CommandRun, Todo
 
 __all__ = [
     "Usage",
@@ -168,10 +168,15 @@ class RunResult(_Record):
     estimated cost in USD from the core's price table (None for a model without a known price; also in
     ``usage.cost_usd``); ``output`` the structured answer, valid against ``output_schema`` (an instance of
     its class when a class was given; None without a schema).
+
+    The run's record: ``files_changed`` (workspace paths written by write-kind tools or changed by commands)
+    and ``commands_run`` (``{"command", "exit_code"}`` of each shell call); ``check`` what the ``check``
+    command said (None without one: see ``tooloop.types.CheckResult``); ``unverified`` what the final answer
+    claims that the record does not show, after the model was told once (None: nothing, or not checked).
     """
 
     __slots__ = ("text", "stop_reason", "turns", "usage", "tool_calls", "max_turns_reached", "message",
-                 "cost_usd", "output")
+                 "cost_usd", "output", "check", "files_changed", "commands_run", "unverified")
     _fields = __slots__
 
     text: str
@@ -183,13 +188,21 @@ class RunResult(_Record):
     message: Optional[Dict[str, Any]]
     cost_usd: Optional[float]
     output: Any
+    check: Optional[CheckResult]
+    files_changed: List[str]
+    commands_run: List[CommandRun]
+    unverified: Optional[str]
 
     def __init__(self, text: str, stop_reason: Optional[str], turns: int, usage: Usage,
                  tool_calls: List[ToolCallRecord], max_turns_reached: bool = False,
                  message: Optional[Dict[str, Any]] = None, cost_usd: Optional[float] = None,
-                 output: Any = None) -> None:
+                 output: Any = None, check: Optional[CheckResult] = None,
+                 files_changed: Optional[List[str]] = None, commands_run: Optional[List[CommandRun]] = None,
+                 unverified: Optional[str] = None) -> None:
         self._init(text=text, stop_reason=stop_reason, turns=turns, usage=usage, tool_calls=tool_calls,
-                   max_turns_reached=max_turns_reached, message=message, cost_usd=cost_usd, output=output)
+                   max_turns_reached=max_turns_reached, message=message, cost_usd=cost_usd, output=output,
+                   check=check, files_changed=list(files_changed or []), commands_run=list(commands_run or []),
+                   unverified=unverified)
 
     @classmethod
     def _from(cls, d: Dict[str, Any]) -> RunResult:
@@ -205,6 +218,10 @@ class RunResult(_Record):
             message=d.get("message"),
             cost_usd=cost_usd,
             output=d.get("output"),
+            check=d.get("check"),
+            files_changed=d.get("files_changed") or [],
+            commands_run=d.get("commands_run") or [],
+            unverified=d.get("unverified"),
         )
 
 

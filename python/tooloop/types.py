@@ -34,6 +34,8 @@ __all__ = [
     "BackgroundCommand",
     "DbSession",
     "CompactionRecord",
+    "CheckResult",
+    "CommandRun",
 ]
 
 #: A content block as the Messages API spells it (``{"type": "text", "text": ...}``, ``tool_use``,
@@ -220,3 +222,23 @@ class CompactionRecord(TypedDict, total=False):
     cleared: int
     summary: Optional[str]
     fallback_reason: Optional[str]
+
+
+class CheckResult(TypedDict):
+    """``RunResult.check``: what the ``check`` command said. ``passed`` only when its last run exited 0
+    (``False`` when it never ran); ``exit_code`` None when it never ran, timed out or could not start;
+    ``output_tail`` the last lines of its last run (at most 60 lines, 4 kB); ``runs`` how often it ran."""
+
+    command: str
+    passed: bool
+    exit_code: Optional[int]
+    output_tail: str
+    runs: int
+
+
+class CommandRun(TypedDict):
+    """One entry of ``RunResult.commands_run``: a shell-kind call (the built-in ``bash``) and its exit code
+    (None: it did not finish)."""
+
+    command: str
+    exit_code: Optional[int]

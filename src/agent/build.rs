@@ -83,6 +83,10 @@ impl Agent {
             todo_reminder_after: None,
             // The child spends from the parent's ledger (below), under the parent's cap.
             max_cost_usd: parent.max_cost_usd,
+            // The parent's check and claims are held at the parent's answer, not the child's.
+            check: None,
+            expect_changes: false,
+            verify_claims: false,
             ..parent
         };
         let model = config.model.clone();
@@ -131,6 +135,8 @@ impl Agent {
         child.set_hooks(lock(&self.hooks).for_child());
         *lock(&child.rules) = lock(&self.rules).clone();
         *lock(&child.workspace) = lock(&self.workspace).clone();
+        // finish.rs: the parent's check files stay read-only to what the child runs, too.
+        child.tools.set_run_protected(self.tools.run_protected().get());
         let parent_id = call.id.clone();
         let mut forward = |ev: &Event| {
             on_event(&Event::Subagent {

@@ -73,6 +73,12 @@ pub struct AgentConfig {
     /// Structured output (`None`: a plain text answer): the final answer must be JSON valid against the
     /// schema; see [`crate::output`].
     pub output: Option<crate::output::OutputSpec>,
+    /// A check to finish against (`None`: none); see [`crate::check`] and the `check` option.
+    pub check: Option<crate::check::CheckSpec>,
+    /// The task asks for changes: an answer with no file changed is challenged once (see [`crate::evidence`]).
+    pub expect_changes: bool,
+    /// Hold the final answer's claims (a command ran, a test passed) to the run's record, once.
+    pub verify_claims: bool,
 }
 
 /// The runaway guard: a model that makes the same tool call (same name, same input) again and again in a
@@ -133,6 +139,9 @@ impl Default for AgentConfig {
             compaction_model: None,
             max_cost_usd: None,
             output: None,
+            check: None,
+            expect_changes: false,
+            verify_claims: false,
         }
     }
 }

@@ -443,6 +443,10 @@ impl Agent {
             } else if cancel.is_cancelled() {
                 b.outcomes[k] =
                     Some(CallOutcome::error("interrupted: the run was cancelled before this tool call ran"));
+            } else if let Some(why) = self.check_refusal(call) {
+                // finish.rs: the check's files are read-only for the run, whoever would allow the write.
+                b.denied[k] = true;
+                b.outcomes[k] = Some(CallOutcome::error(format!("Permission denied: {why}")));
             } else {
                 let kind = self.tools.get(&call.name).map(|t| t.kind).unwrap_or_default();
                 let gate = gate(call, &kind, rules.as_ref(), hooks, permission.as_ref(), pausing, on_event);

@@ -22,6 +22,7 @@ mod config;
 mod dispatch;
 mod driver;
 mod events;
+mod finish;
 mod fit;
 mod run_loop;
 mod spans;

@@ -13,6 +13,8 @@ pub(super) struct RunState {
     pub(super) since_todo: u32,
     /// Structured answers the model gave in this run (the first one and its corrections).
     pub(super) output_attempts: u32,
+    /// finish.rs: the check, the record, a guard's last answer.
+    pub(super) finish: super::finish::Finish,
 }
 
 /// How a model turn's answer is read: in one [`Provider::send`](crate::provider::Provider::send), or pulled
@@ -151,6 +153,10 @@ fn new_run() -> RunResult {
         message: None,
         cost_usd: None,
         output: None,
+        check: None,
+        files_changed: Vec::new(),
+        commands_run: Vec::new(),
+        unverified: None,
     }
 }
 
@@ -439,6 +445,8 @@ impl Agent {
                 let Looping { cancel, run, state, pausing, .. } = l;
                 match self.tools_step(&mut tools, *pausing, state, cancel, run, on_event) {
                     Ok(None) => Ok(Next::Go(Phase::Tools(tools))),
+                    // finish.rs: a guard stopped the run; one more request with tools off is its answer.
+                    Ok(Some(true)) if self.guard_wrap_up(state) => Ok(Next::Go(Phase::Between)),
                     Ok(Some(true)) => {
                         run.stop_reason = Some(StopReason::Repetition);
                         Ok(Next::End)
@@ -454,8 +462,14 @@ impl Agent {
                 l.phase = phase;
                 return None;
             }
-            Ok(Next::End) => Ok(std::mem::replace(&mut l.run, new_run())),
-            Err(e) => Err(e),
+            Ok(Next::End) => {
+                self.finish_end(&mut l.state, Some(&mut l.run));
+                Ok(std::mem::replace(&mut l.run, new_run()))
+            }
+            Err(e) => {
+                self.finish_end(&mut l.state, None);
+                Err(e)
+            }
         };
         self.end_fallbacks(&mut l.fallbacks);
         crate::trace::end_run(&span, outcome.as_ref());
@@ -481,14 +495,20 @@ impl Agent {
         if cancel.is_cancelled() {
             return Err(Error::Cancelled { partial: None });
         }
+        self.finish_begin(state, run);
+        // finish.rs: a guard stopped the run, and this request is its answer with tools off (past max_turns too).
+        let guard_wrap_up = Agent::take_guard_wrap_up(state);
         let (max_turns, policy) = {
             let c = lock(&self.config);
             (c.max_turns, c.max_turns_policy)
         };
-        if let Some(max) = max_turns {
+        if let Some(max) = max_turns.filter(|_| !guard_wrap_up) {
             if run.turns >= max {
                 let note = format!("stopped: max_turns={max} reached");
                 self.record(Entry::new(EntryRole::System, vec![ContentBlock::text(note)]))?;
+                if self.check_at_cap(state, run, cancel) {
+                    return Ok(Next::End);
+                }
                 return match policy {
                     MaxTurnsPolicy::Error => Err(Error::MaxTurns { turns: max }),
                     MaxTurnsPolicy::Return => {
@@ -507,8 +527,8 @@ impl Agent {
         on_event(&Event::TurnStart { turn });
         // progress.rs: this request with tools disabled (the second time, without them), unless the host
         // chose a tool_choice of its own.
-        let wrap_up =
-            state.progress.take_wrap_up() && crate::progress::wrap_up_applies(self.request().tool_choice.as_ref());
+        let wrap_up = guard_wrap_up
+            || state.progress.take_wrap_up() && crate::progress::wrap_up_applies(self.request().tool_choice.as_ref());
         let without_tools = wrap_up && state.progress.wrap_up_without_tools();
         let wrap_up = (wrap_up, without_tools);
         match self.turn_request(wrap_up, cancel, run, on_event)? {
@@ -628,12 +648,21 @@ impl Agent {
         wrap_up: bool,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<Next> {
-        let Looping { run, state, .. } = l;
+        let Looping { run, state, cancel, .. } = l;
         run.text = message.text();
         run.stop_reason = message.stop_reason.clone();
         run.message = Some(message.clone());
         let calls: Vec<ToolUseBlock> = message.tool_uses().into_iter().cloned().collect();
         let output = lock(&self.config).output.clone();
+        if Agent::answered_guard_wrap_up(state) {
+            // finish.rs: a guard's last answer, with tools off; calls sent anyway are answered, not run.
+            for call in &calls {
+                let result = crate::progress::WRAP_UP_IGNORED;
+                self.record(Entry::tool_result(&call.id, &call.name, Value::String(result.into()), true))?;
+            }
+            run.stop_reason = Some(StopReason::Repetition);
+            return Ok(Next::End);
+        }
         match message.stop_reason.clone() {
             Some(stop @ (StopReason::MaxTokens | StopReason::ModelContextWindowExceeded | StopReason::Refusal)) => {
                 // The turn was cut off (a call's input may be incomplete) or refused: never run its calls,
@@ -702,6 +731,13 @@ impl Agent {
                     if let Verdict::Retry = self.text_answer(&message, spec, state, run)? {
                         return Ok(Next::Go(Phase::Between));
                     }
+                }
+                // finish.rs: the check and the run's record may keep it going, once told why.
+                if self.before_answer(state, run, cancel)? {
+                    return Ok(Next::Go(Phase::Between));
+                }
+                if run.stop_reason == Some(StopReason::CheckFailed) {
+                    return Ok(Next::End);
                 }
                 // The run would end here: `on_stop` may keep it going with a new user message.
                 let on_stop = lock(&self.hooks).on_stop.clone();

@@ -168,7 +168,8 @@ pub fn register_owned(registry: &ToolRegistry, opts: &BuiltinOptions) -> Result<
         let tool = match name {
             "bash" => {
                 let background = Arc::clone(&background);
-                Tool::new(name, description, schema, Bash { ws, opts: bash_opts.clone(), background })?
+                let run_protected = registry.run_protected();
+                Tool::new(name, description, schema, Bash { ws, opts: bash_opts.clone(), background, run_protected })?
             }
             "read_file" => Tool::new(name, description, schema, ReadFile { ws })?,
             "write_file" => Tool::new(name, description, schema, WriteFile { ws })?,
@@ -205,6 +206,8 @@ pub struct Bash {
     pub opts: BashOptions,
     /// Where background commands are kept (shared with `bash_output` and `bash_kill`).
     pub background: Arc<BackgroundShells>,
+    /// Paths the current run holds read-only beside `opts.protected_paths` (a run's check files).
+    pub run_protected: crate::tools::RunProtected,
 }
 
 impl ToolHandler for Bash {
@@ -225,6 +228,17 @@ impl ToolHandler for Bash {
             &confined
         } else {
             &self.opts
+        };
+        // The run's check files (check.rs): read-only to the command like the configured protected paths.
+        let extra = self.run_protected.get();
+        let widened;
+        let opts = if extra.is_empty() {
+            opts
+        } else {
+            let mut protected = opts.protected_paths.clone();
+            protected.extend(extra.into_iter().filter(|p| !opts.protected_paths.contains(p)));
+            widened = BashOptions { protected_paths: protected, ..opts.clone() };
+            &widened
         };
         match input.get("run_in_background") {
             Some(Value::Bool(true)) => reply(self.background.start(&self.ws, input, opts)),

@@ -46,6 +46,7 @@ tests=(
   "run_steps          c_run_steps.json"
   "run_steps_hpp      c_run_steps.json"
   "responses_provider responses_reasoning_tool.json   requests"
+  "check_evidence     c_check_evidence.json"
 )
 # mcp_server starts tests/mcp/fastmcp_server.py with $TOOLOOP_TEST_PYTHON.
 export TOOLOOP_REPO_ROOT="$root"

@@ -125,11 +125,12 @@ def test_session_start_adds_context_and_a_stop_hook_exiting_2_keeps_the_run_goin
             f"(open('{mark}','w').close(), sys.stderr.write('run the tests first'), sys.exit(2)) "
             f"if not os.path.exists('{mark}') else None\"")
     user_settings(tmp_path, {"hooks": {"SessionStart": [hook("echo 'Today: fix bug 7.'")], "Stop": [hook(stop)]}})
-    scenario = {"responses": [text_reply("Done, I think."), text_reply("Tests pass now.")]}
+    # (An answer saying the tests pass with none run would be challenged first: see test_check.py.)
+    scenario = {"responses": [text_reply("Done, I think."), text_reply("Bug 7 is explained now.")]}
     with MockServer(scenario) as mock:
-        proc = run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "--yes", "fix it")
+        proc = run(tooloop_exe, ws, env_for(tmp_path, mock), "-p", "--yes", "look into it")
         reqs = mock.requests()
-    assert proc.returncode == 0 and "Tests pass now." in proc.stdout
+    assert proc.returncode == 0 and "Bug 7 is explained now." in proc.stdout
     assert len(reqs) == 2
     assert "Today: fix bug 7." in json.dumps(reqs[0]["body"]["messages"][0])
     assert "run the tests first" in json.dumps(reqs[1]["body"]["messages"][-1])

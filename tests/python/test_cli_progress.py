@@ -59,11 +59,15 @@ def test_a_model_that_cycles_is_stopped_and_the_line_names_the_cycle(tooloop_exe
     steps = []
     for i in range(4):
         steps += [tool_reply((f"r{i}{k}", "read_file", {"path": name})) for k, name in enumerate(names)]
+    steps[6] = text_reply("The notes say notes, other and third.")
     with MockServer({"responses": steps}) as mock:
         proc = run(tooloop_exe, ws, cli_env(tmp_path, mock), "summarize the notes")
         reqs = mock.requests()
-    assert proc.returncode == 1 and len(reqs) == 6
-    assert all(r["body"].get("tool_choice") is None for r in reqs)
+    # The stop, then one request with tools off for the answer (a guard's stop still answers).
+    assert proc.returncode == 1 and len(reqs) == 7
+    assert all(r["body"].get("tool_choice") is None for r in reqs[:6])
+    assert reqs[6]["body"]["tool_choice"] == {"type": "none"}
+    assert "The notes say notes, other and third." in proc.stdout
     assert "a cycle: read_file(notes.txt), then read_file(other.txt), then read_file(third.txt)" in proc.stderr
     assert proc.stderr.strip().count("\n") == 0
 

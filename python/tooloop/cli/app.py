@@ -361,6 +361,14 @@ def main(argv: Optional[List[str]] = None) -> int:
                                  ask=(lambda q: ask_key(q, renderer, abort)) if interactive else None,
                                  skipped=renderer.notice if interactive else _say, files=loaded.files)
     options["instruction_files"] = not args.no_instructions
+    # The answer is held to the run's record (evidence.py): claims always; "no file changed" when the task
+    # reads as a change request.
+    from .evidence import asks_for_changes
+    options["verify_claims"] = True
+    # Not in plan or read-only mode: nothing may change there.
+    options["expect_changes"] = task is not None and asks_for_changes(task) and not (args.plan or args.read_only)
+    if args.check:
+        options["check"] = args.check
     if args.max_budget_usd is not None:
         options["max_cost_usd"] = args.max_budget_usd
     if loaded.hooks:
@@ -525,6 +533,12 @@ def one_shot(agent: tooloop.Agent, task: Prompt, settings: Settings, renderer: R
                                 context.window_of(agent, settings))
         renderer.status(status_line(settings.model, outcome.turns, outcome.usage, ctx=ctx))
     stop = (result.stop_reason if result is not None else None) or ""
+    from .evidence import verdict_lines
+    lines, unproven = verdict_lines(result)
+    for line in lines:
+        _say(line)
+    if stop == "check_failed" or (unproven and stop not in ("repetition", "budget")):
+        return EXIT_FAILED
     if stop == "repetition":
         _say(repetition_line(outcome.repetition))
         return EXIT_FAILED

@@ -178,6 +178,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress-guard", action="store_true",
                    help="let the model go on when its tool calls change nothing (by default turns that rewrite "
                    "identical files, repeat the same output or cycle get a note, and after 2 more the task stops)")
+    p.add_argument("--check", metavar="CMD",
+                   help="a check to finish against, e.g. --check 'python3 test_x.py': run in the sandbox when the "
+                   "model answers, its failure goes back to the model, the task is done only when it passes "
+                   "(exit 1 otherwise); the files it runs or names are read-only to the agent")
     p.add_argument("--no-subagents", action="store_true", help="no task tool (explore and general subagents)")
     p.add_argument("--workspace", "-w", metavar="DIR",
                    help="the project folder the agent works in (default: the current folder)")

@@ -147,17 +147,24 @@ def run_json(agent: Agent, task: Prompt, settings: Settings, abort: threading.Ev
         return EXIT_FAILED
     stop = result.stop_reason or ("max_turns" if result.max_turns_reached else None)
     subtype = {"budget": "error_budget", "max_turns": "error_max_turns"}.get(stop or "", "success")
-    failed = subtype != "success" or stop in ("repetition", "max_tokens", "refusal")
+    from .evidence import verdict_lines
+    verdicts, unproven = verdict_lines(result)
+    failed = subtype != "success" or unproven or stop in ("repetition", "max_tokens", "refusal", "check_failed")
     if failed and subtype == "success":
         subtype = "error"
-    if failed:
+    for line in verdicts:
+        print(f"tooloop: {line}", file=sys.stderr, flush=True)
+    if failed and not unproven:
         from .runner import budget_line
         line = budget_line(budget) if stop == "budget" else f"the run stopped: {stop}"
         print(f"tooloop: {line}", file=sys.stderr, flush=True)
     out.line({"type": "result", "subtype": subtype, "is_error": failed, "result": result.text,
               "output": to_json(getattr(result, "output", None)), "stop_reason": stop,
               "num_turns": result.turns or turns, "usage": usage_json(result.usage),
-              "total_cost_usd": result.cost_usd, "session_id": out.session_id, "duration_ms": duration_ms})
+              "total_cost_usd": result.cost_usd, "session_id": out.session_id, "duration_ms": duration_ms,
+              "check": getattr(result, "check", None), "files_changed": list(getattr(result, "files_changed", [])),
+              "commands_run": list(getattr(result, "commands_run", [])),
+              "unverified": getattr(result, "unverified", None)})
     return EXIT_FAILED if failed else EXIT_OK
 
 

@@ -227,6 +227,10 @@ class Repl:
             return
         if outcome.status == "cancelled":
             return
+        if outcome.result is not None:
+            from .evidence import verdict_lines
+            for line in verdict_lines(outcome.result)[0]:
+                self.r.notice(line)   # `check passed` / `check failed: …`, `unverified: …`
         if outcome.result is not None and outcome.result.stop_reason == "repetition":
             from .runner import repetition_line
             self.r.notice(repetition_line(outcome.repetition))

@@ -1,0 +1,63 @@
+"""The command's reading of a run's evidence: whether a task asks for changes (the library's
+``expect_changes``), and the lines that say what the check and the record showed.
+
+Must never: judge by anything but the task's words and the result's fields (no I/O).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, List, Optional, Tuple
+
+# A task is a change request when one of these verbs is among its first words (after "please", "can you"
+# ...) and it is not a question: "fix the failing test", "please add a --verbose flag", "rename foo to bar".
+# "why does the test fail?", "explain main.py", "what does x print" are not.
+CHANGE_VERBS = frozenset("""fix add create write implement rename refactor change update remove delete edit replace
+move convert make modify patch rewrite port migrate bump set""".split())
+QUESTION_WORDS = frozenset("what why how where which who when explain describe summarize summarise review is are "
+                           "does do did can could should would list show find tell".split())
+LEAD_IN = frozenset("please can could would you kindly i we need want to just go ahead and".split())
+
+
+def asks_for_changes(task: str) -> bool:
+    """Whether the task text reads as a request to change files (see CHANGE_VERBS): the first word that is
+    not a lead-in ("please", "can you") is a change verb, and the first sentence does not end in "?"."""
+    first = re.split(r"(?<=[.!?])\s|\n", task.strip(), maxsplit=1)[0]
+    if first.rstrip().endswith("?"):
+        return False
+    for word in re.findall(r"[a-z']+", first.lower())[:8]:
+        if word in LEAD_IN:
+            continue
+        return word in CHANGE_VERBS
+    return False
+
+
+def check_line(check: Optional[Any]) -> Optional[str]:
+    """``check passed`` or ``check failed: …`` (None without a check)."""
+    if not check:
+        return None
+    if check.get("passed"):
+        return "check passed"
+    command, code = check.get("command", ""), check.get("exit_code")
+    if not check.get("runs"):
+        return "check failed: it did not run"
+    if code is None:
+        tail = [ln for ln in str(check.get("output_tail") or "").splitlines() if ln.strip()]
+        return f"check failed: `{command}` did not finish: {tail[-1] if tail else 'no output'}"
+    return f"check failed: `{command}` exited {code}"
+
+
+def verdict_lines(result: Optional[Any]) -> Tuple[List[str], bool]:
+    """The lines to say after a run (the check's, an unverified answer's), and whether the run is unproven:
+    its check failed or its answer claims what its record does not show."""
+    if result is None:
+        return [], False
+    lines: List[str] = []
+    check = getattr(result, "check", None)
+    line = check_line(check)
+    if line:
+        lines.append(line)
+    unverified = getattr(result, "unverified", None)
+    if unverified:
+        lines.append(f"unverified: {unverified}")
+    return lines, bool(unverified) or bool(check and not check.get("passed"))

@@ -1,0 +1,129 @@
+"""A run held to something outside the model's word (issue 41 items 1–3), in Python and in the `tooloop`
+command, against the mock server: the ``check`` command (its failure reaches the model, the run ends only
+when it passes, ``check_failed`` when turns run out), the evidence on every result (``files_changed``,
+``commands_run``), a false claim challenged once, and a run a guard stops still answering."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from _support import agent_for, clean_env, run_cli, text_reply, tool_reply
+
+TEST = "import x\nassert x.add(2, 3) == 5, 'add(2, 3) is wrong: ' + repr(x.add(2, 3))\nprint('ok')\n"
+WRONG = "def add(a, b):\n    return a - b\n"
+RIGHT = "def add(a, b):\n    return a + b\n"
+
+
+def _workspace(d: Path) -> Path:
+    d.mkdir(exist_ok=True)
+    (d / "test_x.py").write_text(TEST)
+    (d / "x.py").write_text(WRONG)
+    return d
+
+
+def _write(i: str, path: str, content: str) -> Any:
+    return tool_reply((i, "write_file", {"path": path, "content": content}))
+
+
+def _bash(i: str, command: str) -> Any:
+    return tool_reply((i, "bash", {"command": command}))
+
+
+def _last_message(request: Any) -> str:
+    return json.dumps(request["body"]["messages"][-1])
+
+
+def test_python_check_failure_reaches_the_model_and_the_result_carries_the_check_and_the_evidence(
+        mock: Any, tmp_path: Path) -> None:
+    ws = _workspace(tmp_path / "ws")
+    server = mock({"responses": [
+        text_reply("Done."),
+        _write("w1", "test_x.py", "print('ok')\n"),
+        _write("w2", "x.py", RIGHT),
+        _bash("b1", "echo made > made.txt"),
+        text_reply("Fixed."),
+    ]})
+    agent = agent_for(server, builtin_tools=True, workspace=str(ws), sandbox="off", check="python3 test_x.py")
+    result = agent.run("make the test pass")
+    reqs = server.requests()
+    told = _last_message(reqs[1])
+    assert "The check `python3 test_x.py` failed (exit 1)" in told and "add(2, 3) is wrong: -1" in told
+    refused = _last_message(reqs[2])
+    assert "test_x.py is read-only in this run" in refused, refused
+    assert (ws / "test_x.py").read_text() == TEST
+    assert result.check == {"command": "python3 test_x.py", "passed": True, "exit_code": 0,
+                            "output_tail": "ok", "runs": 2}
+    assert result.files_changed == ["x.py", "made.txt"]
+    assert result.commands_run == [{"command": "echo made > made.txt", "exit_code": 0}]
+    assert result.unverified is None and result.stop_reason == "end_turn"
+
+
+def test_python_a_false_claim_is_challenged_once_then_the_result_says_unverified(mock: Any, tmp_path: Path) -> None:
+    ws = _workspace(tmp_path / "ws")
+    server = mock({"responses": [text_reply("I ran `python3 test_x.py`: the test passed."),
+                                 text_reply("The test passed.")]})
+    agent = agent_for(server, builtin_tools=True, workspace=str(ws), sandbox="off", verify_claims=True)
+    result = agent.run("fix x.py")
+    reqs = server.requests()
+    assert len(reqs) == 2
+    assert "it never ran" in _last_message(reqs[1]) and "files changed: none" in _last_message(reqs[1])
+    assert result.unverified and "no command ran" in result.unverified
+    assert result.files_changed == [] and result.commands_run == []
+
+
+def test_cli_check_that_still_fails_when_turns_run_out_prints_check_failed_and_exits_1(
+        tooloop_exe: str, tmp_path: Path) -> None:
+    ws = _workspace(tmp_path / "ws")
+    steps = [_write("w1", "x.py", "def add(a, b):\n    return a * b\n"), _write("w2", "x.py", WRONG)]
+    from mockctl import MockServer
+    with MockServer({"responses": steps}) as server:
+        proc = run_cli(tooloop_exe, ws, clean_env(tmp_path, server), "-p", "--yes", "--max-turns", "2",
+                       "--sandbox", "off", "--check", "python3 test_x.py", "fix x.py")
+    assert proc.returncode == 1
+    assert "tooloop: check failed: `python3 test_x.py` exited 1" in proc.stderr.splitlines()
+
+
+def test_cli_json_output_carries_the_check_and_the_evidence(tooloop_exe: str, tmp_path: Path) -> None:
+    ws = _workspace(tmp_path / "ws")
+    steps = [_write("w1", "x.py", RIGHT), _bash("b1", "python3 test_x.py"), text_reply("Fixed; the test passes.")]
+    from mockctl import MockServer
+    with MockServer({"responses": steps}) as server:
+        proc = run_cli(tooloop_exe, ws, clean_env(tmp_path, server), "--output-format", "json", "--yes",
+                       "--sandbox", "off", "--check", "python3 test_x.py", "fix x.py")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["check"]["passed"] is True and out["check"]["runs"] == 1
+    assert out["files_changed"] == ["x.py"]
+    assert out["commands_run"] == [{"command": "python3 test_x.py", "exit_code": 0}]
+    assert out["unverified"] is None and out["is_error"] is False
+    assert "tooloop: check passed" in proc.stderr
+
+
+def test_cli_a_change_request_answered_without_a_change_is_told_once_then_exits_1_unverified(
+        tooloop_exe: str, tmp_path: Path) -> None:
+    ws = _workspace(tmp_path / "ws")
+    steps = [text_reply("Renamed add to plus everywhere."), text_reply("Done: renamed.")]
+    from mockctl import MockServer
+    with MockServer({"responses": steps}) as server:
+        proc = run_cli(tooloop_exe, ws, clean_env(tmp_path, server), "-p", "--yes", "rename add to plus")
+        reqs = server.requests()
+    assert len(reqs) == 2
+    assert "the task asks for changes, and no file was changed" in _last_message(reqs[1])
+    assert proc.returncode == 1
+    assert any(line.startswith("tooloop: unverified: the task asks for changes") for line in proc.stderr.splitlines())
+
+
+def test_cli_a_run_the_guard_stops_still_prints_the_models_answer(tooloop_exe: str, tmp_path: Path) -> None:
+    ws = _workspace(tmp_path / "ws")
+    steps = [_bash(f"b{i}", "echo 42") for i in range(5)] + [text_reply("The answer is 42.")]
+    from mockctl import MockServer
+    with MockServer({"responses": steps}) as server:
+        # The runaway guard alone (progress detection has a wrap-up of its own before it stops a run).
+        proc = run_cli(tooloop_exe, ws, clean_env(tmp_path, server), "-p", "--yes", "--sandbox", "off",
+                       "--no-progress-guard", "what does echo 42 print?")
+        reqs = server.requests()
+    assert reqs[-1]["body"].get("tool_choice") == {"type": "none"}
+    assert "The answer is 42." in proc.stdout
+    assert proc.returncode == 1, "the guard fired: the task did not end on its own"
