@@ -304,6 +304,15 @@ impl PermissionRules {
     /// own): a shell tool's `command`, a write tool's `path_field`, a network tool's `url` are what the
     /// rules judge, and an `Edit` rule covers every write tool.
     pub fn decide_kind(&self, name: &str, kind: &ToolKind, input: &Value, workspace: &Path) -> RuleDecision {
+        // A tool that says nothing of itself is judged as the built-in of its name, if there is one: a rule
+        // names its tool (`bash(rm:*)`), and a host's own `bash` must not slip past it for lack of a kind.
+        let builtin;
+        let kind = if *kind == ToolKind::Other {
+            builtin = crate::tools::builtin_kind(name);
+            &builtin
+        } else {
+            kind
+        };
         let subject = kind_of(name, kind, input);
         let script = OnceCell::new();
         let resolved = OnceCell::new();
