@@ -86,7 +86,9 @@ wrappers() {
 
 # Runs "$@" with the target's C compiler, C++ compiler, archiver and linker set to the wrappers. The
 # wrappers sit in a fixed folder of target/ so that every build sees the same values (cc-rs reruns a build
-# script, and cargo rebuilds everything above it, when one of these variables changes).
+# script, and cargo rebuilds everything above it, when one of these variables changes). No debug info in
+# release artifacts (the profile keeps line tables for profiling at home): the wheel strips it anyway, and
+# libtooloop.a would carry 150 MB of it.
 with_zig() {
   local arch=$1; shift
   local triple="$arch-unknown-linux-gnu" dir="$root/target/zig-wrappers/$arch"
@@ -94,7 +96,7 @@ with_zig() {
   T=$(echo "$t" | tr '[:lower:]' '[:upper:]')
   wrappers "$arch" "$dir"
   env "CC_$t=$dir/cc" "CXX_$t=$dir/c++" "AR_$t=$dir/ar" "RANLIB_$t=$dir/ranlib" \
-      "CARGO_TARGET_${T}_LINKER=$dir/cc" "$@"
+      "CARGO_TARGET_${T}_LINKER=$dir/cc" CARGO_PROFILE_RELEASE_DEBUG=0 "$@"
 }
 
 # The Rust standard library for a target: rustup when it lacks it. Never pretends: no target, no build.
@@ -143,9 +145,9 @@ c_tarball() {
   local arch=$1 triple="$1-unknown-linux-gnu"
   local build="$root/target/$triple/release" name="libtooloop-$version-$triple"
   say "C library $name.tar.gz"
-  # -C strip=debuginfo for the shared library only (the flags after -- reach this crate, not its
-  # dependencies, which stay shared with the wheel's build).
-  with_zig "$arch" cargo rustc -p tooloop-capi --lib --release --target "$triple" -- -C strip=debuginfo
+  # The shared library stripped of its local symbols (what it exports stays): the flags after -- reach
+  # this crate only, so its dependencies stay the wheel's build.
+  with_zig "$arch" cargo rustc -p tooloop-capi --lib --release --target "$triple" -- -C strip=symbols
   local stage
   stage=$(mktemp -d)
   local d="$stage/$name"
