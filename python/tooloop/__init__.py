@@ -26,6 +26,7 @@ is built or first needs them.
 from ._tooloop import (DEFAULT_PROTECTED_PATHS, PROVIDERS, __version__, check_aws_credentials, estimate_cost_usd,
                        restore_file, sandbox_support)
 from ._tooloop import context_window as model_context_window
+from ._tooloop import prefers_responses as model_prefers_responses
 from ._tooloop import _set_span_source
 from ._otel import span_sink as _span_sink
 from ._tools import Tool, as_tool, tool
@@ -99,6 +100,7 @@ __all__ = [
     "list_sessions",
     "sandbox_support",
     "model_context_window",
+    "model_prefers_responses",
     "estimate_cost_usd",
     "check_aws_credentials",
     "restore_file",

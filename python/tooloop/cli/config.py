@@ -345,7 +345,7 @@ def resolve(args: argparse.Namespace, environ: Optional[Mapping[str, str]] = Non
         # Completions, so they get the Responses wire. A local server keeps what it was asked for.
         import tooloop
 
-        if tooloop._tooloop.prefers_responses(model):
+        if tooloop.model_prefers_responses(model):
             provider, wire_note = "openai-responses", responses_note(model)
     max_turns, thinking, max_tokens = _turn_limits(args, env)
     return Settings(provider=provider, model=model, api_key=api_key, base_url=base_url,
