@@ -10,7 +10,6 @@
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
-use serde::Serialize;
 use serde_json::json;
 
 use crate::builtin::{BashOptions, Workspace, run_bash};
@@ -32,60 +31,7 @@ pub struct CheckSpec {
     pub timeout: Duration,
 }
 
-/// What a run's check said, on [`crate::RunResult::check`].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct CheckResult {
-    /// The command.
-    pub command: String,
-    /// Whether its last run passed (exit code 0). `false` when it never ran.
-    pub passed: bool,
-    /// Its last exit code (`None`: it never ran, timed out or could not start).
-    pub exit_code: Option<i32>,
-    /// The tail of its last run's output (at most [`TAIL_LINES`] lines, [`TAIL_BYTES`] bytes).
-    pub output_tail: String,
-    /// How many times it ran in this run.
-    pub runs: u32,
-}
-
-impl CheckResult {
-    /// A check that has not run yet.
-    pub fn new(command: &str) -> Self {
-        CheckResult {
-            command: command.to_string(),
-            passed: false,
-            exit_code: None,
-            output_tail: String::new(),
-            runs: 0,
-        }
-    }
-
-    /// The one line a host shows: `check passed` or `check failed: <why>`.
-    pub fn line(&self) -> String {
-        if self.passed {
-            return "check passed".to_string();
-        }
-        let why = match (self.runs, self.exit_code) {
-            (0, _) => "it did not run".to_string(),
-            (_, Some(code)) => format!("`{}` exited {code}", self.command),
-            (_, None) => format!("`{}` did not finish: {}", self.command, last_line(&self.output_tail)),
-        };
-        format!("check failed: {why}")
-    }
-
-    /// The user message that sends a failure back to the model.
-    pub fn failure_message(&self) -> String {
-        let code = self.exit_code.map_or_else(|| "did not finish".to_string(), |c| format!("exit {c}"));
-        format!(
-            "The check `{}` failed ({code}):\n{}\n\nThe task is done only when this check passes; the files it runs \
-             are read-only. Fix the cause, then answer.",
-            self.command, self.output_tail
-        )
-    }
-}
-
-fn last_line(text: &str) -> &str {
-    text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output")
-}
+pub use crate::run::CheckResult;
 
 /// The workspace files and folders `command` runs or names: every literal word of every command in it
 /// (read with bash's grammar, [`crate::rules::shell`]) that is a relative path to something existing in

@@ -59,7 +59,7 @@ pub struct RunResult {
     pub output: Option<Value>,
     /// The `check` option's verdict (`None` without a check): `passed` only when its last run exited 0. See
     /// [`crate::check`].
-    pub check: Option<crate::check::CheckResult>,
+    pub check: Option<CheckResult>,
     /// Workspace files this run changed (relative paths): written by write-kind tools, and, when the run
     /// has a workspace and a shell tool, changed by commands. See [`crate::evidence`].
     pub files_changed: Vec<String>,
@@ -68,4 +68,59 @@ pub struct RunResult {
     /// With `verify_claims`/`expect_changes`: what the final answer claims that the run's record does not
     /// show, after the model was told once (`None`: nothing, or not checked).
     pub unverified: Option<String>,
+}
+
+/// What a run's check said, on [`crate::RunResult::check`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CheckResult {
+    /// The command.
+    pub command: String,
+    /// Whether its last run passed (exit code 0). `false` when it never ran.
+    pub passed: bool,
+    /// Its last exit code (`None`: it never ran, timed out or could not start).
+    pub exit_code: Option<i32>,
+    /// The tail of its last run's output (at most `check::TAIL_LINES` (60) lines, `check::TAIL_BYTES` (4096) bytes).
+    pub output_tail: String,
+    /// How many times it ran in this run.
+    pub runs: u32,
+}
+
+impl CheckResult {
+    /// A check that has not run yet.
+    pub fn new(command: &str) -> Self {
+        CheckResult {
+            command: command.to_string(),
+            passed: false,
+            exit_code: None,
+            output_tail: String::new(),
+            runs: 0,
+        }
+    }
+
+    /// The one line a host shows: `check passed` or `check failed: <why>`.
+    pub fn line(&self) -> String {
+        if self.passed {
+            return "check passed".to_string();
+        }
+        let why = match (self.runs, self.exit_code) {
+            (0, _) => "it did not run".to_string(),
+            (_, Some(code)) => format!("`{}` exited {code}", self.command),
+            (_, None) => format!("`{}` did not finish: {}", self.command, last_line(&self.output_tail)),
+        };
+        format!("check failed: {why}")
+    }
+
+    /// The user message that sends a failure back to the model.
+    pub fn failure_message(&self) -> String {
+        let code = self.exit_code.map_or_else(|| "did not finish".to_string(), |c| format!("exit {c}"));
+        format!(
+            "The check `{}` failed ({code}):\n{}\n\nThe task is done only when this check passes; the files it runs \
+             are read-only. Fix the cause, then answer.",
+            self.command, self.output_tail
+        )
+    }
+}
+
+fn last_line(text: &str) -> &str {
+    text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output")
 }
