@@ -93,6 +93,15 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Collect {
 }
 
 /// Run `f` with a collecting subscriber as this thread's default; the spans it saw.
+/// One test of this file at a time (each test takes this first). Run in parallel, the child-agent test lost
+/// every `chat` span in 5 of 6 runs (its `invoke_agent` and `execute_tool` spans arrived), and passed alone
+/// or with `--test-threads=1`: not yet understood — suspected in `tracing`'s per-callsite interest cache with
+/// scoped subscribers on several threads. Until it is, these tests do not race each other.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn collect(content: bool, f: impl FnOnce()) -> Vec<SpanRec> {
     let layer = Collect { content, ..Default::default() };
     let spans = layer.spans.clone();
@@ -130,6 +139,7 @@ fn parallel_agent(mock: &MockServer, fail_time: bool) -> Arc<Agent> {
 
 #[test]
 fn a_run_is_an_invoke_agent_span_with_chat_and_parallel_execute_tool_children() {
+    let _serial = serial();
     let mock = MockServer::start(&scenario("anthropic_parallel_tools"));
     let agent = parallel_agent(&mock, true);
     let spans = collect(false, || {
@@ -189,6 +199,7 @@ fn a_run_is_an_invoke_agent_span_with_chat_and_parallel_execute_tool_children() 
 
 #[test]
 fn a_retried_request_is_one_chat_span_with_a_retry_event() {
+    let _serial = serial();
     let mock = MockServer::start(&scenario("anthropic_429_then_ok"));
     let agent = Arc::new(Agent::new(anthropic(&mock), config()));
     let spans = collect(false, || {
@@ -204,6 +215,7 @@ fn a_retried_request_is_one_chat_span_with_a_retry_event() {
 
 #[test]
 fn a_failed_run_marks_its_span_with_the_error_type() {
+    let _serial = serial();
     let mock = MockServer::start(&scenario("anthropic_errors_401"));
     let agent = Arc::new(Agent::new(anthropic(&mock), config()));
     let spans = collect(false, || {
@@ -218,6 +230,7 @@ fn a_failed_run_marks_its_span_with_the_error_type() {
 
 #[test]
 fn content_events_reach_only_a_subscriber_that_enables_their_target() {
+    let _serial = serial();
     let mock = MockServer::start(&scenario("anthropic_parallel_tools"));
     let agent = parallel_agent(&mock, false);
     let spans = collect(true, || {
@@ -241,6 +254,7 @@ fn content_events_reach_only_a_subscriber_that_enables_their_target() {
 /// `tool_result` bracket a call with its id, name, error flag and duration.
 #[test]
 fn turn_end_events_name_the_answering_model_and_the_answers_id() {
+    let _serial = serial();
     let mock = MockServer::start(&scenario("anthropic_parallel_tools"));
     let agent = parallel_agent(&mock, false);
     let mut ends = Vec::new();
@@ -271,6 +285,7 @@ fn scripted_call(id: &str, name: &str, input: Value) -> tooloop::ContentBlock {
 
 #[test]
 fn a_child_agents_run_nests_under_the_task_calls_execute_tool_span() {
+    let _serial = serial();
     use tooloop::provider::ScriptedProvider;
     use tooloop::provider::host::reply;
     use tooloop::{AgentOptions, ContentBlock, StopReason};
@@ -300,6 +315,7 @@ fn a_child_agents_run_nests_under_the_task_calls_execute_tool_span() {
 
 #[test]
 fn a_compaction_is_a_span_with_its_reason_method_and_sizes() {
+    let _serial = serial();
     use tooloop::provider::ScriptedProvider;
     use tooloop::provider::host::reply;
     use tooloop::{ContentBlock, StopReason};
