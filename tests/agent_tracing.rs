@@ -93,10 +93,12 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Collect {
 }
 
 /// Run `f` with a collecting subscriber as this thread's default; the spans it saw.
-/// One test of this file at a time (each test takes this first). Run in parallel, the child-agent test lost
-/// every `chat` span in 5 of 6 runs (its `invoke_agent` and `execute_tool` spans arrived), and passed alone
-/// or with `--test-threads=1`: not yet understood — suspected in `tracing`'s per-callsite interest cache with
-/// scoped subscribers on several threads. Until it is, these tests do not race each other.
+/// One test of this file at a time (each test takes this first). In parallel, the child-agent test lost every
+/// `chat` span in 5 of 6 runs, when the compaction test ran beside it: that test's first run has no
+/// subscriber, and a callsite first reached while no `tracing` dispatcher has ever existed in the process is
+/// registered with the thread's no-op default; a dispatcher created on another thread at that moment rebuilds
+/// the interest of the callsites registered so far, not of that one, which stays "never" until the next
+/// dispatcher is created. A race of `tracing-core` at a process's first dispatcher, not of tooloop's spans.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
