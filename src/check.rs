@@ -74,15 +74,15 @@ fn workspace_relative(word: &str) -> Option<PathBuf> {
 /// (`protected`, relative to `root`) or inside one of its folders; `None` otherwise. Paths are compared
 /// as written and as resolved (a symlink to a check file is that file).
 pub fn write_refusal(path: &str, root: &Path, protected: &[PathBuf], command: Option<&str>) -> Option<String> {
-    let target = if Path::new(path).is_absolute() { PathBuf::from(path) } else { root.join(path) };
-    let target = normalize(&target);
-    let resolved = resolve(&target);
-    let root_resolved = resolve(root);
+    // Both sides in every form the permission rules judge a path in (as written with `..` taken out, and
+    // resolved beneath the root through its cap-std handle, as the file tools open it): `sub/../test_x.py`, a
+    // link to the file, or the file a protected link leads to are all the protected file.
+    let forms =
+        |p: &str| -> Vec<PathBuf> { crate::rules::workspace_forms(p, root).into_iter().map(PathBuf::from).collect() };
+    let targets = forms(path);
     let hit = protected.iter().find(|p| {
-        let full = normalize(&root.join(p));
-        let full_resolved = resolve(&full);
-        [&target, &resolved].iter().any(|t| t.starts_with(&full) || t.starts_with(&full_resolved))
-            || resolved.strip_prefix(&root_resolved).is_ok_and(|r| r.starts_with(p))
+        let protected = forms(&p.to_string_lossy());
+        targets.iter().any(|t| protected.iter().any(|f| t.starts_with(f)))
     })?;
     let check = command.map_or_else(|| "the run's check".to_string(), |c| format!("the check `{c}`"));
     Some(format!(
@@ -90,43 +90,6 @@ pub fn write_refusal(path: &str, root: &Path, protected: &[PathBuf], command: Op
          Change the code it tests instead.",
         hit.display()
     ))
-}
-
-/// `path` with `.` and `..` taken out lexically.
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
-}
-
-/// `path` with its symlinks resolved as far as it exists (the rest appended as written).
-fn resolve(path: &Path) -> PathBuf {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    loop {
-        if let Ok(real) = existing.canonicalize() {
-            let mut out = real;
-            for part in rest.iter().rev() {
-                out.push(part);
-            }
-            return out;
-        }
-        match (existing.file_name().map(|n| n.to_os_string()), existing.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name);
-                existing = parent.to_path_buf();
-            }
-            _ => return path.to_path_buf(),
-        }
-    }
 }
 
 /// Run the check in `ws` with the built-in `bash`'s runner (`opts`: its sandbox, network and protected
@@ -218,6 +181,12 @@ mod tests {
         assert!(write_refusal("x.py", dir.path(), &p, Some("c")).is_none());
         std::os::unix::fs::symlink(dir.path().join("test_x.py"), dir.path().join("link.py")).unwrap();
         assert!(write_refusal("link.py", dir.path(), &p, Some("c")).is_some(), "a link to it is it");
+        // The check names a link: the file it leads to is what the check runs.
+        std::fs::write(dir.path().join("real.py"), "").unwrap();
+        std::os::unix::fs::symlink("real.py", dir.path().join("named.py")).unwrap();
+        let named = vec![PathBuf::from("named.py")];
+        assert!(write_refusal("real.py", dir.path(), &named, Some("c")).is_some(), "the link's target is it");
+        assert!(write_refusal("other.py", dir.path(), &named, Some("c")).is_none());
     }
 
     #[test]

@@ -38,6 +38,13 @@ use crate::error::{Error, Result};
 use crate::tools::ToolKind;
 
 mod paths;
+
+/// The forms a path rule judges `path` in, relative to `workspace` (`..` taken out): as written, and resolved
+/// inside the workspace through a cap-std handle on it (symlinks followed as the file tools would) when that
+/// differs. A form outside the workspace is left out.
+pub fn workspace_forms(path: &str, workspace: &std::path::Path) -> Vec<String> {
+    paths::forms(path, workspace).iter().filter_map(|f| relative(f, workspace)).collect()
+}
 mod plain;
 mod readonly;
 pub mod shell;
