@@ -26,33 +26,6 @@ pub(super) fn prompt_tokens(u: &Usage) -> u64 {
 }
 
 impl Agent {
-    /// A model turn's request, compacted before it when it would pass the threshold (see
-    /// [`Agent::after_overflow`] for the compaction after it). `None`: the summary left too little under the
-    /// spend cap for the request, which is then not sent.
-    pub(super) fn turn_request(
-        &self,
-        wrap_up: (bool, bool),
-        cancel: &CancelToken,
-        run: &mut RunResult,
-        on_event: &mut dyn FnMut(&Event),
-    ) -> Result<Option<(Request, Option<u64>)>> {
-        use crate::compaction::Reason;
-        let mut request = self.wrapped_request(wrap_up);
-        let (tokens, mut measured) = self.estimate_request(&request);
-        if self.over_threshold(tokens) {
-            let mut spent = (&mut run.usage, &mut run.cost_usd);
-            if self.compact_inner(Reason::Threshold, None, false, cancel, &mut spent, on_event)?.is_some() {
-                request = self.wrapped_request(wrap_up);
-                measured = Some(self.sizes.request_bytes(&request));
-                // The summary was spent too: the turn's request must still fit under the cap.
-                if !self.request_affordable(&request) {
-                    return Ok(None);
-                }
-            }
-        }
-        Ok(Some((request, measured)))
-    }
-
     /// A model turn failed with `e`: when it is an answer that the prompt is too long, compact and give the
     /// turn's request to send again (at most twice, the second time keeping only the last turn; `overflows`
     /// counts them); else `e`. `None`: the summary left too little under the spend cap for the request.

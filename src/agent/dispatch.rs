@@ -1,95 +1,8 @@
-//! Running one turn's tool calls: rules, hooks and the permission callable around each, concurrency for
-//! parallel-safe tools, and exactly one result per call.
-
-use std::collections::HashSet;
+//! Running one turn's tool calls: the policies' points around each (`before_tool`: the guards, the rules,
+//! hooks and the permission callable; `after_tool`), concurrency for parallel-safe tools, and exactly one
+//! result per call.
 
 use super::*;
-
-/// What the checks before a call decided.
-pub(super) enum Gate {
-    /// Run it, with this input; `true`: only with no power to change anything
-    /// ([`Permission::AllowReadOnly`]).
-    Run(Value, bool),
-    /// Refused, with the reason the model reads.
-    Deny(String),
-    /// The host decides (a pausing run): the input as it would run, and why it asks (`None`: every call not
-    /// decided by a rule or a hook asks).
-    Ask(Value, Option<String>),
-    /// A hook failed: the run ends.
-    Fail(Error),
-}
-
-/// The checks before one call, in order: the permission rules, `before_tool`, the permission callable.
-pub(super) fn gate(
-    call: &ToolUseBlock,
-    kind: &crate::tools::ToolKind,
-    rules: Option<&(Arc<crate::rules::PermissionRules>, std::path::PathBuf)>,
-    hooks: &crate::hooks::Hooks,
-    permission: Option<&PermissionHook>,
-    pausing: bool,
-    on_event: &mut dyn FnMut(&Event),
-) -> Gate {
-    use crate::hooks::BeforeTool;
-    use crate::rules::RuleDecision;
-    let decide = |input: &Value| match rules {
-        Some((r, ws)) => r.decide_kind(&call.name, kind, input, ws),
-        None => RuleDecision::NoMatch,
-    };
-    let mut decision = decide(&call.input);
-    if let RuleDecision::Deny(rule) = &decision {
-        return Gate::Deny(format!("the rule {rule} forbids this call"));
-    }
-    let mut call = std::borrow::Cow::Borrowed(call);
-    if let Some(hook) = &hooks.before_tool {
-        match hook(&call) {
-            Ok(BeforeTool::Continue) => {}
-            Ok(BeforeTool::Deny(reason)) => return Gate::Deny(reason),
-            Ok(BeforeTool::Input(input)) if input.is_object() => {
-                decision = decide(&input);
-                if let RuleDecision::Deny(rule) = &decision {
-                    return Gate::Deny(format!("the rule {rule} forbids this call"));
-                }
-                call.to_mut().input = input;
-            }
-            Ok(BeforeTool::Input(other)) => {
-                let message = format!(
-                    "it replaced the input with {}, which is not an object",
-                    crate::text::ellipsize(&other.to_string(), 100)
-                );
-                return Gate::Fail(Error::Hook { hook: "before_tool".into(), message });
-            }
-            Err(message) => return Gate::Fail(Error::Hook { hook: "before_tool".into(), message }),
-        }
-    }
-    let mut ask = |call: &ToolUseBlock, rule: Option<String>| {
-        if permission.is_none() && !pausing {
-            return Gate::Run(call.input.clone(), false);
-        }
-        // Announced before the callable is asked, so a UI draws the question in order with the other events.
-        on_event(&Event::ApprovalRequest { id: call.id.clone(), name: call.name.clone(), input: call.input.clone() });
-        match permission.filter(|_| !pausing) {
-            Some(p) => decided(p(call), call.input.clone()),
-            None => Gate::Ask(call.input.clone(), rule.map(|r| format!("the rule {r} asks for approval of this call"))),
-        }
-    };
-    match decision {
-        RuleDecision::Allow(_) => Gate::Run(call.input.clone(), false),
-        RuleDecision::Ask(rule) if permission.is_none() && !pausing => {
-            Gate::Deny(format!("the rule {rule} asks for approval of this call, and there is no one to ask"))
-        }
-        RuleDecision::Ask(rule) => ask(&call, Some(rule.to_string())),
-        _ => ask(&call, None),
-    }
-}
-
-/// What a call's answer (the permission callable's or the host's) makes of it.
-pub(super) fn decided(answer: Permission, input: Value) -> Gate {
-    match answer {
-        Permission::Deny(reason) => Gate::Deny(reason),
-        Permission::AllowReadOnly => Gate::Run(input, true),
-        Permission::Allow => Gate::Run(input, false),
-    }
-}
 
 impl Batch {
     /// Record what the checks decided for the batch's call `k`.
@@ -152,19 +65,10 @@ pub(super) fn bad_input_message(raw: &Value) -> String {
 pub(super) struct ToolTurn {
     calls: Vec<ToolUseBlock>,
     bad_inputs: HashMap<String, Value>,
-    permission: Option<PermissionHook>,
-    hooks: crate::hooks::Hooks,
-    rules: Option<(Arc<crate::rules::PermissionRules>, std::path::PathBuf)>,
-    fit: Option<(usize, u64)>,
     concurrency: usize,
-    guard: Option<RepeatGuard>,
-    progress_guard: Option<crate::progress::ProgressGuard>,
-    not_idempotent: HashSet<String>,
     planning: bool,
-    reminder: Option<String>,
-    stop: bool,
-    /// Whether the runaway guard answered a call of this turn: then it, not progress detection, speaks.
-    turn_repeated: bool,
+    /// A policy stopped the run in this turn: what its later calls are answered instead of running.
+    stopped: Option<&'static str>,
     /// The first call of the next batch.
     i: usize,
     fatal: Option<(String, String)>,
@@ -180,9 +84,6 @@ pub(super) struct Batch {
     denied: Vec<bool>,
     /// Calls approved only as read-only (Permission::AllowReadOnly).
     confined: Vec<bool>,
-    repeated: Vec<bool>,
-    /// The same call as in the turn before: the runaway guard's to count, not progress detection's.
-    again: Vec<bool>,
     to_run: Vec<usize>,
     /// The calls as they run: `before_tool` may have replaced an input.
     effective: Vec<ToolUseBlock>,
@@ -191,75 +92,23 @@ pub(super) struct Batch {
 }
 
 impl Agent {
-    /// A turn's calls, about to run (see [`Agent::tools_step`]).
+    /// A turn's calls, about to run (see [`Agent::tools_step`]); the policies' `before_tools`.
     pub(super) fn begin_tools(
         &self,
         calls: Vec<ToolUseBlock>,
         bad_inputs: HashMap<String, Value>,
-        state: &mut RunState,
+        policies: &mut Policies,
+        cx: &mut Cx<'_>,
     ) -> ToolTurn {
-        let permission = lock(&self.permission).clone();
-        let hooks = lock(&self.hooks).clone();
-        let rules = lock(&self.rules).clone();
-        // fit.rs: no result takes more than a share of the context window.
-        let fit =
-            self.context_window().map(|w| (fit::result_budget(w, lock(&self.sizing).estimator.bytes_per_token), w));
-        let (concurrency, guard, remind_after, progress_guard) = {
-            let c = lock(&self.config);
-            (c.tool_concurrency.max(1), c.repeat_guard, c.todo_reminder_after, c.progress_guard)
-        };
-        // A tool the host marked not idempotent (`roll_dice`, `next_page`): neither guard counts or judges
-        // its calls. A call of a tool not registered is answered with an error; judged like any other.
-        let not_idempotent: HashSet<String> = calls
-            .iter()
-            .filter(|c| self.tools.get(&c.name).is_some_and(|t| !t.idempotent))
-            .map(|c| c.name.clone())
-            .collect();
-        if progress_guard.is_some() {
-            state.progress.set_not_idempotent(not_idempotent.clone());
-            let kinds = calls.iter().filter_map(|c| self.tools.get(&c.name).map(|t| (c.name.clone(), t.kind)));
-            state.progress.set_kinds(kinds.collect());
-            let shell = self
-                .tools
-                .names()
-                .into_iter()
-                .find(|n| self.tools.get(n).is_some_and(|t| t.kind == crate::tools::ToolKind::Shell));
-            state.progress.set_command_tool(shell.as_deref());
-            // The note names the tool that writes a file whole: a thing the kind does not tell (edit_file is of
-            // kind write too), so the built-in's name does.
-            state.progress.set_write_tool(self.tools.get("write_file").map(|_| "write_file"));
-            state.progress.begin_turn(&calls);
-        }
-        // The todo reminder: due when the model has left an unfinished list alone for a while.
+        let concurrency = lock(&self.config).tool_concurrency.max(1);
+        policies.before_tools(cx, &calls);
         let planning = self.tools.get(crate::todo::TOOL_NAME).is_some();
-        let mut reminder = None;
-        if planning && calls.iter().any(|c| c.name == crate::todo::TOOL_NAME) {
-            state.since_todo = 0;
-        } else if planning {
-            state.since_todo += 1;
-            if remind_after.is_some_and(|n| state.since_todo >= n.max(1)) {
-                let list = crate::todo::current(&self.conversation.snapshot());
-                if crate::todo::unfinished(&list) > 0 {
-                    reminder = Some(crate::todo::reminder(&list));
-                    state.since_todo = 0;
-                }
-            }
-        }
         ToolTurn {
             calls,
             bad_inputs,
-            permission,
-            hooks,
-            rules,
-            fit,
             concurrency,
-            guard,
-            progress_guard,
-            not_idempotent,
             planning,
-            reminder,
-            stop: false,
-            turn_repeated: false,
+            stopped: None,
             i: 0,
             fatal: None,
             hook_failed: None,
@@ -267,28 +116,27 @@ impl Agent {
         }
     }
 
-    /// Run a turn's calls, a batch at a time. `Ok(None)`: a batch waits for the host's answers (with
-    /// `pausing`, each call that would go to the permission callable waits instead); `Ok(Some(stop))`: every
-    /// call has its result, `stop` when the runaway guard stops the run. Cancelled while waiting, the waiting
-    /// batch's calls are answered as interrupted, none of them run.
+    /// Run a turn's calls, a batch at a time. `Ok(false)`: a batch waits for the host's answers (with
+    /// `pausing`, each call that would go to the permission callable waits instead); `Ok(true)`: every call
+    /// has its result. Cancelled while waiting, the waiting batch's calls are answered as interrupted, none
+    /// of them run.
     pub(super) fn tools_step(
         &self,
         t: &mut ToolTurn,
-        pausing: bool,
-        state: &mut RunState,
-        cancel: &CancelToken,
-        run: &mut RunResult,
+        l: &mut Looping,
         on_event: &mut dyn FnMut(&Event),
-    ) -> Result<Option<bool>> {
+    ) -> Result<bool> {
+        let Looping { cancel, run, state, policies, pausing, .. } = l;
+        let mut cx = Cx { agent: self, run, state, cancel, pausing: *pausing, on_event };
         loop {
             let batch = match t.waiting.take() {
                 Some(b) if !cancel.is_cancelled() && b.asked.iter().any(|(_, _, a)| a.is_none()) => {
                     t.waiting = Some(b);
-                    return Ok(None);
+                    return Ok(false);
                 }
                 Some(b) => self.settle_asked(b, cancel),
                 None if t.i < t.calls.len() => {
-                    let b = self.check_batch(t, pausing, state, cancel, on_event);
+                    let b = self.check_batch(t, policies, &mut cx);
                     if !b.asked.is_empty() {
                         t.waiting = Some(b);
                         continue;
@@ -297,7 +145,7 @@ impl Agent {
                 }
                 None => break,
             };
-            self.run_batch(t, batch, pausing, state, cancel, run, on_event)?;
+            self.run_batch(t, batch, policies, &mut cx)?;
         }
         if let Some((tool, message)) = t.fatal.take() {
             return Err(Error::ToolAborted { tool, message });
@@ -308,7 +156,7 @@ impl Agent {
         if cancel.is_cancelled() {
             return Err(Error::Cancelled { partial: None });
         }
-        Ok(Some(t.stop))
+        Ok(true)
     }
 
     /// The host's answers go into a waiting batch (cancelled: none of its calls runs).
@@ -335,31 +183,9 @@ impl Agent {
     }
 
     /// The checks before a batch of calls (the next one of `t`), in order.
-    fn check_batch(
-        &self,
-        t: &mut ToolTurn,
-        pausing: bool,
-        state: &mut RunState,
-        cancel: &CancelToken,
-        on_event: &mut dyn FnMut(&Event),
-    ) -> Batch {
-        let ToolTurn {
-            calls,
-            bad_inputs,
-            permission,
-            hooks,
-            rules,
-            concurrency,
-            guard,
-            not_idempotent,
-            stop,
-            turn_repeated,
-            i,
-            fatal,
-            hook_failed,
-            ..
-        } = t;
-        let (i, concurrency, guard) = (*i, *concurrency, *guard);
+    fn check_batch(&self, t: &mut ToolTurn, policies: &mut Policies, cx: &mut Cx<'_>) -> Batch {
+        let ToolTurn { calls, bad_inputs, concurrency, stopped, i, fatal, hook_failed, .. } = t;
+        let (i, concurrency) = (*i, *concurrency);
         // A batch: one call, or a run of consecutive parallel-safe calls (up to the cap).
         let parallel = |c: &ToolUseBlock| self.tools.get(&c.name).is_some_and(|t| t.parallel_safe);
         let mut end = i + 1;
@@ -374,8 +200,6 @@ impl Agent {
             outcomes: vec![None; batch.len()],
             denied: vec![false; batch.len()],
             confined: vec![false; batch.len()],
-            repeated: vec![false; batch.len()],
-            again: vec![false; batch.len()],
             to_run: Vec::new(),
             effective: batch.to_vec(),
             asked: Vec::new(),
@@ -383,26 +207,14 @@ impl Agent {
         for (k, call) in batch.iter().enumerate() {
             // Every call the model made is announced, also one that is then refused or not run, so a
             // host sees a tool_use before each tool_result.
-            on_event(&Event::ToolUse { id: call.id.clone(), name: call.name.clone(), input: call.input.clone() });
-            // bash_output answers with what arrived since the last read, so the same call again is a
-            // poll, not a runaway: the runaway guard leaves it alone (a poll that brings nothing new is
-            // progress detection's to judge, on its result). A tool marked not idempotent is left alone by
-            // both. (The name, not a flag: that a repeat is a poll here but judged by its result there is
-            // bash_output's own; a host's poll says `idempotent: false`.)
-            let count = if call.name == "bash_output" || not_idempotent.contains(&call.name) {
-                state.repeats.last = None;
-                state.repeats.count = 0;
-                1
-            } else {
-                state.repeats.see(call)
-            };
-            b.again[k] = guard.is_some() && count >= 2;
+            (cx.on_event)(&Event::ToolUse { id: call.id.clone(), name: call.name.clone(), input: call.input.clone() });
+            policies.call_seen(cx, i + k, call);
             if let Some((tool, _)) = &fatal {
                 b.outcomes[k] = Some(CallOutcome::error(format!("not run: tool '{tool}' aborted the run first")));
             } else if let Some(e) = &hook_failed {
                 b.outcomes[k] = Some(CallOutcome::error(self.tools.cap_text(format!("not run: {e}"))));
-            } else if *stop {
-                b.outcomes[k] = Some(CallOutcome::error("not run: the run was stopped for repeating the same call"));
+            } else if let Some(why) = *stopped {
+                b.outcomes[k] = Some(CallOutcome::error(why));
             } else if i + k >= MAX_TOOL_CALLS_PER_TURN {
                 b.outcomes[k] = Some(CallOutcome::error(format!(
                     "not run: a turn may make at most {MAX_TOOL_CALLS_PER_TURN} tool calls and this turn made {}; \
@@ -411,79 +223,30 @@ impl Agent {
                 )));
             } else if let Some(raw) = bad_inputs.get(&call.id) {
                 b.outcomes[k] = Some(CallOutcome::error(bad_input_message(raw)));
-            } else if let Some(g) = guard.filter(|g| count >= g.warn_after) {
-                *stop = count >= g.warn_after.saturating_add(g.stop_after);
-                b.repeated[k] = true;
-                *turn_repeated = true;
-                // progress.rs: while a failure is outstanding, or when this call failed the last time, not
-                // "if the task is done, answer" (a small model took it as leave to stop with the bug in place).
-                let then = state.progress.outstanding_failure().unwrap_or_else(|| {
-                    if state.progress.failed_last_time(call) {
-                        "It failed the last time, and made as it is it will keep failing: change the input or try \
-                         another way."
-                    } else {
-                        "If the task is done, answer without calling a tool; otherwise change the input or try \
-                         another way."
-                    }
-                    .to_string()
-                });
-                let note = format!(
-                    "not run: same call and same input as the previous {} calls to {}, which already ran. {then}",
-                    count - 1,
-                    call.name
-                );
-                on_event(&Event::Repetition {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    count,
-                    stopped: *stop,
-                    note: note.clone(),
-                });
-                b.outcomes[k] = Some(CallOutcome::error(note));
-            } else if cancel.is_cancelled() {
+            } else if cx.cancel.is_cancelled() {
                 b.outcomes[k] =
                     Some(CallOutcome::error("interrupted: the run was cancelled before this tool call ran"));
-            } else if let Some(why) = self.check_refusal(call) {
-                // finish.rs: the check's files are read-only for the run, whoever would allow the write.
-                b.denied[k] = true;
-                b.outcomes[k] = Some(CallOutcome::error(format!("Permission denied: {why}")));
             } else {
-                let kind = self.tools.get(&call.name).map(|t| t.kind).unwrap_or_default();
-                let gate = gate(call, &kind, rules.as_ref(), hooks, permission.as_ref(), pausing, on_event);
-                b.apply(k, gate, &self.tools, hook_failed);
+                // policy/: the guards, the check's files, then the permission decision.
+                match policies.before_tool(cx, i + k, call) {
+                    CallVerdict::Refuse { result, denied, stop } => {
+                        b.denied[k] = denied;
+                        b.outcomes[k] = Some(CallOutcome::error(result));
+                        *stopped = stopped.or(stop);
+                    }
+                    CallVerdict::Decided(gate) => b.apply(k, gate, &self.tools, hook_failed),
+                    CallVerdict::Go => b.apply(k, Gate::Run(call.input.clone(), false), &self.tools, hook_failed),
+                }
             }
         }
         b
     }
 
     /// Run a batch whose checks are done, then answer each of its calls.
-    #[allow(clippy::too_many_arguments)]
-    fn run_batch(
-        &self,
-        t: &mut ToolTurn,
-        b: Batch,
-        pausing: bool,
-        state: &mut RunState,
-        cancel: &CancelToken,
-        run: &mut RunResult,
-        on_event: &mut dyn FnMut(&Event),
-    ) -> Result<()> {
-        let ToolTurn {
-            calls,
-            hooks,
-            fit,
-            progress_guard,
-            not_idempotent,
-            planning,
-            reminder,
-            stop,
-            turn_repeated,
-            i,
-            fatal,
-            hook_failed,
-            ..
-        } = t;
-        let Batch { end, mut outcomes, denied, confined, repeated, again, to_run, effective, .. } = b;
+    fn run_batch(&self, t: &mut ToolTurn, b: Batch, policies: &mut Policies, cx: &mut Cx<'_>) -> Result<()> {
+        let ToolTurn { calls, planning, i, fatal, hook_failed, .. } = t;
+        let (cancel, pausing) = (cx.cancel, cx.pausing);
+        let Batch { end, mut outcomes, denied, confined, to_run, effective, .. } = b;
         let batch = &effective[..];
         // What each file tool's file held before the call, for its file_change event.
         let mut file_states: Vec<Option<crate::builtin::FileState>> =
@@ -504,7 +267,7 @@ impl Agent {
             // `task` is not parallel-safe, so it always runs alone, here, where its child's events can
             // reach the host as they happen.
             if batch[k].name == crate::subagent::TOOL_NAME && !lock(&self.subagents).is_empty() && !confined[k] {
-                let (o, child, failed) = self.run_child(&batch[k], cancel, pausing, on_event);
+                let (o, child, failed) = self.run_child(&batch[k], cancel, pausing, &mut *cx.on_event);
                 outcomes[k] = Some(o);
                 children[k] = child;
                 if let Some(e) = failed {
@@ -562,68 +325,21 @@ impl Agent {
         }
         let last_batch = end == calls.len();
         let batch_len = batch.len();
-        for (k, (((((call, outcome), denied), repeated), again), child)) in
-            batch.iter().zip(outcomes).zip(denied).zip(repeated).zip(again).zip(children).enumerate()
+        for (k, ((call, outcome), (denied, child))) in
+            batch.iter().zip(outcomes).zip(denied.into_iter().zip(children)).enumerate()
         {
             let mut outcome = outcome.unwrap_or_else(|| CallOutcome::error("not run"));
-            if let (Some(hook), true, None) = (&hooks.after_tool, to_run.contains(&k), &hook_failed) {
-                let view = crate::hooks::ToolResultView {
-                    content: outcome.content.clone(),
-                    is_error: outcome.is_error,
-                    denied,
-                };
-                match hook(call, &view) {
-                    Ok(Some(text)) => outcome.content = Value::String(self.tools.cap_text(text)),
-                    Ok(None) => {}
-                    Err(message) => *hook_failed = Some(Error::Hook { hook: "after_tool".into(), message }),
-                }
-            }
-            if let Err(m) =
-                crate::content::check_result(&outcome.content, crate::content::limits(self.provider().name()))
-            {
-                // The model reads why instead of the request failing on the API's size limit.
-                outcome.content = Value::String(format!("the tool's result was not sent: {m}"));
-                outcome.is_error = true;
-            }
-            if let Some((budget, window)) = *fit {
-                fit::fit_result(&mut outcome.content, budget, window);
-            }
-            if let Some(g) = &progress_guard {
-                // A refusal by the user is news to the model, not a repeat; so is any call of a tool that is
-                // not idempotent.
-                if denied || not_idempotent.contains(&call.name) {
-                    state.progress.moved();
-                } else if repeated {
-                    // Refused by the runaway guard, which said so: no verdict here, but a refused repeat
-                    // of a check that passed may call for the wrap-up.
-                    state.progress.refused(call);
-                } else if again {
-                    if let Some(note) = state.progress.again(call, &outcome.content, outcome.is_error) {
-                        append_text(&mut outcome.content, &note);
-                    }
-                } else {
-                    state.progress.see(call, &outcome.content, outcome.is_error);
-                }
-                if last_batch && k + 1 == batch_len {
-                    if let Some(stall) = state.progress.end_turn(g).filter(|_| !*turn_repeated) {
-                        append_text(&mut outcome.content, &stall.note);
-                        on_event(&Event::Repetition {
-                            id: call.id.clone(),
-                            name: call.name.clone(),
-                            count: stall.count,
-                            stopped: stall.stop,
-                            note: stall.note,
-                        });
-                        *stop |= stall.stop;
-                    } else if let Some(note) = state.progress.turn_note() {
-                        append_text(&mut outcome.content, &note);
-                    }
-                }
-            }
-            if last_batch && k + 1 == batch_len {
-                if let Some(text) = reminder.take() {
-                    append_text(&mut outcome.content, &text);
-                }
+            // policy/: the after_tool hook, the result's fit, the guards' notes, the todo reminder.
+            let done = CallDone {
+                call,
+                index: *i + k,
+                ran: to_run.contains(&k),
+                denied,
+                last: last_batch && k + 1 == batch_len,
+                hook_failed: hook_failed.is_some(),
+            };
+            if let Some(e) = policies.after_tool(cx, &done, &mut outcome) {
+                *hook_failed = Some(e);
             }
             if let (Some(m), None) = (&outcome.fatal, &fatal) {
                 *fatal = Some((call.name.clone(), m.clone()));
@@ -639,14 +355,14 @@ impl Agent {
                 if let Some(cost) = c.cost_usd {
                     entry.meta.insert(crate::conversation::COST_KEY.into(), serde_json::json!(cost));
                 }
-                self.charge(c.cost_usd, &c.usage, &mut run.usage, &mut run.cost_usd);
+                self.charge(c.cost_usd, &c.usage, &mut cx.run.usage, &mut cx.run.cost_usd);
             }
             entry.created_at = now_ms();
             self.record(entry)?;
             if let (Some(state), false) = (file_states[k].take(), outcome.is_error) {
-                on_event(&events::file_change(call, state));
+                (cx.on_event)(&events::file_change(call, state));
             }
-            on_event(&Event::ToolResult {
+            (cx.on_event)(&Event::ToolResult {
                 id: call.id.clone(),
                 name: call.name.clone(),
                 content: outcome.content.clone(),
@@ -655,9 +371,9 @@ impl Agent {
                 duration_ms: outcome.duration.as_millis() as u64,
             });
             if call.name == crate::todo::TOOL_NAME && !outcome.is_error && *planning {
-                on_event(&Event::Todo { todos: crate::todo::current(&self.conversation.snapshot()) });
+                (cx.on_event)(&Event::Todo { todos: crate::todo::current(&self.conversation.snapshot()) });
             }
-            run.tool_calls.push(ToolCallRecord {
+            cx.run.tool_calls.push(ToolCallRecord {
                 id: call.id.clone(),
                 name: call.name.clone(),
                 input: call.input.clone(),

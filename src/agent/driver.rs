@@ -49,7 +49,8 @@ impl Agent {
             }
         }
         let read = if self.provider().pulls_streams() { Read::Pull } else { Read::Whole };
-        Ok(RunDriver { agent: self.clone(), looping: Looping::new(self.token()), read, busy: Some(busy) })
+        let looping = Looping::new(self.token(), Policies::for_run(self));
+        Ok(RunDriver { agent: self.clone(), looping, read, busy: Some(busy) })
     }
 
     /// Whether this agent can start child agents (the `task` tool): their events reach a [`RunDriver`]'s

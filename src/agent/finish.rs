@@ -1,7 +1,7 @@
-//! How a run ends, held to something outside the model's word: the `check` command ([`crate::check`]),
-//! the run's record of changes and commands ([`crate::evidence`]), and one answer with tools off when a
-//! guard stops the run. The loop calls in here at a few points (the first turn, an answer that would end the
-//! run, `max_turns`, a guard's stop, the end); the rules live in the modules named.
+//! How a run ends, held to something outside the model's word: the `check` command ([`crate::check`]) and
+//! the run's record of changes and commands ([`crate::evidence`]). The record is the loop's (every run's
+//! result has it); the check and the challenge are the check policy's (`policy/check.rs`, and the turn
+//! cap's at `max_turns`), which call in here; the rules live in the modules named.
 //!
 //! When the check runs: each time the model answers without tool calls, if it has not run yet in this run
 //! or a write-kind or shell-kind call was made since its last run. A failure goes back to the model as a
@@ -10,7 +10,7 @@
 //! up; asking again would spend turns for nothing), and so does `max_turns` with the check failing, under
 //! either `max_turns_policy` (the check, run once more first if something changed, is the verdict).
 //!
-//! Must never: leave the check's files read-only after the run ([`Agent::finish_end`] clears them on every
+//! Must never: leave the check's files read-only after the run (the check policy's `run_end` clears them on every
 //! way out), or challenge an answer more than once per run.
 
 use std::path::PathBuf;
@@ -32,16 +32,6 @@ pub(super) struct Finish {
     snapshot: Option<Snapshot>,
     /// Whether the answer was challenged once already.
     challenged: bool,
-    /// A guard stopped the run: the next request is its answer with tools off; then whether it was sent.
-    guard_wrap_up: GuardWrapUp,
-}
-
-#[derive(Default, Clone, Copy, PartialEq, Eq)]
-enum GuardWrapUp {
-    #[default]
-    No,
-    Due,
-    Sent,
 }
 
 impl Agent {
@@ -55,34 +45,41 @@ impl Agent {
         self.tools.get(name).map(|t| t.kind).unwrap_or_default()
     }
 
-    /// Before the run's first request: the check's files become read-only to the tools, and the workspace
-    /// is looked at so the record can tell what commands changed.
-    pub(super) fn finish_begin(&self, state: &mut RunState, run: &mut RunResult) {
+    /// Before the run's first request: the workspace is looked at so the record can tell what commands
+    /// changed.
+    pub(super) fn finish_begin(&self, state: &mut RunState) {
         if std::mem::replace(&mut state.finish.begun, true) {
             return;
         }
-        let check = lock(&self.config).check.clone();
         let root = self.finish_root().and_then(|r| r.canonicalize().ok());
-        if let Some(spec) = &check {
-            run.check = Some(CheckResult::new(&spec.command));
-            if let Some(root) = &root {
-                state.finish.protected = crate::check::files_named(&spec.command, root);
-                self.tools.set_run_protected(state.finish.protected.clone());
-            }
-        }
         let shell = self.tools.names().iter().any(|n| self.kind_of(n) == ToolKind::Shell);
         if let (Some(root), true) = (root, shell) {
             state.finish.snapshot = Some(Snapshot::take(&root));
         }
     }
 
-    /// The run ends, whichever way: the check's files are writable again; an ended run's result gets its
-    /// record.
-    pub(super) fn finish_end(&self, state: &mut RunState, run: Option<&mut RunResult>) {
+    /// The check policy's start (`policy/check.rs`): the check's files become read-only to the tools.
+    pub(super) fn protect_check_files(&self, state: &mut RunState, run: &mut RunResult) {
+        let check = lock(&self.config).check.clone();
+        if let Some(spec) = &check {
+            run.check = Some(CheckResult::new(&spec.command));
+            if let Some(root) = self.finish_root().and_then(|r| r.canonicalize().ok()) {
+                state.finish.protected = crate::check::files_named(&spec.command, &root);
+                self.tools.set_run_protected(state.finish.protected.clone());
+            }
+        }
+    }
+
+    /// The check policy's end: the check's files are writable again.
+    pub(super) fn unprotect_check_files(&self, state: &mut RunState) {
         if !state.finish.protected.is_empty() {
             self.tools.set_run_protected(Vec::new());
             state.finish.protected.clear();
         }
+    }
+
+    /// The run ends, whichever way: an ended run's result gets its record.
+    pub(super) fn finish_end(&self, state: &mut RunState, run: Option<&mut RunResult>) {
         if let Some(run) = run {
             let (files, commands) = self.record_of(state, run);
             run.files_changed = files;
@@ -248,35 +245,5 @@ impl Agent {
         run.stop_reason = Some(StopReason::CheckFailed);
         run.max_turns_reached = true;
         true
-    }
-
-    /// A guard stopped the run: `true` when the model gets one request with tools off to answer from what it
-    /// has (once per run; not when the host set a `tool_choice` of its own, or `progress_guard` has
-    /// `wrap_up` off).
-    pub(super) fn guard_wrap_up(&self, state: &mut RunState) -> bool {
-        let (applies, on) = {
-            let c = lock(&self.config);
-            (crate::progress::wrap_up_applies(c.tool_choice.as_ref()), c.progress_guard.is_none_or(|g| g.wrap_up))
-        };
-        if !applies || !on || state.finish.guard_wrap_up != GuardWrapUp::No {
-            return false;
-        }
-        state.finish.guard_wrap_up = GuardWrapUp::Due;
-        true
-    }
-
-    /// Whether the next request is a guard's wrap-up (taken: `true` once).
-    pub(super) fn take_guard_wrap_up(state: &mut RunState) -> bool {
-        if state.finish.guard_wrap_up == GuardWrapUp::Due {
-            state.finish.guard_wrap_up = GuardWrapUp::Sent;
-            return true;
-        }
-        false
-    }
-
-    /// Whether the turn just answered was a guard's wrap-up: then the run ends with the guard's stop reason,
-    /// whatever the turn did (calls are answered, not run).
-    pub(super) fn answered_guard_wrap_up(state: &RunState) -> bool {
-        state.finish.guard_wrap_up == GuardWrapUp::Sent
     }
 }

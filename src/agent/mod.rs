@@ -24,6 +24,7 @@ mod driver;
 mod events;
 mod finish;
 mod fit;
+mod policy;
 mod run_loop;
 mod spans;
 mod switch;
@@ -51,6 +52,7 @@ pub use config::{AgentConfig, MAX_TOOL_CALLS_PER_TURN, MaxTurnsPolicy, Permissio
 use dispatch::*;
 pub use driver::RunDriver;
 pub use events::{Event, FILE_CHANGE_BEFORE_CAP, FileChangeKind};
+use policy::{Answer, CallDone, CallVerdict, Cx, Flow, Gate, Policies, TurnPlan, decided};
 use run_loop::*;
 pub use switch::ModelSpec;
 

@@ -1,5 +1,7 @@
-//! The loop of a run: a request, the model's turn, its tool calls, again, until the model stops, a cap
-//! is reached or the run is cancelled; the spend cap and structured answers are checked between turns.
+//! The loop of a run: a request, the model's turn, its tool calls, again, until the model stops, a policy
+//! ends it or the run is cancelled. This is the mechanism — requests, the store, the hold and charge of
+//! each request; what judges a run (caps, guards, output validation, the check, hooks) are the policies,
+//! called at their points in their one order (see `policy/mod.rs`).
 
 use super::*;
 use crate::provider::{TurnOpen, TurnStream};
@@ -7,13 +9,7 @@ use crate::provider::{TurnOpen, TurnStream};
 /// What one run tracks across its turns.
 #[derive(Default)]
 pub(super) struct RunState {
-    pub(super) repeats: Repeats,
-    pub(super) progress: crate::progress::Progress,
-    /// Model turns with tool calls since the last `todo_write`.
-    pub(super) since_todo: u32,
-    /// Structured answers the model gave in this run (the first one and its corrections).
-    pub(super) output_attempts: u32,
-    /// finish.rs: the check, the record, a guard's last answer.
+    /// finish.rs: the check and the record.
     pub(super) finish: super::finish::Finish,
 }
 
@@ -31,6 +27,8 @@ pub(super) struct Looping {
     pub(super) cancel: CancelToken,
     pub(super) run: RunResult,
     pub(super) state: RunState,
+    /// The run's policies, in their order (see `policy/mod.rs`).
+    pub(super) policies: Policies,
     pub(super) phase: Phase,
     /// The fallback models tried so far, and the model to go back to when the run ends.
     pub(super) fallbacks: super::switch::Fallbacks,
@@ -42,11 +40,12 @@ pub(super) struct Looping {
 }
 
 impl Looping {
-    pub(super) fn new(cancel: CancelToken) -> Self {
+    pub(super) fn new(cancel: CancelToken, policies: Policies) -> Self {
         Looping {
             cancel,
             run: new_run(),
             state: RunState::default(),
+            policies,
             phase: Phase::Between,
             fallbacks: Default::default(),
             pausing: false,
@@ -90,7 +89,7 @@ pub(super) enum Next {
 /// A model turn's request.
 pub(super) struct Turn {
     turn: u32,
-    /// progress.rs: whether this is the wrap-up request, and whether it goes without tools.
+    /// policy/repetition.rs: whether this is the wrap-up request, and whether it goes without tools.
     wrap_up: (bool, bool),
     request: Request,
     /// The request's size in bytes when it was measured (then the answer's usage calibrates the estimate).
@@ -169,54 +168,6 @@ impl Drop for Busy {
     }
 }
 
-/// What checking a structured answer decided.
-pub(super) enum Verdict {
-    /// Valid: the run ends with it.
-    Done,
-    /// Invalid, the model was told why: another turn.
-    Retry,
-}
-
-/// Consecutive identical calls seen in this run, within a turn as across turns: a turn of hundreds of
-/// identical calls is a runaway too, not a parallel batch.
-#[derive(Default)]
-pub(super) struct Repeats {
-    pub(super) last: Option<(String, String)>,
-    pub(super) count: u32,
-}
-
-impl Repeats {
-    /// Count `call`; returns how many identical calls in a row were made, this one included.
-    pub(super) fn see(&mut self, call: &ToolUseBlock) -> u32 {
-        let key = (call.name.clone(), call.input.to_string());
-        if self.last.as_ref() != Some(&key) {
-            self.last = Some(key);
-            self.count = 0;
-        }
-        self.count += 1;
-        self.count
-    }
-}
-
-/// The error that ends a run whose last structured answer was invalid.
-pub(super) fn output_failure(
-    errors: Vec<String>,
-    output: Option<Value>,
-    answer: &crate::output::Answer,
-    state: &RunState,
-) -> Error {
-    let text = match answer {
-        crate::output::Answer::Text(t) => t.clone(),
-        crate::output::Answer::Tool { value, .. } => value.to_string(),
-    };
-    Error::OutputValidation(Box::new(crate::output::OutputFailure {
-        errors,
-        output,
-        text,
-        attempts: state.output_attempts,
-    }))
-}
-
 /// Add `text` at the end of a tool result's content (a string or blocks).
 pub(super) fn append_text(content: &mut Value, text: &str) {
     match content {
@@ -230,118 +181,6 @@ pub(super) fn append_text(content: &mut Value, text: &str) {
 }
 
 impl Agent {
-    /// What this agent has spent so far in USD by the price table (every request, its children's and
-    /// compaction summaries included; a loaded session's turns too): what its ledger holds as spent, and what
-    /// `max_cost_usd` is checked against. Each request is priced at the higher of the requested and the
-    /// answering model's price; one whose usage was not reported, at its estimate (see [`crate::ledger`]).
-    pub fn spent_usd(&self) -> f64 {
-        lock(&self.spend).ledger.spent()
-    }
-
-    /// The ledger this agent's requests are held against and charged to (see [`crate::ledger`]).
-    pub fn ledger(&self) -> Arc<crate::ledger::Ledger> {
-        lock(&self.spend).ledger.clone()
-    }
-
-    /// Count this agent's spending from now on in `parent` as well (a batch's ledger, whose cap then holds
-    /// for it beside `max_cost_usd`); `None`: in its own account only again. What it spent before stays
-    /// counted against its own cap, not against `parent`'s.
-    pub fn join_ledger(&self, parent: Option<Arc<crate::ledger::Ledger>>) {
-        let mut spend = lock(&self.spend);
-        let before = spend.ledger.spent();
-        let ledger = match parent {
-            Some(p) => crate::ledger::Ledger::under(p),
-            None => crate::ledger::Ledger::new(None),
-        };
-        ledger.record_local(before);
-        spend.ledger = ledger;
-    }
-
-    /// A child agent spends from this agent's own ledger (its requests count against this agent's cap and
-    /// every cap above it).
-    pub(super) fn lend_ledger(&self, child: &Agent) {
-        let ledger = self.ledger();
-        lock(&child.spend).ledger = ledger;
-    }
-
-    /// Count what a request cost (see [`Agent::request_cost`]) in the run's usage and cost and in this
-    /// agent's own total; the ledger is charged by the request's [`Hold`](crate::ledger::Hold).
-    pub(super) fn charge(&self, cost: Option<f64>, usage: &Usage, run_usage: &mut Usage, run_cost: &mut Option<f64>) {
-        run_usage.add(usage);
-        if let Some(c) = cost {
-            *run_cost.get_or_insert(0.0) += c;
-            *lock(&self.spend).usd.get_or_insert(0.0) += c;
-        }
-    }
-
-    /// What a request asked of `requested` and answered as `answered` cost: its [charged
-    /// usage](Agent::charged_usage) at the higher of the two models' prices.
-    pub(super) fn request_cost(
-        requested: &str,
-        answered: &str,
-        usage: &Usage,
-        input_tokens: u64,
-        max_tokens: u64,
-    ) -> Option<f64> {
-        let charged = Agent::charged_usage(usage, input_tokens, max_tokens);
-        crate::models::charged_cost_usd(requested, answered, &charged)
-    }
-
-    /// The usage a request is charged for: what the answer reported; when it reported none — no input tokens
-    /// (every request has some) and no output beyond the one token a stream's `message_start` claims before
-    /// any usage is known — the request's estimate instead: `input_tokens` measured before it was sent and an
-    /// answer of `max_tokens`. Never nothing.
-    pub(super) fn charged_usage(usage: &Usage, input_tokens: u64, max_tokens: u64) -> Usage {
-        let input = usage.input_tokens
-            + usage.cache_creation_input_tokens.unwrap_or(0)
-            + usage.cache_read_input_tokens.unwrap_or(0);
-        if input > 0 || usage.output_tokens > 1 {
-            return usage.clone();
-        }
-        Usage { input_tokens, output_tokens: max_tokens, ..Usage::default() }
-    }
-
-    /// A request of about `input_tokens` on `model`, in USD, before it is sent: its input, and an answer as
-    /// large as the largest seen so far (`max_tokens` before the first; `output_tokens` when given) — and
-    /// never less than the most a request of its ledger has cost so far (see [`crate::ledger::Ledger::largest`]).
-    fn estimate_usd(&self, model: &str, input_tokens: u64, output_tokens: Option<u64>) -> Option<f64> {
-        let out =
-            output_tokens.or(lock(&self.spend).out_tokens).unwrap_or_else(|| u64::from(lock(&self.config).max_tokens));
-        let floor = self.ledger().largest();
-        crate::models::request_cost_usd(model, input_tokens, out).map(|e| e.max(floor))
-    }
-
-    /// Whether a request of about `input_tokens` on `model` fits under every cap that holds for this agent
-    /// (its `max_cost_usd`, a batch's budget); nothing is held.
-    pub(super) fn affordable(&self, model: &str, input_tokens: u64) -> bool {
-        let cap = lock(&self.config).max_cost_usd;
-        let ledger = self.ledger();
-        if cap.is_none() && !ledger.capped(None) {
-            return true;
-        }
-        // A model without a price under a cap: refused rather than spent unbounded (`max_cost_usd` refuses
-        // such a model when the agent is built; a batch's budget refuses its requests).
-        ledger.fits(self.estimate_usd(model, input_tokens, None), cap)
-    }
-
-    /// Hold the estimate of a request about to be sent (see [`Agent::affordable`]); `None`: it would pass a
-    /// cap and must not be sent.
-    pub(super) fn reserve(
-        &self,
-        model: &str,
-        input_tokens: u64,
-        output_tokens: Option<u64>,
-    ) -> Option<crate::ledger::Hold> {
-        let cap = lock(&self.config).max_cost_usd;
-        let ledger = self.ledger();
-        let estimate = if cap.is_none() && !ledger.capped(None) {
-            Some(0.0)
-        } else {
-            self.estimate_usd(model, input_tokens, output_tokens)
-        };
-        ledger.reserve(estimate, cap)
-    }
-
     pub(super) fn begin(&self, cancel: CancelToken) -> Result<Busy> {
         use std::sync::atomic::Ordering;
         if self.running.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
@@ -415,7 +254,7 @@ impl Agent {
 
     /// Run the loop to its end on this thread, each model turn read in one [`Provider::send`].
     pub(super) fn drive(&self, on_event: &mut dyn FnMut(&Event)) -> Result<RunResult> {
-        let mut run = Looping::new(self.token());
+        let mut run = Looping::new(self.token(), Policies::for_run(self));
         loop {
             if let Some(outcome) = self.advance(&mut run, Read::Whole, on_event) {
                 return outcome;
@@ -441,28 +280,36 @@ impl Agent {
                 let Answered { message, bad_inputs, wrap_up } = *answered;
                 self.after_turn(l, message, bad_inputs, wrap_up, on_event)
             }
-            Phase::Tools(mut tools) => {
-                let Looping { cancel, run, state, pausing, .. } = l;
-                match self.tools_step(&mut tools, *pausing, state, cancel, run, on_event) {
-                    Ok(None) => Ok(Next::Go(Phase::Tools(tools))),
-                    // finish.rs: a guard stopped the run; one more request with tools off is its answer.
-                    Ok(Some(true)) if self.guard_wrap_up(state) => Ok(Next::Go(Phase::Between)),
-                    Ok(Some(true)) => {
-                        run.stop_reason = Some(StopReason::Repetition);
-                        Ok(Next::End)
+            Phase::Tools(mut tools) => match self.tools_step(&mut tools, l, on_event) {
+                Ok(false) => Ok(Next::Go(Phase::Tools(tools))),
+                // Every call has its result: a policy may end the run here (a guard that stopped it).
+                Ok(true) => {
+                    let Looping { cancel, run, state, policies, pausing, .. } = l;
+                    let mut cx = Cx { agent: self, run, state, cancel, pausing: *pausing, on_event };
+                    match policies.after_tools(&mut cx) {
+                        Flow::Stop => Ok(Next::End),
+                        Flow::Go | Flow::Again => Ok(Next::Go(Phase::Between)),
                     }
-                    Ok(Some(false)) => Ok(Next::Go(Phase::Between)),
-                    Err(e) => Err(e),
                 }
-            }
+                Err(e) => Err(e),
+            },
             Phase::Ended => Err(Error::Config("the run has ended".into())),
         });
-        let outcome = match next {
+        let next = match next {
             Ok(Next::Go(phase)) => {
                 l.phase = phase;
                 return None;
             }
-            Ok(Next::End) => {
+            Ok(Next::End) => Ok(()),
+            Err(e) => Err(e),
+        };
+        {
+            // The run has ended, whichever way: every policy's `run_end`.
+            let Looping { cancel, run, state, policies, pausing, .. } = l;
+            policies.run_end(&mut Cx { agent: self, run, state, cancel, pausing: *pausing, on_event });
+        }
+        let outcome = match next {
+            Ok(()) => {
                 self.finish_end(&mut l.state, Some(&mut l.run));
                 Ok(std::mem::replace(&mut l.run, new_run()))
             }
@@ -488,60 +335,30 @@ impl Agent {
         crate::trace::run_span(name.as_deref(), self.provider().name(), &model, conversation.as_deref())
     }
 
-    /// Before a model turn: the cancel, the turn cap and the spend cap are checked, then the turn's request
-    /// is made (compacting first when it would pass the threshold).
+    /// Before a model turn: the cancel, then the policies' `before_request` (the caps, a wrap-up), then the
+    /// turn's request is made and shaped (`shape_request`: compaction, temperature).
     fn before_turn(&self, l: &mut Looping, on_event: &mut dyn FnMut(&Event)) -> Result<Next> {
-        let Looping { cancel, run, state, .. } = l;
+        let Looping { cancel, run, state, policies, pausing, .. } = l;
         if cancel.is_cancelled() {
             return Err(Error::Cancelled { partial: None });
         }
-        self.finish_begin(state, run);
-        // finish.rs: a guard stopped the run, and this request is its answer with tools off (past max_turns too).
-        let guard_wrap_up = Agent::take_guard_wrap_up(state);
-        let (max_turns, policy) = {
-            let c = lock(&self.config);
-            (c.max_turns, c.max_turns_policy)
-        };
-        if let Some(max) = max_turns.filter(|_| !guard_wrap_up) {
-            if run.turns >= max {
-                let note = format!("stopped: max_turns={max} reached");
-                self.record(Entry::new(EntryRole::System, vec![ContentBlock::text(note)]))?;
-                if self.check_at_cap(state, run, cancel) {
-                    return Ok(Next::End);
-                }
-                return match policy {
-                    MaxTurnsPolicy::Error => Err(Error::MaxTurns { turns: max }),
-                    MaxTurnsPolicy::Return => {
-                        run.max_turns_reached = true;
-                        run.stop_reason = None;
-                        Ok(Next::End)
-                    }
-                };
-            }
+        self.finish_begin(state);
+        let mut cx = Cx { agent: self, run, state, cancel, pausing: *pausing, on_event };
+        policies.run_start(&mut cx);
+        let mut plan = TurnPlan::default();
+        if policies.before_request(&mut cx, &mut plan)? == Flow::Stop {
+            return Ok(Next::End);
         }
-        if !self.next_request_affordable() {
-            return self.budget_stop(run).map(|()| Next::End);
+        cx.run.turns += 1;
+        let turn = cx.run.turns;
+        (cx.on_event)(&Event::TurnStart { turn });
+        let mut request = self.wrapped_request(plan.wrap_up);
+        (plan.tokens, plan.measured) = self.estimate_request(&request);
+        if policies.shape_request(&mut cx, &mut plan, &mut request)? == Flow::Stop {
+            return Ok(Next::End);
         }
-        run.turns += 1;
-        let turn = run.turns;
-        on_event(&Event::TurnStart { turn });
-        // progress.rs: this request with tools disabled (the second time, without them), unless the host
-        // chose a tool_choice of its own.
-        let wrap_up = guard_wrap_up
-            || state.progress.take_wrap_up() && crate::progress::wrap_up_applies(self.request().tool_choice.as_ref());
-        let without_tools = wrap_up && state.progress.wrap_up_without_tools();
-        let wrap_up = (wrap_up, without_tools);
-        match self.turn_request(wrap_up, cancel, run, on_event)? {
-            Some((mut request, measured)) => {
-                // progress.rs: a turn stuck on a failure makes this one go with a higher temperature.
-                let unstick = lock(&self.config).progress_guard.and_then(|g| g.unstick_temperature);
-                if let Some(t) = unstick.filter(|_| state.progress.take_unstick() && !wrap_up.0) {
-                    crate::progress::unstick(&mut request, t);
-                }
-                Ok(Next::Go(Phase::Ready(Box::new(Turn { turn, wrap_up, request, measured, overflows: 0 }))))
-            }
-            None => self.unsent(run),
-        }
+        let (wrap_up, measured) = (plan.wrap_up, plan.measured);
+        Ok(Next::Go(Phase::Ready(Box::new(Turn { turn, wrap_up, request, measured, overflows: 0 }))))
     }
 
     /// A compaction's summary left too little under the spend cap for the turn's request: it is not sent,
@@ -565,6 +382,11 @@ impl Agent {
         let Some(hold) = self.reserve(&turn.request.model, input_tokens, None) else {
             return self.unsent(&mut l.run);
         };
+        {
+            let Looping { cancel, run, state, policies, pausing, .. } = l;
+            let mut cx = Cx { agent: self, run, state, cancel, pausing: *pausing, on_event: &mut *on_event };
+            policies.before_send(&mut cx, &turn.request)?;
+        }
         let mut open = self.open_turn(turn, &l.run.usage, hold, input_tokens)?;
         let chat = open.span.clone();
         let _in_chat = chat.enter();
@@ -638,8 +460,8 @@ impl Agent {
         }
     }
 
-    /// After a model turn's answer: its tool calls, a structured answer, or the end of the run (`on_stop`
-    /// may keep it going).
+    /// After a model turn's answer: the policies' `after_response`, then its tool calls, or — no calls — the
+    /// policies' `at_stop` (which may send the model back), else the end of the run.
     fn after_turn(
         &self,
         l: &mut Looping,
@@ -648,245 +470,56 @@ impl Agent {
         wrap_up: bool,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<Next> {
-        let Looping { run, state, cancel, .. } = l;
+        let Looping { run, state, cancel, policies, pausing, .. } = l;
         run.text = message.text();
         run.stop_reason = message.stop_reason.clone();
         run.message = Some(message.clone());
         let calls: Vec<ToolUseBlock> = message.tool_uses().into_iter().cloned().collect();
-        let output = lock(&self.config).output.clone();
-        if Agent::answered_guard_wrap_up(state) {
-            // finish.rs: a guard's last answer, with tools off; calls sent anyway are answered, not run.
+        let stop = message.stop_reason.clone();
+        let cut_off =
+            matches!(stop, Some(StopReason::MaxTokens | StopReason::ModelContextWindowExceeded | StopReason::Refusal));
+        if cut_off {
+            // The turn was cut off (a call's input may be incomplete) or refused: never run its calls, and stop
+            // — asking again would hit the same wall. Each call still gets its one result.
+            let why = match stop {
+                Some(StopReason::MaxTokens) => {
+                    "not run: the response hit max_tokens before this tool call was complete"
+                }
+                Some(StopReason::Refusal) => "not run: the model refused in the turn that made this tool call",
+                _ => "not run: the response hit the context window limit before this tool call was complete",
+            };
             for call in &calls {
-                let result = crate::progress::WRAP_UP_IGNORED;
-                self.record(Entry::tool_result(&call.id, &call.name, Value::String(result.into()), true))?;
+                self.record(Entry::tool_result(&call.id, &call.name, Value::String(why.into()), true))?;
             }
-            run.stop_reason = Some(StopReason::Repetition);
+        }
+        let final_answer =
+            lock(&self.config).output.is_some() && calls.iter().any(|c| c.name == crate::output::TOOL_NAME);
+        let answer =
+            Answer { message: &message, calls: &calls, bad_inputs: &bad_inputs, wrap_up, cut_off, final_answer };
+        let mut cx = Cx { agent: self, run, state, cancel, pausing: *pausing, on_event };
+        match policies.after_response(&mut cx, &answer)? {
+            Flow::Stop => return Ok(Next::End),
+            Flow::Again => return Ok(Next::Go(Phase::Between)),
+            Flow::Go => {}
+        }
+        if cut_off {
             return Ok(Next::End);
         }
-        match message.stop_reason.clone() {
-            Some(stop @ (StopReason::MaxTokens | StopReason::ModelContextWindowExceeded | StopReason::Refusal)) => {
-                // The turn was cut off (a call's input may be incomplete) or refused: never run its calls,
-                // and stop — asking again would hit the same wall. Each call still gets its one result.
-                let why = match stop {
-                    StopReason::MaxTokens => "not run: the response hit max_tokens before this tool call was complete",
-                    StopReason::Refusal => "not run: the model refused in the turn that made this tool call",
-                    _ => "not run: the response hit the context window limit before this tool call was complete",
-                };
-                for call in &calls {
-                    self.record(Entry::tool_result(&call.id, &call.name, Value::String(why.into()), true))?;
-                }
-                if let Some(spec) = &output {
-                    // No correction: asking again would hit the same wall.
-                    let answer = crate::output::answer_of(&message, &spec.schema);
-                    state.output_attempts += 1;
-                    match crate::output::check(&answer, &spec.schema) {
-                        Ok(v) => run.output = Some(v),
-                        Err((errors, value)) => return Err(output_failure(errors, value, &answer, state)),
-                    }
-                }
-                return Ok(Next::End);
-            }
-            Some(StopReason::PauseTurn) if calls.is_empty() => return Ok(Next::Go(Phase::Between)),
-            _ if output.is_some() && calls.iter().any(|c| c.name == crate::output::TOOL_NAME) => {
-                let spec = output.as_ref().map(|o| (o.schema.clone(), o.retries)).unwrap_or_default();
-                match self.final_answer(&message, &calls, &bad_inputs, spec, state, run, on_event)? {
-                    Verdict::Done => return Ok(Next::End),
-                    Verdict::Retry => return Ok(Next::Go(Phase::Between)),
-                }
-            }
-            _ if wrap_up && !calls.is_empty() => {
-                // The wrap-up asked for the answer with tools off, and the server sent calls anyway (some
-                // local servers ignore tool_choice none). The turn before only repeated what was done: they
-                // are not run, each gets its one result; the first time the wrap-up goes once more, the
-                // second time the run ends here.
-                let stop = state.progress.wrap_up_ignored();
-                let stopped = stop.is_some();
-                let result = if stopped { crate::progress::WRAP_UP_IGNORED } else { crate::progress::WRAP_UP_AGAIN };
-                for call in &calls {
-                    self.record(Entry::tool_result(&call.id, &call.name, Value::String(result.into()), true))?;
-                }
-                if let Some(call) = calls.last() {
-                    on_event(&Event::Repetition {
-                        id: call.id.clone(),
-                        name: call.name.clone(),
-                        count: if stopped { 2 } else { 1 },
-                        stopped,
-                        note: stop.unwrap_or_else(|| {
-                            "[tooloop: no progress: asked for its final answer with tools off, the model called \
-                             a tool anyway; not run, and asked once more]"
-                                .into()
-                        }),
-                    });
-                }
-                if stopped {
-                    run.stop_reason = Some(StopReason::Repetition);
-                    return Ok(Next::End);
-                }
-            }
-            _ if !calls.is_empty() => {
-                return Ok(Next::Go(Phase::Tools(Box::new(self.begin_tools(calls, bad_inputs, state)))));
-            }
-            _ => {
-                if let Some(spec) = &output {
-                    if let Verdict::Retry = self.text_answer(&message, spec, state, run)? {
-                        return Ok(Next::Go(Phase::Between));
-                    }
-                }
-                // finish.rs: the check and the run's record may keep it going, once told why.
-                if self.before_answer(state, run, cancel)? {
-                    return Ok(Next::Go(Phase::Between));
-                }
-                if run.stop_reason == Some(StopReason::CheckFailed) {
-                    return Ok(Next::End);
-                }
-                // The run would end here: `on_stop` may keep it going with a new user message.
-                let on_stop = lock(&self.hooks).on_stop.clone();
-                let Some(hook) = on_stop else { return Ok(Next::End) };
-                match hook(run) {
-                    Ok(None) => return Ok(Next::End),
-                    Ok(Some(text)) => {
-                        // Capped like tool output: a hook's text must not put megabytes into the next request.
-                        let text = self.tools.cap_text(text);
-                        self.record(Entry::new(EntryRole::User, vec![ContentBlock::text(text)]))?;
-                    }
-                    Err(message) => return Err(Error::Hook { hook: "on_stop".into(), message }),
-                }
-            }
+        if !calls.is_empty() {
+            return Ok(Next::Go(Phase::Tools(Box::new(self.begin_tools(calls, bad_inputs, policies, &mut cx)))));
         }
-        Ok(Next::Go(Phase::Between))
-    }
-
-    /// With a spend cap: whether the next request fits under it. `false` ends the run with `budget`.
-    pub(super) fn next_request_affordable(&self) -> bool {
-        if !self.under_cap() {
-            return true;
+        if stop == Some(StopReason::PauseTurn) {
+            return Ok(Next::Go(Phase::Between));
         }
-        self.request_affordable(&self.request())
-    }
-
-    /// Whether some cap holds for this agent's requests: its `max_cost_usd`, or a ledger's it counts in.
-    pub(super) fn under_cap(&self) -> bool {
-        lock(&self.config).max_cost_usd.is_some() || self.ledger().capped(None)
-    }
-
-    /// With a spend cap: whether `request` fits under it (always, without one).
-    pub(super) fn request_affordable(&self, request: &Request) -> bool {
-        if !self.under_cap() {
-            return true;
-        }
-        let (tokens, _) = self.estimate_request(request);
-        self.affordable(&request.model, tokens)
-    }
-
-    /// End the run because the next request would pass `max_cost_usd`: not an error, stop_reason `budget`.
-    pub(super) fn budget_stop(&self, run: &mut RunResult) -> Result<()> {
-        let batch = self.ledger().parent().filter(|p| p.exhausted()).and_then(|p| p.cap());
-        let note = match (batch, lock(&self.config).max_cost_usd) {
-            (Some(b), _) => format!("stopped: the next request would take the spend past the batch's budget_usd={b}"),
-            (None, Some(cap)) => format!("stopped: the next request would take the spend past max_cost_usd={cap}"),
-            (None, None) => "stopped: the next request would take the spend past its budget".to_string(),
-        };
-        self.record(Entry::new(EntryRole::System, vec![ContentBlock::text(note)]))?;
-        run.stop_reason = Some(StopReason::Budget);
-        // Every model under a cap has a price: what this run spent is known, nothing included.
-        run.cost_usd = Some(run.cost_usd.unwrap_or(0.0));
-        Ok(())
-    }
-
-    /// Whether this agent's requests carry the final-answer tool (else the native field).
-    pub(super) fn output_tool(&self, spec: &crate::output::OutputSpec) -> bool {
-        spec.uses_tool(self.provider().native_output())
-    }
-
-    /// A turn that ended without tool calls, under `output_schema`: its text is the answer.
-    pub(super) fn text_answer(
-        &self,
-        message: &MessageResponse,
-        spec: &crate::output::OutputSpec,
-        state: &mut RunState,
-        run: &mut RunResult,
-    ) -> Result<Verdict> {
-        let answer = crate::output::Answer::Text(message.text());
-        state.output_attempts += 1;
-        match crate::output::check(&answer, &spec.schema) {
-            Ok(v) => {
-                run.output = Some(v);
-                Ok(Verdict::Done)
-            }
-            Err((errors, value)) => {
-                if state.output_attempts > spec.retries {
-                    return Err(output_failure(errors, value, &answer, state));
-                }
-                let text = crate::output::correction(&errors, self.output_tool(spec));
-                self.record(Entry::new(EntryRole::User, vec![ContentBlock::text(text)]))?;
-                Ok(Verdict::Retry)
-            }
+        // The run would end here: a policy may keep it going, once the model is told why.
+        match policies.at_stop(&mut cx)? {
+            Flow::Again => Ok(Next::Go(Phase::Between)),
+            Flow::Go | Flow::Stop => Ok(Next::End),
         }
     }
 
-    /// A turn that called `final_answer`: its input is the answer. The turn's other calls are not run (the
-    /// model is told to make them before answering); every call gets its one result.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn final_answer(
-        &self,
-        message: &MessageResponse,
-        calls: &[ToolUseBlock],
-        bad_inputs: &HashMap<String, Value>,
-        (schema, retries): (Value, u32),
-        state: &mut RunState,
-        run: &mut RunResult,
-        on_event: &mut dyn FnMut(&Event),
-    ) -> Result<Verdict> {
-        let answer = crate::output::answer_of(message, &schema);
-        state.output_attempts += 1;
-        let verdict = match &answer {
-            crate::output::Answer::Tool { id, .. } if bad_inputs.contains_key(id) => {
-                let raw = bad_inputs.get(id).cloned();
-                Err((vec![bad_input_message(raw.as_ref().unwrap_or(&Value::Null))], raw))
-            }
-            a => crate::output::check(a, &schema),
-        };
-        let failed = verdict.as_ref().err().map(|(errors, _)| crate::output::correction(errors, true));
-        for call in calls {
-            on_event(&Event::ToolUse { id: call.id.clone(), name: call.name.clone(), input: call.input.clone() });
-            let (content, is_error) = if call.name != crate::output::TOOL_NAME {
-                let why = "not run: final_answer was called in the same turn; make the calls you need first,                            then call final_answer alone";
-                (why.to_string(), true)
-            } else {
-                match &failed {
-                    Some(text) => (text.clone(), true),
-                    None => ("accepted".to_string(), false),
-                }
-            };
-            self.record(Entry::tool_result(&call.id, &call.name, Value::String(content.clone()), is_error))?;
-            on_event(&Event::ToolResult {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                content: Value::String(content),
-                is_error,
-                denied: false,
-                duration_ms: 0,
-            });
-        }
-        match verdict {
-            Ok(v) => {
-                // The caller sees what a native answer gives: the JSON as the text, a turn that ended.
-                if run.text.trim().is_empty() {
-                    run.text = v.to_string();
-                }
-                run.stop_reason = Some(StopReason::EndTurn);
-                run.output = Some(v);
-                Ok(Verdict::Done)
-            }
-            Err((errors, value)) if state.output_attempts > retries => {
-                Err(output_failure(errors, value, &answer, state))
-            }
-            Err(_) => Ok(Verdict::Retry),
-        }
-    }
-
-    /// A model turn begins: the `before_request` hook sees its request, and its assistant entry is in the
-    /// store while it streams (it ends complete or error, see [`Agent::close_turn`]).
+    /// A model turn begins: its assistant entry is in the store while it streams (it ends complete or error,
+    /// see [`Agent::close_turn`]).
     fn open_turn(
         &self,
         turn: Box<Turn>,
@@ -894,10 +527,6 @@ impl Agent {
         hold: crate::ledger::Hold,
         input_tokens: u64,
     ) -> Result<Box<OpenTurn>> {
-        let before_request = lock(&self.hooks).before_request.clone();
-        if let Some(hook) = before_request {
-            hook(&turn.request).map_err(|message| Error::Hook { hook: "before_request".into(), message })?;
-        }
         let mut entry = Entry::new(EntryRole::Assistant, Vec::new());
         entry.status = EntryStatus::Streaming;
         entry.model = Some(turn.request.model.clone());
