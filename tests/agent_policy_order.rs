@@ -117,7 +117,9 @@ fn at_the_stop_the_check_sends_the_model_back_before_the_on_stop_hook_is_asked()
     let mock = MockServer::start(&scripted("check and on_stop", &steps));
     let agent =
         agent(&mock, json!({"builtin_tools": true, "workspace": ws.0, "sandbox": "off", "check": "test -f done.txt"}));
-    let stops: Arc<Mutex<Vec<(String, Option<bool>)>>> = Arc::default();
+    // What on_stop saw: the answer, and whether the check had passed.
+    type Seen = Vec<(String, Option<bool>)>;
+    let stops: Arc<Mutex<Seen>> = Arc::default();
     let log = stops.clone();
     agent.set_hooks(Hooks {
         on_stop: Some(Arc::new(move |run: &tooloop::RunResult| {

@@ -11,7 +11,8 @@
 //! `task` call's child agents) and the child's run; `run_loop.rs` the loop of a run (requests, the model's
 //! turn, the spend cap, structured answers), one phase at a time; `driver.rs` [`RunDriver`], a run its caller
 //! steps through those phases; `approval.rs` a stepped run's pause for approvals; `dispatch.rs` one turn's
-//! tool calls (rules, hooks, permission, concurrency); `switch.rs` changing the model and provider (`set_model`,
+//! tool calls (concurrency, one result each); `policy/` the guards and rules the loop calls at fixed points
+//! of a turn, in one order (caps, repetition, output, the check, permission, hooks); `switch.rs` changing the model and provider (`set_model`,
 //! fallbacks); `compact.rs` token estimates and compaction as the loop needs them; `fit.rs` keeps each tool
 //! result within a share of the context window.
 
