@@ -1,5 +1,6 @@
-//! The agent's side of compaction: how big the next request is, when to compact, and appending the
-//! record ([`crate::compaction`] holds the rules of what stays).
+//! The agent's side of compaction: how big the next request is, compacting (by hand, before a request past
+//! the threshold — the trigger is `policy/compaction.rs` — or after an answer that the prompt was too long),
+//! and appending the record ([`crate::compaction`] holds the rules of what stays).
 
 use super::*;
 

@@ -9,7 +9,7 @@ use crate::provider::{TurnOpen, TurnStream};
 /// What one run tracks across its turns.
 #[derive(Default)]
 pub(super) struct RunState {
-    /// finish.rs: the check and the record.
+    /// finish.rs: the run's record, and the state of the check held at the stop (policy/check.rs).
     pub(super) finish: super::finish::Finish,
 }
 
