@@ -20,6 +20,11 @@
 //! - `at_stop` — the model answered without calls and the run would end: may send it back, once told why.
 //! - `run_end` — the run ended, whichever way (an error too).
 //!
+//! Between the points the loop answers what no policy judges: a turn cut off (max_tokens, the window, a
+//! refusal) has its calls answered "not run" before `after_response`; a call after one that aborted the run
+//! or after a failed hook, after a policy stopped the run, past the per-turn cap, with an input that is not
+//! an object, or in a cancelled run is answered by the loop before `before_tool`, and no policy sees it.
+//!
 //! # The order
 //! One order for every point, fixed here ([`Policies::for_run`]); a policy that does nothing at a point is
 //! passed over. At a point that decides ([`Flow`], [`CallVerdict`]) the first policy that does not say
@@ -53,8 +58,9 @@
 //! agent (its hooks, rules, permission callable, a batch's ledger) or are the limits every request keeps
 //! (the result fit, compaction when `compaction` is on).
 //!
-//! Must never: run a tool, send a request or write the store on a policy's own account beyond what it
-//! tells the model (a note, a correction, a tool result of a call it refused).
+//! Must never: run a model's tool call or send a model turn itself (that is the loop's), or write the store
+//! beyond what its option is for — a note or a correction the model reads, the result of a call it refused,
+//! compaction's record and summary request, the check's command.
 
 mod check;
 mod compaction;
