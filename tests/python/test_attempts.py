@@ -1,0 +1,148 @@
+"""Attempts in isolated copies (issue 41 item 4), in Python (``tooloop.attempts``), in the `tooloop` command
+(``--attempts N``) and in ``tooloop.batch`` (a task's ``attempts``), against the mock server: attempts isolated
+from each other and from the workspace, the winner applied as one undoable change, the verdict without a
+check, "no attempt verified", cancel during attempts ends all of them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, List
+
+from _support import clean_env, run_cli, text_reply, tool_reply, tool_results
+
+TEST = "import x\nassert x.add(2, 3) == 5, 'add(2, 3) is wrong: ' + repr(x.add(2, 3))\nprint('ok')\n"
+WRONG = "def add(a, b):\n    return a - b\n"
+RIGHT = "def add(a, b):\n    return a + b\n"
+CHECK = "python3 test_x.py"
+
+
+def _workspace(d: Path) -> Path:
+    d.mkdir(exist_ok=True)
+    (d / "test_x.py").write_text(TEST)
+    (d / "x.py").write_text(WRONG)
+    (d / "old.txt").write_text("to be removed\n")
+    return d
+
+
+def _write(i: str, path: str, content: str) -> Any:
+    return tool_reply((i, "write_file", {"path": path, "content": content}))
+
+
+def _bash(i: str, command: str) -> Any:
+    return tool_reply((i, "bash", {"command": command}))
+
+
+def _options(server: Any) -> dict:
+    return {"model": "claude-sonnet-4-6", "api_key": "sk-ant-mock", "base_url": server.base_url,
+            "builtin_tools": True, "sandbox": "off", "max_turns": 3, "max_turns_policy": "return"}
+
+
+def _leftovers(tmp_path: Path) -> List[str]:
+    return [p.name for p in tmp_path.iterdir() if "tooloop-attempts" in p.name]
+
+
+def test_python_attempts_are_isolated_and_the_first_whose_check_passes_is_applied(mock: Any, tmp_path: Path) -> None:
+    import tooloop.attempts
+
+    ws = _workspace(tmp_path / "ws")
+    server = mock({"responses": [
+        # attempt 1: a loser's writes, then an answer while the check still fails (turns run out)
+        _write("a1", "loser.txt", "from attempt 1\n"),
+        _write("a2", "x.py", "def add(a, b):\n    return a * b\n"),
+        text_reply("Done."),
+        text_reply("Done, really."),
+        # attempt 2: sees none of attempt 1's work, fixes x.py, removes old.txt, adds a file
+        _bash("b1", "ls; cat x.py"),
+        _write("b2", "x.py", RIGHT),
+        tool_reply(("b3", "bash", {"command": "rm old.txt && mkdir -p pkg && echo new > pkg/new.txt"})),
+        text_reply("Fixed."),
+    ]})
+    seen: List[Any] = []
+
+    def on_attempt(a: Any) -> None:
+        # While the attempts run, the real workspace never changes.
+        seen.append((a.n, (ws / "x.py").read_text(), (ws / "loser.txt").exists()))
+
+    opts = _options(server)
+    opts["max_turns"] = 4
+    result = tooloop.attempts.run("fix x.py", attempts=2, workspace=ws, check=CHECK, on_attempt=on_attempt,
+                                  **opts)
+    reqs = server.requests()
+    listing = tool_results(reqs[5])["b1"][0]
+    assert "loser.txt" not in listing and "return a - b" in listing, listing
+    assert seen == [(1, WRONG, False), (2, WRONG, False)]
+    assert result.winner == 2 and result.ok
+    assert [a.verdict for a in result.attempts] == ["unverified", "check_passed"]
+    assert result.attempts[0].check["passed"] is False and result.attempts[1].verified_by == CHECK
+    assert [a.temperature for a in result.attempts] == [0.2, 0.5]
+    assert reqs[0]["body"]["temperature"] == 0.2 and reqs[4]["body"]["temperature"] == 0.5
+    assert all(a.turns > 0 and a.usage.input_tokens > 0 and a.seconds > 0 for a in result.attempts)
+    assert (ws / "x.py").read_text() == RIGHT
+    assert not (ws / "loser.txt").exists(), "a losing attempt's write must never appear"
+    assert not (ws / "old.txt").exists() and (ws / "pkg" / "new.txt").read_text() == "new\n"
+    assert sorted((c["path"], c["action"]) for c in result.applied) == [
+        ("old.txt", "deleted"), ("pkg/new.txt", "added"), ("x.py", "changed")]
+    assert not (ws / "__pycache__").exists(), "byte-code of the check run is not applied"
+    assert _leftovers(tmp_path) == [] and result.text == "Fixed."
+
+
+def test_python_attempts_without_a_check_win_by_their_own_passing_tests_else_no_winner(
+        mock: Any, tmp_path: Path) -> None:
+    import tooloop.attempts
+
+    assert tooloop.attempts.looks_like_a_test("python3 test_x.py")
+    assert tooloop.attempts.looks_like_a_test("cd src && pytest -q tests/")
+    assert tooloop.attempts.looks_like_a_test("cargo test --lib")
+    assert not tooloop.attempts.looks_like_a_test("python3 x.py")
+    assert not tooloop.attempts.looks_like_a_test("cat test_x.py | head")  # names a test, runs cat
+
+    ws = _workspace(tmp_path / "ws")
+    server = mock({"responses": [
+        # attempt 1 fixes x.py but runs no test: unverified
+        _write("a1", "x.py", RIGHT), text_reply("Fixed, trust me."),
+        # attempt 2 writes a wrong fix and its test fails: unverified
+        _write("b1", "x.py", "def add(a, b):\n    return a * b\n"), _bash("b2", CHECK),
+        text_reply("Done."),
+        # attempt 3 fixes it and its own test passes
+        _write("c1", "x.py", RIGHT), _bash("c2", CHECK), text_reply("Fixed; the test passes."),
+    ]})
+    opts = _options(server)
+    opts["max_turns"] = 5
+    result = tooloop.attempts.run("fix x.py", attempts=3, workspace=ws, **opts)
+    assert [a.verdict for a in result.attempts] == ["unverified", "unverified", "tests_passed"]
+    assert result.winner == 3 and result.attempts[2].verified_by == CHECK
+    assert (ws / "x.py").read_text() == RIGHT
+
+    ws2 = _workspace(tmp_path / "ws2")
+    server.load({"responses": [_write("a1", "x.py", RIGHT), text_reply("Fixed.")]})
+    result = tooloop.attempts.run("fix x.py", attempts=1, workspace=ws2, **opts)
+    assert result.winner is None and not result.ok and result.applied == []
+    assert (ws2 / "x.py").read_text() == WRONG
+
+
+def test_python_attempt_git_is_its_own_and_never_writes_the_real_repository(mock: Any, tmp_path: Path) -> None:
+    import tooloop.attempts
+
+    ws = _workspace(tmp_path / "ws")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "start"]):
+        subprocess.run(cmd, cwd=ws, check=True, env=env)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ws, capture_output=True, text=True).stdout
+    server = mock({"responses": [
+        _write("a1", "x.py", RIGHT),
+        _bash("a2", "git status --short; git -c user.name=a -c user.email=a@a commit -qam attempt && git log --oneline | wc -l"),
+        text_reply("Fixed."),
+    ]})
+    result = tooloop.attempts.run("fix x.py", attempts=1, workspace=ws, check=CHECK, **_options(server))
+    out = tool_results(server.requests()[2])["a2"][0]
+    assert "M x.py" in out and out.strip().endswith("2"), out
+    assert result.winner == 1 and (ws / "x.py").read_text() == RIGHT
+    assert subprocess.run(["git", "rev-parse", "HEAD"], cwd=ws, capture_output=True, text=True).stdout == head
+    assert subprocess.run(["git", "status", "--short"], cwd=ws, capture_output=True,
+                          text=True).stdout.strip() == "M x.py"
