@@ -375,6 +375,14 @@ def _temperatures(n: int, options: Dict[str, Any], given: Optional[Sequence[floa
     return [round(min(1.0, base + TEMPERATURE_STEP * i), 2) if i else base for i in range(n)]
 
 
+def _turns(agent: Agent) -> int:
+    """The model turns an agent completed (for a run that raised: no RunResult says it)."""
+    try:
+        return sum(1 for e in agent.history if e.get("role") == "assistant" and e.get("status") == "complete")
+    except Exception:
+        return 0
+
+
 class Attempts:
     """``attempts`` independent runs of ``task`` (see ``run`` for the arguments); ``run()`` runs them,
     ``cancel()`` (any thread) stops every one and leaves the workspace untouched."""
@@ -442,6 +450,8 @@ class Attempts:
         if self.configure is not None:
             opts.update(self.configure(i + 1, copy) or {})
         opts["workspace"] = copy
+        # An attempt that runs out of turns is one more unverified attempt, with its record: not an exception.
+        opts.setdefault("max_turns_policy", "return")
         return opts
 
     def _one(self, i: int, copy: str) -> AttemptRecord:
@@ -462,14 +472,14 @@ class Attempts:
                 raise Cancelled("stopped before it began")
             result = agent.run(self.task)
         except Cancelled as e:
-            return AttemptRecord(n, temp, "cancelled", usage=agent.usage, seconds=time.monotonic() - started,
-                                 error=str(e))
+            return AttemptRecord(n, temp, "cancelled", turns=_turns(agent), usage=agent.usage,
+                                 seconds=time.monotonic() - started, error=str(e))
         except MaxTurnsExceeded as e:
-            return AttemptRecord(n, temp, "unverified", usage=agent.usage, seconds=time.monotonic() - started,
-                                 stop_reason="max_turns", error=str(e))
+            return AttemptRecord(n, temp, "unverified", turns=_turns(agent), usage=agent.usage,
+                                 seconds=time.monotonic() - started, stop_reason="max_turns", error=str(e))
         except Exception as e:
-            return AttemptRecord(n, temp, "error", usage=agent.usage, seconds=time.monotonic() - started,
-                                 error=f"{type(e).__name__}: {e}")
+            return AttemptRecord(n, temp, "error", turns=_turns(agent), usage=agent.usage,
+                                 seconds=time.monotonic() - started, error=f"{type(e).__name__}: {e}")
         finally:
             with self._lock:
                 self._agents.pop(n, None)

@@ -146,3 +146,104 @@ def test_python_attempt_git_is_its_own_and_never_writes_the_real_repository(mock
     assert subprocess.run(["git", "rev-parse", "HEAD"], cwd=ws, capture_output=True, text=True).stdout == head
     assert subprocess.run(["git", "status", "--short"], cwd=ws, capture_output=True,
                           text=True).stdout.strip() == "M x.py"
+
+
+# -- the `tooloop` command ---------------------------------------------------------------------------------------
+
+def _cli_steps() -> List[Any]:
+    return [
+        # attempt 1 (temperature 0.2): a wrong fix and a stray file; the check still fails when turns run out
+        _write("a1", "loser.txt", "from attempt 1\n"), _write("a2", "x.py", "def add(a, b):\n    return a * b\n"),
+        text_reply("Done."),
+        # attempt 2: the fix, and a file removed
+        _write("b1", "x.py", RIGHT), _bash("b2", "rm old.txt"), text_reply("Fixed."),
+    ]
+
+
+def test_cli_attempts_apply_the_winner_as_one_change_that_undo_takes_back(tooloop_exe: str, tmp_path: Path) -> None:
+    from _terminal import PROMPT, Term, term_env
+    from mockctl import MockServer
+
+    ws = _workspace(tmp_path / "ws")
+    with MockServer({"responses": _cli_steps()}) as server:
+        proc = run_cli(tooloop_exe, ws, clean_env(tmp_path, server), "-p", "--yes", "--sandbox", "off",
+                       "--max-turns", "3", "--attempts", "2", "--check", CHECK, "fix x.py")
+        assert len(server.requests()) == 6
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "Fixed.\n"
+    err = proc.stderr.splitlines()
+    assert any(line.startswith("tooloop: attempt 1: unverified") for line in err), err
+    assert any(line.startswith("2 *") and "check passed" in line for line in err), err
+    assert "tooloop: attempt 2 applied: 2 files changed (tooloop --continue, then /undo, takes it back)" in err
+    assert (ws / "x.py").read_text() == RIGHT and not (ws / "old.txt").exists()
+    assert not (ws / "loser.txt").exists()
+    # One change: a single /undo in the continued session puts every file back.
+    with MockServer({"responses": []}) as server:
+        with Term(tooloop_exe, ["--yes", "--continue"], ws, term_env(tmp_path, server, NO_COLOR="1")) as term:
+            term.expect(PROMPT)
+            term.type("/undo")
+            term.expect(r"restored old.txt")
+            term.expect(r"restored x.py")
+            term.expect("bash are not undone")
+            term.quit()
+    assert (ws / "x.py").read_text() == WRONG
+    assert (ws / "old.txt").read_text() == "to be removed\n"
+
+
+def test_cli_attempts_json_output_carries_every_attempt_and_no_winner_exits_1(tooloop_exe: str, tmp_path: Path) -> None:
+    from mockctl import MockServer
+
+    ws = _workspace(tmp_path / "ws")
+    steps = [_write("a1", "x.py", RIGHT), text_reply("Fixed, no test run."),
+             _write("b1", "x.py", RIGHT), _bash("b2", "python3 -c 'print(1)'"), text_reply("Fixed.")]
+    with MockServer({"responses": steps}) as server:
+        proc = run_cli(tooloop_exe, ws, clean_env(tmp_path, server), "--output-format", "json", "--yes",
+                       "--sandbox", "off", "--attempts", "2", "fix x.py")
+    assert proc.returncode == 1
+    out = json.loads(proc.stdout)
+    assert out["is_error"] is True and out["winner"] is None and out["applied"] == []
+    assert [a["verdict"] for a in out["attempts"]] == ["unverified", "unverified"]
+    assert [a["n"] for a in out["attempts"]] == [1, 2]
+    assert all(a["turns"] >= 2 and a["usage"]["input_tokens"] > 0 and "seconds" in a for a in out["attempts"])
+    assert "tooloop: no attempt verified: the workspace is unchanged" in proc.stderr
+    assert (ws / "x.py").read_text() == WRONG
+
+
+def test_cli_attempts_need_yes(tooloop_exe: str, tmp_path: Path) -> None:
+    ws = _workspace(tmp_path / "ws")
+    proc = run_cli(tooloop_exe, ws, clean_env(tmp_path), "-p", "--attempts", "2", "fix x.py")
+    assert proc.returncode == 2 and "--attempts runs attempts with no one to ask: add --yes" in proc.stderr
+
+
+def test_cli_ctrl_c_during_attempts_ends_all_of_them_and_leaves_the_workspace_untouched(
+        tooloop_exe: str, tmp_path: Path) -> None:
+    from mockctl import MockServer
+
+    ws = _workspace(tmp_path / "ws")
+    stalled = dict(text_reply("never"), fault={"type": "stall", "after_events": 1, "ms": 30000})
+    steps = [_write("a1", "x.py", RIGHT), _write("b1", "x.py", RIGHT), stalled, stalled]
+    with MockServer({"responses": steps}) as server:
+        proc = subprocess.Popen([tooloop_exe, "-p", "--yes", "--sandbox", "off", "--attempts", "2",
+                                 "--concurrency", "2", "--check", CHECK, "fix x.py"], cwd=ws,
+                                env=clean_env(tmp_path, server), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while len(server.requests()) < 4 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert len(server.requests()) == 4, "both attempts should be waiting on a stalled answer"
+            time.sleep(0.3)
+            sent = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=15)
+            took = time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    print(out, err)
+    assert proc.returncode == 130
+    assert took < 5, took
+    assert "interrupted: every attempt stopped; the workspace is as it was" in err
+    assert (ws / "x.py").read_text() == WRONG
+    assert _leftovers(tmp_path) == [] and sorted(p.name for p in ws.iterdir()) == ["old.txt", "test_x.py", "x.py"]

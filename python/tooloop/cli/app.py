@@ -150,6 +150,16 @@ def build_agent(settings: Settings, policy: Observed, session: Path,
                 extra_options: Optional[Dict[str, Any]] = None) -> tooloop.Agent:
     import tooloop
 
+    agent = tooloop.Agent(**agent_kwargs(settings, policy, session, extra_options))
+    bind = getattr(policy, "bind", None)
+    if bind is not None:
+        bind(agent)  # the policy asks the agent which tools are read-only
+    return agent
+
+
+def agent_kwargs(settings: Settings, policy: Observed, session: Path,
+                 extra_options: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """The ``tooloop.Agent`` keyword arguments of this start (build_agent; each of --attempts' agents)."""
     from .local import extra_body
     from .prompt import compact_system_prompt
 
@@ -181,11 +191,7 @@ def build_agent(settings: Settings, policy: Observed, session: Path,
     if settings.fallback_models:
         kwargs["fallback_models"] = fallback_option(settings)
     kwargs.update(extra_options or {})
-    agent = tooloop.Agent(**kwargs)
-    bind = getattr(policy, "bind", None)
-    if bind is not None:
-        bind(agent)  # the policy asks the agent which tools are read-only
-    return agent
+    return kwargs
 
 
 def _piped(stream: TextIO) -> bool:
@@ -253,6 +259,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         if piped:
             task = f"{task}\n\n{piped}"
 
+    from .attempts import usage_problem
+    why = usage_problem(args, task)
+    if why is not None:
+        return problem(why)
     try:
         settings = resolve(args)
     except ConfigProblem as e:
@@ -388,6 +398,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             return problem(str(e))
     elif args.image:
         return problem("--image goes with a task: tooloop --image shot.png \"what is wrong here?\"")
+    if args.attempts is not None and task is not None:   # --attempts N: isolated copies (attempts.py)
+        from .attempts import run_attempts
+        options.pop("hooks", None)
+        return run_attempts(args, settings, task, task_input,
+                            agent_kwargs(settings, policy, session, options), session, checkpoints, loaded)
     try:
         agent = build_agent(settings, policy, session, options)
         renderer.bind(agent)  # a tool is drawn by what the agent says it is
