@@ -421,6 +421,9 @@ class Attempts:
         self._won = threading.Event()
         self._agents: Dict[int, Agent] = {}
         self._winner: Optional[int] = None
+        # tooloop.batch's: each attempt's agent counts in the batch's ledger and passes its send gate.
+        self._prepare: Optional[Callable[[Agent], None]] = None
+        self._release: Optional[Callable[[Agent], None]] = None
 
     def cancel(self) -> None:
         """Stop every attempt (any thread): each running agent is cancelled, none starts, nothing is applied."""
@@ -465,6 +468,8 @@ class Attempts:
         except Exception as e:
             return AttemptRecord(n, temp, "error", error=f"{type(e).__name__}: {e}",
                                  seconds=time.monotonic() - started)
+        if self._prepare is not None:
+            self._prepare(agent)
         with self._lock:
             self._agents[n] = agent
         try:
@@ -484,6 +489,8 @@ class Attempts:
             with self._lock:
                 self._agents.pop(n, None)
             try:
+                if self._release is not None:
+                    self._release(agent)
                 agent.close()
             except Exception:
                 pass

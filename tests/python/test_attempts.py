@@ -247,3 +247,49 @@ def test_cli_ctrl_c_during_attempts_ends_all_of_them_and_leaves_the_workspace_un
     assert "interrupted: every attempt stopped; the workspace is as it was" in err
     assert (ws / "x.py").read_text() == WRONG
     assert _leftovers(tmp_path) == [] and sorted(p.name for p in ws.iterdir()) == ["old.txt", "test_x.py", "x.py"]
+
+
+# -- tooloop.batch -----------------------------------------------------------------------------------------------
+
+def test_batch_task_with_attempts_applies_the_verified_one_and_records_every_attempt(mock: Any, tmp_path: Path) -> None:
+    import tooloop.batch
+
+    ws = _workspace(tmp_path / "ws")
+    server = mock({"responses": [
+        _write("a1", "loser.txt", "1\n"), text_reply("Done."), text_reply("Done."),
+        _write("b1", "x.py", RIGHT), text_reply("Fixed."),
+    ]})
+    opts = _options(server)
+    opts["check"] = CHECK
+    [r] = tooloop.batch.run([{"id": "t1", "input": "fix x.py", "workspace": str(ws), "attempts": 2}], opts,
+                            out=tmp_path / "out", progress=False)
+    assert r.ok and r.text == "Fixed." and r.session is None
+    assert r.attempts["winner"] == 2
+    assert [a["verdict"] for a in r.attempts["attempts"]] == ["unverified", "check_passed"]
+    assert (ws / "x.py").read_text() == RIGHT and not (ws / "loser.txt").exists()
+    line = json.loads((tmp_path / "out" / "results.jsonl").read_text().splitlines()[-1])
+    assert line["attempts"]["winner"] == 2 and line["attempts"]["applied"] == [{"path": "x.py", "action": "changed"}]
+
+
+def test_cli_batch_attempts_field_runs_isolated_attempts_and_a_line_may_not_widen_it(
+        tooloop_exe: str, tmp_path: Path) -> None:
+    from mockctl import MockServer
+
+    ws = _workspace(tmp_path / "ws")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "t1", "input": "fix x.py", "workspace": "ws", "attempts": 2}) + "\n")
+    steps = [_write("a1", "loser.txt", "1\n"), text_reply("Done."), text_reply("Done."),
+             _write("b1", "x.py", RIGHT), text_reply("Fixed.")]
+    with MockServer({"responses": steps}) as server:
+        proc = run_cli(tooloop_exe, tmp_path, clean_env(tmp_path, server), "batch", "tasks.jsonl", "--yes",
+                       "--attempts", "2", "--check", CHECK, "--max-turns", "3")
+    assert proc.returncode == 0, proc.stderr
+    line = json.loads((tmp_path / "runs" / "results.jsonl").read_text().splitlines()[-1])
+    assert line["status"] == "ok" and line["attempts"]["winner"] == 2
+    assert [a["verdict"] for a in line["attempts"]["attempts"]] == ["unverified", "check_passed"]
+    assert (ws / "x.py").read_text() == RIGHT and not (ws / "loser.txt").exists()
+
+    tasks.write_text(json.dumps({"id": "t2", "input": "fix x.py", "workspace": "ws", "attempts": 3}) + "\n")
+    proc = run_cli(tooloop_exe, tmp_path, clean_env(tmp_path), "batch", "tasks.jsonl", "--yes", "--attempts", "2")
+    assert proc.returncode == 2
+    assert "\"attempts\" must be a whole number from 1 to the command line's --attempts (2)" in proc.stderr
