@@ -161,9 +161,9 @@ def _check_tasks(tasks: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
         ws = task.get("workspace")
         if ws is not None and not isinstance(ws, (str, os.PathLike)):
             raise ConfigError(f"task {tid!r}: 'workspace' must be a path")
-        n = task.get("attempts")
-        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
-            raise ConfigError(f"task {tid!r}: 'attempts' must be an integer >= 1, got {n!r}")
+        tries = task.get("attempts")
+        if tries is not None and (not isinstance(tries, int) or isinstance(tries, bool) or tries < 1):
+            raise ConfigError(f"task {tid!r}: 'attempts' must be an integer >= 1, got {tries!r}")
         checked.append(task)
     return checked
 

@@ -44,6 +44,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+    from .types import CommandRun
+
     Stat = Tuple[int, int, int]   # size, mtime_ns, permission bits
 
 __all__ = ["Attempts", "AttemptRecord", "AttemptsResult", "run", "looks_like_a_test", "VERDICTS",
@@ -119,13 +121,13 @@ class AttemptRecord(_Record):
     check: Any
     verified_by: Optional[str]
     files_changed: List[str]
-    commands_run: List[Dict[str, Any]]
+    commands_run: List[CommandRun]
     error: Optional[str]
 
     def __init__(self, n: int, temperature: Optional[float], verdict: str, turns: int = 0,
                  usage: Optional[Usage] = None, seconds: float = 0.0, stop_reason: Optional[str] = None,
                  text: str = "", check: Any = None, verified_by: Optional[str] = None,
-                 files_changed: Optional[List[str]] = None, commands_run: Optional[List[Dict[str, Any]]] = None,
+                 files_changed: Optional[List[str]] = None, commands_run: Optional[List[CommandRun]] = None,
                  error: Optional[str] = None) -> None:
         self._init(n=n, temperature=temperature, verdict=verdict, turns=turns,
                    usage=usage if usage is not None else Usage(), seconds=round(float(seconds), 3),

@@ -42,13 +42,27 @@ def _options(server: Any) -> dict:
             "builtin_tools": True, "sandbox": "off", "max_turns": 3, "max_turns_policy": "return"}
 
 
-def _leftovers(tmp_path: Path) -> List[str]:
-    return [p.name for p in tmp_path.iterdir() if "tooloop-attempts" in p.name]
+def _leftovers(*folders: Path) -> List[str]:
+    """The attempts' copies left in `folders` (beside a workspace that is a repository's top, else in the
+    temporary folder)."""
+    return [p.name for d in folders for p in d.iterdir() if "tooloop-attempt" in p.name]
 
 
-def test_python_attempts_are_isolated_and_the_first_whose_check_passes_is_applied(mock: Any, tmp_path: Path) -> None:
+def _own_tmp(tmp_path: Path, monkeypatch: Any) -> Path:
+    """A temporary folder of the test's own, where copies of a workspace outside a repository go."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    return tmp
+
+
+def test_python_attempts_are_isolated_and_the_first_whose_check_passes_is_applied(mock: Any, tmp_path: Path,
+                                                                                   monkeypatch: Any) -> None:
     import tooloop.attempts
 
+    tmp = _own_tmp(tmp_path, monkeypatch)
     ws = _workspace(tmp_path / "ws")
     server = mock({"responses": [
         # attempt 1: a loser's writes, then an answer while the check still fails (turns run out)
@@ -88,7 +102,7 @@ def test_python_attempts_are_isolated_and_the_first_whose_check_passes_is_applie
     assert sorted((c["path"], c["action"]) for c in result.applied) == [
         ("old.txt", "deleted"), ("pkg/new.txt", "added"), ("x.py", "changed")]
     assert not (ws / "__pycache__").exists(), "byte-code of the check run is not applied"
-    assert _leftovers(tmp_path) == [] and result.text == "Fixed."
+    assert _leftovers(tmp_path, tmp) == [] and result.text == "Fixed."
 
 
 def test_python_attempts_without_a_check_win_by_their_own_passing_tests_else_no_winner(
@@ -146,6 +160,40 @@ def test_python_attempt_git_is_its_own_and_never_writes_the_real_repository(mock
     assert subprocess.run(["git", "rev-parse", "HEAD"], cwd=ws, capture_output=True, text=True).stdout == head
     assert subprocess.run(["git", "status", "--short"], cwd=ws, capture_output=True,
                           text=True).stdout.strip() == "M x.py"
+    assert _leftovers(tmp_path) == []
+
+
+def test_python_cancel_during_attempts_ends_every_attempt_and_applies_nothing(mock: Any, tmp_path: Path,
+                                                                             monkeypatch: Any) -> None:
+    import threading
+
+    import tooloop.attempts
+
+    tmp = _own_tmp(tmp_path, monkeypatch)
+    ws = _workspace(tmp_path / "ws")
+    stalled = dict(text_reply("never"), fault={"type": "stall", "after_events": 1, "ms": 30000})
+    server = mock({"responses": [_write("a1", "x.py", RIGHT), _write("b1", "x.py", RIGHT), stalled, stalled]})
+    att = tooloop.attempts.Attempts("fix x.py", 2, workspace=ws, check=CHECK, concurrency=2, **_options(server))
+
+    def cancel_when_both_wait() -> None:
+        deadline = time.monotonic() + 30
+        while len(server.requests()) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        stopped.append(time.monotonic())
+        att.cancel()
+
+    stopped: List[float] = []
+    th = threading.Thread(target=cancel_when_both_wait)
+    th.start()
+    result = att.run()
+    took = time.monotonic() - stopped[0]
+    th.join()
+    assert len(server.requests()) == 4
+    assert result.cancelled and result.winner is None and result.applied == []
+    assert [a.verdict for a in result.attempts] == ["cancelled", "cancelled"]
+    assert took < 5, took
+    assert (ws / "x.py").read_text() == WRONG and _leftovers(tmp_path, tmp) == []
 
 
 # -- the `tooloop` command ---------------------------------------------------------------------------------------
@@ -220,12 +268,15 @@ def test_cli_ctrl_c_during_attempts_ends_all_of_them_and_leaves_the_workspace_un
     from mockctl import MockServer
 
     ws = _workspace(tmp_path / "ws")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     stalled = dict(text_reply("never"), fault={"type": "stall", "after_events": 1, "ms": 30000})
     steps = [_write("a1", "x.py", RIGHT), _write("b1", "x.py", RIGHT), stalled, stalled]
     with MockServer({"responses": steps}) as server:
         proc = subprocess.Popen([tooloop_exe, "-p", "--yes", "--sandbox", "off", "--attempts", "2",
                                  "--concurrency", "2", "--check", CHECK, "fix x.py"], cwd=ws,
-                                env=clean_env(tmp_path, server), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                env=clean_env(tmp_path, server, TMPDIR=str(tmp)), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 30
@@ -246,7 +297,7 @@ def test_cli_ctrl_c_during_attempts_ends_all_of_them_and_leaves_the_workspace_un
     assert took < 5, took
     assert "interrupted: every attempt stopped; the workspace is as it was" in err
     assert (ws / "x.py").read_text() == WRONG
-    assert _leftovers(tmp_path) == [] and sorted(p.name for p in ws.iterdir()) == ["old.txt", "test_x.py", "x.py"]
+    assert _leftovers(tmp_path, tmp) == [] and sorted(p.name for p in ws.iterdir()) == ["old.txt", "test_x.py", "x.py"]
 
 
 # -- tooloop.batch -----------------------------------------------------------------------------------------------

@@ -134,9 +134,11 @@ def run_attempts(args: argparse.Namespace, settings: Settings, task: str, task_i
             concurrency=args.concurrency, configure=configure, before_apply=before_apply, on_attempt=on_attempt,
             **options)
     except KeyboardInterrupt:
+        shutil.rmtree(sessions, ignore_errors=True)
         _say("interrupted: every attempt stopped; the workspace is as it was")
         return EXIT_INTERRUPTED
     except tooloop.Error as e:
+        shutil.rmtree(sessions, ignore_errors=True)
         _say(" ".join(str(e).split()))
         return EXIT_USAGE
     try:
