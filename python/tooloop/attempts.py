@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from .types import CommandRun
 
-    Stat = Tuple[int, int, int]   # size, mtime_ns, permission bits
+    _Stat = Tuple[int, int, int]   # size, mtime_ns, permission bits
 
 __all__ = ["Attempts", "AttemptRecord", "AttemptsResult", "run", "looks_like_a_test", "VERDICTS",
            "TEMPERATURE_STEP"]
@@ -273,9 +273,9 @@ def _scratch_root(workspace: str, scratch: Optional[str]) -> str:
     return tempfile.mkdtemp(prefix="tooloop-attempts-")
 
 
-def _files(root: str) -> Dict[str, Union[Stat, str]]:
+def _files(root: str) -> Dict[str, Union[_Stat, str]]:
     """Every file under `root` but SKIPPED_DIRS: its stat for a regular file, ``"link"`` or ``"other"``."""
-    out: Dict[str, Union[Stat, str]] = {}
+    out: Dict[str, Union[_Stat, str]] = {}
     for here, dirs, names in os.walk(root):
         dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS or os.path.islink(os.path.join(here, d))]
         for name in names + [d for d in dirs if os.path.islink(os.path.join(here, d))]:
@@ -308,7 +308,7 @@ def _same_bytes(a: str, b: str) -> bool:
         return False
 
 
-def _changes(workspace: str, copy: str, baseline: Dict[str, Union[Stat, str]]
+def _changes(workspace: str, copy: str, baseline: Dict[str, Union[_Stat, str]]
              ) -> Tuple[List[Dict[str, str]], List[Dict[str, str]]]:
     """What the attempt in `copy` changed against `baseline` (the workspace when the copies were made): files
     added, changed (bytes or mode) and deleted; and what cannot be applied (a symbolic link, something that
