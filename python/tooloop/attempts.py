@@ -413,6 +413,13 @@ class Attempts:
         agent_options.pop("check", None)
         self.concurrency = min(concurrency, attempts)
         self.options = agent_options
+        # max_cost_usd bounds the attempts together: one spend ledger every attempt's agent counts in.
+        cap = agent_options.pop("max_cost_usd", None)
+        self._ledger: Any = None
+        if cap is not None:
+            from ._tooloop import _Ledger
+
+            self._ledger = _Ledger(float(cap))
         self.temperatures = _temperatures(attempts, agent_options, temperatures)
         self.scratch = os.fspath(scratch) if scratch is not None else None
         self.configure = configure
@@ -470,6 +477,8 @@ class Attempts:
         except Exception as e:
             return AttemptRecord(n, temp, "error", error=f"{type(e).__name__}: {e}",
                                  seconds=time.monotonic() - started)
+        if self._ledger is not None:
+            agent._core.set_ledger(self._ledger)
         if self._prepare is not None:
             self._prepare(agent)
         with self._lock:
@@ -605,6 +614,7 @@ def run(task: Any, attempts: int = 3, *, workspace: Union[str, os.PathLike[str],
     started), its changes against the workspace as it was (files added, changed, deleted; not ``.git`` nor
     ``__pycache__``) are handed to ``before_apply(changes)`` and then written to the real workspace, and
     every copy is removed. No attempt verified: ``result.winner`` is None and nothing is written.
+    ``max_cost_usd`` bounds the attempts together (one spend ledger for all of them).
     ``configure(n, copy)`` returns options of attempt n's own (hooks that need its folder); ``on_attempt``
     is called with each ``AttemptRecord`` as it ends; ``scratch`` is where the copies go. Returns an
     ``AttemptsResult``; Ctrl+C stops every attempt, writes nothing and raises KeyboardInterrupt.

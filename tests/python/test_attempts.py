@@ -196,6 +196,21 @@ def test_python_cancel_during_attempts_ends_every_attempt_and_applies_nothing(mo
     assert (ws / "x.py").read_text() == WRONG and _leftovers(tmp_path, tmp) == []
 
 
+def test_python_max_cost_usd_bounds_the_attempts_together(mock: Any, tmp_path: Path) -> None:
+    import tooloop.attempts
+
+    ws = _workspace(tmp_path / "ws")
+    costly = text_reply("Done.")
+    costly["anthropic"]["usage"] = {"input_tokens": 100000, "output_tokens": 5}   # about $0.30 at sonnet's price
+    server = mock({"responses": [costly, costly]})
+    opts = _options(server)
+    opts["max_tokens"] = 100
+    result = tooloop.attempts.run("fix x.py", attempts=2, workspace=ws, max_cost_usd=0.2, **opts)
+    # Attempt 1 fits the cap alone and spends past it; attempt 2, alone under a cap of its own, would run too.
+    assert [a.stop_reason for a in result.attempts] == ["end_turn", "budget"]
+    assert len(server.requests()) == 1 and result.winner is None
+
+
 # -- the `tooloop` command ---------------------------------------------------------------------------------------
 
 def _cli_steps() -> List[Any]:
