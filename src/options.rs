@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::agent::{Agent, AgentConfig, MaxTurnsPolicy, Parts, RepeatGuard};
+use crate::defaults;
 use crate::error::{Error, Result};
 use crate::provider::{Protocol, Provider, ProviderConfig, Secret};
 pub use crate::text::with_text;
@@ -294,10 +295,10 @@ impl Default for AgentOptions {
             api_key: None,
             base_url: None,
             headers: BTreeMap::new(),
-            timeout: 600.0,
-            max_retries: 2,
-            max_tokens: 8192,
-            max_turns: Some(20),
+            timeout: defaults::TIMEOUT_SECS as f64,
+            max_retries: defaults::MAX_RETRIES,
+            max_tokens: defaults::MAX_TOKENS,
+            max_turns: Some(defaults::MAX_TURNS),
             max_turns_policy: MaxTurnsPolicy::Error,
             thinking: None,
             stream: None,
@@ -305,7 +306,7 @@ impl Default for AgentOptions {
             stop_sequences: Vec::new(),
             tool_choice: None,
             extra: Map::new(),
-            tool_concurrency: 4,
+            tool_concurrency: defaults::TOOL_CONCURRENCY,
             builtin_tools: BuiltinTools::None,
             workspace: None,
             session: None,
@@ -318,24 +319,24 @@ impl Default for AgentOptions {
             region: None,
             server_tools: Vec::new(),
             sandbox: crate::builtin::SandboxMode::WorkspaceWrite,
-            network: true,
+            network: defaults::NETWORK,
             env_passthrough: Vec::new(),
             protected_paths: crate::builtin::default_protected_paths(),
             mcp_servers: BTreeMap::new(),
-            cache: true,
+            cache: defaults::CACHE,
             context_window: None,
-            compaction: true,
-            compact_threshold: 0.8,
+            compaction: defaults::COMPACTION,
+            compact_threshold: defaults::COMPACT_THRESHOLD,
             compaction_model: None,
             instruction_files: crate::instructions::InstructionFiles::Off,
             max_cost_usd: None,
             permission_rules: None,
             output_schema: None,
-            output_retries: 2,
+            output_retries: defaults::OUTPUT_RETRIES,
             output_mode: crate::output::OutputMode::Auto,
             fallback_models: Vec::new(),
             check: None,
-            check_timeout: crate::check::DEFAULT_CHECK_TIMEOUT_SECS as f64,
+            check_timeout: defaults::CHECK_TIMEOUT_SECS as f64,
             expect_changes: false,
             verify_claims: false,
         }
@@ -496,7 +497,7 @@ impl AgentOptions {
     pub fn agent_config(&self, host: bool) -> Result<AgentConfig> {
         let model = match (&self.model, host) {
             (Some(m), _) => m.clone(),
-            (None, true) => "host".to_string(),
+            (None, true) => defaults::HOST_MODEL.to_string(),
             (None, false) => return Err(invalid("model", "is required, e.g. \"claude-sonnet-4-6\"")),
         };
         Ok(AgentConfig {
@@ -506,8 +507,7 @@ impl AgentOptions {
             max_turns: self.max_turns,
             max_turns_policy: self.max_turns_policy,
             thinking: self.thinking.clone(),
-            // A host model gets the whole reply at once: asking it to "stream" would only confuse it.
-            stream: self.stream.unwrap_or(!host),
+            stream: self.stream.unwrap_or(defaults::stream(host)),
             tool_choice: self.tool_choice.clone(),
             temperature: self.temperature,
             stop_sequences: self.stop_sequences.clone(),
@@ -516,7 +516,7 @@ impl AgentOptions {
             // The runaway guard comes with progress detection unless asked for (or off) on its own.
             repeat_guard: self.repeat_guard.unwrap_or_else(|| self.progress_guard.map(|_| RepeatGuard::default())),
             progress_guard: self.progress_guard,
-            todo_reminder_after: self.planning.unwrap_or(Some(3)),
+            todo_reminder_after: self.planning.unwrap_or(Some(defaults::TODO_REMIND_AFTER)),
             server_tools: self.server_tools.clone(),
             cache: self.cache,
             context_window: self.context_window,
@@ -780,7 +780,7 @@ fn number<E: serde::de::Error>(v: &Value, what: &str) -> std::result::Result<f64
 fn de_timeout<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
     let v = value(d)?;
     if v.is_null() {
-        return Ok(600.0);
+        return Ok(defaults::TIMEOUT_SECS as f64);
     }
     let what = "a positive number of seconds (at most one week)";
     let s = number::<D::Error>(&v, what)?;
@@ -798,7 +798,7 @@ fn integer<E: serde::de::Error>(v: &Value, min: u64, max: u64, what: &str) -> st
 fn de_retries<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u32, D::Error> {
     let v = value(d)?;
     if v.is_null() {
-        return Ok(2);
+        return Ok(defaults::MAX_RETRIES);
     }
     integer::<D::Error>(&v, 0, u64::from(MAX_RETRIES_LIMIT), "an integer from 0 to 100").map(|n| n as u32)
 }
@@ -806,7 +806,7 @@ fn de_retries<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u32, D::Er
 fn de_positive<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u32, D::Error> {
     let v = value(d)?;
     if v.is_null() {
-        return Ok(8192);
+        return Ok(defaults::MAX_TOKENS);
     }
     let what = format!("a positive integer (at most {MAX_TOKENS_LIMIT})");
     integer::<D::Error>(&v, 1, u64::from(MAX_TOKENS_LIMIT), &what).map(|n| n as u32)
@@ -857,8 +857,8 @@ fn de_window<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<u64>
 
 fn de_compaction<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
     match value(d)? {
-        Value::Null | Value::Bool(true) => Ok(true),
-        Value::Bool(false) => Ok(false),
+        Value::Null => Ok(defaults::COMPACTION),
+        Value::Bool(b) => Ok(b),
         Value::String(s) if s == "auto" => Ok(true),
         Value::String(s) if s == "off" => Ok(false),
         v => Err(D::Error::custom(format!("must be \"auto\" or \"off\", got {}", got(&v)))),
@@ -868,7 +868,7 @@ fn de_compaction<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D
 fn de_check_timeout<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
     let v = value(d)?;
     if v.is_null() {
-        return Ok(crate::check::DEFAULT_CHECK_TIMEOUT_SECS as f64);
+        return Ok(defaults::CHECK_TIMEOUT_SECS as f64);
     }
     let what = "a positive number of seconds (at most one day)";
     let s = number::<D::Error>(&v, what)?;
@@ -882,7 +882,7 @@ fn de_check_timeout<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64,
 fn de_threshold<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
     let v = value(d)?;
     if v.is_null() {
-        return Ok(0.8);
+        return Ok(defaults::COMPACT_THRESHOLD);
     }
     let what = "a fraction of the context window from 0.1 to 1";
     let t = number::<D::Error>(&v, what)?;
@@ -940,7 +940,7 @@ fn de_object<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Map<String,
 fn de_concurrency<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<usize, D::Error> {
     let v = value(d)?;
     if v.is_null() {
-        return Ok(4);
+        return Ok(defaults::TOOL_CONCURRENCY);
     }
     integer::<D::Error>(&v, 1, 256, "an integer from 1 to 256").map(|n| n as usize)
 }
@@ -1120,7 +1120,7 @@ fn de_output_schema<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Opti
 fn de_output_retries<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u32, D::Error> {
     let v = value(d)?;
     if v.is_null() {
-        return Ok(2);
+        return Ok(defaults::OUTPUT_RETRIES);
     }
     integer::<D::Error>(&v, 0, 100, "an integer from 0 to 100").map(|n| n as u32)
 }
@@ -1147,7 +1147,7 @@ fn de_sandbox<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<crate::bui
 
 fn de_cache<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
     match value(d)? {
-        Value::Null => Ok(true),
+        Value::Null => Ok(defaults::CACHE),
         Value::Bool(b) => Ok(b),
         v => Err(D::Error::custom(format!("must be true or false, got {}", got(&v)))),
     }
@@ -1155,7 +1155,7 @@ fn de_cache<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Err
 
 fn de_network<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
     match value(d)? {
-        Value::Null => Ok(true),
+        Value::Null => Ok(defaults::NETWORK),
         Value::Bool(b) => Ok(b),
         v => Err(D::Error::custom(format!("must be true or false, got {}", got(&v)))),
     }
@@ -1330,9 +1330,9 @@ fn de_planning<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Op
     let what = "true, false, or {\"remind_after\": N} (N ≥ 1, or null for no reminder)";
     match value(d)? {
         Value::Null | Value::Bool(false) => Ok(None),
-        Value::Bool(true) => Ok(Some(Some(3))),
+        Value::Bool(true) => Ok(Some(Some(defaults::TODO_REMIND_AFTER))),
         Value::Object(o) => {
-            let mut after = Some(3);
+            let mut after = Some(defaults::TODO_REMIND_AFTER);
             for (k, v) in o {
                 match (k.as_str(), v) {
                     ("remind_after", Value::Null) => after = None,

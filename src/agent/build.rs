@@ -77,7 +77,7 @@ impl Agent {
             output,
             model: kind.model.clone().unwrap_or(parent.model),
             system: kind.system.clone().map(Value::String),
-            max_turns: Some(kind.max_turns.unwrap_or(20)),
+            max_turns: Some(kind.max_turns.unwrap_or(crate::defaults::MAX_TURNS)),
             max_turns_policy: MaxTurnsPolicy::Error,
             tool_choice: None,
             todo_reminder_after: None,
