@@ -18,12 +18,11 @@ use serde::de::{Deserializer, Error as _};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::agent::{Agent, AgentConfig, MaxTurnsPolicy, Parts, RepeatGuard};
+use crate::agent::{Agent, AgentBuilder, AgentConfig, MaxTurnsPolicy, RepeatGuard};
 use crate::defaults;
 use crate::error::{Error, Result};
 use crate::provider::{Protocol, Provider, ProviderConfig, Secret};
 pub use crate::text::with_text;
-use crate::tools::ToolRegistry;
 
 /// Largest `max_tokens` accepted: far above any model's output limit, far below overflow.
 pub const MAX_TOKENS_LIMIT: u32 = 1 << 24;
@@ -583,9 +582,12 @@ impl AgentOptions {
         self.finish(provider, config)
     }
 
+    /// The agent, in one pass of the one builder (see [`crate::agent::AgentSpec`]): nothing is added to it
+    /// after it is built.
     fn finish(&self, provider: Arc<dyn Provider>, config: AgentConfig) -> Result<Agent> {
-        let builtin = match self.builtin_tools.names() {
-            Some(names) => Some(crate::builtin::BuiltinOptions {
+        let mut b = AgentBuilder::new(provider, config);
+        if let Some(names) = self.builtin_tools.names() {
+            b.builtin = Some(crate::builtin::BuiltinOptions {
                 workspace: self.workspace_dir()?,
                 names,
                 sandbox: self.sandbox,
@@ -593,58 +595,26 @@ impl AgentOptions {
                 env_passthrough: self.env_passthrough.clone(),
                 protected_paths: self.protected_paths.clone(),
                 short_descriptions: self.short_tool_descriptions,
-            }),
-            None => None,
-        };
-        let sandbox = builtin.as_ref().map(|b| (b.sandbox, b.network));
-        let parts = Parts { builtin, tools: Vec::new(), sandbox, secrets: None };
-        let agent = Agent::build(provider, config, parts)?;
-        agent.set_workspace(self.workspace_dir().ok());
+            });
+            b.sandbox = Some((self.sandbox, self.network));
+        }
+        b.workspace = self.workspace_dir().ok();
         // A model switched or fallen back to takes its key and URL from these options on the same provider.
         let protocol = match self.backend() {
             Backend::Network(p) => Some(p),
             Backend::Host => None,
         };
-        agent.set_provider_base(self.provider_config(), protocol);
-        agent.set_fallback_models(self.fallback_models.clone());
-        if self.planning.is_some() {
-            agent.tools().register(crate::todo::tool())?;
-        }
-        // Text read from files and servers into the system prompt is redacted like tool results: the
-        // registry's secrets, every secret-looking environment value and the API key.
-        let prompt_secrets = ToolRegistry::new();
-        prompt_secrets.share_secrets(agent.tools());
-        prompt_secrets.add_secrets(crate::builtin::secret_env_values(&[]));
-        prompt_secrets.add_secrets(self.api_key.iter().map(|k| k.expose().to_string()));
-        if !self.skills.is_empty() {
-            let set = crate::skills::SkillSet::discover(&self.skills);
-            if let Some(lines) = set.prompt().map(|l| prompt_secrets.redact(l)) {
-                agent.tools().register(set.tool())?;
-                agent.update_config(|c| c.system = Some(with_text(c.system.take(), &lines)));
-            }
-            agent.set_skills(set);
-        }
-        if !self.subagents.is_empty() {
-            agent.set_subagents(self.subagents.clone())?;
-        }
-        if !self.mcp_servers.is_empty() {
-            // Secrets handed to a server (its env and headers) never come back through a result either.
-            for c in self.mcp_servers.values() {
-                let named = c.env.iter().chain(c.headers.iter());
-                agent.tools().add_secrets(named.filter(|(k, _)| is_secret_key(k)).map(|(_, v)| v.clone()));
-            }
-            let servers = crate::mcp::McpServers::start(&self.mcp_servers, agent.tools())?;
-            prompt_secrets.share_secrets(agent.tools());
-            let text = prompt_secrets.redact(servers.instructions());
-            if !text.is_empty() {
-                agent.update_config(|c| c.system = Some(with_text(c.system.take(), &text)));
-            }
-            agent.set_mcp(servers);
-        }
+        b.provider_base = Some((self.provider_config(), protocol));
+        b.fallback_models = self.fallback_models.clone();
+        b.planning = self.planning.is_some();
+        b.prompt_secrets = self.api_key.iter().map(|k| k.expose().to_string()).collect();
+        b.skills = self.skills.clone();
+        b.subagents = self.subagents.clone();
+        b.mcp_servers = self.mcp_servers.clone();
         if let Some(rules) = &self.permission_rules {
-            agent.set_rules(Some(Arc::new(rules.clone())), self.workspace_dir()?);
+            b.rules = Some((Arc::new(rules.clone()), self.workspace_dir()?));
         }
-        let found = match &self.instruction_files {
+        b.instructions = match &self.instruction_files {
             crate::instructions::InstructionFiles::Off => None,
             crate::instructions::InstructionFiles::Discover => {
                 Some(crate::instructions::discover(&self.workspace_dir()?))
@@ -653,19 +623,8 @@ impl AgentOptions {
                 Some(crate::instructions::load(p, &self.workspace_dir()?)?)
             }
         };
-        if let Some(mut found) = found {
-            for f in &mut found.files {
-                f.text = prompt_secrets.redact(std::mem::take(&mut f.text));
-            }
-            if let Some(text) = found.prompt() {
-                agent.update_config(|c| c.system = Some(with_text(c.system.take(), &text)));
-            }
-            agent.set_instructions(found);
-        }
-        if let Some(path) = &self.session {
-            agent.attach_store(crate::store::open(path, self.workspace.as_deref())?)?;
-        }
-        Ok(agent)
+        b.session = self.session.clone().map(|path| (path, self.workspace.clone()));
+        b.build()
     }
 }
 
@@ -1168,10 +1127,6 @@ fn de_false<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Err
         Value::Bool(b) => Ok(b),
         v => Err(D::Error::custom(format!("must be true or false, got {}", got(&v)))),
     }
-}
-
-fn is_secret_key(name: &str) -> bool {
-    crate::builtin::is_secret_name(name) || name.eq_ignore_ascii_case("authorization")
 }
 
 fn de_mcp<'de, D: Deserializer<'de>>(

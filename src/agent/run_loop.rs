@@ -257,13 +257,6 @@ impl Agent {
         spend.ledger = ledger;
     }
 
-    /// A child agent spends from this agent's own ledger (its requests count against this agent's cap and
-    /// every cap above it).
-    pub(super) fn lend_ledger(&self, child: &Agent) {
-        let ledger = self.ledger();
-        lock(&child.spend).ledger = ledger;
-    }
-
     /// Count what a request cost (see [`Agent::request_cost`]) in the run's usage and cost and in this
     /// agent's own total; the ledger is charged by the request's [`Hold`](crate::ledger::Hold).
     pub(super) fn charge(&self, cost: Option<f64>, usage: &Usage, run_usage: &mut Usage, run_cost: &mut Option<f64>) {
@@ -483,8 +476,8 @@ impl Agent {
             return tracing::Span::none();
         }
         let model = lock(&self.config).model.clone();
-        let conversation = lock(&self.session).as_ref().map(|s| s.location());
-        let name = lock(&self.trace_name).clone();
+        let conversation = lock(&self.attached).session.as_ref().map(|s| s.location());
+        let name = self.spec().trace_name.clone();
         crate::trace::run_span(name.as_deref(), self.provider().name(), &model, conversation.as_deref())
     }
 
@@ -740,7 +733,7 @@ impl Agent {
                     return Ok(Next::End);
                 }
                 // The run would end here: `on_stop` may keep it going with a new user message.
-                let on_stop = lock(&self.hooks).on_stop.clone();
+                let on_stop = lock(&self.control).hooks.on_stop.clone();
                 let Some(hook) = on_stop else { return Ok(Next::End) };
                 match hook(run) {
                     Ok(None) => return Ok(Next::End),
@@ -894,7 +887,7 @@ impl Agent {
         hold: crate::ledger::Hold,
         input_tokens: u64,
     ) -> Result<Box<OpenTurn>> {
-        let before_request = lock(&self.hooks).before_request.clone();
+        let before_request = lock(&self.control).hooks.before_request.clone();
         if let Some(hook) = before_request {
             hook(&turn.request).map_err(|message| Error::Hook { hook: "before_request".into(), message })?;
         }
@@ -1034,7 +1027,7 @@ impl Agent {
     }
 
     pub(super) fn persist(&self, id: &str) -> Result<()> {
-        if let Some(s) = lock(&self.session).as_mut() {
+        if let Some(s) = lock(&self.attached).session.as_mut() {
             if let Some(e) = self.conversation.get(id) {
                 s.append(&e)?;
             }
