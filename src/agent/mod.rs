@@ -92,8 +92,9 @@ pub struct Agent {
     control: Mutex<Control>,
     /// What the agent holds outside its memory, let go by [`Agent::close`]: the session, MCP servers.
     attached: Mutex<Attached>,
-    current: Mutex<Option<CancelToken>>,
-    running: Arc<std::sync::atomic::AtomicBool>,
+    /// The run under way (or `when_idle`, `set_model`, `compact`): its cancel token; `None`: idle. One cell, so
+    /// "is one running" and "what cancels it" cannot disagree.
+    current: Arc<Mutex<Option<CancelToken>>>,
     sizing: Mutex<Sizing>,
     /// Each message's size from the last measured request, so measuring the next one costs what is new.
     sizes: crate::compaction::SizeCache,
@@ -181,8 +182,7 @@ impl Agent {
             spec: std::sync::RwLock::new(spec),
             control: Mutex::new(control),
             attached: Mutex::new(Attached { mcp, ..Attached::default() }),
-            current: Mutex::new(None),
-            running: Default::default(),
+            current: Default::default(),
             sizing: Mutex::new(Sizing::default()),
             sizes: Default::default(),
             spend: Mutex::new(spend),

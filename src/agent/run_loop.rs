@@ -161,11 +161,11 @@ fn new_run() -> RunResult {
 }
 
 /// The mark of a run in progress (see [`Agent::begin`]): the next run may begin once it is dropped.
-pub(super) struct Busy(Arc<std::sync::atomic::AtomicBool>);
+pub(super) struct Busy(Arc<Mutex<Option<CancelToken>>>);
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.store(false, std::sync::atomic::Ordering::Release);
+        lock(&self.0).take();
     }
 }
 
@@ -336,13 +336,12 @@ impl Agent {
     }
 
     pub(super) fn begin(&self, cancel: CancelToken) -> Result<Busy> {
-        use std::sync::atomic::Ordering;
-        if self.running.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        let mut current = lock(&self.current);
+        if current.is_some() {
             return Err(Error::Busy);
         }
-        let busy = Busy(self.running.clone());
-        *lock(&self.current) = Some(cancel);
-        Ok(busy)
+        *current = Some(cancel);
+        Ok(Busy(self.current.clone()))
     }
 
     pub(super) fn token(&self) -> CancelToken {
