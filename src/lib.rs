@@ -21,6 +21,7 @@
 //! - [`compaction`]: token estimates and compaction of long conversations.
 //! - [`output`]: structured output (`output_schema`): native or a final-answer tool, validated, retried.
 //! - [`content`]: content blocks from hosts (images, documents), checked against the provider's size limits.
+//! - [`defaults`]: every default of an agent's settings, written once.
 //! - [`options`]: every option of an agent, with its default and checks, shared by every door.
 //! - [`skills`]: skill folders (SKILL.md) the model loads on demand.
 //! - [`subagent`]: the task tool's child agents.
@@ -53,6 +54,7 @@ pub mod check;
 pub mod compaction;
 pub mod content;
 pub mod conversation;
+pub mod defaults;
 pub mod error;
 pub mod evidence;
 pub mod gate;

@@ -167,7 +167,7 @@ impl RunDriver {
 
     /// [`RunDriver::step`]'s answer to a pause: the agent's permission callable decides each call.
     pub(super) fn answer_with_callable(&mut self, asked: Vec<ApprovalRequest>) {
-        let permission = lock(&self.agent.permission).clone();
+        let permission = lock(&self.agent.control).permission.clone();
         for request in asked {
             let decision = match &permission {
                 Some(p) => {

@@ -198,9 +198,10 @@ impl Agent {
         bad_inputs: HashMap<String, Value>,
         state: &mut RunState,
     ) -> ToolTurn {
-        let permission = lock(&self.permission).clone();
-        let hooks = lock(&self.hooks).clone();
-        let rules = lock(&self.rules).clone();
+        let (permission, hooks, rules) = {
+            let c = lock(&self.control);
+            (c.permission.clone(), c.hooks.clone(), c.rules.clone())
+        };
         // fit.rs: no result takes more than a share of the context window.
         let fit =
             self.context_window().map(|w| (fit::result_budget(w, lock(&self.sizing).estimator.bytes_per_token), w));
@@ -503,7 +504,8 @@ impl Agent {
             let _in_tool = span_of(0).enter();
             // `task` is not parallel-safe, so it always runs alone, here, where its child's events can
             // reach the host as they happen.
-            if batch[k].name == crate::subagent::TOOL_NAME && !lock(&self.subagents).is_empty() && !confined[k] {
+            if batch[k].name == crate::subagent::TOOL_NAME && !lock(&self.control).subagents.is_empty() && !confined[k]
+            {
                 let (o, child, failed) = self.run_child(&batch[k], cancel, pausing, on_event);
                 outcomes[k] = Some(o);
                 children[k] = child;
@@ -681,8 +683,9 @@ impl Agent {
         let tool = self.tools.get(&call.name)?;
         let path = tool.kind.written_path(&call.input)?;
         // The built-in tools resolve their paths in their own workspace; a host's tool in the agent's.
-        let workspace = lock(&self.builtin).as_ref().map(|(o, _)| o.workspace.clone());
-        let workspace = workspace.or_else(|| lock(&self.workspace).clone())?;
+        let spec = self.spec();
+        let workspace = spec.builtin.as_ref().map(|(o, _)| o.workspace.clone());
+        let workspace = workspace.or_else(|| spec.workspace.clone())?;
         let ws = crate::builtin::Workspace::new(&workspace).ok()?;
         crate::builtin::file_state(&ws, path, FILE_CHANGE_BEFORE_CAP).ok()
     }

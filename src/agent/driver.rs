@@ -55,7 +55,7 @@ impl Agent {
     /// Whether this agent can start child agents (the `task` tool): their events reach a [`RunDriver`]'s
     /// caller only when the child's run has ended, in one piece, since a child runs within one step.
     pub fn starts_subagents(&self) -> bool {
-        !lock(&self.subagents).is_empty() || self.tools.get(crate::subagent::TOOL_NAME).is_some()
+        !lock(&self.control).subagents.is_empty() || self.tools.get(crate::subagent::TOOL_NAME).is_some()
     }
 
     /// Whether a [`RunDriver`] of this agent reads model turns a network read per step (the provider hands
