@@ -22,6 +22,7 @@ impl Agent {
     /// sandbox allows.
     pub(crate) fn build(provider: Arc<dyn Provider>, config: AgentConfig, parts: Parts<'_>) -> Result<Agent> {
         let agent = Agent::new(provider, config);
+        let short = parts.builtin.as_ref().is_some_and(|b| b.short_descriptions);
         if let Some(from) = parts.secrets {
             agent.tools.share_secrets(from);
         }
@@ -33,7 +34,12 @@ impl Agent {
         }
         // The built-in bash by name, not any shell-kind tool: the prompt describes the sandbox only it runs in.
         if let (Some((mode, network)), true) = (parts.sandbox, agent.tools.get("bash").is_some()) {
-            let prompt = crate::builtin::sandbox_prompt(mode, network);
+            // Short tool descriptions (a small window) go with the short sandbox note.
+            let prompt = if short {
+                crate::builtin::short_sandbox_prompt(mode, network)
+            } else {
+                crate::builtin::sandbox_prompt(mode, network)
+            };
             if !prompt.is_empty() {
                 agent.update_config(|c| c.system = Some(crate::text::with_text(c.system.take(), &prompt)));
             }
