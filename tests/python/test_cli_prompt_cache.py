@@ -140,3 +140,35 @@ def test_large_window_keeps_the_full_prompt_and_tool_definitions(tooloop_exe, ws
     simple = rendered(*simple_loop_request(), TASK)
     assert len(rendered(system, tools, TASK)) > 4 * len(simple)
     assert Path(ws).is_dir()
+
+
+def test_bench_table_shows_the_prompt_tokens_sent_and_cached_of_each_agent(tooloop_exe, tmp_path):
+    # The server's own counts, as llama.cpp reports them on the OpenAI wire (prompt_tokens, of which
+    # prompt_tokens_details.cached_tokens came from its cache); another agent says them in a stderr line.
+    import subprocess
+    import sys
+
+    def usage(prompt, cached):
+        return {"prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5,
+                "prompt_tokens_details": {"cached_tokens": cached}}
+
+    first, answer = steps("openai")[0], steps("openai")[2]
+    first["openai"]["usage"] = usage(500, 0)
+    answer["openai"]["usage"] = usage(560, 480)
+    other = (f"simple={sys.executable} -c \"import sys; print('turns: 1', file=sys.stderr); "
+             "print('tokens: first 250, sent 250, cached 0', file=sys.stderr)\"")
+    with MockServer({"responses": [first, answer]}) as mock:
+        proc = subprocess.run([sys.executable, str(ROOT / "bench" / "local_tasks.py"), "--provider", "openai",
+                               "--base-url", mock.base_url + "/v1", "--model", "qwen2.5-coder", "-n", "1",
+                               "--tasks", "hello", "--tooloop", tooloop_exe, "--agent", other, "--json",
+                               "--", "--sandbox", "off", "--context-window", "4096"],
+                              env=cli_env(tmp_path), capture_output=True, text=True, timeout=300,
+                              stdin=subprocess.DEVNULL)
+    print(proc.stdout, proc.stderr)
+    runs = {r["agent"]: r for r in (json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{"))}
+    assert [runs["tooloop"][k] for k in ("first_tokens", "sent_tokens", "cached_tokens")] == [500, 1060, 480]
+    assert [runs["simple"][k] for k in ("first_tokens", "sent_tokens", "cached_tokens")] == [250, 250, 0]
+    header = next(ln for ln in proc.stdout.splitlines() if ln.startswith("agent"))
+    assert "1st tok" in header and "sent tok" in header and "cached" in header
+    row = next(ln for ln in proc.stdout.splitlines() if ln.startswith("tooloop ") and "hello" in ln)
+    assert "500" in row.split() and "1060" in row.split() and "480" in row.split()
