@@ -46,7 +46,8 @@ def main():
                                      max_tokens=512, extra_body={"temperature": 0})
         u = msg.usage
         read = getattr(u, "cache_read_input_tokens", None) or 0
-        sent.append(u.input_tokens + read + (getattr(u, "cache_creation_input_tokens", None) or 0))
+        sent.append((getattr(u, "input_tokens", None) or 0) + read
+                    + (getattr(u, "cache_creation_input_tokens", None) or 0))
         cached += read
         print(f"tokens: first {sent[0]}, sent {sum(sent)}, cached {cached}", file=sys.stderr)
         messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in msg.content]})
