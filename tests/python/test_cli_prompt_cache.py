@@ -172,3 +172,22 @@ def test_bench_table_shows_the_prompt_tokens_sent_and_cached_of_each_agent(toolo
     assert "1st tok" in header and "sent tok" in header and "cached" in header
     row = next(ln for ln in proc.stdout.splitlines() if ln.startswith("tooloop ") and "hello" in ln)
     assert "500" in row.split() and "1060" in row.split() and "480" in row.split()
+
+
+def test_prompt_tokens_bench_splits_each_request_and_sees_the_prefix_reused(tooloop_exe, tmp_path):
+    # Offline (no llama.cpp server): bytes of the rendered prompts instead of tokens.
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "prompt_tokens.py"), "--tooloop", tooloop_exe],
+                          env=cli_env(tmp_path), capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    print(proc.stdout, proc.stderr)
+    assert proc.returncode == 0
+    rows = [ln.split() for ln in proc.stdout.splitlines()[1:] if ln.split()[2].isdigit()]
+    ours = [r for r in rows if r[0] == "tooloop"]
+    assert len(ours) == 12   # two wires, two workspaces, three requests each
+    # After the very first request of a wire, every prefix is the one before it, also in the second workspace.
+    assert [r[-1] for r in ours] == (["new"] + ["same"] * 5) * 2
+    simple_first = next(int(r[3]) for r in rows if r[0] == "simple")
+    assert int(ours[0][3]) <= 2 * simple_first
