@@ -709,8 +709,9 @@ extern "C" {
  *   then the run fails with `TOOLOOP_OUTPUT_INVALID`. A subagent type may have its own `"output_schema"`.
  * - `"cache"`: prompt caching on the Anthropic API and Bedrock (default true): cache breakpoints on the last
  *   tool, the system prompt and the newest turns.
- * - `"short_tool_descriptions"`: the built-in tools described in one sentence each (default false), for
- *   models with a small context window.
+ * - `"short_tool_descriptions"`: compact built-in tool definitions (default false), for models with a small
+ *   context window: one sentence each, input schemas cut to their required fields (the tools still take
+ *   the optional ones), a one-sentence sandbox note.
  * - `"instruction_files"`: project instructions added to the system prompt: `true` finds `AGENTS.md` (else
  *   `CLAUDE.md`) in the workspace and each parent up to the repository root, plus the user's own file;
  *   `false` (default) none; an array of paths: exactly those files.

@@ -169,7 +169,9 @@ pub struct AgentOptions {
     /// otherwise). Tools marked not idempotent are never judged. See [`crate::progress`].
     #[serde(deserialize_with = "de_progress_guard")]
     pub progress_guard: Option<crate::progress::ProgressGuard>,
-    /// Built-in tools described in one sentence each (default false): for small context windows.
+    /// Compact built-in tool definitions (default false), for small context windows: one sentence each, input
+    /// schemas cut to their required fields, a one-sentence sandbox note (see
+    /// [`BuiltinOptions::short_descriptions`](crate::builtin::BuiltinOptions::short_descriptions)).
     #[serde(deserialize_with = "de_false")]
     pub short_tool_descriptions: bool,
     /// The todo list (`todo_write` tool): `false` (default), `true`, or `{"remind_after": N}` — the model

@@ -239,7 +239,14 @@ impl<'a> AgentBuilder<'a> {
         };
         // The built-in bash by name, not any shell-kind tool: the prompt describes the sandbox only it runs in.
         if let (Some((mode, network)), true) = (self.sandbox, tools.get("bash").is_some()) {
-            section("sandbox", crate::builtin::sandbox_prompt(mode, network));
+            // Short tool descriptions (a small window) go with the short sandbox note.
+            let short = builtin.as_ref().is_some_and(|(b, _)| b.short_descriptions);
+            let note = if short {
+                crate::builtin::short_sandbox_prompt(mode, network)
+            } else {
+                crate::builtin::sandbox_prompt(mode, network)
+            };
+            section("sandbox", note);
         }
         if self.planning {
             tools.register(crate::todo::tool())?;
