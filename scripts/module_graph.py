@@ -251,10 +251,6 @@ class Crate:
             self.graph[k] = {d for d in v if d in self.graph and d != k}
 
 
-def rust_graph(src: str) -> dict[str, set[str]]:
-    return Crate(src).graph
-
-
 def python_graph(pkg: str) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     modules: dict[str, str] = {}
