@@ -18,7 +18,7 @@ use crate::ffi::{
     Failure, FfiResult, boundary, boundary_void, handle, opt_str_arg, out_arg, owned_string, str_arg, value_out_arg,
     write_out, write_value,
 };
-use crate::status::{
+use crate::status_codes::{
     TOOLOOP_BUSY, TOOLOOP_ERROR, TOOLOOP_INVALID_ARGUMENT, TOOLOOP_RUN_ENDED, TOOLOOP_RUN_NOT_ENDED,
     TOOLOOP_UNKNOWN_CALL, tooloop_status,
 };

@@ -101,7 +101,7 @@ impl Driven {
                 }
             };
             let (driver, outcome, paused) = crate::otel::scoped(traced, || {
-                tooloop::http::with_poll_hook(hook, || {
+                tooloop::with_poll_hook(hook, || {
                     let mut driver = match (driver, unstarted) {
                         (Some(d), _) => d,
                         (None, Some((agent, input))) => match agent.start(input, cancel.clone()) {

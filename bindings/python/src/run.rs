@@ -85,7 +85,7 @@ impl Item {
     pub fn text(&self) -> Option<std::borrow::Cow<'_, str>> {
         match self {
             Item::Value(v) => text_of(v).map(std::borrow::Cow::Borrowed),
-            Item::Json(j) if may_be_text_delta(j) => tooloop::provider::anthropic::text_delta_of(j),
+            Item::Json(j) if may_be_text_delta(j) => tooloop::text_delta_of(j),
             Item::Json(_) => None,
             Item::TextJson { text, .. } => Some(std::borrow::Cow::Borrowed(text)),
         }
@@ -125,7 +125,7 @@ pub fn item_to_py<'py>(py: Python<'py>, item: Item) -> PyResult<Bound<'py, PyAny
     // A text delta comes paired with its text from the core (`TextJson`); through a worker it is plain
     // `Json`, told from the other events by its delta type before the stricter read.
     let maybe_delta = matches!(item, Item::TextJson { .. }) || may_be_text_delta(json);
-    if maybe_delta && let Some((index, text)) = tooloop::provider::anthropic::text_delta_parts(json) {
+    if maybe_delta && let Some((index, text)) = tooloop::text_delta_parts(json) {
         let delta = PyDict::new(py);
         delta.set_item(intern!(py, "type"), intern!(py, "text_delta"))?;
         delta.set_item(intern!(py, "text"), PyString::new(py, &text))?;
@@ -298,7 +298,7 @@ impl Run {
                     }
                 }
             };
-            let outcome = tooloop::http::with_wait_hook(flush.clone(), || op(&mut emit));
+            let outcome = tooloop::with_wait_hook(flush.clone(), || op(&mut emit));
             flush();
             let _ = tx.send(Msg::Done(outcome));
         }))
