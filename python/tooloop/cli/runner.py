@@ -125,7 +125,7 @@ def asked_call(event: Event) -> Optional[ApprovalRequestEvent]:
     """The call a paused run waits for, when `event` asks about one (the run's own, or a subagent's)."""
     if event.type == "subagent":
         event = event.event
-    return event if event.type == "approval_request" else None  # type: ignore[return-value]
+    return event if event.type == "approval_request" else None
 
 
 def run_task(agent: Agent, text: Optional[Prompt], renderer: Optional[Renderer], abort: threading.Event,
@@ -208,9 +208,9 @@ def run_task(agent: Agent, text: Optional[Prompt], renderer: Optional[Renderer],
 def _sigint_sets(abort: threading.Event) -> Iterator[None]:
     """While a run goes, Ctrl+C first sets `abort`, then raises KeyboardInterrupt as usual.
 
-    The binding answers KeyboardInterrupt by cancelling the run and waiting for its worker thread; a
-    worker inside a permission question waits for the user, so the question must learn of the Ctrl+C
-    before that wait starts, or both would wait for each other."""
+    A question asked while the run waits (a permission question at the run's pause, "save this rule?")
+    polls `abort`, so a Ctrl+C frees it however it is reading; a run on a worker thread (``-p``) is
+    cancelled by the binding, which then waits for that thread."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
