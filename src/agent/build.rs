@@ -4,31 +4,30 @@
 use super::*;
 
 impl Agent {
-    /// Run one `task` call: a fresh child agent, its events forwarded tagged with the call's id (`pausing`: the
-    /// parent's run pauses for approvals).
-    pub(super) fn run_child(
+    /// Start one `task` call's child: a fresh agent whose run its parent steps (see `child.rs`), or the
+    /// call's answer when it cannot start (bad input, an unknown agent type).
+    pub(super) fn start_child(
         &self,
         call: &ToolUseBlock,
         cancel: &CancelToken,
-        pausing: bool,
-        on_event: &mut dyn FnMut(&Event),
-    ) -> (CallOutcome, Option<crate::subagent::ChildRun>, Option<Error>) {
+        span: tracing::Span,
+    ) -> std::result::Result<super::child::Child, CallOutcome> {
         let started = Instant::now();
-        let fail = |m: String| (CallOutcome { duration: started.elapsed(), ..CallOutcome::error(m) }, None, None);
+        let fail = |m: String| CallOutcome { duration: started.elapsed(), ..CallOutcome::error(m) };
         // The same input check as every registered tool gets.
         if let Some(t) = self.tools.get(crate::subagent::TOOL_NAME) {
             if let Err(m) = crate::tools::validate_input(&t.spec.input_schema, &call.input) {
-                return fail(format!("Invalid input for tool 'task': {m}. Fix the arguments and call it again."));
+                return Err(fail(format!("Invalid input for tool 'task': {m}. Fix the arguments and call it again.")));
             }
         }
         let agent_type = call.input.get("agent_type").and_then(Value::as_str).unwrap_or("").to_string();
         let prompt = call.input.get("prompt").and_then(Value::as_str).unwrap_or("").to_string();
         let Some(kind) = lock(&self.control).subagents.get(&agent_type).cloned() else {
             let known: Vec<String> = lock(&self.control).subagents.keys().cloned().collect();
-            return fail(format!("no agent type {agent_type:?}; the types are: {}", known.join(", ")));
+            return Err(fail(format!("no agent type {agent_type:?}; the types are: {}", known.join(", "))));
         };
         if prompt.trim().is_empty() {
-            return fail("`prompt` is empty: give the agent the full instructions".into());
+            return Err(fail("`prompt` is empty: give the agent the full instructions".into()));
         }
         let parent = self.config();
         // The child answers in its own type's shape (a schema of its own), never in the parent's.
@@ -76,21 +75,20 @@ impl Agent {
         for name in wanted.iter().filter(|n| n.as_str() != crate::subagent::TOOL_NAME && !rebuilt.contains(n)) {
             match self.tools.get(name) {
                 Some(t) => tools.push(t),
-                None => return fail(format!("agent type {agent_type} names tool {name:?}, which does not exist")),
+                None => {
+                    return Err(fail(format!("agent type {agent_type} names tool {name:?}, which does not exist")));
+                }
             }
         }
         tools.extend(kind.own_tools);
         // The child is told what its bash may do, as the parent is.
         let sandbox = parent_builtin.map(|p| (kind.sandbox.unwrap_or(p.sandbox), p.network));
-        // A child's calls cannot pause the parent's step (approval.rs): without a callable to ask, a pausing
-        // run's child is refused what it would have been asked.
+        // The child is asked what its parent is: its calls go to the same callable, or, in a pausing run,
+        // wait as the parent's step (approval.rs).
         let (permission, hooks, rules) = {
             let c = lock(&self.control);
             (c.permission.clone(), c.hooks.for_child(), c.rules.clone())
         };
-        let permission = permission.or_else(|| {
-            pausing.then(|| -> PermissionHook { Arc::new(|_| Permission::Deny(super::approval::CHILD_UNASKED.into())) })
-        });
         let mut builder = AgentBuilder::new(self.provider().clone(), config);
         builder.builtin = builtin;
         builder.tools = tools;
@@ -108,17 +106,33 @@ impl Agent {
         builder.run_protected = self.tools.run_protected().get();
         let child = match builder.build() {
             Ok(child) => child,
-            Err(e) => return fail(format!("agent type {agent_type}: {e}")),
+            Err(e) => return Err(fail(format!("agent type {agent_type}: {e}"))),
         };
-        let parent_id = call.id.clone();
-        let mut forward = |ev: &Event| {
-            on_event(&Event::Subagent {
-                parent_id: parent_id.clone(),
-                agent_type: agent_type.clone(),
-                event: Box::new(ev.clone()),
-            })
+        let agent = Arc::new(child);
+        let driver = match agent.start(Some(vec![ContentBlock::text(prompt)]), cancel.clone()) {
+            Ok(driver) => driver,
+            Err(e) => return Err(fail(self.tools.redact(format!("the agent failed: {e}")))),
         };
-        let result = child.run_cancellable(vec![ContentBlock::text(prompt)], cancel.clone(), &mut forward);
+        Ok(super::child::Child {
+            agent,
+            driver,
+            agent_type,
+            parent_id: call.id.clone(),
+            model,
+            started,
+            span,
+            paused: false,
+        })
+    }
+
+    /// What a `task` call's child leaves with its parent: the call's answer, the run's record, and a host's
+    /// hook failure, which ends the parent's run too.
+    pub(super) fn end_child(
+        &self,
+        c: super::child::Child,
+        result: Result<RunResult>,
+    ) -> (CallOutcome, Option<crate::subagent::ChildRun>, Option<Error>) {
+        let super::child::Child { agent: child, agent_type, model, started, .. } = c;
         let transcript = serde_json::to_value(child.conversation().snapshot()).unwrap_or(Value::Null);
         let turns = child
             .conversation()

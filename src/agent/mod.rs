@@ -18,6 +18,7 @@
 
 mod approval;
 mod build;
+mod child;
 mod compact;
 mod config;
 mod dispatch;

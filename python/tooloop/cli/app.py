@@ -76,7 +76,6 @@ def make_policy(args: argparse.Namespace, stdin_tty: bool, renderer: Renderer, a
             # `tooloop "task" > log`: the questions must reach the person at the terminal, not the log.
             asker = Renderer(sys.stderr, color=use_color(args, stream=sys.stderr), unicode=_unicode_ok(sys.stderr))
             asker.asks_for(renderer)
-            asker.abort = abort
         policy = AskPolicy(asker.permission_request, TerminalReader(sys.stdin.fileno(), abort, echo=asker.echo))
         if workspace is not None:
             policy.offer_rule = lambda rule: offer_rule(rule, workspace, asker, abort)
@@ -84,7 +83,7 @@ def make_policy(args: argparse.Namespace, stdin_tty: bool, renderer: Renderer, a
         policy = RulesPolicy(policy, loaded, workspace)
     # Protected paths (permissions.Protected): asked every time on a terminal, refused with -p and --yes.
     guard = Protected(workspace) if workspace is not None and not args.allow_config_edits else None
-    return Observed(policy, renderer.note_call, denied=renderer.note_denial, protected=guard,
+    return Observed(policy, denied=renderer.note_denial, protected=guard,
                     can_ask=not args.print_mode)
 
 
@@ -273,7 +272,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = sys.stderr if json_mode else sys.stdout
     renderer = Renderer(out, color=color and not json_mode, unicode=_unicode_ok(out))
     abort = threading.Event()
-    renderer.abort = abort
     if settings.wire_note:
         renderer.info(settings.wire_note)
     from . import settings as settings_files
