@@ -235,13 +235,38 @@ pub fn park(slot: &ErrSlot, err: PyErr) {
     }
 }
 
+thread_local! {
+    /// Whether this thread is Python's main thread, the only one its signal handlers run on (None: not asked
+    /// yet). A thread's answer never changes, so it is asked once, at the thread's first poll.
+    static SIGNALS_RUN_HERE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether the calling thread is `threading.main_thread()` (true when that cannot be told: keep checking).
+fn on_main_thread(py: Python<'_>) -> bool {
+    let ask = || -> PyResult<bool> {
+        let threading = py.import(intern!(py, "threading"))?;
+        let main = threading.call_method0(intern!(py, "main_thread"))?.getattr(intern!(py, "ident"))?;
+        main.eq(threading.call_method0(intern!(py, "get_ident"))?)
+    };
+    ask().unwrap_or(true)
+}
+
 /// The hook the core's HTTP waits poll (`tooloop::http::with_poll_hook`) while a read runs on the caller's
 /// thread with the GIL released: it runs Python's signal handlers, and an exception one raises (Ctrl+C) is
-/// parked in `slot` and cancels `cancel`.
+/// parked in `slot` and cancels `cancel`. Off Python's main thread (an asyncio worker, a thread of the
+/// host's), where no handler ever runs, it does nothing after its first call: taking the GIL every 50 ms
+/// there bought nothing, and with many runs at once (64 `astream`s on one loop) those takes were a third of
+/// the workers' competition for the GIL with the event loop's thread.
 pub fn signal_hook(cancel: &CancelToken, slot: &ErrSlot) -> std::rc::Rc<dyn Fn()> {
     let (cancel, slot) = (cancel.clone(), slot.clone());
     std::rc::Rc::new(move || {
+        if SIGNALS_RUN_HERE.get() == Some(false) {
+            return;
+        }
         Python::attach(|py| {
+            if SIGNALS_RUN_HERE.get().is_none() {
+                SIGNALS_RUN_HERE.set(Some(on_main_thread(py)));
+            }
             if let Err(e) = py.check_signals() {
                 park(&slot, e);
                 cancel.cancel();
