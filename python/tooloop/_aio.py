@@ -5,7 +5,8 @@ there is no step engine a loop could drive without blocking. So each async run g
 (``_Workers``: reused, started off the loop) that makes exactly the calls the sync API makes
 (``_Agent.start(input, True)`` and its handle, or the raw client's), and hands what comes out to the caller's
 loop with ``loop.call_soon_threadsafe``, coalesced: one wake-up of the loop per batch of events, not per
-event. The loop thread itself only ever calls non-blocking methods (``cancel()``: a flag) and converts
+event (from a ``_Driven``, a step's events come in one call, ``next_events``, and go to the loop in one
+piece after they are all converted). The loop thread itself only ever calls non-blocking methods (``cancel()``: a flag) and converts
 nothing.
 
 ``async def`` tools and an ``async def`` permission callable are awaited ON THE CALLER'S LOOP, in the
@@ -238,7 +239,20 @@ class _Pump(Generic[_T]):
             if self._cancelled:  # a cancel that came before the handle existed is not lost
                 handle.cancel()
             convert = self._convert
-            if convert is not None:
+            batches = getattr(handle, "next_events", None)  # a _Driven: a step's events at a time
+            if convert is not None and batches is not None:
+                while True:
+                    ds = batches()
+                    if ds is None:
+                        break
+                    if ds and ds[0].get("type") == "approval_pause":  # comes alone, after the step's events
+                        self._answered.wait()
+                        self._answered.clear()
+                        continue
+                    items = [item for item in map(convert, ds) if item is not None]
+                    if items:
+                        self._push_all(items)
+            elif convert is not None:
                 while True:
                     d = handle.next_event()
                     if d is None:
@@ -261,10 +275,18 @@ class _Pump(Generic[_T]):
             except RuntimeError:  # the loop is closed: nobody is waiting
                 pass
 
+    def _push_all(self, events: List[Any]) -> None:
+        # A step's events in one piece, then one wake-up (see _push).
+        self._items.extend([(0, e) for e in events])
+        self._wake_once()
+
     def _push(self, kind: int, value: Any) -> None:
+        self._items.append((kind, value))
+        self._wake_once()
+
+    def _wake_once(self) -> None:
         # Appended first, the flag read after: a wake-up still pending (True) runs after this append and the
         # consumer finds the item; a stale False only costs a spare wake-up. So most events take no lock.
-        self._items.append((kind, value))
         if self._wake_pending:
             return
         with self._lock:

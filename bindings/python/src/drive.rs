@@ -22,6 +22,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
+use pyo3::types::PyList;
 use serde_json::Value;
 use tooloop::{Agent, CancelToken, ContentBlock, Error, Permission, RunDriver, Step};
 
@@ -166,6 +167,33 @@ impl Driven {
                 let calls = st.driver.as_ref().map(RunDriver::pending_approvals).unwrap_or_default();
                 let marker = serde_json::json!({"type": "approval_pause", "calls": calls});
                 return Ok(Some(to_py(py, &marker)?.unbind()));
+            }
+            self.pump(py, &mut st, true)?;
+        }
+    }
+
+    /// Every event not handed out yet, as a list of dicts, after one step when there is none: a network
+    /// read's worth per call. None once the run has ended. At a pause for approvals, the marker (see
+    /// `next_event`) comes alone, after the step's events. For `tooloop._aio`'s worker: it converts a step's
+    /// events and hands them to the event loop in one piece, one wake-up of the loop per step (per event, the
+    /// wake-up's socket write let the loop take the GIL mid-batch, and the worker had to win it back).
+    fn next_events(&self, py: Python<'_>) -> PyResult<Option<Py<PyList>>> {
+        let mut st = self.state(py);
+        loop {
+            if !st.pending.is_empty() {
+                let list = PyList::empty(py);
+                while let Some(item) = st.pending.pop_front() {
+                    list.append(item_to_py(py, item)?)?;
+                }
+                return Ok(Some(list.unbind()));
+            }
+            if st.ended.is_some() {
+                return Ok(None);
+            }
+            if st.paused && !self.cancel.is_cancelled() {
+                let calls = st.driver.as_ref().map(RunDriver::pending_approvals).unwrap_or_default();
+                let marker = serde_json::json!({"type": "approval_pause", "calls": calls});
+                return Ok(Some(PyList::new(py, [to_py(py, &marker)?])?.unbind()));
             }
             self.pump(py, &mut st, true)?;
         }
