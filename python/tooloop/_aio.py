@@ -30,6 +30,7 @@ import concurrent.futures
 import contextvars
 import queue
 import threading
+import weakref
 from typing import (TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Deque, Dict, Generic, List, Optional,
                     Set, Tuple, TypeVar, Union)
 
@@ -191,6 +192,59 @@ class _Workers:
 _WORKERS = _Workers()
 
 
+class _Inbox:
+    """The wake-ups one event loop is asked for by the workers of its runs, coalesced across runs: a worker
+    with events queues its pump here and writes to the loop's self-pipe (``call_soon_threadsafe``) only when
+    no wake-up of the loop is pending yet; the loop then wakes every queued pump in one callback. With many
+    runs at once (64 agents streaming), one wake-up of the loop serves many runs' events, where each used to
+    cost the loop a wake-up and the GIL a hand-over."""
+
+    __slots__ = ("loop", "ready", "lock", "pending", "__weakref__")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.ready: Deque[_Pump[Any]] = collections.deque()
+        self.lock = threading.Lock()
+        self.pending = False
+
+    def post(self, pump: _Pump[Any]) -> None:
+        # Appended first, the flag read after (as in _Pump._push): a wake-up still pending runs after this
+        # append and finds the pump; a stale False costs a spare wake-up.
+        self.ready.append(pump)
+        if self.pending:
+            return
+        with self.lock:
+            if self.pending:
+                return
+            self.pending = True
+        try:
+            self.loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:  # the loop is closed: nobody is waiting
+            pass
+
+    def _drain(self) -> None:
+        with self.lock:
+            self.pending = False
+        ready = self.ready
+        while True:
+            try:
+                pump = ready.popleft()
+            except IndexError:
+                return
+            pump._wake()
+
+
+#: One inbox per loop (a loop that is gone takes its inbox with it); made and looked up on the loop's thread.
+_INBOXES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
+
+
+def _inbox(loop: asyncio.AbstractEventLoop) -> _Inbox:
+    inbox = _INBOXES.get(loop)
+    if inbox is None:
+        inbox = _INBOXES[loop] = _Inbox(loop)
+    return inbox
+
+
 class _ToolCancelled(Exception):
     """An awaited tool or permission check cancelled with its run (the model reads it as an error result)."""
 
@@ -211,6 +265,7 @@ class _Pump(Generic[_T]):
                  convert: Optional[Callable[[Dict[str, Any]], Any]], bridge: Optional[_Bridge] = None,
                  name: str = "tooloop-async") -> None:
         self._loop = asyncio.get_running_loop()
+        self._inbox = _inbox(self._loop)
         self._bridge = bridge
         self._items: Deque[Tuple[int, Any]] = collections.deque()
         self._lock = threading.Lock()
@@ -293,10 +348,7 @@ class _Pump(Generic[_T]):
             if self._wake_pending:
                 return
             self._wake_pending = True
-        try:
-            self._loop.call_soon_threadsafe(self._wake)
-        except RuntimeError:
-            pass
+        self._inbox.post(self)
 
     # -- the loop side -------------------------------------------------------------------------------------
 

@@ -4,8 +4,8 @@ once per network read, with all of that read's events, never once per event."""
 from __future__ import annotations
 
 import asyncio
-import threading
-from typing import Any, List
+import time
+from typing import Any, List, Tuple
 
 import tooloop
 from _support import agent_for, text_reply
@@ -44,3 +44,45 @@ def test_an_astream_run_wakes_the_loop_once_per_network_read_not_per_event(mock:
     # at most, where a wake-up per event would be hundreds.
     print(f"{loop.wakeups} wake-ups of the loop for {len(events)} events")
     assert loop.wakeups <= 30, f"{loop.wakeups} wake-ups for {len(events)} events"
+
+
+def test_runs_whose_events_arrive_while_the_loop_is_busy_share_one_wake_up(mock: Any) -> None:
+    # 32 runs at once, each the stream above (a write every 80 ms). Once every run has handed out its first
+    # event, the loop is kept busy for 200 ms (a blocking sleep in a coroutine: a stand-in for an app's slow
+    # callback), while about two more reads of every run arrive: one wake-up of the loop is asked for them
+    # all, where each run used to ask for its own (32).
+    text = ("agent loop tool stream delta token " * 60)[:2000]
+    reply = {**text_reply(text), "delta_chars": 8, "chunk_size": 6_000, "delay_ms_between": 80}
+    server = mock({"responses": [reply] * 32})
+    agents = [agent_for(server) for _ in range(32)]
+    loop = CountingLoop()
+    started = asyncio.Event()
+    first: List[int] = []
+
+    async def consume(agent: Any) -> int:
+        n = 0
+        async for _ in agent.astream("go"):
+            n += 1
+            if n == 1:
+                first.append(1)
+                if len(first) == 32:
+                    started.set()
+        return n
+
+    async def busy() -> int:
+        await started.wait()
+        before = loop.wakeups
+        time.sleep(0.2)
+        return loop.wakeups - before
+
+    async def main() -> Tuple[List[int], int]:
+        during = asyncio.ensure_future(busy())
+        counts = list(await asyncio.gather(*(consume(a) for a in agents)))
+        return counts, await during
+
+    try:
+        counts, during = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert counts == [254] * 32
+    assert during <= 2, f"{during} wake-ups asked for while the loop was busy"
