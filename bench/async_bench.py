@@ -17,7 +17,8 @@ streams its text in small writes (``delay_ms_between``), standing in for a model
 Part 2 — one agent: one run streaming a large text with no delays (every event as fast as the mock sends
 it), ``astream`` against ``stream``: time per event, and the ratio.
 
-Each measurement runs in a fresh interpreter (its memory is its own) against one mock server whose
+Run it against a release build of the extension (``maturin develop --release``, or the wheel): it prints
+which tooloop it imported. Each measurement runs in a fresh interpreter (its memory is its own) against one mock server whose
 scenario is reloaded before each; kinds alternate run by run and the median is reported. Not a test: the
 numbers go in the issue's closing note.
 """
