@@ -239,9 +239,12 @@ _INBOXES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref
 
 
 def _inbox(loop: asyncio.AbstractEventLoop) -> _Inbox:
-    inbox = _INBOXES.get(loop)
-    if inbox is None:
-        inbox = _INBOXES[loop] = _Inbox(loop)
+    try:
+        inbox = _INBOXES.get(loop)
+        if inbox is None:
+            inbox = _INBOXES[loop] = _Inbox(loop)
+    except TypeError:  # a loop class that takes no weak reference: an inbox of the run's own (no sharing)
+        inbox = _Inbox(loop)
     return inbox
 
 

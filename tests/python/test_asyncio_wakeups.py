@@ -86,3 +86,4 @@ def test_runs_whose_events_arrive_while_the_loop_is_busy_share_one_wake_up(mock:
         loop.close()
     assert counts == [254] * 32
     assert during <= 2, f"{during} wake-ups asked for while the loop was busy"
+
