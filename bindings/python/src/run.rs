@@ -241,14 +241,12 @@ thread_local! {
     static SIGNALS_RUN_HERE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
 }
 
-/// Whether the calling thread is `threading.main_thread()` (true when that cannot be told: keep checking).
-fn on_main_thread(py: Python<'_>) -> bool {
-    let ask = || -> PyResult<bool> {
-        let threading = py.import(intern!(py, "threading"))?;
-        let main = threading.call_method0(intern!(py, "main_thread"))?.getattr(intern!(py, "ident"))?;
-        main.eq(threading.call_method0(intern!(py, "get_ident"))?)
-    };
-    ask().unwrap_or(true)
+/// Whether the calling thread is `threading.main_thread()`. Runs Python code, so a signal handler may raise
+/// in it (its exception is returned).
+fn on_main_thread(py: Python<'_>) -> PyResult<bool> {
+    let threading = py.import(intern!(py, "threading"))?;
+    let main = threading.call_method0(intern!(py, "main_thread"))?.getattr(intern!(py, "ident"))?;
+    main.eq(threading.call_method0(intern!(py, "get_ident"))?)
 }
 
 /// The hook the core's HTTP waits poll (`tooloop::http::with_poll_hook`) while a read runs on the caller's
@@ -264,10 +262,13 @@ pub fn signal_hook(cancel: &CancelToken, slot: &ErrSlot) -> std::rc::Rc<dyn Fn()
             return;
         }
         Python::attach(|py| {
-            if SIGNALS_RUN_HERE.get().is_none() {
-                SIGNALS_RUN_HERE.set(Some(on_main_thread(py)));
-            }
-            if let Err(e) = py.check_signals() {
+            // The handlers first: asking which thread this is runs Python code, where a pending Ctrl+C
+            // would otherwise be raised (and is then parked the same way).
+            let checked = py.check_signals().and_then(|()| match SIGNALS_RUN_HERE.get() {
+                Some(_) => Ok(()),
+                None => on_main_thread(py).map(|main| SIGNALS_RUN_HERE.set(Some(main))),
+            });
+            if let Err(e) = checked {
                 park(&slot, e);
                 cancel.cancel();
             }
