@@ -1,5 +1,6 @@
-"""How often an ``astream`` run wakes the event loop (issue 40 item 5: the loop is never kept busy by tooloop):
-once per network read, with all of that read's events, never once per event."""
+"""The event loop is never kept busy or waiting by tooloop (issue 40 item 5): an ``astream`` run wakes it once
+per network read, with all of that read's events, never once per event; runs on one loop share its wake-ups;
+what the loop asks of a run does not wait for the run's step in progress."""
 
 from __future__ import annotations
 
@@ -87,3 +88,22 @@ def test_runs_whose_events_arrive_while_the_loop_is_busy_share_one_wake_up(mock:
     assert counts == [254] * 32
     assert during <= 2, f"{during} wake-ups asked for while the loop was busy"
 
+
+
+def test_pending_approvals_on_the_loop_does_not_wait_for_a_step_in_progress(mock: Any) -> None:
+    # The worker is in a step, waiting 1.5 s for the model's reply: no call waits for an answer, and asking so
+    # on the loop must not wait for the step to end.
+    server = mock({"responses": [{**text_reply("late"), "delay_ms": 1500}]})
+    agent = agent_for(server)
+
+    async def main() -> Tuple[List[Any], float, List[Any]]:
+        stream = agent.astream("go", pause_for_approval=True)
+        await asyncio.sleep(0.3)
+        t = time.monotonic()
+        pending = stream.pending_approvals()
+        took = time.monotonic() - t
+        return pending, took, [e async for e in stream]
+
+    pending, took, events = asyncio.run(main())
+    assert pending == [] and took < 0.1, f"pending_approvals() kept the loop {took:.3f} s"
+    assert isinstance(events[-1], tooloop.DoneEvent) and events[-1].result.text == "late"

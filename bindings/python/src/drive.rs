@@ -19,6 +19,7 @@
 //! Must never: hold the GIL while waiting for the network, or block on the state lock while holding it.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
@@ -57,6 +58,9 @@ pub struct Driven {
     state: Mutex<State>,
     /// The run's `tracing` subscriber when OpenTelemetry is on (see crate::otel): each step runs under it.
     traced: Option<tracing::Dispatch>,
+    /// A step is in progress (the state lock held, maybe for a network wait): no call waits for an answer
+    /// then, so `pending_approvals` answers at once instead of waiting for the lock (asked on an event loop).
+    stepping: AtomicBool,
 }
 
 impl Driven {
@@ -76,7 +80,7 @@ impl Driven {
             pausing,
             paused: false,
         };
-        Driven { cancel, slot, state: Mutex::new(state), traced }
+        Driven { cancel, slot, state: Mutex::new(state), traced, stepping: AtomicBool::new(false) }
     }
 
     /// The state, waiting (GIL released) while another thread is stepping the run.
@@ -93,6 +97,8 @@ impl Driven {
             return Ok(());
         }
         let (cancel, slot, pausing, traced) = (&self.cancel, &self.slot, st.pausing, self.traced.as_ref());
+        self.stepping.store(true, Ordering::SeqCst);
+        let stepping = &self.stepping;
         let (driver, outcome, items, paused) = py.detach(move || {
             let hook = signal_hook(cancel, slot);
             let mut items = Vec::new();
@@ -128,6 +134,7 @@ impl Driven {
                     (Some(driver), outcome, paused)
                 })
             });
+            stepping.store(false, Ordering::SeqCst);
             (driver, outcome, items, paused)
         });
         st.pending.extend(items);
@@ -227,6 +234,9 @@ impl Driven {
 
     /// The calls waiting for an answer now: `[{"call_id", "tool", "input", "reason", "read_only"}]`.
     fn pending_approvals(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        if self.stepping.load(Ordering::SeqCst) {
+            return Ok(PyList::empty(py).into_any().unbind());
+        }
         let st = self.state(py);
         let calls = st.driver.as_ref().map(RunDriver::pending_approvals).unwrap_or_default();
         Ok(to_py(py, &serde_json::to_value(calls).unwrap_or(Value::Null))?.unbind())
