@@ -57,7 +57,7 @@ if [ -n "$wheel" ]; then
   rm -rf "$venv"
   if python3 -m venv "$venv" \
     && "$venv/bin/python" -m pip install -q --upgrade pip \
-    && "$venv/bin/python" -m pip install -q pytest pexpect mypy pydantic uvloop openai \
+    && "$venv/bin/python" -m pip install -q pytest pexpect mypy pydantic uvloop openai ipykernel jupyter_client \
        opentelemetry-sdk opentelemetry-exporter-otlp-proto-http opentelemetry-proto \
     && PATH="$no_rust_path" "$venv/bin/python" -m pip install -q "$wheel[ray]"; then
     step "Python: pytest (mock server self-tests + tests/python) against the installed wheel"

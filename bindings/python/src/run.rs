@@ -235,14 +235,40 @@ pub fn park(slot: &ErrSlot, err: PyErr) {
     }
 }
 
+thread_local! {
+    /// Whether this thread is Python's main thread, the only one its signal handlers run on (None: not asked
+    /// yet). A thread's answer never changes, so it is asked once, at the thread's first poll.
+    static SIGNALS_RUN_HERE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether the calling thread is `threading.main_thread()`. Runs Python code, so a signal handler may raise
+/// in it (its exception is returned).
+fn on_main_thread(py: Python<'_>) -> PyResult<bool> {
+    let threading = py.import(intern!(py, "threading"))?;
+    let main = threading.call_method0(intern!(py, "main_thread"))?.getattr(intern!(py, "ident"))?;
+    main.eq(threading.call_method0(intern!(py, "get_ident"))?)
+}
+
 /// The hook the core's HTTP waits poll (`tooloop::http::with_poll_hook`) while a read runs on the caller's
 /// thread with the GIL released: it runs Python's signal handlers, and an exception one raises (Ctrl+C) is
-/// parked in `slot` and cancels `cancel`.
+/// parked in `slot` and cancels `cancel`. Off Python's main thread (an asyncio worker, a thread of the
+/// host's), where no handler ever runs, it does nothing after its first call: taking the GIL every 50 ms
+/// there bought nothing, and with many runs at once (64 `astream`s on one loop) those takes were a third of
+/// the workers' competition for the GIL with the event loop's thread.
 pub fn signal_hook(cancel: &CancelToken, slot: &ErrSlot) -> std::rc::Rc<dyn Fn()> {
     let (cancel, slot) = (cancel.clone(), slot.clone());
     std::rc::Rc::new(move || {
+        if SIGNALS_RUN_HERE.get() == Some(false) {
+            return;
+        }
         Python::attach(|py| {
-            if let Err(e) = py.check_signals() {
+            // The handlers first: asking which thread this is runs Python code, where a pending Ctrl+C
+            // would otherwise be raised (and is then parked the same way).
+            let checked = py.check_signals().and_then(|()| match SIGNALS_RUN_HERE.get() {
+                Some(_) => Ok(()),
+                None => on_main_thread(py).map(|main| SIGNALS_RUN_HERE.set(Some(main))),
+            });
+            if let Err(e) = checked {
                 park(&slot, e);
                 cancel.cancel();
             }
