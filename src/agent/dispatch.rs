@@ -75,6 +75,8 @@ pub(super) struct ToolTurn {
     hook_failed: Option<Error>,
     /// A batch whose checks are done, waiting for the host's answers.
     pub(super) waiting: Option<Batch>,
+    /// A batch whose one call (`task`) has a child agent under way (child.rs), stepped with the run.
+    pub(super) child: Option<(Batch, Box<super::child::Child>)>,
 }
 
 /// One batch of a turn's calls (one call, or consecutive parallel-safe ones), between its checks and its run.
@@ -89,6 +91,8 @@ pub(super) struct Batch {
     effective: Vec<ToolUseBlock>,
     /// The calls that wait for the host (pausing runs): their place in the batch, what was asked, the answer.
     pub(super) asked: Vec<(usize, super::ApprovalRequest, Option<Permission>)>,
+    /// Its `task` call's child, ended (child.rs): what the call answers.
+    child: Option<super::child::Ran>,
 }
 
 impl Agent {
@@ -113,6 +117,7 @@ impl Agent {
             fatal: None,
             hook_failed: None,
             waiting: None,
+            child: None,
         }
     }
 
@@ -129,7 +134,23 @@ impl Agent {
         let Looping { cancel, run, state, policies, pausing, .. } = l;
         let mut cx = Cx { agent: self, run, state, cancel, pausing: *pausing, on_event };
         loop {
-            let batch = match t.waiting.take() {
+            // A `task` call's child under way: one step of it per step of this run (child.rs).
+            if let Some((mut b, mut c)) = t.child.take() {
+                match c.step(cx.pausing, &mut *cx.on_event) {
+                    None => {
+                        t.child = Some((b, c));
+                        return Ok(false);
+                    }
+                    Some(result) => {
+                        let span = c.span.clone();
+                        let (outcome, info, failed) = self.end_child(*c, result);
+                        b.child = Some(super::child::Ran { outcome, info, failed, span });
+                        self.run_batch(t, b, policies, &mut cx)?;
+                        continue;
+                    }
+                }
+            }
+            let mut batch = match t.waiting.take() {
                 Some(b) if !cancel.is_cancelled() && b.asked.iter().any(|(_, _, a)| a.is_none()) => {
                     t.waiting = Some(b);
                     return Ok(false);
@@ -145,6 +166,21 @@ impl Agent {
                 }
                 None => break,
             };
+            if let Some(k) = self.child_call(&batch.to_run, &batch.effective, &batch.confined) {
+                let span = if crate::trace::enabled() {
+                    crate::trace::tool_span(&batch.effective[k].name, &batch.effective[k].id)
+                } else {
+                    tracing::Span::none()
+                };
+                let call = &batch.effective[k];
+                match crate::trace::in_span(&span, || self.start_child(call, cx.cancel, span.clone())) {
+                    Ok(c) => {
+                        t.child = Some((batch, Box::new(c)));
+                        continue;
+                    }
+                    Err(outcome) => batch.child = Some(super::child::Ran { outcome, info: None, failed: None, span }),
+                }
+            }
             self.run_batch(t, batch, policies, &mut cx)?;
         }
         if let Some((tool, message)) = t.fatal.take() {
@@ -203,6 +239,7 @@ impl Agent {
             to_run: Vec::new(),
             effective: batch.to_vec(),
             asked: Vec::new(),
+            child: None,
         };
         for (k, call) in batch.iter().enumerate() {
             // Every call the model made is announced, also one that is then refused or not run, so a
@@ -245,8 +282,8 @@ impl Agent {
     /// Run a batch whose checks are done, then answer each of its calls.
     fn run_batch(&self, t: &mut ToolTurn, b: Batch, policies: &mut Policies, cx: &mut Cx<'_>) -> Result<()> {
         let ToolTurn { calls, planning, i, fatal, hook_failed, .. } = t;
-        let (cancel, pausing) = (cx.cancel, cx.pausing);
-        let Batch { end, mut outcomes, denied, confined, to_run, effective, .. } = b;
+        let cancel = cx.cancel;
+        let Batch { end, mut outcomes, denied, confined, to_run, effective, child: ran, .. } = b;
         let batch = &effective[..];
         // What each file tool's file held before the call, for its file_change event.
         let mut file_states: Vec<Option<crate::builtin::FileState>> =
@@ -255,27 +292,26 @@ impl Agent {
         // One `execute_tool` span per call that runs, entered while it runs (on its own thread too); none
         // (and no allocation) without a subscriber.
         let no_span = tracing::Span::none();
-        let spans: Vec<tracing::Span> = if crate::trace::enabled() {
+        let spans: Vec<tracing::Span> = if crate::trace::enabled() && ran.is_none() {
             to_run.iter().map(|&k| crate::trace::tool_span(&batch[k].name, &batch[k].id)).collect()
         } else {
             Vec::new()
         };
         let span_of = |i: usize| spans.get(i).unwrap_or(&no_span);
-        if to_run.len() == 1 {
+        if let (Some(ran), [k]) = (ran, to_run.as_slice()) {
+            // `task` is not parallel-safe, so it always runs alone: its child ran in the steps before
+            // (child.rs), where its events reached the host as they happened.
+            let k = *k;
+            outcomes[k] = Some(ran.outcome);
+            children[k] = ran.info;
+            if let Some(e) = ran.failed {
+                hook_failed.get_or_insert(e);
+            }
+            super::spans::end_tool(&ran.span, &batch[k], outcomes[k].as_ref(), &self.tools);
+        } else if to_run.len() == 1 {
             let k = to_run[0];
             let _in_tool = span_of(0).enter();
-            // `task` is not parallel-safe, so it always runs alone, here, where its child's events can
-            // reach the host as they happen.
-            if batch[k].name == crate::subagent::TOOL_NAME && !lock(&self.subagents).is_empty() && !confined[k] {
-                let (o, child, failed) = self.run_child(&batch[k], cancel, pausing, &mut *cx.on_event);
-                outcomes[k] = Some(o);
-                children[k] = child;
-                if let Some(e) = failed {
-                    hook_failed.get_or_insert(e);
-                }
-            } else {
-                outcomes[k] = Some(self.tools.execute_as(&batch[k], cancel, confined[k]));
-            }
+            outcomes[k] = Some(self.tools.execute_as(&batch[k], cancel, confined[k]));
             super::spans::end_tool(span_of(0), &batch[k], outcomes[k].as_ref(), &self.tools);
         } else if !to_run.is_empty() {
             let results: Vec<(usize, CallOutcome)> = std::thread::scope(|s| {
@@ -397,8 +433,9 @@ impl Agent {
         let tool = self.tools.get(&call.name)?;
         let path = tool.kind.written_path(&call.input)?;
         // The built-in tools resolve their paths in their own workspace; a host's tool in the agent's.
-        let workspace = lock(&self.builtin).as_ref().map(|(o, _)| o.workspace.clone());
-        let workspace = workspace.or_else(|| lock(&self.workspace).clone())?;
+        let spec = self.spec();
+        let workspace = spec.builtin.as_ref().map(|(o, _)| o.workspace.clone());
+        let workspace = workspace.or_else(|| spec.workspace.clone())?;
         let ws = crate::builtin::Workspace::new(&workspace).ok()?;
         crate::builtin::file_state(&ws, path, FILE_CHANGE_BEFORE_CAP).ok()
     }

@@ -28,8 +28,9 @@ pub(super) struct Finish {
 impl Agent {
     /// Where the check runs and the record is kept: the built-in tools' workspace, else the agent's.
     pub(super) fn finish_root(&self) -> Option<PathBuf> {
-        let builtin = lock(&self.builtin).as_ref().map(|(o, _)| o.workspace.clone());
-        builtin.or_else(|| lock(&self.workspace).clone())
+        let spec = self.spec();
+        let builtin = spec.builtin.as_ref().map(|(o, _)| o.workspace.clone());
+        builtin.or_else(|| spec.workspace.clone())
     }
 
     pub(super) fn kind_of(&self, name: &str) -> ToolKind {

@@ -160,11 +160,11 @@ fn new_run() -> RunResult {
 }
 
 /// The mark of a run in progress (see [`Agent::begin`]): the next run may begin once it is dropped.
-pub(super) struct Busy(Arc<std::sync::atomic::AtomicBool>);
+pub(super) struct Busy(Arc<Mutex<Option<CancelToken>>>);
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.store(false, std::sync::atomic::Ordering::Release);
+        lock(&self.0).take();
     }
 }
 
@@ -182,13 +182,12 @@ pub(super) fn append_text(content: &mut Value, text: &str) {
 
 impl Agent {
     pub(super) fn begin(&self, cancel: CancelToken) -> Result<Busy> {
-        use std::sync::atomic::Ordering;
-        if self.running.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        let mut current = lock(&self.current);
+        if current.is_some() {
             return Err(Error::Busy);
         }
-        let busy = Busy(self.running.clone());
-        *lock(&self.current) = Some(cancel);
-        Ok(busy)
+        *current = Some(cancel);
+        Ok(Busy(self.current.clone()))
     }
 
     pub(super) fn token(&self) -> CancelToken {
@@ -330,8 +329,8 @@ impl Agent {
             return tracing::Span::none();
         }
         let model = lock(&self.config).model.clone();
-        let conversation = lock(&self.session).as_ref().map(|s| s.location());
-        let name = lock(&self.trace_name).clone();
+        let conversation = lock(&self.attached).session.as_ref().map(|s| s.location());
+        let name = self.spec().trace_name.clone();
         crate::trace::run_span(name.as_deref(), self.provider().name(), &model, conversation.as_deref())
     }
 
@@ -663,7 +662,7 @@ impl Agent {
     }
 
     pub(super) fn persist(&self, id: &str) -> Result<()> {
-        if let Some(s) = lock(&self.session).as_mut() {
+        if let Some(s) = lock(&self.attached).session.as_mut() {
             if let Some(e) = self.conversation.get(id) {
                 s.append(&e)?;
             }

@@ -13,13 +13,13 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use serde_json::{Map, Value};
-use tooloop::provider::FnProvider;
-use tooloop::tools::{ToolContext, ToolError, ToolOutput};
-use tooloop::types::ToolUseBlock;
+use tooloop::FnProvider;
+use tooloop::ToolUseBlock;
 use tooloop::{
     Agent, AgentOptions, CancelToken, ContentBlock, Error, Message, MessageResponse, Permission, Provider, Request,
     Tool,
 };
+use tooloop::{ToolContext, ToolError, ToolOutput};
 
 use crate::convert::{from_py, to_py};
 use crate::drive::Driven;
@@ -59,7 +59,7 @@ pub fn build_provider(
             py,
             format!(
                 "provider must be {} or a callable, got {}",
-                tooloop::provider::table::names_for_message().replace(" or ", ", "),
+                tooloop::provider_names_for_message().replace(" or ", ", "),
                 provider.get_type().name()?
             ),
         ));
@@ -152,7 +152,7 @@ fn call_model(
         };
         let checked = from_py(&reply, "the model callable's reply")
             .map_err(|e| e.to_string())
-            .and_then(tooloop::provider::host::check_reply);
+            .and_then(tooloop::check_host_reply);
         checked.map_err(|e| {
             let e = invalid(format!("the model callable returned an invalid reply: {e}"));
             park(slot, to_pyerr(py, &e));
@@ -265,7 +265,7 @@ fn with_timeout(tool: Tool, timeout: Option<f64>) -> PyResult<Tool> {
 /// `tool` of the kind named `kind` (`"read"`, `"write"` with `path_field`, `"shell"`, `"network"`; None: no
 /// kind), checked against its schema: a ValueError says what is wrong.
 fn with_kind(tool: Tool, kind: Option<&str>, path_field: Option<&str>) -> PyResult<Tool> {
-    let parsed = tooloop::tools::ToolKind::parse(kind, path_field, &tool.spec.input_schema)
+    let parsed = tooloop::ToolKind::parse(kind, path_field, &tool.spec.input_schema)
         .map_err(|m| pyo3::exceptions::PyValueError::new_err(format!("tool '{}': {m}", tool.spec.name)))?;
     tool.kind(parsed).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
 }
@@ -306,7 +306,7 @@ impl PyAgent {
                     py,
                     format!(
                         "provider must be {} or a callable, got {}",
-                        tooloop::provider::table::names_for_message().replace(" or ", ", "),
+                        tooloop::provider_names_for_message().replace(" or ", ", "),
                         provider.get_type().name()?
                     ),
                 ));
@@ -556,13 +556,13 @@ impl PyAgent {
         let outcome = py.detach(|| {
             let hook = signal_hook(&token, slot);
             crate::otel::scoped(traced.as_ref(), || {
-                tooloop::http::with_poll_hook(hook, || {
+                tooloop::with_poll_hook(hook, || {
                     let go = || match blocks {
                         Some(b) => core.run_cancellable(b, token.clone(), &mut |_| {}),
                         None => core.resume_cancellable(token.clone(), &mut |_| {}),
                     };
                     match gate {
-                        Some((g, slot)) => tooloop::gate::with_send_gate(std::rc::Rc::new(PyGate::new(g, slot)), go),
+                        Some((g, slot)) => tooloop::with_send_gate(std::rc::Rc::new(PyGate::new(g, slot)), go),
                         None => go(),
                     }
                 })
@@ -596,7 +596,7 @@ impl PyAgent {
                 })
             });
             let compact = || core.compact(instructions.as_deref(), &mut |_| {});
-            crate::otel::scoped(traced.as_ref(), || tooloop::http::with_poll_hook(hook, compact))
+            crate::otel::scoped(traced.as_ref(), || tooloop::with_poll_hook(hook, compact))
         });
         if let Some(e) = lock(&self.slot).take() {
             return Err(e);
@@ -664,7 +664,7 @@ impl PyAgent {
                 None => core.resume_cancellable(token, &mut on_event),
             };
             let result = crate::otel::scoped(traced.as_ref(), || match gate {
-                Some((g, slot)) => tooloop::gate::with_send_gate(std::rc::Rc::new(PyGate::new(g, slot)), go),
+                Some((g, slot)) => tooloop::with_send_gate(std::rc::Rc::new(PyGate::new(g, slot)), go),
                 None => go(),
             });
             result.map(|r| serde_json::to_value(&r).unwrap_or(Value::Null))
@@ -736,7 +736,7 @@ impl PyAgent {
         if let Value::Object(m) = &mut v {
             // Each turn priced with its own model, as the conversation's cost is; before any priced turn, the
             // usage so far on the agent's model (0 when it has a price: the CLI shows $0 rather than n/a).
-            let cost = self.core.cost_usd().or_else(|| tooloop::models::cost_usd(&self.core.config().model, &usage));
+            let cost = self.core.cost_usd().or_else(|| tooloop::estimate_cost_usd(&self.core.config().model, &usage));
             m.insert("cost_usd".into(), cost.map(Value::from).unwrap_or(Value::Null));
         }
         Ok(to_py(py, &v)?.unbind())
@@ -781,7 +781,7 @@ impl PyAgent {
         if let Ok(name) = provider.cast::<PyString>() {
             map.insert("provider".into(), Value::String(name.to_cow()?.into_owned()));
         }
-        let spec = tooloop::options::model_spec(&Value::Object(map), "set_model").map_err(|e| to_pyerr(py, &e))?;
+        let spec = tooloop::model_spec(&Value::Object(map), "set_model").map_err(|e| to_pyerr(py, &e))?;
         py.detach(move || core.set_model(spec)).map_err(|e| to_pyerr(py, &e))
     }
 
@@ -797,7 +797,7 @@ impl PyAgent {
 pub fn estimate_cost_usd(model: &str, usage: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
     let u: tooloop::Usage = serde_json::from_value(from_py(usage, "usage")?)
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("usage: {e}")))?;
-    Ok(tooloop::models::cost_usd(model, &u))
+    Ok(tooloop::estimate_cost_usd(model, &u))
 }
 
 /// Read the session file (or database session, `path.db#id`) at `path` without opening it for writing
@@ -807,8 +807,8 @@ pub fn estimate_cost_usd(model: &str, usage: &Bound<'_, PyAny>) -> PyResult<Opti
 #[pyfunction]
 pub fn load_session(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Py<PyAny>> {
     let shown = path.display().to_string();
-    let report = py.detach(|| tooloop::store::load(&path)).map_err(|e| to_pyerr(py, &e))?;
-    let cost = tooloop::conversation::cost_usd(&report.entries);
+    let report = py.detach(|| tooloop::load_store(&path)).map_err(|e| to_pyerr(py, &e))?;
+    let cost = tooloop::entries_cost_usd(&report.entries);
     let v = serde_json::json!({
         "path": shown,
         "entries": report.entries,
@@ -823,27 +823,27 @@ pub fn load_session(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Py<PyA
 /// then cannot confine bash).
 #[pyfunction]
 pub fn sandbox_support() -> Option<u32> {
-    tooloop::builtin::sandbox_support()
+    tooloop::sandbox_support()
 }
 
 /// Whether Bedrock will find AWS credentials, asked the way the Bedrock provider asks (environment keys, else
 /// the shared credentials file at `AWS_PROFILE`): raises ConfigError with the core's message when not.
 #[pyfunction]
 pub fn check_aws_credentials(py: Python<'_>) -> PyResult<()> {
-    py.detach(tooloop::provider::bedrock::AwsCredentials::resolve).map(|_| ()).map_err(|e| to_pyerr(py, &e))
+    py.detach(tooloop::AwsCredentials::resolve).map(|_| ()).map_err(|e| to_pyerr(py, &e))
 }
 
 /// The context window of a known model in tokens (the core's table), or None.
 #[pyfunction]
 pub fn context_window(model: &str) -> Option<u64> {
-    tooloop::models::context_window(model)
+    tooloop::context_window(model)
 }
 
 /// Whether `model` is one of OpenAI's reasoning models, which take tools with reasoning only on the Responses
 /// API (the core's table, `models::RESPONSES_MODELS`).
 #[pyfunction]
 pub fn prefers_responses(model: &str) -> bool {
-    tooloop::models::prefers_responses(model)
+    tooloop::prefers_responses(model)
 }
 
 /// The answer of a permission callable that allows a call only with no power to change anything

@@ -121,7 +121,7 @@ impl Agent {
     fn run_check(&self, spec: &CheckSpec, state: &mut RunState, run: &mut RunResult, cancel: &CancelToken) {
         let result = run.check.get_or_insert_with(|| CheckResult::new(&spec.command));
         state.finish.checked_at = Some(run.tool_calls.len());
-        let builtin = lock(&self.builtin).as_ref().map(|(o, _)| o.clone());
+        let builtin = self.spec().builtin.as_ref().map(|(o, _)| o.clone());
         let (root, opts) = match builtin {
             Some(o) => {
                 let opts = crate::builtin::BashOptions {
@@ -133,7 +133,7 @@ impl Agent {
                 };
                 (Some(o.workspace), opts)
             }
-            None => (lock(&self.workspace).clone(), crate::builtin::BashOptions::default()),
+            None => (self.spec().workspace.clone(), crate::builtin::BashOptions::default()),
         };
         let ws = root.as_ref().map(crate::builtin::Workspace::new);
         // What the check itself writes (a log, a cache) is not the run's change: the record absorbs it.

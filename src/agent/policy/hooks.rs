@@ -20,7 +20,7 @@ impl Policy for AfterToolHook {
     }
 
     fn before_tools(&mut self, cx: &mut Cx<'_>, _calls: &[ToolUseBlock]) {
-        self.hook = lock(&cx.agent.hooks).after_tool.clone();
+        self.hook = lock(&cx.agent.control).hooks.after_tool.clone();
     }
 
     fn after_tool(&mut self, cx: &mut Cx<'_>, done: &CallDone<'_>, outcome: &mut CallOutcome) -> Result<()> {
@@ -48,7 +48,7 @@ impl Policy for OnStopHook {
     }
 
     fn at_stop(&mut self, cx: &mut Cx<'_>) -> Result<Flow> {
-        let on_stop = lock(&cx.agent.hooks).on_stop.clone();
+        let on_stop = lock(&cx.agent.control).hooks.on_stop.clone();
         let Some(hook) = on_stop else { return Ok(Flow::Go) };
         match hook(cx.run) {
             Ok(None) => Ok(Flow::Go),
@@ -72,7 +72,7 @@ impl Policy for BeforeRequestHook {
     }
 
     fn before_send(&mut self, cx: &mut Cx<'_>, request: &Request) -> Result<()> {
-        let before_request = lock(&cx.agent.hooks).before_request.clone();
+        let before_request = lock(&cx.agent.control).hooks.before_request.clone();
         if let Some(hook) = before_request {
             hook(request).map_err(|message| Error::Hook { hook: "before_request".into(), message })?;
         }

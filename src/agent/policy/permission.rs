@@ -21,10 +21,8 @@ impl Policy for PermissionPolicy {
     }
 
     fn before_tools(&mut self, cx: &mut Cx<'_>, _calls: &[ToolUseBlock]) {
-        let agent = cx.agent;
-        self.permission = lock(&agent.permission).clone();
-        self.hooks = lock(&agent.hooks).clone();
-        self.rules = lock(&agent.rules).clone();
+        let c = lock(&cx.agent.control);
+        (self.permission, self.hooks, self.rules) = (c.permission.clone(), c.hooks.clone(), c.rules.clone());
     }
 
     fn before_tool(&mut self, cx: &mut Cx<'_>, _index: usize, call: &ToolUseBlock) -> CallVerdict {

@@ -51,13 +51,6 @@ impl Agent {
         spend.ledger = ledger;
     }
 
-    /// A child agent spends from this agent's own ledger (its requests count against this agent's cap and
-    /// every cap above it).
-    pub(in crate::agent) fn lend_ledger(&self, child: &Agent) {
-        let ledger = self.ledger();
-        lock(&child.spend).ledger = ledger;
-    }
-
     /// Count what a request cost (see [`Agent::request_cost`]) in the run's usage and cost and in this
     /// agent's own total; the ledger is charged by the request's [`Hold`](crate::ledger::Hold).
     pub(in crate::agent) fn charge(
