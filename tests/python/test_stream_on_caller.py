@@ -2,8 +2,8 @@
 thread, no thread hop per batch of events), where the provider hands out a stream to pull (Anthropic): Python
 tools and hooks see that thread's thread-locals, context variables and thread-bound objects, as in
 ``Agent.run``. ``cancel()`` from another thread and Ctrl+C still end a stalled stream within 200 ms with a
-valid conversation. A permission callable keeps the stream on a worker thread (the CLI answers it from the
-iterating thread)."""
+valid conversation. A permission callable is asked on that thread too, once the events before its question
+(the call's ``tool_use`` among them) have been handed out: the CLI draws the call before it asks."""
 
 from __future__ import annotations
 
@@ -83,10 +83,11 @@ def test_sigint_during_a_stalled_stream_raises_keyboard_interrupt_within_200_ms(
     assert agent.run("again").text == "after the interrupt"
 
 
-def test_with_a_permission_callable_the_stream_stays_on_a_worker_so_the_iterating_thread_can_answer(
+def test_a_permission_callable_is_asked_on_the_iterating_thread_after_it_has_seen_the_call(
         mock: Any) -> None:
     # The CLI's shape: the permission callable waits until the iterating thread has drawn the call's
-    # tool_use event. On the iterating thread itself it would wait for itself.
+    # tool_use event. It is asked on the iterating thread, once the step's events were handed out, so it never
+    # waits for itself (until the one engine, it kept the stream on a worker thread).
     server = mock("anthropic_text")
     server.load({"responses": [tool_reply(("toolu_1", "lookup", {"key": "a"})), text_reply("done")]})
     drawn = threading.Event()
@@ -106,7 +107,7 @@ def test_with_a_permission_callable_the_stream_stays_on_a_worker_so_the_iteratin
         if event.type == "tool_use":
             drawn.set()
     assert agent.messages[-1]["content"][0]["text"] == "done"
-    assert where["tool"] != threading.get_ident()
+    assert where["tool"] == threading.get_ident()
 
 
 def test_an_error_in_beginning_the_run_is_raised_from_the_iteration(mock: Any) -> None:

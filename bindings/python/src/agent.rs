@@ -1,10 +1,10 @@
 //! `_Agent`: the core agent with Python tools, a Python model callable and a Python permission hook.
 //!
 //! Argument normalisation (thinking budgets, tool objects from plain functions, result objects) is done by
-//! `tooloop/_agent.py`; this side converts, maps errors and manages the GIL. `run` and `compact` run on the
-//! calling thread with the GIL released, streams (`start`) too where they can (`_Driven`), else on a worker
-//! thread; Python callables run on whichever thread runs the loop (or a tool's own thread) under
-//! `Python::attach`.
+//! `tooloop/_agent.py`; this side converts, maps errors and manages the GIL. Every run is the core's
+//! `RunDriver` stepped on the calling thread with the GIL released (`run` to its end, `start` a step per
+//! call for events: a `_Driven`), and so is `compact`; Python callables run on the thread that steps (or a
+//! tool's own thread) under `Python::attach`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -22,10 +22,10 @@ use tooloop::{
 };
 
 use crate::convert::{from_py, to_py};
-use crate::drive::Driven;
+use crate::drive::{Driven, RunContext};
 use crate::errors::{config_error, to_pyerr};
 use crate::gate::PyGate;
-use crate::run::{ErrSlot, Item, Run, lock, park, signal_hook};
+use crate::run::{ErrSlot, lock, park};
 
 /// A provider from a name of the provider table (`"anthropic"`, `"openai"`, `"openai-responses"`,
 /// `"bedrock"`) or a Python callable `model(request: dict) -> dict`, for the
@@ -279,8 +279,17 @@ pub struct PyAgent {
     latest: Mutex<Option<CancelToken>>,
     /// The send gate of the runs started from now on (see `crate::gate`), set by `tooloop.batch`.
     gate: Mutex<Option<Py<PyAny>>>,
-    /// Whether a Python permission callable is set (then streams run on a worker, see `start`).
+    /// Whether a Python permission callable is set (then it answers the runs' pauses, see `crate::drive`).
     asks: std::sync::atomic::AtomicBool,
+}
+
+impl PyAgent {
+    /// What the next run's steps run under: the caller's tracing subscriber, chosen here on the caller's
+    /// thread and in its context (see crate::otel), and the send gate set by `set_gate`.
+    fn context(&self, py: Python<'_>) -> RunContext {
+        let gate = lock(&self.gate).as_ref().map(|g| Arc::new(PyGate::new(g.clone_ref(py), self.slot.clone())));
+        RunContext { traced: crate::otel::dispatch(py), gate }
+    }
 }
 
 #[pymethods]
@@ -550,22 +559,12 @@ impl PyAgent {
         // The run's own token, published before the run begins (see `start`).
         let token = CancelToken::new();
         *lock(&self.latest) = Some(token.clone());
-        let gate = lock(&self.gate).as_ref().map(|g| (g.clone_ref(py), self.slot.clone()));
+        let context = self.context(py);
         let (core, slot) = (&self.core, &self.slot);
-        let traced = crate::otel::dispatch(py);
         let outcome = py.detach(|| {
-            let hook = signal_hook(&token, slot);
-            crate::otel::scoped(traced.as_ref(), || {
-                tooloop::http::with_poll_hook(hook, || {
-                    let go = || match blocks {
-                        Some(b) => core.run_cancellable(b, token.clone(), &mut |_| {}),
-                        None => core.resume_cancellable(token.clone(), &mut |_| {}),
-                    };
-                    match gate {
-                        Some((g, slot)) => tooloop::gate::with_send_gate(std::rc::Rc::new(PyGate::new(g, slot)), go),
-                        None => go(),
-                    }
-                })
+            context.enter(&token, slot, || {
+                // Stepped to its end: a pause is answered by the permission callable, here, as it comes.
+                core.start(blocks, token.clone()).and_then(|mut driver| driver.finish(&mut |_| {}))
             })
         });
         if let Some(e) = lock(&self.slot).take() {
@@ -610,16 +609,11 @@ impl PyAgent {
     /// Start a run: `input` None resumes, a str or a list of content blocks is new user input. With
     /// `stream`, the run's events are delivered through the handle.
     ///
-    /// A stream runs on the calling thread (a `_Driven`: each call for events takes one step of the run with
-    /// the GIL released, and Python tools and hooks run on this thread as in `run`) when the provider can
-    /// hand out a stream to pull (Anthropic, OpenAI) and nothing in the run waits for another of the host's
-    /// threads: no permission callable (a host typically answers it from the thread that iterates the events, which
-    /// would wait for itself), no `task` tool (a child's events would come in one piece at its end), no send
-    /// gate. Otherwise, and without `stream`, the run goes on a worker thread (a `_Run`).
-    ///
+    /// The handle is a `_Driven` (see `drive.rs`): each call for events takes one step of the run on the
+    /// calling thread with the GIL released, and Python tools, hooks and the permission callable run on
+    /// this thread as in `run` (the callable once the step's events, its call's among them, are handed out).
     /// With `pause_for_approval` (streams only), a tool call that needs a decision pauses the run until the
-    /// host answers it through the handle (see `drive.rs`): always a `_Driven`, stepped by whoever asks for
-    /// events.
+    /// host answers it through the handle.
     #[pyo3(signature = (input, stream=false, pause_for_approval=false))]
     fn start(
         &self,
@@ -630,46 +624,18 @@ impl PyAgent {
     ) -> PyResult<Py<PyAny>> {
         let blocks = input_blocks(py, input)?;
         *lock(&self.slot) = None;
-        let core = self.core.clone();
-        // The run's own token, held here before the worker starts: a cancel that comes before the run has
-        // begun is not lost, and a late cancel through an old handle never reaches a newer run.
+        // The run's own token, held here before the run begins: a cancel that comes before the first step is
+        // not lost, and a late cancel through an old handle never reaches a newer run.
         let token = CancelToken::new();
         *lock(&self.latest) = Some(token.clone());
-        let gate = lock(&self.gate).as_ref().map(|g| (g.clone_ref(py), self.slot.clone()));
-        let on_caller = stream
-            && !crate::run::worker_streams()
-            && gate.is_none()
-            && !self.asks.load(std::sync::atomic::Ordering::Relaxed)
-            && core.pulls_streams()
-            && !core.starts_subagents();
-        if pause_for_approval && (!stream || gate.is_some()) {
-            let why = "pause_for_approval needs a stream, and is not available under a batch's send gate";
-            return Err(to_pyerr(py, &tooloop::Error::Config(why.into())));
+        if pause_for_approval && !stream {
+            return Err(to_pyerr(py, &tooloop::Error::Config("pause_for_approval needs a stream".into())));
         }
-        // The run's subscriber is chosen here, on the caller's thread and in its context (see crate::otel).
-        let traced = crate::otel::dispatch(py);
-        if on_caller || pause_for_approval {
-            let driven = Driven::new(core, blocks, token, self.slot.clone(), pause_for_approval, traced);
-            return Ok(Py::new(py, driven)?.into_any());
-        }
-        let canceller = token.clone();
-        let run = Run::spawn(py, Arc::new(move || canceller.cancel()), self.slot.clone(), stream, move |emit| {
-            let mut on_event = |ev: &tooloop::Event| {
-                if let Ok(v) = serde_json::to_value(ev) {
-                    emit(Item::Value(v));
-                }
-            };
-            let go = move || match blocks {
-                Some(b) => core.run_cancellable(b, token, &mut on_event),
-                None => core.resume_cancellable(token, &mut on_event),
-            };
-            let result = crate::otel::scoped(traced.as_ref(), || match gate {
-                Some((g, slot)) => tooloop::gate::with_send_gate(std::rc::Rc::new(PyGate::new(g, slot)), go),
-                None => go(),
-            });
-            result.map(|r| serde_json::to_value(&r).unwrap_or(Value::Null))
-        })?;
-        Ok(Py::new(py, run)?.into_any())
+        let answers = self.asks.load(std::sync::atomic::Ordering::Relaxed);
+        let context = self.context(py);
+        let driven =
+            Driven::new(self.core.clone(), blocks, token, self.slot.clone(), pause_for_approval, answers, context);
+        Ok(Py::new(py, driven)?.into_any())
     }
 
     /// Tokens the next request would carry (`input`: a str counted as if it were added): from the API's

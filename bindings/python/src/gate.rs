@@ -59,3 +59,16 @@ impl SendGate for PyGate {
         })
     }
 }
+
+/// One gate shared by the steps of a run (each step installs it on the thread that steps).
+pub struct Shared(pub std::sync::Arc<PyGate>);
+
+impl SendGate for Shared {
+    fn before_send(&self, body_bytes: usize) -> Admit {
+        self.0.before_send(body_bytes)
+    }
+
+    fn after_response(&self, status: u16, retry_after: Option<Duration>) {
+        self.0.after_response(status, retry_after)
+    }
+}
