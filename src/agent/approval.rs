@@ -19,8 +19,8 @@
 //! waiting batch's calls as interrupted — none of them runs — and the run ends with [`Error::Cancelled`];
 //! the conversation stays valid (every call has its one result).
 //!
-//! Subagents (the `task` tool): a child's run goes on within the parent's step, so its calls cannot pause
-//! the parent. They are asked of the agent's permission callable, as without pauses; a pausing run with no
+//! Subagents (the `task` tool): a child's run is stepped within the parent's steps (a child step per step),
+//! but its calls cannot pause the parent. They are asked of the agent's permission callable, as without pauses; a pausing run with no
 //! callable refuses each child call that would have been asked (the model reads why), so approving a
 //! `task` call never lets its child act unasked.
 //!
@@ -128,6 +128,8 @@ impl RunDriver {
             match &self.looping.phase {
                 Phase::Reading(..) | Phase::Answered(_) => return Step::Continue,
                 Phase::Tools(t) if t.waiting.is_some() => return Step::NeedsApproval(self.pending_approvals()),
+                // A child agent's step (`task`): its events go out before the next one.
+                Phase::Tools(t) if t.child.is_some() => return Step::Continue,
                 _ => {}
             }
         }

@@ -41,17 +41,17 @@ impl Agent {
         Ok(agent)
     }
 
-    /// Run one `task` call: a fresh child agent, its events forwarded tagged with the call's id (`pausing`: the
-    /// parent's run pauses for approvals).
-    pub(super) fn run_child(
+    /// Begin one `task` call: a fresh child agent and its run, stepped by the parent's steps
+    /// ([`Child::step`]) so its events reach the host as they happen, tagged with the call's id (`pausing`:
+    /// the parent's run pauses for approvals). `Err`: the call's answer, no child was started.
+    pub(super) fn begin_child(
         &self,
         call: &ToolUseBlock,
         cancel: &CancelToken,
         pausing: bool,
-        on_event: &mut dyn FnMut(&Event),
-    ) -> (CallOutcome, Option<crate::subagent::ChildRun>, Option<Error>) {
+    ) -> std::result::Result<Child, CallOutcome> {
         let started = Instant::now();
-        let fail = |m: String| (CallOutcome { duration: started.elapsed(), ..CallOutcome::error(m) }, None, None);
+        let fail = |m: String| Err(CallOutcome { duration: started.elapsed(), ..CallOutcome::error(m) });
         // The same input check as every registered tool gets.
         if let Some(t) = self.tools.get(crate::subagent::TOOL_NAME) {
             if let Err(m) = crate::tools::validate_input(&t.spec.input_schema, &call.input) {
@@ -137,15 +137,23 @@ impl Agent {
         *lock(&child.workspace) = lock(&self.workspace).clone();
         // finish.rs: the parent's check files stay read-only to what the child runs, too.
         child.tools.set_run_protected(self.tools.run_protected().get());
-        let parent_id = call.id.clone();
-        let mut forward = |ev: &Event| {
-            on_event(&Event::Subagent {
-                parent_id: parent_id.clone(),
-                agent_type: agent_type.clone(),
-                event: Box::new(ev.clone()),
-            })
+        let child = Arc::new(child);
+        let driver = match child.start(Some(vec![ContentBlock::text(prompt)]), cancel.clone()) {
+            Ok(driver) => driver,
+            Err(e) => return fail(format!("agent type {agent_type}: {e}")),
         };
-        let result = child.run_cancellable(vec![ContentBlock::text(prompt)], cancel.clone(), &mut forward);
+        Ok(Child { agent: child, driver, agent_type, parent_id: call.id.clone(), model, started })
+    }
+
+    /// A `task` call's answer once its child's run has ended with `result`: the call's outcome, what the
+    /// child leaves with the parent's entry, and a hook's failure that ends the parent's run too.
+    pub(super) fn end_child(
+        &self,
+        child: Child,
+        result: Result<RunResult>,
+    ) -> (CallOutcome, Option<crate::subagent::ChildRun>, Option<Error>) {
+        let Child { agent: child, driver, agent_type, model, started, .. } = child;
+        drop(driver);
         let transcript = serde_json::to_value(child.conversation().snapshot()).unwrap_or(Value::Null);
         let turns = child
             .conversation()
@@ -228,5 +236,31 @@ impl Agent {
             }
         };
         (outcome, Some(info), hook_failed)
+    }
+}
+
+/// A `task` call's child agent under way (see [`Agent::begin_child`]).
+pub(super) struct Child {
+    agent: Arc<Agent>,
+    driver: RunDriver,
+    agent_type: String,
+    parent_id: String,
+    model: String,
+    started: Instant,
+}
+
+impl Child {
+    /// One step of the child's run (its pauses answered by its permission callable), its events forwarded
+    /// tagged with the parent's call id; `Some` once it has ended.
+    pub(super) fn step(&mut self, on_event: &mut dyn FnMut(&Event)) -> Option<Result<RunResult>> {
+        let (parent_id, agent_type) = (&self.parent_id, &self.agent_type);
+        let mut forward = |ev: &Event| {
+            on_event(&Event::Subagent {
+                parent_id: parent_id.clone(),
+                agent_type: agent_type.clone(),
+                event: Box::new(ev.clone()),
+            })
+        };
+        self.driver.step(&mut forward)
     }
 }

@@ -171,6 +171,18 @@ pub(super) struct ToolTurn {
     hook_failed: Option<Error>,
     /// A batch whose checks are done, waiting for the host's answers.
     pub(super) waiting: Option<Batch>,
+    /// A batch whose `task` call's child agent is under way, stepped a step per step of the run.
+    pub(super) child: Option<Box<RunningChild>>,
+}
+
+/// A batch of one `task` call whose child runs: what its answer needs once the child has ended.
+pub(super) struct RunningChild {
+    batch: Batch,
+    k: usize,
+    file_states: Vec<Option<crate::builtin::FileState>>,
+    /// The call's `execute_tool` span, entered while the child steps.
+    span: tracing::Span,
+    child: super::build::Child,
 }
 
 /// One batch of a turn's calls (one call, or consecutive parallel-safe ones), between its checks and its run.
@@ -264,6 +276,7 @@ impl Agent {
             fatal: None,
             hook_failed: None,
             waiting: None,
+            child: None,
         }
     }
 
@@ -281,6 +294,30 @@ impl Agent {
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<Option<bool>> {
         loop {
+            // A child agent under way: one step of its run per step of this one, so its events reach the
+            // host as they happen; once it has ended, its batch is answered.
+            if let Some(mut running) = t.child.take() {
+                match crate::trace::in_span(&running.span, || running.child.step(on_event)) {
+                    None => {
+                        t.child = Some(running);
+                        return Ok(None);
+                    }
+                    Some(result) => {
+                        let RunningChild { mut batch, k, file_states, span, child } = *running;
+                        let (outcome, info, failed) = self.end_child(child, result);
+                        let call = &batch.effective[k];
+                        super::spans::end_tool(&span, call, Some(&outcome), &self.tools);
+                        batch.outcomes[k] = Some(outcome);
+                        if let Some(e) = failed {
+                            t.hook_failed.get_or_insert(e);
+                        }
+                        let mut children = vec![None; batch.outcomes.len()];
+                        children[k] = info;
+                        self.answer_batch(t, batch, file_states, children, state, run, on_event)?;
+                        continue;
+                    }
+                }
+            }
             let batch = match t.waiting.take() {
                 Some(b) if !cancel.is_cancelled() && b.asked.iter().any(|(_, _, a)| a.is_none()) => {
                     t.waiting = Some(b);
@@ -456,39 +493,25 @@ impl Agent {
         b
     }
 
-    /// Run a batch whose checks are done, then answer each of its calls.
+    /// Run a batch whose checks are done, then answer each of its calls (a `task` call: begin its child,
+    /// which the next steps step, see [`Agent::tools_step`]).
     #[allow(clippy::too_many_arguments)]
     fn run_batch(
         &self,
         t: &mut ToolTurn,
-        b: Batch,
+        mut b: Batch,
         pausing: bool,
         state: &mut RunState,
         cancel: &CancelToken,
         run: &mut RunResult,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<()> {
-        let ToolTurn {
-            calls,
-            hooks,
-            fit,
-            progress_guard,
-            not_idempotent,
-            planning,
-            reminder,
-            stop,
-            turn_repeated,
-            i,
-            fatal,
-            hook_failed,
-            ..
-        } = t;
-        let Batch { end, mut outcomes, denied, confined, repeated, again, to_run, effective, .. } = b;
-        let batch = &effective[..];
+        let batch = &b.effective[..];
+        let (to_run, confined) = (&b.to_run, &b.confined);
         // What each file tool's file held before the call, for its file_change event.
-        let mut file_states: Vec<Option<crate::builtin::FileState>> =
+        let file_states: Vec<Option<crate::builtin::FileState>> =
             batch.iter().enumerate().map(|(k, c)| self.file_state_before(c, to_run.contains(&k))).collect();
-        let mut children: Vec<Option<crate::subagent::ChildRun>> = vec![None; batch.len()];
+        let children: Vec<Option<crate::subagent::ChildRun>> = vec![None; batch.len()];
         // One `execute_tool` span per call that runs, entered while it runs (on its own thread too); none
         // (and no allocation) without a subscriber.
         let no_span = tracing::Span::none();
@@ -500,26 +523,32 @@ impl Agent {
         let span_of = |i: usize| spans.get(i).unwrap_or(&no_span);
         if to_run.len() == 1 {
             let k = to_run[0];
-            let _in_tool = span_of(0).enter();
-            // `task` is not parallel-safe, so it always runs alone, here, where its child's events can
-            // reach the host as they happen.
+            // `task` is not parallel-safe, so it always runs alone: its child is stepped by the steps that
+            // follow, so its events reach the host as they happen.
             if batch[k].name == crate::subagent::TOOL_NAME && !lock(&self.subagents).is_empty() && !confined[k] {
-                let (o, child, failed) = self.run_child(&batch[k], cancel, pausing, on_event);
-                outcomes[k] = Some(o);
-                children[k] = child;
-                if let Some(e) = failed {
-                    hook_failed.get_or_insert(e);
+                let begun = crate::trace::in_span(span_of(0), || self.begin_child(&batch[k], cancel, pausing));
+                match begun {
+                    Ok(child) => {
+                        let span = span_of(0).clone();
+                        t.child = Some(Box::new(RunningChild { batch: b, k, file_states, span, child }));
+                        return Ok(());
+                    }
+                    Err(o) => {
+                        super::spans::end_tool(span_of(0), &batch[k], Some(&o), &self.tools);
+                        b.outcomes[k] = Some(o);
+                    }
                 }
             } else {
-                outcomes[k] = Some(self.tools.execute_as(&batch[k], cancel, confined[k]));
+                let _in_tool = span_of(0).enter();
+                let o = self.tools.execute_as(&batch[k], cancel, confined[k]);
+                super::spans::end_tool(span_of(0), &batch[k], Some(&o), &self.tools);
+                b.outcomes[k] = Some(o);
             }
-            super::spans::end_tool(span_of(0), &batch[k], outcomes[k].as_ref(), &self.tools);
         } else if !to_run.is_empty() {
             let results: Vec<(usize, CallOutcome)> = std::thread::scope(|s| {
                 // Each thread says when it ends (also by panicking): a thread with a poll hook waits for
                 // them in slices, running its hook (a host's Ctrl+C cancels the tools then).
                 let (ended, wake) = std::sync::mpsc::channel::<()>();
-                let confined = &confined;
                 let handles: Vec<_> = to_run
                     .iter()
                     .enumerate()
@@ -557,9 +586,41 @@ impl Agent {
                     .collect()
             });
             for (k, o) in results {
-                outcomes[k] = Some(o);
+                b.outcomes[k] = Some(o);
             }
         }
+        self.answer_batch(t, b, file_states, children, state, run, on_event)
+    }
+
+    /// Answer each call of a batch that has run: hooks, caps and guards on its result, its entry, its events.
+    #[allow(clippy::too_many_arguments)]
+    fn answer_batch(
+        &self,
+        t: &mut ToolTurn,
+        b: Batch,
+        mut file_states: Vec<Option<crate::builtin::FileState>>,
+        children: Vec<Option<crate::subagent::ChildRun>>,
+        state: &mut RunState,
+        run: &mut RunResult,
+        on_event: &mut dyn FnMut(&Event),
+    ) -> Result<()> {
+        let ToolTurn {
+            calls,
+            hooks,
+            fit,
+            progress_guard,
+            not_idempotent,
+            planning,
+            reminder,
+            stop,
+            turn_repeated,
+            i,
+            fatal,
+            hook_failed,
+            ..
+        } = t;
+        let Batch { end, outcomes, denied, repeated, again, to_run, effective, .. } = b;
+        let batch = &effective[..];
         let last_batch = end == calls.len();
         let batch_len = batch.len();
         for (k, (((((call, outcome), denied), repeated), again), child)) in

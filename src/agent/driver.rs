@@ -52,8 +52,8 @@ impl Agent {
         Ok(RunDriver { agent: self.clone(), looping: Looping::new(self.token()), read, busy: Some(busy) })
     }
 
-    /// Whether this agent can start child agents (the `task` tool): their events reach a [`RunDriver`]'s
-    /// caller only when the child's run has ended, in one piece, since a child runs within one step.
+    /// Whether this agent can start child agents (the `task` tool). A child's run is stepped a step per step
+    /// of its parent's [`RunDriver`], so its events reach the caller as they happen.
     pub fn starts_subagents(&self) -> bool {
         !lock(&self.subagents).is_empty() || self.tools.get(crate::subagent::TOOL_NAME).is_some()
     }

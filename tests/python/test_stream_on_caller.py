@@ -174,3 +174,37 @@ def test_a_stalled_openai_agent_stream_ends_within_200_ms_on_cancel_and_on_sigin
     assert_valid_view(agent.messages)
     server.load({"responses": [_chat("after the stall")]})
     assert agent.run("again").text == "after the stall"
+
+
+def test_a_subagents_events_arrive_as_it_works_and_its_tools_run_on_the_iterating_thread() -> None:
+    # One engine: the child's run is stepped within the parent's steps, on the thread that iterates.
+    def use(i: str, name: str, inp: Dict[str, Any]) -> Dict[str, Any]:
+        return {"content": [{"type": "tool_use", "id": i, "name": name, "input": inp}], "stop_reason": "tool_use",
+                "usage": {"input_tokens": 10, "output_tokens": 5}}
+
+    def say(t: str) -> Dict[str, Any]:
+        return {"content": [{"type": "text", "text": t}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": 10, "output_tokens": 5}}
+
+    replies = [use("p1", "task", {"description": "d", "prompt": "look", "agent_type": "explore"}),
+               use("k1", "look", {}), say("found it"), say("parent done")]
+    asked: List[Dict[str, Any]] = []
+
+    def brain(request: Dict[str, Any]) -> Dict[str, Any]:
+        asked.append(request)
+        return replies.pop(0)
+
+    where: Dict[str, int] = {}
+
+    def look() -> str:
+        where["tool"] = threading.get_ident()
+        return "ok"
+
+    agent = tooloop.Agent(provider=brain, tools=[tooloop.tool(look, name="look", description="l")],
+                          subagents={"explore": tooloop.SubAgent("explores", tools=["look"])})
+    seen = [(event.type, len(asked)) for event in agent.stream("go")]
+    assert seen[-1][0] == "done"
+    assert where["tool"] == threading.get_ident()
+    # The child's first event came while it had made one request of its two: not in one piece at its end.
+    assert next(n for kind, n in seen if kind == "subagent") == 2, seen
+    assert_valid_view(agent.messages)
