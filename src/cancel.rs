@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::send_gate::SendGate;
+
 /// A thread-safe cancellation flag with a wake-up for sleepers.
 ///
 /// # Threads and cloning
@@ -25,17 +27,37 @@ pub struct CancelToken {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Inner {
     flag: AtomicBool,
     lock: Mutex<()>,
     wake: Condvar,
+    /// The send gate of every request made under this token (see [`crate::gate`]).
+    gate: Option<Arc<dyn SendGate + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner").field("flag", &self.flag).field("gated", &self.gate.is_some()).finish()
+    }
 }
 
 impl CancelToken {
     /// A new token, not cancelled.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A new token, not cancelled, whose requests pass `gate` (see [`crate::gate`]): a run started with it
+    /// hands it, with its clones, to its subagents and to the threads of its parallel tools, so every HTTP
+    /// attempt of the run is gated, on whichever thread it is made.
+    pub fn gated(gate: Arc<dyn SendGate + Send + Sync>) -> Self {
+        CancelToken { inner: Arc::new(Inner { gate: Some(gate), ..Inner::default() }) }
+    }
+
+    /// The send gate this token carries, if any.
+    pub fn send_gate(&self) -> Option<Arc<dyn SendGate + Send + Sync>> {
+        self.inner.gate.clone()
     }
 
     /// Cancel: every clone reports `is_cancelled() == true` from now on, and sleepers wake at once.

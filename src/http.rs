@@ -941,7 +941,7 @@ impl HttpClient {
             }
             let outcome = self.send_once(req, cancel);
             if let Ok(resp) = &outcome {
-                crate::gate::report(resp.status, retry_after(&resp.headers));
+                crate::gate::report(cancel, resp.status, retry_after(&resp.headers));
             }
             let (err, server_wait) = match outcome {
                 Ok(resp) if resp.status < 300 => match read(resp) {

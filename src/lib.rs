@@ -70,6 +70,7 @@ pub mod progress;
 pub mod provider;
 pub mod rules;
 mod run;
+mod send_gate;
 pub mod session;
 pub mod session_sqlite;
 pub mod skills;

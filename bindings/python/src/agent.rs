@@ -70,10 +70,21 @@ pub struct PyAgent {
 
 impl PyAgent {
     /// What the next run's steps run under: the caller's tracing subscriber, chosen here on the caller's
-    /// thread and in its context (see crate::otel), and the send gate set by `set_gate`.
+    /// thread and in its context (see crate::otel).
     fn context(&self, py: Python<'_>) -> RunContext {
-        let gate = lock(&self.gate).as_ref().map(|g| Arc::new(PyGate::new(g.clone_ref(py), self.slot.clone())));
-        RunContext { traced: crate::otel::dispatch(py), gate }
+        RunContext { traced: crate::otel::dispatch(py) }
+    }
+
+    /// A new run's own token, published before the run begins: a cancel that comes before the first step
+    /// is not lost, and a late cancel through an old handle never reaches a newer run. It carries the send
+    /// gate set by `set_gate` to every request of the run (its subagents' and parallel tools' too).
+    fn new_token(&self, py: Python<'_>) -> CancelToken {
+        let token = match lock(&self.gate).as_ref() {
+            Some(g) => CancelToken::gated(Arc::new(PyGate::new(g.clone_ref(py), self.slot.clone()))),
+            None => CancelToken::new(),
+        };
+        *lock(&self.latest) = Some(token.clone());
+        token
     }
 }
 
@@ -341,9 +352,7 @@ impl PyAgent {
     fn run(&self, py: Python<'_>, input: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
         let blocks = input_blocks(py, input)?;
         *lock(&self.slot) = None;
-        // The run's own token, published before the run begins (see `start`).
-        let token = CancelToken::new();
-        *lock(&self.latest) = Some(token.clone());
+        let token = self.new_token(py);
         let context = self.context(py);
         let (core, slot) = (&self.core, &self.slot);
         let outcome = py.detach(|| {
@@ -409,10 +418,7 @@ impl PyAgent {
     ) -> PyResult<Py<PyAny>> {
         let blocks = input_blocks(py, input)?;
         *lock(&self.slot) = None;
-        // The run's own token, held here before the run begins: a cancel that comes before the first step is
-        // not lost, and a late cancel through an old handle never reaches a newer run.
-        let token = CancelToken::new();
-        *lock(&self.latest) = Some(token.clone());
+        let token = self.new_token(py);
         if pause_for_approval && !stream {
             return Err(to_pyerr(py, &tooloop::Error::Config("pause_for_approval needs a stream".into())));
         }

@@ -8,7 +8,7 @@
 //! they see the caller's thread-locals and context variables. The thread's poll hook (see
 //! `tooloop::http::with_poll_hook`) runs Python's signal handlers while the core waits, so Ctrl+C cancels
 //! the run within 200 ms and its `KeyboardInterrupt` propagates; `cancel()` from another thread ends the
-//! wait within one 20 ms slice. A batch's send gate is installed around each step (see [`RunContext`]).
+//! wait within one 20 ms slice. A batch's send gate travels with the run's token (see `crate::gate`).
 //!
 //! Approvals are pauses (the core's `Step::NeedsApproval`). With a permission callable, the run pauses for
 //! the calls it would ask about; once the step's events (the calls' `tool_use` and `approval_request`
@@ -29,15 +29,13 @@ use tooloop::{Agent, CancelToken, ContentBlock, Error, Permission, RunDriver, St
 
 use crate::convert::to_py;
 use crate::errors::to_pyerr;
-use crate::gate::PyGate;
 use crate::run::{ErrSlot, Item, drain_text, item_to_py, lock, lock_detached, signal_hook};
 
 /// What a run's steps run under on the stepping thread: the run's `tracing` subscriber when OpenTelemetry
-/// is on (see crate::otel), and the send gate of a batch (see `crate::gate`).
+/// is on (see crate::otel). (A batch's send gate is not here: the run's token carries it, see `crate::gate`.)
 #[derive(Default)]
 pub struct RunContext {
     pub traced: Option<tracing::Dispatch>,
-    pub gate: Option<Arc<PyGate>>,
 }
 
 impl RunContext {
@@ -45,12 +43,7 @@ impl RunContext {
     /// exception in `slot` and cancels `cancel`).
     pub fn enter<R>(&self, cancel: &CancelToken, slot: &ErrSlot, f: impl FnOnce() -> R) -> R {
         let hook = signal_hook(cancel, slot);
-        crate::otel::scoped(self.traced.as_ref(), || {
-            tooloop::http::with_poll_hook(hook, || match &self.gate {
-                Some(g) => tooloop::gate::with_send_gate(std::rc::Rc::new(crate::gate::Shared(g.clone())), f),
-                None => f(),
-            })
-        })
+        crate::otel::scoped(self.traced.as_ref(), || tooloop::http::with_poll_hook(hook, f))
     }
 }
 

@@ -1,4 +1,5 @@
-//! A Python callable as the send gate of a run (see `tooloop::gate`): how `tooloop.batch` shares request
+//! A Python callable as the send gate of a run (see `tooloop::gate`; the run's token carries it to every
+//! request of the run, its subagents' and parallel tools' too): how `tooloop.batch` shares request
 //! limits, a 429's `retry-after` and its cancel between the agents of a batch (its budget is a ledger, see
 //! `crate::ledger`).
 //!
@@ -57,18 +58,5 @@ impl SendGate for PyGate {
                 park(&self.slot, e);
             }
         })
-    }
-}
-
-/// One gate shared by the steps of a run (each step installs it on the thread that steps).
-pub struct Shared(pub std::sync::Arc<PyGate>);
-
-impl SendGate for Shared {
-    fn before_send(&self, body_bytes: usize) -> Admit {
-        self.0.before_send(body_bytes)
-    }
-
-    fn after_response(&self, status: u16, retry_after: Option<Duration>) {
-        self.0.after_response(status, retry_after)
     }
 }
