@@ -569,10 +569,10 @@ impl Agent {
                     })
                     .collect();
                 drop(ended);
-                if crate::cancel::polled() {
+                if cancel.polled() {
                     let mut left = handles.len();
                     while left > 0 {
-                        crate::cancel::poll(false);
+                        cancel.poll(false);
                         match wake.recv_timeout(std::time::Duration::from_millis(20)) {
                             Ok(()) => left -= 1,
                             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}

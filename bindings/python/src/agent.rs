@@ -77,12 +77,13 @@ impl PyAgent {
 
     /// A new run's own token, published before the run begins: a cancel that comes before the first step
     /// is not lost, and a late cancel through an old handle never reaches a newer run. It carries the send
-    /// gate set by `set_gate` to every request of the run (its subagents' and parallel tools' too).
+    /// gate set by `set_gate` to every request of the run (its subagents' too), and the poll hook that runs
+    /// Python's signal handlers while any of its waits goes on (Ctrl+C cancels within 200 ms).
     fn new_token(&self, py: Python<'_>) -> CancelToken {
-        let token = match lock(&self.gate).as_ref() {
-            Some(g) => CancelToken::gated(Arc::new(PyGate::new(g.clone_ref(py), self.slot.clone()))),
-            None => CancelToken::new(),
-        };
+        let gate = lock(&self.gate).as_ref().map(|g| -> Arc<dyn tooloop::gate::SendGate + Send + Sync> {
+            Arc::new(PyGate::new(g.clone_ref(py), self.slot.clone()))
+        });
+        let token = CancelToken::with_hooks(gate, Some(crate::run::signal_poll(&self.slot)));
         *lock(&self.latest) = Some(token.clone());
         token
     }
@@ -354,9 +355,9 @@ impl PyAgent {
         *lock(&self.slot) = None;
         let token = self.new_token(py);
         let context = self.context(py);
-        let (core, slot) = (&self.core, &self.slot);
+        let core = &self.core;
         let outcome = py.detach(|| {
-            context.enter(&token, slot, || {
+            context.enter(|| {
                 // Stepped to its end: a pause is answered by the permission callable, here, as it comes.
                 core.start(blocks, token.clone()).and_then(|mut driver| driver.finish(&mut |_| {}))
             })

@@ -5,8 +5,8 @@
 //! [`RunDriver`] with the GIL released: everything up to the next network read of a model turn runs to
 //! completion (tools, hooks, compaction, the next request), then one read, and the events it produced are
 //! handed out. Python tools, hooks and a model callable re-attach on this thread, as in `Agent.run`, so
-//! they see the caller's thread-locals and context variables. The thread's poll hook (see
-//! `tooloop::http::with_poll_hook`) runs Python's signal handlers while the core waits, so Ctrl+C cancels
+//! they see the caller's thread-locals and context variables. The run's token carries the poll hook (see
+//! `crate::run::signal_poll`) that runs Python's signal handlers while the core waits, so Ctrl+C cancels
 //! the run within 200 ms and its `KeyboardInterrupt` propagates; `cancel()` from another thread ends the
 //! wait within one 20 ms slice. A batch's send gate travels with the run's token (see `crate::gate`).
 //!
@@ -29,7 +29,7 @@ use tooloop::{Agent, CancelToken, ContentBlock, Error, Permission, RunDriver, St
 
 use crate::convert::to_py;
 use crate::errors::to_pyerr;
-use crate::run::{ErrSlot, Item, drain_text, item_to_py, lock, lock_detached, signal_hook};
+use crate::run::{ErrSlot, Item, drain_text, item_to_py, lock, lock_detached};
 
 /// What a run's steps run under on the stepping thread: the run's `tracing` subscriber when OpenTelemetry
 /// is on (see crate::otel). (A batch's send gate is not here: the run's token carries it, see `crate::gate`.)
@@ -39,11 +39,10 @@ pub struct RunContext {
 }
 
 impl RunContext {
-    /// Run `f` in this context, with the poll hook that runs Python's signal handlers (a Ctrl+C parks its
-    /// exception in `slot` and cancels `cancel`).
-    pub fn enter<R>(&self, cancel: &CancelToken, slot: &ErrSlot, f: impl FnOnce() -> R) -> R {
-        let hook = signal_hook(cancel, slot);
-        crate::otel::scoped(self.traced.as_ref(), || tooloop::http::with_poll_hook(hook, f))
+    /// Run `f` in this context. (Ctrl+C needs nothing here: the run's token carries the poll hook that runs
+    /// Python's signal handlers while the run waits, see `crate::run::signal_poll`.)
+    pub fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
+        crate::otel::scoped(self.traced.as_ref(), f)
     }
 }
 
@@ -126,7 +125,7 @@ impl Driven {
                     items.push(Item::Value(v));
                 }
             };
-            let (driver, outcome, paused) = context.enter(cancel, slot, || {
+            let (driver, outcome, paused) = context.enter(|| {
                 let mut driver = match (driver, unstarted) {
                     (Some(d), _) => d,
                     (None, Some((agent, input))) => match agent.start(input, cancel.clone()) {

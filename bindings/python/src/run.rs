@@ -250,6 +250,21 @@ pub fn signal_hook(cancel: &CancelToken, slot: &ErrSlot) -> std::rc::Rc<dyn Fn()
     })
 }
 
+/// The poll hook a run's token carries (see `tooloop::CancelToken::with_hooks`): every wait of the run, on
+/// whichever thread, runs Python's signal handlers about every 50 ms; an exception one raises (Ctrl+C) is
+/// parked in `slot` and cancels the run. (Off the main thread Python runs no handlers: a no-op there.)
+pub fn signal_poll(slot: &ErrSlot) -> tooloop::cancel::PollHook {
+    let slot = slot.clone();
+    Arc::new(move |token: &CancelToken| {
+        Python::attach(|py| {
+            if let Err(e) = py.check_signals() {
+                park(&slot, e);
+                token.cancel();
+            }
+        })
+    })
+}
+
 type Finished = Result<Value, PyErr>;
 
 /// Handle on a running operation: its events, then its outcome.
