@@ -1,13 +1,15 @@
-//! A blocking operation on a Rust worker thread, waited on from Python without holding the GIL.
+//! A blocking operation on a Rust worker thread, waited on from Python without holding the GIL: what the raw
+//! `_Client` uses for a provider that cannot hand out a stream to pull (a model callable, Bedrock). An agent's
+//! run never goes here: it is stepped on the calling thread (see `drive.rs`).
 //!
 //! The calling thread waits on a channel in short slices with the GIL released, and between slices runs
 //! Python's signal handlers (`check_signals`), so Ctrl+C (or any exception a handler raises) cancels the
 //! operation, waits for the worker to wind down — it does within 200 ms, the core's cancel bound — and then
-//! propagates. Python code the operation calls (tools, a model callable, a permission hook) runs on the
-//! worker under `Python::attach`; an exception that must abort the operation is parked in an [`ErrSlot`]
+//! propagates. Python code the operation calls (a model callable) runs on the worker under
+//! `Python::attach`; an exception that must abort the operation is parked in an [`ErrSlot`]
 //! and re-raised here, on the calling thread, as the very same object. Workers are reused (a few idle ones
 //! wait up to 30 s for the next operation), and events cross in batches, one per network read (see
-//! `DELIVER_AT_ONCE`).
+//! `tooloop::http::with_wait_hook`).
 //!
 //! Must never: block while holding the GIL, or let a dropped handle leave its operation running.
 
@@ -37,25 +39,6 @@ const EVENT_BUFFER: usize = 8;
 
 /// Events in one batch, at most.
 const BATCH_MAX: usize = 512;
-
-/// Event kinds delivered at once, with whatever is batched before them: the ones a host acts on (a tool
-/// about to run, a turn ending). Deltas and raw stream events wait in the batch until the worker is about to
-/// wait for the network (see `tooloop::http::with_wait_hook`) — so they are never held back while the stream
-/// is quiet, and a fast stream crosses to Python a network read at a time instead of an event at a time.
-const DELIVER_AT_ONCE: &[&str] = &[
-    "turn_start",
-    "tool_use",
-    "tool_result",
-    "turn_end",
-    "todo",
-    "subagent",
-    "repetition",
-    "compaction",
-    // A permission question waits for its answer: the event that draws it must reach the host now.
-    "approval_request",
-    "file_change",
-    "model_fallback",
-];
 
 /// An exception raised by Python code on the worker that must end the operation and reach the caller.
 pub type ErrSlot = Arc<Mutex<Option<PyErr>>>;
@@ -305,10 +288,9 @@ impl Run {
             };
             let mut emit = |v: Item| {
                 if stream {
-                    let now = matches!(&v, Item::Value(v)
-                        if v.get("type").and_then(Value::as_str).is_some_and(|t| DELIVER_AT_ONCE.contains(&t)));
+                    // Delivered when the worker is about to wait for the network (the wait hook), or when full.
                     batch.borrow_mut().push(v);
-                    if now || batch.borrow().len() >= BATCH_MAX {
+                    if batch.borrow().len() >= BATCH_MAX {
                         flush();
                     }
                 }
