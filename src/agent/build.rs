@@ -138,11 +138,16 @@ impl Agent {
         // finish.rs: the parent's check files stay read-only to what the child runs, too.
         child.tools.set_run_protected(self.tools.run_protected().get());
         let child = Arc::new(child);
-        let driver = match child.start(Some(vec![ContentBlock::text(prompt)]), cancel.clone()) {
+        let asks = lock(&child.permission).is_some();
+        let mut driver = match child.start(Some(vec![ContentBlock::text(prompt)]), cancel.clone()) {
             Ok(driver) => driver,
             Err(e) => return fail(format!("agent type {agent_type}: {e}")),
         };
-        Ok(Child { agent: child, driver, agent_type, parent_id: call.id.clone(), model, started })
+        // A call its callable is asked about pauses the child's step, and the callable answers at the next one:
+        // a host stepping the parent has handed out the call's events (its tool_use, its approval_request)
+        // before the question is asked, as for the parent's own calls.
+        driver.pause_for_approvals(asks);
+        Ok(Child { agent: child, driver, agent_type, parent_id: call.id.clone(), model, started, paused: false })
     }
 
     /// A `task` call's answer once its child's run has ended with `result`: the call's outcome, what the
@@ -247,12 +252,19 @@ pub(super) struct Child {
     parent_id: String,
     model: String,
     started: Instant,
+    /// The last step paused for approvals: the child's permission callable answers first at the next one.
+    paused: bool,
 }
 
 impl Child {
-    /// One step of the child's run (its pauses answered by its permission callable), its events forwarded
-    /// tagged with the parent's call id; `Some` once it has ended.
+    /// One step of the child's run, its events forwarded tagged with the parent's call id; `Some` once it
+    /// has ended. A pause ends the step; the child's permission callable answers it at the next.
     pub(super) fn step(&mut self, on_event: &mut dyn FnMut(&Event)) -> Option<Result<RunResult>> {
+        // Cancelled while paused: the step answers the waiting calls as interrupted, asking no one.
+        if std::mem::take(&mut self.paused) && !self.agent.token().is_cancelled() {
+            let asked = self.driver.pending_approvals();
+            self.driver.answer_with_callable(asked);
+        }
         let (parent_id, agent_type) = (&self.parent_id, &self.agent_type);
         let mut forward = |ev: &Event| {
             on_event(&Event::Subagent {
@@ -261,6 +273,13 @@ impl Child {
                 event: Box::new(ev.clone()),
             })
         };
-        self.driver.step(&mut forward)
+        match self.driver.next(&mut forward) {
+            Step::Done(outcome) => Some(outcome),
+            Step::NeedsApproval(_) => {
+                self.paused = true;
+                None
+            }
+            _ => None,
+        }
     }
 }

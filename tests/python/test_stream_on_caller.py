@@ -208,3 +208,33 @@ def test_a_subagents_events_arrive_as_it_works_and_its_tools_run_on_the_iteratin
     # The child's first event came while it had made one request of its two: not in one piece at its end.
     assert next(n for kind, n in seen if kind == "subagent") == 2, seen
     assert_valid_view(agent.messages)
+
+
+def test_a_subagents_call_is_handed_out_before_the_permission_callable_is_asked_about_it() -> None:
+    # The CLI draws a child's call, then asks: the child's pause ends the parent's step, its events are handed
+    # out, and the callable answers at the next step, on the iterating thread.
+    def use(i: str, name: str, inp: Dict[str, Any]) -> Dict[str, Any]:
+        return {"content": [{"type": "tool_use", "id": i, "name": name, "input": inp}], "stop_reason": "tool_use",
+                "usage": {"input_tokens": 10, "output_tokens": 5}}
+
+    replies = [use("p1", "task", {"description": "d", "prompt": "look", "agent_type": "explore"}),
+               use("k1", "look", {}),
+               {"content": [{"type": "text", "text": "found"}], "stop_reason": "end_turn"},
+               {"content": [{"type": "text", "text": "parent done"}], "stop_reason": "end_turn"}]
+    drawn: List[str] = []
+    asked: List[str] = []
+
+    def permission(call: Any) -> bool:
+        assert call.id in drawn, f"asked about {call.id} before its tool_use was handed out"
+        asked.append(call.id)
+        return True
+
+    agent = tooloop.Agent(provider=lambda request: replies.pop(0),
+                          tools=[tooloop.tool(lambda: "ok", name="look", description="l")],
+                          subagents={"explore": tooloop.SubAgent("explores", tools=["look"])}, permission=permission)
+    for event in agent.stream("go"):
+        inner = event.event if event.type == "subagent" else event
+        if inner.type == "tool_use":
+            drawn.append(inner.id)
+    assert asked == ["p1", "k1"]
+    assert agent.messages[-1]["content"][0]["text"] == "parent done"
