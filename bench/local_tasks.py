@@ -11,7 +11,11 @@ workspace, runs `tooloop --yes -p TASK` (so the CLI's settings for local models 
 window, low temperature, max_tokens fitted to the context, the compact prompt and tool set), and any other agent
 command given with --agent, side by side, then checks the result itself by running code in the workspace. The
 table: how often the check held, how often the agent stopped by itself (exit code 0), both, turns, seconds,
-and whether the workspace survived (canary files inside and beside it intact, no process left behind).
+the prompt tokens sent (first request, whole task) and how many of them the server took from its prompt cache
+(the server's own counts, from the sessions' usage; another agent reports them in a stderr line
+`tokens: first N, sent N, cached N`), and whether the workspace survived (canary files inside and beside it
+intact, no process left behind). bench/prompt_tokens.py splits the requests into system prompt, tools and
+conversation.
 
     python3 bench/local_tasks.py --provider openai --base-url http://localhost:8080/v1 --model qwen2.5-coder -n 5
     python3 bench/local_tasks.py --model claude-haiku-4-5 -n 3 --tasks hello,bugfix
@@ -219,6 +223,9 @@ class Run:
     turns: Optional[int]
     seconds: float
     survived: bool      # the workspace and the files around it are intact, no process was left behind
+    first_tokens: Optional[int] = None   # prompt tokens of the first request, as the server counted them
+    sent_tokens: Optional[int] = None    # prompt tokens of all the task's requests
+    cached_tokens: Optional[int] = None  # of those, how many the server took from its prompt cache
 
 
 def count_turns(home: Path) -> int:
@@ -235,7 +242,33 @@ def count_turns(home: Path) -> int:
     return turns
 
 
+def count_tokens(home: Path) -> Tuple[Optional[int], Optional[int], Optional[int]]:
+    """(first request, all requests, cached) prompt tokens from the usage the sessions recorded: the server's
+    own counts (llama.cpp: `prompt_tokens` and `prompt_tokens_details.cached_tokens` on the OpenAI wire,
+    `input_tokens` and `cache_read_input_tokens` on the Anthropic wire, both read into the same usage)."""
+    prompts: List[int] = []
+    cached = 0
+    for path in sorted(home.glob("sessions/*/*.jsonl")):
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            entry = rec.get("entry") if isinstance(rec, dict) else None
+            usage = entry.get("usage") if isinstance(entry, dict) and entry.get("role") == "assistant" else None
+            if isinstance(usage, dict):
+                read = int(usage.get("cache_read_input_tokens") or 0)
+                prompts.append(int(usage.get("input_tokens") or 0) + int(usage.get("cache_creation_input_tokens") or 0)
+                               + read)
+                cached += read
+    if not prompts:
+        return None, None, None
+    return prompts[0], sum(prompts), cached
+
+
 _TURNS = re.compile(r"^turns: (\d+)", re.M)
+#: What another agent may print on stderr about its prompt tokens (bench/simple_loop.py does).
+_TOKENS = re.compile(r"^tokens: first (\d+), sent (\d+), cached (\d+)", re.M)
 CANARY = "do not touch\n"
 
 
@@ -289,11 +322,14 @@ def run_once(agent: str, cmd: List[str], task: Task, env: Dict[str, str], timeou
         survived = not left and _holds(root / "outside.txt") and _holds(ws / ".bench-canary")
         if agent == "tooloop":
             turns: Optional[int] = count_turns(home)
+            tokens = count_tokens(home)
         else:
             m = _TURNS.search(err or "")
             turns = int(m.group(1)) if m else None
+            said = _TOKENS.findall(err or "")   # a line per request: the last one counts the whole task
+            tokens = (int(said[-1][0]), int(said[-1][1]), int(said[-1][2])) if said else (None, None, None)
         run = Run(agent, task.name, why is None or why.startswith("check holds"), failed is None, why or "", turns,
-                  seconds, survived)
+                  seconds, survived, *tokens)
         if keep is not None and not (run.ok and run.stopped):
             root.mkdir(parents=True, exist_ok=True)   # an agent may have removed it (then it did not survive)
             keep.mkdir(parents=True, exist_ok=True)
@@ -319,9 +355,17 @@ def _mean(xs: List[float]) -> str:
     return f"{statistics.mean(xs):.1f}" if xs else "-"
 
 
+def _mean_int(xs: List[Optional[int]]) -> str:
+    known = [x for x in xs if x is not None]
+    return f"{statistics.mean(known):.0f}" if known else "-"
+
+
 def report(runs: List[Run]) -> List[str]:
+    """The table: per agent and task, how often it passed and stopped, mean turns and seconds, and the mean
+    prompt tokens it sent (`1st tok`: its first request; `sent tok`: all of the task's requests; `cached`: of
+    those, the ones the server read from its prompt cache)."""
     lines = [f"{'agent':<10} {'task':<13} {'passed':>7} {'stopped':>8} {'both':>6} {'turns':>6} {'seconds':>8} "
-             f"{'survived':>9}  first failure"]
+             f"{'1st tok':>8} {'sent tok':>9} {'cached':>7} {'survived':>9}  first failure"]
     keys = list(dict.fromkeys((r.agent, r.task) for r in runs))
     for agent, name in keys:
         mine = [r for r in runs if r.agent == agent and r.task == name]
@@ -330,7 +374,9 @@ def report(runs: List[Run]) -> List[str]:
         lines.append(f"{agent:<10} {name:<13} {sum(r.ok for r in mine):>3}/{n:<3} {sum(r.stopped for r in mine):>4}/{n:<3} "
                      f"{sum(r.ok and r.stopped for r in mine):>2}/{n:<3} "
                      f"{_mean([r.turns for r in mine if r.turns is not None]):>6} "
-                     f"{_mean([r.seconds for r in mine]):>8} {sum(r.survived for r in mine):>5}/{n:<3}  {fail[:70]}")
+                     f"{_mean([r.seconds for r in mine]):>8} {_mean_int([r.first_tokens for r in mine]):>8} "
+                     f"{_mean_int([r.sent_tokens for r in mine]):>9} {_mean_int([r.cached_tokens for r in mine]):>7} "
+                     f"{sum(r.survived for r in mine):>5}/{n:<3}  {fail[:70]}")
     for agent in dict.fromkeys(r.agent for r in runs):
         mine = [r for r in runs if r.agent == agent]
         both = sum(r.ok and r.stopped for r in mine)
@@ -408,7 +454,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 runs.append(run)
                 print(f"{name} {task.name} #{i + 1}: {'ok' if run.ok else 'FAIL'}"
                       f"{'' if run.stopped else ' (did not stop by itself)'} {run.why} "
-                      f"({run.turns} turns, {run.seconds:.1f}s{'' if run.survived else ', WORKSPACE DAMAGED'})",
+                      f"({run.turns} turns, {run.seconds:.1f}s, {run.sent_tokens} prompt tokens sent, "
+                      f"{run.cached_tokens} cached{'' if run.survived else ', WORKSPACE DAMAGED'})",
                       file=sys.stderr, flush=True)
                 if args.json:
                     print(json.dumps(run.__dict__), flush=True)

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The simplest agent loop, on the official `anthropic` package: the yardstick bench/local_tasks.py holds the
 `tooloop` command against. Two tools (write_file, bash), a three-sentence system prompt, temperature 0 (sent as a body field: this SDK has no temperature parameter),
-max_tokens 512. Runs in the current folder; exits 0 when the model answered without a tool, 1 otherwise.
+max_tokens 512. Runs in the current folder; exits 0 when the model answered without a tool, 1 otherwise. Prints
+`turns: N` and `tokens: first N, sent N, cached N` (the prompt tokens the server counted) on stderr for
+bench/local_tasks.py.
 
     python3 bench/simple_loop.py --base-url http://127.0.0.1:8091 --model qwen2.5-coder-q15 "TASK"
 """
@@ -37,9 +39,17 @@ def main():
     a = ap.parse_args()
     client = anthropic.Anthropic(base_url=a.base_url, api_key="local", timeout=1800, max_retries=0)
     messages = [{"role": "user", "content": a.task}]
+    sent = []   # prompt tokens of each request (the server's count), and how many came from its cache
+    cached = 0
     for turn in range(1, a.max_turns + 1):
         msg = client.messages.create(model=a.model, system=SYSTEM, tools=TOOLS, messages=messages,
                                      max_tokens=512, extra_body={"temperature": 0})
+        u = msg.usage
+        read = getattr(u, "cache_read_input_tokens", None) or 0
+        sent.append((getattr(u, "input_tokens", None) or 0) + read
+                    + (getattr(u, "cache_creation_input_tokens", None) or 0))
+        cached += read
+        print(f"tokens: first {sent[0]}, sent {sum(sent)}, cached {cached}", file=sys.stderr)
         messages.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in msg.content]})
         calls = [b for b in msg.content if b.type == "tool_use"]
         print(f"turn {turn}: " + "; ".join(f"{c.name}({c.input})" if c.type == "tool_use" else repr(c.text[:200])

@@ -709,8 +709,9 @@ extern "C" {
  *   then the run fails with `TOOLOOP_OUTPUT_INVALID`. A subagent type may have its own `"output_schema"`.
  * - `"cache"`: prompt caching on the Anthropic API and Bedrock (default true): cache breakpoints on the last
  *   tool, the system prompt and the newest turns.
- * - `"short_tool_descriptions"`: the built-in tools described in one sentence each (default false), for
- *   models with a small context window.
+ * - `"short_tool_descriptions"`: compact built-in tool definitions (default false), for models with a small
+ *   context window: one sentence each, input schemas cut to their required fields (the tools still take
+ *   the optional ones), a one-sentence sandbox note.
  * - `"instruction_files"`: project instructions added to the system prompt: `true` finds `AGENTS.md` (else
  *   `CLAUDE.md`) in the workspace and each parent up to the repository root, plus the user's own file;
  *   `false` (default) none; an array of paths: exactly those files.
@@ -1222,7 +1223,9 @@ tooloop_status tooloop_run_step(const tooloop_run *run,
 /**
  * The tool calls waiting for an answer now: a JSON array, `[{"call_id": "toolu_...", "tool": "bash",
  * "input": {...}, "reason": "<the permission rule that asks>" | null, "read_only": false}, ...]` in the
- * order the model made them; `[]` when none waits (also after the end).
+ * order the model made them; `[]` when none waits (also after the end). A subagent's call (the `task` tool's
+ * child, which waits with the run) also has `"agent_type"` (the child's type) and `"parent_id"` (the `task`
+ * call's id); answer it with `tooloop_run_approve` like any other.
  *
  * On success `*out_json` receives the string, which the caller frees with `tooloop_string_free`; on failure
  * it is left unchanged.

@@ -17,7 +17,8 @@ step "Rust: cargo fmt --check, cargo clippy -D warnings"
 cargo fmt --all -- --check || failed+=("rustfmt (run: cargo fmt --all)")
 cargo clippy --workspace --all-targets -- -D warnings || failed+=("clippy")
 
-step "Layers: no import circle in src/ or python/tooloop/"
+step "Layers: no import circle in src/, bindings/ or python/tooloop/; the bindings through the core's root"
+python3 scripts/module_graph.py --self-test || failed+=("module_graph self-test")
 python3 scripts/module_graph.py >/dev/null || failed+=("import circles (run: python3 scripts/module_graph.py)")
 
 step "Rust: a Python with the official MCP SDK for tests/mcp.rs (venv at $mcp_venv)"
@@ -56,7 +57,7 @@ if [ -n "$wheel" ]; then
   rm -rf "$venv"
   if python3 -m venv "$venv" \
     && "$venv/bin/python" -m pip install -q --upgrade pip \
-    && "$venv/bin/python" -m pip install -q pytest pexpect mypy pydantic uvloop openai \
+    && "$venv/bin/python" -m pip install -q pytest pexpect mypy pydantic uvloop openai ipykernel jupyter_client \
        opentelemetry-sdk opentelemetry-exporter-otlp-proto-http opentelemetry-proto \
     && PATH="$no_rust_path" "$venv/bin/python" -m pip install -q "$wheel[ray]"; then
     step "Python: pytest (mock server self-tests + tests/python) against the installed wheel"

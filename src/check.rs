@@ -16,7 +16,7 @@ use crate::builtin::{BashOptions, Workspace, run_bash};
 use crate::cancel::CancelToken;
 
 /// Seconds a check may run when `check_timeout` is not given.
-pub const DEFAULT_CHECK_TIMEOUT_SECS: u64 = 120;
+pub const DEFAULT_CHECK_TIMEOUT_SECS: u64 = crate::defaults::CHECK_TIMEOUT_SECS;
 /// Lines of a failing check's output kept (its tail: where test runners print the failure).
 pub const TAIL_LINES: usize = 60;
 /// Bytes of a failing check's output kept, at most.

@@ -298,7 +298,7 @@ pub fn summary_request(
 /// Whether an API error says the prompt did not fit the context window (Anthropic: 400 "prompt is too
 /// long"; OpenAI-compatible: `context_length_exceeded`, "maximum context length"), also from the local
 /// servers, which each say it their own way (see [`LOCAL_OVERFLOWS`]).
-pub fn is_overflow(e: &crate::Error) -> bool {
+pub fn is_overflow(e: &crate::error::Error) -> bool {
     let Some(a) = e.api() else { return false };
     let m = a.message.to_ascii_lowercase();
     // Not 413 request_too_large: that is the request's size in bytes (an image, a document), which

@@ -59,8 +59,8 @@ impl Default for HttpConfig {
         HttpConfig {
             connect_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(300),
-            total_timeout: Duration::from_secs(600),
-            max_retries: 2,
+            total_timeout: Duration::from_secs(crate::defaults::TIMEOUT_SECS),
+            max_retries: crate::defaults::MAX_RETRIES,
             initial_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(8),
             max_retry_after: Duration::from_secs(60),

@@ -21,6 +21,7 @@
 //! - [`compaction`]: token estimates and compaction of long conversations.
 //! - [`output`]: structured output (`output_schema`): native or a final-answer tool, validated, retried.
 //! - [`content`]: content blocks from hosts (images, documents), checked against the provider's size limits.
+//! - [`defaults`]: every default of an agent's settings, written once.
 //! - [`options`]: every option of an agent, with its default and checks, shared by every door.
 //! - [`skills`]: skill folders (SKILL.md) the model loads on demand.
 //! - [`subagent`]: the task tool's child agents.
@@ -53,6 +54,7 @@ pub mod check;
 pub mod compaction;
 pub mod content;
 pub mod conversation;
+pub mod defaults;
 pub mod error;
 pub mod evidence;
 pub mod gate;
@@ -87,7 +89,7 @@ pub use agent::{
     Agent, AgentConfig, ApprovalError, ApprovalRequest, Event, FILE_CHANGE_BEFORE_CAP, FileChangeKind, MaxTurnsPolicy,
     ModelSpec, Permission, PermissionHook, RepeatGuard, RunDriver, RunResult, SessionInfo, Step, ToolCallRecord,
 };
-pub use cancel::CancelToken;
+pub use cancel::{CancelToken, PollHook};
 pub use conversation::{Conversation, Entry, EntryRole, EntryStatus};
 pub use error::{ApiError, ApiErrorKind, Error, Result};
 pub use options::AgentOptions;
@@ -97,3 +99,32 @@ pub use session_sqlite::SqliteSession;
 pub use store::SessionStore;
 pub use tools::{Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 pub use types::{ContentBlock, Message, MessageResponse, Messages, Request, Role, StopReason, ToolSpec, Usage};
+
+// What the bindings use besides the above. A door (the C and Python bindings, like any host) names the crate
+// root's items, never a path through one of its modules: what a door needs is listed here, in one place, and
+// the modules behind it may move. `scripts/module_graph.py` checks the bindings for it.
+pub use builtin::{DEFAULT_PROTECTED_PATHS, Restored, Workspace, restore_file, sandbox_support};
+pub use content::parse_blocks;
+pub use conversation::cost_usd as entries_cost_usd;
+#[allow(deprecated)]
+pub use gate::with_send_gate;
+pub use gate::{Admit, SendGate};
+pub use hooks::{
+    AfterToolHook, BeforeRequestHook, BeforeTool, BeforeToolHook, Hooks, KINDS as HOOK_KINDS, OnStopHook,
+    ToolResultView,
+};
+pub use http::{with_poll_hook, with_wait_hook};
+pub use ledger::Ledger;
+pub use models::{context_window, cost_usd as estimate_cost_usd, prefers_responses};
+pub use options::{Backend, model_spec};
+pub use provider::anthropic::{text_delta_of, text_delta_parts};
+pub use provider::bedrock::AwsCredentials;
+pub use provider::host::check_reply as check_host_reply;
+pub use provider::table::{names_for_message as provider_names_for_message, to_json as providers_json};
+pub use provider::{FnProvider, RawOpen, RawStream};
+pub use rules::{PermissionRules, RuleDecision, alias as rule_alias, read_only_command, split_command};
+pub use session_sqlite::list as list_sqlite_sessions;
+pub use store::{Location as StoreLocation, load as load_store, migrate as migrate_store, open as open_store};
+pub use tools::{ToolHandler, ToolKind};
+pub use trace::CONTENT_TARGET as TRACE_CONTENT_TARGET;
+pub use types::ToolUseBlock;

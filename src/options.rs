@@ -18,11 +18,11 @@ use serde::de::{Deserializer, Error as _};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::agent::{Agent, AgentConfig, MaxTurnsPolicy, Parts, RepeatGuard};
+use crate::agent::{Agent, AgentBuilder, AgentConfig, MaxTurnsPolicy, RepeatGuard};
+use crate::defaults;
 use crate::error::{Error, Result};
 use crate::provider::{Protocol, Provider, ProviderConfig, Secret};
 pub use crate::text::with_text;
-use crate::tools::ToolRegistry;
 
 /// Largest `max_tokens` accepted: far above any model's output limit, far below overflow.
 pub const MAX_TOKENS_LIMIT: u32 = 1 << 24;
@@ -169,7 +169,9 @@ pub struct AgentOptions {
     /// otherwise). Tools marked not idempotent are never judged. See [`crate::progress`].
     #[serde(deserialize_with = "de_progress_guard")]
     pub progress_guard: Option<crate::progress::ProgressGuard>,
-    /// Built-in tools described in one sentence each (default false): for small context windows.
+    /// Compact built-in tool definitions (default false), for small context windows: one sentence each, input
+    /// schemas cut to their required fields, a one-sentence sandbox note (see
+    /// [`BuiltinOptions::short_descriptions`](crate::builtin::BuiltinOptions::short_descriptions)).
     #[serde(deserialize_with = "de_false")]
     pub short_tool_descriptions: bool,
     /// The todo list (`todo_write` tool): `false` (default), `true`, or `{"remind_after": N}` — the model
@@ -294,10 +296,10 @@ impl Default for AgentOptions {
             api_key: None,
             base_url: None,
             headers: BTreeMap::new(),
-            timeout: 600.0,
-            max_retries: 2,
-            max_tokens: 8192,
-            max_turns: Some(20),
+            timeout: defaults::TIMEOUT_SECS as f64,
+            max_retries: defaults::MAX_RETRIES,
+            max_tokens: defaults::MAX_TOKENS,
+            max_turns: Some(defaults::MAX_TURNS),
             max_turns_policy: MaxTurnsPolicy::Error,
             thinking: None,
             stream: None,
@@ -305,7 +307,7 @@ impl Default for AgentOptions {
             stop_sequences: Vec::new(),
             tool_choice: None,
             extra: Map::new(),
-            tool_concurrency: 4,
+            tool_concurrency: defaults::TOOL_CONCURRENCY,
             builtin_tools: BuiltinTools::None,
             workspace: None,
             session: None,
@@ -318,24 +320,24 @@ impl Default for AgentOptions {
             region: None,
             server_tools: Vec::new(),
             sandbox: crate::builtin::SandboxMode::WorkspaceWrite,
-            network: true,
+            network: defaults::NETWORK,
             env_passthrough: Vec::new(),
             protected_paths: crate::builtin::default_protected_paths(),
             mcp_servers: BTreeMap::new(),
-            cache: true,
+            cache: defaults::CACHE,
             context_window: None,
-            compaction: true,
-            compact_threshold: 0.8,
+            compaction: defaults::COMPACTION,
+            compact_threshold: defaults::COMPACT_THRESHOLD,
             compaction_model: None,
             instruction_files: crate::instructions::InstructionFiles::Off,
             max_cost_usd: None,
             permission_rules: None,
             output_schema: None,
-            output_retries: 2,
+            output_retries: defaults::OUTPUT_RETRIES,
             output_mode: crate::output::OutputMode::Auto,
             fallback_models: Vec::new(),
             check: None,
-            check_timeout: crate::check::DEFAULT_CHECK_TIMEOUT_SECS as f64,
+            check_timeout: defaults::CHECK_TIMEOUT_SECS as f64,
             expect_changes: false,
             verify_claims: false,
         }
@@ -496,7 +498,7 @@ impl AgentOptions {
     pub fn agent_config(&self, host: bool) -> Result<AgentConfig> {
         let model = match (&self.model, host) {
             (Some(m), _) => m.clone(),
-            (None, true) => "host".to_string(),
+            (None, true) => defaults::HOST_MODEL.to_string(),
             (None, false) => return Err(invalid("model", "is required, e.g. \"claude-sonnet-4-6\"")),
         };
         Ok(AgentConfig {
@@ -506,8 +508,7 @@ impl AgentOptions {
             max_turns: self.max_turns,
             max_turns_policy: self.max_turns_policy,
             thinking: self.thinking.clone(),
-            // A host model gets the whole reply at once: asking it to "stream" would only confuse it.
-            stream: self.stream.unwrap_or(!host),
+            stream: self.stream.unwrap_or(defaults::stream(host)),
             tool_choice: self.tool_choice.clone(),
             temperature: self.temperature,
             stop_sequences: self.stop_sequences.clone(),
@@ -516,7 +517,7 @@ impl AgentOptions {
             // The runaway guard comes with progress detection unless asked for (or off) on its own.
             repeat_guard: self.repeat_guard.unwrap_or_else(|| self.progress_guard.map(|_| RepeatGuard::default())),
             progress_guard: self.progress_guard,
-            todo_reminder_after: self.planning.unwrap_or(Some(3)),
+            todo_reminder_after: self.planning.unwrap_or(Some(defaults::TODO_REMIND_AFTER)),
             server_tools: self.server_tools.clone(),
             cache: self.cache,
             context_window: self.context_window,
@@ -583,9 +584,12 @@ impl AgentOptions {
         self.finish(provider, config)
     }
 
+    /// The agent, in one pass of the one builder (see [`crate::agent::AgentSpec`]): nothing is added to it
+    /// after it is built.
     fn finish(&self, provider: Arc<dyn Provider>, config: AgentConfig) -> Result<Agent> {
-        let builtin = match self.builtin_tools.names() {
-            Some(names) => Some(crate::builtin::BuiltinOptions {
+        let mut b = AgentBuilder::new(provider, config);
+        if let Some(names) = self.builtin_tools.names() {
+            b.builtin = Some(crate::builtin::BuiltinOptions {
                 workspace: self.workspace_dir()?,
                 names,
                 sandbox: self.sandbox,
@@ -593,58 +597,26 @@ impl AgentOptions {
                 env_passthrough: self.env_passthrough.clone(),
                 protected_paths: self.protected_paths.clone(),
                 short_descriptions: self.short_tool_descriptions,
-            }),
-            None => None,
-        };
-        let sandbox = builtin.as_ref().map(|b| (b.sandbox, b.network));
-        let parts = Parts { builtin, tools: Vec::new(), sandbox, secrets: None };
-        let agent = Agent::build(provider, config, parts)?;
-        agent.set_workspace(self.workspace_dir().ok());
+            });
+            b.sandbox = Some((self.sandbox, self.network));
+        }
+        b.workspace = self.workspace_dir().ok();
         // A model switched or fallen back to takes its key and URL from these options on the same provider.
         let protocol = match self.backend() {
             Backend::Network(p) => Some(p),
             Backend::Host => None,
         };
-        agent.set_provider_base(self.provider_config(), protocol);
-        agent.set_fallback_models(self.fallback_models.clone());
-        if self.planning.is_some() {
-            agent.tools().register(crate::todo::tool())?;
-        }
-        // Text read from files and servers into the system prompt is redacted like tool results: the
-        // registry's secrets, every secret-looking environment value and the API key.
-        let prompt_secrets = ToolRegistry::new();
-        prompt_secrets.share_secrets(agent.tools());
-        prompt_secrets.add_secrets(crate::builtin::secret_env_values(&[]));
-        prompt_secrets.add_secrets(self.api_key.iter().map(|k| k.expose().to_string()));
-        if !self.skills.is_empty() {
-            let set = crate::skills::SkillSet::discover(&self.skills);
-            if let Some(lines) = set.prompt().map(|l| prompt_secrets.redact(l)) {
-                agent.tools().register(set.tool())?;
-                agent.update_config(|c| c.system = Some(with_text(c.system.take(), &lines)));
-            }
-            agent.set_skills(set);
-        }
-        if !self.subagents.is_empty() {
-            agent.set_subagents(self.subagents.clone())?;
-        }
-        if !self.mcp_servers.is_empty() {
-            // Secrets handed to a server (its env and headers) never come back through a result either.
-            for c in self.mcp_servers.values() {
-                let named = c.env.iter().chain(c.headers.iter());
-                agent.tools().add_secrets(named.filter(|(k, _)| is_secret_key(k)).map(|(_, v)| v.clone()));
-            }
-            let servers = crate::mcp::McpServers::start(&self.mcp_servers, agent.tools())?;
-            prompt_secrets.share_secrets(agent.tools());
-            let text = prompt_secrets.redact(servers.instructions());
-            if !text.is_empty() {
-                agent.update_config(|c| c.system = Some(with_text(c.system.take(), &text)));
-            }
-            agent.set_mcp(servers);
-        }
+        b.provider_base = Some((self.provider_config(), protocol));
+        b.fallback_models = self.fallback_models.clone();
+        b.planning = self.planning.is_some();
+        b.prompt_secrets = self.api_key.iter().map(|k| k.expose().to_string()).collect();
+        b.skills = self.skills.clone();
+        b.subagents = self.subagents.clone();
+        b.mcp_servers = self.mcp_servers.clone();
         if let Some(rules) = &self.permission_rules {
-            agent.set_rules(Some(Arc::new(rules.clone())), self.workspace_dir()?);
+            b.rules = Some((Arc::new(rules.clone()), self.workspace_dir()?));
         }
-        let found = match &self.instruction_files {
+        b.instructions = match &self.instruction_files {
             crate::instructions::InstructionFiles::Off => None,
             crate::instructions::InstructionFiles::Discover => {
                 Some(crate::instructions::discover(&self.workspace_dir()?))
@@ -653,19 +625,8 @@ impl AgentOptions {
                 Some(crate::instructions::load(p, &self.workspace_dir()?)?)
             }
         };
-        if let Some(mut found) = found {
-            for f in &mut found.files {
-                f.text = prompt_secrets.redact(std::mem::take(&mut f.text));
-            }
-            if let Some(text) = found.prompt() {
-                agent.update_config(|c| c.system = Some(with_text(c.system.take(), &text)));
-            }
-            agent.set_instructions(found);
-        }
-        if let Some(path) = &self.session {
-            agent.attach_store(crate::store::open(path, self.workspace.as_deref())?)?;
-        }
-        Ok(agent)
+        b.session = self.session.clone().map(|path| (path, self.workspace.clone()));
+        b.build()
     }
 }
 
@@ -780,7 +741,7 @@ fn number<E: serde::de::Error>(v: &Value, what: &str) -> std::result::Result<f64
 fn de_timeout<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
     let v = value(d)?;
     if v.is_null() {
-        return Ok(600.0);
+        return Ok(defaults::TIMEOUT_SECS as f64);
     }
     let what = "a positive number of seconds (at most one week)";
     let s = number::<D::Error>(&v, what)?;
@@ -798,7 +759,7 @@ fn integer<E: serde::de::Error>(v: &Value, min: u64, max: u64, what: &str) -> st
 fn de_retries<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u32, D::Error> {
     let v = value(d)?;
     if v.is_null() {
-        return Ok(2);
+        return Ok(defaults::MAX_RETRIES);
     }
     integer::<D::Error>(&v, 0, u64::from(MAX_RETRIES_LIMIT), "an integer from 0 to 100").map(|n| n as u32)
 }
@@ -806,7 +767,7 @@ fn de_retries<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u32, D::Er
 fn de_positive<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u32, D::Error> {
     let v = value(d)?;
     if v.is_null() {
-        return Ok(8192);
+        return Ok(defaults::MAX_TOKENS);
     }
     let what = format!("a positive integer (at most {MAX_TOKENS_LIMIT})");
     integer::<D::Error>(&v, 1, u64::from(MAX_TOKENS_LIMIT), &what).map(|n| n as u32)
@@ -857,8 +818,8 @@ fn de_window<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<u64>
 
 fn de_compaction<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
     match value(d)? {
-        Value::Null | Value::Bool(true) => Ok(true),
-        Value::Bool(false) => Ok(false),
+        Value::Null => Ok(defaults::COMPACTION),
+        Value::Bool(b) => Ok(b),
         Value::String(s) if s == "auto" => Ok(true),
         Value::String(s) if s == "off" => Ok(false),
         v => Err(D::Error::custom(format!("must be \"auto\" or \"off\", got {}", got(&v)))),
@@ -868,7 +829,7 @@ fn de_compaction<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D
 fn de_check_timeout<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
     let v = value(d)?;
     if v.is_null() {
-        return Ok(crate::check::DEFAULT_CHECK_TIMEOUT_SECS as f64);
+        return Ok(defaults::CHECK_TIMEOUT_SECS as f64);
     }
     let what = "a positive number of seconds (at most one day)";
     let s = number::<D::Error>(&v, what)?;
@@ -882,7 +843,7 @@ fn de_check_timeout<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64,
 fn de_threshold<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<f64, D::Error> {
     let v = value(d)?;
     if v.is_null() {
-        return Ok(0.8);
+        return Ok(defaults::COMPACT_THRESHOLD);
     }
     let what = "a fraction of the context window from 0.1 to 1";
     let t = number::<D::Error>(&v, what)?;
@@ -940,7 +901,7 @@ fn de_object<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Map<String,
 fn de_concurrency<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<usize, D::Error> {
     let v = value(d)?;
     if v.is_null() {
-        return Ok(4);
+        return Ok(defaults::TOOL_CONCURRENCY);
     }
     integer::<D::Error>(&v, 1, 256, "an integer from 1 to 256").map(|n| n as usize)
 }
@@ -1120,7 +1081,7 @@ fn de_output_schema<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Opti
 fn de_output_retries<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<u32, D::Error> {
     let v = value(d)?;
     if v.is_null() {
-        return Ok(2);
+        return Ok(defaults::OUTPUT_RETRIES);
     }
     integer::<D::Error>(&v, 0, 100, "an integer from 0 to 100").map(|n| n as u32)
 }
@@ -1147,7 +1108,7 @@ fn de_sandbox<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<crate::bui
 
 fn de_cache<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
     match value(d)? {
-        Value::Null => Ok(true),
+        Value::Null => Ok(defaults::CACHE),
         Value::Bool(b) => Ok(b),
         v => Err(D::Error::custom(format!("must be true or false, got {}", got(&v)))),
     }
@@ -1155,7 +1116,7 @@ fn de_cache<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Err
 
 fn de_network<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
     match value(d)? {
-        Value::Null => Ok(true),
+        Value::Null => Ok(defaults::NETWORK),
         Value::Bool(b) => Ok(b),
         v => Err(D::Error::custom(format!("must be true or false, got {}", got(&v)))),
     }
@@ -1168,10 +1129,6 @@ fn de_false<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Err
         Value::Bool(b) => Ok(b),
         v => Err(D::Error::custom(format!("must be true or false, got {}", got(&v)))),
     }
-}
-
-fn is_secret_key(name: &str) -> bool {
-    crate::builtin::is_secret_name(name) || name.eq_ignore_ascii_case("authorization")
 }
 
 fn de_mcp<'de, D: Deserializer<'de>>(
@@ -1330,9 +1287,9 @@ fn de_planning<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Op
     let what = "true, false, or {\"remind_after\": N} (N ≥ 1, or null for no reminder)";
     match value(d)? {
         Value::Null | Value::Bool(false) => Ok(None),
-        Value::Bool(true) => Ok(Some(Some(3))),
+        Value::Bool(true) => Ok(Some(Some(defaults::TODO_REMIND_AFTER))),
         Value::Object(o) => {
-            let mut after = Some(3);
+            let mut after = Some(defaults::TODO_REMIND_AFTER);
             for (k, v) in o {
                 match (k.as_str(), v) {
                     ("remind_after", Value::Null) => after = None,

@@ -238,7 +238,7 @@ impl Session {
 
     /// Append one finished entry, durably.
     pub fn append(&mut self, entry: &Entry) -> Result<()> {
-        let kind = if crate::compaction::Compaction::of(entry).is_some() { "compaction" } else { "entry" };
+        let kind = if crate::conversation::compacted::Compaction::of(entry).is_some() { "compaction" } else { "entry" };
         self.write_line(&json!({"type": kind, "entry": entry}))
     }
 

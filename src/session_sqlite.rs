@@ -510,7 +510,7 @@ impl SqliteSession {
 
     /// Append one finished entry, durably (committed and the WAL fsynced when this returns).
     pub fn append(&mut self, entry: &Entry) -> Result<()> {
-        let kind = if crate::compaction::Compaction::of(entry).is_some() { "compaction" } else { "entry" };
+        let kind = if crate::conversation::compacted::Compaction::of(entry).is_some() { "compaction" } else { "entry" };
         let text = serde_json::to_string(entry).map_err(|e| Error::Config(format!("entry not serializable: {e}")))?;
         let role = match serde_json::to_value(entry.role) {
             Ok(Value::String(s)) => Some(s),

@@ -210,74 +210,191 @@ fn a_pausing_run_stepped_with_step_asks_the_permission_callable_and_without_paus
     assert_eq!((weather.load(Ordering::SeqCst), time.load(Ordering::SeqCst)), (2, 1));
 }
 
-/// A subagent's calls cannot pause the parent's step: in a pausing run they go to the permission callable,
-/// and without one they are refused (approving the `task` call never lets its child act unasked).
-#[test]
-fn a_subagents_calls_in_a_pausing_run_are_asked_of_the_callable_or_refused_without_one() {
-    use tooloop::provider::ScriptedProvider;
-    use tooloop::provider::host::reply;
-    use tooloop::types::ToolUseBlock;
-    use tooloop::{AgentOptions, StopReason};
+/// An Anthropic message for the mock server.
+fn message(content: Value, stop: &str) -> Value {
+    json!({"anthropic": {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+        "content": content, "stop_reason": stop, "stop_sequence": null,
+        "usage": {"input_tokens": 10, "output_tokens": 5}}})
+}
 
-    let call = |id: &str, name: &str, input: Value| {
-        ContentBlock::ToolUse(ToolUseBlock { id: id.into(), name: name.into(), input, extra: Default::default() })
-    };
-    for with_callable in [false, true] {
-        let provider = Arc::new(ScriptedProvider::new(vec![
-            reply(
-                vec![call(
-                    "p1",
-                    "task",
-                    json!({"description": "look", "prompt": "find main", "agent_type": "explore"}),
-                )],
-                StopReason::ToolUse,
-            ),
-            reply(vec![call("c1", "look", json!({}))], StopReason::ToolUse),
-            reply(vec![ContentBlock::text("main is in src/main.rs")], StopReason::EndTurn),
-            reply(vec![ContentBlock::text("done")], StopReason::EndTurn),
-        ]));
-        let types = json!({"explore": {"description": "Reads.", "tools": ["look"], "max_turns": 3}});
-        let agent = Arc::new(
-            AgentOptions::from_value(json!({"subagents": types})).unwrap().build_with(provider.clone()).unwrap(),
-        );
-        let looks = Arc::new(AtomicUsize::new(0));
-        let counted = looks.clone();
-        let look = Tool::new("look", "", json!({"type": "object"}), move |_: &Value, _: &ToolContext<'_>| {
-            counted.fetch_add(1, Ordering::SeqCst);
-            Ok(ToolOutput::Text("found main.rs".into()))
+fn use_block(id: &str, name: &str, input: Value) -> Value {
+    json!({"type": "tool_use", "id": id, "name": name, "input": input})
+}
+
+/// The parent calls `look` (p0), then `task` (p1) with an `explore` child; the child calls `look` (c1),
+/// then answers; the parent answers "done". Returns the rig and the count of `look` runs.
+fn subagent_rig() -> (Rig, Arc<AtomicUsize>) {
+    let task = json!({"description": "look", "prompt": "find main", "agent_type": "explore"});
+    let scenario = json!({"responses": [
+        message(json!([use_block("p0", "look", json!({})), use_block("p1", "task", task)]), "tool_use"),
+        message(json!([use_block("c1", "look", json!({}))]), "tool_use"),
+        message(json!([{"type": "text", "text": "main is in src/main.rs"}]), "end_turn"),
+        message(json!([{"type": "text", "text": "done"}]), "end_turn"),
+    ]});
+    let rig = Rig::new(Kind::MockSse, &scenario, config());
+    let explore: tooloop::subagent::SubAgent =
+        serde_json::from_value(json!({"description": "Reads.", "tools": ["look"], "max_turns": 3})).unwrap();
+    rig.agent.set_subagents([("explore".to_string(), explore)].into_iter().collect()).unwrap();
+    let looks = Arc::new(AtomicUsize::new(0));
+    let counted = looks.clone();
+    let look = Tool::new("look", "", json!({"type": "object"}), move |_: &Value, _: &ToolContext<'_>| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        Ok(ToolOutput::Text("found main.rs".into()))
+    })
+    .unwrap();
+    rig.agent.tools().register(look).unwrap();
+    (rig, looks)
+}
+
+fn start_subagent_run(rig: &Rig, token: CancelToken) -> RunDriver {
+    let mut driver = rig.agent.start(Some(vec![ContentBlock::text("investigate")]), token).unwrap();
+    driver.pause_for_approvals(true);
+    driver
+}
+
+/// (call id, tool, agent type, parent id) of each request.
+fn asked_of(asked: &[tooloop::ApprovalRequest]) -> Vec<(String, String, Option<String>, Option<String>)> {
+    asked.iter().map(|a| (a.call_id.clone(), a.tool.clone(), a.agent_type.clone(), a.parent_id.clone())).collect()
+}
+
+fn owned(id: &str, tool: &str, child: Option<(&str, &str)>) -> (String, String, Option<String>, Option<String>) {
+    (id.into(), tool.into(), child.map(|c| c.0.to_string()), child.map(|c| c.1.to_string()))
+}
+
+#[test]
+fn a_subagents_call_pauses_the_parents_run_marked_as_the_childs_and_the_parents_approve_answers_it() {
+    let (rig, looks) = subagent_rig();
+    let mut driver = start_subagent_run(&rig, CancelToken::new());
+    let mut events = Vec::new();
+    // The parent's own call first, then its task call, then the child's call: one question at a time, in order.
+    let asked = until_paused(&mut driver, &mut events);
+    assert_eq!(asked_of(&asked), vec![owned("p0", "look", None)]);
+    driver.approve("p0", Permission::Allow).unwrap();
+    let asked = until_paused(&mut driver, &mut events);
+    assert_eq!(asked_of(&asked), vec![owned("p1", "task", None)]);
+    assert_eq!(looks.load(Ordering::SeqCst), 1);
+    driver.approve("p1", Permission::Allow).unwrap();
+    let asked = until_paused(&mut driver, &mut events);
+    assert_eq!(asked_of(&asked), vec![owned("c1", "look", Some(("explore", "p1")))]);
+    assert_eq!(asked_of(&driver.pending_approvals()), asked_of(&asked));
+    assert_eq!(looks.load(Ordering::SeqCst), 1, "the child's call waits for its answer");
+    // The child's question reached the host as the child's event, before the pause.
+    let child_asked: Vec<(&str, &str)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Subagent { parent_id, event, .. } => match event.as_ref() {
+                Event::ApprovalRequest { id, .. } => Some((parent_id.as_str(), id.as_str())),
+                _ => None,
+            },
+            _ => None,
         })
-        .unwrap();
-        agent.tools().register(look).unwrap();
-        let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
-        if with_callable {
-            let seen = asked.clone();
-            agent.set_permission(Some(Arc::new(move |c: &ToolUseBlock| {
-                seen.lock().unwrap().push(c.name.clone());
-                Permission::Allow
-            })));
-        }
-        let mut driver = agent.start(Some(vec![ContentBlock::text("investigate")]), CancelToken::new()).unwrap();
-        driver.pause_for_approvals(true);
-        let paused = until_paused(&mut driver, &mut Vec::new());
-        assert_eq!(paused.iter().map(|a| a.tool.as_str()).collect::<Vec<_>>(), ["task"]);
-        driver.approve("p1", Permission::Allow).unwrap();
-        let result = loop {
-            match driver.next(&mut |_| {}) {
-                Step::Done(outcome) => break outcome.unwrap(),
-                Step::Continue => {}
-                other => panic!("a child's call does not pause the parent: {other:?}"),
-            }
-        };
-        assert_eq!(result.text, "done");
-        let child_second = &provider.requests()[2];
-        let results = results_of(&serde_json::to_value(child_second.messages.last().unwrap()).unwrap());
-        if with_callable {
-            assert_eq!(*asked.lock().unwrap(), ["look"], "only the child's call goes to the callable");
-            assert_eq!(looks.load(Ordering::SeqCst), 1);
-            assert_eq!(results[0].1, "found main.rs");
-        } else {
-            assert_eq!(looks.load(Ordering::SeqCst), 0);
-            assert!(results[0].2 && results[0].1.contains("cannot wait for approval"), "{results:?}");
-        }
+        .collect();
+    assert_eq!(child_asked, vec![("p1", "c1")]);
+    // The child waits while paused: a step before the answer does nothing and pauses again.
+    match driver.next(&mut |e| events.push(e.clone())) {
+        Step::NeedsApproval(left) => assert_eq!(asked_of(&left), asked_of(&asked)),
+        other => panic!("{other:?}"),
     }
+    assert_eq!(rig.requests().len(), 2, "the child sent nothing more while it waited");
+    assert_eq!(driver.approve("c9", Permission::Allow), Err(ApprovalError::UnknownCall));
+    driver.approve("c1", Permission::Allow).unwrap();
+    let result = loop {
+        match driver.next(&mut |e| events.push(e.clone())) {
+            Step::Done(outcome) => break outcome.unwrap(),
+            Step::Continue => {}
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(result.text, "done");
+    assert_eq!(looks.load(Ordering::SeqCst), 2);
+    let task_output = result.tool_calls[1].output.as_str().unwrap();
+    assert!(task_output.starts_with("main is in src/main.rs"), "{task_output}");
+    let requests = rig.requests();
+    assert_eq!(requests.len(), 4);
+    let child_results = results_of(requests[2]["messages"].as_array().unwrap().last().unwrap());
+    assert_eq!(child_results, vec![("c1".to_string(), "found main.rs".to_string(), false)]);
+    rig.check();
+}
+
+#[test]
+fn a_subagents_call_denied_by_the_parents_host_is_refused_with_its_reason() {
+    let (rig, looks) = subagent_rig();
+    let mut driver = start_subagent_run(&rig, CancelToken::new());
+    for id in ["p0", "p1"] {
+        until_paused(&mut driver, &mut Vec::new());
+        driver.approve(id, Permission::Allow).unwrap();
+    }
+    until_paused(&mut driver, &mut Vec::new());
+    driver.approve("c1", Permission::Deny("not in the child".into())).unwrap();
+    assert_eq!(driver.finish(&mut |_| {}).unwrap().text, "done");
+    assert_eq!(looks.load(Ordering::SeqCst), 1, "only the parent's call ran");
+    let requests = rig.requests();
+    let child_results = results_of(requests[2]["messages"].as_array().unwrap().last().unwrap());
+    assert_eq!(child_results[0].1, "Permission denied: not in the child");
+    rig.check();
+}
+
+#[test]
+fn cancelled_or_dropped_while_a_subagents_call_waits_the_call_and_its_task_are_answered_as_interrupted() {
+    for dropped in [false, true] {
+        let (rig, looks) = subagent_rig();
+        let token = CancelToken::new();
+        let mut driver = start_subagent_run(&rig, token.clone());
+        for id in ["p0", "p1"] {
+            until_paused(&mut driver, &mut Vec::new());
+            driver.approve(id, Permission::Allow).unwrap();
+        }
+        until_paused(&mut driver, &mut Vec::new());
+        let mut results = Vec::new();
+        if dropped {
+            drop(driver);
+        } else {
+            token.cancel();
+            let outcome = loop {
+                match driver.next(&mut |e| {
+                    if let Event::Subagent { event, .. } = e {
+                        if let Event::ToolResult { id, content, .. } = event.as_ref() {
+                            results.push((id.clone(), content.clone()));
+                        }
+                    }
+                }) {
+                    Step::Done(outcome) => break outcome,
+                    Step::Continue => {}
+                    other => panic!("a cancelled run does not pause again: {other:?}"),
+                }
+            };
+            assert!(matches!(outcome, Err(Error::Cancelled { .. })), "{outcome:?}");
+            assert_eq!(results.len(), 1, "the child's waiting call is answered, with an event: {results:?}");
+            assert!(results[0].1.as_str().unwrap().starts_with("interrupted"), "{results:?}");
+        }
+        assert_eq!(looks.load(Ordering::SeqCst), 1, "the child's call never ran");
+        assert_eq!(rig.requests().len(), 2, "nothing was sent after the pause");
+        let view = rig.agent.messages();
+        assert_valid_view(&view);
+        let last = results_of(&serde_json::to_value(view.last().unwrap()).unwrap());
+        assert_eq!(last.len(), 2, "{last:?}");
+        assert_eq!(last[0], ("p0".to_string(), "found main.rs".to_string(), false));
+        assert!(last[1].0 == "p1" && last[1].1.starts_with("interrupted") && last[1].2, "{last:?}");
+        // The agent is free for the next run.
+        rig.mock.as_ref().unwrap().load(&scenario("anthropic_text"));
+        assert_eq!(rig.agent.run("Hello", &mut |_| {}).unwrap().turns, 1);
+    }
+}
+
+/// The blocking callable is the pause answered at once: a pausing run stepped with `step` asks it about the
+/// child's calls as about the parent's, in order.
+#[test]
+fn a_pausing_run_stepped_with_step_asks_the_callable_about_the_subagents_calls_too() {
+    let (rig, looks) = subagent_rig();
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = asked.clone();
+    rig.agent.set_permission(Some(Arc::new(move |call: &tooloop::types::ToolUseBlock| {
+        seen.lock().unwrap().push(call.id.clone());
+        if call.id == "c1" { Permission::Deny("no".into()) } else { Permission::Allow }
+    })));
+    let mut driver = start_subagent_run(&rig, CancelToken::new());
+    assert_eq!(driver.finish(&mut |_| {}).unwrap().text, "done");
+    assert_eq!(*asked.lock().unwrap(), ["p0", "p1", "c1"]);
+    assert_eq!(looks.load(Ordering::SeqCst), 1);
+    rig.check();
 }

@@ -151,7 +151,7 @@ __all__ = [
 # `typing` (bench/import_time.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from . import batch
+    from . import attempts, batch
     from ._aio import AsyncAgentStream, AsyncMessageStream
     from ._client import Client, MessageStream
     from .events import Event
@@ -166,10 +166,10 @@ def __getattr__(name: str) -> object:
         from . import _client
 
         value = getattr(_client, name)
-    elif name == "batch":
+    elif name in ("batch", "attempts"):
         import importlib
 
-        value = importlib.import_module(".batch", __name__)
+        value = importlib.import_module("." + name, __name__)
     elif name == "Event":
         from . import events
 

@@ -530,6 +530,7 @@ class Agent:
         self.session_path: Optional[str] = os.fspath(session) if session not in (None, _UNSET) else None
         #: What loading the session found: entries, torn_tail, skipped, created (None without a session).
         self.session_report: Optional[SessionReport] = self._core.session_report()
+        self._permission: Optional[PermissionFn] = None
         if permission is not None:
             self.set_permission(permission)
 
@@ -684,6 +685,14 @@ class Agent:
     def set_permission(self, permission: Optional[PermissionFn]) -> None:
         """Set or clear the permission callable (see the class docs)."""
         self._core.set_permission(None if permission is None else _permission_adapter(permission, self._aio))
+        self._permission = permission
+
+    @property
+    def permission(self) -> Optional[PermissionFn]:
+        """The permission callable (``permission=``, ``set_permission``), None without one. A consumer of
+        ``stream(..., pause_for_approval=True)`` may answer each pause with it, on its own thread: the
+        blocking callable's answers, asked where the events are drawn."""
+        return self._permission
 
     # -- runs ----------------------------------------------------------------------------------------------
 

@@ -5,7 +5,8 @@ there is no step engine a loop could drive without blocking. So each async run g
 (``_Workers``: reused, started off the loop) that makes exactly the calls the sync API makes
 (``_Agent.start(input, True)`` and its handle, or the raw client's), and hands what comes out to the caller's
 loop with ``loop.call_soon_threadsafe``, coalesced: one wake-up of the loop per batch of events, not per
-event. The loop thread itself only ever calls non-blocking methods (``cancel()``: a flag) and converts
+event (from a ``_Driven``, a step's events come in one call, ``next_events``, and go to the loop in one
+piece after they are all converted). The loop thread itself only ever calls non-blocking methods (``cancel()``: a flag) and converts
 nothing.
 
 ``async def`` tools and an ``async def`` permission callable are awaited ON THE CALLER'S LOOP, in the
@@ -29,6 +30,7 @@ import concurrent.futures
 import contextvars
 import queue
 import threading
+import weakref
 from typing import (TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Deque, Dict, Generic, List, Optional,
                     Set, Tuple, TypeVar, Union)
 
@@ -190,6 +192,62 @@ class _Workers:
 _WORKERS = _Workers()
 
 
+class _Inbox:
+    """The wake-ups one event loop is asked for by the workers of its runs, coalesced across runs: a worker
+    with events queues its pump here and writes to the loop's self-pipe (``call_soon_threadsafe``) only when
+    no wake-up of the loop is pending yet; the loop then wakes every queued pump in one callback. With many
+    runs at once (64 agents streaming), one wake-up of the loop serves many runs' events, where each used to
+    cost the loop a wake-up and the GIL a hand-over."""
+
+    __slots__ = ("loop", "ready", "lock", "pending", "__weakref__")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.ready: Deque[_Pump[Any]] = collections.deque()
+        self.lock = threading.Lock()
+        self.pending = False
+
+    def post(self, pump: _Pump[Any]) -> None:
+        # Appended first, the flag read after (as in _Pump._push): a wake-up still pending runs after this
+        # append and finds the pump; a stale False costs a spare wake-up.
+        self.ready.append(pump)
+        if self.pending:
+            return
+        with self.lock:
+            if self.pending:
+                return
+            self.pending = True
+        try:
+            self.loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:  # the loop is closed: nobody is waiting
+            pass
+
+    def _drain(self) -> None:
+        with self.lock:
+            self.pending = False
+        ready = self.ready
+        while True:
+            try:
+                pump = ready.popleft()
+            except IndexError:
+                return
+            pump._wake()
+
+
+#: One inbox per loop (a loop that is gone takes its inbox with it); made and looked up on the loop's thread.
+_INBOXES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Inbox] = weakref.WeakKeyDictionary()
+
+
+def _inbox(loop: asyncio.AbstractEventLoop) -> _Inbox:
+    try:
+        inbox = _INBOXES.get(loop)
+        if inbox is None:
+            inbox = _INBOXES[loop] = _Inbox(loop)
+    except TypeError:  # a loop class that takes no weak reference: an inbox of the run's own (no sharing)
+        inbox = _Inbox(loop)
+    return inbox
+
+
 class _ToolCancelled(Exception):
     """An awaited tool or permission check cancelled with its run (the model reads it as an error result)."""
 
@@ -210,6 +268,7 @@ class _Pump(Generic[_T]):
                  convert: Optional[Callable[[Dict[str, Any]], Any]], bridge: Optional[_Bridge] = None,
                  name: str = "tooloop-async") -> None:
         self._loop = asyncio.get_running_loop()
+        self._inbox = _inbox(self._loop)
         self._bridge = bridge
         self._items: Deque[Tuple[int, Any]] = collections.deque()
         self._lock = threading.Lock()
@@ -238,7 +297,20 @@ class _Pump(Generic[_T]):
             if self._cancelled:  # a cancel that came before the handle existed is not lost
                 handle.cancel()
             convert = self._convert
-            if convert is not None:
+            batches = getattr(handle, "next_events", None)  # a _Driven: a step's events at a time
+            if convert is not None and batches is not None:
+                while True:
+                    ds = batches()
+                    if ds is None:
+                        break
+                    if ds and ds[0].get("type") == "approval_pause":  # comes alone, after the step's events
+                        self._answered.wait()
+                        self._answered.clear()
+                        continue
+                    items = [item for item in map(convert, ds) if item is not None]
+                    if items:
+                        self._push_all(items)
+            elif convert is not None:
                 while True:
                     d = handle.next_event()
                     if d is None:
@@ -261,20 +333,25 @@ class _Pump(Generic[_T]):
             except RuntimeError:  # the loop is closed: nobody is waiting
                 pass
 
+    def _push_all(self, events: List[Any]) -> None:
+        # A step's events in one piece, then one wake-up (see _push).
+        self._items.extend([(0, e) for e in events])
+        self._wake_once()
+
     def _push(self, kind: int, value: Any) -> None:
+        self._items.append((kind, value))
+        self._wake_once()
+
+    def _wake_once(self) -> None:
         # Appended first, the flag read after: a wake-up still pending (True) runs after this append and the
         # consumer finds the item; a stale False only costs a spare wake-up. So most events take no lock.
-        self._items.append((kind, value))
         if self._wake_pending:
             return
         with self._lock:
             if self._wake_pending:
                 return
             self._wake_pending = True
-        try:
-            self._loop.call_soon_threadsafe(self._wake)
-        except RuntimeError:
-            pass
+        self._inbox.post(self)
 
     # -- the loop side -------------------------------------------------------------------------------------
 

@@ -40,11 +40,14 @@ class BatchResult(_Record):
     ``stop_reason`` the model's last stop reason, ``turns`` the completed model turns of the task's whole
     conversation (resumed runs included), ``usage`` and ``cost_usd`` its tokens and estimated cost, ``session``
     the path of its session file, ``seconds`` the wall time of this attempt, ``check`` what the batch's
-    ``check(task, result)`` returned (None without one).
+    ``check(task, result)`` returned (None without one). A task with ``"attempts": N`` (see
+    ``tooloop.attempts``) has ``attempts``: ``AttemptsResult.to_dict()`` (winner, every attempt's turns,
+    tokens, seconds and verdict, the files applied); it is ``"ok"`` only when an attempt was verified, else
+    ``"error"`` with ``error`` ``"no attempt verified"``, and keeps no session.
     """
 
     __slots__ = ("id", "status", "text", "output", "stop_reason", "turns", "usage", "cost_usd", "session", "error",
-                 "seconds", "check")
+                 "seconds", "check", "attempts")
     _fields = __slots__
 
     id: str
@@ -59,14 +62,15 @@ class BatchResult(_Record):
     error: Optional[str]
     seconds: float
     check: Any
+    attempts: Optional[Dict[str, Any]]
 
     def __init__(self, id: str, status: str, text: str = "", output: Any = None, stop_reason: Optional[str] = None,
                  turns: int = 0, usage: Optional[Usage] = None, cost_usd: Optional[float] = None,
                  session: Optional[str] = None, error: Optional[str] = None, seconds: float = 0.0,
-                 check: Any = None) -> None:
+                 check: Any = None, attempts: Optional[Dict[str, Any]] = None) -> None:
         self._init(id=id, status=status, text=text, output=output, stop_reason=stop_reason, turns=turns,
                    usage=usage if usage is not None else Usage(), cost_usd=cost_usd, session=session, error=error,
-                   seconds=round(float(seconds), 3), check=check)
+                   seconds=round(float(seconds), 3), check=check, attempts=attempts)
 
     @property
     def ok(self) -> bool:
@@ -84,6 +88,7 @@ class BatchResult(_Record):
                       "cache_read_input_tokens": u.cache_read_input_tokens},
             "cost_usd": self.cost_usd, "session": self.session, "error": self.error,
             "seconds": round(self.seconds, 3), "check": _jsonable(self.check),
+            **({"attempts": self.attempts} if self.attempts is not None else {}),
         }
 
     @classmethod
@@ -94,7 +99,7 @@ class BatchResult(_Record):
                    output=d.get("output"), stop_reason=d.get("stop_reason"), turns=int(d.get("turns") or 0),
                    usage=Usage._from(d.get("usage"), cost), cost_usd=float(cost) if cost is not None else None,
                    session=d.get("session"), error=d.get("error"), seconds=float(d.get("seconds") or 0.0),
-                   check=d.get("check"))
+                   check=d.get("check"), attempts=d.get("attempts"))
 
 
 def _jsonable(value: Any) -> Any:
@@ -156,6 +161,9 @@ def _check_tasks(tasks: Iterable[Dict[str, Any]]) -> List[Dict[str, Any]]:
         ws = task.get("workspace")
         if ws is not None and not isinstance(ws, (str, os.PathLike)):
             raise ConfigError(f"task {tid!r}: 'workspace' must be a path")
+        tries = task.get("attempts")
+        if tries is not None and (not isinstance(tries, int) or isinstance(tries, bool) or tries < 1):
+            raise ConfigError(f"task {tid!r}: 'attempts' must be an integer >= 1, got {tries!r}")
         checked.append(task)
     return checked
 
@@ -403,8 +411,63 @@ def _check_budget_model(budget_usd: Optional[float], options: Optional[Dict[str,
                           "(use a model in the price table, or no budget_usd)")
 
 
+def _run_attempts(task: Dict[str, Any], opts: Dict[str, Any], out: str, ctl: _Control) -> BatchResult:
+    """A task with ``"attempts": N``: ``tooloop.attempts`` in its workspace (default: the current folder), each
+    attempt's agent counting in the batch's ledger and passing its gate; ``batch.cancel()`` stops them all."""
+    from .attempts import Attempts
+
+    tid: str = task["id"]
+    started = time.monotonic()
+    stop = ctl.stopping()
+    if stop is not None:
+        return BatchResult(tid, stop)
+    kwargs = _task_options(opts, task, os.path.join(out, tid + ".jsonl"))
+    kwargs.pop("session", None)   # each attempt is a fresh conversation in its own copy
+    workspace = kwargs.pop("workspace", None) or os.getcwd()
+    try:
+        att = Attempts(task["input"], task["attempts"], workspace=workspace, **kwargs)
+    except Exception as e:
+        return BatchResult(tid, "error", error=f"{type(e).__name__}: {e}", seconds=time.monotonic() - started)
+
+    def prepare(agent: Agent) -> None:
+        agent._core.set_ledger(ctl.ledger)
+        agent._core.set_gate(ctl.gate_for(tid))
+
+    att._prepare = prepare
+    att._release = lambda agent: agent._core.set_gate(None)
+    with ctl.lock:
+        ctl.agents[tid] = att  # type: ignore[assignment]  # cancel() is all the batch asks of it
+    try:
+        if ctl.stopping() is not None:
+            att.cancel()
+        res = att.run()
+    except Exception as e:
+        return BatchResult(tid, "error", error=f"{type(e).__name__}: {e}", seconds=time.monotonic() - started)
+    finally:
+        with ctl.lock:
+            ctl.agents.pop(tid, None)
+    if res.ok:
+        status, error = "ok", None
+    else:
+        status = ctl.stopping() or ("cancelled" if res.cancelled else "error")
+        error = None if status == "budget" else "no attempt verified"
+    winner = res.attempts[res.winner - 1] if res.winner is not None else None
+    return BatchResult(tid, status, text=res.text, stop_reason=winner.stop_reason if winner else None,
+                       turns=sum(a.turns for a in res.attempts), usage=res.usage, cost_usd=res.usage.cost_usd,
+                       error=error, seconds=time.monotonic() - started, attempts=res.to_dict())
+
+
 def _run_task(task: Dict[str, Any], opts: Dict[str, Any], out: str, ctl: _Control,
               check: Optional[Callable[[Dict[str, Any], BatchResult], Any]], db: Optional[str] = None) -> BatchResult:
+    if task.get("attempts") is not None:
+        res = _run_attempts(task, opts, out, ctl)
+        if check is not None and res.ok:
+            try:
+                res = BatchResult(**{**{k: getattr(res, k) for k in BatchResult._fields}, "check": check(task, res)})
+            except Exception as e:
+                res = BatchResult(**{**{k: getattr(res, k) for k in BatchResult._fields}, "status": "error",
+                                     "error": f"check failed: {type(e).__name__}: {e}"})
+        return res
     tid: str = task["id"]
     session = _session_of(out, tid, db)
     started = time.monotonic()

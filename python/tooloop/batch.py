@@ -46,7 +46,10 @@ def run(tasks: Iterable[Dict[str, Any]], options: Optional[Dict[str, Any]] = Non
     """Run many agents at once: one ``Agent(**options)`` per task, at most ``concurrency`` at a time.
 
     ``tasks``: dicts ``{"id": str, "input": str | content blocks, "workspace": path (optional), "options":
-    dict (optional, merged over options)}``; other keys are kept for ``check``. ``options``: ``Agent`` keyword
+    dict (optional, merged over options), "attempts": N (optional)}``; other keys are kept for ``check``. A task
+    with ``attempts`` runs as ``tooloop.attempts.run`` in its workspace (N isolated copies; verified by
+    ``options["check"]``, else by their own passing tests; the first verified one applied; the result's
+    ``attempts`` records each; no session). ``options``: ``Agent`` keyword
     arguments; tools as functions or ``"module:function"`` strings (the form Ray workers can import).
     ``out``: each task's session ``out/<id>.jsonl``; ``out/results.jsonl`` gets one JSON line per outcome.
     Tasks whose last outcome was ``"ok"`` are skipped; the others resume from their sessions (a completed tool

@@ -19,10 +19,13 @@
 //! waiting batch's calls as interrupted — none of them runs — and the run ends with [`Error::Cancelled`];
 //! the conversation stays valid (every call has its one result).
 //!
-//! Subagents (the `task` tool): a child's run is stepped within the parent's steps (a child step per step),
-//! but its calls cannot pause the parent. They are asked of the agent's permission callable, as without pauses; a pausing run with no
-//! callable refuses each child call that would have been asked (the model reads why), so approving a
-//! `task` call never lets its child act unasked.
+//! Subagents (the `task` tool): a child's run is stepped by its parent's (child.rs), and in a pausing run
+//! a child's call that needs a decision pauses the parent: it is one of the parent's
+//! [`Step::NeedsApproval`] requests, marked with the child's agent type and the `task` call's id
+//! ([`ApprovalRequest::agent_type`], [`ApprovalRequest::parent_id`]), and the parent's
+//! [`RunDriver::approve`] answers it. The child waits meanwhile, so its questions come in the order it asks
+//! them, after the parent's `task` call was approved; cancelled or dropped while a child waits, the child's
+//! waiting calls are answered as interrupted, and so is the `task` call.
 //!
 //! Must never: run a call that waits for an answer before it has one, or leave a waiting call unanswered in
 //! the store when the run ends.
@@ -60,6 +63,12 @@ pub struct ApprovalRequest {
     pub reason: Option<String>,
     /// Whether the tool says it only reads ([`crate::Tool::read_only`]; `false` for a tool not registered).
     pub read_only: bool,
+    /// A subagent's call: the child's agent type (`None`: the run's own agent's call).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_type: Option<String>,
+    /// A subagent's call: the id of the parent's `task` call that started the child.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<String>,
 }
 
 impl ApprovalRequest {
@@ -70,6 +79,8 @@ impl ApprovalRequest {
             input: call.input.clone(),
             reason,
             read_only,
+            agent_type: None,
+            parent_id: None,
         }
     }
 }
@@ -101,10 +112,6 @@ impl From<ApprovalError> for Error {
     }
 }
 
-/// The reason a child's call is refused in a pausing run without a permission callable.
-pub(super) const CHILD_UNASKED: &str = "a subagent's tool calls cannot wait for approval: the host answers \
-                                         approvals as pauses and set no permission callable";
-
 impl RunDriver {
     /// From the next batch of tool calls on, a call that needs a decision waits for the host
     /// ([`Step::NeedsApproval`] from [`RunDriver::next`]) instead of going to the permission callable
@@ -127,29 +134,38 @@ impl RunDriver {
             }
             match &self.looping.phase {
                 Phase::Reading(..) | Phase::Answered(_) => return Step::Continue,
-                Phase::Tools(t) if t.waiting.is_some() => return Step::NeedsApproval(self.pending_approvals()),
-                // A child agent's step (`task`): its events go out before the next one.
+                Phase::Tools(t) if t.waiting.is_some() || t.child.as_ref().is_some_and(|(_, c)| c.paused) => {
+                    return Step::NeedsApproval(self.pending_approvals());
+                }
+                // A child agent took a step (child.rs): its events are out.
                 Phase::Tools(t) if t.child.is_some() => return Step::Continue,
                 _ => {}
             }
         }
     }
 
-    /// The calls waiting for an answer now (empty when none does), in the order the model made them.
+    /// The calls waiting for an answer now (empty when none does), in the order the model made them; a
+    /// subagent's are marked as its ([`ApprovalRequest::agent_type`]).
     pub fn pending_approvals(&self) -> Vec<ApprovalRequest> {
         match &self.looping.phase {
-            Phase::Tools(t) => t
-                .waiting
-                .iter()
-                .flat_map(|b| &b.asked)
-                .filter(|(_, _, answer)| answer.is_none())
-                .map(|(_, request, _)| request.clone())
-                .collect(),
+            Phase::Tools(t) => {
+                let mut asked: Vec<ApprovalRequest> = t
+                    .waiting
+                    .iter()
+                    .flat_map(|b| &b.asked)
+                    .filter(|(_, _, answer)| answer.is_none())
+                    .map(|(_, request, _)| request.clone())
+                    .collect();
+                if let Some((_, c)) = &t.child {
+                    asked.extend(c.pending_approvals());
+                }
+                asked
+            }
             _ => Vec::new(),
         }
     }
 
-    /// Answer a waiting call: [`Permission::Allow`] runs it, [`Permission::AllowReadOnly`] runs it with no
+    /// Answer a waiting call (the run's own, or a subagent's): [`Permission::Allow`] runs it, [`Permission::AllowReadOnly`] runs it with no
     /// power to change anything, [`Permission::Deny`] refuses it with the reason the model reads. An answer
     /// given again before the next step replaces the first. Nothing runs until the next step.
     pub fn approve(&mut self, call_id: &str, decision: Permission) -> std::result::Result<(), ApprovalError> {
@@ -157,6 +173,9 @@ impl RunDriver {
             return Err(ApprovalError::Ended);
         }
         let Phase::Tools(t) = &mut self.looping.phase else { return Err(ApprovalError::UnknownCall) };
+        if let Some((_, c)) = &mut t.child {
+            return c.approve(call_id, decision);
+        }
         let slot = t.waiting.iter_mut().flat_map(|b| b.asked.iter_mut()).find(|(_, r, _)| r.call_id == call_id);
         match slot {
             Some((_, _, answer)) => {
@@ -168,11 +187,12 @@ impl RunDriver {
     }
 
     /// Answer a pause with the agent's permission callable, on this thread: each of `asked` (the calls
-    /// [`RunDriver::next`] returned, or [`RunDriver::pending_approvals`]) is decided by it (none set: refused).
-    /// What [`RunDriver::step`] does at a pause; a host that hands a step's events out before the callable
-    /// asks (so a UI draws the call before its question) calls it itself, then steps with `next` again.
+    /// [`RunDriver::next`] returned, or [`RunDriver::pending_approvals`]; a subagent's too) is decided by it
+    /// (none set: refused). What [`RunDriver::step`] does at a pause; a host that hands a step's events out
+    /// before the callable asks (so a UI draws the call before its question) calls it itself, then steps
+    /// with `next` again.
     pub fn answer_with_callable(&mut self, asked: Vec<ApprovalRequest>) {
-        let permission = lock(&self.agent.permission).clone();
+        let permission = lock(&self.agent.control).permission.clone();
         for request in asked {
             let decision = match &permission {
                 Some(p) => {

@@ -303,7 +303,7 @@ impl Agent {
         let hold = self.reserve(&model, summary_tokens, Some(u64::from(max_summary)));
         let answer = if let Some(hold) = hold {
             // The summary request is a request too: the host's before_request hook sees it.
-            let before_request = lock(&self.hooks).before_request.clone();
+            let before_request = lock(&self.control).hooks.before_request.clone();
             if let Some(hook) = before_request {
                 hook(&summary_req).map_err(|message| Error::Hook { hook: "before_request".into(), message })?;
             }

@@ -1,6 +1,7 @@
 //! The agent's configuration ([`AgentConfig`]) and the permission hook's types.
 
 use super::*;
+use crate::defaults;
 
 /// What happens when a run reaches `max_turns`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -105,7 +106,7 @@ pub struct RepeatGuard {
 
 impl Default for RepeatGuard {
     fn default() -> Self {
-        RepeatGuard { warn_after: 3, stop_after: 2 }
+        RepeatGuard { warn_after: defaults::REPEAT_WARN_AFTER, stop_after: defaults::REPEAT_STOP_AFTER }
     }
 }
 
@@ -118,24 +119,24 @@ impl Default for AgentConfig {
         AgentConfig {
             model: String::new(),
             system: None,
-            max_tokens: 8192,
-            max_turns: Some(20),
+            max_tokens: defaults::MAX_TOKENS,
+            max_turns: Some(defaults::MAX_TURNS),
             max_turns_policy: MaxTurnsPolicy::Error,
             thinking: None,
-            stream: true,
+            stream: defaults::stream(false),
             tool_choice: None,
             temperature: None,
             stop_sequences: Vec::new(),
             extra: Map::new(),
-            tool_concurrency: 4,
+            tool_concurrency: defaults::TOOL_CONCURRENCY,
             repeat_guard: None,
             progress_guard: None,
-            todo_reminder_after: Some(3),
+            todo_reminder_after: Some(defaults::TODO_REMIND_AFTER),
             server_tools: Vec::new(),
-            cache: true,
+            cache: defaults::CACHE,
             context_window: None,
-            compaction: true,
-            compact_threshold: 0.8,
+            compaction: defaults::COMPACTION,
+            compact_threshold: defaults::COMPACT_THRESHOLD,
             compaction_model: None,
             max_cost_usd: None,
             output: None,

@@ -171,18 +171,8 @@ pub(super) struct ToolTurn {
     hook_failed: Option<Error>,
     /// A batch whose checks are done, waiting for the host's answers.
     pub(super) waiting: Option<Batch>,
-    /// A batch whose `task` call's child agent is under way, stepped a step per step of the run.
-    pub(super) child: Option<Box<RunningChild>>,
-}
-
-/// A batch of one `task` call whose child runs: what its answer needs once the child has ended.
-pub(super) struct RunningChild {
-    batch: Batch,
-    k: usize,
-    file_states: Vec<Option<crate::builtin::FileState>>,
-    /// The call's `execute_tool` span, entered while the child steps.
-    span: tracing::Span,
-    child: super::build::Child,
+    /// A batch whose one call (`task`) has a child agent under way (child.rs), stepped with the run.
+    pub(super) child: Option<(Batch, Box<super::child::Child>)>,
 }
 
 /// One batch of a turn's calls (one call, or consecutive parallel-safe ones), between its checks and its run.
@@ -200,6 +190,8 @@ pub(super) struct Batch {
     effective: Vec<ToolUseBlock>,
     /// The calls that wait for the host (pausing runs): their place in the batch, what was asked, the answer.
     pub(super) asked: Vec<(usize, super::ApprovalRequest, Option<Permission>)>,
+    /// Its `task` call's child, ended (child.rs): what the call answers.
+    child: Option<super::child::Ran>,
 }
 
 impl Agent {
@@ -210,9 +202,10 @@ impl Agent {
         bad_inputs: HashMap<String, Value>,
         state: &mut RunState,
     ) -> ToolTurn {
-        let permission = lock(&self.permission).clone();
-        let hooks = lock(&self.hooks).clone();
-        let rules = lock(&self.rules).clone();
+        let (permission, hooks, rules) = {
+            let c = lock(&self.control);
+            (c.permission.clone(), c.hooks.clone(), c.rules.clone())
+        };
         // fit.rs: no result takes more than a share of the context window.
         let fit =
             self.context_window().map(|w| (fit::result_budget(w, lock(&self.sizing).estimator.bytes_per_token), w));
@@ -294,31 +287,23 @@ impl Agent {
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<Option<bool>> {
         loop {
-            // A child agent under way: one step of its run per step of this one, so its events reach the
-            // host as they happen; once it has ended, its batch is answered.
-            if let Some(mut running) = t.child.take() {
-                match crate::trace::in_span(&running.span, || running.child.step(on_event)) {
+            // A `task` call's child under way: one step of it per step of this run (child.rs).
+            if let Some((mut b, mut c)) = t.child.take() {
+                match c.step(pausing, on_event) {
                     None => {
-                        t.child = Some(running);
+                        t.child = Some((b, c));
                         return Ok(None);
                     }
                     Some(result) => {
-                        let RunningChild { mut batch, k, file_states, span, child } = *running;
-                        let (outcome, info, failed) = self.end_child(child, result);
-                        let call = &batch.effective[k];
-                        super::spans::end_tool(&span, call, Some(&outcome), &self.tools);
-                        batch.outcomes[k] = Some(outcome);
-                        if let Some(e) = failed {
-                            t.hook_failed.get_or_insert(e);
-                        }
-                        let mut children = vec![None; batch.outcomes.len()];
-                        children[k] = info;
-                        self.answer_batch(t, batch, file_states, children, state, run, on_event)?;
+                        let span = c.span.clone();
+                        let (outcome, info, failed) = self.end_child(*c, result);
+                        b.child = Some(super::child::Ran { outcome, info, failed, span });
+                        self.run_batch(t, b, state, cancel, run, on_event)?;
                         continue;
                     }
                 }
             }
-            let batch = match t.waiting.take() {
+            let mut batch = match t.waiting.take() {
                 Some(b) if !cancel.is_cancelled() && b.asked.iter().any(|(_, _, a)| a.is_none()) => {
                     t.waiting = Some(b);
                     return Ok(None);
@@ -334,7 +319,22 @@ impl Agent {
                 }
                 None => break,
             };
-            self.run_batch(t, batch, pausing, state, cancel, run, on_event)?;
+            if let Some(k) = self.child_call(&batch.to_run, &batch.effective, &batch.confined) {
+                let span = if crate::trace::enabled() {
+                    crate::trace::tool_span(&batch.effective[k].name, &batch.effective[k].id)
+                } else {
+                    tracing::Span::none()
+                };
+                let call = &batch.effective[k];
+                match crate::trace::in_span(&span, || self.start_child(call, cancel, span.clone())) {
+                    Ok(c) => {
+                        t.child = Some((batch, Box::new(c)));
+                        continue;
+                    }
+                    Err(outcome) => batch.child = Some(super::child::Ran { outcome, info: None, failed: None, span }),
+                }
+            }
+            self.run_batch(t, batch, state, cancel, run, on_event)?;
         }
         if let Some((tool, message)) = t.fatal.take() {
             return Err(Error::ToolAborted { tool, message });
@@ -416,6 +416,7 @@ impl Agent {
             to_run: Vec::new(),
             effective: batch.to_vec(),
             asked: Vec::new(),
+            child: None,
         };
         for (k, call) in batch.iter().enumerate() {
             // Every call the model made is announced, also one that is then refused or not run, so a
@@ -493,62 +494,68 @@ impl Agent {
         b
     }
 
-    /// Run a batch whose checks are done, then answer each of its calls (a `task` call: begin its child,
-    /// which the next steps step, see [`Agent::tools_step`]).
+    /// Run a batch whose checks are done, then answer each of its calls.
     #[allow(clippy::too_many_arguments)]
     fn run_batch(
         &self,
         t: &mut ToolTurn,
-        mut b: Batch,
-        pausing: bool,
+        b: Batch,
         state: &mut RunState,
         cancel: &CancelToken,
         run: &mut RunResult,
         on_event: &mut dyn FnMut(&Event),
     ) -> Result<()> {
-        let batch = &b.effective[..];
-        let (to_run, confined) = (&b.to_run, &b.confined);
+        let ToolTurn {
+            calls,
+            hooks,
+            fit,
+            progress_guard,
+            not_idempotent,
+            planning,
+            reminder,
+            stop,
+            turn_repeated,
+            i,
+            fatal,
+            hook_failed,
+            ..
+        } = t;
+        let Batch { end, mut outcomes, denied, confined, repeated, again, to_run, effective, child: ran, .. } = b;
+        let batch = &effective[..];
         // What each file tool's file held before the call, for its file_change event.
-        let file_states: Vec<Option<crate::builtin::FileState>> =
+        let mut file_states: Vec<Option<crate::builtin::FileState>> =
             batch.iter().enumerate().map(|(k, c)| self.file_state_before(c, to_run.contains(&k))).collect();
-        let children: Vec<Option<crate::subagent::ChildRun>> = vec![None; batch.len()];
+        let mut children: Vec<Option<crate::subagent::ChildRun>> = vec![None; batch.len()];
         // One `execute_tool` span per call that runs, entered while it runs (on its own thread too); none
         // (and no allocation) without a subscriber.
         let no_span = tracing::Span::none();
-        let spans: Vec<tracing::Span> = if crate::trace::enabled() {
+        let spans: Vec<tracing::Span> = if crate::trace::enabled() && ran.is_none() {
             to_run.iter().map(|&k| crate::trace::tool_span(&batch[k].name, &batch[k].id)).collect()
         } else {
             Vec::new()
         };
         let span_of = |i: usize| spans.get(i).unwrap_or(&no_span);
-        if to_run.len() == 1 {
-            let k = to_run[0];
-            // `task` is not parallel-safe, so it always runs alone: its child is stepped by the steps that
-            // follow, so its events reach the host as they happen.
-            if batch[k].name == crate::subagent::TOOL_NAME && !lock(&self.subagents).is_empty() && !confined[k] {
-                let begun = crate::trace::in_span(span_of(0), || self.begin_child(&batch[k], cancel, pausing));
-                match begun {
-                    Ok(child) => {
-                        let span = span_of(0).clone();
-                        t.child = Some(Box::new(RunningChild { batch: b, k, file_states, span, child }));
-                        return Ok(());
-                    }
-                    Err(o) => {
-                        super::spans::end_tool(span_of(0), &batch[k], Some(&o), &self.tools);
-                        b.outcomes[k] = Some(o);
-                    }
-                }
-            } else {
-                let _in_tool = span_of(0).enter();
-                let o = self.tools.execute_as(&batch[k], cancel, confined[k]);
-                super::spans::end_tool(span_of(0), &batch[k], Some(&o), &self.tools);
-                b.outcomes[k] = Some(o);
+        if let (Some(ran), [k]) = (ran, to_run.as_slice()) {
+            // `task` is not parallel-safe, so it always runs alone: its child ran in the steps before
+            // (child.rs), where its events reached the host as they happened.
+            let k = *k;
+            outcomes[k] = Some(ran.outcome);
+            children[k] = ran.info;
+            if let Some(e) = ran.failed {
+                hook_failed.get_or_insert(e);
             }
+            super::spans::end_tool(&ran.span, &batch[k], outcomes[k].as_ref(), &self.tools);
+        } else if to_run.len() == 1 {
+            let k = to_run[0];
+            let _in_tool = span_of(0).enter();
+            outcomes[k] = Some(self.tools.execute_as(&batch[k], cancel, confined[k]));
+            super::spans::end_tool(span_of(0), &batch[k], outcomes[k].as_ref(), &self.tools);
         } else if !to_run.is_empty() {
             let results: Vec<(usize, CallOutcome)> = std::thread::scope(|s| {
                 // Each thread says when it ends (also by panicking): a thread with a poll hook waits for
                 // them in slices, running its hook (a host's Ctrl+C cancels the tools then).
                 let (ended, wake) = std::sync::mpsc::channel::<()>();
+                let confined = &confined;
                 let handles: Vec<_> = to_run
                     .iter()
                     .enumerate()
@@ -569,10 +576,10 @@ impl Agent {
                     })
                     .collect();
                 drop(ended);
-                if cancel.polled() {
+                if crate::cancel::polled() {
                     let mut left = handles.len();
                     while left > 0 {
-                        cancel.poll(false);
+                        crate::cancel::poll(false);
                         match wake.recv_timeout(std::time::Duration::from_millis(20)) {
                             Ok(()) => left -= 1,
                             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
@@ -586,41 +593,9 @@ impl Agent {
                     .collect()
             });
             for (k, o) in results {
-                b.outcomes[k] = Some(o);
+                outcomes[k] = Some(o);
             }
         }
-        self.answer_batch(t, b, file_states, children, state, run, on_event)
-    }
-
-    /// Answer each call of a batch that has run: hooks, caps and guards on its result, its entry, its events.
-    #[allow(clippy::too_many_arguments)]
-    fn answer_batch(
-        &self,
-        t: &mut ToolTurn,
-        b: Batch,
-        mut file_states: Vec<Option<crate::builtin::FileState>>,
-        children: Vec<Option<crate::subagent::ChildRun>>,
-        state: &mut RunState,
-        run: &mut RunResult,
-        on_event: &mut dyn FnMut(&Event),
-    ) -> Result<()> {
-        let ToolTurn {
-            calls,
-            hooks,
-            fit,
-            progress_guard,
-            not_idempotent,
-            planning,
-            reminder,
-            stop,
-            turn_repeated,
-            i,
-            fatal,
-            hook_failed,
-            ..
-        } = t;
-        let Batch { end, outcomes, denied, repeated, again, to_run, effective, .. } = b;
-        let batch = &effective[..];
         let last_batch = end == calls.len();
         let batch_len = batch.len();
         for (k, (((((call, outcome), denied), repeated), again), child)) in
@@ -742,8 +717,9 @@ impl Agent {
         let tool = self.tools.get(&call.name)?;
         let path = tool.kind.written_path(&call.input)?;
         // The built-in tools resolve their paths in their own workspace; a host's tool in the agent's.
-        let workspace = lock(&self.builtin).as_ref().map(|(o, _)| o.workspace.clone());
-        let workspace = workspace.or_else(|| lock(&self.workspace).clone())?;
+        let spec = self.spec();
+        let workspace = spec.builtin.as_ref().map(|(o, _)| o.workspace.clone());
+        let workspace = workspace.or_else(|| spec.workspace.clone())?;
         let ws = crate::builtin::Workspace::new(&workspace).ok()?;
         crate::builtin::file_state(&ws, path, FILE_CHANGE_BEFORE_CAP).ok()
     }

@@ -52,10 +52,10 @@ impl Agent {
         Ok(RunDriver { agent: self.clone(), looping: Looping::new(self.token()), read, busy: Some(busy) })
     }
 
-    /// Whether this agent can start child agents (the `task` tool). A child's run is stepped a step per step
-    /// of its parent's [`RunDriver`], so its events reach the caller as they happen.
+    /// Whether this agent can start child agents (the `task` tool). A child's run is stepped with its
+    /// parent's, a child step per [`RunDriver`] step, so its events reach the caller as they happen.
     pub fn starts_subagents(&self) -> bool {
-        !lock(&self.subagents).is_empty() || self.tools.get(crate::subagent::TOOL_NAME).is_some()
+        !lock(&self.control).subagents.is_empty() || self.tools.get(crate::subagent::TOOL_NAME).is_some()
     }
 
     /// Whether a [`RunDriver`] of this agent reads model turns a network read per step (the provider hands

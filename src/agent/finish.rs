@@ -47,8 +47,9 @@ enum GuardWrapUp {
 impl Agent {
     /// Where the check runs and the record is kept: the built-in tools' workspace, else the agent's.
     fn finish_root(&self) -> Option<PathBuf> {
-        let builtin = lock(&self.builtin).as_ref().map(|(o, _)| o.workspace.clone());
-        builtin.or_else(|| lock(&self.workspace).clone())
+        let spec = self.spec();
+        let builtin = spec.builtin.as_ref().map(|(o, _)| o.workspace.clone());
+        builtin.or_else(|| spec.workspace.clone())
     }
 
     fn kind_of(&self, name: &str) -> ToolKind {
@@ -150,7 +151,7 @@ impl Agent {
     fn run_check(&self, spec: &CheckSpec, state: &mut RunState, run: &mut RunResult, cancel: &CancelToken) {
         let result = run.check.get_or_insert_with(|| CheckResult::new(&spec.command));
         state.finish.checked_at = Some(run.tool_calls.len());
-        let builtin = lock(&self.builtin).as_ref().map(|(o, _)| o.clone());
+        let builtin = self.spec().builtin.as_ref().map(|(o, _)| o.clone());
         let (root, opts) = match builtin {
             Some(o) => {
                 let opts = crate::builtin::BashOptions {
@@ -162,7 +163,7 @@ impl Agent {
                 };
                 (Some(o.workspace), opts)
             }
-            None => (lock(&self.workspace).clone(), crate::builtin::BashOptions::default()),
+            None => (self.spec().workspace.clone(), crate::builtin::BashOptions::default()),
         };
         let ws = root.as_ref().map(crate::builtin::Workspace::new);
         // What the check itself writes (a log, a cache) is not the run's change: the record absorbs it.

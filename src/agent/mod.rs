@@ -7,8 +7,9 @@
 //!
 //! Where things are: this file holds the [`Agent`] handle and its public API (setters, run/resume entry
 //! points, usage, close); `config.rs` [`AgentConfig`] and the permission hook's types; `events.rs`
-//! [`Event`]; `build.rs` `Agent::build`, the one way an agent is put together (for the options and for a
-//! `task` call's child agents) and the child's run; `run_loop.rs` the loop of a run (requests, the model's
+//! [`Event`]; `spec.rs` [`AgentSpec`] and the builder, the one way an agent is put together (for the options
+//! and for a `task` call's child agents), its system prompt assembled there from named sections; `build.rs`
+//! a child agent's run; `run_loop.rs` the loop of a run (requests, the model's
 //! turn, the spend cap, structured answers), one phase at a time; `driver.rs` [`RunDriver`], a run its caller
 //! steps through those phases; `approval.rs` a stepped run's pause for approvals; `dispatch.rs` one turn's
 //! tool calls (rules, hooks, permission, concurrency); `switch.rs` changing the model and provider (`set_model`,
@@ -17,6 +18,7 @@
 
 mod approval;
 mod build;
+mod child;
 mod compact;
 mod config;
 mod dispatch;
@@ -26,6 +28,7 @@ mod finish;
 mod fit;
 mod run_loop;
 mod spans;
+mod spec;
 mod switch;
 
 use std::collections::HashMap;
@@ -45,13 +48,14 @@ use crate::tools::{CallOutcome, ToolRegistry};
 use crate::types::{ContentBlock, MessageResponse, Request, StopReason, ToolUseBlock, Usage};
 
 pub use approval::{ApprovalError, ApprovalRequest, Step};
-pub(crate) use build::Parts;
 use compact::*;
 pub use config::{AgentConfig, MAX_TOOL_CALLS_PER_TURN, MaxTurnsPolicy, Permission, PermissionHook, RepeatGuard};
 use dispatch::*;
 pub use driver::RunDriver;
 pub use events::{Event, FILE_CHANGE_BEFORE_CAP, FileChangeKind};
 use run_loop::*;
+pub(crate) use spec::AgentBuilder;
+pub use spec::{AgentSpec, PROMPT_SECTIONS, PromptSection};
 pub use switch::ModelSpec;
 
 /// What attaching a session file found (see [`Agent::session_info`]).
@@ -76,35 +80,44 @@ pub struct SessionInfo {
 /// [`Error::Busy`]); `cancel`, `usage`, `messages` and the store may be used from any thread
 /// during a run.
 pub struct Agent {
+    /// What the agent was built from (see `spec.rs`): replaced by a changed copy only by the deprecated
+    /// setters of what it holds, never by the options or the loop.
+    spec: std::sync::RwLock<Arc<AgentSpec>>,
     /// The provider requests go to; replaced between runs by [`Agent::set_model`], and within a run by a
     /// fallback (see `switch.rs`).
     provider: std::sync::RwLock<Arc<dyn Provider>>,
     tools: ToolRegistry,
     conversation: Conversation,
     config: Mutex<AgentConfig>,
-    session: Mutex<Option<Box<dyn SessionStore>>>,
-    session_info: Mutex<Option<SessionInfo>>,
-    skills: Mutex<Option<crate::skills::SkillSet>>,
-    subagents: Mutex<std::collections::BTreeMap<String, crate::subagent::SubAgent>>,
-    mcp: Mutex<Option<crate::mcp::McpServers>>,
-    /// The built-in tools' options (kept for child agents) and the background commands their bash started.
-    builtin: Mutex<Option<(crate::builtin::BuiltinOptions, Arc<crate::builtin::BackgroundShells>)>>,
-    permission: Mutex<Option<PermissionHook>>,
-    current: Mutex<Option<CancelToken>>,
-    running: Arc<std::sync::atomic::AtomicBool>,
+    /// What the host may change between runs: the permission callable, hooks, rules, child agent types.
+    control: Mutex<Control>,
+    /// What the agent holds outside its memory, let go by [`Agent::close`]: the session, MCP servers.
+    attached: Mutex<Attached>,
+    /// The run under way (or `when_idle`, `set_model`, `compact`): its cancel token; `None`: idle. One cell, so
+    /// "is one running" and "what cancels it" cannot disagree.
+    current: Arc<Mutex<Option<CancelToken>>>,
     sizing: Mutex<Sizing>,
     /// Each message's size from the last measured request, so measuring the next one costs what is new.
     sizes: crate::compaction::SizeCache,
-    hooks: Mutex<crate::hooks::Hooks>,
-    rules: Mutex<Option<(Arc<crate::rules::PermissionRules>, std::path::PathBuf)>>,
     spend: Mutex<Spend>,
-    instructions: Mutex<Option<crate::instructions::Instructions>>,
-    /// Where the paths of write-kind tools resolve, for their file-change events (see [`Agent::set_workspace`]).
-    workspace: Mutex<Option<std::path::PathBuf>>,
-    /// What a provider switched to is built from, and the fallback models (see `switch.rs`).
-    switching: Mutex<switch::Switching>,
-    /// The agent's name in its runs' spans (`gen_ai.agent.name`): a child agent's type.
-    trace_name: Mutex<Option<String>>,
+}
+
+/// What the host may change between runs (one cell: a tool call reads them together).
+#[derive(Clone, Default)]
+struct Control {
+    permission: Option<PermissionHook>,
+    hooks: crate::hooks::Hooks,
+    rules: Option<(Arc<crate::rules::PermissionRules>, std::path::PathBuf)>,
+    subagents: std::collections::BTreeMap<String, crate::subagent::SubAgent>,
+}
+
+/// What the agent holds outside its memory (one cell: [`Agent::close`] lets go of them together).
+#[derive(Default)]
+struct Attached {
+    session: Option<Box<dyn SessionStore>>,
+    /// What attaching the session found; kept after it is closed.
+    session_info: Option<SessionInfo>,
+    mcp: Option<crate::mcp::McpServers>,
 }
 
 /// What the agent has spent, for `max_cost_usd`.
@@ -149,65 +162,84 @@ impl Agent {
         let tools = ToolRegistry::new();
         // The keys this agent sends never come back to the model through a tool result (`cat .env`).
         tools.add_secrets(provider.secrets().iter().map(|s| s.expose().to_string()));
+        let spec = Arc::new(AgentSpec::plain(config));
+        Agent::assemble(provider, tools, spec, Control::default(), Spend::default(), None)
+    }
+
+    /// The agent around its spec and what the builder made with it (see `spec.rs`).
+    fn assemble(
+        provider: Arc<dyn Provider>,
+        tools: ToolRegistry,
+        spec: Arc<AgentSpec>,
+        control: Control,
+        spend: Spend,
+        mcp: Option<crate::mcp::McpServers>,
+    ) -> Self {
         Agent {
             provider: std::sync::RwLock::new(provider),
             tools,
             conversation: Conversation::new(),
-            config: Mutex::new(config),
-            session: Mutex::new(None),
-            session_info: Mutex::new(None),
-            skills: Mutex::new(None),
-            subagents: Mutex::new(std::collections::BTreeMap::new()),
-            mcp: Mutex::new(None),
-            builtin: Mutex::new(None),
-            permission: Mutex::new(None),
-            current: Mutex::new(None),
-            running: Default::default(),
+            config: Mutex::new(spec.settings.clone()),
+            spec: std::sync::RwLock::new(spec),
+            control: Mutex::new(control),
+            attached: Mutex::new(Attached { mcp, ..Attached::default() }),
+            current: Default::default(),
             sizing: Mutex::new(Sizing::default()),
             sizes: Default::default(),
-            hooks: Mutex::new(crate::hooks::Hooks::default()),
-            rules: Mutex::new(None),
-            spend: Mutex::new(Spend::default()),
-            instructions: Mutex::new(None),
-            workspace: Mutex::new(None),
-            switching: Mutex::default(),
-            trace_name: Mutex::new(None),
+            spend: Mutex::new(spend),
         }
+    }
+
+    /// What this agent was built from: its settings, its system prompt's sections, its tools (see
+    /// [`AgentSpec`]). The same `Arc` for the agent's life unless a deprecated setter replaced it.
+    pub fn spec(&self) -> Arc<AgentSpec> {
+        self.spec.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// For the deprecated setters only: swap in a copy of the spec changed by `f`.
+    fn respec(&self, f: impl FnOnce(&mut AgentSpec)) {
+        let mut cell = self.spec.write().unwrap_or_else(|e| e.into_inner());
+        let mut spec = AgentSpec::clone(&cell);
+        f(&mut spec);
+        *cell = Arc::new(spec);
     }
 
     /// Set the hooks (see [`crate::hooks`]); they apply from the next tool call or request.
     pub fn set_hooks(&self, hooks: crate::hooks::Hooks) {
-        *lock(&self.hooks) = hooks;
+        lock(&self.control).hooks = hooks;
     }
 
     /// Change some hooks in place.
     pub fn update_hooks(&self, f: impl FnOnce(&mut crate::hooks::Hooks)) {
-        f(&mut lock(&self.hooks));
+        f(&mut lock(&self.control).hooks);
     }
 
     /// The hooks.
     pub fn hooks(&self) -> crate::hooks::Hooks {
-        lock(&self.hooks).clone()
+        lock(&self.control).hooks.clone()
     }
 
     /// Set (or clear) the permission rules; relative path rules are anchored at `workspace`.
     pub fn set_rules(&self, rules: Option<Arc<crate::rules::PermissionRules>>, workspace: std::path::PathBuf) {
-        *lock(&self.rules) = rules.map(|r| (r, workspace));
+        lock(&self.control).rules = rules.map(|r| (r, workspace));
     }
 
     /// The permission rules, if any.
     pub fn rules(&self) -> Option<Arc<crate::rules::PermissionRules>> {
-        lock(&self.rules).as_ref().map(|(r, _)| r.clone())
+        lock(&self.control).rules.as_ref().map(|(r, _)| r.clone())
     }
 
-    /// Record the instruction files that were loaded (done by [`crate::AgentOptions::build`]).
+    /// Record the instruction files that were loaded.
+    #[deprecated(
+        note = "the options' builder records them (`instruction_files`); an agent's spec is not changed after it is built"
+    )]
     pub fn set_instructions(&self, found: crate::instructions::Instructions) {
-        *lock(&self.instructions) = Some(found);
+        self.respec(|s| s.instructions = Some(found));
     }
 
     /// The instruction files loaded into the system prompt and the ones skipped (`None`: none asked for).
     pub fn instructions(&self) -> Option<crate::instructions::Instructions> {
-        lock(&self.instructions).clone()
+        self.spec().instructions.clone()
     }
 
     /// The tool registry (register tools here).
@@ -237,7 +269,7 @@ impl Agent {
 
     /// Set (or clear) the permission hook.
     pub fn set_permission(&self, hook: Option<PermissionHook>) {
-        *lock(&self.permission) = hook;
+        lock(&self.control).permission = hook;
     }
 
     /// Attach a session: its entries are loaded into the (empty) store, a torn or unanswered tail is
@@ -255,14 +287,17 @@ impl Agent {
         for e in &report.entries {
             self.conversation.push(e.clone());
         }
-        *lock(&self.session_info) = Some(SessionInfo {
+        let info = SessionInfo {
             path: session.location().into(),
             entries: report.entries.len(),
             torn_tail: report.torn_tail,
             skipped: report.skipped.clone(),
             created: report.created,
-        });
-        *lock(&self.session) = Some(session);
+        };
+        let mut attached = lock(&self.attached);
+        attached.session_info = Some(info);
+        attached.session = Some(session);
+        drop(attached);
         // A resumed conversation's turns were spent too.
         if let Some(before) = self.conversation.cost_usd() {
             let mut spend = lock(&self.spend);
@@ -278,17 +313,20 @@ impl Agent {
 
     /// The attached session file and what attaching it found (`None`: no session).
     pub fn session_info(&self) -> Option<SessionInfo> {
-        lock(&self.session_info).clone()
+        lock(&self.attached).session_info.clone()
     }
 
     /// The skills found at creation, and the ones skipped with why (`None`: no skill folders given).
     pub fn skills(&self) -> Option<crate::skills::SkillSet> {
-        lock(&self.skills).clone()
+        self.spec().skills.clone()
     }
 
-    /// Record the skills this agent offers (done by [`crate::AgentOptions::build`]).
+    /// Record the skills this agent offers.
+    #[deprecated(
+        note = "the options' builder records them (`skills`); an agent's spec is not changed after it is built"
+    )]
     pub fn set_skills(&self, set: crate::skills::SkillSet) {
-        *lock(&self.skills) = Some(set);
+        self.respec(|s| s.skills = Some(set));
     }
 
     /// Offer these child agent types through the `task` tool (registered here; replaced if it was). An
@@ -298,14 +336,14 @@ impl Agent {
         if !types.is_empty() {
             self.tools.register(crate::subagent::tool(&types))?;
         }
-        *lock(&self.subagents) = types;
+        lock(&self.control).subagents = types;
         Ok(())
     }
 
     /// Hand the agent its MCP servers (their tools are already in [`Agent::tools`]): they are stopped by
     /// [`Agent::close`] or when the agent is dropped. Replaces (and closes) earlier ones.
     pub fn set_mcp(&self, servers: crate::mcp::McpServers) {
-        let old = lock(&self.mcp).replace(servers);
+        let old = lock(&self.attached).mcp.replace(servers);
         if let Some(old) = old {
             old.close();
         }
@@ -313,12 +351,12 @@ impl Agent {
 
     /// Each MCP server's name, state and tools (empty without MCP servers).
     pub fn mcp_status(&self) -> Vec<crate::mcp::McpServerStatus> {
-        lock(&self.mcp).as_ref().map(|m| m.status()).unwrap_or_default()
+        lock(&self.attached).mcp.as_ref().map(|m| m.status()).unwrap_or_default()
     }
 
     /// MCP servers that failed to start, with why.
     pub fn mcp_failures(&self) -> Vec<crate::mcp::McpStartError> {
-        lock(&self.mcp).as_ref().map(|m| m.failures().to_vec()).unwrap_or_default()
+        lock(&self.attached).mcp.as_ref().map(|m| m.failures().to_vec()).unwrap_or_default()
     }
 
     /// Let go of what the agent holds outside its memory: its MCP servers are stopped (their tools go away)
@@ -326,13 +364,16 @@ impl Agent {
     /// are not written to it), and every background command of the built-in `bash` is killed with its process
     /// tree. The conversation stays usable. Idempotent; also done on drop.
     pub fn close(&self) {
-        let servers = lock(&self.mcp).take();
+        let (servers, session) = {
+            let mut attached = lock(&self.attached);
+            (attached.mcp.take(), attached.session.take())
+        };
         if let Some(s) = servers {
             s.close();
         }
-        lock(&self.session).take();
+        drop(session);
         // Background commands (bash run_in_background) end with the agent, their process trees with them.
-        let background = lock(&self.builtin).as_ref().map(|(_, b)| b.clone());
+        let background = self.spec().builtin.as_ref().map(|(_, b)| b.clone());
         if let Some(b) = background {
             b.close();
         }
@@ -341,29 +382,33 @@ impl Agent {
     /// The background commands the built-in `bash` started (`run_in_background`), oldest first; empty
     /// without built-in tools.
     pub fn background_commands(&self) -> Vec<crate::builtin::BackgroundInfo> {
-        lock(&self.builtin).as_ref().map(|(_, b)| b.list()).unwrap_or_default()
+        self.spec().builtin.as_ref().map(|(_, b)| b.list()).unwrap_or_default()
     }
 
     /// The folder the paths of write-kind tools ([`crate::tools::ToolKind::Write`]) are relative to: each call of
     /// such a tool that succeeds sends a [`Event::FileChange`] with what its file held before, when the file is
     /// inside it. [`AgentOptions`](crate::AgentOptions) sets it to its `workspace` (else the current folder);
     /// the built-in tools' workspace, when they are registered, takes precedence (their paths resolve there).
+    #[deprecated(
+        note = "give the workspace to the options (`workspace`); an agent's spec is not changed after it is built"
+    )]
     pub fn set_workspace(&self, workspace: Option<std::path::PathBuf>) {
-        *lock(&self.workspace) = workspace;
+        self.respec(|s| s.workspace = workspace);
     }
 
     /// Register the built-in coding tools with these options (see [`crate::builtin::register`]), and keep the
     /// options so a child agent type with a sandbox of its own gets the same tools in that mode.
+    #[deprecated(note = "give them to the options (`builtin_tools`); an agent's spec is not changed after it is built")]
     pub fn register_builtins(&self, options: crate::builtin::BuiltinOptions) -> Result<()> {
         let background = crate::builtin::register_owned(&self.tools, &options)?;
-        *lock(&self.builtin) = Some((options, background));
+        self.respec(|s| s.builtin = Some((options, background)));
         Ok(())
     }
 
     /// Give the child agent type `agent_type` a tool of its own (beside the parent's tools it names).
     pub fn add_subagent_tool(&self, agent_type: &str, tool: crate::tools::Tool) -> Result<()> {
-        let mut types = lock(&self.subagents);
-        let Some(kind) = types.get_mut(agent_type) else {
+        let mut control = lock(&self.control);
+        let Some(kind) = control.subagents.get_mut(agent_type) else {
             return Err(Error::Config(format!("no agent type {agent_type:?}")));
         };
         if kind.own_tools.iter().any(|t| t.spec.name == tool.spec.name) {
@@ -375,7 +420,7 @@ impl Agent {
 
     /// The child agent types offered (see [`Agent::set_subagents`]).
     pub fn subagents(&self) -> std::collections::BTreeMap<String, crate::subagent::SubAgent> {
-        lock(&self.subagents).clone()
+        lock(&self.control).subagents.clone()
     }
 
     /// The current todo list (see [`crate::todo`]): empty without planning or before the first
@@ -410,7 +455,7 @@ impl Agent {
     pub fn reset(&self) -> Result<()> {
         self.conversation.clear();
         lock(&self.sizing).baseline = None;
-        if let Some(s) = lock(&self.session).as_mut() {
+        if let Some(s) = lock(&self.attached).session.as_mut() {
             s.append_reset()?;
         }
         Ok(())

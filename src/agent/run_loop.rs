@@ -161,11 +161,11 @@ fn new_run() -> RunResult {
 }
 
 /// The mark of a run in progress (see [`Agent::begin`]): the next run may begin once it is dropped.
-pub(super) struct Busy(Arc<std::sync::atomic::AtomicBool>);
+pub(super) struct Busy(Arc<Mutex<Option<CancelToken>>>);
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        self.0.store(false, std::sync::atomic::Ordering::Release);
+        lock(&self.0).take();
     }
 }
 
@@ -257,13 +257,6 @@ impl Agent {
         spend.ledger = ledger;
     }
 
-    /// A child agent spends from this agent's own ledger (its requests count against this agent's cap and
-    /// every cap above it).
-    pub(super) fn lend_ledger(&self, child: &Agent) {
-        let ledger = self.ledger();
-        lock(&child.spend).ledger = ledger;
-    }
-
     /// Count what a request cost (see [`Agent::request_cost`]) in the run's usage and cost and in this
     /// agent's own total; the ledger is charged by the request's [`Hold`](crate::ledger::Hold).
     pub(super) fn charge(&self, cost: Option<f64>, usage: &Usage, run_usage: &mut Usage, run_cost: &mut Option<f64>) {
@@ -343,13 +336,12 @@ impl Agent {
     }
 
     pub(super) fn begin(&self, cancel: CancelToken) -> Result<Busy> {
-        use std::sync::atomic::Ordering;
-        if self.running.compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        let mut current = lock(&self.current);
+        if current.is_some() {
             return Err(Error::Busy);
         }
-        let busy = Busy(self.running.clone());
-        *lock(&self.current) = Some(cancel);
-        Ok(busy)
+        *current = Some(cancel);
+        Ok(Busy(self.current.clone()))
     }
 
     pub(super) fn token(&self) -> CancelToken {
@@ -483,8 +475,8 @@ impl Agent {
             return tracing::Span::none();
         }
         let model = lock(&self.config).model.clone();
-        let conversation = lock(&self.session).as_ref().map(|s| s.location());
-        let name = lock(&self.trace_name).clone();
+        let conversation = lock(&self.attached).session.as_ref().map(|s| s.location());
+        let name = self.spec().trace_name.clone();
         crate::trace::run_span(name.as_deref(), self.provider().name(), &model, conversation.as_deref())
     }
 
@@ -740,7 +732,7 @@ impl Agent {
                     return Ok(Next::End);
                 }
                 // The run would end here: `on_stop` may keep it going with a new user message.
-                let on_stop = lock(&self.hooks).on_stop.clone();
+                let on_stop = lock(&self.control).hooks.on_stop.clone();
                 let Some(hook) = on_stop else { return Ok(Next::End) };
                 match hook(run) {
                     Ok(None) => return Ok(Next::End),
@@ -894,7 +886,7 @@ impl Agent {
         hold: crate::ledger::Hold,
         input_tokens: u64,
     ) -> Result<Box<OpenTurn>> {
-        let before_request = lock(&self.hooks).before_request.clone();
+        let before_request = lock(&self.control).hooks.before_request.clone();
         if let Some(hook) = before_request {
             hook(&turn.request).map_err(|message| Error::Hook { hook: "before_request".into(), message })?;
         }
@@ -1034,7 +1026,7 @@ impl Agent {
     }
 
     pub(super) fn persist(&self, id: &str) -> Result<()> {
-        if let Some(s) = lock(&self.session).as_mut() {
+        if let Some(s) = lock(&self.attached).session.as_mut() {
             if let Some(e) = self.conversation.get(id) {
                 s.append(&e)?;
             }

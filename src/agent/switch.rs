@@ -79,6 +79,22 @@ impl Default for Switching {
 }
 
 impl Switching {
+    /// Providers switched to take what `protocol` (`None`: a host model) needs from `base` when not told.
+    pub(super) fn set_base(&mut self, base: ProviderConfig, protocol: Option<Protocol>) {
+        self.base = base;
+        self.protocol = protocol;
+    }
+
+    /// The models to fall back to, in order.
+    pub(super) fn set_fallback(&mut self, models: Vec<ModelSpec>) {
+        self.fallback = models;
+    }
+
+    /// The models to fall back to.
+    pub(super) fn fallback(&self) -> &[ModelSpec] {
+        &self.fallback
+    }
+
     fn env(&self, name: &str) -> Option<String> {
         self.env.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone())
     }
@@ -158,22 +174,24 @@ pub(super) struct Fallbacks {
 
 impl Agent {
     /// Remember what providers switched to are built from: the options' provider config (`protocol`: the
-    /// provider the options named, `None` for a host model). Done by [`crate::AgentOptions::build`].
+    /// provider the options named, `None` for a host model).
+    #[deprecated(note = "the options' builder sets it; an agent's spec is not changed after it is built")]
     pub fn set_provider_base(&self, base: ProviderConfig, protocol: Option<Protocol>) {
-        let mut s = lock(&self.switching);
-        s.base = base;
-        s.protocol = protocol;
+        self.respec(|s| s.switching.set_base(base, protocol));
     }
 
     /// The models to fall back to within a run, in order (see the module docs of `switch.rs`, and
     /// [`Event::ModelFallback`]). Each is built when it is needed; one that cannot be (no key) is skipped.
+    #[deprecated(
+        note = "give them to the options (`fallback_models`); an agent's spec is not changed after it is built"
+    )]
     pub fn set_fallback_models(&self, models: Vec<ModelSpec>) {
-        lock(&self.switching).fallback = models;
+        self.respec(|s| s.switching.set_fallback(models));
     }
 
     /// The models to fall back to.
     pub fn fallback_models(&self) -> Vec<ModelSpec> {
-        lock(&self.switching).fallback.clone()
+        self.spec().switching.fallback.clone()
     }
 
     /// The model requests go to now.
@@ -248,7 +266,7 @@ impl Agent {
         if Some(protocol) == current_protocol && !spec.has_settings() {
             return Ok(current);
         }
-        let config = lock(&self.switching).config(protocol, spec);
+        let config = self.spec().switching.config(protocol, spec);
         let provider = config.build()?;
         // The new provider's keys never come back to the model through a tool result either.
         self.tools.add_secrets(provider.secrets().iter().map(|s| s.expose().to_string()));

@@ -56,7 +56,7 @@ pub(crate) use grep::walk_like_search;
 pub use restore::{FileState, Restored, file_state, restore_file};
 pub use sandbox::{
     DEFAULT_PROTECTED_PATHS, SandboxMode, check_protected_path, default_protected_paths, sandbox_check, sandbox_prompt,
-    sandbox_support,
+    sandbox_support, short_sandbox_prompt,
 };
 pub use workspace::Workspace;
 
@@ -99,8 +99,11 @@ pub struct BuiltinOptions {
     /// Paths relative to the workspace that `bash` may not change in [`SandboxMode::WorkspaceWrite`]
     /// (default [`DEFAULT_PROTECTED_PATHS`]; empty: none). See [`BashOptions::protected_paths`].
     pub protected_paths: Vec<PathBuf>,
-    /// One-sentence tool descriptions (see [`short_description`]): for small context windows, where every
-    /// definition costs prompt tokens and long instructions distract a small model.
+    /// Compact tool definitions for small context windows, where every definition costs prompt tokens and
+    /// long instructions distract a small model: one-sentence descriptions (see [`short_description`]),
+    /// input schemas cut to their required fields (see [`compact_schema`]; the tools still take their
+    /// optional fields and check them as before), and the one-sentence sandbox note
+    /// ([`short_sandbox_prompt`]).
     pub short_descriptions: bool,
 }
 
@@ -162,8 +165,11 @@ pub fn register_owned(registry: &ToolRegistry, opts: &BuiltinOptions) -> Result<
         let Some((name, description, schema)) = spec(&name) else {
             return Err(Error::Config(format!("unknown built-in tool '{name}' (known: {})", NAMES.join(", "))));
         };
-        let description =
-            if opts.short_descriptions { short_description(name).unwrap_or(description) } else { description };
+        let (description, schema) = if opts.short_descriptions {
+            (short_description(name).unwrap_or(description), compact_schema(&schema))
+        } else {
+            (description, schema)
+        };
         let ws = Arc::clone(&ws);
         let tool = match name {
             "bash" => {
@@ -398,10 +404,10 @@ edited lines with some context. To create a file or rewrite it whole, use write_
 /// The one-sentence description of a built-in tool (`short_descriptions`), `None` where there is none.
 pub fn short_description(name: &str) -> Option<&'static str> {
     Some(match name {
-        "bash" => "Run a shell command in the workspace; returns its output, then `exit code: N` if it failed.",
-        "read_file" => "Read a text file; returns its lines numbered.",
-        "write_file" => "Create or replace a whole file with `content`.",
-        "edit_file" => "Replace `old_text`, which must occur exactly once, with `new_text` in a file.",
+        "bash" => "Run a shell command; returns its output and exit code.",
+        "read_file" => "Read a file; returns its lines numbered.",
+        "write_file" => "Create or replace a whole file.",
+        "edit_file" => "Replace old_text, which must match exactly and occur once, with new_text in a file.",
         "grep" => "Search file contents for a regular expression; returns matching files or lines.",
         "glob" => "List the files matching a pattern such as `**/*.py`, newest first.",
         "web_fetch" => "Fetch an http(s) page and return it as text.",
@@ -409,6 +415,32 @@ pub fn short_description(name: &str) -> Option<&'static str> {
         "bash_kill" => "Stop a background command and everything it started.",
         _ => return None,
     })
+}
+
+/// `schema` as a small model needs it (`short_descriptions`): the required fields only, each with its type
+/// (and `enum`) but no description, and no `additionalProperties`. Every definition is sent with every
+/// request, and a small model calls the tools with their required fields alone. The built-in tools still
+/// take their optional fields and refuse unknown ones themselves (each checks its input field by field), so
+/// a call behaves as with the full schema.
+pub fn compact_schema(schema: &Value) -> Value {
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut properties = Map::new();
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for name in &required {
+            let Some(prop) = props.get(*name).and_then(Value::as_object) else { continue };
+            let kept: Map<String, Value> = prop
+                .iter()
+                .filter(|(k, _)| matches!(k.as_str(), "type" | "enum"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            properties.insert((*name).to_string(), Value::Object(kept));
+        }
+    }
+    json!({"type": "object", "properties": properties, "required": required})
 }
 
 /// `(name, description, input JSON schema)` of a built-in tool, `None` for an unknown name.
@@ -765,6 +797,41 @@ mod tests {
             short_total += d.len();
         }
         assert!(short_total * 5 < long_total, "{short_total} vs {long_total}");
+    }
+
+    #[test]
+    fn compact_schemas_keep_the_required_fields_and_the_tools_still_take_the_optional_ones() {
+        let (_tmp, ws) = setup();
+        let short = ToolRegistry::new();
+        let opts =
+            BuiltinOptions { workspace: ws.root().to_path_buf(), short_descriptions: true, ..Default::default() };
+        register(&short, &opts).unwrap();
+        for name in NAMES {
+            let (_, _, full) = spec(name).unwrap();
+            let compact = short.get(name).unwrap().spec.input_schema.clone();
+            assert_eq!(compact["required"], full["required"], "{name}");
+            let kept: Vec<&String> = compact["properties"].as_object().unwrap().keys().collect();
+            let required: Vec<&str> = full["required"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+            assert_eq!(kept.len(), required.len(), "{name}: only the required fields");
+            for k in &required {
+                assert_eq!(compact["properties"][*k]["type"], full["properties"][*k]["type"], "{name}.{k}");
+            }
+        }
+        assert_eq!(compact_schema(&spec("grep").unwrap().2)["properties"], json!({"pattern": {"type": "string"}}));
+        // The optional fields still work, and a misspelled one is still refused, by the tool itself.
+        std::fs::write(ws.root().join("a.txt"), "1\n2\n3\n").unwrap();
+        let call = |input: Value| {
+            let block =
+                crate::types::ToolUseBlock { id: "t".into(), name: "read_file".into(), input, extra: Map::new() };
+            let out = short.execute(&block, &CancelToken::new());
+            (out.content.as_str().unwrap_or_default().to_string(), out.is_error)
+        };
+        let (out, is_error) = call(json!({"path": "a.txt", "offset": 2, "limit": 1}));
+        assert!(!is_error && out.starts_with("     2\t2") && !out.contains("     1\t"), "{out}");
+        let (out, is_error) = call(json!({"path": "a.txt", "ofset": 2}));
+        assert!(is_error && out.contains("no parameter 'ofset'"), "{out}");
+        let (out, is_error) = call(json!({"path": "a.txt", "limit": "x"}));
+        assert!(is_error && out.contains("'limit' must be an integer"), "{out}");
     }
 
     #[test]

@@ -110,6 +110,20 @@ pub fn sandbox_prompt(mode: SandboxMode, network: bool) -> String {
     }
 }
 
+/// [`sandbox_prompt`] in one short sentence, for small context windows (the built-in tools'
+/// `short_descriptions`): what a command may write, and whether it has the network.
+pub fn short_sandbox_prompt(mode: SandboxMode, network: bool) -> String {
+    if sandbox_check(mode, network).is_err() {
+        return String::new();
+    }
+    let files = match mode {
+        SandboxMode::Off => return String::new(),
+        SandboxMode::WorkspaceWrite => "bash is sandboxed: it can write only in the workspace and $TMPDIR",
+        SandboxMode::ReadOnly => "bash is sandboxed read-only: it can write only in $TMPDIR",
+    };
+    if network { format!("{files}.") } else { format!("{files}, and has no network.") }
+}
+
 /// Whether this system can enforce `mode` with the network `network`, or why not.
 ///
 /// `read-only` and `workspace-write` need Landlock (files) and seccomp (Unix sockets, terminal
@@ -427,5 +441,10 @@ mod tests {
         assert!(sandbox_prompt(SandboxMode::ReadOnly, true).contains("read-only"));
         assert!(sandbox_prompt(SandboxMode::ReadOnly, false).contains("Network access is off"));
         assert!(!sandbox_prompt(SandboxMode::WorkspaceWrite, true).contains("Network"));
+        assert_eq!(short_sandbox_prompt(SandboxMode::Off, false), "");
+        let short = short_sandbox_prompt(SandboxMode::WorkspaceWrite, false);
+        assert!(short.contains("only in the workspace and $TMPDIR") && short.contains("no network"), "{short}");
+        assert!(short_sandbox_prompt(SandboxMode::ReadOnly, true).contains("read-only"));
+        assert!(short.len() * 3 < sandbox_prompt(SandboxMode::WorkspaceWrite, false).len());
     }
 }

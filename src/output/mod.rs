@@ -68,7 +68,7 @@ pub struct OutputSpec {
 impl OutputSpec {
     /// A spec with the default retries (2) and mode (auto).
     pub fn new(schema: Value) -> Self {
-        OutputSpec { schema, retries: 2, mode: OutputMode::Auto }
+        OutputSpec { schema, retries: crate::defaults::OUTPUT_RETRIES, mode: OutputMode::Auto }
     }
 
     /// Whether requests use the tool (`native`: whether the provider takes the native field).

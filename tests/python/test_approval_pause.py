@@ -126,3 +126,32 @@ def test_without_the_option_the_permission_callable_answers_as_before(mock: Any)
     assert isinstance(events[-1], tooloop.DoneEvent)
     with pytest.raises(tooloop.ConfigError):
         agent.stream("x").approve("c1")
+
+
+SUBAGENT = {"responses": [
+    tool_reply(("p1", "task", {"description": "shout", "prompt": "shout a", "agent_type": "shouter"})),
+    tool_reply(("k1", "shout", {"text": "a"})),
+    text_reply("shouted A"),
+    text_reply("done"),
+]}
+
+
+def test_a_subagents_call_pauses_the_stream_as_its_event_and_the_parent_stream_approves_it(mock: Any) -> None:
+    server = mock(SUBAGENT)
+    ran: List[str] = []
+    agent = shouting_agent(server, ran, subagents={"shouter": tooloop.SubAgent("Shouts.", tools=["shout"])})
+    stream = agent.stream("go", pause_for_approval=True)
+    asked: List[Any] = []
+    for event in stream:
+        if isinstance(event, tooloop.ApprovalRequestEvent):
+            asked.append((None, event.id))
+            stream.approve(event.id)
+        elif isinstance(event, tooloop.SubagentEvent) and isinstance(event.event, tooloop.ApprovalRequestEvent):
+            # The child's question, marked as the child's, waits for the parent stream's answer.
+            asked.append((event.parent_id, event.event.id))
+            assert [c.id for c in stream.pending_approvals()] == ["k1"] and ran == []
+            stream.approve(event.event.id)
+    assert asked == [(None, "p1"), ("p1", "k1")] and ran == ["a"]
+    assert stream.result is not None and stream.result.text == "done"
+    assert tool_results(server.requests()[2]) == {"k1": ("A", False)}
+    assert_valid_view(agent.messages)

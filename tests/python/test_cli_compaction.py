@@ -83,7 +83,7 @@ def test_compact_command_in_the_repl_shrinks_the_next_request(tooloop_exe, ws, t
 
 def test_auto_compaction_shows_one_dim_line_in_the_repl(tooloop_exe, ws, tmp_path):
     with MockServer(SCENARIOS / "cli_compact_auto.json") as mock:
-        with Term(tooloop_exe, ["--context-window", "2200"], ws, term_env(tmp_path, mock)) as term:
+        with Term(tooloop_exe, ["--context-window", "1700"], ws, term_env(tmp_path, mock)) as term:
             term.expect(PROMPT)
             for i in range(2):
                 term.type(f"explain part {i}")
@@ -117,7 +117,7 @@ def test_print_mode_prints_only_the_answer_while_compaction_happens(tooloop_exe,
         env = cli_env(tmp_path, mock, NO_COLOR="1")
         runs = []
         for i, extra in enumerate([[], ["--continue"], ["--continue", "--compaction-model", "claude-haiku-4-5"]]):
-            runs.append(subprocess.run([tooloop_exe, "-p", "--context-window", "2200", *extra, f"explain part {i}"],
+            runs.append(subprocess.run([tooloop_exe, "-p", "--context-window", "1700", *extra, f"explain part {i}"],
                                        cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True,
                                        text=True, timeout=60))
         reqs = mock.requests()
@@ -141,27 +141,27 @@ def test_status_bar_shows_the_context_share_of_the_window(tooloop_exe, ws, tmp_p
     with MockServer(SCENARIOS / "cli_compact_manual.json") as mock:
         env = term_env(tmp_path, mock)
         del env["PROMPT_TOOLKIT_NO_CPR"]   # the bar is drawn only once prompt_toolkit knows the cursor
-        with Term(tooloop_exe, ["--context-window", "2300", "--no-compaction"], ws, env) as term:
-            expect_answering_cpr(term, r"ctx 0% of 2\.3k")     # nothing sent yet
+        with Term(tooloop_exe, ["--context-window", "1800", "--no-compaction"], ws, env) as term:
+            expect_answering_cpr(term, r"ctx 0% of 1\.8k")     # nothing sent yet
             term.type("explain part 0")
             term.expect("Point 0.29")
             # A window this small gets the compact prompt and the small tool set: the mock counted the request
-            # at ~0.7k tokens, 3x% of 2.3k (input and cache reads together).
-            expect_answering_cpr(term, r"ctx 3\d% of 2\.3k")
+            # at ~0.4k tokens, about 20% of 1.8k (input and cache reads together).
+            expect_answering_cpr(term, r"ctx [12]\d% of 1\.8k")
             term.type("explain part 1")
             term.expect("Point 1.29")
-            expect_answering_cpr(term, r"ctx 5\d% of 2\.3k")
+            expect_answering_cpr(term, r"ctx 5\d% of 1\.8k")
             term.type("explain part 2")
             term.expect("Point 2.29")
-            expect_answering_cpr(term, r"ctx 8\d% of 2\.3k")
+            expect_answering_cpr(term, r"ctx 8\d% of 1\.8k")
             term.type("/compact")
             term.expect("compacted: ")
             # After /compact no model turn has said the size yet: the core's estimate, smaller than before.
-            expect_answering_cpr(term, r"ctx [1-7]\d% of 2\.3k")
+            expect_answering_cpr(term, r"ctx [1-7]\d% of 1\.8k")
             term.type("/q")
             assert term.finish() == 0
     text = SGR.sub("", term.log.getvalue())
-    assert re.search(r"claude-sonnet-4-6 · anthropic · ctx 8\d% of 2\.3k · ", text), text[-2000:]
+    assert re.search(r"claude-sonnet-4-6 · anthropic · ctx 8\d% of 1\.8k · ", text), text[-2000:]
 
 
 def test_settings_from_the_environment_turn_compaction_off(tooloop_exe, ws, tmp_path):

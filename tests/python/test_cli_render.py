@@ -121,10 +121,11 @@ def test_permission_request_shows_the_change():
 
 
 def test_refused_call_is_shown_with_what_was_refused():
-    """A refused call has no tool_use event: its line comes from what the policy saw."""
+    """A refused call's line comes from its tool_use event (the core announces every call), its result
+    line from the policy's reason."""
     out = io.StringIO()
     r = Renderer(out, color=False)
-    r.note_call("t1", "bash", {"command": "rm -rf build"})
+    r.tool_use("bash", {"command": "rm -rf build"}, "t1")
     r.note_denial("t1", "the user said no")
     r.tool_result("bash", "Permission denied: the user said no", True, 0, "t1", denied=True)
     assert out.getvalue() == "● bash(rm -rf build)\n  ⎿ denied: the user said no\n"
@@ -159,29 +160,3 @@ def test_call_shown_by_its_event_is_not_repeated_in_the_question():
     r.permission_request("bash", {"command": "python3 hello.py"}, "t1")
     assert out.getvalue().count("bash(python3 hello.py)") == 1
     assert "waiting for you allow bash? [y]es / [n]o / [a]lways" in out.getvalue()
-
-
-def test_a_question_waits_until_the_main_thread_has_drawn_the_turn():
-    """The worker thread asks as soon as the core emitted tool_use; the main thread may still be drawing
-    the text before it. The question must come after that text, not in the middle of it."""
-    import threading
-    import time
-
-    out = io.StringIO()
-    r = Renderer(out, color=False)
-    asked = threading.Thread(target=r.permission_request, args=("bash", {"command": "ls"}, "t1"))
-    asked.start()
-    time.sleep(0.2)
-    r.text("Let me look ")
-    r.text("at the folder.")
-    r.tool_use("bash", {"command": "ls"}, "t1")
-    asked.join(5)
-    assert out.getvalue() == ("Let me look at the folder.\n● bash(ls)\n  ▶ waiting for you allow bash? "
-                              "[y]es / [n]o / [a]lways (or type a reason to refuse): ")
-    # Ctrl+C frees a question still waiting for its event.
-    abort = threading.Event()
-    r.abort = abort
-    start = time.monotonic()
-    abort.set()
-    r.permission_request("bash", {"command": "pwd"}, "t2")
-    assert time.monotonic() - start < 0.5

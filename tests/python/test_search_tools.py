@@ -160,7 +160,7 @@ def test_the_cli_prompts_teach_grep_and_glob_over_bash_searches(tmp_path: Any) -
     assert "run_in_background" in full and "bash_output" in full
     compact = compact_system_prompt(tmp_path, "ask")
     # The compact prompt goes with the small-model tool set, which leaves the search tools out.
-    assert "edit_file (paths" in compact and "grep" not in compact and len(compact) < 700
+    assert "file paths are relative to it" in compact and "grep" not in compact and len(compact) < 700
     # A small model told nothing wrote a Python file with `echo ... > hello.py` (prompt.py).
     assert "Create and change files with write_file and edit_file, never with shell commands." in compact
     for name in ("grep", "glob"):

@@ -14,12 +14,10 @@ use tooloop::{Agent, AgentOptions, ContentBlock, Event, Provider};
 use crate::config;
 use crate::events::{EventSink, tooloop_event_fn};
 use crate::ffi::{
-    Failure, FfiResult, boundary, boundary_void, handle, opt_str_arg, out_arg, owned_string, str_arg, value_out_arg,
-    write_out, write_value,
+    Failure, FfiResult, HostHeld, boundary, boundary_void, handle, opt_str_arg, out_arg, owned_string, str_arg,
+    value_out_arg, write_out, write_value,
 };
-use crate::hooks::HostHook;
-use crate::permission::HostPermission;
-use crate::status::{TOOLOOP_ERROR, TOOLOOP_INVALID_ARGUMENT, TOOLOOP_INVALID_JSON, tooloop_status};
+use crate::status_codes::{TOOLOOP_ERROR, TOOLOOP_INVALID_ARGUMENT, TOOLOOP_INVALID_JSON, tooloop_status};
 
 /// An agent: a model, its tools and a conversation. Create with `tooloop_agent_new` or
 /// `tooloop_agent_new_with_model`, free with `tooloop_agent_free`.
@@ -35,9 +33,9 @@ pub struct tooloop_agent {
     /// The host permission hook, also held by the core's hook closure. Kept here so that replacing or
     /// clearing it drops the host's userdata outside the core's lock (a destructor may call back into
     /// tooloop), on the thread that called set_permission.
-    pub(crate) permission: Mutex<Option<Arc<HostPermission>>>,
+    pub(crate) permission: Mutex<Option<HostHeld>>,
     /// The host hooks by kind, also held by the core's hook closures (kept here for the same reason).
-    pub(crate) hooks: Mutex<BTreeMap<&'static str, Arc<HostHook>>>,
+    pub(crate) hooks: Mutex<BTreeMap<&'static str, HostHeld>>,
 }
 
 /// The agent the options describe, with `provider` as its model when given (a host model).
@@ -142,8 +140,9 @@ pub(crate) fn build_agent(provider: Option<Arc<dyn Provider>>, options: AgentOpt
 ///   then the run fails with `TOOLOOP_OUTPUT_INVALID`. A subagent type may have its own `"output_schema"`.
 /// - `"cache"`: prompt caching on the Anthropic API and Bedrock (default true): cache breakpoints on the last
 ///   tool, the system prompt and the newest turns.
-/// - `"short_tool_descriptions"`: the built-in tools described in one sentence each (default false), for
-///   models with a small context window.
+/// - `"short_tool_descriptions"`: compact built-in tool definitions (default false), for models with a small
+///   context window: one sentence each, input schemas cut to their required fields (the tools still take
+///   the optional ones), a one-sentence sandbox note.
 /// - `"instruction_files"`: project instructions added to the system prompt: `true` finds `AGENTS.md` (else
 ///   `CLAUDE.md`) in the workspace and each parent up to the repository root, plus the user's own file;
 ///   `false` (default) none; an array of paths: exactly those files.
@@ -284,7 +283,7 @@ pub(crate) fn content_input(input: &str, required: bool) -> FfiResult<Option<Vec
     if !typed && !required {
         return Ok(None);
     }
-    tooloop::content::parse_blocks(&value)
+    tooloop::parse_blocks(&value)
         .map(Some)
         .map_err(|m| Failure::new(TOOLOOP_INVALID_ARGUMENT, format!("content_json: {m}")))
 }
@@ -482,7 +481,7 @@ pub extern "C" fn tooloop_agent_set_model(
         if let Some(p) = provider {
             spec.insert("provider".into(), Value::String(p.to_string()));
         }
-        let spec = tooloop::options::model_spec(&Value::Object(spec), "set_model")?;
+        let spec = tooloop::model_spec(&Value::Object(spec), "set_model")?;
         a.agent.set_model(spec).map_err(Failure::from)
     })
 }

@@ -6,10 +6,10 @@
 
 use serde_json::Value;
 use tooloop::AgentOptions;
-use tooloop::options::Backend;
+use tooloop::Backend;
 
 use crate::ffi::{Failure, FfiResult};
-use crate::status::{TOOLOOP_INVALID_ARGUMENT, TOOLOOP_INVALID_JSON};
+use crate::status_codes::{TOOLOOP_INVALID_ARGUMENT, TOOLOOP_INVALID_JSON};
 
 /// Parse `json`. `host` says the agent gets a host model callback (`tooloop_agent_new_with_model`).
 pub(crate) fn parse(json: &str, host: bool) -> FfiResult<AgentOptions> {

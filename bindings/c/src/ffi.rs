@@ -5,13 +5,14 @@
 //! Must never: let a panic unwind into C, write an out-parameter before the call has succeeded, or free
 //! memory it did not allocate.
 
+use std::any::Any;
 use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::status::{TOOLOOP_INVALID_ARGUMENT, TOOLOOP_INVALID_UTF8, TOOLOOP_OK, TOOLOOP_PANIC, tooloop_status};
+use crate::status_codes::{TOOLOOP_INVALID_ARGUMENT, TOOLOOP_INVALID_UTF8, TOOLOOP_OK, TOOLOOP_PANIC, tooloop_status};
 
 /// A destructor for host data (`userdata`). Called exactly once, with the pointer given at registration.
 pub type tooloop_free_fn = Option<unsafe extern "C" fn(userdata: *mut c_void)>;
@@ -188,6 +189,12 @@ pub(crate) struct UserData {
 unsafe impl Send for UserData {}
 // SAFETY: as above; the library only passes the pointer back to the host's own callbacks.
 unsafe impl Sync for UserData {}
+
+/// A host callback an agent keeps (its permission hook, a hook), whatever its kind. The agent holds it only
+/// so that it is dropped, and its `UserData` freed, where the agent says (outside the core's locks, on the
+/// thread that replaced it or freed the agent); it never calls it, so it need not know its type, and the
+/// modules that own each kind of callback can use the agent handle without the agent using them back.
+pub(crate) type HostHeld = Arc<dyn Any + Send + Sync>;
 
 impl UserData {
     pub(crate) fn new(ptr: *mut c_void, free: tooloop_free_fn) -> Self {

@@ -6,14 +6,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tooloop::Request;
-use tooloop::hooks::{BeforeTool, Hooks, ToolResultView};
-use tooloop::types::ToolUseBlock;
+use tooloop::ToolUseBlock;
+use tooloop::{BeforeTool, Hooks, ToolResultView};
 
 use crate::agent::tooloop_agent;
 use crate::ffi::{
     Failure, FfiResult, UserData, boundary, c_string_lossy, handle, handle_mut, lock, str_arg, tooloop_free_fn,
 };
-use crate::status::{TOOLOOP_INVALID_JSON, tooloop_status};
+use crate::status_codes::{TOOLOOP_INVALID_JSON, tooloop_status};
 
 /// A hook failed: its callback returned non-zero (or answered with something invalid). The run ends;
 /// every call of the turn has its result, so the conversation is valid and `tooloop_agent_resume` goes on.
@@ -77,14 +77,14 @@ impl HostHook {
 
 /// The kinds, as C names them.
 fn kind_name(kind: &str) -> Option<&'static str> {
-    tooloop::hooks::KINDS.iter().copied().find(|k| *k == kind)
+    tooloop::HOOK_KINDS.iter().copied().find(|k| *k == kind)
 }
 
 /// Install `hook` as the core's hook of `kind` (None: remove it).
 pub(crate) fn install(hooks: &mut Hooks, kind: &'static str, hook: Option<Arc<HostHook>>) {
     match kind {
         "before_tool" => {
-            hooks.before_tool = hook.map(|h| -> tooloop::hooks::BeforeToolHook {
+            hooks.before_tool = hook.map(|h| -> tooloop::BeforeToolHook {
                 Arc::new(move |call: &ToolUseBlock| {
                     let event = serde_json::json!({"id": call.id, "name": call.name, "input": call.input});
                     let r = h.call("before_tool", &event)?;
@@ -97,7 +97,7 @@ pub(crate) fn install(hooks: &mut Hooks, kind: &'static str, hook: Option<Arc<Ho
             })
         }
         "after_tool" => {
-            hooks.after_tool = hook.map(|h| -> tooloop::hooks::AfterToolHook {
+            hooks.after_tool = hook.map(|h| -> tooloop::AfterToolHook {
                 Arc::new(move |call: &ToolUseBlock, r: &ToolResultView| {
                     let event = serde_json::json!({"id": call.id, "name": call.name, "input": call.input,
                         "content": r.content, "is_error": r.is_error, "denied": r.denied});
@@ -106,7 +106,7 @@ pub(crate) fn install(hooks: &mut Hooks, kind: &'static str, hook: Option<Arc<Ho
             })
         }
         "before_request" => {
-            hooks.before_request = hook.map(|h| -> tooloop::hooks::BeforeRequestHook {
+            hooks.before_request = hook.map(|h| -> tooloop::BeforeRequestHook {
                 Arc::new(move |request: &Request| {
                     let event = serde_json::to_value(request).unwrap_or(Value::Null);
                     h.call("before_request", &event).map(|_| ())
@@ -114,7 +114,7 @@ pub(crate) fn install(hooks: &mut Hooks, kind: &'static str, hook: Option<Arc<Ho
             })
         }
         _ => {
-            hooks.on_stop = hook.map(|h| -> tooloop::hooks::OnStopHook {
+            hooks.on_stop = hook.map(|h| -> tooloop::OnStopHook {
                 Arc::new(move |result: &tooloop::RunResult| {
                     let event = serde_json::to_value(result).unwrap_or(Value::Null);
                     Ok(h.call("on_stop", &event)?.text)

@@ -5,7 +5,7 @@ use std::ffi::c_char;
 use serde_json::Value;
 
 use crate::ffi::{Failure, boundary, out_arg, owned_string, str_arg, write_out};
-use crate::status::{TOOLOOP_INVALID_JSON, TOOLOOP_NO_VALUE, tooloop_status};
+use crate::status_codes::{TOOLOOP_INVALID_JSON, TOOLOOP_NO_VALUE, tooloop_status};
 
 // ---------------------------------------------------------------------------------------------------------
 // JSON
@@ -63,7 +63,7 @@ pub extern "C" fn tooloop_json_get(
 pub extern "C" fn tooloop_providers_json(out: *mut *mut c_char) -> tooloop_status {
     boundary("tooloop_providers_json", || {
         out_arg(out, "out")?;
-        write_out(out, owned_string(tooloop::provider::table::to_json().to_string())?);
+        write_out(out, owned_string(tooloop::providers_json().to_string())?);
         Ok(())
     })
 }

@@ -5,10 +5,11 @@
 //!
 //! One module per handle type, as in rustls-ffi: `agent` (`tooloop_agent`), `tool` (host tools and
 //! `tooloop_tool_result`), `permission` (`tooloop_permission`), `model` (host models and
-//! `tooloop_model_response`), `hooks` (`tooloop_hook_result`), `events` (`tooloop_event`), `run` (`tooloop_run`, a run the
-//! host steps, with approvals as pauses), `session`
-//! (session files of an agent); `status` (codes, the last error, the core-error mapping), `config` (the
-//! JSON config), `json` and `restore` (free functions), `ffi` (the panic boundary and pointer helpers).
+//! `tooloop_model_response`), `hooks` (`tooloop_hook_result`), `events` (`tooloop_event`), `run` (`tooloop_run`,
+//! a run the host steps, with approvals as pauses), `session` (session files of an agent); `status_codes` (the
+//! status codes, at the bottom), `status` (their text, the last error, the core-error mapping), `config` (the
+//! JSON config), `json` and `restore` (free functions), `ffi` (the panic boundary, the pointer helpers, the
+//! host data an agent holds). No two modules import each other (`scripts/module_graph.py`).
 //!
 //! The `///` comments on exported items are the C documentation: cbindgen copies them into
 //! `include/tooloop.h` (regenerate with
@@ -37,6 +38,7 @@ mod restore;
 mod run;
 mod session;
 mod status;
+mod status_codes;
 mod tool;
 
 pub use agent::*;
@@ -50,4 +52,5 @@ pub use restore::*;
 pub use run::*;
 pub use session::*;
 pub use status::*;
+pub use status_codes::*;
 pub use tool::*;

@@ -8,7 +8,7 @@ use std::ffi::{CString, c_char, c_void};
 use std::sync::Arc;
 
 use serde_json::Value;
-use tooloop::provider::FnProvider;
+use tooloop::FnProvider;
 use tooloop::{CancelToken, Error, MessageResponse, Provider, Request};
 
 use crate::agent::{build_agent, tooloop_agent};
@@ -17,7 +17,7 @@ use crate::ffi::{
     Failure, FfiResult, UserData, boundary, boundary_void, handle, handle_mut, out_arg, str_arg, tooloop_free_fn,
     write_out,
 };
-use crate::status::{TOOLOOP_INVALID_JSON, tooloop_status};
+use crate::status_codes::{TOOLOOP_INVALID_JSON, tooloop_status};
 
 /// Where a host model callback puts its response. Owned by the library and lent to one callback call:
 /// valid only until the callback returns; never free it.
@@ -122,7 +122,7 @@ pub extern "C" fn tooloop_agent_new_with_model(
 fn parse_model_message(json: &str) -> FfiResult<MessageResponse> {
     let v: Value = serde_json::from_str(json)
         .map_err(|e| Failure::new(TOOLOOP_INVALID_JSON, format!("json is not valid JSON: {e}")))?;
-    tooloop::provider::host::check_reply(v).map_err(Failure::invalid)
+    tooloop::check_host_reply(v).map_err(Failure::invalid)
 }
 
 /// Answer a host model call with `json`, an assistant message in the Anthropic Messages shape (copied and

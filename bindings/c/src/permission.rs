@@ -6,12 +6,14 @@
 use std::ffi::{c_char, c_void};
 use std::sync::Arc;
 
-use tooloop::types::ToolUseBlock;
+use tooloop::ToolUseBlock;
 use tooloop::{Permission, PermissionHook};
 
 use crate::agent::tooloop_agent;
-use crate::ffi::{Failure, UserData, boundary, c_string_lossy, handle, handle_mut, lock, str_arg, tooloop_free_fn};
-use crate::status::tooloop_status;
+use crate::ffi::{
+    Failure, HostHeld, UserData, boundary, c_string_lossy, handle, handle_mut, lock, str_arg, tooloop_free_fn,
+};
+use crate::status_codes::tooloop_status;
 
 /// Where a permission callback puts the reason of a denial (`tooloop_permission_set_reason`). Owned by the
 /// library and lent to one callback call: valid only until the callback returns; never free it.
@@ -104,7 +106,7 @@ pub extern "C" fn tooloop_agent_set_permission(
                 let hook =
                     host.clone().map(|h| -> PermissionHook { Arc::new(move |call: &ToolUseBlock| h.check(call)) });
                 a.agent.set_permission(hook);
-                Ok(std::mem::replace(&mut *lock(&a.permission), host))
+                Ok(std::mem::replace(&mut *lock(&a.permission), host.map(|h| h as HostHeld)))
             })
             .map_err(Failure::from)?;
         // Outside every lock: the host's destructor may call back into tooloop.

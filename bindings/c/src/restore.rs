@@ -4,7 +4,7 @@
 use std::ffi::c_char;
 
 use crate::ffi::{Failure, boundary, str_arg};
-use crate::status::{TOOLOOP_IO, tooloop_status};
+use crate::status_codes::{TOOLOOP_IO, tooloop_status};
 
 /// Put the file `path` (relative to `workspace`, or absolute inside it) back to the `len` bytes at
 /// `content` with permission bits `mode`; with `content` NULL the file is removed instead (it did not
@@ -36,8 +36,8 @@ pub extern "C" fn tooloop_restore_file(
             // SAFETY: non-NULL and `len` readable bytes for the call, per the documented contract.
             Some(unsafe { std::slice::from_raw_parts(content, len) })
         };
-        let ws = tooloop::builtin::Workspace::new(workspace)
+        let ws = tooloop::Workspace::new(workspace)
             .map_err(|e| Failure::new(TOOLOOP_IO, format!("workspace {workspace}: {e}")))?;
-        tooloop::builtin::restore_file(&ws, path, data, mode).map(|_| ()).map_err(|m| Failure::new(TOOLOOP_IO, m))
+        tooloop::restore_file(&ws, path, data, mode).map(|_| ()).map_err(|m| Failure::new(TOOLOOP_IO, m))
     })
 }

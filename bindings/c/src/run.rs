@@ -18,7 +18,7 @@ use crate::ffi::{
     Failure, FfiResult, boundary, boundary_void, handle, opt_str_arg, out_arg, owned_string, str_arg, value_out_arg,
     write_out, write_value,
 };
-use crate::status::{
+use crate::status_codes::{
     TOOLOOP_BUSY, TOOLOOP_ERROR, TOOLOOP_INVALID_ARGUMENT, TOOLOOP_RUN_ENDED, TOOLOOP_RUN_NOT_ENDED,
     TOOLOOP_UNKNOWN_CALL, tooloop_status,
 };
@@ -181,7 +181,9 @@ pub extern "C" fn tooloop_run_step(
 
 /// The tool calls waiting for an answer now: a JSON array, `[{"call_id": "toolu_...", "tool": "bash",
 /// "input": {...}, "reason": "<the permission rule that asks>" | null, "read_only": false}, ...]` in the
-/// order the model made them; `[]` when none waits (also after the end).
+/// order the model made them; `[]` when none waits (also after the end). A subagent's call (the `task` tool's
+/// child, which waits with the run) also has `"agent_type"` (the child's type) and `"parent_id"` (the `task`
+/// call's id); answer it with `tooloop_run_approve` like any other.
 ///
 /// On success `*out_json` receives the string, which the caller frees with `tooloop_string_free`; on failure
 /// it is left unchanged.

@@ -4,12 +4,12 @@
 use std::ffi::c_char;
 use std::path::Path;
 
-use tooloop::store::Location;
+use tooloop::StoreLocation;
 use tooloop::{Agent, Error, Session};
 
 use crate::agent::tooloop_agent;
 use crate::ffi::{Failure, boundary, handle, str_arg};
-use crate::status::tooloop_status;
+use crate::status_codes::tooloop_status;
 
 /// Open the session at `path` and attach it to `agent` (whose conversation must be empty).
 fn attach(agent: &Agent, path: &Path) -> tooloop::Result<()> {
@@ -18,7 +18,7 @@ fn attach(agent: &Agent, path: &Path) -> tooloop::Result<()> {
         // which would read as "in use" rather than the real reason.
         return Err(Error::Config("attach the session before the conversation has entries".into()));
     }
-    agent.attach_store(tooloop::store::open(path, None)?)?;
+    agent.attach_store(tooloop::open_store(path, None)?)?;
     Ok(())
 }
 
@@ -32,7 +32,7 @@ fn save(agent: &Agent, path: &Path) -> tooloop::Result<()> {
             }
         }
     }
-    if let Location::Database { .. } = Location::parse(path)? {
+    if let StoreLocation::Database { .. } = StoreLocation::parse(path)? {
         return Err(Error::Config("save writes a session file; a database session is written as it goes".into()));
     }
     Session::save(path, &agent.conversation().snapshot())

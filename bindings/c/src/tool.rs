@@ -6,12 +6,12 @@
 use std::ffi::{CString, c_char, c_void};
 
 use serde_json::Value;
-use tooloop::tools::ToolHandler;
+use tooloop::ToolHandler;
 use tooloop::{CancelToken, Error, Tool, ToolContext, ToolError, ToolOutput};
 
 use crate::agent::tooloop_agent;
 use crate::ffi::{Failure, FfiResult, UserData, boundary, boundary_void, handle, handle_mut, str_arg, tooloop_free_fn};
-use crate::status::{TOOLOOP_INVALID_ARGUMENT, TOOLOOP_INVALID_JSON, tooloop_status};
+use crate::status_codes::{TOOLOOP_INVALID_ARGUMENT, TOOLOOP_INVALID_JSON, tooloop_status};
 
 /// Where a tool callback puts its answer. Owned by the library and lent to one callback call: valid only
 /// until the callback returns; never free it.
@@ -199,7 +199,7 @@ pub extern "C" fn tooloop_agent_set_tool_kind(
         let Some(tool) = a.agent.tools().get(name) else {
             return Err(Failure::invalid(format!("no tool named '{name}' is registered")));
         };
-        let parsed = tooloop::tools::ToolKind::parse(kind_name, path_field, &tool.spec.input_schema)
+        let parsed = tooloop::ToolKind::parse(kind_name, path_field, &tool.spec.input_schema)
             .map_err(|m| Failure::invalid(format!("tool '{name}': {m}")))?;
         let tool = tool.kind(parsed).map_err(|e| Failure::invalid(e.to_string()))?;
         a.agent.tools().unregister(name);
@@ -289,7 +289,7 @@ pub extern "C" fn tooloop_tool_result_set_content(
         let parsed = str_arg(content_json, "content_json").and_then(|t| {
             let v: Value = serde_json::from_str(t)
                 .map_err(|e| Failure::new(TOOLOOP_INVALID_JSON, format!("content_json does not parse: {e}")))?;
-            tooloop::content::parse_blocks(&v)
+            tooloop::parse_blocks(&v)
                 .map_err(|m| Failure::new(TOOLOOP_INVALID_ARGUMENT, format!("content_json: {m}")))?;
             Ok(v)
         });

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, Weak};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use serde_json::{Map, Value};
-use tooloop::types::ToolUseBlock;
+use tooloop::ToolUseBlock;
 use tooloop::{Agent, AgentOptions, CancelToken, ContentBlock, Error, Permission};
 
 use crate::callables::{host_provider, python_tool, with_kind, with_timeout};
@@ -80,7 +80,7 @@ impl PyAgent {
     /// gate set by `set_gate` to every request of the run (its subagents' too), and the poll hook that runs
     /// Python's signal handlers while any of its waits goes on (Ctrl+C cancels within 200 ms).
     fn new_token(&self, py: Python<'_>) -> CancelToken {
-        let gate = lock(&self.gate).as_ref().map(|g| -> Arc<dyn tooloop::gate::SendGate + Send + Sync> {
+        let gate = lock(&self.gate).as_ref().map(|g| -> Arc<dyn tooloop::SendGate + Send + Sync> {
             Arc::new(PyGate::new(g.clone_ref(py), self.slot.clone()))
         });
         let token = CancelToken::with_hooks(gate, Some(crate::run::signal_poll(&self.slot)));
@@ -112,7 +112,7 @@ impl PyAgent {
                     py,
                     format!(
                         "provider must be {} or a callable, got {}",
-                        tooloop::provider::table::names_for_message().replace(" or ", ", "),
+                        tooloop::provider_names_for_message().replace(" or ", ", "),
                         provider.get_type().name()?
                     ),
                 ));
@@ -150,7 +150,7 @@ impl PyAgent {
     /// Register a tool whose handler is `invoke(input: dict) -> (content, is_error)`. `read_only`: the tool
     /// changes nothing (hosts ask before the others; see `tool_info`). `idempotent=False`: no repetition guard
     /// touches its calls. `kind` (`"read"`, `"write"` with `path_field`, `"shell"`, `"network"`) says what it
-    /// does (see `tooloop::tools::ToolKind`).
+    /// does (see `tooloop::ToolKind`).
     #[pyo3(signature = (name, description, input_schema, invoke, parallel_safe=false, read_only=false, timeout=None, idempotent=true, kind=None, path_field=None))]
     #[allow(clippy::too_many_arguments)]
     fn register_tool(
@@ -390,7 +390,7 @@ impl PyAgent {
                 })
             });
             let compact = || core.compact(instructions.as_deref(), &mut |_| {});
-            crate::otel::scoped(traced.as_ref(), || tooloop::http::with_poll_hook(hook, compact))
+            crate::otel::scoped(traced.as_ref(), || tooloop::with_poll_hook(hook, compact))
         });
         if let Some(e) = lock(&self.slot).take() {
             return Err(e);
@@ -494,7 +494,7 @@ impl PyAgent {
         if let Value::Object(m) = &mut v {
             // Each turn priced with its own model, as the conversation's cost is; before any priced turn, the
             // usage so far on the agent's model (0 when it has a price: the CLI shows $0 rather than n/a).
-            let cost = self.core.cost_usd().or_else(|| tooloop::models::cost_usd(&self.core.config().model, &usage));
+            let cost = self.core.cost_usd().or_else(|| tooloop::estimate_cost_usd(&self.core.config().model, &usage));
             m.insert("cost_usd".into(), cost.map(Value::from).unwrap_or(Value::Null));
         }
         Ok(to_py(py, &v)?.unbind())
@@ -539,7 +539,7 @@ impl PyAgent {
         if let Ok(name) = provider.cast::<PyString>() {
             map.insert("provider".into(), Value::String(name.to_cow()?.into_owned()));
         }
-        let spec = tooloop::options::model_spec(&Value::Object(map), "set_model").map_err(|e| to_pyerr(py, &e))?;
+        let spec = tooloop::model_spec(&Value::Object(map), "set_model").map_err(|e| to_pyerr(py, &e))?;
         py.detach(move || core.set_model(spec)).map_err(|e| to_pyerr(py, &e))
     }
 

@@ -9,9 +9,9 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 use serde_json::{Map, Value};
-use tooloop::provider::FnProvider;
-use tooloop::tools::{ToolContext, ToolError, ToolOutput};
+use tooloop::FnProvider;
 use tooloop::{AgentOptions, Error, Message, MessageResponse, Provider, Request, Tool};
+use tooloop::{ToolContext, ToolError, ToolOutput};
 
 use crate::convert::{from_py, to_py};
 use crate::errors::{config_error, to_pyerr};
@@ -48,7 +48,7 @@ pub fn build_provider(
             py,
             format!(
                 "provider must be {} or a callable, got {}",
-                tooloop::provider::table::names_for_message().replace(" or ", ", "),
+                tooloop::provider_names_for_message().replace(" or ", ", "),
                 provider.get_type().name()?
             ),
         ));
@@ -126,7 +126,7 @@ fn call_model(
         };
         let checked = from_py(&reply, "the model callable's reply")
             .map_err(|e| e.to_string())
-            .and_then(tooloop::provider::host::check_reply);
+            .and_then(tooloop::check_host_reply);
         checked.map_err(|e| {
             let e = invalid(format!("the model callable returned an invalid reply: {e}"));
             park(slot, to_pyerr(py, &e));
@@ -220,7 +220,7 @@ pub fn with_timeout(tool: Tool, timeout: Option<f64>) -> PyResult<Tool> {
 /// `tool` of the kind named `kind` (`"read"`, `"write"` with `path_field`, `"shell"`, `"network"`; None: no
 /// kind), checked against its schema: a ValueError says what is wrong.
 pub fn with_kind(tool: Tool, kind: Option<&str>, path_field: Option<&str>) -> PyResult<Tool> {
-    let parsed = tooloop::tools::ToolKind::parse(kind, path_field, &tool.spec.input_schema)
+    let parsed = tooloop::ToolKind::parse(kind, path_field, &tool.spec.input_schema)
         .map_err(|m| pyo3::exceptions::PyValueError::new_err(format!("tool '{}': {m}", tool.spec.name)))?;
     tool.kind(parsed).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
 }

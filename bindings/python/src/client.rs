@@ -8,8 +8,8 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use serde_json::Value;
-use tooloop::provider::{Protocol, ProviderConfig};
 use tooloop::{CancelToken, Provider, StreamEvent};
+use tooloop::{Protocol, ProviderConfig};
 
 use crate::callables::build_provider;
 use crate::convert::{from_py, to_py};
@@ -131,7 +131,7 @@ impl PyClient {
         let provider = &self.provider;
         let outcome = py.detach(|| {
             let hook = signal_hook(&cancel, &interrupt);
-            tooloop::http::with_poll_hook(hook, || provider.send_raw(&body, false, &cancel, &mut |_| {}))
+            tooloop::with_poll_hook(hook, || provider.send_raw(&body, false, &cancel, &mut |_| {}))
         });
         if let Some(e) = lock(&interrupt).take() {
             return Err(e);

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 use serde_json::Value;
-use tooloop::hooks::{BeforeTool, Hooks, ToolResultView};
-use tooloop::types::ToolUseBlock;
+use tooloop::ToolUseBlock;
+use tooloop::{BeforeTool, Hooks, ToolResultView};
 use tooloop::{Request, RunResult};
 
 use crate::convert::{from_py, to_py};
@@ -102,11 +102,11 @@ pub fn match_rules(
     input: &Bound<'_, PyAny>,
     workspace: std::path::PathBuf,
 ) -> PyResult<Option<(String, String)>> {
-    let parsed = tooloop::rules::PermissionRules::from_value(&from_py(rules, "rules")?)
+    let parsed = tooloop::PermissionRules::from_value(&from_py(rules, "rules")?)
         .map_err(pyo3::exceptions::PyValueError::new_err)?
         .unwrap_or_default();
-    use tooloop::rules::RuleDecision;
-    Ok(match parsed.decide(tooloop::rules::alias(name), &from_py(input, "input")?, &workspace) {
+    use tooloop::RuleDecision;
+    Ok(match parsed.decide(tooloop::rule_alias(name), &from_py(input, "input")?, &workspace) {
         RuleDecision::Allow(r) => Some(("allow".into(), r)),
         RuleDecision::Ask(r) => Some(("ask".into(), r)),
         RuleDecision::Deny(r) => Some(("deny".into(), r)),
@@ -117,11 +117,11 @@ pub fn match_rules(
 /// Whether a bash command only reads (every part a known read-only command, no output redirection).
 #[pyfunction]
 pub fn read_only_command(command: &str) -> bool {
-    tooloop::rules::read_only_command(command)
+    tooloop::read_only_command(command)
 }
 
 /// The simple commands of a shell command (split at `&&`, `;`, `|`, …, wrappers looked through).
 #[pyfunction]
 pub fn split_command(command: &str) -> Vec<String> {
-    tooloop::rules::split_command(command)
+    tooloop::split_command(command)
 }

@@ -21,9 +21,11 @@
 //! Must never: hold the GIL while waiting for the network, or block on the state lock while holding it.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
+use pyo3::types::PyList;
 use serde_json::Value;
 use tooloop::{Agent, CancelToken, ContentBlock, Error, Permission, RunDriver, Step};
 
@@ -77,6 +79,9 @@ pub struct Driven {
     state: Mutex<State>,
     /// What each step runs under.
     context: RunContext,
+    /// A step is in progress (the state lock held, maybe for a network wait): no call waits for an answer
+    /// then, so `pending_approvals` answers at once instead of waiting for the lock (asked on an event loop).
+    stepping: AtomicBool,
 }
 
 impl Driven {
@@ -99,7 +104,7 @@ impl Driven {
             paused: false,
             to_answer: false,
         };
-        Driven { cancel, slot, state: Mutex::new(state), context }
+        Driven { cancel, slot, state: Mutex::new(state), context, stepping: AtomicBool::new(false) }
     }
 
     /// The state, waiting (GIL released) while another thread is stepping the run.
@@ -118,6 +123,8 @@ impl Driven {
         let answer_first = std::mem::take(&mut st.to_answer);
         let (cancel, slot, context) = (&self.cancel, &self.slot, &self.context);
         let pausing = st.pausing || st.answers;
+        self.stepping.store(true, Ordering::SeqCst);
+        let stepping = &self.stepping;
         let (driver, outcome, items, paused) = py.detach(move || {
             let mut items = Vec::new();
             let mut on_event = |ev: &tooloop::Event| {
@@ -155,6 +162,7 @@ impl Driven {
                 };
                 (Some(driver), outcome, paused)
             });
+            stepping.store(false, Ordering::SeqCst);
             (driver, outcome, items, paused)
         });
         st.pending.extend(items);
@@ -200,6 +208,33 @@ impl Driven {
         }
     }
 
+    /// Every event not handed out yet, as a list of dicts, after one step when there is none: a network
+    /// read's worth per call. None once the run has ended. At a pause for approvals, the marker (see
+    /// `next_event`) comes alone, after the step's events. For `tooloop._aio`'s worker: it converts a step's
+    /// events and hands them to the event loop in one piece, one wake-up of the loop per step (per event, the
+    /// wake-up's socket write let the loop take the GIL mid-batch, and the worker had to win it back).
+    fn next_events(&self, py: Python<'_>) -> PyResult<Option<Py<PyList>>> {
+        let mut st = self.state(py);
+        loop {
+            if !st.pending.is_empty() {
+                let list = PyList::empty(py);
+                while let Some(item) = st.pending.pop_front() {
+                    list.append(item_to_py(py, item)?)?;
+                }
+                return Ok(Some(list.unbind()));
+            }
+            if st.ended.is_some() {
+                return Ok(None);
+            }
+            if st.paused && !self.cancel.is_cancelled() {
+                let calls = st.driver.as_ref().map(RunDriver::pending_approvals).unwrap_or_default();
+                let marker = serde_json::json!({"type": "approval_pause", "calls": calls});
+                return Ok(Some(PyList::new(py, [to_py(py, &marker)?])?.unbind()));
+            }
+            self.pump(py, &mut st, true)?;
+        }
+    }
+
     /// Answer a call the run paused for: `deny` a reason refuses it, else `read_only` allows it with no
     /// power to change anything, else it runs. Nothing runs until the next call for events. ValueError when
     /// no call with that id waits.
@@ -228,6 +263,9 @@ impl Driven {
 
     /// The calls waiting for an answer now: `[{"call_id", "tool", "input", "reason", "read_only"}]`.
     fn pending_approvals(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        if self.stepping.load(Ordering::SeqCst) {
+            return Ok(PyList::empty(py).into_any().unbind());
+        }
         let st = self.state(py);
         let calls = st.driver.as_ref().map(RunDriver::pending_approvals).unwrap_or_default();
         Ok(to_py(py, &serde_json::to_value(calls).unwrap_or(Value::Null))?.unbind())

@@ -11,7 +11,7 @@ use crate::errors::to_pyerr;
 pub fn estimate_cost_usd(model: &str, usage: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
     let u: tooloop::Usage = serde_json::from_value(from_py(usage, "usage")?)
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("usage: {e}")))?;
-    Ok(tooloop::models::cost_usd(model, &u))
+    Ok(tooloop::estimate_cost_usd(model, &u))
 }
 
 /// Read the session file (or database session, `path.db#id`) at `path` without opening it for writing
@@ -21,8 +21,8 @@ pub fn estimate_cost_usd(model: &str, usage: &Bound<'_, PyAny>) -> PyResult<Opti
 #[pyfunction]
 pub fn load_session(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Py<PyAny>> {
     let shown = path.display().to_string();
-    let report = py.detach(|| tooloop::store::load(&path)).map_err(|e| to_pyerr(py, &e))?;
-    let cost = tooloop::conversation::cost_usd(&report.entries);
+    let report = py.detach(|| tooloop::load_store(&path)).map_err(|e| to_pyerr(py, &e))?;
+    let cost = tooloop::entries_cost_usd(&report.entries);
     let v = serde_json::json!({
         "path": shown,
         "entries": report.entries,
@@ -37,25 +37,25 @@ pub fn load_session(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Py<PyA
 /// then cannot confine bash).
 #[pyfunction]
 pub fn sandbox_support() -> Option<u32> {
-    tooloop::builtin::sandbox_support()
+    tooloop::sandbox_support()
 }
 
 /// Whether Bedrock will find AWS credentials, asked the way the Bedrock provider asks (environment keys, else
 /// the shared credentials file at `AWS_PROFILE`): raises ConfigError with the core's message when not.
 #[pyfunction]
 pub fn check_aws_credentials(py: Python<'_>) -> PyResult<()> {
-    py.detach(tooloop::provider::bedrock::AwsCredentials::resolve).map(|_| ()).map_err(|e| to_pyerr(py, &e))
+    py.detach(tooloop::AwsCredentials::resolve).map(|_| ()).map_err(|e| to_pyerr(py, &e))
 }
 
 /// The context window of a known model in tokens (the core's table), or None.
 #[pyfunction]
 pub fn context_window(model: &str) -> Option<u64> {
-    tooloop::models::context_window(model)
+    tooloop::context_window(model)
 }
 
 /// Whether `model` is one of OpenAI's reasoning models, which take tools with reasoning only on the Responses
 /// API (the core's table, `models::RESPONSES_MODELS`).
 #[pyfunction]
 pub fn prefers_responses(model: &str) -> bool {
-    tooloop::models::prefers_responses(model)
+    tooloop::prefers_responses(model)
 }

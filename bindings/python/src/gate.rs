@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use tooloop::gate::{Admit, SendGate};
+use tooloop::{Admit, SendGate};
 
 use crate::run::{ErrSlot, park};
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use tooloop::ledger::Ledger;
+use tooloop::Ledger;
 
 /// A shared spend account with an optional cap in USD.
 #[pyclass(module = "tooloop._tooloop", name = "_Ledger", frozen)]

@@ -47,11 +47,11 @@ fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The core's option keys, the one list `tooloop.Agent` and the C config are checked against.
     m.add_class::<agent::AllowReadOnly>()?;
     m.add("ALLOW_READ_ONLY", agent::AllowReadOnly)?;
-    m.add("DEFAULT_PROTECTED_PATHS", tooloop::builtin::DEFAULT_PROTECTED_PATHS.to_vec())?;
+    m.add("DEFAULT_PROTECTED_PATHS", tooloop::DEFAULT_PROTECTED_PATHS.to_vec())?;
     m.add("OPTION_KEYS", tooloop::AgentOptions::KEYS.to_vec())?;
     // The core's provider table (name, wire, key and base-URL variables, default URL, size limits): what the
     // CLI lists and checks `--provider` against.
-    m.add("PROVIDERS", convert::to_py(m.py(), &tooloop::provider::table::to_json())?)?;
+    m.add("PROVIDERS", convert::to_py(m.py(), &tooloop::providers_json())?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

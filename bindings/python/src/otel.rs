@@ -124,7 +124,7 @@ impl SinkLayer {
 
 impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SinkLayer {
     fn enabled(&self, meta: &Metadata<'_>, _: Context<'_, S>) -> bool {
-        meta.target().starts_with("tooloop") && (self.content || meta.target() != tooloop::trace::CONTENT_TARGET)
+        meta.target().starts_with("tooloop") && (self.content || meta.target() != tooloop::TRACE_CONTENT_TARGET)
     }
 
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
@@ -150,7 +150,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for SinkLayer {
         let id = span.id().into_u64();
         let meta = event.metadata();
         // Content belongs on its span as attributes (the conventions' opt-in attributes).
-        let content = meta.target() == tooloop::trace::CONTENT_TARGET;
+        let content = meta.target() == tooloop::TRACE_CONTENT_TARGET;
         self.call(if content { "record" } else { "event" }, |py| {
             let mut fields = Fields(PyDict::new(py));
             event.record(&mut fields);

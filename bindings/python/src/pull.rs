@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 use serde_json::Value;
-use tooloop::provider::{RawOpen, RawStream};
 use tooloop::{CancelToken, Error, Provider, StreamEvent};
+use tooloop::{RawOpen, RawStream};
 
 use crate::convert::to_py;
 use crate::errors::to_pyerr;
@@ -84,7 +84,7 @@ impl PullStream {
                 }
                 _ => {}
             };
-            let next = tooloop::http::with_poll_hook(hook, || match phase {
+            let next = tooloop::with_poll_hook(hook, || match phase {
                 Phase::Unsent(body) => match provider.open_raw_stream(&body, cancel, &mut on_event) {
                     Ok(RawOpen::Open(s)) => Ok(Phase::Open(s)),
                     Ok(RawOpen::Done(v)) => Ok(Phase::Ended(Ok(v))),

@@ -18,13 +18,12 @@ pub fn restore_file(
 ) -> PyResult<&'static str> {
     let path = path.to_string();
     let done = py.detach(move || {
-        let ws = tooloop::builtin::Workspace::new(&workspace)
-            .map_err(|e| format!("workspace {}: {e}", workspace.display()))?;
-        tooloop::builtin::restore_file(&ws, &path, content.as_deref(), mode)
+        let ws = tooloop::Workspace::new(&workspace).map_err(|e| format!("workspace {}: {e}", workspace.display()))?;
+        tooloop::restore_file(&ws, &path, content.as_deref(), mode)
     });
     match done {
-        Ok(tooloop::builtin::Restored::Written) => Ok("written"),
-        Ok(tooloop::builtin::Restored::Removed) => Ok("removed"),
+        Ok(tooloop::Restored::Written) => Ok("written"),
+        Ok(tooloop::Restored::Removed) => Ok("removed"),
         Ok(_) => Ok("absent"),
         Err(message) => Err(PyOSError::new_err(message)),
     }

@@ -68,7 +68,7 @@ impl Item {
     pub fn text(&self) -> Option<std::borrow::Cow<'_, str>> {
         match self {
             Item::Value(v) => text_of(v).map(std::borrow::Cow::Borrowed),
-            Item::Json(j) if may_be_text_delta(j) => tooloop::provider::anthropic::text_delta_of(j),
+            Item::Json(j) if may_be_text_delta(j) => tooloop::text_delta_of(j),
             Item::Json(_) => None,
             Item::TextJson { text, .. } => Some(std::borrow::Cow::Borrowed(text)),
         }
@@ -108,7 +108,7 @@ pub fn item_to_py<'py>(py: Python<'py>, item: Item) -> PyResult<Bound<'py, PyAny
     // A text delta comes paired with its text from the core (`TextJson`); through a worker it is plain
     // `Json`, told from the other events by its delta type before the stricter read.
     let maybe_delta = matches!(item, Item::TextJson { .. }) || may_be_text_delta(json);
-    if maybe_delta && let Some((index, text)) = tooloop::provider::anthropic::text_delta_parts(json) {
+    if maybe_delta && let Some((index, text)) = tooloop::text_delta_parts(json) {
         let delta = PyDict::new(py);
         delta.set_item(intern!(py, "type"), intern!(py, "text_delta"))?;
         delta.set_item(intern!(py, "text"), PyString::new(py, &text))?;
@@ -218,34 +218,58 @@ pub fn park(slot: &ErrSlot, err: PyErr) {
     }
 }
 
-/// The hook the core's HTTP waits poll (`tooloop::http::with_poll_hook`) while a read runs on the caller's
+thread_local! {
+    /// Whether this thread is Python's main thread, the only one its signal handlers run on (None: not asked
+    /// yet). A thread's answer never changes, so it is asked once, at the thread's first poll.
+    static SIGNALS_RUN_HERE: std::cell::Cell<Option<bool>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether the calling thread is `threading.main_thread()`. Runs Python code, so a signal handler may raise
+/// in it (its exception is returned).
+fn on_main_thread(py: Python<'_>) -> PyResult<bool> {
+    let threading = py.import(intern!(py, "threading"))?;
+    let main = threading.call_method0(intern!(py, "main_thread"))?.getattr(intern!(py, "ident"))?;
+    main.eq(threading.call_method0(intern!(py, "get_ident"))?)
+}
+
+/// The hook the core's HTTP waits poll (`tooloop::with_poll_hook`) while a read runs on the caller's
 /// thread with the GIL released: it runs Python's signal handlers, and an exception one raises (Ctrl+C) is
-/// parked in `slot` and cancels `cancel`.
+/// parked in `slot` and cancels `cancel`. Off Python's main thread (an asyncio worker, a thread of the
+/// host's), where no handler ever runs, it does nothing after its first call: taking the GIL every 50 ms
+/// there bought nothing, and with many runs at once (64 `astream`s on one loop) those takes were a third of
+/// the workers' competition for the GIL with the event loop's thread.
 pub fn signal_hook(cancel: &CancelToken, slot: &ErrSlot) -> std::rc::Rc<dyn Fn()> {
     let (cancel, slot) = (cancel.clone(), slot.clone());
-    std::rc::Rc::new(move || {
-        Python::attach(|py| {
-            if let Err(e) = py.check_signals() {
-                park(&slot, e);
-                cancel.cancel();
-            }
-        })
+    std::rc::Rc::new(move || run_signal_handlers(&cancel, &slot))
+}
+
+/// Python's signal handlers, run on Python's main thread; an exception one raises is parked in `slot` and
+/// cancels `cancel`. Off the main thread, nothing after the first call (see [`signal_hook`]).
+fn run_signal_handlers(cancel: &CancelToken, slot: &ErrSlot) {
+    if SIGNALS_RUN_HERE.get() == Some(false) {
+        return;
+    }
+    Python::attach(|py| {
+        // The handlers first: asking which thread this is runs Python code, where a pending Ctrl+C
+        // would otherwise be raised (and is then parked the same way).
+        let checked = py.check_signals().and_then(|()| match SIGNALS_RUN_HERE.get() {
+            Some(_) => Ok(()),
+            None => on_main_thread(py).map(|main| SIGNALS_RUN_HERE.set(Some(main))),
+        });
+        if let Err(e) = checked {
+            park(slot, e);
+            cancel.cancel();
+        }
     })
 }
 
 /// The poll hook a run's token carries (see `tooloop::CancelToken::with_hooks`): every wait of the run, on
 /// whichever thread, runs Python's signal handlers about every 50 ms; an exception one raises (Ctrl+C) is
-/// parked in `slot` and cancels the run. (Off the main thread Python runs no handlers: a no-op there.)
-pub fn signal_poll(slot: &ErrSlot) -> tooloop::cancel::PollHook {
+/// parked in `slot` and cancels the run. Off Python's main thread (an asyncio worker, a tool's thread) it
+/// takes no GIL after its first call there, as [`signal_hook`].
+pub fn signal_poll(slot: &ErrSlot) -> tooloop::PollHook {
     let slot = slot.clone();
-    Arc::new(move |token: &CancelToken| {
-        Python::attach(|py| {
-            if let Err(e) = py.check_signals() {
-                park(&slot, e);
-                token.cancel();
-            }
-        })
-    })
+    Arc::new(move |token: &CancelToken| run_signal_handlers(token, &slot))
 }
 
 type Finished = Result<Value, PyErr>;
@@ -295,7 +319,7 @@ impl Run {
                     }
                 }
             };
-            let outcome = tooloop::http::with_wait_hook(flush.clone(), || op(&mut emit));
+            let outcome = tooloop::with_wait_hook(flush.clone(), || op(&mut emit));
             flush();
             let _ = tx.send(Msg::Done(outcome));
         }))

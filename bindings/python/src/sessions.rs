@@ -11,7 +11,7 @@ use crate::errors::to_pyerr;
 /// tooloop database or has a newer schema.
 #[pyfunction]
 pub fn list_db_sessions(py: Python<'_>, db: std::path::PathBuf) -> PyResult<Py<PyAny>> {
-    let rows = py.detach(|| tooloop::session_sqlite::list(&db)).map_err(|e| to_pyerr(py, &e))?;
+    let rows = py.detach(|| tooloop::list_sqlite_sessions(&db)).map_err(|e| to_pyerr(py, &e))?;
     let v: Vec<serde_json::Value> = rows
         .into_iter()
         .map(|r| {
@@ -27,5 +27,5 @@ pub fn list_db_sessions(py: Python<'_>, db: std::path::PathBuf) -> PyResult<Py<P
 /// a session, SessionError when either cannot be read or written.
 #[pyfunction]
 pub fn migrate_session(py: Python<'_>, source: std::path::PathBuf, dest: std::path::PathBuf) -> PyResult<usize> {
-    py.detach(|| tooloop::store::migrate(&source, &dest)).map_err(|e| to_pyerr(py, &e))
+    py.detach(|| tooloop::migrate_store(&source, &dest)).map_err(|e| to_pyerr(py, &e))
 }

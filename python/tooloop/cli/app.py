@@ -76,7 +76,6 @@ def make_policy(args: argparse.Namespace, stdin_tty: bool, renderer: Renderer, a
             # `tooloop "task" > log`: the questions must reach the person at the terminal, not the log.
             asker = Renderer(sys.stderr, color=use_color(args, stream=sys.stderr), unicode=_unicode_ok(sys.stderr))
             asker.asks_for(renderer)
-            asker.abort = abort
         policy = AskPolicy(asker.permission_request, TerminalReader(sys.stdin.fileno(), abort, echo=asker.echo))
         if workspace is not None:
             policy.offer_rule = lambda rule: offer_rule(rule, workspace, asker, abort)
@@ -84,7 +83,7 @@ def make_policy(args: argparse.Namespace, stdin_tty: bool, renderer: Renderer, a
         policy = RulesPolicy(policy, loaded, workspace)
     # Protected paths (permissions.Protected): asked every time on a terminal, refused with -p and --yes.
     guard = Protected(workspace) if workspace is not None and not args.allow_config_edits else None
-    return Observed(policy, renderer.note_call, denied=renderer.note_denial, protected=guard,
+    return Observed(policy, denied=renderer.note_denial, protected=guard,
                     can_ask=not args.print_mode)
 
 
@@ -150,6 +149,16 @@ def build_agent(settings: Settings, policy: Observed, session: Path,
                 extra_options: Optional[Dict[str, Any]] = None) -> tooloop.Agent:
     import tooloop
 
+    agent = tooloop.Agent(**agent_kwargs(settings, policy, session, extra_options))
+    bind = getattr(policy, "bind", None)
+    if bind is not None:
+        bind(agent)  # the policy asks the agent which tools are read-only
+    return agent
+
+
+def agent_kwargs(settings: Settings, policy: Observed, session: Path,
+                 extra_options: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """The ``tooloop.Agent`` keyword arguments of this start (build_agent; each of --attempts' agents)."""
     from .local import extra_body
     from .prompt import compact_system_prompt
 
@@ -181,11 +190,7 @@ def build_agent(settings: Settings, policy: Observed, session: Path,
     if settings.fallback_models:
         kwargs["fallback_models"] = fallback_option(settings)
     kwargs.update(extra_options or {})
-    agent = tooloop.Agent(**kwargs)
-    bind = getattr(policy, "bind", None)
-    if bind is not None:
-        bind(agent)  # the policy asks the agent which tools are read-only
-    return agent
+    return kwargs
 
 
 def _piped(stream: TextIO) -> bool:
@@ -253,6 +258,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         if piped:
             task = f"{task}\n\n{piped}"
 
+    from .attempts import usage_problem
+    why = usage_problem(args, task)
+    if why is not None:
+        return problem(why)
     try:
         settings = resolve(args)
     except ConfigProblem as e:
@@ -263,7 +272,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = sys.stderr if json_mode else sys.stdout
     renderer = Renderer(out, color=color and not json_mode, unicode=_unicode_ok(out))
     abort = threading.Event()
-    renderer.abort = abort
     if settings.wire_note:
         renderer.info(settings.wire_note)
     from . import settings as settings_files
@@ -388,6 +396,11 @@ def main(argv: Optional[List[str]] = None) -> int:
             return problem(str(e))
     elif args.image:
         return problem("--image goes with a task: tooloop --image shot.png \"what is wrong here?\"")
+    if args.attempts is not None and task is not None:   # --attempts N: isolated copies (attempts.py)
+        from .attempts import run_attempts
+        options.pop("hooks", None)
+        return run_attempts(args, settings, task, task_input,
+                            agent_kwargs(settings, policy, session, options), session, checkpoints, loaded)
     try:
         agent = build_agent(settings, policy, session, options)
         renderer.bind(agent)  # a tool is drawn by what the agent says it is

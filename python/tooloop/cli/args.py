@@ -182,6 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a check to finish against, e.g. --check 'python3 test_x.py': run in the sandbox when the "
                    "model answers, its failure goes back to the model, the task is done only when it passes "
                    "(exit 1 otherwise); the files it runs or names are read-only to the agent")
+    p.add_argument("--attempts", type=_positive_int, metavar="N",
+                   help="N independent attempts at the task, each in its own copy of the workspace at its own "
+                   "temperature; the first one verified (--check passes, else its own tests passed) is applied "
+                   "as one change (/undo after --continue takes it back), the others discarded; none verified: "
+                   "exit 1. Needs --yes")
+    p.add_argument("--concurrency", type=_positive_int, metavar="N", default=1,
+                   help="with --attempts: how many attempts run at once (default: 1, one after another)")
     p.add_argument("--no-subagents", action="store_true", help="no task tool (explore and general subagents)")
     p.add_argument("--workspace", "-w", metavar="DIR",
                    help="the project folder the agent works in (default: the current folder)")

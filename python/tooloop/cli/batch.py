@@ -39,7 +39,8 @@ READ_ONLY_TOOLS = frozenset({"read_file", "grep", "glob", "todo_write", "bash_ou
 DESCRIPTION = """\
 Run many agent tasks at once. TASKS is a JSONL file: one {"id": "...", "input": "...", "workspace": "..."}
 per line (workspace optional; relative paths are taken from the current folder; "options" may narrow a task
-with model, system, max_turns, max_cost_usd, builtin_tools, temperature, output_schema, never widen it). Each task's session goes to
+with model, system, max_turns, max_cost_usd, builtin_tools, temperature, output_schema, never widen it;
+"attempts": N runs N isolated attempts, at most --attempts). Each task's session goes to
 OUT/<id>.jsonl and its outcome to OUT/results.jsonl; running the same command again skips the tasks that
 finished and resumes the others where they stopped (no tool call that completed runs again)."""
 
@@ -119,6 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="at most N model requests a minute, shared by every agent")
     p.add_argument("--tokens-per-minute", type=_positive_float, metavar="N",
                    help="at most about N prompt tokens a minute, shared by every agent")
+    p.add_argument("--attempts", type=_positive_int, default=1, metavar="N",
+                   help="N attempts at each task, each in its own copy of its workspace; the first verified one "
+                   "(--check passes, else its own tests passed) is applied, the others discarded; a line's "
+                   "\"attempts\" may lower it (default: 1, a plain run)")
+    p.add_argument("--check", metavar="CMD",
+                   help="every task's check to finish against (the agent option check=), e.g. 'pytest -q'")
     add_model_flags(p)
     p.add_argument("--base-url", help="API endpoint")
     p.add_argument("--max-turns", type=_positive_int, metavar="N", help="most model requests per task (default: 50)")
@@ -142,7 +149,7 @@ def _say(message: str) -> None:
 
 #: The fields of a task line. ``metadata`` is the line's own (for a harness reading results.jsonl); nothing
 #: reads it.
-LINE_FIELDS = ("id", "input", "prompt", "workspace", "options", "metadata")
+LINE_FIELDS = ("id", "input", "prompt", "workspace", "options", "metadata", "attempts")
 
 #: The built-in tools a line's ``builtin_tools`` may pick from (the command line enables them all).
 BUILTIN_TOOLS = ("bash", "read_file", "write_file", "edit_file", "grep", "glob", "web_fetch", "bash_output",
@@ -158,9 +165,11 @@ LINE_OPTIONS = ("model", "system", "max_turns", "max_cost_usd", "builtin_tools",
 class Limits:
     """What the command line set that a task line may only lower."""
 
-    def __init__(self, max_turns: int = 50, max_cost_usd: Optional[float] = None) -> None:
+    def __init__(self, max_turns: int = 50, max_cost_usd: Optional[float] = None, attempts: int = 1) -> None:
         self.max_turns = max_turns
         self.max_cost_usd = max_cost_usd
+        #: --attempts: the most (and the default) attempts of a task; a line's "attempts" may lower it.
+        self.attempts = attempts
 
 
 def _number(v: Any) -> bool:
@@ -238,6 +247,13 @@ def load_tasks(path: str, limits: Optional[Limits] = None) -> List[Dict[str, Any
         if ws is not None and (not isinstance(ws, str) or not ws or _too_wide_workspace(Path(ws))):
             raise ValueError(f"{path}:{n}: \"workspace\" must name a project folder, not /, your home folder "
                              f"or a folder above it (bash may write anywhere in it), got {json.dumps(ws)[:80]}")
+        n_attempts = task.get("attempts")
+        if n_attempts is not None and not (isinstance(n_attempts, int) and not isinstance(n_attempts, bool)
+                                           and 1 <= n_attempts <= limits.attempts):
+            raise ValueError(f"{path}:{n}: \"attempts\" must be a whole number from 1 to the command line's "
+                             f"--attempts ({limits.attempts}), got {json.dumps(n_attempts)[:80]}")
+        if limits.attempts > 1 and n_attempts is None:
+            task["attempts"] = limits.attempts
         if "input" not in task and "prompt" in task:
             task["input"] = task.pop("prompt")
         if "id" not in task:
@@ -264,7 +280,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         _say("--address is for --engine ray")
         return EXIT_USAGE
     try:
-        tasks = load_tasks(args.tasks, Limits(args.max_turns or 50, args.max_budget_usd))
+        tasks = load_tasks(args.tasks, Limits(args.max_turns or 50, args.max_budget_usd, args.attempts))
     except (OSError, ValueError, UnicodeDecodeError) as e:
         _say(str(e))
         return EXIT_USAGE
@@ -287,6 +303,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     }
     if args.base_url:
         options["base_url"] = args.base_url
+    if args.check:
+        options["check"] = args.check
     from .permissions import protection_options
     options.update(protection_options(args.allow_config_edits, Path.cwd()))
     if args.read_only:

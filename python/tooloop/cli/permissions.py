@@ -481,15 +481,15 @@ class Protected:
 
 
 class Observed:
-    """Wraps a policy so every call it sees is also reported to `note(id, name, input)` (the renderer
-    uses it to show refused calls, which get no tool_use event). Keeps the policy's `mode`.
+    """Wraps a policy so every call it sees is also reported to `note(id, name, input)` (when given), and
+    each refusal to `denied(id, reason)` (the renderer shows that reason). Keeps the policy's `mode`.
 
     With `protected` (a Protected), a call that writes a protected path never reaches the policy's own
     answer: the settings' deny rules still refuse it, then the user is asked about this call alone (when
     `can_ask` and the policy asks: no "always", no allow rule), and otherwise it is refused with
     PROTECTED_REASON."""
 
-    def __init__(self, policy: Policy, note: Callable[[str, str, Dict[str, Any]], None],
+    def __init__(self, policy: Policy, note: Optional[Callable[[str, str, Dict[str, Any]], None]] = None,
                  denied: Optional[Callable[[str, str], None]] = None, protected: Optional[Protected] = None,
                  can_ask: bool = True):
         self.policy = policy
@@ -525,10 +525,11 @@ class Observed:
 
     def __call__(self, call: CallLike) -> Decision:
         name, inp, ident = call_parts(call)
-        try:
-            self.note(ident, name, inp)
-        except Exception:
-            pass
+        if self.note is not None:
+            try:
+                self.note(ident, name, inp)
+            except Exception:
+                pass
         what = self.protected.what(name, inp) if self.protected is not None else None
         decision = self._guarded(call, name, inp, what) if what is not None else self.policy(call)
         if isinstance(decision, str) and self.denied is not None:

@@ -81,10 +81,15 @@ the files you made and answer in plain words without calling a tool."""
 
 
 def compact_system_prompt(workspace: Path, permission_mode: str = "ask") -> str:
-    """A short prompt for small local models: their context is small and long rules distract them."""
-    # The compact prompt goes with the small tool set (local.SMALL_MODEL_TOOLS): it names exactly those.
-    lines = [f"You are a coding agent in {Path(workspace)}. Tools: bash, read_file, write_file, edit_file "
-             "(paths relative to the workspace).", COMPACT_RULES]
+    """A short prompt for small local models: their context is small and long rules distract them.
+
+    The same text in every workspace, task and turn (`workspace` is not in it): a local server reuses its
+    prompt cache only for a byte-identical prefix, and the system prompt and the tools come first in every
+    request. Anything that changes (a path, the date, notes) would make it read the whole prompt again, at a
+    few hundred tokens a second on a CPU. Commands start in the workspace, so "the current folder" is exact."""
+    # The compact prompt goes with the small tool set (local.SMALL_MODEL_TOOLS) and its compact definitions.
+    lines = ["You are a coding agent working in the current folder (the workspace); file paths are relative "
+             "to it.", COMPACT_RULES]
     if permission_mode == "read-only":
         lines.append("Read-only: bash, write_file and edit_file are refused; describe changes instead.")
     return "\n".join(lines)

@@ -186,30 +186,6 @@ def call_details(name: str, inp: Dict[str, Any], max_lines: int = DETAIL_LINES, 
     return [("", "    " + ln) for ln in json.dumps(inp, indent=2, ensure_ascii=False).splitlines()[:max_lines]]
 
 
-class DrawnCalls:
-    """Ids of the calls whose tool_use event has been drawn, and a way to wait for one."""
-
-    def __init__(self) -> None:
-        self._ids: Set[str] = set()
-        self._cond = threading.Condition()
-
-    def add(self, call_id: str) -> None:
-        with self._cond:
-            self._ids.add(call_id)
-            self._cond.notify_all()
-
-    def wait(self, call_id: str, abort: Optional[threading.Event] = None, timeout: float = 3.0) -> bool:
-        """Whether `call_id` was drawn within `timeout` seconds (False also when `abort` was set)."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while call_id not in self._ids:
-                left = deadline - time.monotonic()
-                if left <= 0 or (abort is not None and abort.is_set()):
-                    return False
-                self._cond.wait(min(left, 0.05))
-            return True
-
-
 def _last_block_end(text: str) -> int:
     """Where the last complete Markdown block of `text` ends: after a blank line outside a code fence, or
     after a fence's closing line. 0 when no block is complete yet."""
@@ -256,8 +232,8 @@ class Renderer:
         self.width = width
         self.show_thinking = show_thinking
         self.glyph = {"tool": "●", "result": "⎿", "think": "✻", "rule": "─", "user": "›",
-                      "wait": "▶"} if unicode else \
-            {"tool": "*", "result": "->", "think": "~", "rule": "-", "user": ">", "wait": ">>"}
+                      "wait": "▶", "sep": "·"} if unicode else \
+            {"tool": "*", "result": "->", "think": "~", "rule": "-", "user": ">", "wait": ">>", "sep": "|"}
         self._console = None
         if color:
             from rich.console import Console  # the colored face only: keeps plain starts light
@@ -267,23 +243,17 @@ class Renderer:
         self._at_line_start = True
         self._thinking_lines = 0
         self._thinking_cut = False
-        self._calls: Dict[str, Tuple[str, Dict[str, Any]]] = {}
         self._denials: Dict[str, str] = {}   # call id -> the reason the policy gave
         self._shown: Set[str] = set()
-        #: Calls whose tool_use event the main thread has drawn. Shared with a second renderer that asks
-        #: the questions elsewhere (stderr), see `asks_for`.
-        self.drawn = DrawnCalls()
-        #: Set on Ctrl+C: a question waiting for its call's event stops waiting.
-        self.abort: Optional[threading.Event] = None
-        #: How long a question waits for its call's tool_use event to be drawn (seconds).
-        self.question_wait = 3.0
+        #: The agent type of each subagent call drawn (call id -> type): its question says whose it is.
+        self._agent_of: Dict[str, str] = {}
         self._spin_since: Optional[float] = None   # waiting for the model since (monotonic), or None
         self._spin_shown = False
         self._spin_thread: Optional[threading.Thread] = None
         #: Answers are drawn as Markdown once each block is complete (colored face only).
         self.markdown = color
         self._md = ""   # the answer's text since the last rendered block
-        # The permission question is printed from the agent's worker thread, events from the main one.
+        # The spinner draws from its own thread; a host may draw events from more than one.
         self._lock = threading.RLock()
         #: What the agent knows of a tool (``Agent.tool_info``), set by `bind`: a host's tool is drawn by its kind.
         self.tool_info: Optional[Callable[[str], Any]] = None
@@ -461,27 +431,18 @@ class Renderer:
                 self._write("\n  ", "dim")
             self._write(piece, "dim italic")
 
-    def note_call(self, call_id: str, name: str, inp: Dict[str, Any]) -> None:
-        """Remember a call the permission policy saw: a refused call gets no tool_use event, yet its
-        line should show what was refused."""
-        if call_id:
-            self._calls[call_id] = (name, inp)
-
     def tool_use(self, name: str, inp: Dict[str, Any], call_id: str = "") -> None:
-        try:
-            with self._lock:
-                self._switch(None)
-                if call_id and call_id in self._shown:
-                    return  # already on screen, in the permission question
-                self._shown.add(call_id)
-                self._line(f"{self.glyph['tool']} {self.summarize(name, inp, self.width)}", "bold cyan")
-        finally:
-            self.drawn.add(call_id)
+        with self._lock:
+            self._switch(None)
+            if call_id and call_id in self._shown:
+                return  # already on screen, in the permission question
+            self._shown.add(call_id)
+            self._line(f"{self.glyph['tool']} {self.summarize(name, inp, self.width)}", "bold cyan")
 
     def asks_for(self, main: Renderer) -> None:
         """This renderer asks the questions of calls that `main` draws (stdout redirected: questions go
         to the terminal on stderr)."""
-        self.drawn = main.drawn
+        self._agent_of = main._agent_of
         self.tool_info = lambda name: main.tool_info(name) if main.tool_info is not None else None
 
     def note_denial(self, call_id: str, reason: str) -> None:
@@ -495,11 +456,9 @@ class Renderer:
         with self._lock:
             self._switch(None)
             if call_id and call_id not in self._shown:
-                # No tool_use event came (the call was refused): show what was refused.
+                # No tool_use event came before (the core announces every call; a host's own stream may not).
                 self._shown.add(call_id)
-                called, inp = self._calls.get(call_id, (name, None))
-                shown = self.summarize(called, inp, self.width) if inp is not None else name
-                self._line(f"{self.glyph['tool']} {shown}", "bold cyan")
+                self._line(f"{self.glyph['tool']} {name}", "bold cyan")
             if name == "todo_write" and not is_error and not denied:
                 return   # the todo event that follows draws the list
             text = content_text(content)
@@ -582,7 +541,7 @@ class Renderer:
                 self._switch(None)
                 inp = event.input if isinstance(event.input, dict) else {"input": event.input}
                 self._line(f"{pad}{self.glyph['tool']} {self.summarize(event.name, inp, self.width - 8)}", "cyan")
-                self.drawn.add(str(event.id))   # a permission question for this call need not wait
+                self._agent_of[str(event.id)] = agent_type
                 self._shown.add(str(event.id))
             elif event.type == "tool_result":
                 self._switch(None)
@@ -607,12 +566,9 @@ class Renderer:
                 self._line(ln, style)
 
     def permission_request(self, name: str, inp: Dict[str, Any], call_id: str = "") -> None:
-        """The question before a call. Runs on the agent's worker thread, which can be ahead of the main
-        thread still drawing this turn's text: the core emits a call's tool_use event before it asks, so
-        wait (briefly, and not past a Ctrl+C) until the main thread has drawn it. Then the question comes
-        after the text it follows, and the call's line is printed once."""
-        if call_id:
-            self.drawn.wait(call_id, self.abort, self.question_wait)
+        """The question before a call. Asked when the run pauses for it (runner.run_task), on the thread
+        that drew the run's events: it comes after the text it follows, and the call's line, drawn from
+        its tool_use event, is printed once."""
         self.arrived()
         with self._lock:
             self._switch(None)
@@ -624,7 +580,9 @@ class Renderer:
             for mark, ln in call_details(name, inp, kind=kind, path_field=path_field):
                 self._line(ln, styles.get(mark, ""))
             self._write(f"  {self.glyph['wait']} waiting for you", "bold reverse yellow")
-            self._write(f" allow {name}? [y]es / [n]o / [a]lways (or type a reason to refuse): ", "bold yellow")
+            # A subagent's call (its tool_use was drawn under its task): say whose question it is.
+            whose = f" {self.glyph['sep']} the {self._agent_of[call_id]} agent asks:" if call_id in self._agent_of else ""
+            self._write(f"{whose} allow {name}? [y]es / [n]o / [a]lways (or type a reason to refuse): ", "bold yellow")
             self._at_line_start = True  # the answer's echo ends the line
 
     def echo(self, text: str) -> None:

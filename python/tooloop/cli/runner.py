@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, Optional, Union
 from .render import Renderer
 
 if TYPE_CHECKING:
-    from tooloop import Agent, AgentStream, Event, RunResult, Usage
+    from tooloop import Agent, AgentStream, ApprovalRequestEvent, Event, RunResult, Usage
 
     from .checkpoints import Checkpoints
     from .config import Settings
@@ -112,18 +112,31 @@ def budget_line(cap: Optional[float]) -> str:
     return f"stopped: the next request would take the spend past {shown} (--max-budget-usd)"
 
 
-def start_stream(agent: Agent, text: Optional[Prompt]) -> AgentStream:
+def start_stream(agent: Agent, text: Optional[Prompt], pause: bool = False) -> AgentStream:
     """The run's event stream; `text` None continues the conversation without new input (after an error:
-    unanswered calls are answered as interrupted, then the request goes again)."""
+    unanswered calls are answered as interrupted, then the request goes again). `pause`: each call that
+    needs a decision pauses the run until the stream's ``approve`` answers it."""
     if text is not None:
-        return agent.stream(text)
-    return agent.resume_stream()
+        return agent.stream(text, pause_for_approval=pause)
+    return agent.resume_stream(pause_for_approval=pause)
+
+
+def asked_call(event: Event) -> Optional[ApprovalRequestEvent]:
+    """The call a paused run waits for, when `event` asks about one (the run's own, or a subagent's)."""
+    if event.type == "subagent":
+        event = event.event
+    return event if event.type == "approval_request" else None
 
 
 def run_task(agent: Agent, text: Optional[Prompt], renderer: Optional[Renderer], abort: threading.Event,
              settings: Optional[Settings] = None, checkpoints: Optional[Checkpoints] = None) -> Outcome:
     """Run `text` on `agent` (None: retry the last request), rendering as it goes (renderer None: show
-    nothing). Each ``file_change`` event (also a subagent's) goes to `checkpoints`, for /undo."""
+    nothing). Each ``file_change`` event (also a subagent's) goes to `checkpoints`, for /undo.
+
+    Shown (a renderer), the permission question is the run's pause: each call that needs a decision (a
+    subagent's too) waits while the agent's permission policy answers it here, after its events were drawn,
+    so a question always follows what it is about and questions come one at a time in the order asked.
+    Unshown (``-p``), the policy answers inside the run, as the blocking callable."""
     import tooloop
 
     abort.clear()
@@ -134,11 +147,12 @@ def run_task(agent: Agent, text: Optional[Prompt], renderer: Optional[Renderer],
     last_turn: Optional[Usage] = None
     compactions = 0
     repetition = ""
+    answer = getattr(agent, "permission", None) if renderer is not None else None
     try:
         with _sigint_sets(abort):
             if renderer is not None:
                 renderer.waiting()
-            stream = start_stream(agent, text)
+            stream = start_stream(agent, text, pause=answer is not None)
             for event in stream:
                 if renderer is not None:
                     if event.type in ("text", "thinking", "tool_use", "done", "subagent", "todo"):
@@ -162,8 +176,12 @@ def run_task(agent: Agent, text: Optional[Prompt], renderer: Optional[Renderer],
                     show(renderer, event)
                     if event.type == "tool_result":
                         renderer.waiting()
+                asked = asked_call(event) if answer is not None else None
+                if asked is not None and answer is not None:
+                    call = tooloop.ToolCall(id=asked.id, name=asked.name, input=asked.input)
+                    stream.approve(asked.id, answer(call))
     except BaseException as exc:  # KeyboardInterrupt included: Ctrl+C cancels the run, not the program
-        abort.set()  # frees a permission question that may still wait for an answer
+        abort.set()  # frees a question (the policy's "save this rule?") that may still wait for an answer
         if isinstance(exc, KeyboardInterrupt) or isinstance(exc, tooloop.Cancelled):
             _cancel(agent, stream)
             if renderer is not None:
@@ -190,9 +208,9 @@ def run_task(agent: Agent, text: Optional[Prompt], renderer: Optional[Renderer],
 def _sigint_sets(abort: threading.Event) -> Iterator[None]:
     """While a run goes, Ctrl+C first sets `abort`, then raises KeyboardInterrupt as usual.
 
-    The binding answers KeyboardInterrupt by cancelling the run and waiting for its worker thread; a
-    worker inside a permission question waits for the user, so the question must learn of the Ctrl+C
-    before that wait starts, or both would wait for each other."""
+    A question asked while the run waits (a permission question at the run's pause, "save this rule?")
+    polls `abort`, so a Ctrl+C frees it however it is reading; a run on a worker thread (``-p``) is
+    cancelled by the binding, which then waits for that thread."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
