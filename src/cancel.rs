@@ -4,16 +4,21 @@
 //! of times; everything blocking inside tooloop (network reads, retry back-off, tools) polls it or waits
 //! on it, so a run ends within a bounded time (the target is 200 ms) after `cancel()`.
 //!
-//! A host may also set a thread's poll hook ([`with_poll_hook`]): every wait of the core on that thread
-//! (network reads, retry back-off, a running command, a tool on its own thread, parallel tools, an MCP
-//! reply, a send gate's pause) runs it about every 50 ms. It is how a host whose signals are handled on the
-//! waiting thread (Python's Ctrl+C) notices them while the core waits, and cancels the run's token.
+//! A token may carry a run's hooks ([`CancelToken::with_hooks`]) to every wait and request made under it or
+//! a clone of it, on whichever thread — the run's own, its subagents', its parallel tools': a send gate (see
+//! [`crate::gate`]) and a poll hook, which every wait of the core (network reads, retry back-off, a running
+//! command, a tool on its own thread, parallel tools, an MCP reply, a send gate's pause) runs about every
+//! 50 ms. It is how a host whose signals are handled on the waiting thread (Python's Ctrl+C) notices them
+//! while the core waits, and cancels the run's token. A wait under a token without a poll hook runs the
+//! thread's, if one is set ([`with_poll_hook`]: for waits outside a run, such as a raw client's request).
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+use crate::send_gate::SendGate;
 
 /// A thread-safe cancellation flag with a wake-up for sleepers.
 ///
@@ -25,17 +30,80 @@ pub struct CancelToken {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Inner {
     flag: AtomicBool,
     lock: Mutex<()>,
     wake: Condvar,
+    /// The send gate of every request made under this token (see [`crate::gate`]).
+    gate: Option<Arc<dyn SendGate + Send + Sync>>,
+    /// The poll hook of every wait under this token, and when it last ran (see [`CancelToken::with_hooks`]).
+    poll: Option<PollHook>,
+    polled_at: Mutex<Option<Instant>>,
+}
+
+/// A run's poll hook: given the token of the wait that runs it (see [`CancelToken::with_hooks`]).
+pub type PollHook = Arc<dyn Fn(&CancelToken) + Send + Sync>;
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("flag", &self.flag)
+            .field("gated", &self.gate.is_some())
+            .field("polled", &self.poll.is_some())
+            .finish()
+    }
 }
 
 impl CancelToken {
     /// A new token, not cancelled.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A new token, not cancelled, whose requests pass `gate` (see [`crate::gate`]): a run started with it
+    /// hands it, with its clones, to its subagents and to the threads of its parallel tools, so every HTTP
+    /// attempt of the run is gated, on whichever thread it is made.
+    pub fn gated(gate: Arc<dyn SendGate + Send + Sync>) -> Self {
+        CancelToken::with_hooks(Some(gate), None)
+    }
+
+    /// A new token, not cancelled, carrying a run's hooks to every wait and request made under it or a clone
+    /// of it, on whichever thread (the run's own, its subagents', its parallel tools', a tool's own thread):
+    /// `gate` for each HTTP attempt (see [`crate::gate`]), `poll` run about every 50 ms while the core waits
+    /// (the network, a retry back-off, a command, tools on other threads, an MCP reply, a send gate's pause),
+    /// given the token — how a host whose signals are handled on the waiting thread (Python's Ctrl+C) notices
+    /// them and cancels. A wait under a token without a poll hook runs the thread's (see [`with_poll_hook`]).
+    pub fn with_hooks(gate: Option<Arc<dyn SendGate + Send + Sync>>, poll: Option<PollHook>) -> Self {
+        CancelToken { inner: Arc::new(Inner { gate, poll, ..Inner::default() }) }
+    }
+
+    /// Run the poll hook of a wait under this token if it is due (or `force`): the token's, else the
+    /// thread's. Every wait loop in the core calls it once per slice.
+    pub(crate) fn poll(&self, force: bool) {
+        let Some(hook) = &self.inner.poll else { return poll(force) };
+        let due = {
+            let mut at = self.inner.polled_at.lock().unwrap_or_else(|e| e.into_inner());
+            let due = force || at.is_none_or(|t| t.elapsed() >= POLL_EVERY);
+            if due {
+                *at = Some(Instant::now());
+            }
+            due
+        };
+        if due {
+            hook(self);
+        }
+    }
+
+    /// Whether a wait under this token has a poll hook to run (its own or the thread's): such a wait takes
+    /// slices instead of blocking in one piece.
+    pub(crate) fn polled(&self) -> bool {
+        self.inner.poll.is_some() || polled()
+    }
+
+    /// The send gate this token carries, if any.
+    pub fn send_gate(&self) -> Option<Arc<dyn SendGate + Send + Sync>> {
+        self.inner.gate.clone()
     }
 
     /// Cancel: every clone reports `is_cancelled() == true` from now on, and sleepers wake at once.
@@ -122,12 +190,12 @@ pub(crate) fn polled() -> bool {
 
 /// Sleep `delay` unless cancelled (returns `true` then), running the poll hook in between.
 pub(crate) fn sleep_watched(cancel: &CancelToken, delay: Duration) -> bool {
-    if !polled() {
+    if !cancel.polled() {
         return cancel.sleep(delay);
     }
     let end = Instant::now() + delay;
     loop {
-        poll(false);
+        cancel.poll(false);
         let now = Instant::now();
         if cancel.is_cancelled() {
             return true;

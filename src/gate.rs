@@ -5,8 +5,9 @@
 //! shares the gate. Spend is not the gate's: the agent loop keeps every cap, a batch's budget included, in
 //! its [`crate::ledger`], for requests that never reach HTTP (a host model) too.
 //!
-//! The gate is thread-local, like the poll and wait hooks of [`crate::http`]: the binding sets it around a run
-//! on the run's worker thread; requests made on other threads (a subagent's, a parallel tool's) are not gated.
+//! The gate travels with the run's [`CancelToken`] ([`CancelToken::gated`]): every request made under the token
+//! or a clone of it passes it, on whichever thread — the run's own, its subagents', its parallel tools'. (The
+//! thread-local [`with_send_gate`] of earlier releases still works, for the requests of that thread only.)
 //!
 //! Must never: sleep without watching the request's cancel token, or hold anything across the attempt itself.
 
@@ -20,30 +21,15 @@ use crate::cancel::CancelToken;
 /// answer may change the picture).
 const ASK_AGAIN: Duration = Duration::from_millis(50);
 
-/// What a gate says about the next attempt.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Admit {
-    /// Send it now.
-    Go,
-    /// Ask again after this long.
-    Wait(Duration),
-    /// Do not send it: the run ends as cancelled (the host knows why).
-    Stop,
-}
-
-/// A host's gate for the HTTP attempts of the runs on this thread.
-pub trait SendGate {
-    /// An attempt of `body_bytes` bytes is about to be sent.
-    fn before_send(&self, body_bytes: usize) -> Admit;
-    /// The response head of an attempt arrived: its status, and the server's `retry-after` if it gave one.
-    fn after_response(&self, status: u16, retry_after: Option<Duration>);
-}
+pub use crate::send_gate::{Admit, SendGate};
 
 thread_local! {
     static GATE: RefCell<Option<Rc<dyn SendGate>>> = const { RefCell::new(None) };
 }
 
-/// Run `f` with `gate` as this thread's send gate (see the module docs). Nested calls stack.
+/// Run `f` with `gate` as this thread's send gate, for the requests whose token carries none. Nested calls
+/// stack.
+#[deprecated(note = "give the run a gated token (CancelToken::gated): its subagents and parallel tools are gated too")]
 pub fn with_send_gate<R>(gate: Rc<dyn SendGate>, f: impl FnOnce() -> R) -> R {
     struct Restore(Option<Rc<dyn SendGate>>);
     impl Drop for Restore {
@@ -57,10 +43,30 @@ pub fn with_send_gate<R>(gate: Rc<dyn SendGate>, f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Wait until the thread's gate (if any) lets an attempt of `body_bytes` go. `false`: do not send (the gate
+/// The gate of a request made under `cancel`: the token's, else this thread's (see [`with_send_gate`]).
+fn gate_of(cancel: &CancelToken) -> Option<Rc<dyn SendGate>> {
+    match cancel.send_gate() {
+        Some(g) => Some(Rc::new(Shared(g))),
+        None => GATE.with_borrow(|cur| cur.clone()),
+    }
+}
+
+/// A token's gate behind the thread-local's type.
+struct Shared(std::sync::Arc<dyn SendGate + Send + Sync>);
+
+impl SendGate for Shared {
+    fn before_send(&self, body_bytes: usize) -> Admit {
+        self.0.before_send(body_bytes)
+    }
+    fn after_response(&self, status: u16, retry_after: Option<Duration>) {
+        self.0.after_response(status, retry_after)
+    }
+}
+
+/// Wait until the request's gate (if any) lets an attempt of `body_bytes` go. `false`: do not send (the gate
 /// said stop, or `cancel` fired while waiting).
 pub(crate) fn admit(cancel: &CancelToken, body_bytes: usize) -> bool {
-    let Some(gate) = GATE.with_borrow(|cur| cur.clone()) else { return true };
+    let Some(gate) = gate_of(cancel) else { return true };
     loop {
         if cancel.is_cancelled() {
             return false;
@@ -77,15 +83,15 @@ pub(crate) fn admit(cancel: &CancelToken, body_bytes: usize) -> bool {
     }
 }
 
-/// Tell the thread's gate (if any) how an attempt was answered.
-pub(crate) fn report(status: u16, retry_after: Option<Duration>) {
-    let gate = GATE.with_borrow(|cur| cur.clone());
-    if let Some(g) = gate {
+/// Tell the request's gate (if any) how an attempt was answered.
+pub(crate) fn report(cancel: &CancelToken, status: u16, retry_after: Option<Duration>) {
+    if let Some(g) = gate_of(cancel) {
         g.after_response(status, retry_after);
     }
 }
 
 #[cfg(test)]
+#[allow(deprecated)]
 mod tests {
     use super::*;
     use std::cell::Cell;
@@ -129,7 +135,7 @@ mod tests {
         let g = gate.clone();
         let ok = with_send_gate(g, || {
             let ok = admit(&CancelToken::new(), 10);
-            report(429, None);
+            report(&CancelToken::new(), 429, None);
             ok
         });
         assert!(ok);

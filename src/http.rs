@@ -284,7 +284,10 @@ fn resolve_watched(
     let started = Instant::now();
     let watch = WATCH.with_borrow(|cur| cur.as_ref().map(|w| (w.cancel.clone(), w.deadline)));
     let found = loop {
-        poll(false);
+        match &watch {
+            Some((cancel, _)) => cancel.poll(false),
+            None => poll(false),
+        }
         if let Some((cancel, deadline)) = &watch {
             let stop = if cancel.is_cancelled() {
                 Some(Stop::Cancelled)
@@ -371,7 +374,7 @@ impl<In: Transport> Connector<In> for CancellableTcp {
             })
             .map_err(ureq::Error::Io)?;
         loop {
-            poll(false);
+            cancel.poll(false);
             let stop = if cancel.is_cancelled() {
                 Some(Stop::Cancelled)
             } else if Instant::now() >= deadline {
@@ -457,7 +460,7 @@ impl Transport for Watched {
         let started = Instant::now();
         let idle_deadline = started + idle;
         loop {
-            poll(false);
+            cancel.poll(false);
             let now = Instant::now();
             let stop = if cancel.is_cancelled() {
                 Some(Stop::Cancelled)
@@ -941,7 +944,7 @@ impl HttpClient {
             }
             let outcome = self.send_once(req, cancel);
             if let Ok(resp) = &outcome {
-                crate::gate::report(resp.status, retry_after(&resp.headers));
+                crate::gate::report(cancel, resp.status, retry_after(&resp.headers));
             }
             let (err, server_wait) = match outcome {
                 Ok(resp) if resp.status < 300 => match read(resp) {

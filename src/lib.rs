@@ -72,6 +72,7 @@ pub mod progress;
 pub mod provider;
 pub mod rules;
 mod run;
+mod send_gate;
 pub mod session;
 pub mod session_sqlite;
 pub mod skills;
@@ -88,7 +89,7 @@ pub use agent::{
     Agent, AgentConfig, ApprovalError, ApprovalRequest, Event, FILE_CHANGE_BEFORE_CAP, FileChangeKind, MaxTurnsPolicy,
     ModelSpec, Permission, PermissionHook, RepeatGuard, RunDriver, RunResult, SessionInfo, Step, ToolCallRecord,
 };
-pub use cancel::CancelToken;
+pub use cancel::{CancelToken, PollHook};
 pub use conversation::{Conversation, Entry, EntryRole, EntryStatus};
 pub use error::{ApiError, ApiErrorKind, Error, Result};
 pub use options::AgentOptions;
@@ -105,7 +106,9 @@ pub use types::{ContentBlock, Message, MessageResponse, Messages, Request, Role,
 pub use builtin::{DEFAULT_PROTECTED_PATHS, Restored, Workspace, restore_file, sandbox_support};
 pub use content::parse_blocks;
 pub use conversation::cost_usd as entries_cost_usd;
-pub use gate::{Admit, SendGate, with_send_gate};
+#[allow(deprecated)]
+pub use gate::with_send_gate;
+pub use gate::{Admit, SendGate};
 pub use hooks::{
     AfterToolHook, BeforeRequestHook, BeforeTool, BeforeToolHook, Hooks, KINDS as HOOK_KINDS, OnStopHook,
     ToolResultView,

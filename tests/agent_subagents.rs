@@ -246,3 +246,39 @@ fn a_read_only_explore_agent_gets_the_builtins_in_read_only_mode_while_the_paren
     assert!(child_system.contains("Explore.") && child_system.contains("read-only"), "{child_system}");
     let _ = std::fs::remove_dir_all(&ws);
 }
+
+#[test]
+fn a_stepped_parent_hands_out_its_childs_events_step_by_step_before_the_task_call_is_answered() {
+    let steps = vec![
+        reply(vec![task("p1", "explore", "find main")], StopReason::ToolUse),
+        // child: uses look, then answers
+        reply(vec![call("c1", "look", json!({}))], StopReason::ToolUse),
+        reply(vec![ContentBlock::text("main is in src/main.rs")], StopReason::EndTurn),
+        // parent: done
+        reply(vec![ContentBlock::text("all done")], StopReason::EndTurn),
+    ];
+    let provider = Arc::new(ScriptedProvider::new(steps));
+    let agent = AgentOptions::from_value(json!({"subagents": types()})).unwrap().build_with(provider).unwrap();
+    agent.tools().register(counting_tool("look", Arc::new(AtomicUsize::new(0)))).unwrap();
+    let agent = Arc::new(agent);
+    let mut driver = agent.start(Some(vec![ContentBlock::text("investigate")]), CancelToken::new()).unwrap();
+    // Each step's events, as a host stepping the run hands them out.
+    let mut handed: Vec<Vec<Event>> = Vec::new();
+    let result = loop {
+        let mut events = Vec::new();
+        let outcome = driver.step(&mut |e| events.push(e.clone()));
+        handed.push(events);
+        if let Some(outcome) = outcome {
+            break outcome.unwrap();
+        }
+    };
+    assert_eq!(result.text, "all done");
+    let answered = |e: &Event| matches!(e, Event::ToolResult { id, .. } if id == "p1");
+    let answered_at = handed.iter().position(|s| s.iter().any(answered)).unwrap();
+    let child_steps: Vec<usize> = (0..handed.len())
+        .filter(|&i| handed[i].iter().any(|e| matches!(e, Event::Subagent { parent_id, .. } if parent_id == "p1")))
+        .collect();
+    // The child's turns and its call came out a step at a time, before the step that answered the task call.
+    assert!(child_steps.len() >= 2, "{child_steps:?} of {} steps", handed.len());
+    assert!(child_steps[0] < answered_at && child_steps[1] < answered_at, "{child_steps:?}, answered at {answered_at}");
+}

@@ -123,3 +123,42 @@ fn the_poll_hook_runs_while_a_bash_command_runs_and_its_cancel_stops_it() {
     assert!(started.elapsed() < Duration::from_secs(5));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[path = "common/mock.rs"]
+mod mock;
+
+#[test]
+fn a_tokens_poll_hook_runs_in_a_wait_on_any_thread_the_token_is_handed_to_and_its_cancel_ends_it() {
+    // A run's hook travels with its token (CancelToken::with_hooks), not with the thread that set it up: a
+    // request under a clone on another thread (as a parallel tool's or a subagent's) runs it too.
+    let server = mock::MockServer::start(&mock::scenario("anthropic_stream_stall"));
+    let mut c = tooloop::provider::ProviderConfig::new(tooloop::provider::Protocol::Anthropic);
+    c.api_key = Some(tooloop::provider::Secret::new("sk-ant-mock"));
+    c.base_url = Some(server.base_url());
+    let provider = c.build().unwrap();
+    let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let cancelled_at = Arc::new(std::sync::Mutex::new(None::<Instant>));
+    let hook: tooloop::cancel::PollHook = {
+        let (calls, cancelled_at) = (calls.clone(), cancelled_at.clone());
+        Arc::new(move |token: &CancelToken| {
+            if calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 == 3 {
+                *cancelled_at.lock().unwrap() = Some(Instant::now());
+                token.cancel();
+            }
+        })
+    };
+    let token = CancelToken::with_hooks(None, Some(hook));
+    let request: tooloop::Request = serde_json::from_value(json!({
+        "model": "claude-sonnet-4-6", "max_tokens": 64, "stream": true,
+        "messages": [{"role": "user", "content": "hi"}]
+    }))
+    .unwrap();
+    let clone = token.clone();
+    let started = Instant::now();
+    let got = std::thread::spawn(move || provider.send(&request, &clone, &mut |_| {})).join().unwrap();
+    let ended = Instant::now();
+    assert!(matches!(got, Err(Error::Cancelled { .. })), "{got:?}");
+    assert!(ended - started < Duration::from_secs(5), "the stall was not cut short");
+    let at = cancelled_at.lock().unwrap().expect("the hook cancelled the request");
+    assert!(ended - at < Duration::from_millis(200), "{:?}", ended - at);
+}

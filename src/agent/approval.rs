@@ -186,8 +186,12 @@ impl RunDriver {
         }
     }
 
-    /// [`RunDriver::step`]'s answer to a pause: the agent's permission callable decides each call.
-    pub(super) fn answer_with_callable(&mut self, asked: Vec<ApprovalRequest>) {
+    /// Answer a pause with the agent's permission callable, on this thread: each of `asked` (the calls
+    /// [`RunDriver::next`] returned, or [`RunDriver::pending_approvals`]; a subagent's too) is decided by it
+    /// (none set: refused). What [`RunDriver::step`] does at a pause; a host that hands a step's events out
+    /// before the callable asks (so a UI draws the call before its question) calls it itself, then steps
+    /// with `next` again.
+    pub fn answer_with_callable(&mut self, asked: Vec<ApprovalRequest>) {
         let permission = lock(&self.agent.control).permission.clone();
         for request in asked {
             let decision = match &permission {

@@ -459,7 +459,7 @@ impl Running {
         let mut exited: Option<(Instant, Ending)> = None;
         let mut next_check = Instant::now();
         loop {
-            crate::cancel::poll(false);
+            cancel.poll(false);
             if cancel.is_cancelled() {
                 return Ending::Cancelled;
             }

@@ -297,7 +297,10 @@ impl Conn {
         }
         let deadline = Instant::now() + timeout;
         loop {
-            crate::cancel::poll(false);
+            match cancel {
+                Some(c) => c.poll(false),
+                None => crate::cancel::poll(false),
+            }
             if cancel.is_some_and(CancelToken::is_cancelled) {
                 self.abandon(id, method, "the client's run was cancelled");
                 return Err(CallError::Cancelled);

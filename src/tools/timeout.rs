@@ -54,7 +54,7 @@ impl ToolHandler for TimeoutHandler {
         }
         let deadline = Instant::now() + self.limit;
         loop {
-            crate::cancel::poll(false);
+            ctx.cancel.poll(false);
             if ctx.cancel.is_cancelled() {
                 own.cancel();
                 return Err(ToolError::Respond(format!("cancelled: tool '{}' was told to stop", ctx.tool_name)));

@@ -2,8 +2,8 @@
 thread, no thread hop per batch of events), where the provider hands out a stream to pull (Anthropic): Python
 tools and hooks see that thread's thread-locals, context variables and thread-bound objects, as in
 ``Agent.run``. ``cancel()`` from another thread and Ctrl+C still end a stalled stream within 200 ms with a
-valid conversation. A permission callable keeps the stream on a worker thread (the CLI answers it from the
-iterating thread)."""
+valid conversation. A permission callable is asked on that thread too, once the events before its question
+(the call's ``tool_use`` among them) have been handed out: the CLI draws the call before it asks."""
 
 from __future__ import annotations
 
@@ -83,10 +83,11 @@ def test_sigint_during_a_stalled_stream_raises_keyboard_interrupt_within_200_ms(
     assert agent.run("again").text == "after the interrupt"
 
 
-def test_with_a_permission_callable_the_stream_stays_on_a_worker_so_the_iterating_thread_can_answer(
+def test_a_permission_callable_is_asked_on_the_iterating_thread_after_it_has_seen_the_call(
         mock: Any) -> None:
     # The CLI's shape: the permission callable waits until the iterating thread has drawn the call's
-    # tool_use event. On the iterating thread itself it would wait for itself.
+    # tool_use event. It is asked on the iterating thread, once the step's events were handed out, so it never
+    # waits for itself (until the one engine, it kept the stream on a worker thread).
     server = mock("anthropic_text")
     server.load({"responses": [tool_reply(("toolu_1", "lookup", {"key": "a"})), text_reply("done")]})
     drawn = threading.Event()
@@ -106,7 +107,7 @@ def test_with_a_permission_callable_the_stream_stays_on_a_worker_so_the_iteratin
         if event.type == "tool_use":
             drawn.set()
     assert agent.messages[-1]["content"][0]["text"] == "done"
-    assert where["tool"] != threading.get_ident()
+    assert where["tool"] == threading.get_ident()
 
 
 def test_an_error_in_beginning_the_run_is_raised_from_the_iteration(mock: Any) -> None:
@@ -173,3 +174,67 @@ def test_a_stalled_openai_agent_stream_ends_within_200_ms_on_cancel_and_on_sigin
     assert_valid_view(agent.messages)
     server.load({"responses": [_chat("after the stall")]})
     assert agent.run("again").text == "after the stall"
+
+
+def test_a_subagents_events_arrive_as_it_works_and_its_tools_run_on_the_iterating_thread() -> None:
+    # One engine: the child's run is stepped within the parent's steps, on the thread that iterates.
+    def use(i: str, name: str, inp: Dict[str, Any]) -> Dict[str, Any]:
+        return {"content": [{"type": "tool_use", "id": i, "name": name, "input": inp}], "stop_reason": "tool_use",
+                "usage": {"input_tokens": 10, "output_tokens": 5}}
+
+    def say(t: str) -> Dict[str, Any]:
+        return {"content": [{"type": "text", "text": t}], "stop_reason": "end_turn",
+                "usage": {"input_tokens": 10, "output_tokens": 5}}
+
+    replies = [use("p1", "task", {"description": "d", "prompt": "look", "agent_type": "explore"}),
+               use("k1", "look", {}), say("found it"), say("parent done")]
+    asked: List[Dict[str, Any]] = []
+
+    def brain(request: Dict[str, Any]) -> Dict[str, Any]:
+        asked.append(request)
+        return replies.pop(0)
+
+    where: Dict[str, int] = {}
+
+    def look() -> str:
+        where["tool"] = threading.get_ident()
+        return "ok"
+
+    agent = tooloop.Agent(provider=brain, tools=[tooloop.tool(look, name="look", description="l")],
+                          subagents={"explore": tooloop.SubAgent("explores", tools=["look"])})
+    seen = [(event.type, len(asked)) for event in agent.stream("go")]
+    assert seen[-1][0] == "done"
+    assert where["tool"] == threading.get_ident()
+    # The child's first event came while it had made one request of its two: not in one piece at its end.
+    assert next(n for kind, n in seen if kind == "subagent") == 2, seen
+    assert_valid_view(agent.messages)
+
+
+def test_a_subagents_call_is_handed_out_before_the_permission_callable_is_asked_about_it() -> None:
+    # The CLI draws a child's call, then asks: the child's pause ends the parent's step, its events are handed
+    # out, and the callable answers at the next step, on the iterating thread.
+    def use(i: str, name: str, inp: Dict[str, Any]) -> Dict[str, Any]:
+        return {"content": [{"type": "tool_use", "id": i, "name": name, "input": inp}], "stop_reason": "tool_use",
+                "usage": {"input_tokens": 10, "output_tokens": 5}}
+
+    replies = [use("p1", "task", {"description": "d", "prompt": "look", "agent_type": "explore"}),
+               use("k1", "look", {}),
+               {"content": [{"type": "text", "text": "found"}], "stop_reason": "end_turn"},
+               {"content": [{"type": "text", "text": "parent done"}], "stop_reason": "end_turn"}]
+    drawn: List[str] = []
+    asked: List[str] = []
+
+    def permission(call: Any) -> bool:
+        assert call.id in drawn, f"asked about {call.id} before its tool_use was handed out"
+        asked.append(call.id)
+        return True
+
+    agent = tooloop.Agent(provider=lambda request: replies.pop(0),
+                          tools=[tooloop.tool(lambda: "ok", name="look", description="l")],
+                          subagents={"explore": tooloop.SubAgent("explores", tools=["look"])}, permission=permission)
+    for event in agent.stream("go"):
+        inner = event.event if event.type == "subagent" else event
+        if inner.type == "tool_use":
+            drawn.append(inner.id)
+    assert asked == ["p1", "k1"]
+    assert agent.messages[-1]["content"][0]["text"] == "parent done"

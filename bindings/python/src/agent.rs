@@ -1,120 +1,25 @@
 //! `_Agent`: the core agent with Python tools, a Python model callable and a Python permission hook.
 //!
 //! Argument normalisation (thinking budgets, tool objects from plain functions, result objects) is done by
-//! `tooloop/_agent.py`; this side converts, maps errors and manages the GIL. `run` and `compact` run on the
-//! calling thread with the GIL released, streams (`start`) too where they can (`_Driven`), else on a worker
-//! thread; Python callables run on whichever thread runs the loop (or a tool's own thread) under
-//! `Python::attach`.
+//! `tooloop/_agent.py`; this side converts, maps errors and manages the GIL. Every run is the core's
+//! `RunDriver` stepped on the calling thread with the GIL released (`run` to its end, `start` a step per
+//! call for events: a `_Driven`), and so is `compact`; Python callables run on the thread that steps (or a
+//! tool's own thread) under `Python::attach`.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
-use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyString};
 use serde_json::{Map, Value};
-use tooloop::FnProvider;
 use tooloop::ToolUseBlock;
-use tooloop::{
-    Agent, AgentOptions, CancelToken, ContentBlock, Error, Message, MessageResponse, Permission, Provider, Request,
-    Tool,
-};
-use tooloop::{ToolContext, ToolError, ToolOutput};
+use tooloop::{Agent, AgentOptions, CancelToken, ContentBlock, Error, Permission};
 
+use crate::callables::{host_provider, python_tool, with_kind, with_timeout};
 use crate::convert::{from_py, to_py};
-use crate::drive::Driven;
+use crate::drive::{Driven, RunContext};
 use crate::errors::{config_error, to_pyerr};
 use crate::gate::PyGate;
-use crate::run::{ErrSlot, Item, Run, lock, park, signal_hook};
-
-/// A provider from a name of the provider table (`"anthropic"`, `"openai"`, `"openai-responses"`,
-/// `"bedrock"`) or a Python callable `model(request: dict) -> dict`, for the
-/// raw `Client`: the network settings go through the core's options, so they are checked as for an Agent.
-#[allow(clippy::too_many_arguments)]
-pub fn build_provider(
-    py: Python<'_>,
-    provider: &Bound<'_, PyAny>,
-    api_key: Option<String>,
-    base_url: Option<String>,
-    timeout: f64,
-    max_retries: u32,
-    headers: Option<HashMap<String, String>>,
-    slot: &ErrSlot,
-) -> PyResult<Arc<dyn Provider>> {
-    if let Ok(name) = provider.cast::<PyString>() {
-        let mut map = Map::new();
-        map.insert("provider".into(), Value::String(name.to_cow()?.into_owned()));
-        map.insert("api_key".into(), api_key.map_or(Value::Null, Value::String));
-        map.insert("base_url".into(), base_url.map_or(Value::Null, Value::String));
-        map.insert("timeout".into(), serde_json::Number::from_f64(timeout).map_or(Value::Null, Value::Number));
-        map.insert("max_retries".into(), Value::from(max_retries));
-        let headers: Map<String, Value> =
-            headers.unwrap_or_default().into_iter().map(|(k, v)| (k, Value::String(v))).collect();
-        map.insert("headers".into(), Value::Object(headers));
-        let options = AgentOptions::from_value(Value::Object(map)).map_err(|e| to_pyerr(py, &e))?;
-        return options.provider_config().build().map_err(|e| to_pyerr(py, &e));
-    }
-    if !provider.is_callable() {
-        return Err(config_error(
-            py,
-            format!(
-                "provider must be {} or a callable, got {}",
-                tooloop::provider_names_for_message().replace(" or ", ", "),
-                provider.get_type().name()?
-            ),
-        ));
-    }
-    Ok(host_provider(provider, slot))
-}
-
-fn host_provider(model: &Bound<'_, PyAny>, slot: &ErrSlot) -> Arc<dyn Provider> {
-    let model = model.clone().unbind();
-    let slot = slot.clone();
-    let dicts = Mutex::new(MessageDicts::default());
-    Arc::new(FnProvider::new(move |request: &Request, _cancel| call_model(&model, request, &slot, &dicts)))
-}
-
-/// The Python dicts of the messages of the model's last request, each with the message it was built from.
-/// A request shares the conversation's unchanged messages (the same `Arc`s turn after turn), and an `Arc`
-/// held here cannot change, so the same `Arc` at the same place gets the same dict again: converting a
-/// request costs what is new in it, not the whole history.
-#[derive(Default)]
-struct MessageDicts(Vec<(Arc<Message>, Py<PyAny>)>);
-
-/// `request` as the dict a Python model receives: its messages' dicts reused from `dicts` where the message
-/// is the one the last request held at that place.
-fn request_to_py<'py>(
-    py: Python<'py>,
-    request: &Request,
-    dicts: &Mutex<MessageDicts>,
-) -> Result<Bound<'py, PyAny>, String> {
-    let mut head = request.clone();
-    head.messages.clear();
-    let body = serde_json::to_value(&head).map_err(|e| format!("request not serializable: {e}"))?;
-    let dict = to_py(py, &body).map_err(|e| e.to_string())?;
-    // Busy means another thread converts a request of this model right now: do without the cache (waiting
-    // for it while holding the GIL could deadlock with that thread).
-    let mut cache = dicts.try_lock().ok();
-    let old = cache.as_mut().map(|c| std::mem::take(&mut c.0)).unwrap_or_default();
-    let mut fresh = Vec::with_capacity(request.messages.len());
-    let list = PyList::empty(py);
-    for (i, m) in request.messages.shared().iter().enumerate() {
-        let obj = match old.get(i) {
-            Some((held, obj)) if Arc::ptr_eq(held, m) => obj.clone_ref(py),
-            _ => {
-                let v = serde_json::to_value(&**m).map_err(|e| format!("request not serializable: {e}"))?;
-                to_py(py, &v).map_err(|e| e.to_string())?.unbind()
-            }
-        };
-        list.append(obj.bind(py)).map_err(|e| e.to_string())?;
-        fresh.push((m.clone(), obj));
-    }
-    if let Some(c) = cache.as_mut() {
-        c.0 = fresh;
-    }
-    dict.set_item("messages", list).map_err(|e| e.to_string())?;
-    Ok(dict)
-}
+use crate::run::{ErrSlot, lock, park};
 
 /// Keyword arguments → the core's options: each value converted on its own, so an error names its key.
 fn options_from_kwargs(py: Python<'_>, kwargs: &Bound<'_, PyDict>) -> PyResult<Map<String, Value>> {
@@ -129,90 +34,6 @@ fn options_from_kwargs(py: Python<'_>, kwargs: &Bound<'_, PyDict>) -> PyResult<M
         map.insert(key, value);
     }
     Ok(map)
-}
-
-/// Call the Python model. Its exceptions (including the validation errors `_agent.py` raises for a bad
-/// reply) are parked and re-raised unchanged in the caller.
-fn call_model(
-    model: &Py<PyAny>,
-    request: &Request,
-    slot: &ErrSlot,
-    dicts: &Mutex<MessageDicts>,
-) -> Result<MessageResponse, Error> {
-    Python::attach(|py| {
-        let invalid = |message: String| Error::InvalidResponse { message, request_id: None };
-        let req = request_to_py(py, request, dicts).map_err(invalid)?;
-        let reply = match model.bind(py).call1((req,)) {
-            Ok(r) => r,
-            Err(e) => {
-                let message = format!("the model callable raised: {e}");
-                park(slot, e);
-                return Err(invalid(message));
-            }
-        };
-        let checked = from_py(&reply, "the model callable's reply")
-            .map_err(|e| e.to_string())
-            .and_then(tooloop::check_host_reply);
-        checked.map_err(|e| {
-            let e = invalid(format!("the model callable returned an invalid reply: {e}"));
-            park(slot, to_pyerr(py, &e));
-            e
-        })
-    })
-}
-
-/// Run a Python tool: `invoke(input) -> (content, is_error)`.
-fn call_tool(invoke: &Py<PyAny>, name: &str, input: &Value, slot: &ErrSlot) -> Result<ToolOutput, ToolError> {
-    Python::attach(|py| {
-        // Spans the tool makes itself (OpenTelemetry in the tool's code) nest under its execute_tool span.
-        let call = || to_py(py, input).and_then(|args| invoke.bind(py).call1((args,)));
-        let ret = crate::otel::in_tool_span(py, call);
-        let ret = match ret {
-            Ok(r) => r,
-            Err(e) if e.is_instance_of::<PyException>(py) => {
-                // Tool.invoke turns a tool's Exception into an error result itself; one escaping it is still
-                // something the model can be told about rather than a reason to stop.
-                return Err(ToolError::Respond(format!("Tool '{name}' failed: {e}")));
-            }
-            Err(e) => {
-                // KeyboardInterrupt, SystemExit, …: end the run and re-raise this very exception.
-                let what = e.to_string();
-                park(slot, e);
-                return Err(ToolError::Fatal(what));
-            }
-        };
-        let (out, is_error) = parse_tool_return(&ret, name).map_err(ToolError::Respond)?;
-        if !is_error {
-            return Ok(out);
-        }
-        Err(ToolError::Respond(match out {
-            ToolOutput::Text(t) => t,
-            ToolOutput::Blocks(b) => Value::Array(b).to_string(),
-        }))
-    })
-}
-
-fn parse_tool_return(ret: &Bound<'_, PyAny>, name: &str) -> Result<(ToolOutput, bool), String> {
-    let bad = || format!("Tool '{name}' returned an invalid result (expected (content, is_error) from Tool.invoke)");
-    let tuple = ret.cast::<PyTuple>().map_err(|_| bad())?;
-    if tuple.len() != 2 {
-        return Err(bad());
-    }
-    let content = tuple.get_item(0).map_err(|_| bad())?;
-    let is_error = tuple.get_item(1).and_then(|b| b.is_truthy()).map_err(|_| bad())?;
-    if let Ok(s) = content.cast::<PyString>() {
-        return Ok((ToolOutput::Text(s.to_string()), is_error));
-    }
-    if content.cast::<PyList>().is_ok() {
-        let v = from_py(&content, &format!("the result of tool '{name}'")).map_err(|e| e.to_string())?;
-        if let Value::Array(blocks) = v {
-            if blocks.iter().all(|b| b.get("type").and_then(Value::as_str).is_some()) {
-                return Ok((ToolOutput::Blocks(blocks), is_error));
-            }
-            return Ok((ToolOutput::Text(Value::Array(blocks).to_string()), is_error));
-        }
-    }
-    Err(bad())
 }
 
 /// A run's input: None (resume), a str, or a list of content blocks.
@@ -234,42 +55,6 @@ fn input_blocks(py: Python<'_>, input: Option<&Bound<'_, PyAny>>) -> PyResult<Op
     })
 }
 
-/// A core tool whose handler is the Python `invoke(input) -> (content, is_error)`.
-fn python_tool(
-    py: Python<'_>,
-    name: String,
-    description: String,
-    input_schema: &Bound<'_, PyAny>,
-    invoke: Py<PyAny>,
-    slot: &ErrSlot,
-) -> PyResult<Tool> {
-    let schema = from_py(input_schema, &format!("the input_schema of tool '{name}'"))?;
-    let slot = slot.clone();
-    let tool_name = name.clone();
-    let handler = move |input: &Value, _ctx: &ToolContext<'_>| call_tool(&invoke, &tool_name, input, &slot);
-    Tool::new(name, description, schema, handler).map_err(|e| to_pyerr(py, &e))
-}
-
-/// `tool` limited to `timeout` seconds a call (see `Tool::timeout`), or as it is for None.
-fn with_timeout(tool: Tool, timeout: Option<f64>) -> PyResult<Tool> {
-    match timeout {
-        None => Ok(tool),
-        Some(t) if t.is_finite() && t > 0.0 && t < 1e9 => Ok(tool.timeout(std::time::Duration::from_secs_f64(t))),
-        Some(t) => Err(pyo3::exceptions::PyValueError::new_err(format!(
-            "tool '{}': timeout must be a positive number of seconds, got {t}",
-            tool.spec.name
-        ))),
-    }
-}
-
-/// `tool` of the kind named `kind` (`"read"`, `"write"` with `path_field`, `"shell"`, `"network"`; None: no
-/// kind), checked against its schema: a ValueError says what is wrong.
-fn with_kind(tool: Tool, kind: Option<&str>, path_field: Option<&str>) -> PyResult<Tool> {
-    let parsed = tooloop::ToolKind::parse(kind, path_field, &tool.spec.input_schema)
-        .map_err(|m| pyo3::exceptions::PyValueError::new_err(format!("tool '{}': {m}", tool.spec.name)))?;
-    tool.kind(parsed).map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
-}
-
 /// The core agent, shared with the runs it starts.
 #[pyclass(module = "tooloop._tooloop", name = "_Agent", frozen)]
 pub struct PyAgent {
@@ -279,8 +64,29 @@ pub struct PyAgent {
     latest: Mutex<Option<CancelToken>>,
     /// The send gate of the runs started from now on (see `crate::gate`), set by `tooloop.batch`.
     gate: Mutex<Option<Py<PyAny>>>,
-    /// Whether a Python permission callable is set (then streams run on a worker, see `start`).
+    /// Whether a Python permission callable is set (then it answers the runs' pauses, see `crate::drive`).
     asks: std::sync::atomic::AtomicBool,
+}
+
+impl PyAgent {
+    /// What the next run's steps run under: the caller's tracing subscriber, chosen here on the caller's
+    /// thread and in its context (see crate::otel).
+    fn context(&self, py: Python<'_>) -> RunContext {
+        RunContext { traced: crate::otel::dispatch(py) }
+    }
+
+    /// A new run's own token, published before the run begins: a cancel that comes before the first step
+    /// is not lost, and a late cancel through an old handle never reaches a newer run. It carries the send
+    /// gate set by `set_gate` to every request of the run (its subagents' too), and the poll hook that runs
+    /// Python's signal handlers while any of its waits goes on (Ctrl+C cancels within 200 ms).
+    fn new_token(&self, py: Python<'_>) -> CancelToken {
+        let gate = lock(&self.gate).as_ref().map(|g| -> Arc<dyn tooloop::SendGate + Send + Sync> {
+            Arc::new(PyGate::new(g.clone_ref(py), self.slot.clone()))
+        });
+        let token = CancelToken::with_hooks(gate, Some(crate::run::signal_poll(&self.slot)));
+        *lock(&self.latest) = Some(token.clone());
+        token
+    }
 }
 
 #[pymethods]
@@ -344,7 +150,7 @@ impl PyAgent {
     /// Register a tool whose handler is `invoke(input: dict) -> (content, is_error)`. `read_only`: the tool
     /// changes nothing (hosts ask before the others; see `tool_info`). `idempotent=False`: no repetition guard
     /// touches its calls. `kind` (`"read"`, `"write"` with `path_field`, `"shell"`, `"network"`) says what it
-    /// does (see `tooloop::tools::ToolKind`).
+    /// does (see `tooloop::ToolKind`).
     #[pyo3(signature = (name, description, input_schema, invoke, parallel_safe=false, read_only=false, timeout=None, idempotent=true, kind=None, path_field=None))]
     #[allow(clippy::too_many_arguments)]
     fn register_tool(
@@ -547,25 +353,13 @@ impl PyAgent {
     fn run(&self, py: Python<'_>, input: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyAny>> {
         let blocks = input_blocks(py, input)?;
         *lock(&self.slot) = None;
-        // The run's own token, published before the run begins (see `start`).
-        let token = CancelToken::new();
-        *lock(&self.latest) = Some(token.clone());
-        let gate = lock(&self.gate).as_ref().map(|g| (g.clone_ref(py), self.slot.clone()));
-        let (core, slot) = (&self.core, &self.slot);
-        let traced = crate::otel::dispatch(py);
+        let token = self.new_token(py);
+        let context = self.context(py);
+        let core = &self.core;
         let outcome = py.detach(|| {
-            let hook = signal_hook(&token, slot);
-            crate::otel::scoped(traced.as_ref(), || {
-                tooloop::with_poll_hook(hook, || {
-                    let go = || match blocks {
-                        Some(b) => core.run_cancellable(b, token.clone(), &mut |_| {}),
-                        None => core.resume_cancellable(token.clone(), &mut |_| {}),
-                    };
-                    match gate {
-                        Some((g, slot)) => tooloop::with_send_gate(std::rc::Rc::new(PyGate::new(g, slot)), go),
-                        None => go(),
-                    }
-                })
+            context.enter(|| {
+                // Stepped to its end: a pause is answered by the permission callable, here, as it comes.
+                core.start(blocks, token.clone()).and_then(|mut driver| driver.finish(&mut |_| {}))
             })
         });
         if let Some(e) = lock(&self.slot).take() {
@@ -610,16 +404,11 @@ impl PyAgent {
     /// Start a run: `input` None resumes, a str or a list of content blocks is new user input. With
     /// `stream`, the run's events are delivered through the handle.
     ///
-    /// A stream runs on the calling thread (a `_Driven`: each call for events takes one step of the run with
-    /// the GIL released, and Python tools and hooks run on this thread as in `run`) when the provider can
-    /// hand out a stream to pull (Anthropic, OpenAI) and nothing in the run waits for another of the host's
-    /// threads: no permission callable (a host typically answers it from the thread that iterates the events, which
-    /// would wait for itself), no `task` tool (a child's events would come in one piece at its end), no send
-    /// gate. Otherwise, and without `stream`, the run goes on a worker thread (a `_Run`).
-    ///
+    /// The handle is a `_Driven` (see `drive.rs`): each call for events takes one step of the run on the
+    /// calling thread with the GIL released, and Python tools, hooks and the permission callable run on
+    /// this thread as in `run` (the callable once the step's events, its call's among them, are handed out).
     /// With `pause_for_approval` (streams only), a tool call that needs a decision pauses the run until the
-    /// host answers it through the handle (see `drive.rs`): always a `_Driven`, stepped by whoever asks for
-    /// events.
+    /// host answers it through the handle.
     #[pyo3(signature = (input, stream=false, pause_for_approval=false))]
     fn start(
         &self,
@@ -630,46 +419,15 @@ impl PyAgent {
     ) -> PyResult<Py<PyAny>> {
         let blocks = input_blocks(py, input)?;
         *lock(&self.slot) = None;
-        let core = self.core.clone();
-        // The run's own token, held here before the worker starts: a cancel that comes before the run has
-        // begun is not lost, and a late cancel through an old handle never reaches a newer run.
-        let token = CancelToken::new();
-        *lock(&self.latest) = Some(token.clone());
-        let gate = lock(&self.gate).as_ref().map(|g| (g.clone_ref(py), self.slot.clone()));
-        let on_caller = stream
-            && !crate::run::worker_streams()
-            && gate.is_none()
-            && !self.asks.load(std::sync::atomic::Ordering::Relaxed)
-            && core.pulls_streams()
-            && !core.starts_subagents();
-        if pause_for_approval && (!stream || gate.is_some()) {
-            let why = "pause_for_approval needs a stream, and is not available under a batch's send gate";
-            return Err(to_pyerr(py, &tooloop::Error::Config(why.into())));
+        let token = self.new_token(py);
+        if pause_for_approval && !stream {
+            return Err(to_pyerr(py, &tooloop::Error::Config("pause_for_approval needs a stream".into())));
         }
-        // The run's subscriber is chosen here, on the caller's thread and in its context (see crate::otel).
-        let traced = crate::otel::dispatch(py);
-        if on_caller || pause_for_approval {
-            let driven = Driven::new(core, blocks, token, self.slot.clone(), pause_for_approval, traced);
-            return Ok(Py::new(py, driven)?.into_any());
-        }
-        let canceller = token.clone();
-        let run = Run::spawn(py, Arc::new(move || canceller.cancel()), self.slot.clone(), stream, move |emit| {
-            let mut on_event = |ev: &tooloop::Event| {
-                if let Ok(v) = serde_json::to_value(ev) {
-                    emit(Item::Value(v));
-                }
-            };
-            let go = move || match blocks {
-                Some(b) => core.run_cancellable(b, token, &mut on_event),
-                None => core.resume_cancellable(token, &mut on_event),
-            };
-            let result = crate::otel::scoped(traced.as_ref(), || match gate {
-                Some((g, slot)) => tooloop::with_send_gate(std::rc::Rc::new(PyGate::new(g, slot)), go),
-                None => go(),
-            });
-            result.map(|r| serde_json::to_value(&r).unwrap_or(Value::Null))
-        })?;
-        Ok(Py::new(py, run)?.into_any())
+        let answers = self.asks.load(std::sync::atomic::Ordering::Relaxed);
+        let context = self.context(py);
+        let driven =
+            Driven::new(self.core.clone(), blocks, token, self.slot.clone(), pause_for_approval, answers, context);
+        Ok(Py::new(py, driven)?.into_any())
     }
 
     /// Tokens the next request would carry (`input`: a str counted as if it were added): from the API's
@@ -790,60 +548,6 @@ impl PyAgent {
     fn provider_name(&self) -> String {
         self.core.provider().name().to_string()
     }
-}
-
-/// Estimated cost in USD of `usage` (a dict) on `model`, or None when the model's price is unknown.
-#[pyfunction]
-pub fn estimate_cost_usd(model: &str, usage: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
-    let u: tooloop::Usage = serde_json::from_value(from_py(usage, "usage")?)
-        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("usage: {e}")))?;
-    Ok(tooloop::estimate_cost_usd(model, &u))
-}
-
-/// Read the session file (or database session, `path.db#id`) at `path` without opening it for writing
-/// (the core's `store::load`):
-/// `{"path", "entries", "torn_tail", "skipped", "cost_usd"}`, `cost_usd` summing each assistant entry priced
-/// with its own model (None when none has a known price). Raises SessionError when it cannot be read.
-#[pyfunction]
-pub fn load_session(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Py<PyAny>> {
-    let shown = path.display().to_string();
-    let report = py.detach(|| tooloop::load_store(&path)).map_err(|e| to_pyerr(py, &e))?;
-    let cost = tooloop::entries_cost_usd(&report.entries);
-    let v = serde_json::json!({
-        "path": shown,
-        "entries": report.entries,
-        "torn_tail": report.torn_tail.map(|(line, len)| serde_json::json!({"line": line, "bytes": len})),
-        "skipped": report.skipped.iter().map(|(line, why)| serde_json::json!({"line": line, "reason": why})).collect::<Vec<_>>(),
-        "cost_usd": cost,
-    });
-    Ok(to_py(py, &v)?.unbind())
-}
-
-/// The Landlock ABI version the kernel offers for the bash sandbox, or None where it has none (the sandbox
-/// then cannot confine bash).
-#[pyfunction]
-pub fn sandbox_support() -> Option<u32> {
-    tooloop::sandbox_support()
-}
-
-/// Whether Bedrock will find AWS credentials, asked the way the Bedrock provider asks (environment keys, else
-/// the shared credentials file at `AWS_PROFILE`): raises ConfigError with the core's message when not.
-#[pyfunction]
-pub fn check_aws_credentials(py: Python<'_>) -> PyResult<()> {
-    py.detach(tooloop::AwsCredentials::resolve).map(|_| ()).map_err(|e| to_pyerr(py, &e))
-}
-
-/// The context window of a known model in tokens (the core's table), or None.
-#[pyfunction]
-pub fn context_window(model: &str) -> Option<u64> {
-    tooloop::context_window(model)
-}
-
-/// Whether `model` is one of OpenAI's reasoning models, which take tools with reasoning only on the Responses
-/// API (the core's table, `models::RESPONSES_MODELS`).
-#[pyfunction]
-pub fn prefers_responses(model: &str) -> bool {
-    tooloop::prefers_responses(model)
 }
 
 /// The answer of a permission callable that allows a call only with no power to change anything

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tooloop::{CancelToken, Provider, StreamEvent};
 use tooloop::{Protocol, ProviderConfig};
 
-use crate::agent::build_provider;
+use crate::callables::build_provider;
 use crate::convert::{from_py, to_py};
 use crate::errors::{config_error, to_pyerr};
 use crate::pull::PullStream;

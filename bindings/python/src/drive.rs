@@ -1,20 +1,22 @@
-//! `_Driven`: an agent's run streamed on the calling thread — no worker, no thread hop per batch of events.
+//! `_Driven`: an agent's run, stepped on the calling thread — the one way a Python run goes (`Agent.run`,
+//! `stream`, and through the async layer `astream`): no worker, no thread hop per batch of events.
 //!
 //! Each call that needs more events (`next_event`, `next_text`, `result`) takes one step of the core's
 //! [`RunDriver`] with the GIL released: everything up to the next network read of a model turn runs to
 //! completion (tools, hooks, compaction, the next request), then one read, and the events it produced are
 //! handed out. Python tools, hooks and a model callable re-attach on this thread, as in `Agent.run`, so
-//! they see the caller's thread-locals and context variables. The thread's poll hook (see
-//! `tooloop::http::with_poll_hook`) runs Python's signal handlers while the core waits, so Ctrl+C cancels
+//! they see the caller's thread-locals and context variables. The run's token carries the poll hook (see
+//! `crate::run::signal_poll`) that runs Python's signal handlers while the core waits, so Ctrl+C cancels
 //! the run within 200 ms and its `KeyboardInterrupt` propagates; `cancel()` from another thread ends the
-//! wait within one 20 ms slice. `_Agent.start` hands it out when the provider can hand out a stream to pull
-//! (Anthropic, OpenAI) and nothing in the run waits for the host's other threads (see `PyAgent::start`).
+//! wait within one 20 ms slice. A batch's send gate travels with the run's token (see `crate::gate`).
 //!
-//! Started pausing for approvals (`_Agent.start(..., pause_for_approval=True)`), a tool call that needs a
-//! decision pauses the run (the core's `Step::NeedsApproval`): once the step's events (the calls'
-//! `approval_request` events among them) are handed out, `next_event` returns the marker
-//! `{"type": "approval_pause", "calls": [...]}` without stepping until `approve` answered the calls (or the
-//! run was cancelled: then the waiting calls are answered as interrupted).
+//! Approvals are pauses (the core's `Step::NeedsApproval`). With a permission callable, the run pauses for
+//! the calls it would ask about; once the step's events (the calls' `tool_use` and `approval_request`
+//! events among them) are handed out, the next step first has the callable answer them, on this thread:
+//! so a host that draws a call before its question sees the call before the callable asks. Started pausing
+//! for approvals (`_Agent.start(..., pause_for_approval=True)`), the host answers instead: `next_event`
+//! returns the marker `{"type": "approval_pause", "calls": [...]}` without stepping until `approve`
+//! answered the calls (or the run was cancelled: then the waiting calls are answered as interrupted).
 //!
 //! Must never: hold the GIL while waiting for the network, or block on the state lock while holding it.
 
@@ -29,7 +31,22 @@ use tooloop::{Agent, CancelToken, ContentBlock, Error, Permission, RunDriver, St
 
 use crate::convert::to_py;
 use crate::errors::to_pyerr;
-use crate::run::{ErrSlot, Item, drain_text, item_to_py, lock, lock_detached, signal_hook};
+use crate::run::{ErrSlot, Item, drain_text, item_to_py, lock, lock_detached};
+
+/// What a run's steps run under on the stepping thread: the run's `tracing` subscriber when OpenTelemetry
+/// is on (see crate::otel). (A batch's send gate is not here: the run's token carries it, see `crate::gate`.)
+#[derive(Default)]
+pub struct RunContext {
+    pub traced: Option<tracing::Dispatch>,
+}
+
+impl RunContext {
+    /// Run `f` in this context. (Ctrl+C needs nothing here: the run's token carries the poll hook that runs
+    /// Python's signal handlers while the run waits, see `crate::run::signal_poll`.)
+    pub fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
+        crate::otel::scoped(self.traced.as_ref(), f)
+    }
+}
 
 struct State {
     /// The agent and the run's input (None: resume) until the first call that wants events begins the run,
@@ -42,10 +59,14 @@ struct State {
     ended: Option<Result<Value, PyErr>>,
     /// Events of the last step not handed out yet.
     pending: VecDeque<Item>,
-    /// Whether a call that needs a decision pauses the run (see the module docs).
+    /// Whether a call that needs a decision pauses the run for the host (see the module docs).
     pausing: bool,
+    /// Whether the permission callable answers the run's pauses (one is set and the host does not pause).
+    answers: bool,
     /// The last step paused for approvals, and no answer came since.
     paused: bool,
+    /// The last step paused for the callable: the next one has it answer first.
+    to_answer: bool,
 }
 
 /// Handle on an agent's run stepped on the caller's thread (same methods as `_Run`).
@@ -56,8 +77,8 @@ pub struct Driven {
     /// Ctrl+C): it wins over the run's own error.
     slot: ErrSlot,
     state: Mutex<State>,
-    /// The run's `tracing` subscriber when OpenTelemetry is on (see crate::otel): each step runs under it.
-    traced: Option<tracing::Dispatch>,
+    /// What each step runs under.
+    context: RunContext,
     /// A step is in progress (the state lock held, maybe for a network wait): no call waits for an answer
     /// then, so `pending_approvals` answers at once instead of waiting for the lock (asked on an event loop).
     stepping: AtomicBool,
@@ -70,7 +91,8 @@ impl Driven {
         cancel: CancelToken,
         slot: ErrSlot,
         pausing: bool,
-        traced: Option<tracing::Dispatch>,
+        answers: bool,
+        context: RunContext,
     ) -> Self {
         let state = State {
             unstarted: Some((agent, input)),
@@ -78,9 +100,11 @@ impl Driven {
             ended: None,
             pending: VecDeque::new(),
             pausing,
+            answers: answers && !pausing,
             paused: false,
+            to_answer: false,
         };
-        Driven { cancel, slot, state: Mutex::new(state), traced, stepping: AtomicBool::new(false) }
+        Driven { cancel, slot, state: Mutex::new(state), context, stepping: AtomicBool::new(false) }
     }
 
     /// The state, waiting (GIL released) while another thread is stepping the run.
@@ -96,49 +120,54 @@ impl Driven {
         if unstarted.is_none() && driver.is_none() {
             return Ok(());
         }
-        let (cancel, slot, pausing, traced) = (&self.cancel, &self.slot, st.pausing, self.traced.as_ref());
+        let answer_first = std::mem::take(&mut st.to_answer);
+        let (cancel, slot, context) = (&self.cancel, &self.slot, &self.context);
+        let pausing = st.pausing || st.answers;
         self.stepping.store(true, Ordering::SeqCst);
         let stepping = &self.stepping;
         let (driver, outcome, items, paused) = py.detach(move || {
-            let hook = signal_hook(cancel, slot);
             let mut items = Vec::new();
             let mut on_event = |ev: &tooloop::Event| {
                 if keep && let Ok(v) = serde_json::to_value(ev) {
                     items.push(Item::Value(v));
                 }
             };
-            let (driver, outcome, paused) = crate::otel::scoped(traced, || {
-                tooloop::with_poll_hook(hook, || {
-                    let mut driver = match (driver, unstarted) {
-                        (Some(d), _) => d,
-                        (None, Some((agent, input))) => match agent.start(input, cancel.clone()) {
-                            Ok(mut d) => {
-                                d.pause_for_approvals(pausing);
-                                d
-                            }
-                            Err(e) => return (None, Some(Err(e)), false),
-                        },
-                        (None, None) => return (None, None, false),
-                    };
-                    // Without pausing, `next` never pauses: the permission callable answers within the step.
-                    let (outcome, paused) = match driver.next(&mut on_event) {
-                        Step::Done(outcome) => (Some(outcome), false),
-                        Step::NeedsApproval(_) => (None, true),
-                        _ => (None, false),
-                    };
-                    // A parked exception (Ctrl+C, a tool's) cancelled the run: end it now, its events dropped.
-                    let outcome = match outcome {
-                        None if lock(slot).is_some() => Some(driver.finish(&mut |_| {})),
-                        other => other,
-                    };
-                    (Some(driver), outcome, paused)
-                })
+            let (driver, outcome, paused) = context.enter(|| {
+                let mut driver = match (driver, unstarted) {
+                    (Some(d), _) => d,
+                    (None, Some((agent, input))) => match agent.start(input, cancel.clone()) {
+                        Ok(mut d) => {
+                            d.pause_for_approvals(pausing);
+                            d
+                        }
+                        Err(e) => return (None, Some(Err(e)), false),
+                    },
+                    (None, None) => return (None, None, false),
+                };
+                // The pause of the last step, its events handed out: the callable answers it now (cancelled,
+                // the step answers the calls as interrupted).
+                if answer_first && !cancel.is_cancelled() {
+                    let asked = driver.pending_approvals();
+                    driver.answer_with_callable(asked);
+                }
+                let (outcome, paused) = match driver.next(&mut on_event) {
+                    Step::Done(outcome) => (Some(outcome), false),
+                    Step::NeedsApproval(_) => (None, true),
+                    _ => (None, false),
+                };
+                // A parked exception (Ctrl+C, a tool's) cancelled the run: end it now, its events dropped.
+                let outcome = match outcome {
+                    None if lock(slot).is_some() => Some(driver.finish(&mut |_| {})),
+                    other => other,
+                };
+                (Some(driver), outcome, paused)
             });
             stepping.store(false, Ordering::SeqCst);
             (driver, outcome, items, paused)
         });
         st.pending.extend(items);
-        st.paused = paused;
+        st.paused = paused && st.pausing;
+        st.to_answer = paused && !st.pausing;
         let Some(outcome) = outcome else {
             st.driver = driver;
             return Ok(());

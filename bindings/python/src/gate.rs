@@ -1,4 +1,5 @@
-//! A Python callable as the send gate of a run (see `tooloop::gate`): how `tooloop.batch` shares request
+//! A Python callable as the send gate of a run (see `tooloop::gate`; the run's token carries it to every
+//! request of the run, its subagents' and parallel tools' too): how `tooloop.batch` shares request
 //! limits, a 429's `retry-after` and its cancel between the agents of a batch (its budget is a ledger, see
 //! `crate::ledger`).
 //!

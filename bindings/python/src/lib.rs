@@ -6,11 +6,13 @@
 //! events) is the pure-Python package around this module.
 
 mod agent;
+mod callables;
 mod client;
 mod control;
 mod convert;
 mod drive;
 mod errors;
+mod functions;
 mod gate;
 mod ledger;
 mod otel;
@@ -29,18 +31,18 @@ fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pull::PullStream>()?;
     m.add_class::<drive::Driven>()?;
     m.add_class::<ledger::PyLedger>()?;
-    m.add_function(wrap_pyfunction!(agent::estimate_cost_usd, m)?)?;
-    m.add_function(wrap_pyfunction!(agent::load_session, m)?)?;
-    m.add_function(wrap_pyfunction!(agent::sandbox_support, m)?)?;
-    m.add_function(wrap_pyfunction!(agent::context_window, m)?)?;
-    m.add_function(wrap_pyfunction!(agent::prefers_responses, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::estimate_cost_usd, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::load_session, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::sandbox_support, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::context_window, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::prefers_responses, m)?)?;
     m.add_function(wrap_pyfunction!(sessions::list_db_sessions, m)?)?;
     m.add_function(wrap_pyfunction!(sessions::migrate_session, m)?)?;
     m.add_function(wrap_pyfunction!(restore::restore_file, m)?)?;
     m.add_function(wrap_pyfunction!(control::match_rules, m)?)?;
     m.add_function(wrap_pyfunction!(control::read_only_command, m)?)?;
     m.add_function(wrap_pyfunction!(control::split_command, m)?)?;
-    m.add_function(wrap_pyfunction!(agent::check_aws_credentials, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::check_aws_credentials, m)?)?;
     m.add_function(wrap_pyfunction!(otel::_set_span_source, m)?)?;
     // The core's option keys, the one list `tooloop.Agent` and the C config are checked against.
     m.add_class::<agent::AllowReadOnly>()?;

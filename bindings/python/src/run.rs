@@ -1,13 +1,15 @@
-//! A blocking operation on a Rust worker thread, waited on from Python without holding the GIL.
+//! A blocking operation on a Rust worker thread, waited on from Python without holding the GIL: what the raw
+//! `_Client` uses for a provider that cannot hand out a stream to pull (a model callable, Bedrock). An agent's
+//! run never goes here: it is stepped on the calling thread (see `drive.rs`).
 //!
 //! The calling thread waits on a channel in short slices with the GIL released, and between slices runs
 //! Python's signal handlers (`check_signals`), so Ctrl+C (or any exception a handler raises) cancels the
 //! operation, waits for the worker to wind down — it does within 200 ms, the core's cancel bound — and then
-//! propagates. Python code the operation calls (tools, a model callable, a permission hook) runs on the
-//! worker under `Python::attach`; an exception that must abort the operation is parked in an [`ErrSlot`]
+//! propagates. Python code the operation calls (a model callable) runs on the worker under
+//! `Python::attach`; an exception that must abort the operation is parked in an [`ErrSlot`]
 //! and re-raised here, on the calling thread, as the very same object. Workers are reused (a few idle ones
 //! wait up to 30 s for the next operation), and events cross in batches, one per network read (see
-//! `DELIVER_AT_ONCE`).
+//! `tooloop::http::with_wait_hook`).
 //!
 //! Must never: block while holding the GIL, or let a dropped handle leave its operation running.
 
@@ -37,25 +39,6 @@ const EVENT_BUFFER: usize = 8;
 
 /// Events in one batch, at most.
 const BATCH_MAX: usize = 512;
-
-/// Event kinds delivered at once, with whatever is batched before them: the ones a host acts on (a tool
-/// about to run, a turn ending). Deltas and raw stream events wait in the batch until the worker is about to
-/// wait for the network (see `tooloop::http::with_wait_hook`) — so they are never held back while the stream
-/// is quiet, and a fast stream crosses to Python a network read at a time instead of an event at a time.
-const DELIVER_AT_ONCE: &[&str] = &[
-    "turn_start",
-    "tool_use",
-    "tool_result",
-    "turn_end",
-    "todo",
-    "subagent",
-    "repetition",
-    "compaction",
-    // A permission question waits for its answer: the event that draws it must reach the host now.
-    "approval_request",
-    "file_change",
-    "model_fallback",
-];
 
 /// An exception raised by Python code on the worker that must end the operation and reach the caller.
 pub type ErrSlot = Arc<Mutex<Option<PyErr>>>;
@@ -249,7 +232,7 @@ fn on_main_thread(py: Python<'_>) -> PyResult<bool> {
     main.eq(threading.call_method0(intern!(py, "get_ident"))?)
 }
 
-/// The hook the core's HTTP waits poll (`tooloop::http::with_poll_hook`) while a read runs on the caller's
+/// The hook the core's HTTP waits poll (`tooloop::with_poll_hook`) while a read runs on the caller's
 /// thread with the GIL released: it runs Python's signal handlers, and an exception one raises (Ctrl+C) is
 /// parked in `slot` and cancels `cancel`. Off Python's main thread (an asyncio worker, a thread of the
 /// host's), where no handler ever runs, it does nothing after its first call: taking the GIL every 50 ms
@@ -257,23 +240,36 @@ fn on_main_thread(py: Python<'_>) -> PyResult<bool> {
 /// the workers' competition for the GIL with the event loop's thread.
 pub fn signal_hook(cancel: &CancelToken, slot: &ErrSlot) -> std::rc::Rc<dyn Fn()> {
     let (cancel, slot) = (cancel.clone(), slot.clone());
-    std::rc::Rc::new(move || {
-        if SIGNALS_RUN_HERE.get() == Some(false) {
-            return;
+    std::rc::Rc::new(move || run_signal_handlers(&cancel, &slot))
+}
+
+/// Python's signal handlers, run on Python's main thread; an exception one raises is parked in `slot` and
+/// cancels `cancel`. Off the main thread, nothing after the first call (see [`signal_hook`]).
+fn run_signal_handlers(cancel: &CancelToken, slot: &ErrSlot) {
+    if SIGNALS_RUN_HERE.get() == Some(false) {
+        return;
+    }
+    Python::attach(|py| {
+        // The handlers first: asking which thread this is runs Python code, where a pending Ctrl+C
+        // would otherwise be raised (and is then parked the same way).
+        let checked = py.check_signals().and_then(|()| match SIGNALS_RUN_HERE.get() {
+            Some(_) => Ok(()),
+            None => on_main_thread(py).map(|main| SIGNALS_RUN_HERE.set(Some(main))),
+        });
+        if let Err(e) = checked {
+            park(slot, e);
+            cancel.cancel();
         }
-        Python::attach(|py| {
-            // The handlers first: asking which thread this is runs Python code, where a pending Ctrl+C
-            // would otherwise be raised (and is then parked the same way).
-            let checked = py.check_signals().and_then(|()| match SIGNALS_RUN_HERE.get() {
-                Some(_) => Ok(()),
-                None => on_main_thread(py).map(|main| SIGNALS_RUN_HERE.set(Some(main))),
-            });
-            if let Err(e) = checked {
-                park(&slot, e);
-                cancel.cancel();
-            }
-        })
     })
+}
+
+/// The poll hook a run's token carries (see `tooloop::CancelToken::with_hooks`): every wait of the run, on
+/// whichever thread, runs Python's signal handlers about every 50 ms; an exception one raises (Ctrl+C) is
+/// parked in `slot` and cancels the run. Off Python's main thread (an asyncio worker, a tool's thread) it
+/// takes no GIL after its first call there, as [`signal_hook`].
+pub fn signal_poll(slot: &ErrSlot) -> tooloop::PollHook {
+    let slot = slot.clone();
+    Arc::new(move |token: &CancelToken| run_signal_handlers(token, &slot))
 }
 
 type Finished = Result<Value, PyErr>;
@@ -316,10 +312,9 @@ impl Run {
             };
             let mut emit = |v: Item| {
                 if stream {
-                    let now = matches!(&v, Item::Value(v)
-                        if v.get("type").and_then(Value::as_str).is_some_and(|t| DELIVER_AT_ONCE.contains(&t)));
+                    // Delivered when the worker is about to wait for the network (the wait hook), or when full.
                     batch.borrow_mut().push(v);
-                    if now || batch.borrow().len() >= BATCH_MAX {
+                    if batch.borrow().len() >= BATCH_MAX {
                         flush();
                     }
                 }
