@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import re
+import signal
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
@@ -33,6 +34,11 @@ def term_env(tmp_path: Path, mock: Any, **extra: str) -> Dict[str, str]:
     return env
 
 
+def sighup_default() -> None:
+    """In a child before exec: SIGHUP back to its default action."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 class Term:
     """A tooloop process on a pseudo-terminal, with everything it printed kept for failure reports.
 
@@ -40,8 +46,10 @@ class Term:
 
     def __init__(self, exe: str, args: Sequence[str], ws: Path, env: Dict[str, str]) -> None:
         self.log = io.StringIO()
+        # SIGHUP as a terminal's process has it, whatever the suite inherited (`nohup` ignores it, and an
+        # ignored signal stays ignored across exec).
         self.child = pexpect.spawn(exe, list(args), cwd=str(ws), env=env, encoding="utf-8",
-                                   timeout=20, dimensions=(50, 140))
+                                   timeout=20, dimensions=(50, 140), preexec_fn=sighup_default)
         self.child.logfile_read = self.log
 
     def __enter__(self) -> "Term":

@@ -14,6 +14,7 @@ from typing import List
 import pytest
 
 from _support import clean_env, require_landlock, text_reply, tool_reply
+from _terminal import sighup_default
 
 
 def pids_with(marker: str) -> List[int]:
@@ -51,7 +52,10 @@ def test_a_signal_ends_every_process_the_command_started(tooloop_exe, mock, ws: 
         tool_reply(("t2", "bash", {"command": f"sleep {foreground}", "timeout": 600})),
         text_reply("never reached"),
     ]})
+    # preexec_fn: the signal's default action, as a user's shell gives it (a suite run under `nohup` ignores
+    # SIGHUP, and the command rightly leaves an ignored SIGHUP ignored).
     proc = subprocess.Popen([tooloop_exe, "--yes", "-p", "wait"], cwd=ws, env=clean_env(tmp_path, server),
+                            preexec_fn=sighup_default,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert wait_for(lambda: pids_with(f"sleep {foreground}"), 30), "the foreground command never started"
