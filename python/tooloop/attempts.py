@@ -37,6 +37,7 @@ import threading
 import time
 
 from ._agent import Agent
+from ._tooloop import DEFAULT_PROTECTED_PATHS
 from .errors import Cancelled, ConfigError, MaxTurnsExceeded
 from .events import RunResult, Usage, _Record
 
@@ -308,13 +309,16 @@ def _same_bytes(a: str, b: str) -> bool:
         return False
 
 
-def _changes(workspace: str, copy: str, baseline: Dict[str, Union[_Stat, str]]
+def _changes(workspace: str, copy: str, baseline: Dict[str, Union[_Stat, str]], protected: Sequence[str] = ()
              ) -> Tuple[List[Dict[str, str]], List[Dict[str, str]]]:
     """What the attempt in `copy` changed against `baseline` (the workspace when the copies were made): files
     added, changed (bytes or mode) and deleted; and what cannot be applied (a symbolic link, something that
-    is not a file, or a file the workspace itself changed since)."""
+    is not a file, a file the workspace itself changed since, or a protected path: the copy was the attempt's
+    own workspace, where its bash could write `.tooloop/settings.json`, so nothing protected comes from it)."""
     now = _files(copy)
     real = _files(workspace)
+    # Protected paths relative to the workspace (an absolute one, such as a config folder inside it, too).
+    fences = [os.path.relpath(p, workspace) if os.path.isabs(p) else os.path.normpath(p) for p in protected]
     changes: List[Dict[str, str]] = []
     skipped: List[Dict[str, str]] = []
     for rel in sorted(set(now) | set(baseline)):
@@ -332,6 +336,10 @@ def _changes(workspace: str, copy: str, baseline: Dict[str, Union[_Stat, str]]
             action = "added"
         else:
             action = "changed"
+        if any(rel == p or rel.startswith(p + "/") for p in fences):
+            skipped.append({"path": rel, "reason": "a protected path (settings, hooks, MCP servers): never "
+                                                   "applied from an attempt"})
+            continue
         if "link" in (before, after) or "other" in (before, after):
             skipped.append({"path": rel, "reason": "not a regular file (links and special files are not applied)"})
             continue
@@ -587,7 +595,9 @@ class Attempts:
                 return AttemptsResult(None, ordered, cancelled=True, copy_method=method)
             if winner is None:
                 return AttemptsResult(None, ordered, copy_method=method)
-            changes, skipped = _changes(self.workspace, copies[winner - 1], baseline)
+            protected = self.options.get("protected_paths")
+            protected = DEFAULT_PROTECTED_PATHS if protected is None else protected
+            changes, skipped = _changes(self.workspace, copies[winner - 1], baseline, protected)
             if self.before_apply is not None:
                 self.before_apply(changes)
             applied = _apply(self.workspace, copies[winner - 1], changes)

@@ -359,3 +359,27 @@ def test_cli_batch_attempts_field_runs_isolated_attempts_and_a_line_may_not_wide
     proc = run_cli(tooloop_exe, tmp_path, clean_env(tmp_path), "batch", "tasks.jsonl", "--yes", "--attempts", "2")
     assert proc.returncode == 2
     assert "\"attempts\" must be a whole number from 1 to the command line's --attempts (2)" in proc.stderr
+
+
+def test_a_winning_attempt_never_writes_a_protected_path_into_the_workspace(mock: Any, tmp_path: Path,
+                                                                            monkeypatch: Any) -> None:
+    """An attempt's copy is its own workspace: its bash may create `.tooloop/settings.json` or `.mcp.json`
+    there. Applied, they would land in the real workspace without the question a file tool asks about a
+    protected path; they are skipped, with the reason, and the rest of the winner is applied."""
+    import tooloop.attempts
+
+    _own_tmp(tmp_path, monkeypatch)
+    ws = _workspace(tmp_path / "ws")
+    server = mock({"responses": [
+        _write("a1", "x.py", RIGHT),
+        tool_reply(("a2", "bash", {"command": "mkdir -p .tooloop .claude && echo '{\"hooks\": {}}' > "
+                                               ".tooloop/settings.json && echo '{}' > .mcp.json && "
+                                               "echo x > .claude/settings.json"})),
+        text_reply("Fixed."),
+    ]})
+    result = tooloop.attempts.run("fix add", attempts=1, workspace=str(ws), check=CHECK, **_options(server))
+    assert result.winner == 1
+    assert (ws / "x.py").read_text() == RIGHT
+    for rel in (".tooloop/settings.json", ".mcp.json", ".claude/settings.json"):
+        assert not (ws / rel).exists(), f"{rel} was applied from the attempt"
+        assert any(s["path"] == rel and "protected" in s["reason"] for s in result.skipped), result.skipped
