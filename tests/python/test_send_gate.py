@@ -24,7 +24,8 @@ class Gate:
             (self.sends if kind == "send" else self.statuses).append(n)
 
 
-def test_a_subagents_requests_go_through_the_parents_send_gate(mock: Any) -> None:
+def _gated_parent(mock: Any) -> Any:
+    """A parent whose first call starts a `helper` subagent, with a send gate on its runs."""
     server = mock("anthropic_text")
     server.load({"responses": [
         tool_reply(("toolu_1", "task", {"description": "d", "prompt": "say hi", "agent_type": "helper"})),
@@ -34,6 +35,11 @@ def test_a_subagents_requests_go_through_the_parents_send_gate(mock: Any) -> Non
     agent = agent_for(server, subagents={"helper": tooloop.SubAgent("says hi")})
     gate = Gate()
     agent._core.set_gate(gate)
+    return server, agent, gate
+
+
+def test_a_subagents_requests_go_through_the_parents_send_gate(mock: Any) -> None:
+    server, agent, gate = _gated_parent(mock)
     assert agent.run("go").text == "parent done"
     assert len(server.requests()) == 3
     assert len(gate.sends) == 3, "the child's request passed the gate too"
@@ -41,17 +47,8 @@ def test_a_subagents_requests_go_through_the_parents_send_gate(mock: Any) -> Non
     assert_valid_view(agent.messages)
 
 
-
 def test_a_streamed_runs_subagent_requests_go_through_the_send_gate(mock: Any) -> None:
-    server = mock("anthropic_text")
-    server.load({"responses": [
-        tool_reply(("toolu_1", "task", {"description": "d", "prompt": "say hi", "agent_type": "helper"})),
-        text_reply("hi from the child"),
-        text_reply("parent done"),
-    ]})
-    agent = agent_for(server, subagents={"helper": tooloop.SubAgent("says hi")})
-    gate = Gate()
-    agent._core.set_gate(gate)
+    server, agent, gate = _gated_parent(mock)
     kinds = [event.type for event in agent.stream("go")]
     assert kinds[-1] == "done" and "subagent" in kinds
     assert len(gate.sends) == 3 and gate.statuses == [200, 200, 200]
