@@ -193,6 +193,35 @@ fn a_run_the_runaway_guard_stops_still_answers_with_tools_off() {
 }
 
 #[test]
+fn a_guard_stop_after_the_work_runs_the_check_once_more_and_the_result_says_it_passed() {
+    // The model fixes the code, then loops on a command: the guard ends the run, and the check, run once more
+    // because something changed since it last ran (never, here), vouches for the work done before the loop.
+    let ws = workspace("guard-check");
+    let mut steps = vec![write("x.py", RIGHT)];
+    steps.extend((0..5).map(|_| bash("echo 42")));
+    steps.push(json!("Fixed; the answer is 42."));
+    let mock = MockServer::start(&scripted("guard-check", &steps));
+    let result = run(&mock, &ws, json!({"repeat_guard": true, "check": "python3 test_x.py"})).unwrap();
+
+    assert_eq!(result.stop_reason, Some(StopReason::Repetition), "the guard did fire");
+    let check = result.check.expect("a check result");
+    assert!(check.passed && check.runs == 1, "{check:?}");
+}
+
+#[test]
+fn a_guard_stop_before_any_work_leaves_the_check_failing() {
+    let ws = workspace("guard-nocheck");
+    let mut steps: Vec<Value> = (0..5).map(|_| bash("echo 42")).collect();
+    steps.push(json!("The answer is 42."));
+    let mock = MockServer::start(&scripted("guard-nowork", &steps));
+    let result = run(&mock, &ws, json!({"repeat_guard": true, "check": "python3 test_x.py"})).unwrap();
+
+    assert_eq!(result.stop_reason, Some(StopReason::Repetition));
+    let check = result.check.expect("a check result");
+    assert!(!check.passed && check.runs == 1, "the check ran once at the stop and failed: {check:?}");
+}
+
+#[test]
 fn a_task_child_cannot_write_the_parents_check_file_either() {
     let ws = workspace("check-child");
     let steps = [

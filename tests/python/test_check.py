@@ -127,3 +127,29 @@ def test_cli_a_run_the_guard_stops_still_prints_the_models_answer(tooloop_exe: s
     assert reqs[-1]["body"].get("tool_choice") == {"type": "none"}
     assert "The answer is 42." in proc.stdout
     assert proc.returncode == 1, "the guard fired: the task did not end on its own"
+
+
+def test_cli_a_guard_stop_after_work_the_check_vouches_for_exits_0_with_check_passed(
+        tooloop_exe: str, tmp_path: Path) -> None:
+    """The model fixed the code, then looped: the guard fires, the check runs once more at the stop and passes,
+    so the task is done (exit 0), in text and in JSON; without a check the same run exits 1."""
+    steps = ([_write("w1", "x.py", RIGHT)] + [_bash(f"b{i}", "echo 42") for i in range(5)]
+             + [text_reply("Fixed.")])
+    from mockctl import MockServer
+    for fmt in (["-p"], ["--output-format", "json"]):
+        ws = _workspace(tmp_path / f"ws{len(fmt)}")
+        with MockServer({"responses": steps}) as server:
+            proc = run_cli(tooloop_exe, ws, clean_env(tmp_path, server), *fmt, "--yes", "--sandbox", "off",
+                           "--no-progress-guard", "--check", "python3 test_x.py", "fix x.py")
+        assert proc.returncode == 0, proc.stderr
+        assert "tooloop: check passed" in proc.stderr
+        if fmt == ["-p"]:
+            assert "runaway guard" in proc.stderr, "the guard's line still says what happened"
+        else:
+            out = json.loads(proc.stdout)
+            assert out["stop_reason"] == "repetition" and out["is_error"] is False
+    ws = _workspace(tmp_path / "ws-nocheck")
+    with MockServer({"responses": steps}) as server:
+        proc = run_cli(tooloop_exe, ws, clean_env(tmp_path, server), "-p", "--yes", "--sandbox", "off",
+                       "--no-progress-guard", "fix x.py")
+    assert proc.returncode == 1, "without a check nothing vouches for the work"

@@ -553,8 +553,9 @@ def one_shot(agent: tooloop.Agent, task: Prompt, settings: Settings, renderer: R
     if stop == "check_failed" or (unproven and stop not in ("repetition", "budget")):
         return EXIT_FAILED
     if stop == "repetition":
+        from .evidence import guard_stop_failed
         _say(repetition_line(outcome.repetition))
-        return EXIT_FAILED
+        return EXIT_FAILED if guard_stop_failed(result) else EXIT_OK
     if stop == "budget":
         _say(budget_line(max_budget_usd))
         return EXIT_FAILED

@@ -61,3 +61,11 @@ def verdict_lines(result: Optional[Any]) -> Tuple[List[str], bool]:
     if unverified:
         lines.append(f"unverified: {unverified}")
     return lines, bool(unverified) or bool(check and not check.get("passed"))
+
+
+def guard_stop_failed(result: Optional[Any]) -> bool:
+    """Whether a run a repetition guard ended counts as failed: yes, unless the user's check passed after it
+    (the library runs the check at a guard's stop when something changed; the check is the verdict, as at the
+    turn cap). Without a check nothing vouches for the work done before the loop."""
+    check = getattr(result, "check", None) if result is not None else None
+    return not (check and check.get("passed"))

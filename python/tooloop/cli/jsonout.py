@@ -147,9 +147,10 @@ def run_json(agent: Agent, task: Prompt, settings: Settings, abort: threading.Ev
         return EXIT_FAILED
     stop = result.stop_reason or ("max_turns" if result.max_turns_reached else None)
     subtype = {"budget": "error_budget", "max_turns": "error_max_turns"}.get(stop or "", "success")
-    from .evidence import verdict_lines
+    from .evidence import guard_stop_failed, verdict_lines
     verdicts, unproven = verdict_lines(result)
-    failed = subtype != "success" or unproven or stop in ("repetition", "max_tokens", "refusal", "check_failed")
+    failed = (subtype != "success" or unproven or stop in ("max_tokens", "refusal", "check_failed")
+              or (stop == "repetition" and guard_stop_failed(result)))
     if failed and subtype == "success":
         subtype = "error"
     for line in verdicts:

@@ -10,7 +10,9 @@
 //! nothing changed since the check failed ends the run with stop_reason `check_failed` (the model has given
 //! up; asking again would spend turns for nothing), and so does `max_turns` with the check failing, under
 //! either `max_turns_policy` (the check, run once more first if something changed, is the verdict: the turn
-//! cap asks [`Agent::check_at_cap`]).
+//! cap asks [`Agent::check_at_cap`]). When a repetition guard ends the run, the check runs once more too if
+//! something changed, so the result says whether the work done before the loop holds
+//! ([`Agent::check_at_guard_stop`]).
 //!
 //! Must never: leave the check's files read-only after the run (`run_end` clears them, whichever way the
 //! run ended), or challenge an answer more than once per run.
@@ -50,6 +52,9 @@ impl Policy for Check {
     }
 
     fn run_end(&mut self, cx: &mut Cx<'_>) {
+        if cx.run.stop_reason == Some(StopReason::Repetition) {
+            cx.agent.check_at_guard_stop(cx.state, cx.run, cx.cancel);
+        }
         cx.agent.unprotect_check_files(cx.state);
     }
 }
@@ -204,6 +209,16 @@ impl Agent {
         let text = self.tools.cap_text(crate::evidence::challenge(&problems, &files, &commands));
         self.record(Entry::new(EntryRole::User, vec![ContentBlock::text(text)]))?;
         Ok(true)
+    }
+
+    /// A repetition or progress guard ended the run: with a check, it is run once more if something changed
+    /// since it last ran, so the result's `check` says whether the work the model did before it looped holds
+    /// (the stop_reason stays `repetition`: the guard did fire).
+    pub(super) fn check_at_guard_stop(&self, state: &mut RunState, run: &mut RunResult, cancel: &CancelToken) {
+        let Some(spec) = lock(&self.config).check.clone() else { return };
+        if self.check_stale(state, run) && !cancel.is_cancelled() {
+            self.run_check(&spec, state, run, cancel);
+        }
     }
 
     /// `max_turns` is reached: with a check, it is run once more if something changed, and a failing one
