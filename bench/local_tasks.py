@@ -1,27 +1,69 @@
 #!/usr/bin/env python3
 """Small coding tasks for the `tooloop` CLI against any OpenAI- or Anthropic-compatible endpoint (a local
-llama.cpp, Ollama or vLLM server, or a hosted API): how often does the agent finish them, in how many
-model turns, and how fast?
+llama.cpp, Ollama or vLLM server, or a hosted API), side by side with other agents: how often does each finish
+them, in how many model turns, how fast, sending how many prompt tokens?
 
 Twelve tasks, easiest first: create and run, fix a one-line bug, a function with its test, fizzbuzz, fix a bug
 from a failing test's output, add a test (that must fail when the code is broken), read before writing, add a
 CLI flag, fix the cause of a traceback, rename a function across files, a change spanning three files, and a
-log whose output alone outgrows a 4k-token context (compaction). Each task starts in a fresh temporary
-workspace, runs `tooloop --yes -p TASK` (so the CLI's settings for local models apply: the server's context
-window, low temperature, max_tokens fitted to the context, the compact prompt and tool set), and any other agent
-command given with --agent, side by side, then checks the result itself by running code in the workspace. The
-table: how often the check held, how often the agent stopped by itself (exit code 0), both, turns, seconds,
-the prompt tokens sent (first request, whole task) and how many of them the server took from its prompt cache
-(the server's own counts, from the sessions' usage; another agent reports them in a stderr line
-`tokens: first N, sent N, cached N`), and whether the workspace survived (canary files inside and beside it
-intact, no process left behind). bench/prompt_tokens.py splits the requests into system prompt, tools and
-conversation.
+log whose output alone outgrows a 4k-token context (compaction). Each run of a task starts in a fresh
+temporary workspace; the bench then checks the result itself by running code in it (the task's `check`, the
+judge of every row). For each task and run, every agent takes its turn, one after another (so a busy server
+slows them alike):
+
+- `tooloop`, once per configuration of `--configs` (default `plain`), each its own row: `plain` is
+  `tooloop --yes -p TASK` (the CLI's settings for local models apply: the server's context window, low
+  temperature, max_tokens fitted to the context, the compact prompt and tool set); `check` (row
+  `tooloop+check`) adds `--check CMD`, the check the task implies (`Task.check_cmd`: `python3 test_stats.py`,
+  `python3 main.py`, ...; read_first and errors_count have none, whose only check would print the answer, and
+  run as plain); `attempts=N` (row `tooloop+attN`) adds `--attempts N` and, where the task has one, `--check
+  CMD`. Its turns and tokens are every attempt's together (the run's JSON result; each attempt's session is
+  removed with its copy), its first request the winner's. Mind: `--check` makes the workspace files its command
+  runs or names read-only to the agent, so with the implied check `python3 greet.py ...`, `python3 report.py`
+  or `python3 main.py`, cli_flag, traceback, rename and three_files cannot be done (the file to change is the
+  one the check runs); the rows show what the CLI does with the check a user would give.
+  `--provider both` runs each configuration on both wires of one server (llama.cpp serves them on one port;
+  --base-url its root or its /v1): rows `tooloop@openai`, `tooloop+att3@anthropic`, ...
+- `aider` with `--aider CMD` (e.g. /tmp/venv-aider/bin/aider, from `pip install aider-chat`): `CMD --model
+  openai/MODEL --openai-api-base URL --yes-always --no-git --edit-format whole --message TASK FILES...` in the
+  workspace, FILES the task's files and the ones it says to create (`Task.peer_files`), URL --base-url for
+  `--provider openai`, else --base-url + /v1. Kept offline and from asking (no update check, analytics,
+  release notes, model warnings or URL fetching; plain output; a fresh model-info cache and litellm's local
+  model map), OPENAI_API_KEY a dummy unless set, HOME and its histories in the run's folder. Its turns are its
+  requests, its tokens the server's usage from its `Tokens: N sent, ...` lines (cached: unknown against
+  llama.cpp, whose OpenAI wire says them in a field aider does not read).
+- any other command with `--agent NAME=COMMAND`: the task as its last argument, the workspace as its folder;
+  exit code 0 means it stopped by itself; stderr lines `turns: N` and `tokens: first N, sent N, cached N` give
+  its turns and tokens. bench/simple_loop.py is the yardstick: the simplest loop on the official `anthropic`
+  package (two tools, a three-sentence prompt). It speaks the Anthropic wire: give it the server's root,
+  whatever --provider is.
+
+The table: per agent and task, how often the check held, how often the agent stopped by itself (exit code 0),
+both, turns, seconds, the prompt tokens sent (first request, whole task) and how many of them the server took
+from its prompt cache (the server's own counts: tooloop's from its sessions' usage), and whether the workspace
+survived (canary files inside and beside it intact, no process left behind). Then the summary issue 41's
+targets are read from, per agent: finished (the check held AND the agent stopped by itself) over all its runs,
+the finish rate, the median seconds of its finished runs, mean tokens sent and cached, and the ratio of wall
+seconds per finished task against a reference agent (`--reference NAME`, default `simple` when there is one):
+on each task both finished at least once, the mean seconds of this agent's finished runs over the mean of
+the reference's; the median of those ratios and the list. `--markdown` prints the summary as a Markdown table
+too (for the README and the closing note). bench/prompt_tokens.py splits the requests into system prompt,
+tools and conversation.
 
     python3 bench/local_tasks.py --provider openai --base-url http://localhost:8080/v1 --model qwen2.5-coder -n 5
     python3 bench/local_tasks.py --model claude-haiku-4-5 -n 3 --tasks hello,bugfix
     python3 bench/local_tasks.py ... -- --prompt compact --context-window 8192   # extra tooloop flags
-    python3 bench/local_tasks.py --provider anthropic --base-url http://127.0.0.1:8091 --model qwen2.5-coder-q15 \
-        --agent "simple=python3 bench/simple_loop.py --base-url http://127.0.0.1:8091 --model qwen2.5-coder-q15"
+
+The whole comparison of issue 41 (the local server of /work/shared/local-llm: both wires on port 8091), in
+one run:
+
+    python3 bench/local_tasks.py --provider both --base-url http://127.0.0.1:8091 --model qwen2.5-coder-q15 \
+        --tasks all -n 3 --configs plain,check,attempts=3 --aider /tmp/venv-aider/bin/aider \
+        --agent "simple=/tmp/venv-simple/bin/python bench/simple_loop.py --base-url http://127.0.0.1:8091 \
+        --model qwen2.5-coder-q15" --markdown --keep /tmp/keep-41
+
+(one wire: `--provider openai --base-url http://127.0.0.1:8091/v1`; the venvs: `python3 -m venv
+/tmp/venv-simple && /tmp/venv-simple/bin/pip install anthropic`, the same with aider-chat.)
 
 Keys come from the environment as for the CLI (OPENAI_API_KEY / ANTHROPIC_API_KEY); a local server needs
 none. Exit code 0 when every run of every task passed with its workspace intact, 1 otherwise. Standard
@@ -530,12 +572,13 @@ def report(runs: List[Run], reference: Optional[str] = None) -> List[str]:
     rows = summary(runs, reference)
     if rows:
         lines.append("")
-        lines.append(f"{'agent':<{width}} {'finished':>9} {'rate':>5} {'s/finished':>11} {'sent tok':>9} {'cached':>7}  "
-                     f"{'vs ' + rows[0].reference if rows[0].reference else 'no reference'}")
+        ref = rows[0].reference
+        lines.append(f"{'agent':<{width}} {'finished':>9} {'rate':>5} {'s/finished':>11} {'sent tok':>9} "
+                     f"{'cached':>7}  {'vs ' + ref if ref else 'no reference'}")
         for row in rows:
             lines.append(f"{row.agent:<{width}} {row.finished:>4}/{row.runs:<4} {row.rate:>4.0%} "
-                         f"{_num(row.median_seconds, 1):>11} {_num(row.mean_sent, 0):>9} {_num(row.mean_cached, 0):>7}  "
-                         f"{row.ratio_text()}")
+                         f"{_num(row.median_seconds, 1):>11} {_num(row.mean_sent, 0):>9} "
+                         f"{_num(row.mean_cached, 0):>7}  {row.ratio_text()}")
     return lines
 
 
@@ -619,12 +662,20 @@ def markdown(rows: List[Summary]) -> List[str]:
     return lines
 
 
+def wire_base_url(wire: str, base_url: str) -> str:
+    """The base URL of `wire` on a server that serves both on one port (llama.cpp), from either one's: the
+    OpenAI wire's ends in /v1, the Anthropic wire's is the root (its SDKs add /v1/messages)."""
+    root = base_url.rstrip("/")
+    root = root[:-3] if root.endswith("/v1") else root
+    return root + "/v1" if wire == "openai" else root
+
+
 def aider_base_url(provider: str, base_url: str) -> str:
     """aider speaks the OpenAI wire: the base URL as given for `--provider openai`, else the same server's
     /v1 (llama.cpp serves both wires on one port)."""
     if provider == "openai":
         return base_url
-    return base_url.rstrip("/") + "/v1"
+    return wire_base_url("openai", base_url)
 
 
 def _absolute(cmd: List[str]) -> List[str]:
@@ -643,7 +694,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         argv, extra = argv[:i], argv[i + 1:]
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--provider", choices=["anthropic", "openai"], default="openai")
+    p.add_argument("--provider", choices=["anthropic", "openai", "both"], default="openai",
+                   help="the wire tooloop speaks; `both`: a row per configuration and wire (`tooloop@openai`, "
+                   "`tooloop@anthropic`) on one server that serves both, --base-url its root (llama.cpp)")
     p.add_argument("--base-url", help="the endpoint (OpenAI-compatible ones end in /v1)")
     p.add_argument("--model", required=True)
     p.add_argument("-n", "--runs", type=int, default=3, help="runs per task (default 3)")
@@ -685,13 +738,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     agents: List[Agent] = []
     if not args.no_tooloop:
         tooloop = _absolute(shlex.split(args.tooloop)) if args.tooloop else [sys.executable, "-m", "tooloop.cli"]
-        base = (tooloop + ["--yes", "-p", "--provider", args.provider, "--model", args.model, "--max-turns",
-                           str(args.max_turns), "--no-color"]
-                + (["--base-url", args.base_url] if args.base_url else []) + extra)
-        try:
-            agents += tooloop_agents(base, args.configs)
-        except ValueError as e:
-            p.error(str(e))
+        if args.provider == "both" and not args.base_url:
+            p.error("--provider both needs --base-url: the root of a server that serves both wires")
+        for wire in ["openai", "anthropic"] if args.provider == "both" else [args.provider]:
+            url = wire_base_url(wire, args.base_url) if args.provider == "both" else args.base_url
+            base = (tooloop + ["--yes", "-p", "--provider", wire, "--model", args.model, "--max-turns",
+                               str(args.max_turns), "--no-color"] + (["--base-url", url] if url else []) + extra)
+            try:
+                rows = tooloop_agents(base, args.configs)
+            except ValueError as e:
+                p.error(str(e))
+            for row in rows:
+                row.name += f"@{wire}" if args.provider == "both" else ""
+            agents += rows
     if args.aider:
         if not args.base_url:
             p.error("--aider needs --base-url (the server aider is pointed at)")

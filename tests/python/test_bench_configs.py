@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict
 
 from _support import ROOT, cli_env, text_reply, tool_reply
 from mockctl import MockServer
@@ -186,3 +186,28 @@ def test_bench_runs_aider_offline_in_the_workspace_with_the_task_and_its_files(t
     assert Path(s["cwd"]).parent == home.parent and home != Path.home() and not home.parent.exists()
     assert all(argv[argv.index(f) + 1].startswith(str(home)) for f in ("--input-history-file", "--chat-history-file"))
     assert s["key"] and s["cost_map"] == "True" and s["cache"] == ["model_prices_and_context_window.json"]
+
+
+FAKE_TOOLOOP = """import json, sys
+with open(SEEN, "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\\n")
+"""
+
+
+def test_bench_both_wires_give_each_config_a_row_per_wire_of_one_server(tmp_path: Path) -> None:
+    assert local_tasks.wire_base_url("openai", "http://127.0.0.1:8091") == "http://127.0.0.1:8091/v1"
+    assert local_tasks.wire_base_url("anthropic", "http://127.0.0.1:8091/v1/") == "http://127.0.0.1:8091"
+    seen = tmp_path / "seen.jsonl"
+    fake = tmp_path / "tooloop.py"
+    fake.write_text(f"SEEN = {str(seen)!r}\n" + FAKE_TOOLOOP)
+    proc = subprocess.run([sys.executable, BENCH, "--provider", "both", "--base-url", "http://127.0.0.1:9/v1",
+                           "--model", "qwen", "--tooloop", f"{sys.executable} {fake}", "--configs", "plain,attempts=2",
+                           "--tasks", "hello", "-n", "1", "--json"],
+                          env=cli_env(tmp_path), capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    print(proc.stdout, proc.stderr)
+    assert list(_runs(proc)) == ["tooloop@openai", "tooloop+att2@openai", "tooloop@anthropic",
+                                 "tooloop+att2@anthropic"]
+    argvs = [json.loads(ln) for ln in seen.read_text().splitlines()]
+    wires = [(a[a.index("--provider") + 1], a[a.index("--base-url") + 1], "--attempts" in a) for a in argvs]
+    assert wires == [("openai", "http://127.0.0.1:9/v1", False), ("openai", "http://127.0.0.1:9/v1", True),
+                     ("anthropic", "http://127.0.0.1:9", False), ("anthropic", "http://127.0.0.1:9", True)]
