@@ -348,7 +348,7 @@ def attempts_tokens(stdout: str) -> Optional[Tuple[int, int, int]]:
 
 #: aider's line after each request (`--no-pretty`): "Tokens: 2.3k sent, 1.1k cache hit, 210 received." The
 #: figures are the server's usage of that request (aider adds nothing up across requests); 1000 and more are
-#: written with a k (one decimal under 10k, none above), so a sum is good to a few dozen tokens.
+#: written with a k (one decimal under 10k, none above): each is good to 50 tokens (500 above 10k).
 _AIDER_TOKENS = re.compile(r"^Tokens: ([\d.]+k?) sent(?:, ([\d.]+k?) cache write)?(?:, ([\d.]+k?) cache hit)?, "
                            r"([\d.]+k?) received", re.M)
 
