@@ -37,7 +37,11 @@ def main():
     ap.add_argument("--max-turns", type=int, default=15)
     ap.add_argument("task")
     a = ap.parse_args()
-    client = anthropic.Anthropic(base_url=a.base_url, api_key="local", timeout=1800, max_retries=0)
+    # The SDK adds /v1/messages itself: an OpenAI-style base URL (…/v1, what the benchmark's other agents are
+    # given for --provider openai) would reach /v1/v1/messages and fail every run with a 404.
+    base = a.base_url.rstrip("/")
+    client = anthropic.Anthropic(base_url=base[:-3] if base.endswith("/v1") else base, api_key="local",
+                                 timeout=1800, max_retries=0)
     messages = [{"role": "user", "content": a.task}]
     sent = []   # prompt tokens of each request (the server's count), and how many came from its cache
     cached = 0

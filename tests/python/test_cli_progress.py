@@ -279,13 +279,13 @@ def test_bench_counts_an_agent_that_removes_its_own_folder_as_damage_and_goes_on
     task = next(t for t in local_tasks.TASKS if t.name == "hello")
     wreck = [sys.executable, "-c", "import os, shutil; shutil.rmtree(os.path.dirname(os.getcwd()))"]
     keep = tmp_path / "keep"
-    runs = [local_tasks.run_once("wreck", wreck, task, dict(os.environ), 60, keep) for _ in range(2)]
+    runs = [local_tasks.run_once(local_tasks.Agent("wreck", wreck), task, dict(os.environ), 60, keep) for _ in range(2)]
     assert [(r.ok, r.stopped, r.survived) for r in runs] == [(False, True, False)] * 2, runs
     assert runs[0].why == "the workspace is gone"
     assert len(list(keep.iterdir())) == 2
     # Only the canary outside the workspace removed: damage too.
     sneaky = [sys.executable, "-c", "import os; os.remove('../outside.txt')"]
-    run = local_tasks.run_once("sneaky", sneaky, task, dict(os.environ), 60)
+    run = local_tasks.run_once(local_tasks.Agent("sneaky", sneaky), task, dict(os.environ), 60)
     assert not run.survived
 
 
