@@ -18,10 +18,11 @@ slows them alike):
   `python3 main.py`, ...; read_first and errors_count have none, whose only check would print the answer, and
   run as plain); `attempts=N` (row `tooloop+attN`) adds `--attempts N` and, where the task has one, `--check
   CMD`. Its turns and tokens are every attempt's together (the run's JSON result; each attempt's session is
-  removed with its copy), its first request the winner's. Mind: `--check` makes the workspace files its command
-  runs or names read-only to the agent, so with the implied check `python3 greet.py ...`, `python3 report.py`
-  or `python3 main.py`, cli_flag, traceback, rename and three_files cannot be done (the file to change is the
-  one the check runs); the rows show what the CLI does with the check a user would give.
+  removed with its copy), its first request the winner's. `--check` makes the workspace files its command runs
+  or names read-only to the agent, so where the implied check runs the very file the task changes (cli_flag's
+  `python3 greet.py ...`, traceback's `python3 report.py`, rename's and three_files' `python3 main.py`:
+  `Task.check_outside`) tooloop gets it as a script outside the workspace (`sh HOME/check.sh`), as a user
+  keeps a test that must not be edited.
   `--provider both` runs each configuration on both wires of one server (llama.cpp serves them on one port;
   --base-url its root or its /v1): rows `tooloop@openai`, `tooloop+att3@anthropic`, ...
 - `aider` with `--aider CMD` (e.g. /tmp/venv-aider/bin/aider, from `pip install aider-chat`): `CMD --model
@@ -208,6 +209,8 @@ class Task:
     #: The check the task implies, as a user would give it (`tooloop --check`): a shell command run in the
     #: workspace, exit 0 = done. None where the only check would print the answer. Never the judge.
     check_cmd: Optional[str] = None
+    #: The check runs the file the task changes: tooloop gets it as a script outside the workspace (Agent.argv).
+    check_outside: bool = False
     #: The files a peer that is told its files (aider) gets: the task's files and the ones it says to create.
     peer_files: List[str] = field(default_factory=list)
 
@@ -250,17 +253,17 @@ TASKS = [
          peer_files=["settings.py", "limit.txt"]),
     Task("cli_flag", "Add a --shout flag to greet.py: `python3 greet.py Ann --shout` prints HELLO, ANN! and "
          "without the flag it still prints Hello, Ann!.", {"greet.py": GREET}, check_cli_flag, "medium",
-         check_cmd="python3 greet.py Ann --shout && python3 greet.py Ann", peer_files=["greet.py"]),
+         check_cmd="python3 greet.py Ann --shout && python3 greet.py Ann", check_outside=True, peer_files=["greet.py"]),
     Task("traceback", "`python3 report.py` crashes. Run it, read the traceback and fix the cause in report.py "
          "(scores.json is right).", {"report.py": REPORT_TB, "scores.json": SCORES}, check_traceback, "medium+",
-         check_cmd="python3 report.py", peer_files=["report.py", "scores.json"]),
+         check_cmd="python3 report.py", check_outside=True, peer_files=["report.py", "scores.json"]),
     Task("rename", "Rename the function get_data to load_data everywhere (util.py, main.py, report.py), then "
          "run main.py to check.", {"util.py": UTIL, "main.py": MAIN_RENAME, "report.py": REPORT_RENAME},
-         check_rename, "hard", check_cmd="python3 main.py", peer_files=["util.py", "main.py", "report.py"]),
+         check_rename, "hard", check_cmd="python3 main.py", check_outside=True, peer_files=["util.py", "main.py", "report.py"]),
     Task("three_files", "Add a currency to prices: Item in shop.py gets a currency argument (default 'EUR'), "
          "price(amount, currency) in fmt.py returns e.g. '12.50 EUR', and main.py passes the currency so it "
          "prints Total: 12.50 EUR. Run main.py.", {"shop.py": SHOP, "fmt.py": FMT, "main.py": MAIN_SHOP},
-         check_three_files, "hard", check_cmd="python3 main.py", peer_files=["shop.py", "fmt.py", "main.py"]),
+         check_three_files, "hard", check_cmd="python3 main.py", check_outside=True, peer_files=["shop.py", "fmt.py", "main.py"]),
     Task("errors_count", "app.log is a long log. Count the lines that contain ERROR and write just that number "
          "into errors.txt.", {"app.log": _log_lines()}, check_errors_count, "hard",
          peer_files=["app.log", "errors.txt"]),
@@ -397,7 +400,14 @@ class Agent:
 
     def argv(self, task: Task, ws: Path, home: Path) -> List[str]:
         if self.kind == "tooloop":
-            flags = ["--check", task.check_cmd] if self.check and task.check_cmd else []
+            check = task.check_cmd
+            if check and task.check_outside:
+                # A check that runs the very file the task changes (`python3 report.py`) would make that file
+                # read-only under --check: like a user's own test script, it is kept outside the workspace.
+                home.mkdir(parents=True, exist_ok=True)
+                (home / "check.sh").write_text(check + "\n")
+                check = f"sh {home / 'check.sh'}"
+            flags = ["--check", check] if self.check and check else []
             if self.attempts:
                 flags += ["--attempts", str(self.attempts), "--output-format", "json"]
             return self.cmd + flags + ["--workspace", str(ws), task.prompt]
