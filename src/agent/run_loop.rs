@@ -522,8 +522,17 @@ impl Agent {
     /// (and `stop_reason` "tool_use"), so the files take the path of any call — permission, protected and
     /// read-only paths, events, evidence — and the next request carries their results. The one place a
     /// turn's message is changed before it is stored, streamed or whole; the host saw the text as it came.
-    fn text_edits(&self, m: &mut MessageResponse, entry: &str) {
-        if !lock(&self.config).text_edits || m.stop_reason != Some(StopReason::EndTurn) || !m.tool_uses().is_empty() {
+    /// Only when the request offered `write_file`: a turn asked for with tools off (the wrap-up's
+    /// `tool_choice` none, or no tools at all) stays an answer.
+    fn text_edits(&self, m: &mut MessageResponse, entry: &str, request: &Request) {
+        let tools_off =
+            request.tool_choice.as_ref().and_then(|c| c.get("type")).and_then(Value::as_str) == Some("none");
+        let offered = !tools_off && request.tools.iter().any(|t| t.name == crate::text_edits::WRITE_TOOL);
+        if !lock(&self.config).text_edits
+            || !offered
+            || m.stop_reason != Some(StopReason::EndTurn)
+            || !m.tool_uses().is_empty()
+        {
             return;
         }
         let spec = self.spec();
@@ -604,7 +613,7 @@ impl Agent {
                 let mut m = resp.message;
                 crate::trace::end_chat(span, &m);
                 super::spans::chat_content(span, &m, &self.tools);
-                self.text_edits(&mut m, id);
+                self.text_edits(&mut m, id, request);
                 let bad_inputs = object_inputs(&mut m.content);
                 // Priced at the higher of the asked and the answering model's price; no usage: the estimate.
                 let max_tokens = u64::from(request.max_tokens);
