@@ -14,7 +14,7 @@ use std::sync::Arc;
 use mock::MockServer;
 use serde_json::{Value, json};
 use tempdir::TempDir as Ws;
-use tooloop::{AgentOptions, Permission, RunResult, StopReason};
+use tooloop::{AgentOptions, Event, Permission, RunResult, StopReason};
 
 const WRONG: &str = "def add(a, b):\n    return a - b\n";
 const RIGHT: &str = "def add(a, b):\n    return a + b\n";
@@ -64,9 +64,20 @@ fn a_fenced_file_after_its_name_is_written_and_the_next_request_carries_the_call
     for stream in [true, false] {
         let ws = workspace("text-edit-one");
         let mock = MockServer::start(&turns(&[FIXED, "Done."]));
-        let result = run(&mock, &ws, json!({"stream": stream}));
+        let agent = options(&mock, &ws, json!({"stream": stream})).build().unwrap();
+        let mut seen = Vec::new();
+        let result = agent
+            .run("fix calc.py", &mut |ev| match ev {
+                Event::ToolUse { name, .. } => seen.push(format!("tool_use {name}")),
+                Event::FileChange { path, before, .. } => {
+                    seen.push(format!("file_change {path} {}", before.as_deref() == Some(WRONG)))
+                }
+                _ => {}
+            })
+            .unwrap();
 
         assert_eq!(read(&ws, "calc.py"), RIGHT, "stream {stream}");
+        assert_eq!(seen, vec!["tool_use write_file", "file_change calc.py true"], "what a UI and undo see");
         assert_eq!(result.files_changed, vec!["calc.py"]);
         assert_eq!((result.turns, result.text.as_str()), (2, "Done."));
         let reqs = mock.requests();
