@@ -195,7 +195,7 @@ fn edit_of(before: Option<&str>, tag: String, body: &[&str]) -> Option<FileEdit>
         Some(Named::Refused) => return None,
         None => body.first().and_then(|l| comment_name(l))?,
     };
-    if !fits(&tag, &path) || (tag.is_empty() && looks_like_commands(body)) {
+    if !fits(&tag, &path) || (tag.is_empty() && looks_like_commands(body)) || elides(body) {
         return None;
     }
     let mut content = body.join("\n");
@@ -227,19 +227,52 @@ fn named_on(line: &str) -> Option<Named> {
 
 /// A first body line that is only a comment naming the file: `# x.py`, `// x.js`, `-- x.sql`, optionally
 /// with `file:`/`filename:` before the name.
+/// The marker must be a comment in the named file's language (a `# notes.md` is a heading, not a name).
 fn comment_name(line: &str) -> Option<String> {
     let t = line.trim();
-    let rest = ["#", "//", "--"].iter().find_map(|m| t.strip_prefix(m))?.trim();
+    let (marker, rest) = COMMENTS.iter().find_map(|(m, _)| t.strip_prefix(m).map(|r| (*m, r.trim())))?;
     let rest = ["file:", "filename:", "File:", "Filename:"].iter().find_map(|p| rest.strip_prefix(p)).unwrap_or(rest);
     let mut words = rest.split_whitespace();
     let name = path_token(words.next()?)?;
-    words.next().is_none().then_some(name)
+    let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
+    let commented = COMMENTS.iter().any(|(m, exts)| *m == marker && exts.contains(&ext.as_str()));
+    (commented && words.next().is_none()).then_some(name)
+}
+
+/// Line-comment markers and the extensions whose language has them.
+const COMMENTS: &[(&str, &[&str])] = &[
+    (
+        "//",
+        &[
+            "js", "mjs", "cjs", "jsx", "ts", "tsx", "mts", "cts", "rs", "go", "c", "h", "cpp", "cc", "cxx", "hpp",
+            "hh", "hxx", "java", "kt", "kts", "cs", "swift", "scala", "php", "scss",
+        ],
+    ),
+    ("#", &["py", "pyi", "pyw", "rb", "pl", "pm", "r", "yaml", "yml", "toml", "ini", "cfg", "conf"]),
+    ("--", &["sql", "lua"]),
+];
+
+/// A block that leaves parts out ("# ... rest of the code unchanged ...", "// ... existing code ..."): an
+/// excerpt, not the whole file; written, it would cut the file down to the excerpt.
+fn elides(body: &[&str]) -> bool {
+    const SAYS: &[&str] =
+        &["existing", "rest of", "unchanged", "same as", "remaining", "other code", "previous", "omitted"];
+    let dot = |c: char| c == '.' || c == '\u{2026}';
+    body.iter().any(|line| {
+        let t = line.trim();
+        let Some(comment) = ["#", "//", "--", "/*", "<!--"].iter().find_map(|m| t.strip_prefix(m)) else {
+            return false;
+        };
+        let c = comment.to_ascii_lowercase();
+        let only_dots = c.trim_matches(|ch: char| dot(ch) || ch.is_whitespace() || "*/->".contains(ch)).is_empty();
+        (c.contains("...") || c.contains('\u{2026}')) && (only_dots || SAYS.iter().any(|w| c.contains(w)))
+    })
 }
 
 /// A token that is a plain relative file path once markup and punctuation around it are stripped:
 /// `` `stats.py`: ``, `**x.py**`, `src/a.rs,`. Its extension must be one of [`LANGUAGES`]'.
 fn path_token(token: &str) -> Option<String> {
-    let t = token.trim_matches(|c: char| "`*_'\"()[]<>:;,!?".contains(c));
+    let t = token.trim_matches(|c: char| "`*'\"()[]<>:;,!?".contains(c));
     let t = t.trim_end_matches('.');
     let t = t.trim_matches(|c: char| "`*'\"".contains(c));
     let t = t.strip_prefix("./").unwrap_or(t);
@@ -301,6 +334,16 @@ mod tests {
     }
 
     #[test]
+    fn an_excerpt_that_leaves_code_out_is_no_edit() {
+        assert_eq!(one("calc.py:\n```python\n# ... existing code ...\ndef add(a, b):\n    return a + b\n```"), None);
+        assert_eq!(one("a.js:\n```js\nlet a = 1;\n// ...\n```"), None);
+        assert_eq!(one("a.rs:\n```rust\nfn a() {}\n/* rest of the file unchanged... */\n```"), None);
+        // Python's Ellipsis and a comment that merely has dots are code.
+        let stub = "class P(Protocol):\n    def f(self) -> int: ...\n    ...\n# see docs... for more\n";
+        assert_eq!(one(&format!("p.py:\n```python\n{stub}```")), Some(("p.py".into(), stub.into())));
+    }
+
+    #[test]
     fn named_by_the_line_before_in_its_usual_forms() {
         for intro in [
             "Here's the corrected `stats.py`:",
@@ -310,6 +353,7 @@ mod tests {
             "### stats.py",
             "Save this as stats.py.",
             "1. `stats.py`",
+            "Here is the updated stats.py file:",
         ] {
             let text = format!("Sure.\n\n{intro}\n```python\ndef f():\n    return 1\n```\nDone.");
             assert_eq!(one(&text), Some(("stats.py".into(), "def f():\n    return 1\n".into())), "{intro}");
@@ -333,8 +377,10 @@ mod tests {
             Some(("calc.py".into(), "# calc.py\nx = 1\n".into()))
         );
         assert_eq!(one("```js\n// src/a.js\nlet a;\n```"), Some(("src/a.js".into(), "// src/a.js\nlet a;\n".into())));
-        // A comment that says more than a name is code, not a name.
+        // A comment that says more than a name is code, not a name; a `#` line in Markdown is a heading.
         assert_eq!(one("```python\n# compute calc.py totals\nx = 1\n```"), None);
+        assert_eq!(one("```markdown\n# notes.md\ntext\n```"), None);
+        assert_eq!(one("```python\n// calc.py\nx = 1\n```"), None);
     }
 
     #[test]
@@ -365,6 +411,7 @@ mod tests {
             assert_eq!(one(&format!("{name}\n```\nx = 1\n```")), None, "{name}");
         }
         assert_eq!(one("./src/x.py\n```\nx = 1\n```"), Some(("src/x.py".into(), "x = 1\n".into())));
+        assert_eq!(one("**pkg/__init__.py**\n```\nx = 1\n```"), Some(("pkg/__init__.py".into(), "x = 1\n".into())));
     }
 
     #[test]
