@@ -88,6 +88,9 @@ fn a_fenced_file_after_its_name_is_written_and_the_next_request_carries_the_call
         let call = &said["content"][1];
         assert_eq!((call["type"].as_str(), call["name"].as_str()), (Some("tool_use"), Some("write_file")));
         assert_eq!(call["input"], json!({"path": "calc.py", "content": RIGHT}));
+        let id = call["id"].as_str().unwrap();
+        // Unique in the conversation (the turn's entry id) and of the characters every API takes.
+        assert!(id.starts_with("text_edit_") && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'), "{id}");
         let answer = &messages[messages.len() - 1]["content"][0];
         assert_eq!(answer["type"], "tool_result");
         assert_eq!(answer["tool_use_id"], call["id"]);
