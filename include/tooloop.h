@@ -712,6 +712,10 @@ extern "C" {
  * - `"short_tool_descriptions"`: compact built-in tool definitions (default false), for models with a small
  *   context window: one sentence each, input schemas cut to their required fields (the tools still take
  *   the optional ones), a one-sentence sandbox note.
+ * - `"text_edits"`: whole files in the model's text (default false): with the built-in `write_file`, a turn
+ *   with no tool calls whose text gives files as fenced code blocks named on the line before them ("Here's
+ *   the fixed `calc.py`:") gets one `write_file` call per file, asked for and run like any other call. Shell,
+ *   output and diff blocks, blocks whose tag contradicts the name, and turns cut off are never edits.
  * - `"instruction_files"`: project instructions added to the system prompt: `true` finds `AGENTS.md` (else
  *   `CLAUDE.md`) in the workspace and each parent up to the repository root, plus the user's own file;
  *   `false` (default) none; an array of paths: exactly those files.

@@ -80,6 +80,7 @@ pub mod sse;
 pub mod store;
 pub mod subagent;
 mod text;
+pub mod text_edits;
 pub mod todo;
 pub mod tools;
 pub mod trace;

@@ -285,6 +285,11 @@ pub struct AgentOptions {
     /// test passed when the record shows otherwise is challenged once, then the result says `unverified`.
     #[serde(deserialize_with = "de_false")]
     pub verify_claims: bool,
+    /// Whole files in fenced code blocks (default false): with the built-in `write_file`, a model turn with
+    /// no tool calls whose text gives files as fenced blocks named on the line before them ("Here's the
+    /// fixed `calc.py`:") gets one `write_file` call per file, run like any other. See [`crate::text_edits`].
+    #[serde(deserialize_with = "de_false")]
+    pub text_edits: bool,
 }
 
 impl Default for AgentOptions {
@@ -340,6 +345,7 @@ impl Default for AgentOptions {
             check_timeout: defaults::CHECK_TIMEOUT_SECS as f64,
             expect_changes: false,
             verify_claims: false,
+            text_edits: false,
         }
     }
 }
@@ -350,7 +356,7 @@ fn invalid(key: &str, message: impl Into<String>) -> Error {
 
 impl AgentOptions {
     /// Every key the JSON form may hold.
-    pub const KEYS: [&'static str; 50] = [
+    pub const KEYS: [&'static str; 51] = [
         "provider",
         "model",
         "system",
@@ -401,6 +407,7 @@ impl AgentOptions {
         "check_timeout",
         "expect_changes",
         "verify_claims",
+        "text_edits",
     ];
 
     /// Parse a JSON object of options. Errors are [`Error::InvalidOption`] naming the key.
@@ -536,6 +543,7 @@ impl AgentOptions {
             }),
             expect_changes: self.expect_changes,
             verify_claims: self.verify_claims,
+            text_edits: self.text_edits,
         })
         .and_then(|c| self.check_prices(c))
     }

@@ -417,6 +417,11 @@ class Agent:
     ``commands_run``; ``expect_changes=True`` (the task asks for changes) and ``verify_claims=True`` (an answer
     saying a command ran or a test passed) hold the answer to them: told once, then ``result.unverified``.
 
+    ``text_edits=True`` (with the built-in ``write_file``): a model answer with no tool calls that gives whole
+    files as fenced code blocks, each named on the line before it ("Here's the fixed `calc.py`:"), gets one
+    ``write_file`` call per file, run like any other call (permission, protected paths, the check's files).
+    Small models often answer this way instead of calling a tool; shell, output and diff blocks never count.
+
     ``progress_guard=True`` (or ``{"stop_after": N, "wrap_up": bool, "unstick_temperature": T}``) turns on the
     coding agent's guards, off by default in the library (the ``tooloop`` command turns them on): the same call
     with the same input a third time in a row is refused, turns that change nothing get a note and then end the
@@ -499,6 +504,7 @@ class Agent:
         check_timeout: float = _UNSET,
         expect_changes: bool = _UNSET,
         verify_claims: bool = _UNSET,
+        text_edits: bool = _UNSET,
     ) -> None:
         if provider is not _UNSET and not isinstance(provider, str) and not callable(provider):
             raise ConfigError(f"provider must be 'anthropic', 'openai' or a callable, got {type(provider).__name__}")

@@ -80,6 +80,9 @@ pub struct AgentConfig {
     pub expect_changes: bool,
     /// Hold the final answer's claims (a command ran, a test passed) to the run's record, once.
     pub verify_claims: bool,
+    /// Whole files given as fenced code blocks in a turn with no tool calls become `write_file` calls, when
+    /// the built-in `write_file` is registered (default false; see [`crate::text_edits`]).
+    pub text_edits: bool,
 }
 
 /// The runaway guard: a model that makes the same tool call (same name, same input) again and again in a
@@ -143,6 +146,7 @@ impl Default for AgentConfig {
             check: None,
             expect_changes: false,
             verify_claims: false,
+            text_edits: false,
         }
     }
 }

@@ -517,6 +517,47 @@ impl Agent {
         }
     }
 
+    /// With `text_edits` and the built-in `write_file`: a turn that ended on its own with no tool calls, whose
+    /// text gives whole files as named fenced blocks, gets one `write_file` call per file after its text
+    /// (and `stop_reason` "tool_use"), so the files take the path of any call — permission, protected and
+    /// read-only paths, events, evidence — and the next request carries their results. The one place a
+    /// turn's message is changed before it is stored, streamed or whole; the host saw the text as it came.
+    /// Only when the request offered `write_file`: a turn asked for with tools off (the wrap-up's
+    /// `tool_choice` none, or no tools at all) stays an answer.
+    fn text_edits(&self, m: &mut MessageResponse, entry: &str, request: &Request) {
+        let tools_off =
+            request.tool_choice.as_ref().and_then(|c| c.get("type")).and_then(Value::as_str) == Some("none");
+        let offered = !tools_off && request.tools.iter().any(|t| t.name == crate::text_edits::WRITE_TOOL);
+        if !lock(&self.config).text_edits
+            || !offered
+            || m.stop_reason != Some(StopReason::EndTurn)
+            || !m.tool_uses().is_empty()
+        {
+            return;
+        }
+        let spec = self.spec();
+        let builtin_write = spec
+            .builtin
+            .as_ref()
+            .is_some_and(|(o, _)| o.names.is_empty() || o.names.iter().any(|n| n == crate::text_edits::WRITE_TOOL));
+        if !builtin_write || self.tools.get(crate::text_edits::WRITE_TOOL).is_none() {
+            return;
+        }
+        let edits = crate::text_edits::file_edits(&m.text());
+        if edits.is_empty() {
+            return;
+        }
+        for (n, edit) in edits.into_iter().enumerate() {
+            m.content.push(ContentBlock::ToolUse(ToolUseBlock {
+                id: format!("text_edit_{entry}_{}", n + 1),
+                name: crate::text_edits::WRITE_TOOL.into(),
+                input: serde_json::json!({"path": edit.path, "content": edit.content}),
+                extra: Default::default(),
+            }));
+        }
+        m.stop_reason = Some(StopReason::ToolUse);
+    }
+
     /// A model turn begins: its assistant entry is in the store while it streams (it ends complete or error,
     /// see [`Agent::close_turn`]).
     fn open_turn(
@@ -572,6 +613,7 @@ impl Agent {
                 let mut m = resp.message;
                 crate::trace::end_chat(span, &m);
                 super::spans::chat_content(span, &m, &self.tools);
+                self.text_edits(&mut m, id, request);
                 let bad_inputs = object_inputs(&mut m.content);
                 // Priced at the higher of the asked and the answering model's price; no usage: the estimate.
                 let max_tokens = u64::from(request.max_tokens);

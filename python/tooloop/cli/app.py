@@ -355,6 +355,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         # finishing. MCP servers the user configured still come.
         options["builtin_tools"] = list(SMALL_MODEL_TOOLS)
         options["short_tool_descriptions"] = True
+        # A small model asked for a file often answers with it in a fenced block under its name (and writes
+        # better code there than inside a JSON argument): such an answer writes the files (issue 41).
+        options["text_edits"] = True
         if servers:
             options["mcp_servers"] = servers
     else:

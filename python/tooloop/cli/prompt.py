@@ -76,7 +76,8 @@ def system_prompt(workspace: Path, permission_mode: str = "ask", today: Optional
 COMPACT_RULES = """\
 Rules: use the tools to look and act; never guess file contents or command output. Make only the change \
 asked for. Create and change files with write_file and edit_file, never with shell commands. Call tools \
-through the tool-calling interface, never by writing a call as text. When the task is done, keep \
+through the tool-calling interface, never by writing a call as text. To write a whole file you may also put \
+its path on a line, then the file in a fenced code block. When the task is done, keep \
 the files you made and answer in plain words without calling a tool."""
 
 

@@ -1,0 +1,441 @@
+//! Whole files written as fenced code blocks in a model's text (the `text_edits` option): a small model asked
+//! for a file often answers "Here's the corrected `stats.py`:" and the whole file in a fenced block instead of
+//! a `write_file` call. [`file_edits`] finds the blocks that name a file, so the loop can turn them into
+//! `write_file` calls that take the normal path (permission, protected paths, events, evidence).
+//!
+//! A pure function on text: it never touches the file system and never decides whether a write is allowed
+//! (the `write_file` tool does). It must stay conservative: a block taken by mistake overwrites a user's file,
+//! so anything doubtful (a shell or output block, a tag that contradicts the name, a name that is not a
+//! plain relative path, a block never closed) is not an edit.
+
+/// One whole file found in a model's text: its workspace-relative path and its full content (ending with a
+/// newline).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileEdit {
+    /// The path as the text names it (relative, no `..`; a leading `./` dropped).
+    pub path: String,
+    /// The block's body, the file's whole content.
+    pub content: String,
+}
+
+/// The built-in tool an edit becomes a call of, with input `{"path": …, "content": …}`.
+pub const WRITE_TOOL: &str = "write_file";
+
+/// Tags of blocks that show commands, sessions, output or patches: never a file's content.
+const NEVER: &[&str] = &[
+    "bash",
+    "sh",
+    "shell",
+    "console",
+    "zsh",
+    "fish",
+    "terminal",
+    "shellsession",
+    "sh-session",
+    "powershell",
+    "pwsh",
+    "ps1",
+    "bat",
+    "cmd",
+    "batch",
+    "diff",
+    "patch",
+    "udiff",
+    "pycon",
+    "python-repl",
+    "repl",
+];
+
+/// Tags of plain text or output: a file only when its name is plain text too ([`PROSE`]).
+const PLAIN: &[&str] = &["text", "txt", "plain", "plaintext", "output", "out", "log"];
+
+/// Extensions of plain-text files a `text` block may be.
+const PROSE: &[&str] = &["txt", "md", "markdown", "rst", "csv", "tsv", "log"];
+
+/// A block's language tag and the file extensions it may be written to. A name whose extension is not in
+/// this table is no file (too doubtful to write); a tag not in it must be the extension itself.
+const LANGUAGES: &[(&[&str], &[&str])] = &[
+    (&["python", "py", "python3", "py3"], &["py", "pyi", "pyw"]),
+    (&["javascript", "js", "node", "nodejs"], &["js", "mjs", "cjs", "jsx"]),
+    (&["jsx"], &["jsx", "js"]),
+    (&["typescript", "ts"], &["ts", "tsx", "mts", "cts"]),
+    (&["tsx"], &["tsx"]),
+    (&["rust", "rs"], &["rs"]),
+    (&["go", "golang"], &["go"]),
+    (&["c"], &["c", "h"]),
+    (&["cpp", "c++", "cxx", "cc", "hpp"], &["cpp", "cc", "cxx", "hpp", "hh", "hxx", "h"]),
+    (&["java"], &["java"]),
+    (&["kotlin", "kt"], &["kt", "kts"]),
+    (&["ruby", "rb"], &["rb"]),
+    (&["php"], &["php"]),
+    (&["csharp", "cs", "c#"], &["cs"]),
+    (&["swift"], &["swift"]),
+    (&["scala"], &["scala"]),
+    (&["lua"], &["lua"]),
+    (&["perl", "pl"], &["pl", "pm"]),
+    (&["r"], &["r"]),
+    (&["sql"], &["sql"]),
+    (&["html", "htm"], &["html", "htm"]),
+    (&["css"], &["css"]),
+    (&["scss"], &["scss"]),
+    (&["json", "jsonc"], &["json"]),
+    (&["yaml", "yml"], &["yaml", "yml"]),
+    (&["toml"], &["toml"]),
+    (&["ini", "cfg", "conf"], &["ini", "cfg", "conf"]),
+    (&["markdown", "md"], &["md", "markdown"]),
+    (&["rst"], &["rst"]),
+    (&["xml"], &["xml"]),
+    (&["csv"], &["csv"]),
+    (&["tsv"], &["tsv"]),
+    (&["txt"], &["txt"]),
+];
+
+/// Words on the naming line that say the block is something to run or its output, not a file's content
+/// ("Run test_x.py:", "Output of calc.py:").
+const RUN_WORDS: &[&str] = &[
+    "run",
+    "runs",
+    "running",
+    "execute",
+    "executing",
+    "output",
+    "outputs",
+    "prints",
+    "printed",
+    "terminal",
+    "command",
+];
+
+/// The whole files the text gives as fenced code blocks that name them, in order; a file named twice is
+/// given once, by its last block. See the module docs for what counts; an empty list when nothing does.
+pub fn file_edits(text: &str) -> Vec<FileEdit> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut edits: Vec<FileEdit> = Vec::new();
+    // The last non-empty line outside a block, and whether it was a block's closing fence.
+    let mut before: Option<&str> = None;
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        let Some(open) = Fence::open(line) else {
+            if !line.trim().is_empty() {
+                before = Some(line);
+            }
+            i += 1;
+            continue;
+        };
+        let Some(end) = (i + 1..lines.len()).find(|&j| open.closes(lines[j])) else {
+            // Never closed: the rest of the text is an incomplete block, never a file.
+            break;
+        };
+        let body: Vec<&str> = lines[i + 1..end].iter().map(|l| open.dedent(l)).collect();
+        if let Some(edit) = edit_of(before, open.tag, &body) {
+            edits.retain(|e| e.path != edit.path);
+            edits.push(edit);
+        }
+        // What follows a block is named afresh: the closing fence names nothing.
+        before = None;
+        i = end + 1;
+    }
+    edits
+}
+
+/// An opening fence: its character, length, indentation and the tag (first word of the info string,
+/// lowercased).
+struct Fence {
+    ch: char,
+    len: usize,
+    indent: usize,
+    tag: String,
+}
+
+impl Fence {
+    fn open(line: &str) -> Option<Fence> {
+        let indent = line.len() - line.trim_start_matches(' ').len();
+        if indent > 3 {
+            return None;
+        }
+        let rest = &line[indent..];
+        let ch = rest.chars().next().filter(|c| *c == '`' || *c == '~')?;
+        let len = rest.len() - rest.trim_start_matches(ch).len();
+        if len < 3 {
+            return None;
+        }
+        let info = rest[len..].trim();
+        // CommonMark: a backtick fence's info string has no backtick.
+        if ch == '`' && info.contains('`') {
+            return None;
+        }
+        let tag = info.split_whitespace().next().unwrap_or("").trim_start_matches('{').trim_start_matches('.');
+        Some(Fence { ch, len, indent, tag: tag.to_ascii_lowercase() })
+    }
+
+    fn closes(&self, line: &str) -> bool {
+        let t = line.trim_start_matches(' ');
+        if line.len() - t.len() > 3 {
+            return false;
+        }
+        let n = t.len() - t.trim_start_matches(self.ch).len();
+        n >= self.len && t[n..].trim().is_empty()
+    }
+
+    /// A body line without (at most) the fence's indentation, as CommonMark reads it.
+    fn dedent<'a>(&self, line: &'a str) -> &'a str {
+        let spaces = line.len() - line.trim_start_matches(' ').len();
+        &line[spaces.min(self.indent)..]
+    }
+}
+
+/// The edit a closed block makes, if it is one: named by the line before it, else by a first-line comment.
+fn edit_of(before: Option<&str>, tag: String, body: &[&str]) -> Option<FileEdit> {
+    if body.iter().all(|l| l.trim().is_empty()) || NEVER.contains(&tag.as_str()) {
+        return None;
+    }
+    let path = match before.and_then(named_on) {
+        Some(Named::Path(p)) => p,
+        Some(Named::Refused) => return None,
+        None => body.first().and_then(|l| comment_name(l))?,
+    };
+    if !fits(&tag, &path) || (tag.is_empty() && looks_like_commands(body)) || elides(body) {
+        return None;
+    }
+    let mut content = body.join("\n");
+    content.push('\n');
+    Some(FileEdit { path, content })
+}
+
+enum Named {
+    Path(String),
+    /// The line names a file but says the block is something to run or its output.
+    Refused,
+}
+
+/// The file the line before a block names: its last token is a path (`Here's the corrected `stats.py`:`),
+/// or a path followed only by "file"/"module"/"script" (`the updated calc.py file:`). A path mid-sentence
+/// ("I fixed calc.py. Test it with:") names nothing: the block is likely something else.
+fn named_on(line: &str) -> Option<Named> {
+    let tokens: Vec<&str> = line.split_whitespace().collect();
+    let trailing = |t: &&&str| {
+        let w = t.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_ascii_lowercase();
+        ["file", "module", "script"].contains(&w.as_str())
+    };
+    let kept = tokens.len() - tokens.iter().rev().take_while(trailing).count();
+    let path = path_token(tokens[..kept].last()?)?;
+    let words = line.split(|c: char| !c.is_ascii_alphabetic()).map(|w| w.to_ascii_lowercase());
+    let refused = words.into_iter().any(|w| RUN_WORDS.contains(&w.as_str()));
+    Some(if refused { Named::Refused } else { Named::Path(path) })
+}
+
+/// A first body line that is only a comment naming the file: `# x.py`, `// x.js`, `-- x.sql`, optionally
+/// with `file:`/`filename:` before the name.
+/// The marker must be a comment in the named file's language (a `# notes.md` is a heading, not a name).
+fn comment_name(line: &str) -> Option<String> {
+    let t = line.trim();
+    let (marker, rest) = COMMENTS.iter().find_map(|(m, _)| t.strip_prefix(m).map(|r| (*m, r.trim())))?;
+    let rest = ["file:", "filename:", "File:", "Filename:"].iter().find_map(|p| rest.strip_prefix(p)).unwrap_or(rest);
+    let mut words = rest.split_whitespace();
+    let name = path_token(words.next()?)?;
+    let ext = name.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
+    let commented = COMMENTS.iter().any(|(m, exts)| *m == marker && exts.contains(&ext.as_str()));
+    (commented && words.next().is_none()).then_some(name)
+}
+
+/// Line-comment markers and the extensions whose language has them.
+const COMMENTS: &[(&str, &[&str])] = &[
+    (
+        "//",
+        &[
+            "js", "mjs", "cjs", "jsx", "ts", "tsx", "mts", "cts", "rs", "go", "c", "h", "cpp", "cc", "cxx", "hpp",
+            "hh", "hxx", "java", "kt", "kts", "cs", "swift", "scala", "php", "scss",
+        ],
+    ),
+    ("#", &["py", "pyi", "pyw", "rb", "pl", "pm", "r", "yaml", "yml", "toml", "ini", "cfg", "conf"]),
+    ("--", &["sql", "lua"]),
+];
+
+/// A block that leaves parts out ("# ... rest of the code unchanged ...", "// ... existing code ..."): an
+/// excerpt, not the whole file; written, it would cut the file down to the excerpt.
+fn elides(body: &[&str]) -> bool {
+    const SAYS: &[&str] =
+        &["existing", "rest of", "unchanged", "same as", "remaining", "other code", "previous", "omitted"];
+    let dot = |c: char| c == '.' || c == '\u{2026}';
+    body.iter().any(|line| {
+        let t = line.trim();
+        let Some(comment) = ["#", "//", "--", "/*", "<!--"].iter().find_map(|m| t.strip_prefix(m)) else {
+            return false;
+        };
+        let c = comment.to_ascii_lowercase();
+        let only_dots = c.trim_matches(|ch: char| dot(ch) || ch.is_whitespace() || "*/->".contains(ch)).is_empty();
+        (c.contains("...") || c.contains('\u{2026}')) && (only_dots || SAYS.iter().any(|w| c.contains(w)))
+    })
+}
+
+/// A token that is a plain relative file path once markup and punctuation around it are stripped:
+/// `` `stats.py`: ``, `**x.py**`, `src/a.rs,`. Its extension must be one of [`LANGUAGES`]'.
+fn path_token(token: &str) -> Option<String> {
+    let t = token.trim_matches(|c: char| "`*'\"()[]<>:;,!?".contains(c));
+    let t = t.trim_end_matches('.');
+    let t = t.trim_matches(|c: char| "`*'\"".contains(c));
+    let t = t.strip_prefix("./").unwrap_or(t);
+    if t.is_empty() || !t.chars().all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c)) {
+        return None;
+    }
+    if t.starts_with('/') || t.ends_with('/') || t.contains("//") {
+        return None;
+    }
+    if t.split('/').any(|part| part == ".." || part == "." || part.is_empty()) {
+        return None;
+    }
+    let file = t.rsplit('/').next()?;
+    let (stem, ext) = file.rsplit_once('.')?;
+    if stem.is_empty() || !known_extension(&ext.to_ascii_lowercase()) {
+        return None;
+    }
+    Some(t.to_string())
+}
+
+fn known_extension(ext: &str) -> bool {
+    LANGUAGES.iter().any(|(_, exts)| exts.contains(&ext))
+}
+
+/// Whether a block tagged `tag` may be the file `path`: no tag, the tag's language writes that extension, a
+/// plain-text tag for a plain-text file, or the tag is the extension itself.
+fn fits(tag: &str, path: &str) -> bool {
+    let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
+    if tag.is_empty() || tag == ext {
+        return true;
+    }
+    if PLAIN.contains(&tag) {
+        return PROSE.contains(&ext.as_str());
+    }
+    LANGUAGES.iter().any(|(tags, exts)| tags.contains(&tag) && exts.contains(&ext.as_str()))
+}
+
+/// An untagged block whose first line is a command (`python3 test_x.py`, `$ pytest`, `>>> f(1)`): something
+/// to run, not a file.
+fn looks_like_commands(body: &[&str]) -> bool {
+    let Some(first) = body.iter().find(|l| !l.trim().is_empty()) else { return true };
+    let word = first.split_whitespace().next().unwrap_or("");
+    [
+        "$", ">>>", "python", "python3", "pytest", "node", "npm", "npx", "cargo", "go", "pip", "pip3", "cd", "ls",
+        "cat", "bash", "sh", "make", "gcc", "cc", "java", "javac", "ruby", "deno", "uv",
+    ]
+    .contains(&word)
+        || first.trim_start().starts_with('$')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(text: &str) -> Option<(String, String)> {
+        let e = file_edits(text);
+        assert!(e.len() <= 1, "{e:?}");
+        e.into_iter().next().map(|e| (e.path, e.content))
+    }
+
+    #[test]
+    fn an_excerpt_that_leaves_code_out_is_no_edit() {
+        assert_eq!(one("calc.py:\n```python\n# ... existing code ...\ndef add(a, b):\n    return a + b\n```"), None);
+        assert_eq!(one("a.js:\n```js\nlet a = 1;\n// ...\n```"), None);
+        assert_eq!(one("a.rs:\n```rust\nfn a() {}\n/* rest of the file unchanged... */\n```"), None);
+        // Python's Ellipsis and a comment that merely has dots are code.
+        let stub = "class P(Protocol):\n    def f(self) -> int: ...\n    ...\n# see docs... for more\n";
+        assert_eq!(one(&format!("p.py:\n```python\n{stub}```")), Some(("p.py".into(), stub.into())));
+    }
+
+    #[test]
+    fn named_by_the_line_before_in_its_usual_forms() {
+        for intro in [
+            "Here's the corrected `stats.py`:",
+            "stats.py",
+            "**stats.py**",
+            "`stats.py`:",
+            "### stats.py",
+            "Save this as stats.py.",
+            "1. `stats.py`",
+            "Here is the updated stats.py file:",
+        ] {
+            let text = format!("Sure.\n\n{intro}\n```python\ndef f():\n    return 1\n```\nDone.");
+            assert_eq!(one(&text), Some(("stats.py".into(), "def f():\n    return 1\n".into())), "{intro}");
+        }
+    }
+
+    #[test]
+    fn the_last_path_on_the_line_names_the_block() {
+        let text = "I changed calc.py; here is `pkg/util.py`:\n```py\nx = 1\n```";
+        assert_eq!(one(text), Some(("pkg/util.py".into(), "x = 1\n".into())));
+        let text = "Here is the updated calc.py file:\n```python\nx = 1\n```";
+        assert_eq!(one(text), Some(("calc.py".into(), "x = 1\n".into())));
+        // A path mid-sentence: the block that follows is likely a usage example, not the file.
+        assert_eq!(one("I fixed the bug in calc.py. Test it with:\n```python\nprint(add(1, 2))\n```"), None);
+    }
+
+    #[test]
+    fn a_first_line_comment_names_an_unnamed_block() {
+        assert_eq!(
+            one("Fixed:\n```python\n# calc.py\nx = 1\n```"),
+            Some(("calc.py".into(), "# calc.py\nx = 1\n".into()))
+        );
+        assert_eq!(one("```js\n// src/a.js\nlet a;\n```"), Some(("src/a.js".into(), "// src/a.js\nlet a;\n".into())));
+        // A comment that says more than a name is code, not a name; a `#` line in Markdown is a heading.
+        assert_eq!(one("```python\n# compute calc.py totals\nx = 1\n```"), None);
+        assert_eq!(one("```markdown\n# notes.md\ntext\n```"), None);
+        assert_eq!(one("```python\n// calc.py\nx = 1\n```"), None);
+    }
+
+    #[test]
+    fn shell_output_and_diff_blocks_are_never_edits() {
+        for tag in ["bash", "sh", "shell", "console", "zsh", "diff", "patch"] {
+            assert_eq!(one(&format!("test_x.py:\n```{tag}\npython3 test_x.py\n```")), None, "{tag}");
+        }
+        assert_eq!(one("Run test_x.py:\n```bash\npython3 test_x.py\n```"), None);
+        assert_eq!(one("Run test_x.py:\n```\npython3 test_x.py\n```"), None);
+        assert_eq!(one("test_x.py:\n```\npython3 test_x.py\n```"), None);
+        assert_eq!(one("Output of calc.py:\n```python\n3\n```"), None);
+        // A text block is a file only when the name is plain text.
+        assert_eq!(one("calc.py:\n```text\n3\n```"), None);
+        assert_eq!(one("notes.txt:\n```text\nhello\n```"), Some(("notes.txt".into(), "hello\n".into())));
+    }
+
+    #[test]
+    fn a_tag_that_contradicts_the_extension_is_no_edit() {
+        assert_eq!(one("x.js:\n```python\nx = 1\n```"), None);
+        assert_eq!(one("x.py:\n```rust\nfn main() {}\n```"), None);
+        assert_eq!(one("x.py:\n```weird\nx\n```"), None);
+        assert_eq!(one("x.ts:\n```typescript\nlet x = 1;\n```"), Some(("x.ts".into(), "let x = 1;\n".into())));
+    }
+
+    #[test]
+    fn paths_outside_the_workspace_or_unknown_kinds_are_no_edits() {
+        for name in ["/etc/x.py", "../x.py", "a/../../x.py", "~/x.py", "C:\\x.py", "Makefile", "e.g.", "1.2"] {
+            assert_eq!(one(&format!("{name}\n```\nx = 1\n```")), None, "{name}");
+        }
+        assert_eq!(one("./src/x.py\n```\nx = 1\n```"), Some(("src/x.py".into(), "x = 1\n".into())));
+        assert_eq!(one("**pkg/__init__.py**\n```\nx = 1\n```"), Some(("pkg/__init__.py".into(), "x = 1\n".into())));
+    }
+
+    #[test]
+    fn unnamed_unclosed_and_empty_blocks_are_no_edits() {
+        assert_eq!(one("Here is the fix:\n```python\nx = 1\n```"), None);
+        assert_eq!(one("calc.py:\n```python\nx = 1\n"), None);
+        assert_eq!(one("calc.py:\n```python\n\n```"), None);
+        // The closing fence of one block names nothing for the next.
+        assert_eq!(one("a.py\n```python\nx = 1\n```\n```python\ny = 2\n```").map(|e| e.0), Some("a.py".into()));
+    }
+
+    #[test]
+    fn two_files_both_and_a_file_named_twice_once_by_its_last_block() {
+        let text = "a.py:\n```python\nv1\n```\nb.py:\n```python\nb\n```\nActually a.py:\n```python\nv2\n```";
+        let e = file_edits(text);
+        let got: Vec<(&str, &str)> = e.iter().map(|e| (e.path.as_str(), e.content.as_str())).collect();
+        assert_eq!(got, vec![("b.py", "b\n"), ("a.py", "v2\n")]);
+    }
+
+    #[test]
+    fn indented_and_longer_fences_keep_their_body() {
+        let text = "1. `calc.py`:\n   ```python\n   def f():\n       return '```'\n   ```\n";
+        assert_eq!(one(text), Some(("calc.py".into(), "def f():\n    return '```'\n".into())));
+        let text = "README.md\n````markdown\n# T\n```sh\nls\n```\n````";
+        assert_eq!(one(text), Some(("README.md".into(), "# T\n```sh\nls\n```\n".into())));
+    }
+}

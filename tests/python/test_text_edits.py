@@ -1,0 +1,58 @@
+"""Whole files a model gives as named fenced blocks in its text (``text_edits``, issue 41 items 5–6), in Python and
+in the `tooloop` command, against the mock server: ``tooloop.Agent(text_edits=True)`` writes them through
+``write_file``; the command turns it on with the compact prompt (small windows) and says so in that prompt, and
+leaves the full prompt's tool loop as it is."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from _support import agent_for, cli_env, run_cli, text_reply
+from mockctl import MockServer
+
+WRONG = "def add(a, b):\n    return a - b\n"
+RIGHT = "def add(a, b):\n    return a + b\n"
+FIXED = "Here's the fixed `calc.py`:\n\n```python\ndef add(a, b):\n    return a + b\n```\n"
+SMALL = ("-p", "--yes", "--no-color", "--model", "qwen2.5-coder-q15", "--context-window", "4096")
+
+
+def test_python_agent_with_text_edits_writes_a_named_fenced_file(mock: Any, tmp_path: Path) -> None:
+    (tmp_path / "calc.py").write_text(WRONG)
+    server = mock({"responses": [text_reply(FIXED), text_reply("Done.")]})
+    agent = agent_for(server, builtin_tools=True, workspace=str(tmp_path), sandbox="off", text_edits=True)
+    result = agent.run("fix calc.py")
+    assert (tmp_path / "calc.py").read_text() == RIGHT
+    assert result.text == "Done." and result.files_changed == ["calc.py"]
+    [call] = result.tool_calls
+    assert call.name == "write_file" and call.input == {"path": "calc.py", "content": RIGHT}
+    sent = server.requests()[1]["body"]["messages"]
+    assert sent[-1]["content"][0]["type"] == "tool_result"
+
+
+def _cli(tooloop_exe: str, ws: Path, tmp_path: Path, *extra: str) -> Any:
+    (ws / "calc.py").write_text(WRONG)
+    # The third answer is there for the full prompt, which challenges an answer that changed nothing.
+    replies = [text_reply(FIXED), text_reply("Done."), text_reply("Done.")]
+    with MockServer({"responses": replies}) as server:
+        proc = run_cli(tooloop_exe, ws, cli_env(tmp_path, server), *SMALL, "--provider", "anthropic",
+                       "--base-url", server.base_url, *extra, "calc.py's add subtracts; fix it")
+        return proc, [r["body"] for r in server.requests()]
+
+
+def test_cli_small_window_writes_a_file_the_model_gives_in_a_fenced_block(tooloop_exe: str, ws: Path,
+                                                                        tmp_path: Path) -> None:
+    proc, bodies = _cli(tooloop_exe, ws, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (ws / "calc.py").read_text() == RIGHT
+    system = json.dumps(bodies[0]["system"])
+    assert "its path on a line, then the file in a fenced code block" in system
+    assert len(bodies) == 2 and bodies[1]["messages"][-1]["content"][0]["type"] == "tool_result"
+
+
+def test_cli_full_prompt_keeps_the_tool_loop_and_a_fenced_block_stays_text(tooloop_exe: str, ws: Path,
+                                                                           tmp_path: Path) -> None:
+    proc, bodies = _cli(tooloop_exe, ws, tmp_path, "--prompt", "full")
+    assert (ws / "calc.py").read_text() == WRONG, proc.stderr
+    assert "fenced code block" not in json.dumps(bodies[0]["system"])
