@@ -199,6 +199,12 @@ def _log_lines() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _prints(command: str, want: str) -> str:
+    """A check command: `command` prints exactly `want` (what it printed, and its errors, are in the check's
+    output, which the agent is shown when it fails)."""
+    return f"out=$({command}); echo \"$out\"; test \"$out\" = '{want}'"
+
+
 @dataclass
 class Task:
     name: str
@@ -231,7 +237,7 @@ GREET = ("import sys\n\nname = sys.argv[1]\nprint(f'Hello, {name}!')\n")
 
 TASKS = [
     Task("hello", "Create hello.py that prints exactly Hello, world! and run it to check.", {}, check_hello,
-         check_cmd="python3 hello.py", peer_files=["hello.py"]),
+         check_cmd=_prints("python3 hello.py", "Hello, world!"), peer_files=["hello.py"]),
     Task("bugfix", "calc.py has a bug: add(2, 3) returns -1 instead of 5. Fix it.",
          {"calc.py": "def add(a, b):\n    return a - b\n"}, check_bugfix,
          check_cmd='python3 -c "import calc; assert calc.add(2, 3) == 5"', peer_files=["calc.py"]),
@@ -240,7 +246,7 @@ TASKS = [
          check_cmd="python3 test_pal.py", peer_files=["pal.py", "test_pal.py"]),
     Task("fizzbuzz", "Write fizzbuzz.py that prints the numbers 1 to 15, one per line, with Fizz for multiples of "
          "3, Buzz for multiples of 5 and FizzBuzz for both. Run it.", {}, check_fizzbuzz, "easy+",
-         check_cmd="python3 fizzbuzz.py", peer_files=["fizzbuzz.py"]),
+         check_cmd=_prints("python3 fizzbuzz.py | tr '\\n' ' '", "1 2 Fizz 4 Buzz Fizz 7 8 Fizz Buzz 11 Fizz 13 14 FizzBuzz "), peer_files=["fizzbuzz.py"]),
     Task("failing_test", "`python3 test_stats.py` fails. Run it, find the bug in stats.py and fix it.",
          {"stats.py": STATS, "test_stats.py": TEST_STATS}, check_failing_test, "medium",
          check_cmd="python3 test_stats.py", peer_files=["stats.py", "test_stats.py"]),
@@ -253,17 +259,17 @@ TASKS = [
          peer_files=["settings.py", "limit.txt"]),
     Task("cli_flag", "Add a --shout flag to greet.py: `python3 greet.py Ann --shout` prints HELLO, ANN! and "
          "without the flag it still prints Hello, Ann!.", {"greet.py": GREET}, check_cli_flag, "medium",
-         check_cmd="python3 greet.py Ann --shout && python3 greet.py Ann", check_outside=True, peer_files=["greet.py"]),
+         check_cmd=_prints("python3 greet.py Ann --shout", "HELLO, ANN!") + " && " + _prints("python3 greet.py Ann", "Hello, Ann!"), check_outside=True, peer_files=["greet.py"]),
     Task("traceback", "`python3 report.py` crashes. Run it, read the traceback and fix the cause in report.py "
          "(scores.json is right).", {"report.py": REPORT_TB, "scores.json": SCORES}, check_traceback, "medium+",
-         check_cmd="python3 report.py", check_outside=True, peer_files=["report.py", "scores.json"]),
+         check_cmd=_prints("python3 report.py | head -1", "alice: 3"), check_outside=True, peer_files=["report.py", "scores.json"]),
     Task("rename", "Rename the function get_data to load_data everywhere (util.py, main.py, report.py), then "
          "run main.py to check.", {"util.py": UTIL, "main.py": MAIN_RENAME, "report.py": REPORT_RENAME},
-         check_rename, "hard", check_cmd="python3 main.py", check_outside=True, peer_files=["util.py", "main.py", "report.py"]),
+         check_rename, "hard", check_cmd=_prints("python3 main.py", "total 6") + " && ! grep -n get_data *.py", check_outside=True, peer_files=["util.py", "main.py", "report.py"]),
     Task("three_files", "Add a currency to prices: Item in shop.py gets a currency argument (default 'EUR'), "
          "price(amount, currency) in fmt.py returns e.g. '12.50 EUR', and main.py passes the currency so it "
          "prints Total: 12.50 EUR. Run main.py.", {"shop.py": SHOP, "fmt.py": FMT, "main.py": MAIN_SHOP},
-         check_three_files, "hard", check_cmd="python3 main.py", check_outside=True, peer_files=["shop.py", "fmt.py", "main.py"]),
+         check_three_files, "hard", check_cmd=_prints("python3 main.py", "Total: 12.50 EUR"), check_outside=True, peer_files=["shop.py", "fmt.py", "main.py"]),
     Task("errors_count", "app.log is a long log. Count the lines that contain ERROR and write just that number "
          "into errors.txt.", {"app.log": _log_lines()}, check_errors_count, "hard",
          peer_files=["app.log", "errors.txt"]),
