@@ -399,6 +399,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             return problem(str(e))
     elif args.image:
         return problem("--image goes with a task: tooloop --image shot.png \"what is wrong here?\"")
+    task_input = _with_task_files(task_input, settings, args)
     if args.attempts is not None and task is not None:   # --attempts N: isolated copies (attempts.py)
         from .attempts import run_attempts
         options.pop("hooks", None)
@@ -436,7 +437,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             if sent != task:
                 from .media import prompt_input
                 try:
-                    task_input = prompt_input(sent, settings.workspace, args.image)
+                    task_input = _with_task_files(prompt_input(sent, settings.workspace, args.image), settings,
+                                                  args)
                 except ConfigProblem as e:
                     return problem(str(e))
             if args.plan and json_mode:
@@ -519,6 +521,15 @@ def list_sessions(args: argparse.Namespace) -> int:
     if rows:
         print("continue one with: tooloop --resume ID (a unique prefix of the id is enough)")
     return EXIT_OK
+
+
+def _with_task_files(task_input: Prompt, settings: Settings, args: argparse.Namespace) -> Prompt:
+    """With the compact prompt (a small window), a text task goes with the files it names (task_files.py);
+    --no-task-files: the task alone."""
+    if settings.prompt_style != "compact" or getattr(args, "no_task_files", False) or not isinstance(task_input, str):
+        return task_input
+    from .task_files import with_named_files
+    return with_named_files(task_input, settings.workspace, settings.context_window)
 
 
 def one_shot(agent: tooloop.Agent, task: Prompt, settings: Settings, renderer: Renderer, abort: threading.Event,

@@ -175,6 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="plan mode: the model only investigates (read-only tools and read-only bash) and ends "
                    "with a plan you approve before anything changes")
     p.add_argument("--no-planning", action="store_true", help="no todo list tool (todo_write)")
+    p.add_argument("--no-task-files", action="store_true",
+                   help="with the compact prompt, send the task without the text of the files it names (by "
+                   "default those that fit a quarter of the context window go with it)")
     p.add_argument("--no-progress-guard", action="store_true",
                    help="let the model go on when its tool calls change nothing (by default turns that rewrite "
                    "identical files, repeat the same output or cycle get a note, and after 2 more the task stops)")
