@@ -363,14 +363,24 @@ impl Progress {
             } else if self.failed_again {
                 format!("[tooloop: no progress: {why}.]")
             } else {
-                format!(
-                    "[tooloop: no progress: {why}. If the task is done, answer now in plain words without calling a \
-                     tool; otherwise do something different.]"
-                )
+                format!("[tooloop: no progress: {why}. {}]", self.done_hint())
             }
         });
         self.results.insert(key, text);
         note
+    }
+
+    /// What a no-progress note asks next. With no file written or edited yet, not "if the task is done": a
+    /// small model asked to change three files ran `python3 main.py` (as the task's last words said), ran it
+    /// again, heard "if the task is done, answer now" and answered that the task was already done.
+    fn done_hint(&self) -> &'static str {
+        if self.changed.is_empty() {
+            "No file has been written or edited in this run yet: if the task asks for a change, make it now; if \
+             it only asks for an answer, answer in plain words without calling a tool."
+        } else {
+            "If the task is done, answer now in plain words without calling a tool; otherwise do something \
+             different."
+        }
     }
 
     /// Why a write or edit that changed nothing made no progress. The first time one comes with nothing run
@@ -587,11 +597,7 @@ impl Progress {
             // and answered "The task is done." with the bug in place.
             format!("[tooloop: no progress: {}.]", what.join("; "))
         } else {
-            format!(
-                "[tooloop: no progress: {}. If the task is done, answer now in plain words without calling a \
-                 tool; otherwise do something different.]",
-                what.join("; ")
-            )
+            format!("[tooloop: no progress: {}. {}]", what.join("; "), self.done_hint())
         };
         Some(Stall { count: self.stalled, stop, note })
     }
@@ -1235,6 +1241,22 @@ mod tests {
     }
 
     #[test]
+    fn a_repeat_before_any_file_was_written_says_so_not_if_the_task_is_done_answer() {
+        // A real model asked to change three files ran `python3 main.py` (the task's last words), ran it again,
+        // heard "if the task is done, answer now" and answered that the task was already done.
+        let run = call("bash", json!({"command": "python3 main.py"}));
+        let mut p = progress();
+        assert_eq!(turn(&mut p, &[(run.clone(), "Total: 12.50")]), None);
+        p.begin_turn(std::slice::from_ref(&run));
+        let note = p.again(&run, &json!("Total: 12.50"), false).expect("the same as the turn before");
+        assert!(!note.contains("If the task is done"), "{note}");
+        assert!(note.contains("No file has been written or edited in this run yet"), "{note}");
+        p.end_turn(&ProgressGuard::default());
+        let stall = turn(&mut p, &[(run.clone(), "Total: 12.50")]).expect("a stall");
+        assert!(stall.note.contains("if the task asks for a change, make it now"), "{}", stall.note);
+    }
+
+    #[test]
     fn a_repeat_after_a_failure_says_what_failed_not_if_the_task_is_done_answer() {
         // A real model wrote hello.py with echo (a syntax error), saw python fail, and wrote it the same way again.
         let echo = call("bash", json!({"command": "echo 'Hello, world!' > hello.py"}));
@@ -1249,8 +1271,10 @@ mod tests {
              output and it passed (exit code 0). bash(python hello.py) failed the last time it ran: doing this \
              again will not change that. If that failure matters, change what causes it.]"
         );
-        // With nothing failing, the note still invites the answer.
+        // With nothing failing and a file written, the note still invites the answer.
+        let write = call("write_file", json!({"path": "hello.py", "content": "print('Hello, world!')"}));
         let mut q = progress();
+        assert_eq!(turn(&mut q, &[(write, "created hello.py (22 bytes)")]), None);
         assert_eq!(turn(&mut q, &[(run.clone(), "Hello, world!")]), None);
         let stall = turn(&mut q, &[(run.clone(), "Hello, world!")]).expect("a repeat");
         assert!(stall.note.contains("If the task is done, answer now"), "{}", stall.note);
@@ -1411,8 +1435,10 @@ mod tests {
         p.begin_turn(std::slice::from_ref(&run));
         let note = p.again(&run, &json!("SyntaxError: invalid syntax\nexit code: 1"), false).unwrap();
         assert!(note.contains("bash(python3 hello.py) failed the last time it ran"), "{note}");
-        // Nothing failing: the usual words.
+        // Nothing failing, a file written: the usual words.
+        let write = call("write_file", json!({"path": "hello.py", "content": "print('hi')"}));
         let mut p = progress();
+        assert_eq!(turn(&mut p, &[(write, "created hello.py (11 bytes)")]), None);
         assert_eq!(turn(&mut p, &[(run.clone(), "hi")]), None);
         p.begin_turn(std::slice::from_ref(&run));
         assert!(p.again(&run, &json!("hi"), false).unwrap().contains("If the task is done, answer now"));
