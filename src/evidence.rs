@@ -213,12 +213,23 @@ fn cited_commands(lower: &str) -> Vec<String> {
             break; // an unclosed quote
         }
         let before: Vec<&str> = parts[i - 1].split_whitespace().rev().take(4).collect();
-        let verb = before.iter().any(|w| {
+        let verb = before.iter().position(|w| {
             let w = w.trim_matches(|c: char| !c.is_alphanumeric());
             matches!(w, "ran" | "run" | "running" | "executed" | "executing")
         });
+        // "did not run `x`", "never ran `x`": no claim. The words before the verb, up to the sentence's start.
+        let negated = verb.is_some_and(|v| {
+            parts[i - 1].split_whitespace().rev().skip(v + 1).take(3).take_while(|w| !w.ends_with(['.', '!', '?'])).any(
+                |w| {
+                    let w = w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'');
+                    matches!(w, "not" | "never" | "no") || w.ends_with("n't")
+                },
+            )
+        });
         let cited = parts[i].trim();
-        if verb && !cited.is_empty() && !out.iter().any(|c| c == cited) {
+        // "ran `write_file`": a built-in tool's name, not a command (a tool call is no shell command).
+        let tool = crate::builtin::NAMES.contains(&cited);
+        if verb.is_some() && !negated && !tool && !cited.is_empty() && !out.iter().any(|c| c == cited) {
             out.push(cited.to_string());
         }
     }
@@ -276,6 +287,24 @@ pub fn challenge(problems: &[String], files: &[String], commands: &[CommandRun])
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_negated_run_or_a_tool_name_is_no_claim_that_a_command_ran() {
+        // Real answers of a small model that the record held "never ran": it had written the file with
+        // write_file (and with `bash`, a command that had run), and said so.
+        let none: [CommandRun; 0] = [];
+        for text in [
+            "I did not run the `write_file` command because it was already called with the same arguments.",
+            "I didn't run `pytest`, there are no tests.",
+            "I never ran `make` here.",
+            "I ran `bash` to check it.",
+        ] {
+            assert!(claims(text, &none, false).is_empty(), "{text}: {:?}", claims(text, &none, false));
+        }
+        // Still a claim: a run asserted, a negation in an earlier sentence.
+        assert_eq!(claims("I ran `pytest -q` and it passed.", &none, false).len(), 1);
+        assert_eq!(claims("It was not broken. I ran `pytest`.", &none, false).len(), 1);
+    }
 
     #[test]
     fn a_snapshot_sees_changes_but_not_caches_ignored_output_or_a_fifo() {
