@@ -202,7 +202,7 @@ def _log_lines() -> str:
 def _prints(command: str, want: str) -> str:
     """A check command: `command` prints exactly `want` (what it printed, and its errors, are in the check's
     output, which the agent is shown when it fails)."""
-    return f"out=$({command}); echo \"$out\"; test \"$out\" = '{want}'"
+    return f"(out=$({command}); echo \"$out\"; test \"$out\" = '{want}')"
 
 
 @dataclass

@@ -211,3 +211,19 @@ def test_bench_both_wires_give_each_config_a_row_per_wire_of_one_server(tmp_path
     wires = [(a[a.index("--provider") + 1], a[a.index("--base-url") + 1], "--attempts" in a) for a in argvs]
     assert wires == [("openai", "http://127.0.0.1:9/v1", False), ("openai", "http://127.0.0.1:9/v1", True),
                      ("anthropic", "http://127.0.0.1:9", False), ("anthropic", "http://127.0.0.1:9", True)]
+
+
+def test_every_implied_check_fails_on_the_task_as_given(tmp_path: Path) -> None:
+    """A check that passes before the agent did anything vouches for nothing: each task's check command fails
+    on its starting files (cli_flag's once passed there: `a; b && c; d` exits as `d` alone)."""
+    import local_tasks
+
+    for task in local_tasks.TASKS:
+        if task.check_cmd is None:
+            continue
+        ws = tmp_path / task.name
+        ws.mkdir()
+        for rel, text in task.files.items():
+            (ws / rel).write_text(text)
+        proc = subprocess.run(["sh", "-c", task.check_cmd], cwd=ws, capture_output=True, text=True, timeout=60)
+        assert proc.returncode != 0, f"{task.name}: `{task.check_cmd}` passes before any change: {proc.stdout}"
