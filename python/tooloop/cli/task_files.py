@@ -40,7 +40,8 @@ def named_files(task: str, workspace: Path, budget_chars: int) -> List[Tuple[str
         try:
             path = (root / name).resolve(strict=True)
             path.relative_to(root)
-            if not path.is_file():
+            # Its size first: a named multi-gigabyte log is never read, only left out.
+            if not path.is_file() or path.stat().st_size > left:
                 continue
             text = path.read_bytes().decode("utf-8")
         except (OSError, ValueError):   # missing, outside the workspace, not UTF-8
