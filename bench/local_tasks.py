@@ -437,7 +437,8 @@ class Agent:
 
 def tooloop_agents(base: List[str], configs: str) -> List[Agent]:
     """The tooloop rows `--configs` asks for: `plain` (tooloop), `check` (tooloop+check), `attempts=N`
-    (tooloop+attN: --attempts N, and --check where the task has one)."""
+    (tooloop+attN: --attempts N, and --check where the task has one), `NAME:FLAGS` (tooloop-NAME: the plain run
+    with FLAGS added, e.g. `nodraft:--no-draft`)."""
     agents = []
     for item in [c.strip() for c in configs.split(",") if c.strip()]:
         if item == "plain":
@@ -447,8 +448,12 @@ def tooloop_agents(base: List[str], configs: str) -> List[Agent]:
         elif item.startswith("attempts=") and item[9:].isdigit() and int(item[9:]) > 0:
             n = int(item[9:])
             agents.append(Agent(f"tooloop+att{n}", base, "tooloop", check=True, attempts=n))
+        elif ":" in item and item.split(":", 1)[0].isidentifier() and item.split(":", 1)[1].strip():
+            # NAME:FLAGS, the plain run with more flags (an A/B of one option in the same run).
+            name, flags = item.split(":", 1)
+            agents.append(Agent(f"tooloop-{name}", base + flags.split(), "tooloop"))
         else:
-            raise ValueError(f"unknown config {item!r}: plain, check or attempts=N")
+            raise ValueError(f"unknown config {item!r}: plain, check, attempts=N or NAME:FLAGS")
     if len({a.name for a in agents}) != len(agents):
         raise ValueError(f"a config is named twice in {configs!r}")
     return agents
@@ -731,7 +736,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--configs", default="plain", metavar="LIST",
                    help="the tooloop rows, comma-separated: plain (`tooloop`), check (`tooloop+check`: --check "
                    "with the command the task implies, where it has one), attempts=N (`tooloop+attN`: --attempts "
-                   "N, and --check where the task has one); default: plain")
+                   "N, and --check where the task has one), NAME:FLAGS (`tooloop-NAME`: plain with FLAGS added, e.g. "
+                   "nodraft:--no-draft); default: plain")
     p.add_argument("--aider", metavar="CMD",
                    help="aider as a peer (e.g. /tmp/venv-aider/bin/aider): told the task and its files, whole-file "
                    "edits, offline, on the same server and model (needs --base-url)")

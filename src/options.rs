@@ -290,6 +290,13 @@ pub struct AgentOptions {
     /// fixed `calc.py`:") gets one `write_file` call per file, run like any other. See [`crate::text_edits`].
     #[serde(deserialize_with = "de_false")]
     pub text_edits: bool,
+    /// A first draft without tools (default false): with the built-in `write_file`, the run that starts a
+    /// conversation (no model turn in it yet) sends its first request without tools, asking for every file
+    /// to change as a whole fenced block ([`crate::text_edits::DRAFT_NOTE`], only in that request); the
+    /// files become `write_file` calls as with `text_edits`, and the run goes on with the tools. A draft
+    /// with no file in it is told the tools are there now. aider's format, for small models.
+    #[serde(deserialize_with = "de_false")]
+    pub draft_first: bool,
 }
 
 impl Default for AgentOptions {
@@ -346,6 +353,7 @@ impl Default for AgentOptions {
             expect_changes: false,
             verify_claims: false,
             text_edits: false,
+            draft_first: false,
         }
     }
 }
@@ -356,7 +364,7 @@ fn invalid(key: &str, message: impl Into<String>) -> Error {
 
 impl AgentOptions {
     /// Every key the JSON form may hold.
-    pub const KEYS: [&'static str; 51] = [
+    pub const KEYS: [&'static str; 52] = [
         "provider",
         "model",
         "system",
@@ -408,6 +416,7 @@ impl AgentOptions {
         "expect_changes",
         "verify_claims",
         "text_edits",
+        "draft_first",
     ];
 
     /// Parse a JSON object of options. Errors are [`Error::InvalidOption`] naming the key.
@@ -544,6 +553,7 @@ impl AgentOptions {
             expect_changes: self.expect_changes,
             verify_claims: self.verify_claims,
             text_edits: self.text_edits,
+            draft_first: self.draft_first,
         })
         .and_then(|c| self.check_prices(c))
     }

@@ -422,6 +422,11 @@ class Agent:
     ``write_file`` call per file, run like any other call (permission, protected paths, the check's files).
     Small models often answer this way instead of calling a tool; shell, output and diff blocks never count.
 
+    ``draft_first=True`` (with the built-in ``write_file``): a run that starts a conversation sends its first
+    request without tools, asking for every file to change in full as a fenced block under its path (aider's
+    format); those files are written as ``write_file`` calls and the run goes on with the tools. A draft with
+    no file in it is told the tools are there now. Off by default; the command turns it on for small windows.
+
     ``progress_guard=True`` (or ``{"stop_after": N, "wrap_up": bool, "unstick_temperature": T}``) turns on the
     coding agent's guards, off by default in the library (the ``tooloop`` command turns them on): the same call
     with the same input a third time in a row is refused, turns that change nothing get a note and then end the
@@ -505,6 +510,7 @@ class Agent:
         expect_changes: bool = _UNSET,
         verify_claims: bool = _UNSET,
         text_edits: bool = _UNSET,
+        draft_first: bool = _UNSET,
     ) -> None:
         if provider is not _UNSET and not isinstance(provider, str) and not callable(provider):
             raise ConfigError(f"provider must be 'anthropic', 'openai' or a callable, got {type(provider).__name__}")

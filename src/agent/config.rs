@@ -83,6 +83,9 @@ pub struct AgentConfig {
     /// Whole files given as fenced code blocks in a turn with no tool calls become `write_file` calls, when
     /// the built-in `write_file` is registered (default false; see [`crate::text_edits`]).
     pub text_edits: bool,
+    /// The run that starts a conversation sends its first request without tools,
+    /// asking for whole files in fenced blocks (default false; see `policy/draft.rs`).
+    pub draft_first: bool,
 }
 
 /// The runaway guard: a model that makes the same tool call (same name, same input) again and again in a
@@ -147,6 +150,7 @@ impl Default for AgentConfig {
             expect_changes: false,
             verify_claims: false,
             text_edits: false,
+            draft_first: false,
         }
     }
 }

@@ -91,6 +91,8 @@ pub(super) struct Turn {
     turn: u32,
     /// policy/repetition.rs: whether this is the wrap-up request, and whether it goes without tools.
     wrap_up: (bool, bool),
+    /// policy/draft.rs: the run's first request, sent without tools for whole files in fenced blocks.
+    draft: bool,
     request: Request,
     /// The request's size in bytes when it was measured (then the answer's usage calibrates the estimate).
     measured: Option<u64>,
@@ -356,8 +358,8 @@ impl Agent {
         if policies.shape_request(&mut cx, &mut plan, &mut request)? == Flow::Stop {
             return Ok(Next::End);
         }
-        let (wrap_up, measured) = (plan.wrap_up, plan.measured);
-        Ok(Next::Go(Phase::Ready(Box::new(Turn { turn, wrap_up, request, measured, overflows: 0 }))))
+        let (wrap_up, draft, measured) = (plan.wrap_up, plan.draft, plan.measured);
+        Ok(Next::Go(Phase::Ready(Box::new(Turn { turn, wrap_up, draft, request, measured, overflows: 0 }))))
     }
 
     /// A compaction's summary left too little under the spend cap for the turn's request: it is not sent,
@@ -445,6 +447,8 @@ impl Agent {
         // None of the turn's content reached the host: the next fallback model answers it instead (switch.rs).
         if super::switch::nothing_shown(&err) && self.fall_back(fallbacks, &err, on_event)? {
             turn.request = self.wrapped_request(turn.wrap_up);
+            // Compacted, the turn is sent again as any turn, with the tools.
+            turn.draft = false;
             turn.measured = Some(self.sizes.request_bytes(&turn.request));
             turn.overflows = 0;
             return Ok(Next::Go(Phase::Ready(Box::new(turn))));
@@ -522,25 +526,18 @@ impl Agent {
     /// (and `stop_reason` "tool_use"), so the files take the path of any call — permission, protected and
     /// read-only paths, events, evidence — and the next request carries their results. The one place a
     /// turn's message is changed before it is stored, streamed or whole; the host saw the text as it came.
-    /// Only when the request offered `write_file`: a turn asked for with tools off (the wrap-up's
-    /// `tool_choice` none, or no tools at all) stays an answer.
-    fn text_edits(&self, m: &mut MessageResponse, entry: &str, request: &Request) {
+    /// Only when the request offered `write_file`, or was the draft (`draft_first`, which asked for files
+    /// this way): another turn asked for with tools off (the wrap-up's `tool_choice` none, or no tools at
+    /// all) stays an answer.
+    fn text_edits(&self, m: &mut MessageResponse, entry: &str, request: &Request, draft: bool) {
         let tools_off =
             request.tool_choice.as_ref().and_then(|c| c.get("type")).and_then(Value::as_str) == Some("none");
         let offered = !tools_off && request.tools.iter().any(|t| t.name == crate::text_edits::WRITE_TOOL);
-        if !lock(&self.config).text_edits
-            || !offered
+        if !(draft || lock(&self.config).text_edits && offered)
             || m.stop_reason != Some(StopReason::EndTurn)
             || !m.tool_uses().is_empty()
+            || !self.builtin_write()
         {
-            return;
-        }
-        let spec = self.spec();
-        let builtin_write = spec
-            .builtin
-            .as_ref()
-            .is_some_and(|(o, _)| o.names.is_empty() || o.names.iter().any(|n| n == crate::text_edits::WRITE_TOOL));
-        if !builtin_write || self.tools.get(crate::text_edits::WRITE_TOOL).is_none() {
             return;
         }
         let edits = crate::text_edits::file_edits(&m.text());
@@ -556,6 +553,16 @@ impl Agent {
             }));
         }
         m.stop_reason = Some(StopReason::ToolUse);
+    }
+
+    /// Whether the built-in `write_file` is registered (what a text edit becomes a call of).
+    pub(super) fn builtin_write(&self) -> bool {
+        let spec = self.spec();
+        let builtin = spec
+            .builtin
+            .as_ref()
+            .is_some_and(|(o, _)| o.names.is_empty() || o.names.iter().any(|n| n == crate::text_edits::WRITE_TOOL));
+        builtin && self.tools.get(crate::text_edits::WRITE_TOOL).is_some()
     }
 
     /// A model turn begins: its assistant entry is in the store while it streams (it ends complete or error,
@@ -613,7 +620,7 @@ impl Agent {
                 let mut m = resp.message;
                 crate::trace::end_chat(span, &m);
                 super::spans::chat_content(span, &m, &self.tools);
-                self.text_edits(&mut m, id, request);
+                self.text_edits(&mut m, id, request, turn.draft);
                 let bad_inputs = object_inputs(&mut m.content);
                 // Priced at the higher of the asked and the answering model's price; no usage: the estimate.
                 let max_tokens = u64::from(request.max_tokens);

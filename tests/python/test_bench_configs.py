@@ -61,7 +61,10 @@ def test_bench_configs_name_their_rows_and_give_tooloop_the_check_the_task_impli
     # A task whose only check would print the answer gets none: attempts alone.
     assert agents[1].argv(tasks["read_first"], ws, home)[2] == "--workspace"
     assert agents[2].argv(tasks["read_first"], ws, home)[2:4] == ["--attempts", "3"]
-    for bad in ("attempts=0", "attempts=x", "best", "plain,plain"):
+    [ab] = local_tasks.tooloop_agents(["tooloop"], "nodraft:--no-draft --temperature 0.3")
+    assert ab.name == "tooloop-nodraft"
+    assert ab.argv(tasks["hello"], ws, home)[:4] == ["tooloop", "--no-draft", "--temperature", "0.3"]
+    for bad in ("attempts=0", "attempts=x", "best", "plain,plain", "x:", "a b:--no-draft"):
         try:
             local_tasks.tooloop_agents(["tooloop"], bad)
         except ValueError:
@@ -122,7 +125,7 @@ def test_bench_counts_every_attempt_of_an_attempts_run(tooloop_exe: str, tmp_pat
              _usage(text_reply("Fixed."), 300, 180), _usage(fix, 400, 0), _usage(text_reply("Fixed."), 500, 380)]
     with MockServer({"responses": steps}) as mock:
         proc = _bench(mock, tmp_path, "--tasks", "bugfix", "--tooloop", tooloop_exe, "--configs", "attempts=2",
-                      "--max-turns", "3", "--", "--sandbox", "off", "--context-window", "4096")
+                      "--max-turns", "3", "--", "--sandbox", "off", "--context-window", "4096", "--no-draft")
         n = len([r for r in mock.requests() if r["path"].endswith("/messages")])
     run = _runs(proc)["tooloop+att2"]
     assert run["ok"] and run["stopped"], run
@@ -140,7 +143,7 @@ def test_bench_check_config_gives_the_tasks_check_and_its_failure_reaches_the_mo
                                           "content": "def mean(xs):\n    return sum(xs) / len(xs)\n"}))
     with MockServer({"responses": [text_reply("Fixed."), fix, text_reply("Fixed.")]}) as mock:
         proc = _bench(mock, tmp_path, "--tasks", "failing_test", "--tooloop", tooloop_exe, "--configs", "check",
-                      "--", "--sandbox", "off", "--context-window", "4096")
+                      "--", "--sandbox", "off", "--context-window", "4096", "--no-draft")
         bodies = [r["body"] for r in mock.requests() if r["path"].endswith("/messages")]
     run = _runs(proc)["tooloop+check"]
     assert run["ok"] and run["stopped"] and run["turns"] == 3, run

@@ -1,7 +1,10 @@
 """Long sessions in the `tooloop` CLI, against the mock server's context simulation (token estimates, usage
 rewritten with them) and its routes (the compaction summary request is answered by a route, not the queue):
 /compact in a real pty REPL, the one dim line when a run compacts by itself, `-p` staying silent about it,
-and the context share in the status lines."""
+and the context share in the status lines.
+The small windows here run with --no-draft: these scripts answer every request in words, and a draft (the
+first request without tools) that gives no file is asked once more (tests/python/test_text_edits.py).
+"""
 
 import json
 import re
@@ -34,7 +37,7 @@ def model_requests(reqs):
 def test_compact_command_in_the_repl_shrinks_the_next_request(tooloop_exe, ws, tmp_path):
     with MockServer(SCENARIOS / "cli_compact_manual.json") as mock:
         # --no-compaction: only /compact may compact (the small window would cross the threshold otherwise).
-        with Term(tooloop_exe, ["--context-window", "4500", "--no-compaction"], ws,
+        with Term(tooloop_exe, ["--context-window", "4500", "--no-compaction", "--no-draft"], ws,
                     term_env(tmp_path, mock, NO_COLOR="1")) as term:
             term.expect(PROMPT)
             term.type("/compact")
@@ -83,7 +86,7 @@ def test_compact_command_in_the_repl_shrinks_the_next_request(tooloop_exe, ws, t
 
 def test_auto_compaction_shows_one_dim_line_in_the_repl(tooloop_exe, ws, tmp_path):
     with MockServer(SCENARIOS / "cli_compact_auto.json") as mock:
-        with Term(tooloop_exe, ["--context-window", "1700"], ws, term_env(tmp_path, mock)) as term:
+        with Term(tooloop_exe, ["--context-window", "1700", "--no-draft"], ws, term_env(tmp_path, mock)) as term:
             term.expect(PROMPT)
             for i in range(2):
                 term.type(f"explain part {i}")
@@ -117,7 +120,7 @@ def test_print_mode_prints_only_the_answer_while_compaction_happens(tooloop_exe,
         env = cli_env(tmp_path, mock, NO_COLOR="1")
         runs = []
         for i, extra in enumerate([[], ["--continue"], ["--continue", "--compaction-model", "claude-haiku-4-5"]]):
-            runs.append(subprocess.run([tooloop_exe, "-p", "--context-window", "1700", *extra, f"explain part {i}"],
+            runs.append(subprocess.run([tooloop_exe, "-p", "--context-window", "1700", "--no-draft", *extra, f"explain part {i}"],
                                        cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True,
                                        text=True, timeout=60))
         reqs = mock.requests()
@@ -141,7 +144,7 @@ def test_status_bar_shows_the_context_share_of_the_window(tooloop_exe, ws, tmp_p
     with MockServer(SCENARIOS / "cli_compact_manual.json") as mock:
         env = term_env(tmp_path, mock)
         del env["PROMPT_TOOLKIT_NO_CPR"]   # the bar is drawn only once prompt_toolkit knows the cursor
-        with Term(tooloop_exe, ["--context-window", "1800", "--no-compaction"], ws, env) as term:
+        with Term(tooloop_exe, ["--context-window", "1800", "--no-compaction", "--no-draft"], ws, env) as term:
             expect_answering_cpr(term, r"ctx 0% of 1\.8k")     # nothing sent yet
             term.type("explain part 0")
             term.expect("Point 0.29")
@@ -171,7 +174,7 @@ def test_settings_from_the_environment_turn_compaction_off(tooloop_exe, ws, tmp_
     with MockServer(SCENARIOS / "cli_compact_auto.json") as mock:
         env = cli_env(tmp_path, mock, NO_COLOR="1")
         for i, extra in enumerate([[], ["--continue"], ["--continue"]]):
-            p = subprocess.run([tooloop_exe, "-p", *extra, f"explain part {i}"], cwd=ws, env=env,
+            p = subprocess.run([tooloop_exe, "-p", "--no-draft", *extra, f"explain part {i}"], cwd=ws, env=env,
                                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
             assert p.returncode == 0, p.stderr
         reqs = mock.requests()

@@ -335,7 +335,7 @@ def test_small_local_model_settings_and_corrections_of_text_tool_calls(tooloop_c
     with MockServer(SCENARIOS / "cli_local_model.json") as mock:
         env = clean_env(tmp_path)
         proc = run(tooloop_cmd, ws, env, "--yes", "-p", "--provider", "openai", "--model", "tiny-local",
-                   "--base-url", mock.base_url + "/v1", "say hi with bash")
+                   "--base-url", mock.base_url + "/v1", "--no-draft", "say hi with bash")
         reqs = mock.requests()
     assert proc.returncode == 0, proc.stderr
     assert [r["method"] + " " + r["path"] for r in reqs] == ["GET /props"] + ["POST /v1/chat/completions"] * 4

@@ -67,8 +67,14 @@ def test_small_window_prefix_is_the_same_bytes_on_every_turn_task_and_workspace(
     bodies += run_task(tooloop_exe, one, tmp_path, wire, "Fix t.py so that it prints ok.", "--check", "python3 t.py")
     bodies += run_task(tooloop_exe, two, tmp_path, wire, "What does hello.py print?")
     assert len(bodies) == 9
-    prefixes = {prefix(b) for b in bodies}
+    # Each task's first request is the draft (no tools, draft_first); every other request offers the tools.
+    drafts, loop = [b for b in bodies if not b.get("tools")], [b for b in bodies if b.get("tools")]
+    assert len(drafts) == 3 and all(not bodies[i].get("tools") for i in (0, 3, 6))
+    prefixes = {prefix(b) for b in loop}
     assert len(prefixes) == 1, "the prefix changed between requests"
+    assert len({prefix(b) for b in drafts}) == 1, "the draft's prefix changed between tasks"
+    # The draft's system prompt is the loop's, so the server reuses that much of its cache.
+    assert json.loads(prefix(drafts[0]))[0] == json.loads(prefix(loop[0]))[0]
     sent = prefixes.pop()
     # Nothing of a task, a workspace or a day in it.
     for varying in (str(one), str(two), "t.py", "hello.py", "Hello, world", date.today().isoformat()):
@@ -112,9 +118,11 @@ def cli_first_request(body):
 
 
 def test_small_window_first_request_is_at_most_twice_the_simple_loops(tooloop_exe, ws, tmp_path):
-    body = run_task(tooloop_exe, ws, tmp_path, "anthropic", TASK)[0]
+    # The first request that offers the tools (the draft before it offers none and is smaller still).
+    draft, body = run_task(tooloop_exe, ws, tmp_path, "anthropic", TASK)[:2]
     system, tools = cli_first_request(body)
     simple = rendered(*simple_loop_request(), TASK)
+    assert len(json.dumps(draft)) < len(json.dumps(body))
     ours = rendered(system, tools, TASK)
     assert len(ours) <= 2 * len(simple), (len(ours), len(simple))
     # What it needs to call them right is still there: every required field, and the paths rule.
@@ -185,7 +193,10 @@ def test_prompt_tokens_bench_splits_each_request_and_sees_the_prefix_reused(tool
     rows = [ln.split() for ln in proc.stdout.splitlines()[1:] if ln.split()[2].isdigit()]
     ours = [r for r in rows if r[0] == "tooloop"]
     assert len(ours) == 12   # two wires, two workspaces, three requests each
-    # After the very first request of a wire, every prefix is the one before it, also in the second workspace.
-    assert [r[-1] for r in ours] == (["new"] + ["same"] * 5) * 2
+    # Each task's draft goes without tools (its prefix is the system prompt alone); after it, every prefix is the
+    # one before it.
+    assert [r[-1] for r in ours] == ["new", "new", "same"] * 4
     simple_first = next(int(r[3]) for r in rows if r[0] == "simple")
-    assert int(ours[0][3]) <= 2 * simple_first
+    # The first request (the draft) and what the loop's requests send before the conversation (system prompt and
+    # tools) are each at most twice the simple loop's first request.
+    assert int(ours[0][3]) <= 2 * simple_first and int(ours[1][-2]) <= 2 * simple_first

@@ -31,6 +31,16 @@ def test_python_agent_with_text_edits_writes_a_named_fenced_file(mock: Any, tmp_
     assert sent[-1]["content"][0]["type"] == "tool_result"
 
 
+def test_python_agent_with_draft_first_asks_without_tools_then_gives_them(mock: Any, tmp_path: Path) -> None:
+    (tmp_path / "calc.py").write_text(WRONG)
+    server = mock({"responses": [text_reply(FIXED), text_reply("Done.")]})
+    agent = agent_for(server, builtin_tools=True, workspace=str(tmp_path), sandbox="off", draft_first=True)
+    result = agent.run("fix calc.py")
+    assert (tmp_path / "calc.py").read_text() == RIGHT and result.files_changed == ["calc.py"]
+    first, second = (r["body"] for r in server.requests())
+    assert not first.get("tools") and second["tools"]
+
+
 def _cli(tooloop_exe: str, ws: Path, tmp_path: Path, *extra: str) -> Any:
     (ws / "calc.py").write_text(WRONG)
     # The third answer is there for the full prompt, which challenges an answer that changed nothing.
@@ -49,6 +59,16 @@ def test_cli_small_window_writes_a_file_the_model_gives_in_a_fenced_block(tooloo
     system = json.dumps(bodies[0]["system"])
     assert "its path on a line, then the file in a fenced code block" in system
     assert len(bodies) == 2 and bodies[1]["messages"][-1]["content"][0]["type"] == "tool_result"
+    # The first request is the draft: no tools, asking for whole files (draft_first); then the tool loop.
+    assert not bodies[0].get("tools") and "without tools" in json.dumps(bodies[0]["messages"])
+    assert bodies[1]["tools"]
+
+
+def test_cli_no_draft_offers_the_tools_from_the_first_request(tooloop_exe: str, ws: Path, tmp_path: Path) -> None:
+    proc, bodies = _cli(tooloop_exe, ws, tmp_path, "--no-draft")
+    assert proc.returncode == 0, proc.stderr
+    assert (ws / "calc.py").read_text() == RIGHT, "text_edits still writes the fenced file"
+    assert bodies[0]["tools"] and "without tools" not in json.dumps(bodies[0]["messages"])
 
 
 def test_cli_full_prompt_keeps_the_tool_loop_and_a_fenced_block_stays_text(tooloop_exe: str, ws: Path,

@@ -358,6 +358,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         # A small model asked for a file often answers with it in a fenced block under its name (and writes
         # better code there than inside a JSON argument): such an answer writes the files (issue 41).
         options["text_edits"] = True
+        # And asked once without tools for whole files (aider's way), it writes correct files twice as often
+        # as through write_file calls: the first request of a conversation is that draft, then the tool loop
+        # runs and checks it (issue 41).
+        options["draft_first"] = not getattr(args, "no_draft", False)
         if servers:
             options["mcp_servers"] = servers
     else:

@@ -178,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-task-files", action="store_true",
                    help="with the compact prompt, send the task without the text of the files it names (by "
                    "default those that fit a quarter of the context window go with it)")
+    p.add_argument("--no-draft", action="store_true",
+                   help="with the compact prompt, give the model its tools from the first request (by default "
+                   "the first request asks, without tools, for the changed files in full)")
     p.add_argument("--no-progress-guard", action="store_true",
                    help="let the model go on when its tool calls change nothing (by default turns that rewrite "
                    "identical files, repeat the same output or cycle get a note, and after 2 more the task stops)")

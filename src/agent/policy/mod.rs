@@ -37,20 +37,23 @@
 //!    appended (a note is never cut off).
 //! 4. `repetition` — the runaway and progress guards and their wrap-up turn with tools off (`repeat_guard`,
 //!    `progress_guard`); a wrap-up turn is past the turn cap, so this comes before it.
-//! 5. `turn cap` — `max_turns` (with a check, the check is the verdict at the cap).
-//! 6. `spend cap` — `max_cost_usd` and a batch's budget: the next request must fit.
-//! 7. `output` — `output_schema`: a structured answer is validated, the model corrected.
-//! 8. `check` — `check`, `expect_changes`, `verify_claims` (issue 41): the check's files are read-only for the
+//! 5. `draft` — `draft_first`: the run's first request goes without tools, asking for whole files (after
+//!    compaction, so it shapes what is sent; before the check, so a draft with no file is told first).
+//! 6. `turn cap` — `max_turns` (with a check, the check is the verdict at the cap).
+//! 7. `spend cap` — `max_cost_usd` and a batch's budget: the next request must fit.
+//! 8. `output` — `output_schema`: a structured answer is validated, the model corrected.
+//! 9. `check` — `check`, `expect_changes`, `verify_claims` (issue 41): the check's files are read-only for the
 //!    run, and an answer is held to the check and the run's record.
-//! 9. `permission` — the permission rules, the `before_tool` hook (its new input judged by the rules again),
-//!    then the permission callable or a pause for the host: the last word on a call.
-//! 10. `on_stop hook` — the host may keep a run going that every policy before it let end.
-//! 11. `before_request hook` — the host sees each request as it goes out, as the policies shaped it.
-//! 12. `todo reminder` — a reminder of an unfinished todo list, last on the turn's last result.
+//! 10. `permission` — the permission rules, the `before_tool` hook (its new input judged by the rules again),
+//!     then the permission callable or a pause for the host: the last word on a call.
+//! 11. `on_stop hook` — the host may keep a run going that every policy before it let end.
+//! 12. `before_request hook` — the host sees each request as it goes out, as the policies shaped it.
+//! 13. `todo reminder` — a reminder of an unfinished todo list, last on the turn's last result.
 //!
-//! So: before a request, repetition → turn cap → spend cap; shaping it, compaction → repetition (temperature);
-//! after a response, repetition → output; before a call, repetition → check → permission; after a call,
-//! after_tool hook → result fit → repetition → todo reminder; at the stop, output → check → on_stop hook.
+//! So: before a request, repetition → draft → turn cap → spend cap; shaping it, compaction → repetition
+//! (temperature) → draft; after a response, repetition → output; before a call, repetition → check →
+//! permission; after a call, after_tool hook → result fit → repetition → todo reminder; at the stop, draft →
+//! output → check → on_stop hook.
 //!
 //! # Which are on
 //! The options build the set ([`Policies::for_run`], at each run's start): a policy is in it when its option
@@ -64,6 +67,7 @@
 
 mod check;
 mod compaction;
+mod draft;
 mod hooks;
 mod output;
 mod permission;
@@ -116,6 +120,8 @@ pub(super) struct TurnPlan {
     /// The wrap-up: this request asks for the answer (`.0`), and goes without tools (`.1`); see
     /// [`crate::progress::wrap_up`].
     pub(super) wrap_up: (bool, bool),
+    /// The run's first request, sent without tools for whole files in fenced blocks (`draft.rs`).
+    pub(super) draft: bool,
     /// A guard's last request (its answer with tools off): past `max_turns` too.
     pub(super) past_caps: bool,
     /// The request's estimated tokens (set once it is built).
@@ -209,6 +215,9 @@ impl Policies {
         list.push(Box::new(result_fit::ResultFit::default()));
         if c.repeat_guard.is_some() || c.progress_guard.is_some() {
             list.push(Box::new(repetition::Repetition::default()));
+        }
+        if c.draft_first {
+            list.push(Box::new(draft::Draft::default()));
         }
         if c.max_turns.is_some() {
             list.push(Box::new(turn_cap::TurnCap));
@@ -365,6 +374,7 @@ mod tests {
             progress_guard: Some(Default::default()),
             output: Some(crate::output::OutputSpec::new(serde_json::json!({"type": "object"}))),
             expect_changes: true,
+            draft_first: true,
             compaction: false,
             max_turns: None,
             todo_reminder_after: None,
@@ -377,6 +387,7 @@ mod tests {
                 "after_tool hook",
                 "result fit",
                 "repetition",
+                "draft",
                 "spend cap",
                 "output",
                 "check",

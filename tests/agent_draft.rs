@@ -1,0 +1,155 @@
+//! `draft_first` (issue 41 items 5–6): a run that starts a conversation sends its first request without
+//! tools, asking for whole files in fenced blocks; the blocks are written as `write_file` calls and the run goes
+//! on with the tools. Against the mock server on both wires, the built-in tools in a scratch workspace.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "common/mock.rs"]
+mod mock;
+#[path = "common/tempdir.rs"]
+mod tempdir;
+
+use mock::MockServer;
+use serde_json::{Value, json};
+use tempdir::TempDir as Ws;
+use tooloop::{AgentOptions, RunResult, StopReason};
+
+const WRONG: &str = "def add(a, b):\n    return a - b\n";
+const RIGHT: &str = "def add(a, b):\n    return a + b\n";
+const FIXED: &str = "calc.py\n```python\ndef add(a, b):\n    return a + b\n```";
+/// A sentence of the draft's note (`text_edits::DRAFT_NOTE`) and of the note to a draft with no file.
+const DRAFT_SAYS: &str = "answer this first message without tools";
+const NO_FILE_SAYS: &str = "no file was written from that answer";
+
+fn anthropic(i: usize, text: &str) -> Value {
+    json!({"anthropic": {"id": format!("msg_{i:02}"), "type": "message", "role": "assistant",
+        "model": "claude-sonnet-4-6", "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+        "stop_sequence": null, "usage": {"input_tokens": 100, "output_tokens": 10}}})
+}
+
+fn openai(text: &str) -> Value {
+    json!({"openai": {"id": "c", "object": "chat.completion", "created": 1, "model": "m", "choices": [{
+        "index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}}})
+}
+
+/// The mock and the options of one wire, with the answers `texts`.
+fn setup(wire: &str, name: &str, texts: &[&str], extra: Value) -> (MockServer, Ws, AgentOptions) {
+    let ws = Ws::new(name);
+    std::fs::write(ws.file("calc.py"), WRONG).unwrap();
+    let responses: Vec<Value> =
+        texts.iter().enumerate().map(|(i, t)| if wire == "openai" { openai(t) } else { anthropic(i, t) }).collect();
+    let mock = MockServer::start(&json!({"description": "draft", "responses": responses}));
+    let mut options = json!({"model": "claude-sonnet-4-6", "api_key": "sk-ant-mock", "base_url": mock.base_url(),
+        "builtin_tools": true, "workspace": ws.0, "sandbox": "off", "max_turns": 6, "draft_first": true});
+    if wire == "openai" {
+        options["provider"] = json!("openai");
+        options["base_url"] = json!(format!("{}/v1", mock.base_url()));
+    }
+    for (k, v) in extra.as_object().unwrap() {
+        match v {
+            Value::Null => drop(options.as_object_mut().unwrap().remove(k)),
+            v => options[k] = v.clone(),
+        }
+    }
+    (mock, ws, AgentOptions::from_value(options).unwrap())
+}
+
+fn has_tools(request: &Value) -> bool {
+    request["body"]["tools"].as_array().is_some_and(|t| !t.is_empty())
+}
+
+fn says(request: &Value, what: &str) -> bool {
+    request["body"]["messages"].to_string().contains(what)
+}
+
+fn read(ws: &Ws) -> String {
+    std::fs::read_to_string(ws.file("calc.py")).unwrap()
+}
+
+#[test]
+fn the_first_request_goes_without_tools_its_files_are_written_and_the_run_goes_on_with_them() {
+    for wire in ["anthropic", "openai"] {
+        for stream in [true, false] {
+            let (mock, ws, options) = setup(wire, "draft-one", &[FIXED, "Done."], json!({"stream": stream}));
+            let agent = options.build().unwrap();
+            let result = agent.run("fix calc.py", &mut |_| {}).unwrap();
+            let at = format!("{wire} stream {stream}");
+
+            assert_eq!(read(&ws), RIGHT, "{at}");
+            assert_eq!(result.files_changed, vec!["calc.py"], "{at}");
+            assert_eq!((result.turns, result.text.as_str()), (2, "Done."), "{at}");
+            let reqs = mock.requests();
+            assert!(!has_tools(&reqs[0]) && reqs[0]["body"].get("tool_choice").is_none(), "{at}: {}", reqs[0]);
+            assert!(says(&reqs[0], DRAFT_SAYS), "{at}: the draft asks for whole files");
+            assert!(has_tools(&reqs[1]), "{at}: the tools are back after the draft");
+            assert!(!says(&reqs[1], DRAFT_SAYS), "{at}: the note was in the draft's request only");
+            assert!(!serde_json::to_string(&agent.messages()).unwrap().contains(DRAFT_SAYS), "{at}: not stored");
+        }
+    }
+}
+
+#[test]
+fn a_draft_with_no_file_is_told_the_tools_are_there_and_the_run_goes_on() {
+    for wire in ["anthropic", "openai"] {
+        let (mock, ws, options) = setup(wire, "draft-none", &["calc.py subtracts.", "It subtracts."], json!({}));
+        let result = options.build().unwrap().run("what does calc.py do?", &mut |_| {}).unwrap();
+        assert_eq!(read(&ws), WRONG);
+        assert_eq!((result.turns, result.text.as_str()), (2, "It subtracts."), "{wire}");
+        assert_eq!(result.stop_reason, Some(StopReason::EndTurn));
+        let reqs = mock.requests();
+        assert!(has_tools(&reqs[1]) && says(&reqs[1], NO_FILE_SAYS), "{wire}: {}", reqs[1]);
+        // A short task is said again in the note (its own message and the note's both).
+        assert_eq!(reqs[1]["body"]["messages"].to_string().matches("what does calc.py do?").count(), 2, "{wire}");
+    }
+}
+
+#[test]
+fn only_the_run_that_starts_a_conversation_drafts() {
+    // A first run answered in words (told the tools are there, it answers again): the next run has no draft.
+    let (mock, _ws, options) = setup("anthropic", "draft-chat", &["Hi.", "Hi.", "Sure."], json!({}));
+    let agent = options.build().unwrap();
+    agent.run("hello", &mut |_| {}).unwrap();
+    agent.run("and now?", &mut |_| {}).unwrap();
+    let reqs = mock.requests();
+    assert!(!has_tools(&reqs[0]) && has_tools(&reqs[2]) && !says(&reqs[2], DRAFT_SAYS), "{}", reqs[2]);
+}
+
+#[test]
+fn a_conversation_with_tool_calls_sends_no_draft() {
+    // The first run drafts and writes; the next run of the same conversation has calls in its history.
+    let (mock, _ws, options) = setup("anthropic", "draft-later", &[FIXED, "Done.", "Nothing else."], json!({}));
+    let agent = options.build().unwrap();
+    agent.run("fix calc.py", &mut |_| {}).unwrap();
+    let result = agent.run("anything else?", &mut |_| {}).unwrap();
+    assert_eq!((result.turns, result.text.as_str()), (1, "Nothing else."));
+    let reqs = mock.requests();
+    assert!(has_tools(&reqs[2]) && !says(&reqs[2], DRAFT_SAYS), "{}", reqs[2]);
+}
+
+#[test]
+fn off_by_default_and_never_without_the_builtin_write_file_or_with_the_hosts_tool_choice() {
+    for (name, extra) in [
+        ("default", json!({"draft_first": null})),
+        ("no-write", json!({"builtin_tools": ["read_file", "bash"]})),
+        ("choice", json!({"tool_choice": {"type": "any"}})),
+    ] {
+        let (mock, ws, options) = setup("anthropic", "draft-off", &[FIXED, "unused"], extra);
+        let result: RunResult = options.build().unwrap().run("fix calc.py", &mut |_| {}).unwrap();
+        let reqs = mock.requests();
+        assert!(has_tools(&reqs[0]) && !says(&reqs[0], DRAFT_SAYS), "{name}: {}", reqs[0]);
+        assert_eq!(read(&ws), WRONG, "{name}: a fenced file without text_edits is only text");
+        assert_eq!(result.turns, 1, "{name}");
+    }
+}
+
+#[test]
+fn a_draft_that_passes_the_check_ends_the_run_checked() {
+    let (mock, ws, options) =
+        setup("anthropic", "draft-check", &[FIXED, "Fixed."], json!({"check": "python3 test_calc.py"}));
+    std::fs::write(ws.file("test_calc.py"), "from calc import add\nassert add(2, 3) == 5\n").unwrap();
+    let result = options.build().unwrap().run("fix calc.py", &mut |_| {}).unwrap();
+    assert_eq!(read(&ws), RIGHT);
+    assert!(result.check.as_ref().unwrap().passed, "{:?}", result.check);
+    assert_eq!((result.turns, result.text.as_str()), (2, "Fixed."));
+    assert!(!has_tools(&mock.requests()[0]));
+}
