@@ -153,3 +153,21 @@ fn a_draft_that_passes_the_check_ends_the_run_checked() {
     assert_eq!((result.turns, result.text.as_str()), (2, "Fixed."));
     assert!(!has_tools(&mock.requests()[0]));
 }
+
+#[test]
+fn a_draft_with_no_file_hears_the_drafts_note_before_the_check_runs() {
+    // The order at the stop: draft, then check. The check runs once something could have changed.
+    let (mock, ws, options) = setup(
+        "anthropic",
+        "draft-order",
+        &["It subtracts; change - to +.", FIXED, "Fixed."],
+        json!({"check": "python3 test_calc.py", "text_edits": true}),
+    );
+    std::fs::write(ws.file("test_calc.py"), "from calc import add\nassert add(2, 3) == 5\n").unwrap();
+    let result = options.build().unwrap().run("fix calc.py", &mut |_| {}).unwrap();
+    let reqs = mock.requests();
+    assert!(says(&reqs[1], NO_FILE_SAYS) && !says(&reqs[1], "check"), "{}", reqs[1]["body"]["messages"]);
+    assert_eq!(read(&ws), RIGHT);
+    assert!(result.check.as_ref().unwrap().passed);
+    assert_eq!(result.turns, 3);
+}
