@@ -21,6 +21,9 @@ pub struct FileEdit {
 /// The built-in tool an edit becomes a call of, with input `{"path": …, "content": …}`.
 pub const WRITE_TOOL: &str = "write_file";
 
+/// How the id of a call made from a text edit begins (`text_edit_<entry>_<n>`).
+pub const ID_PREFIX: &str = "text_edit_";
+
 /// What the `draft_first` turn (the run's first, sent without tools) adds to the task: the format
 /// [`file_edits`] reads. The wording of issue 41's one-request experiment (`bench/edit_format.py`), where
 /// Qwen2.5-Coder-1.5B wrote correct files 14 times of 27 this way against 6 of 27 as `write_file` calls.

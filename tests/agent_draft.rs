@@ -16,9 +16,9 @@ use tooloop::{AgentOptions, RunResult, StopReason};
 const WRONG: &str = "def add(a, b):\n    return a - b\n";
 const RIGHT: &str = "def add(a, b):\n    return a + b\n";
 const FIXED: &str = "calc.py\n```python\ndef add(a, b):\n    return a + b\n```";
-/// A sentence of the draft's note (`text_edits::DRAFT_NOTE`) and of the note to a draft with no file.
+/// Sentences of the draft's note (`text_edits::DRAFT_NOTE`) and of the note on its files' last result.
 const DRAFT_SAYS: &str = "answer this first message without tools";
-const NO_FILE_SAYS: &str = "no file was written from that answer";
+const CHECK_SAYS: &str = "the files of your draft are written. Check them now";
 
 fn anthropic(i: usize, text: &str) -> Value {
     json!({"anthropic": {"id": format!("msg_{i:02}"), "type": "message", "role": "assistant",
@@ -82,6 +82,9 @@ fn the_first_request_goes_without_tools_its_files_are_written_and_the_run_goes_o
             assert!(!has_tools(&reqs[0]) && reqs[0]["body"].get("tool_choice").is_none(), "{at}: {}", reqs[0]);
             assert!(says(&reqs[0], DRAFT_SAYS), "{at}: the draft asks for whole files");
             assert!(has_tools(&reqs[1]), "{at}: the tools are back after the draft");
+            let messages = reqs[1]["body"]["messages"].as_array().unwrap();
+            let result = messages.last().unwrap().to_string();
+            assert!(result.contains(CHECK_SAYS), "{at}: the draft's files are to be checked: {result}");
             assert!(!says(&reqs[1], DRAFT_SAYS), "{at}: the note was in the draft's request only");
             assert!(!serde_json::to_string(&agent.messages()).unwrap().contains(DRAFT_SAYS), "{at}: not stored");
         }
@@ -89,23 +92,29 @@ fn the_first_request_goes_without_tools_its_files_are_written_and_the_run_goes_o
 }
 
 #[test]
-fn a_draft_with_no_file_is_told_the_tools_are_there_and_the_run_goes_on() {
+fn a_draft_with_no_file_is_left_out_and_the_task_asked_again_with_the_tools() {
     for wire in ["anthropic", "openai"] {
         let (mock, ws, options) = setup(wire, "draft-none", &["calc.py subtracts.", "It subtracts."], json!({}));
-        let result = options.build().unwrap().run("what does calc.py do?", &mut |_| {}).unwrap();
+        let agent = options.build().unwrap();
+        let result = agent.run("what does calc.py do?", &mut |_| {}).unwrap();
         assert_eq!(read(&ws), WRONG);
         assert_eq!((result.turns, result.text.as_str()), (2, "It subtracts."), "{wire}");
         assert_eq!(result.stop_reason, Some(StopReason::EndTurn));
         let reqs = mock.requests();
-        assert!(has_tools(&reqs[1]) && says(&reqs[1], NO_FILE_SAYS), "{wire}: {}", reqs[1]);
-        // A short task is said again in the note (its own message and the note's both).
-        assert_eq!(reqs[1]["body"]["messages"].to_string().matches("what does calc.py do?").count(), 2, "{wire}");
+        // The second request is the task alone, with the tools: the draft is not in it.
+        assert!(has_tools(&reqs[1]) && !says(&reqs[1], "calc.py subtracts.") && !says(&reqs[1], DRAFT_SAYS));
+        assert!(says(&reqs[1], "what does calc.py do?"), "{wire}");
+        // Kept in the record, out of the API view.
+        let entries = agent.conversation().snapshot();
+        let draft = entries.iter().find(|e| e.content.iter().any(|b| format!("{b:?}").contains("subtracts."))).unwrap();
+        assert_eq!(draft.status, tooloop::EntryStatus::Error, "{wire}");
+        assert!(!serde_json::to_string(&agent.messages()).unwrap().contains("calc.py subtracts."), "{wire}");
     }
 }
 
 #[test]
 fn only_the_run_that_starts_a_conversation_drafts() {
-    // A first run answered in words (told the tools are there, it answers again): the next run has no draft.
+    // A first run answered in words (the draft left out, asked again with tools): the next run has no draft.
     let (mock, _ws, options) = setup("anthropic", "draft-chat", &["Hi.", "Hi.", "Sure."], json!({}));
     let agent = options.build().unwrap();
     agent.run("hello", &mut |_| {}).unwrap();
@@ -155,7 +164,7 @@ fn a_draft_that_passes_the_check_ends_the_run_checked() {
 }
 
 #[test]
-fn a_draft_with_no_file_hears_the_drafts_note_before_the_check_runs() {
+fn a_draft_with_no_file_is_asked_again_before_the_check_runs() {
     // The order at the stop: draft, then check. The check runs once something could have changed.
     let (mock, ws, options) = setup(
         "anthropic",
@@ -166,7 +175,7 @@ fn a_draft_with_no_file_hears_the_drafts_note_before_the_check_runs() {
     std::fs::write(ws.file("test_calc.py"), "from calc import add\nassert add(2, 3) == 5\n").unwrap();
     let result = options.build().unwrap().run("fix calc.py", &mut |_| {}).unwrap();
     let reqs = mock.requests();
-    assert!(says(&reqs[1], NO_FILE_SAYS) && !says(&reqs[1], "check"), "{}", reqs[1]["body"]["messages"]);
+    assert!(!says(&reqs[1], "It subtracts") && !says(&reqs[1], "check"), "{}", reqs[1]["body"]["messages"]);
     assert_eq!(read(&ws), RIGHT);
     assert!(result.check.as_ref().unwrap().passed);
     assert_eq!(result.turns, 3);

@@ -546,7 +546,7 @@ impl Agent {
         }
         for (n, edit) in edits.into_iter().enumerate() {
             m.content.push(ContentBlock::ToolUse(ToolUseBlock {
-                id: format!("text_edit_{entry}_{}", n + 1),
+                id: format!("{}{entry}_{}", crate::text_edits::ID_PREFIX, n + 1),
                 name: crate::text_edits::WRITE_TOOL.into(),
                 input: serde_json::json!({"path": edit.path, "content": edit.content}),
                 extra: Default::default(),
