@@ -294,7 +294,8 @@ pub struct AgentOptions {
     /// conversation (no model turn in it yet) sends its first request without tools, asking for every file
     /// to change as a whole fenced block ([`crate::text_edits::DRAFT_NOTE`], only in that request); the
     /// files become `write_file` calls as with `text_edits`, and the run goes on with the tools. A draft
-    /// with no file in it is told the tools are there now. aider's format, for small models.
+    /// with no file in it is left out of the conversation and the task asked again with the tools. aider's
+    /// format, for small models.
     #[serde(deserialize_with = "de_false")]
     pub draft_first: bool,
 }

@@ -180,3 +180,24 @@ fn a_draft_with_no_file_is_asked_again_before_the_check_runs() {
     assert!(result.check.as_ref().unwrap().passed);
     assert_eq!(result.turns, 3);
 }
+
+#[test]
+fn a_fallback_model_is_sent_the_draft_as_it_was() {
+    // The first model is overloaded: the next one on the same server gets the draft's request built again.
+    let ws = Ws::new("draft-fallback");
+    std::fs::write(ws.file("calc.py"), WRONG).unwrap();
+    let overloaded = json!({"status": 529, "json": {"type": "error",
+        "error": {"type": "overloaded_error", "message": "Overloaded"}}});
+    let mock = MockServer::start(&json!({"responses": [overloaded, anthropic(1, FIXED), anthropic(2, "Done.")]}));
+    let options = json!({"model": "claude-sonnet-4-6", "api_key": "sk-ant-mock", "base_url": mock.base_url(),
+        "builtin_tools": true, "workspace": ws.0, "sandbox": "off", "max_turns": 6, "draft_first": true,
+        "max_retries": 0, "fallback_models": ["claude-haiku-4-5"]});
+    let result = AgentOptions::from_value(options).unwrap().build().unwrap().run("fix calc.py", &mut |_| {}).unwrap();
+    let reqs = mock.requests();
+    assert_eq!(reqs[1]["body"]["model"], "claude-haiku-4-5");
+    assert!(!has_tools(&reqs[1]) && says(&reqs[1], DRAFT_SAYS), "{}", reqs[1]);
+    assert_eq!(reqs[1]["body"]["messages"].to_string().matches(DRAFT_SAYS).count(), 1, "the note once");
+    assert!(has_tools(&reqs[2]));
+    assert_eq!(read(&ws), RIGHT);
+    assert_eq!(result.text, "Done.");
+}

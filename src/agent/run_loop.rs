@@ -447,8 +447,9 @@ impl Agent {
         // None of the turn's content reached the host: the next fallback model answers it instead (switch.rs).
         if super::switch::nothing_shown(&err) && self.fall_back(fallbacks, &err, on_event)? {
             turn.request = self.wrapped_request(turn.wrap_up);
-            // Compacted, the turn is sent again as any turn, with the tools.
-            turn.draft = false;
+            if turn.draft {
+                super::policy::as_draft(&mut turn.request);
+            }
             turn.measured = Some(self.sizes.request_bytes(&turn.request));
             turn.overflows = 0;
             return Ok(Next::Go(Phase::Ready(Box::new(turn))));
@@ -457,6 +458,10 @@ impl Agent {
             Some((request, measured)) => {
                 turn.request = request;
                 turn.measured = measured;
+                if turn.draft {
+                    super::policy::as_draft(&mut turn.request);
+                    turn.measured = measured.map(|_| self.sizes.request_bytes(&turn.request));
+                }
                 Ok(Next::Go(Phase::Ready(Box::new(turn))))
             }
             None => self.unsent(run),

@@ -34,6 +34,16 @@ pub(super) const LEFT_OUT: &str = "draft_first: a draft with no file in it, left
 pub(super) const CHECK_NOTE: &str = "[tooloop: the files of your draft are written. Check them now with the tools: \
 run what the task asks to run (its program or its test) and fix what fails; then give your final answer.]";
 
+/// Make `request` (the conversation's first) the draft's: the note after the task, no tools. Also for the
+/// draft's request built again (for a fallback model, or after an overflow's compaction).
+pub(in crate::agent) fn as_draft(request: &mut Request) {
+    if let Some(task) = request.messages.last_mut().filter(|m| m.role == crate::Role::User) {
+        task.content.push(ContentBlock::text(crate::text_edits::DRAFT_NOTE));
+    }
+    request.tools.clear();
+    request.tool_choice = None;
+}
+
 impl Policy for Draft {
     fn name(&self) -> &'static str {
         "draft"
@@ -56,14 +66,11 @@ impl Policy for Draft {
         // The conversation's first request only: a request with no tools may not carry calls, and a later task
         // (a REPL's next message) has the loop's context already.
         let started = request.messages.iter().any(|m| m.role == crate::Role::Assistant);
-        let task = request.messages.last_mut().filter(|m| m.role == crate::Role::User);
-        let Some(task) = task.filter(|_| !host_shaped && !started && !plan.wrap_up.0 && cx.agent.builtin_write())
-        else {
+        let task = request.messages.last().is_some_and(|m| m.role == crate::Role::User);
+        if !task || host_shaped || started || plan.wrap_up.0 || !cx.agent.builtin_write() {
             return Ok(Flow::Go);
-        };
-        task.content.push(ContentBlock::text(crate::text_edits::DRAFT_NOTE));
-        request.tools.clear();
-        request.tool_choice = None;
+        }
+        as_draft(request);
         plan.draft = true;
         self.stage = Stage::Sent;
         Ok(Flow::Go)

@@ -38,7 +38,7 @@
 //! 4. `repetition` — the runaway and progress guards and their wrap-up turn with tools off (`repeat_guard`,
 //!    `progress_guard`); a wrap-up turn is past the turn cap, so this comes before it.
 //! 5. `draft` — `draft_first`: the run's first request goes without tools, asking for whole files (after
-//!    compaction, so it shapes what is sent; before the check, so a draft with no file is told first).
+//!    compaction, so it shapes what is sent; before the check, so a draft with no file is asked again first).
 //! 6. `turn cap` — `max_turns` (with a check, the check is the verdict at the cap).
 //! 7. `spend cap` — `max_cost_usd` and a batch's budget: the next request must fit.
 //! 8. `output` — `output_schema`: a structured answer is validated, the model corrected.
@@ -79,6 +79,7 @@ mod turn_cap;
 
 use super::*;
 
+pub(super) use draft::as_draft;
 pub(super) use permission::{Gate, decided};
 
 /// What the loop does after a point.
