@@ -37,7 +37,7 @@ run what the task asks to run (its program or its test) and fix what fails; then
 /// Make `request` (the conversation's first) the draft's: the note after the task, no tools. Also for the
 /// draft's request built again (for a fallback model, or after an overflow's compaction).
 pub(in crate::agent) fn as_draft(request: &mut Request) {
-    if let Some(task) = request.messages.last_mut().filter(|m| m.role == crate::Role::User) {
+    if let Some(task) = request.messages.last_mut().filter(|m| m.role == crate::types::Role::User) {
         task.content.push(ContentBlock::text(crate::text_edits::DRAFT_NOTE));
     }
     request.tools.clear();
@@ -65,8 +65,8 @@ impl Policy for Draft {
             lock(&cx.agent.config).output.is_some() || !crate::progress::wrap_up_applies(request.tool_choice.as_ref());
         // The conversation's first request only: a request with no tools may not carry calls, and a later task
         // (a REPL's next message) has the loop's context already.
-        let started = request.messages.iter().any(|m| m.role == crate::Role::Assistant);
-        let task = request.messages.last().is_some_and(|m| m.role == crate::Role::User);
+        let started = request.messages.iter().any(|m| m.role == crate::types::Role::Assistant);
+        let task = request.messages.last().is_some_and(|m| m.role == crate::types::Role::User);
         if !task || host_shaped || started || plan.wrap_up.0 || !cx.agent.builtin_write() {
             return Ok(Flow::Go);
         }
