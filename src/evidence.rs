@@ -217,14 +217,48 @@ fn cited_commands(lower: &str) -> Vec<String> {
             let w = w.trim_matches(|c: char| !c.is_alphanumeric());
             matches!(w, "ran" | "run" | "running" | "executed" | "executing")
         });
-        // "did not run `x`", "never ran `x`": no claim. The words before the verb, up to the sentence's start.
+        // The words before the verb, up to the sentence's start.
+        let earlier = |v: usize| -> Vec<&str> {
+            parts[i - 1]
+                .split_whitespace()
+                .rev()
+                .skip(v + 1)
+                .take(3)
+                .take_while(|w| !w.ends_with(['.', '!', '?']))
+                .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\''))
+                .collect()
+        };
+        // "did not run `x`", "never ran `x`": no claim. Nor a run the answer asks for, allows or foresees
+        // ("when you run `main.py`, it prints 6", "you can run `pytest`", "to run `x`"), nor "run" without
+        // "have"/"was" before it ("Run `pytest` to check"): an instruction, not what happened.
         let negated = verb.is_some_and(|v| {
-            parts[i - 1].split_whitespace().rev().skip(v + 1).take(3).take_while(|w| !w.ends_with(['.', '!', '?'])).any(
-                |w| {
-                    let w = w.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'');
-                    matches!(w, "not" | "never" | "no") || w.ends_with("n't")
-                },
-            )
+            let words = earlier(v);
+            let no = words.iter().any(|w| matches!(*w, "not" | "never" | "no") || w.ends_with("n't"));
+            let hedged = words.iter().any(|w| {
+                matches!(
+                    *w,
+                    "you"
+                        | "to"
+                        | "can"
+                        | "could"
+                        | "will"
+                        | "would"
+                        | "should"
+                        | "may"
+                        | "might"
+                        | "when"
+                        | "if"
+                        | "once"
+                        | "please"
+                        | "try"
+                        | "let's"
+                )
+            });
+            let present = before[v].trim_matches(|c: char| !c.is_alphanumeric()) == "run"
+                && !words
+                    .iter()
+                    .any(|w| matches!(*w, "have" | "has" | "had" | "i've" | "we've" | "been" | "was" | "were"));
+            no || hedged || present
         });
         let cited = parts[i].trim();
         // "ran `write_file`": a built-in tool's name, not a command (a tool call is no shell command).
@@ -301,6 +335,18 @@ mod tests {
         ] {
             assert!(claims(text, &none, false).is_empty(), "{text}: {:?}", claims(text, &none, false));
         }
+        // A run asked for, allowed or foreseen: an answer that said so was held "unverified" (a real run whose
+        // rename was right, and its check held).
+        for text in [
+            "Now, when you run `main.py`, it should correctly call the `load_data` function.",
+            "You can run `pytest` to check.",
+            "Run `python3 hello.py` to see it.",
+            "To check it, try running `make test`.",
+        ] {
+            assert!(claims(text, &none, false).is_empty(), "{text}: {:?}", claims(text, &none, false));
+        }
+        assert_eq!(claims("I have run `pytest`.", &none, false).len(), 1);
+        assert_eq!(claims("After running `python3 main.py`, it printed 6.", &none, false).len(), 1);
         // Still a claim: a run asserted, a negation in an earlier sentence.
         assert_eq!(claims("I ran `pytest -q` and it passed.", &none, false).len(), 1);
         assert_eq!(claims("It was not broken. I ran `pytest`.", &none, false).len(), 1);
