@@ -7,6 +7,9 @@
 //! (the `write_file` tool does). It must stay conservative: a block taken by mistake overwrites a user's file,
 //! so anything doubtful (a shell or output block, a tag that contradicts the name, a name that is not a
 //! plain relative path, a block never closed) is not an edit.
+//!
+//! A `draft_first` answer's shell blocks are read too ([`commands`]): the draft's note says they are run after
+//! its files are written, so they become `bash` calls, on the same path as the model's own.
 
 /// One whole file found in a model's text: its workspace-relative path and its full content (ending with a
 /// newline).
@@ -21,16 +24,20 @@ pub struct FileEdit {
 /// The built-in tool an edit becomes a call of, with input `{"path": …, "content": …}`.
 pub const WRITE_TOOL: &str = "write_file";
 
+/// The built-in tool a draft's command becomes a call of, with input `{"command": …}`.
+pub const RUN_TOOL: &str = "bash";
+
 /// How the id of a call made from a text edit begins (`text_edit_<entry>_<n>`).
 pub const ID_PREFIX: &str = "text_edit_";
 
 /// What the `draft_first` turn (the run's first, sent without tools) adds to the task: the format
 /// [`file_edits`] reads. The wording of issue 41's one-request experiment (`bench/edit_format.py`), where
-/// Qwen2.5-Coder-1.5B wrote correct files 14 times of 27 this way against 6 of 27 as `write_file` calls.
+/// Qwen2.5-Coder-1.5B wrote correct files 14 times of 27 this way against 6 of 27 as `write_file` calls;
+/// and the shell blocks [`commands`] reads, which a small model writes in its draft anyway.
 pub const DRAFT_NOTE: &str = "[tooloop: answer this first message without tools. For every file you create or \
 change, write its path on a line of its own, then the whole new file in a fenced code block, like this:\n\n\
-hello.py\n```python\nprint('hi')\n```\n\nNothing is run for you in this answer; after it you get the tools to \
-run commands and check the result.]";
+hello.py\n```python\nprint('hi')\n```\n\nCommands in a ```bash block are run after the files are written: to run \
+what you wrote, or where commands do the task. Then you get the tools to check the result.]";
 
 /// Tags of blocks that show commands, sessions, output or patches: never a file's content.
 const NEVER: &[&str] = &[
@@ -120,9 +127,51 @@ const RUN_WORDS: &[&str] = &[
 /// The whole files the text gives as fenced code blocks that name them, in order; a file named twice is
 /// given once, by its last block. See the module docs for what counts; an empty list when nothing does.
 pub fn file_edits(text: &str) -> Vec<FileEdit> {
-    let lines: Vec<&str> = text.lines().collect();
     let mut edits: Vec<FileEdit> = Vec::new();
-    // The last non-empty line outside a block, and whether it was a block's closing fence.
+    for block in blocks(text) {
+        if let Some(edit) = edit_of(block.before, block.tag, &block.body) {
+            edits.retain(|e| e.path != edit.path);
+            edits.push(edit);
+        }
+    }
+    edits
+}
+
+/// The shell commands a draft gives in fenced shell blocks (`bash`, `sh`, `shell`, `console`, …), one
+/// script per block, in order, a block given twice once: what it asks to run after its files are written
+/// (its program, its test), or commands that do the task (a rename with `sed`, a count with `grep`). In a
+/// block with `$ ` prompts only the prompted lines are commands, the rest their output; a block of comments
+/// alone is none. Only the draft's answer is read this way ([`DRAFT_NOTE`] says they are run): elsewhere a
+/// shell block in a model's text shows a command, it does not ask to run it.
+pub fn commands(text: &str) -> Vec<String> {
+    let mut scripts: Vec<String> = Vec::new();
+    for block in blocks(text).into_iter().filter(|b| SHELL.contains(&b.tag.as_str())) {
+        let prompted: Vec<&str> = block.body.iter().filter_map(|l| l.trim_start().strip_prefix("$ ")).collect();
+        let lines = if prompted.is_empty() { block.body } else { prompted };
+        let script = lines.join("\n").trim().to_string();
+        let code = script.lines().any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'));
+        if code && !scripts.contains(&script) {
+            scripts.push(script);
+        }
+    }
+    scripts
+}
+
+/// Tags of blocks whose lines a draft's answer asks to run ([`commands`]).
+const SHELL: &[&str] = &["bash", "sh", "shell", "console", "zsh", "terminal", "shellsession", "sh-session"];
+
+/// A closed fenced block: the last non-empty line before it (outside a block; none after a block's close),
+/// its tag and its body, dedented.
+struct Block<'a> {
+    before: Option<&'a str>,
+    tag: String,
+    body: Vec<&'a str>,
+}
+
+/// The text's closed fenced blocks, in order; an unclosed block ends the list (the rest is incomplete).
+fn blocks(text: &str) -> Vec<Block<'_>> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = Vec::new();
     let mut before: Option<&str> = None;
     let mut i = 0;
     while i < lines.len() {
@@ -135,19 +184,15 @@ pub fn file_edits(text: &str) -> Vec<FileEdit> {
             continue;
         };
         let Some(end) = (i + 1..lines.len()).find(|&j| open.closes(lines[j])) else {
-            // Never closed: the rest of the text is an incomplete block, never a file.
             break;
         };
-        let body: Vec<&str> = lines[i + 1..end].iter().map(|l| open.dedent(l)).collect();
-        if let Some(edit) = edit_of(before, open.tag, &body) {
-            edits.retain(|e| e.path != edit.path);
-            edits.push(edit);
-        }
+        let body = lines[i + 1..end].iter().map(|l| open.dedent(l)).collect();
+        found.push(Block { before, tag: open.tag, body });
         // What follows a block is named afresh: the closing fence names nothing.
         before = None;
         i = end + 1;
     }
-    edits
+    found
 }
 
 /// The deepest indentation of an opening fence: a block in a list item nested twice.
@@ -411,6 +456,21 @@ mod tests {
         // A text block is a file only when the name is plain text.
         assert_eq!(one("calc.py:\n```text\n3\n```"), None);
         assert_eq!(one("notes.txt:\n```text\nhello\n```"), Some(("notes.txt".into(), "hello\n".into())));
+    }
+
+    #[test]
+    fn a_drafts_shell_blocks_are_its_commands_in_order_once_each() {
+        let text = "calc.py\n```python\nx = 1\n```\nRun it:\n```bash\npython3 calc.py\n```\nOutput:\n```\n1\n```\n\
+                    ```sh\nsed -i 's/a/b/g' *.py\ngrep -c b x.py\n```\nAgain:\n```shell\npython3 calc.py\n```";
+        assert_eq!(commands(text), vec!["python3 calc.py", "sed -i 's/a/b/g' *.py\ngrep -c b x.py"]);
+        // A session: the prompted lines are the commands, the rest their output.
+        assert_eq!(commands("```console\n$ python3 t.py\nok\n$ echo done\ndone\n```"), vec!["python3 t.py\necho done"]);
+        // Comments alone, an empty block, a python block, an unclosed block: nothing to run.
+        for text in ["```bash\n# run it\n```", "```bash\n\n```", "```python\nprint(1)\n```", "```bash\nrm -rf x"] {
+            assert!(commands(text).is_empty(), "{text}");
+        }
+        // Never files, whatever names them.
+        assert!(file_edits("x.sh\n```bash\necho hi\n```").is_empty());
     }
 
     #[test]

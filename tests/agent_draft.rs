@@ -19,6 +19,8 @@ const FIXED: &str = "calc.py\n```python\ndef add(a, b):\n    return a + b\n```";
 /// Sentences of the draft's note (`text_edits::DRAFT_NOTE`) and of the note on its files' last result.
 const DRAFT_SAYS: &str = "answer this first message without tools";
 const CHECK_SAYS: &str = "the files of your draft are written. Check them now";
+/// The note on the last result when the draft's commands ran.
+const RAN_SAYS: &str = "the files of your draft are written and its commands ran";
 
 fn anthropic(i: usize, text: &str) -> Value {
     json!({"anthropic": {"id": format!("msg_{i:02}"), "type": "message", "role": "assistant",
@@ -200,4 +202,54 @@ fn a_fallback_model_is_sent_the_draft_as_it_was() {
     assert!(has_tools(&reqs[2]));
     assert_eq!(read(&ws), RIGHT);
     assert_eq!(result.text, "Done.");
+}
+
+#[test]
+fn a_drafts_commands_run_after_its_files_and_their_results_go_back() {
+    let run = "python3 -c 'import calc; print(\"sum\", calc.add(2, 3))'";
+    // The command first in the text: it still runs after the file is written.
+    let draft = format!("Run it:\n```bash\n{run}\n```\n\n{FIXED}");
+    for wire in ["anthropic", "openai"] {
+        let (mock, ws, options) = setup(wire, "draft-run", &[&draft, "It prints sum 5."], json!({}));
+        let result = options.build().unwrap().run("fix calc.py", &mut |_| {}).unwrap();
+        assert_eq!(read(&ws), RIGHT, "{wire}");
+        assert_eq!(result.commands_run.len(), 1, "{wire}: {:?}", result.commands_run);
+        assert_eq!((result.commands_run[0].command.as_str(), result.commands_run[0].exit_code), (run, Some(0)));
+        assert_eq!((result.turns, result.text.as_str()), (2, "It prints sum 5."), "{wire}");
+        let reqs = mock.requests();
+        assert!(has_tools(&reqs[1]), "{wire}");
+        let last = reqs[1]["body"]["messages"].as_array().unwrap().last().unwrap().to_string();
+        assert!(last.contains("sum 5") && last.contains(RAN_SAYS) && !last.contains(CHECK_SAYS), "{wire}: {last}");
+    }
+}
+
+#[test]
+fn a_draft_of_commands_alone_does_the_task() {
+    let draft = "```console\n$ sed -i 's/a - b/a + b/' calc.py\n$ grep -c + calc.py\n1\n```";
+    let (_mock, ws, options) = setup("anthropic", "draft-sed", &[draft, "Fixed."], json!({}));
+    let result = options.build().unwrap().run("fix calc.py", &mut |_| {}).unwrap();
+    assert_eq!(read(&ws), RIGHT);
+    assert_eq!(result.files_changed, vec!["calc.py"]);
+    let run: Vec<_> = result.commands_run.iter().map(|c| (c.command.as_str(), c.exit_code)).collect();
+    assert_eq!(run, vec![("sed -i 's/a - b/a + b/' calc.py\ngrep -c + calc.py", Some(0))]);
+    assert_eq!((result.turns, result.text.as_str()), (2, "Fixed."));
+}
+
+#[test]
+fn shell_blocks_run_only_from_the_draft_and_only_with_the_builtin_bash() {
+    let touch = "Then:\n```bash\ntouch ran.txt\n```";
+    // text_edits without the draft: the file is written, the shell block is only text.
+    let answer = format!("{FIXED}\n{touch}");
+    let extra = json!({"draft_first": null, "text_edits": true});
+    let (_mock, ws, options) = setup("anthropic", "draft-shell-later", &[&answer, "Done."], extra);
+    let result = options.build().unwrap().run("fix calc.py", &mut |_| {}).unwrap();
+    assert_eq!(read(&ws), RIGHT);
+    assert!(!ws.file("ran.txt").exists() && result.commands_run.is_empty());
+    // A draft without the built-in bash: its files are written, its commands are not run.
+    let extra = json!({"builtin_tools": ["read_file", "write_file"]});
+    let (mock, ws, options) = setup("anthropic", "draft-no-bash", &[&answer, "Done."], extra);
+    let result = options.build().unwrap().run("fix calc.py", &mut |_| {}).unwrap();
+    assert_eq!(read(&ws), RIGHT);
+    assert!(!ws.file("ran.txt").exists() && result.commands_run.is_empty());
+    assert!(mock.requests()[1]["body"]["messages"].to_string().contains(CHECK_SAYS));
 }

@@ -533,7 +533,8 @@ impl Agent {
     /// turn's message is changed before it is stored, streamed or whole; the host saw the text as it came.
     /// Only when the request offered `write_file`, or was the draft (`draft_first`, which asked for files
     /// this way): another turn asked for with tools off (the wrap-up's `tool_choice` none, or no tools at
-    /// all) stays an answer.
+    /// all) stays an answer. The draft's shell blocks also become `bash` calls, after its files (with the
+    /// built-in `bash`): its note says they run.
     fn text_edits(&self, m: &mut MessageResponse, entry: &str, request: &Request, draft: bool) {
         let tools_off =
             request.tool_choice.as_ref().and_then(|c| c.get("type")).and_then(Value::as_str) == Some("none");
@@ -545,15 +546,26 @@ impl Agent {
         {
             return;
         }
-        let edits = crate::text_edits::file_edits(&m.text());
-        if edits.is_empty() {
+        let text = m.text();
+        let edits = crate::text_edits::file_edits(&text).into_iter().map(|edit| {
+            (crate::text_edits::WRITE_TOOL, serde_json::json!({"path": edit.path, "content": edit.content}))
+        });
+        // The draft's commands, after its files: its note says they run once the files are written.
+        let commands = if draft && self.builtin(crate::text_edits::RUN_TOOL) {
+            crate::text_edits::commands(&text)
+        } else {
+            Vec::new()
+        };
+        let runs = commands.into_iter().map(|c| (crate::text_edits::RUN_TOOL, serde_json::json!({"command": c})));
+        let calls: Vec<_> = edits.chain(runs).collect();
+        if calls.is_empty() {
             return;
         }
-        for (n, edit) in edits.into_iter().enumerate() {
+        for (n, (name, input)) in calls.into_iter().enumerate() {
             m.content.push(ContentBlock::ToolUse(ToolUseBlock {
                 id: format!("{}{entry}_{}", crate::text_edits::ID_PREFIX, n + 1),
-                name: crate::text_edits::WRITE_TOOL.into(),
-                input: serde_json::json!({"path": edit.path, "content": edit.content}),
+                name: name.into(),
+                input,
                 extra: Default::default(),
             }));
         }
@@ -562,12 +574,15 @@ impl Agent {
 
     /// Whether the built-in `write_file` is registered (what a text edit becomes a call of).
     pub(super) fn builtin_write(&self) -> bool {
+        self.builtin(crate::text_edits::WRITE_TOOL)
+    }
+
+    /// Whether the built-in tool `name` is registered (not a host's tool of that name).
+    fn builtin(&self, name: &str) -> bool {
         let spec = self.spec();
-        let builtin = spec
-            .builtin
-            .as_ref()
-            .is_some_and(|(o, _)| o.names.is_empty() || o.names.iter().any(|n| n == crate::text_edits::WRITE_TOOL));
-        builtin && self.tools.get(crate::text_edits::WRITE_TOOL).is_some()
+        let builtin =
+            spec.builtin.as_ref().is_some_and(|(o, _)| o.names.is_empty() || o.names.iter().any(|n| n == name));
+        builtin && self.tools.get(name).is_some()
     }
 
     /// A model turn begins: its assistant entry is in the store while it streams (it ends complete or error,

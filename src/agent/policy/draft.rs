@@ -1,7 +1,8 @@
 //! `draft_first`: the run's first request goes without tools and asks for every file to change as a whole
-//! fenced block ([`crate::text_edits::DRAFT_NOTE`], in that request only); the loop turns the blocks into
-//! `write_file` calls (`Agent::text_edits`), and the run goes on with the tools to run and check them. A
-//! draft with no file in it is left out of the conversation and the task asked again with the tools.
+//! fenced block, and for commands to run in shell blocks ([`crate::text_edits::DRAFT_NOTE`], in that request
+//! only); the loop turns the blocks into `write_file` calls, then `bash` calls (`Agent::text_edits`), and the
+//! run goes on with the tools to check the result. A draft with neither is left out of the conversation and
+//! the task asked again with the tools.
 //!
 //! aider's way with small models, measured for issue 41: asked once for whole files in fenced blocks,
 //! Qwen2.5-Coder-1.5B wrote correct files 14 times of 27, against 6 of 27 as `write_file` calls in the same
@@ -27,10 +28,16 @@ pub(super) struct Draft {
     stage: Stage,
 }
 
-/// Why a draft with no file is left out of the conversation (its entry's `error`).
-pub(super) const LEFT_OUT: &str = "draft_first: a draft with no file in it, left out; the task asked again with tools";
+/// Why a draft with no file or command is left out of the conversation (its entry's `error`).
+pub(super) const LEFT_OUT: &str =
+    "draft_first: a draft with no file or command in it, left out; the task asked again with tools";
 
-/// What the last result of the draft's files says.
+/// What the last result of the draft's commands says (they ran after its files).
+pub(super) const RAN_NOTE: &str = "[tooloop: the files of your draft are written and its commands ran (their \
+results are above). If the task asks to run something that has not run yet, or a result shows a failure, use the \
+tools to run and fix it; then give your final answer.]";
+
+/// What the last result of the draft's files says, when it had no command.
 pub(super) const CHECK_NOTE: &str = "[tooloop: the files of your draft are written. Check them now with the tools: \
 run what the task asks to run (its program or its test) and fix what fails; then give your final answer.]";
 
@@ -79,15 +86,17 @@ impl Policy for Draft {
     fn after_tool(&mut self, _cx: &mut Cx<'_>, done: &CallDone<'_>, outcome: &mut CallOutcome) -> Result<()> {
         // The draft's files are written: the model is asked to check them before it answers. Without this,
         // Qwen2.5-Coder-1.5B answered "done" on the next turn without running anything in 4 of 9 runs, 2 of
-        // them wrong (a test never run, its import missing; a flag that printed the name unchanged).
+        // them wrong (a test never run, its import missing; a flag that printed the name unchanged). Where the
+        // draft's commands ran (the last call is one), their results are the check so far.
         if self.stage == Stage::Sent && done.last && done.call.id.starts_with(crate::text_edits::ID_PREFIX) {
-            super::super::run_loop::append_text(&mut outcome.content, CHECK_NOTE);
+            let ran = done.call.name == crate::text_edits::RUN_TOOL;
+            super::super::run_loop::append_text(&mut outcome.content, if ran { RAN_NOTE } else { CHECK_NOTE });
         }
         Ok(())
     }
 
     fn at_stop(&mut self, cx: &mut Cx<'_>) -> Result<Flow> {
-        // The draft's answer had no file in it (else its calls ran and the model was asked again): it is left
+        // The draft's answer had no file or command in it (else its calls ran and the model was asked again): it is left
         // out of the conversation (kept in the record, an error entry), and the task is asked again with the
         // tools, as if there had been no draft. Told instead "no file was written, you have the tools now",
         // Qwen2.5-Coder-1.5B gave its draft again, the shell commands it had written, word for word, or
