@@ -718,7 +718,8 @@ extern "C" {
  *   output and diff blocks, blocks whose tag contradicts the name, and turns cut off are never edits.
  * - `"draft_first"`: a first draft without tools (default false): with the built-in `write_file`, a run that
  *   starts a conversation sends its first request without tools, asking for whole files in fenced blocks;
- *   they are written as `write_file` calls and the run goes on with the tools.
+ *   they are written as `write_file` calls, its shell blocks then run as `bash` calls (with the built-in
+ *   `bash`), and the run goes on with the tools.
  * - `"instruction_files"`: project instructions added to the system prompt: `true` finds `AGENTS.md` (else
  *   `CLAUDE.md`) in the workspace and each parent up to the repository root, plus the user's own file;
  *   `false` (default) none; an array of paths: exactly those files.

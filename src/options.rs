@@ -293,9 +293,9 @@ pub struct AgentOptions {
     /// A first draft without tools (default false): with the built-in `write_file`, the run that starts a
     /// conversation (no model turn in it yet) sends its first request without tools, asking for every file
     /// to change as a whole fenced block ([`crate::text_edits::DRAFT_NOTE`], only in that request); the
-    /// files become `write_file` calls as with `text_edits`, and the run goes on with the tools. A draft
-    /// with no file in it is left out of the conversation and the task asked again with the tools. aider's
-    /// format, for small models.
+    /// files become `write_file` calls as with `text_edits`, its shell blocks then `bash` calls (with the
+    /// built-in `bash`), and the run goes on with the tools. A draft with no file or command in it is left
+    /// out of the conversation and the task asked again with the tools. aider's format, for small models.
     #[serde(deserialize_with = "de_false")]
     pub draft_first: bool,
 }

@@ -157,6 +157,25 @@ pub fn commands(text: &str) -> Vec<String> {
     scripts
 }
 
+/// The text without the echoes of [`DRAFT_NOTE`] in it, each from the note's opening to the next `]` (its
+/// end; the rest of the text when there is none); `None` when there is no echo. Qwen2.5-Coder-1.5B sometimes
+/// ends its draft with the note word for word, whose example would be written as `hello.py` and sent back
+/// to it as its own words.
+pub fn without_note(text: &str) -> Option<String> {
+    let opening = &DRAFT_NOTE[..DRAFT_NOTE.find('.')?];
+    if !text.contains(opening) {
+        return None;
+    }
+    let mut rest = text;
+    let mut kept = String::new();
+    while let Some(at) = rest.find(opening) {
+        kept.push_str(&rest[..at]);
+        rest = rest[at..].find(']').map_or("", |end| &rest[at + end + 1..]);
+    }
+    kept.push_str(rest);
+    Some(kept.trim().to_string())
+}
+
 /// Tags of blocks whose lines a draft's answer asks to run ([`commands`]).
 const SHELL: &[&str] = &["bash", "sh", "shell", "console", "zsh", "terminal", "shellsession", "sh-session"];
 
@@ -471,6 +490,18 @@ mod tests {
         }
         // Never files, whatever names them.
         assert!(file_edits("x.sh\n```bash\necho hi\n```").is_empty());
+    }
+
+    #[test]
+    fn an_echo_of_the_drafts_note_is_cut_out_with_its_example() {
+        let fixed = "calc.py\n```python\nx = 1\n```";
+        assert_eq!(without_note(&format!("{fixed}\n\n{DRAFT_NOTE}")).as_deref(), Some(fixed));
+        assert_eq!(without_note(&format!("{DRAFT_NOTE}\n{fixed}\n{DRAFT_NOTE}")).as_deref(), Some(fixed));
+        // Cut off before its end: the rest of the text is the echo.
+        assert_eq!(without_note(&format!("{fixed}\n{}", &DRAFT_NOTE[..120])).as_deref(), Some(fixed));
+        assert_eq!(without_note(fixed), None);
+        assert_eq!(without_note(&format!("{fixed}\n{DRAFT_NOTE}")).map(|t| file_edits(&t).len()), Some(1));
+        assert_eq!(file_edits(&format!("{fixed}\n{DRAFT_NOTE}")).len(), 2, "the echo's example reads as a file");
     }
 
     #[test]

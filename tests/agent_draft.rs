@@ -253,3 +253,20 @@ fn shell_blocks_run_only_from_the_draft_and_only_with_the_builtin_bash() {
     assert!(!ws.file("ran.txt").exists() && result.commands_run.is_empty());
     assert!(mock.requests()[1]["body"]["messages"].to_string().contains(CHECK_SAYS));
 }
+
+#[test]
+fn a_draft_that_echoes_its_note_writes_its_files_not_the_notes_example() {
+    let echo = format!("{FIXED}\n\n{}", tooloop::text_edits::DRAFT_NOTE);
+    for wire in ["anthropic", "openai"] {
+        let (mock, ws, options) = setup(wire, "draft-echo", &[&echo, "Done."], json!({}));
+        let agent = options.build().unwrap();
+        let result = agent.run("fix calc.py", &mut |_| {}).unwrap();
+        assert_eq!(read(&ws), RIGHT, "{wire}");
+        assert!(!ws.file("hello.py").exists(), "{wire}: the note's example is no file");
+        assert_eq!(result.files_changed, vec!["calc.py"], "{wire}");
+        let reqs = mock.requests();
+        assert!(!says(&reqs[1], DRAFT_SAYS), "{wire}: the echo is not sent back: {}", reqs[1]["body"]["messages"]);
+        assert!(says(&reqs[1], "return a + b"), "{wire}: the draft's own words are");
+        assert!(!serde_json::to_string(&agent.messages()).unwrap().contains(DRAFT_SAYS), "{wire}");
+    }
+}

@@ -546,6 +546,17 @@ impl Agent {
         {
             return;
         }
+        if draft {
+            // An echo of the draft's note is the note, not the answer: out of the turn before it is stored.
+            for block in &mut m.content {
+                if let ContentBlock::Text(t) = block
+                    && let Some(clean) = crate::text_edits::without_note(&t.text)
+                {
+                    t.text = clean;
+                }
+            }
+            m.content.retain(|b| !matches!(b, ContentBlock::Text(t) if t.text.is_empty()));
+        }
         let text = m.text();
         let edits = crate::text_edits::file_edits(&text).into_iter().map(|edit| {
             (crate::text_edits::WRITE_TOOL, serde_json::json!({"path": edit.path, "content": edit.content}))
