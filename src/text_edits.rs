@@ -203,6 +203,7 @@ fn blocks(text: &str) -> Vec<Block<'_>> {
             continue;
         };
         let Some(end) = (i + 1..lines.len()).find(|&j| open.closes(lines[j])) else {
+            // Never closed: the rest of the text is an incomplete block, never a file or a command.
             break;
         };
         let body = lines[i + 1..end].iter().map(|l| open.dedent(l)).collect();

@@ -96,11 +96,10 @@ impl Policy for Draft {
     }
 
     fn at_stop(&mut self, cx: &mut Cx<'_>) -> Result<Flow> {
-        // The draft's answer had no file or command in it (else its calls ran and the model was asked again): it is left
-        // out of the conversation (kept in the record, an error entry), and the task is asked again with the
-        // tools, as if there had been no draft. Told instead "no file was written, you have the tools now",
-        // Qwen2.5-Coder-1.5B gave its draft again, the shell commands it had written, word for word, or
-        // asked what the task was.
+        // The draft's answer had no file or command in it (else its calls ran and the model was asked again):
+        // it is left out of the conversation (kept in the record, an error entry), and the task is asked again
+        // with the tools, as if there had been no draft. Told instead "no file was written, you have the tools
+        // now", Qwen2.5-Coder-1.5B gave its draft again word for word, or asked what the task was.
         if std::mem::replace(&mut self.stage, Stage::Done) != Stage::Sent {
             return Ok(Flow::Go);
         }
