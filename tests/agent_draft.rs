@@ -269,4 +269,12 @@ fn a_draft_that_echoes_its_note_writes_its_files_not_the_notes_example() {
         assert!(says(&reqs[1], "return a + b"), "{wire}: the draft's own words are");
         assert!(!serde_json::to_string(&agent.messages()).unwrap().contains(DRAFT_SAYS), "{wire}");
     }
+    // A draft that is the echo alone has no file or command: left out, the task asked again with the tools.
+    let (mock, ws, options) =
+        setup("anthropic", "draft-echo-only", &[tooloop::text_edits::DRAFT_NOTE, "It subtracts."], json!({}));
+    let result = options.build().unwrap().run("what does calc.py do?", &mut |_| {}).unwrap();
+    assert!(!ws.file("hello.py").exists());
+    assert_eq!((result.turns, result.text.as_str()), (2, "It subtracts."));
+    let reqs = mock.requests();
+    assert!(has_tools(&reqs[1]) && !says(&reqs[1], DRAFT_SAYS), "{}", reqs[1]["body"]["messages"]);
 }
