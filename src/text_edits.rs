@@ -176,6 +176,32 @@ pub fn without_note(text: &str) -> Option<String> {
     Some(kept.trim().to_string())
 }
 
+/// The block a text ends inside (opened, never closed): what an answer cut off at `max_tokens` was writing
+/// when it stopped. `None` when every block is closed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unclosed {
+    /// The file it names as a closed block would (the line before it, a first-line comment); `None` for a
+    /// block that names no file (unnamed, or cut before its first line).
+    pub path: Option<String>,
+    /// A shell block: commands, cut before they were all written.
+    pub shell: bool,
+}
+
+/// The block `text` ends inside, if it does ([`Unclosed`]): a draft cut off in a file's block gives its
+/// closed blocks, except that file's (the cut block may have been rewriting it), and runs no command.
+pub fn unclosed(text: &str) -> Option<Unclosed> {
+    let (_, open) = scan(text);
+    let open = open?;
+    let shell = SHELL.contains(&open.tag.as_str());
+    let path = match open.before.and_then(named_on) {
+        _ if NEVER.contains(&open.tag.as_str()) => None,
+        Some(Named::Path(p)) => Some(p),
+        Some(Named::Refused) => None,
+        None => open.body.first().and_then(|l| comment_name(l)),
+    };
+    Some(Unclosed { path, shell })
+}
+
 /// Tags of blocks whose lines a draft's answer asks to run ([`commands`]).
 const SHELL: &[&str] = &["bash", "sh", "shell", "console", "zsh", "terminal", "shellsession", "sh-session"];
 
@@ -189,6 +215,12 @@ struct Block<'a> {
 
 /// The text's closed fenced blocks, in order; an unclosed block ends the list (the rest is incomplete).
 fn blocks(text: &str) -> Vec<Block<'_>> {
+    scan(text).0
+}
+
+/// The text's closed fenced blocks, in order, and the block it ends inside (never closed: the rest of the
+/// text, incomplete), if any.
+fn scan(text: &str) -> (Vec<Block<'_>>, Option<Block<'_>>) {
     let lines: Vec<&str> = text.lines().collect();
     let mut found = Vec::new();
     let mut before: Option<&str> = None;
@@ -204,7 +236,8 @@ fn blocks(text: &str) -> Vec<Block<'_>> {
         };
         let Some(end) = (i + 1..lines.len()).find(|&j| open.closes(lines[j])) else {
             // Never closed: the rest of the text is an incomplete block, never a file or a command.
-            break;
+            let body = lines[i + 1..].iter().map(|l| open.dedent(l)).collect();
+            return (found, Some(Block { before, tag: open.tag, body }));
         };
         let body = lines[i + 1..end].iter().map(|l| open.dedent(l)).collect();
         found.push(Block { before, tag: open.tag, body });
@@ -212,7 +245,7 @@ fn blocks(text: &str) -> Vec<Block<'_>> {
         before = None;
         i = end + 1;
     }
-    found
+    (found, None)
 }
 
 /// The deepest indentation of an opening fence: a block in a list item nested twice.
@@ -491,6 +524,22 @@ mod tests {
         }
         // Never files, whatever names them.
         assert!(file_edits("x.sh\n```bash\necho hi\n```").is_empty());
+    }
+
+    #[test]
+    fn the_block_a_cut_text_ends_inside_names_its_file_or_says_it_is_a_command() {
+        let done = "pal.py\n```python\nx = 1\n```\n";
+        assert_eq!(unclosed(done), None);
+        assert_eq!(unclosed(&format!("{done}Now run:\n")), None, "cut in prose: every block is whole");
+        let cut = |rest: &str| unclosed(&format!("{done}{rest}"));
+        let file = |p: &str| Some(Unclosed { path: Some(p.into()), shell: false });
+        assert_eq!(cut("And `test_pal.py`:\n```python\nimport pal\ndef te"), file("test_pal.py"));
+        assert_eq!(cut("```python\n# test_pal.py\nimport pal"), file("test_pal.py"));
+        assert_eq!(cut("pal.py\n```"), file("pal.py"), "cut right after its fence");
+        assert_eq!(cut("```python\nimport pal"), Some(Unclosed { path: None, shell: false }));
+        assert_eq!(cut("Run it:\n```bash\npython3 pal"), Some(Unclosed { path: None, shell: true }));
+        // The closed blocks before the cut stay what they were.
+        assert_eq!(file_edits(&format!("{done}test_pal.py\n```python\nimport pal")).len(), 1);
     }
 
     #[test]

@@ -36,10 +36,29 @@ fn openai(text: &str) -> Value {
 
 /// The mock and the options of one wire, with the answers `texts`.
 fn setup(wire: &str, name: &str, texts: &[&str], extra: Value) -> (MockServer, Ws, AgentOptions) {
+    let responses = texts.iter().enumerate().map(|(i, t)| answer(wire, i, t)).collect();
+    setup_with(wire, name, responses, extra)
+}
+
+fn answer(wire: &str, i: usize, text: &str) -> Value {
+    if wire == "openai" { openai(text) } else { anthropic(i, text) }
+}
+
+/// An answer cut off at max_tokens.
+fn cut_off(wire: &str, text: &str) -> Value {
+    let mut v = answer(wire, 0, text);
+    if wire == "openai" {
+        v["openai"]["choices"][0]["finish_reason"] = json!("length");
+    } else {
+        v["anthropic"]["stop_reason"] = json!("max_tokens");
+    }
+    v
+}
+
+/// [`setup`] with whole responses.
+fn setup_with(wire: &str, name: &str, responses: Vec<Value>, extra: Value) -> (MockServer, Ws, AgentOptions) {
     let ws = Ws::new(name);
     std::fs::write(ws.file("calc.py"), WRONG).unwrap();
-    let responses: Vec<Value> =
-        texts.iter().enumerate().map(|(i, t)| if wire == "openai" { openai(t) } else { anthropic(i, t) }).collect();
     let mock = MockServer::start(&json!({"description": "draft", "responses": responses}));
     let mut options = json!({"model": "claude-sonnet-4-6", "api_key": "sk-ant-mock", "base_url": mock.base_url(),
         "builtin_tools": true, "workspace": ws.0, "sandbox": "off", "max_turns": 6, "draft_first": true});
@@ -277,4 +296,52 @@ fn a_draft_that_echoes_its_note_writes_its_files_not_the_notes_example() {
     assert_eq!((result.turns, result.text.as_str()), (2, "It subtracts."));
     let reqs = mock.requests();
     assert!(has_tools(&reqs[1]) && !says(&reqs[1], DRAFT_SAYS), "{}", reqs[1]["body"]["messages"]);
+}
+
+#[test]
+fn a_draft_cut_off_in_a_block_writes_the_files_before_it_and_runs_nothing() {
+    // Cut inside the test's block, after a whole calc.py and a command: calc.py is written; the test is not,
+    // nor is the command run (it may need the file that was cut); the model is told what is missing.
+    let draft = format!("{FIXED}\nRun:\n```bash\ntouch ran.txt\n```\ntest_calc.py\n```python\nimport calc\ndef te");
+    for wire in ["anthropic", "openai"] {
+        for stream in [true, false] {
+            let at = format!("{wire} stream {stream}");
+            let responses = vec![cut_off(wire, &draft), answer(wire, 1, "Done.")];
+            let (mock, ws, options) = setup_with(wire, "draft-cut", responses, json!({"stream": stream}));
+            let result = options.build().unwrap().run("fix calc.py and test it", &mut |_| {}).unwrap();
+            assert_eq!(read(&ws), RIGHT, "{at}");
+            assert!(!ws.file("test_calc.py").exists() && !ws.file("ran.txt").exists(), "{at}");
+            assert!(result.commands_run.is_empty(), "{at}");
+            assert_eq!((result.turns, result.text.as_str()), (2, "Done."), "{at}");
+            let reqs = mock.requests();
+            assert!(has_tools(&reqs[1]), "{at}");
+            let last = reqs[1]["body"]["messages"].as_array().unwrap().last().unwrap().to_string();
+            assert!(last.contains("your draft stopped inside the block of `test_calc.py`"), "{at}: {last}");
+            assert!(!last.contains(CHECK_SAYS) && !last.contains(RAN_SAYS), "{at}: {last}");
+        }
+    }
+    // Cut inside a block that rewrites a file given whole before it: neither version is written.
+    let draft = format!("{FIXED}\nOr better:\ncalc.py\n```python\ndef add(a, b):\n    return su");
+    let responses = vec![cut_off("anthropic", &draft), answer("anthropic", 1, "Sorry.")];
+    let (_mock, ws, options) = setup_with("anthropic", "draft-cut-same", responses, json!({}));
+    let result = options.build().unwrap().run("fix calc.py", &mut |_| {}).unwrap();
+    assert_eq!(read(&ws), WRONG);
+    assert!(result.files_changed.is_empty());
+}
+
+#[test]
+fn a_draft_cut_off_with_no_whole_file_is_left_out_and_the_task_asked_again_with_the_tools() {
+    for wire in ["anthropic", "openai"] {
+        let draft = "calc.py\n```python\ndef add(a, b):\n    return a +";
+        let responses = vec![cut_off(wire, draft), answer(wire, 1, "I need the tools.")];
+        let (mock, ws, options) = setup_with(wire, "draft-cut-none", responses, json!({}));
+        let agent = options.build().unwrap();
+        let result = agent.run("fix calc.py", &mut |_| {}).unwrap();
+        assert_eq!(read(&ws), WRONG, "{wire}");
+        assert_eq!((result.turns, result.text.as_str()), (2, "I need the tools."), "{wire}");
+        assert_eq!(result.stop_reason, Some(StopReason::EndTurn), "{wire}");
+        let reqs = mock.requests();
+        assert!(has_tools(&reqs[1]) && !says(&reqs[1], "return a +") && !says(&reqs[1], DRAFT_SAYS), "{wire}");
+        assert!(!serde_json::to_string(&agent.messages()).unwrap().contains("return a +"), "{wire}");
+    }
 }

@@ -534,13 +534,17 @@ impl Agent {
     /// Only when the request offered `write_file`, or was the draft (`draft_first`, which asked for files
     /// this way): another turn asked for with tools off (the wrap-up's `tool_choice` none, or no tools at
     /// all) stays an answer. The draft's shell blocks also become `bash` calls, after its files (with the
-    /// built-in `bash`): its note says they run.
+    /// built-in `bash`): its note says they run. A draft cut off at `max_tokens` gives its closed file blocks,
+    /// except the one it was cut inside (which may have been rewriting one of them), and runs no command
+    /// when a block was cut: a small model's files and test can outrun a small window's limit, and written
+    /// again with the tools, in parts, the rest can follow.
     fn text_edits(&self, m: &mut MessageResponse, entry: &str, request: &Request, draft: bool) {
         let tools_off =
             request.tool_choice.as_ref().and_then(|c| c.get("type")).and_then(Value::as_str) == Some("none");
         let offered = !tools_off && request.tools.iter().any(|t| t.name == crate::text_edits::WRITE_TOOL);
+        let cut = m.stop_reason == Some(StopReason::MaxTokens);
         if !(draft || lock(&self.config).text_edits && offered)
-            || m.stop_reason != Some(StopReason::EndTurn)
+            || !(m.stop_reason == Some(StopReason::EndTurn) || draft && cut)
             || !m.tool_uses().is_empty()
             || !self.builtin_write()
         {
@@ -558,11 +562,14 @@ impl Agent {
             m.content.retain(|b| !matches!(b, ContentBlock::Text(t) if t.text.is_empty()));
         }
         let text = m.text();
-        let edits = crate::text_edits::file_edits(&text).into_iter().map(|edit| {
+        let open = if cut { crate::text_edits::unclosed(&text) } else { None };
+        let cut_path = open.as_ref().and_then(|o| o.path.clone());
+        let edits = crate::text_edits::file_edits(&text).into_iter().filter(|e| Some(&e.path) != cut_path.as_ref());
+        let edits = edits.map(|edit| {
             (crate::text_edits::WRITE_TOOL, serde_json::json!({"path": edit.path, "content": edit.content}))
         });
         // The draft's commands, after its files: its note says they run once the files are written.
-        let commands = if draft && self.builtin(crate::text_edits::RUN_TOOL) {
+        let commands = if draft && open.is_none() && self.builtin(crate::text_edits::RUN_TOOL) {
             crate::text_edits::commands(&text)
         } else {
             Vec::new()

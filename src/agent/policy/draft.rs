@@ -26,6 +26,8 @@ enum Stage {
 #[derive(Default)]
 pub(super) struct Draft {
     stage: Stage,
+    /// The block the draft stopped inside (cut off at `max_tokens`), if it did: its last result says so.
+    cut: Option<crate::text_edits::Unclosed>,
 }
 
 /// Why a draft with no file or command is left out of the conversation (its entry's `error`).
@@ -40,6 +42,30 @@ tools to run and fix it; then give your final answer.]";
 /// What the last result of the draft's files says, when it had no command.
 pub(super) const CHECK_NOTE: &str = "[tooloop: the files of your draft are written. Check them now with the tools: \
 run what the task asks to run (its program or its test) and fix what fails; then give your final answer.]";
+
+/// What the last result of a draft cut off inside a block says: what was not written or run, and how to go
+/// on (a long file in parts, the tools' way past a small window's output limit).
+fn cut_note(cut: &crate::text_edits::Unclosed) -> String {
+    const REST: &str = "Run what the task asks to run and fix what fails; then give your final answer.";
+    let (lost, write) = match (&cut.path, cut.shell) {
+        (_, true) => ("a command block, so no command of your draft ran".to_string(), String::new()),
+        (Some(p), _) => (
+            format!("the block of `{p}`, so {p} was not written and no command of your draft ran"),
+            format!(
+                "Write {p} now with the tools (a long file in parts: write_file the first part, then edit_file to \
+                     add the rest). "
+            ),
+        ),
+        (None, _) => (
+            "a block that names no file, which was not written, and no command of your draft ran".to_string(),
+            "Write what is missing with the tools. ".to_string(),
+        ),
+    };
+    format!(
+        "[tooloop: your draft stopped inside {lost} (the answer was cut off at its output limit). The files \
+             before it are written. {write}{REST}]"
+    )
+}
 
 /// Make `request` (the conversation's first) the draft's: the note after the task, no tools. Also for the
 /// draft's request built again (for a fallback model, or after an overflow's compaction).
@@ -83,6 +109,21 @@ impl Policy for Draft {
         Ok(Flow::Go)
     }
 
+    fn after_response(&mut self, cx: &mut Cx<'_>, answer: &Answer<'_>) -> Result<Flow> {
+        if self.stage != Stage::Sent {
+            return Ok(Flow::Go);
+        }
+        self.cut = crate::text_edits::unclosed(&answer.message.text());
+        // Cut off at max_tokens with no whole file in it (the loop took what it could, see
+        // `Agent::text_edits`): left out, and the task asked again with the tools, which write in parts.
+        if answer.message.stop_reason == Some(StopReason::MaxTokens) && answer.calls.is_empty() {
+            self.stage = Stage::Done;
+            leave_out(cx);
+            return Ok(Flow::Again);
+        }
+        Ok(Flow::Go)
+    }
+
     fn after_tool(&mut self, _cx: &mut Cx<'_>, done: &CallDone<'_>, outcome: &mut CallOutcome) -> Result<()> {
         // The draft's files are written: the model is asked to check them before it answers. Without this,
         // Qwen2.5-Coder-1.5B answered "done" on the next turn without running anything in 4 of 9 runs, 2 of
@@ -90,7 +131,11 @@ impl Policy for Draft {
         // draft's commands ran (the last call is one), their results are the check so far.
         if self.stage == Stage::Sent && done.last && done.call.id.starts_with(crate::text_edits::ID_PREFIX) {
             let ran = done.call.name == crate::text_edits::RUN_TOOL;
-            super::super::run_loop::append_text(&mut outcome.content, if ran { RAN_NOTE } else { CHECK_NOTE });
+            let note = match &self.cut {
+                Some(cut) => cut_note(cut),
+                None => (if ran { RAN_NOTE } else { CHECK_NOTE }).to_string(),
+            };
+            super::super::run_loop::append_text(&mut outcome.content, &note);
         }
         Ok(())
     }
@@ -103,14 +148,20 @@ impl Policy for Draft {
         if std::mem::replace(&mut self.stage, Stage::Done) != Stage::Sent {
             return Ok(Flow::Go);
         }
-        let entries = cx.agent.conversation.snapshot();
-        let Some(draft) = entries.iter().rev().find(|e| e.role == EntryRole::Assistant) else {
-            return Ok(Flow::Go);
-        };
-        cx.agent.conversation.update(&draft.id, |e| {
-            e.status = EntryStatus::Error;
-            e.error = Some(LEFT_OUT.into());
-        });
-        Ok(Flow::Again)
+        Ok(if leave_out(cx) { Flow::Again } else { Flow::Go })
     }
+}
+
+/// The draft's answer (the last assistant entry) out of the conversation: kept in the record as an error
+/// entry, [`LEFT_OUT`]. Whether there was one.
+fn leave_out(cx: &mut Cx<'_>) -> bool {
+    let entries = cx.agent.conversation.snapshot();
+    let Some(draft) = entries.iter().rev().find(|e| e.role == EntryRole::Assistant) else {
+        return false;
+    };
+    cx.agent.conversation.update(&draft.id, |e| {
+        e.status = EntryStatus::Error;
+        e.error = Some(LEFT_OUT.into());
+    });
+    true
 }
