@@ -316,10 +316,17 @@ fn a_draft_cut_off_in_a_block_writes_the_files_before_it_and_runs_nothing() {
             let reqs = mock.requests();
             assert!(has_tools(&reqs[1]), "{at}");
             let last = reqs[1]["body"]["messages"].as_array().unwrap().last().unwrap().to_string();
-            assert!(last.contains("your draft stopped inside the block of `test_calc.py`"), "{at}: {last}");
+            assert!(last.contains("your draft ended inside the block of `test_calc.py`"), "{at}: {last}");
             assert!(!last.contains(CHECK_SAYS) && !last.contains(RAN_SAYS), "{at}: {last}");
         }
     }
+    // A draft that ends inside a block without the cut (the model never closed it): the same.
+    let responses = vec![answer("anthropic", 0, &draft), answer("anthropic", 1, "Done.")];
+    let (mock, ws, options) = setup_with("anthropic", "draft-unclosed", responses, json!({}));
+    let result = options.build().unwrap().run("fix calc.py and test it", &mut |_| {}).unwrap();
+    assert_eq!(read(&ws), RIGHT);
+    assert!(!ws.file("ran.txt").exists() && result.commands_run.is_empty());
+    assert!(says(&mock.requests()[1], "your draft ended inside the block of `test_calc.py`"));
     // Cut inside a block that rewrites a file given whole before it: neither version is written.
     let draft = format!("{FIXED}\nOr better:\ncalc.py\n```python\ndef add(a, b):\n    return su");
     let responses = vec![cut_off("anthropic", &draft), answer("anthropic", 1, "Sorry.")];

@@ -534,10 +534,11 @@ impl Agent {
     /// Only when the request offered `write_file`, or was the draft (`draft_first`, which asked for files
     /// this way): another turn asked for with tools off (the wrap-up's `tool_choice` none, or no tools at
     /// all) stays an answer. The draft's shell blocks also become `bash` calls, after its files (with the
-    /// built-in `bash`): its note says they run. A draft cut off at `max_tokens` gives its closed file blocks,
-    /// except the one it was cut inside (which may have been rewriting one of them), and runs no command
-    /// when a block was cut: a small model's files and test can outrun a small window's limit, and written
-    /// again with the tools, in parts, the rest can follow.
+    /// built-in `bash`): its note says they run. A draft cut off at `max_tokens` gives its closed file blocks;
+    /// a text that ends inside a block (cut off, or never closed) gives none for the file that block names
+    /// (it may have been rewriting one of them), and a draft that does runs no command: a small model's files
+    /// and test can outrun a small window's limit, and written again with the tools, in parts, the rest can
+    /// follow.
     fn text_edits(&self, m: &mut MessageResponse, entry: &str, request: &Request, draft: bool) {
         let tools_off =
             request.tool_choice.as_ref().and_then(|c| c.get("type")).and_then(Value::as_str) == Some("none");
@@ -562,7 +563,7 @@ impl Agent {
             m.content.retain(|b| !matches!(b, ContentBlock::Text(t) if t.text.is_empty()));
         }
         let text = m.text();
-        let open = if cut { crate::text_edits::unclosed(&text) } else { None };
+        let open = crate::text_edits::unclosed(&text);
         let cut_path = open.as_ref().and_then(|o| o.path.clone());
         let edits = crate::text_edits::file_edits(&text).into_iter().filter(|e| Some(&e.path) != cut_path.as_ref());
         let edits = edits.map(|edit| {

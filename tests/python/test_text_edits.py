@@ -76,3 +76,22 @@ def test_cli_full_prompt_keeps_the_tool_loop_and_a_fenced_block_stays_text(toolo
     proc, bodies = _cli(tooloop_exe, ws, tmp_path, "--prompt", "full")
     assert (ws / "calc.py").read_text() == WRONG, proc.stderr
     assert "fenced code block" not in json.dumps(bodies[0]["system"])
+
+
+def test_cli_small_window_draft_cut_off_writes_its_whole_files_and_asks_for_the_rest(tooloop_exe: str, ws: Path,
+                                                                                     tmp_path: Path) -> None:
+    # The draft outran max_tokens inside the test's block: calc.py is written, the test is asked for with the
+    # tools in the same run (no cut-off correction as a new message), and the command ends by itself.
+    (ws / "calc.py").write_text(WRONG)
+    cut = text_reply(FIXED + "\ntest_calc.py\n```python\nimport calc\nassert calc.add(2, 3) ==")
+    cut["anthropic"]["stop_reason"] = "max_tokens"
+    with MockServer({"responses": [cut, text_reply("Done.")]}) as server:
+        proc = run_cli(tooloop_exe, ws, cli_env(tmp_path, server), *SMALL, "--provider", "anthropic",
+                       "--base-url", server.base_url, "fix calc.py and add test_calc.py")
+        bodies = [r["body"] for r in server.requests()]
+    assert proc.returncode == 0, proc.stderr
+    assert (ws / "calc.py").read_text() == RIGHT and not (ws / "test_calc.py").exists()
+    assert len(bodies) == 2 and bodies[1]["tools"]
+    last = json.dumps(bodies[1]["messages"][-1])
+    assert "your draft ended inside the block of `test_calc.py`" in last, last
+    assert "cut off at the output token limit" not in json.dumps(bodies[1]["messages"])

@@ -26,7 +26,8 @@ enum Stage {
 #[derive(Default)]
 pub(super) struct Draft {
     stage: Stage,
-    /// The block the draft stopped inside (cut off at `max_tokens`), if it did: its last result says so.
+    /// The block the draft ended inside (cut off at `max_tokens`, or never closed), if it did: its last
+    /// result says so.
     cut: Option<crate::text_edits::Unclosed>,
 }
 
@@ -62,7 +63,7 @@ fn cut_note(cut: &crate::text_edits::Unclosed) -> String {
         ),
     };
     format!(
-        "[tooloop: your draft stopped inside {lost} (the answer was cut off at its output limit). The files \
+        "[tooloop: your draft ended inside {lost} (it was cut off before the block closed). The files \
              before it are written. {write}{REST}]"
     )
 }
