@@ -185,7 +185,14 @@ pub struct Unclosed {
     pub path: Option<String>,
     /// A shell block: commands, cut before they were all written.
     pub shell: bool,
+    /// A line the block gives over and over ([`REPEATED`] times or more), and how often: a small model that
+    /// repeats itself runs to its output limit (Qwen2.5-Coder-1.5B's test of a palindrome function gave one
+    /// `assert` a dozen times until it was cut off).
+    pub repeated: Option<(String, usize)>,
 }
+
+/// How often one line must appear in a block cut off for it to count as the model repeating itself.
+pub const REPEATED: usize = 4;
 
 /// The block `text` ends inside, if it does ([`Unclosed`]): a draft cut off in a file's block gives its
 /// closed blocks, except that file's (the cut block may have been rewriting it), and runs no command.
@@ -199,7 +206,21 @@ pub fn unclosed(text: &str) -> Option<Unclosed> {
         Some(Named::Refused) => None,
         None => open.body.first().and_then(|l| comment_name(l)),
     };
-    Some(Unclosed { path, shell })
+    Some(Unclosed { path, shell, repeated: most_repeated(&open.body) })
+}
+
+/// The line of `body` given most often, when it is given [`REPEATED`] times or more (blank lines and
+/// lines of punctuation alone, such as closing brackets, do not count).
+fn most_repeated(body: &[&str]) -> Option<(String, usize)> {
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for line in body.iter().map(|l| l.trim()).filter(|l| l.chars().any(char::is_alphanumeric)) {
+        match counts.iter_mut().find(|(l, _)| *l == line) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((line, 1)),
+        }
+    }
+    let (line, n) = counts.into_iter().max_by_key(|(_, n)| *n)?;
+    (n >= REPEATED).then(|| (line.to_string(), n))
 }
 
 /// Tags of blocks whose lines a draft's answer asks to run ([`commands`]).
@@ -532,12 +553,18 @@ mod tests {
         assert_eq!(unclosed(done), None);
         assert_eq!(unclosed(&format!("{done}Now run:\n")), None, "cut in prose: every block is whole");
         let cut = |rest: &str| unclosed(&format!("{done}{rest}"));
-        let file = |p: &str| Some(Unclosed { path: Some(p.into()), shell: false });
+        let file = |p: &str| Some(Unclosed { path: Some(p.into()), shell: false, repeated: None });
         assert_eq!(cut("And `test_pal.py`:\n```python\nimport pal\ndef te"), file("test_pal.py"));
         assert_eq!(cut("```python\n# test_pal.py\nimport pal"), file("test_pal.py"));
         assert_eq!(cut("pal.py\n```"), file("pal.py"), "cut right after its fence");
-        assert_eq!(cut("```python\nimport pal"), Some(Unclosed { path: None, shell: false }));
-        assert_eq!(cut("Run it:\n```bash\npython3 pal"), Some(Unclosed { path: None, shell: true }));
+        assert_eq!(cut("```python\nimport pal"), Some(Unclosed { path: None, shell: false, repeated: None }));
+        assert_eq!(cut("Run it:\n```bash\npython3 pal"), Some(Unclosed { path: None, shell: true, repeated: None }));
+        // A block that repeats a line until the cut says which, and how often; closing brackets do not count.
+        let again = "    assert is_palindrome('abba')\n".repeat(5);
+        let repeated = cut(&format!("test_pal.py\n```python\n)\n)\n)\n)\n)\n{again}    assert is_pal"));
+        assert_eq!(repeated.and_then(|u| u.repeated), Some(("assert is_palindrome('abba')".into(), 5)));
+        let thrice = "x = f()\n".repeat(3);
+        assert_eq!(cut(&format!("a.py\n```python\n{thrice}")).and_then(|u| u.repeated), None);
         // The closed blocks before the cut stay what they were.
         assert_eq!(file_edits(&format!("{done}test_pal.py\n```python\nimport pal")).len(), 1);
     }

@@ -327,6 +327,12 @@ fn a_draft_cut_off_in_a_block_writes_the_files_before_it_and_runs_nothing() {
     assert_eq!(read(&ws), RIGHT);
     assert!(!ws.file("ran.txt").exists() && result.commands_run.is_empty());
     assert!(says(&mock.requests()[1], "your draft ended inside the block of `test_calc.py`"));
+    // A block that repeats a line until the cut: the note shows which, so it is not written so again.
+    let draft = format!("{FIXED}\ntest_calc.py\n```python\nimport calc\n{}", "assert calc.add(1, 1) == 2\n".repeat(6));
+    let responses = vec![cut_off("openai", &draft), answer("openai", 1, "Done.")];
+    let (mock, _ws, options) = setup_with("openai", "draft-cut-again", responses, json!({}));
+    options.build().unwrap().run("fix calc.py and test it", &mut |_| {}).unwrap();
+    assert!(says(&mock.requests()[1], "gave the line `assert calc.add(1, 1) == 2` 6 times over"));
     // Cut inside a block that rewrites a file given whole before it: neither version is written.
     let draft = format!("{FIXED}\nOr better:\ncalc.py\n```python\ndef add(a, b):\n    return su");
     let responses = vec![cut_off("anthropic", &draft), answer("anthropic", 1, "Sorry.")];

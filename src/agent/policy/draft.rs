@@ -62,8 +62,13 @@ fn cut_note(cut: &crate::text_edits::Unclosed) -> String {
             "Write what is missing with the tools. ".to_string(),
         ),
     };
+    // Where the block repeated a line until it was cut, the model is shown which: told only to write less,
+    // Qwen2.5-Coder-1.5B wrote the same test with the same repetition again, three times.
+    let again = cut.repeated.as_ref().map_or(String::new(), |(line, n)| {
+        format!("That block gave the line `{line}` {n} times over: write each line once. ")
+    });
     format!(
-        "[tooloop: your draft ended inside {lost} (it was cut off before the block closed). The files \
+        "[tooloop: your draft ended inside {lost} (it was cut off before the block closed). {again}The files \
              before it are written. {write}{REST}]"
     )
 }
