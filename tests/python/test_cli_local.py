@@ -23,10 +23,11 @@ TOOLS = ["bash", "read_file", "write_file", "edit_file"]
     ('<tool_call>{"name": "edit_file", "arguments": {"path": "a"', "edit_file"),    # cut off
     ('{"function": {"name": "bash", "arguments": "{}"}}', "bash"),
     ("<tools>[{\"name\": \"bash\"}]</tools>", "tools"),
+    ("<tool_response>\nE\nNameError: name 'slugify' is not defined\n</tool_response>", "tool_response"),
 ])
 def test_tool_calls_written_as_text_are_recognized(text, name):
     assert local.text_tool_call(text, TOOLS) == name
-    assert name in local.correction(name) or name == "tools"
+    assert name in local.correction(name) or name in ("tools", "tool_response")
     assert "\n" not in local.correction(name)
 
 
@@ -34,6 +35,7 @@ def test_tool_calls_written_as_text_are_recognized(text, name):
     "Done. hello.py prints Hello, world!",
     'Here is the config:\n```json\n{"name": "my-app", "version": "1.0"}\n```',   # not a tool's name
     "",
+    "The test failed with a NameError; the <tool_response> above shows it.",   # mentions it, does not open with it
 ])
 def test_ordinary_answers_are_not_tool_calls(text):
     assert local.text_tool_call(text, TOOLS) is None

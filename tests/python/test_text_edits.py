@@ -95,3 +95,18 @@ def test_cli_small_window_draft_cut_off_writes_its_whole_files_and_asks_for_the_
     last = json.dumps(bodies[1]["messages"][-1])
     assert "your draft ended inside the block of `test_calc.py`" in last, last
     assert "cut off at the output token limit" not in json.dumps(bodies[1]["messages"])
+
+
+def test_cli_small_window_answer_that_writes_tool_results_back_is_corrected(tooloop_exe: str, ws: Path,
+                                                                           tmp_path: Path) -> None:
+    # Qwen2.5-Coder-1.5B answered its draft's failing test with the results written back in its chat template's
+    # <tool_response> tags, and the command ended 0: now that answer gets a correction, as a text tool call does.
+    (ws / "calc.py").write_text(WRONG)
+    echo = text_reply("<tool_response>\nupdated calc.py\n</tool_response>")
+    with MockServer({"responses": [text_reply(FIXED), echo, text_reply("Fixed add in calc.py.")]}) as server:
+        proc = run_cli(tooloop_exe, ws, cli_env(tmp_path, server), *SMALL, "--provider", "anthropic",
+                       "--base-url", server.base_url, "calc.py's add subtracts; fix it")
+        bodies = [r["body"] for r in server.requests()]
+    assert proc.returncode == 0, proc.stderr
+    assert len(bodies) == 3 and proc.stdout.strip() == "Fixed add in calc.py.", proc.stdout
+    assert "repeated tool results as text" in json.dumps(bodies[2]["messages"][-1])
