@@ -73,18 +73,3 @@ def test_markdown_blocks_end_at_blank_lines_and_closing_fences():
     assert _last_block_end("```py\nx\n\n") == 0          # a blank line inside an open fence
     assert _last_block_end("no end yet") == 0
     assert _rows("ab\ncd", 80) == 2 and _rows("x" * 81, 80) == 2 and _rows("x" * 80 + "\n", 80) == 2
-
-
-@pytest.mark.parametrize("text, announces", [
-    ("I apologize for the confusion. I will fix the test and run it again.", True),
-    ("Let me check the output.", True),
-    ("Okay, I'll add the import.", True),
-    ("Done. test_slug.py passes.", False),
-    ("I will not change the test: it passes as it is, and slugify is right.", True),   # asked once more, harmless
-    ("The test passes. Let me know if you need more.", False),   # a closing courtesy, not the next step
-    ("Fixed:\n```python\nimport x\n```\nI will run it.", False),
-    ("", False),
-])
-def test_answers_that_only_announce_work(text, announces):
-    assert local.announces_work(text) is announces
-    assert "\n" not in local.ANNOUNCED

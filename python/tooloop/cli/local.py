@@ -196,28 +196,6 @@ def _call_name(blob: str) -> Optional[str]:
     return str(name) if isinstance(name, str) and name else None
 
 
-#: An answer that only says what the model is about to do ("I will fix the test and run it again.", "Let me
-#: check the output."): short, no code, its first sentence in the future. Qwen2.5-Coder-1.5B ended a run so
-#: after a correction, its test still failing. A guess that only decides whether to ask once more.
-_ANNOUNCES = re.compile(r"^(?:(?:ok(?:ay)?|sure|i apologi[sz]e[^.!]*)[,.!]\s*)?(?:now\s*,?\s*)?"
-                        r"(?:i will|i'll|i am going to|i'm going to|let me(?! know)|let's|next,? i will)\b", re.I)
-
-
-def announces_work(text: str) -> bool:
-    """Whether an answer only announces work it has not done (see `_ANNOUNCES`): short, no code block, and
-    its first or second sentence is "I will …" / "Let me …"."""
-    stripped = (text or "").strip()
-    if not stripped or len(stripped) > 300 or "```" in stripped:
-        return False
-    sentences = [s.strip() for s in re.split(r"(?<=[.!?])\s+", stripped)[:2]]
-    return any(_ANNOUNCES.match(s) for s in sentences)
-
-
-#: The one line sent back when an answer only announced work (`announces_work`).
-ANNOUNCED = ("Your last answer said what you will do, but the run ended there: nothing was done. Do it now with "
-             "the tools (a tool call, not text); when the task is done, say in plain words what you did.")
-
-
 def correction(name: str) -> str:
     """The one line sent back when a tool call arrived as text."""
     if name == "tools":

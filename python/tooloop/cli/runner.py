@@ -290,9 +290,8 @@ def run_with_corrections(agent: Agent, text: Optional[Prompt], renderer: Optiona
     MAX_CORRECTIONS times for each kind: when the answer was cut off at max_tokens (any model: a cut tool
     call never runs, so the model is asked to write less at a time), and, for a local or small model, when
     its final answer is a tool call written as text (JSON in a fence, <tool_call> tags, an echoed <tools>
-    block, its tools' results written back) or only announces work ("I will fix the test.")."""
-    from .local import (ANNOUNCED, announces_work, correction, cut_off_correction, is_custom_endpoint,
-                        repeats_a_call, text_tool_call)
+    block)."""
+    from .local import correction, cut_off_correction, is_custom_endpoint, repeats_a_call, text_tool_call
 
     outcome = run_task(agent, text, renderer, abort, settings, checkpoints)
     watch = getattr(settings, "prompt_style", "full") == "compact" or is_custom_endpoint(
@@ -312,20 +311,13 @@ def run_with_corrections(agent: Agent, text: Optional[Prompt], renderer: Optiona
             except Exception:
                 names = []
             name = text_tool_call(outcome.result.text, names)
-            if name is None and announces_work(outcome.result.text):
-                tries += 1
-                if renderer is not None:
-                    renderer.notice(f"the model said what it will do and stopped; asking it to do it ({tries}/"
-                                    f"{MAX_CORRECTIONS})")
-                note = ANNOUNCED
-            elif name is None or repeats_a_call(outcome.result.text, getattr(outcome.result, "tool_calls", None)):
+            if name is None or repeats_a_call(outcome.result.text, getattr(outcome.result, "tool_calls", None)):
                 break
-            else:
-                tries += 1
-                if renderer is not None:
-                    renderer.notice(f"the model wrote a tool call as text; asking it to use the tool ({tries}/"
-                                    f"{MAX_CORRECTIONS})")
-                note = correction(name)
+            tries += 1
+            if renderer is not None:
+                renderer.notice(f"the model wrote a tool call as text; asking it to use the tool ({tries}/"
+                                f"{MAX_CORRECTIONS})")
+            note = correction(name)
         else:
             break
         nxt = run_task(agent, note, renderer, abort, settings, checkpoints)
