@@ -296,8 +296,8 @@ pub struct AgentOptions {
     /// files become `write_file` calls as with `text_edits`, its shell blocks then `bash` calls (with the
     /// built-in `bash`), and the run goes on with the tools. A draft with no file or command in it is left
     /// out of the conversation and the task asked again with the tools; one cut off at `max_tokens` writes
-    /// its whole files before the cut, except the one it was cut inside, and runs no command. aider's
-    /// format, for small models.
+    /// its whole files before the cut, except the one it was cut inside, and runs no command when the cut
+    /// fell inside a block. aider's format, for small models.
     #[serde(deserialize_with = "de_false")]
     pub draft_first: bool,
 }
