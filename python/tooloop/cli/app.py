@@ -388,6 +388,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         options["max_cost_usd"] = args.max_budget_usd
     if loaded.hooks:
         options["hooks"] = hooks.library_hooks()
+    if settings.prompt_style == "compact" and not getattr(args, "no_hints", False):
+        # A failed command's Python error whose cause the workspace's files name gets a one-line hint (a
+        # test that does not import what it tests), after the user's own PostToolUse hooks (issue 41).
+        from .hints import after_tool_hook
+        made = options.setdefault("hooks", {})
+        made["after_tool"] = after_tool_hook(settings.workspace, made.get("after_tool"))
     if args.json_schema:
         from .jsonout import load_schema
         try:

@@ -181,6 +181,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-draft", action="store_true",
                    help="with the compact prompt, give the model its tools from the first request (by default "
                    "the first request asks, without tools, for the changed files in full)")
+    p.add_argument("--no-hints", action="store_true",
+                   help="with the compact prompt, leave a failed command's Python error as it is (by default an "
+                   "error whose cause the workspace's files name, such as a name the test does not import, gets a "
+                   "one-line hint)")
     p.add_argument("--no-progress-guard", action="store_true",
                    help="let the model go on when its tool calls change nothing (by default turns that rewrite "
                    "identical files, repeat the same output or cycle get a note, and after 2 more the task stops)")

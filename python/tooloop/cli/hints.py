@@ -1,0 +1,244 @@
+"""Hints on a Python error whose cause the workspace names (issue 41): with the compact prompt, a command's
+output that ends in a traceback a small model keeps misreading gets one line saying what the workspace shows.
+
+On the real model (Qwen2.5-Coder-1.5B), the test a small model writes for a module often does not import what
+it tests (``slugify(...)`` in test_slug.py with no ``from slug import slugify``), or uses ``unittest`` without
+importing it; the model reads the NameError, answers that the test failed, and stops or writes the same test
+again. The hint is built from evidence only, never from a guess about the code: the traceback's last line and
+file, and the names the workspace's own Python files define at their top level (read with ``ast``, never
+run), or the keys of the JSON file the failing file reads. What it answers: a name used without its import
+(a workspace module's, or a standard module used as one), a module called as a function, a name a workspace
+module does not have, a module name close to a workspace file's, a key the JSON file's objects do not have,
+and a call that does not fit how a workspace function is defined. It says nothing when the workspace does not
+answer the error.
+
+The CLI's policy, on for the compact prompt (an ``after_tool`` hook, after the user's own PostToolUse hooks);
+the library is untouched. Must never: change a result that is not a failed command's, or run, import or
+write anything of the workspace's. Standard library only.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+#: The tool whose results are read (the built-in shell tool).
+TOOL = "bash"
+#: The workspace's Python files read for their names: at most this many, each at most this large.
+MAX_FILES = 200
+MAX_BYTES = 200_000
+
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+)', re.M)
+_NAME_ERROR = re.compile(r"^NameError: name '(\w+)' is not defined", re.M)
+_NOT_CALLABLE = re.compile(r"^TypeError: 'module' object is not callable", re.M)
+_NO_ATTRIBUTE = re.compile(r"^AttributeError: module '(\w+)' has no attribute '(\w+)'", re.M)
+_CANNOT_IMPORT = re.compile(r"^ImportError: cannot import name '(\w+)' from '(\w+)'", re.M)
+_NO_MODULE = re.compile(r"^ModuleNotFoundError: No module named '(\w+)'", re.M)
+_KEY_ERROR = re.compile(r"^KeyError: '([^'\n]+)'$", re.M)
+_SIGNATURE = re.compile(
+    r"^TypeError: (?:(\w+)\.)?(\w+)\(\) (?:takes|got an unexpected keyword|missing \d+ required)", re.M)
+_JSON_NAME = re.compile(r"""['"]([\w./-]+\.json)['"]""")
+
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
+
+
+def _parsed(workspace: Path) -> Dict[str, Optional[ast.Module]]:
+    """The workspace's top-level Python modules (``name.py`` at its root), by name, parsed (None for a file
+    that is too large or does not parse)."""
+    found: Dict[str, Optional[ast.Module]] = {}
+    try:
+        paths = sorted(p for p in workspace.glob("*.py") if p.is_file())[:MAX_FILES]
+    except OSError:
+        return found
+    for path in paths:
+        tree = None
+        try:
+            if path.stat().st_size <= MAX_BYTES:
+                tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        except (OSError, SyntaxError, ValueError, RecursionError):
+            pass
+        found[path.stem] = tree
+    return found
+
+
+def _modules(workspace: Path) -> Dict[str, List[str]]:
+    """The workspace's top-level Python modules and the names each defines at its top level (functions,
+    classes, assigned names), in order. A file that does not parse defines nothing."""
+    return {name: _top_level(tree) if tree is not None else [] for name, tree in _parsed(workspace).items()}
+
+
+def _top_level(tree: ast.Module) -> List[str]:
+    names: List[str] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.extend(t.id for t in targets if isinstance(t, ast.Name))
+    return [n for n in dict.fromkeys(names) if not n.startswith("_")]
+
+
+def _last_frame(output: str, workspace: Path) -> Optional[Tuple[str, int]]:
+    """The traceback's last frame in a workspace file: (its path relative to the workspace, line)."""
+    for path, line in reversed(_FRAME.findall(output)):
+        p = Path(path)
+        if not p.is_absolute():
+            p = workspace / p
+        try:
+            rel = p.resolve().relative_to(workspace.resolve())
+        except (OSError, ValueError):
+            continue
+        return rel.as_posix(), int(line)
+    return None
+
+
+def _listing(module: str, names: List[str]) -> str:
+    shown = ", ".join(f"`{n}`" for n in names[:8])
+    return f"{module}.py defines {shown}" if names else f"{module}.py defines no function"
+
+
+def hint(output: str, workspace: Path) -> Optional[str]:
+    """One line on the last Python error in `output` when the workspace's files name its cause, else None."""
+    tail = output[-4000:]
+    tail = tail[max(tail.rfind("Traceback (most recent call last)"), 0):]   # the last traceback only
+    frame = _last_frame(tail, workspace)
+    here = frame[0] if frame else None
+    where = f"{here}" if here else "the file"
+    m = _NAME_ERROR.search(tail)
+    if m:
+        name = m.group(1)
+        own = Path(here).stem if here else None
+        # Only a name used as a module on the failing line (`unittest.TestCase`): a variable may be named
+        # `string` or `test` too.
+        used = _line(workspace / frame[0], frame[1]) if frame else ""
+        if name in _STDLIB and re.search(rf"(?<![\w.]){name}\s*\.", used):
+            return (f"hint: `{name}` is a standard module that {where} uses without importing it: add "
+                    f"`import {name}` at the top of {where}.")
+        for module, names in _modules(workspace).items():
+            if module != own and name in names:
+                return (f"hint: `{name}` is defined in {module}.py, and {where} does not import it: add "
+                        f"`from {module} import {name}` at the top of {where}.")
+        return None
+    if _NOT_CALLABLE.search(tail) and frame:
+        called = _called_modules(workspace / frame[0], frame[1])
+        modules = _modules(workspace)
+        for module in called:
+            if module in modules:
+                names = modules[module]
+                example = (f"`{module}.{names[0]}(...)`, or `from {module} import {names[0]}`" if names
+                           else "a function in it")
+                return (f"hint: `{module}` is the module {module}.py, not a function; call the function in it: "
+                        f"{example} ({_listing(module, names)}).")
+        return None
+    m = _NO_ATTRIBUTE.search(tail) or _CANNOT_IMPORT.search(tail)
+    if m:
+        module, name = (m.group(1), m.group(2)) if m.re is _NO_ATTRIBUTE else (m.group(2), m.group(1))
+        defined = _modules(workspace).get(module)
+        if defined is None:
+            return None
+        close = difflib.get_close_matches(name, defined, n=1, cutoff=0.6)
+        also = f"; did you mean `{close[0]}`?" if close else "."
+        return f"hint: {module}.py has no `{name}`: {_listing(module, defined)}{also}"
+    m = _KEY_ERROR.search(tail)
+    if m and frame:
+        return _json_keys(m.group(1), workspace, frame[0])
+    m = _SIGNATURE.search(tail)
+    if m:
+        return _signature(m.group(1), m.group(2), workspace)
+    m = _NO_MODULE.search(tail)
+    if m:
+        module = m.group(1)
+        modules = _modules(workspace)
+        if module in modules or module in _STDLIB:
+            return None
+        close = difflib.get_close_matches(module, list(modules), n=1, cutoff=0.6)
+        if close:
+            return f"hint: there is no {module}.py in the workspace; did you mean {close[0]}.py?"
+        return None
+    return None
+
+
+def _json_keys(key: str, workspace: Path, here: str) -> Optional[str]:
+    """On a KeyError: the keys of the objects in a workspace JSON file the failing file names, when the
+    missing key is not among them."""
+    try:
+        source = (workspace / here).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for name in dict.fromkeys(_JSON_NAME.findall(source)):
+        path = workspace / name
+        try:
+            if not path.is_file() or path.stat().st_size > MAX_BYTES:
+                continue
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        objects = [data] if isinstance(data, dict) else [x for x in data[:50] if isinstance(x, dict)] \
+            if isinstance(data, list) else []
+        keys = list(dict.fromkeys(k for o in objects for k in o))
+        if keys and key not in keys:
+            shown = ", ".join(f"`{k}`" for k in keys[:12])
+            return f"hint: the objects in {name}, which {here} reads, have the keys {shown}; none is `{key}`."
+    return None
+
+
+def _signature(owner: Optional[str], name: str, workspace: Path) -> Optional[str]:
+    """On a call that does not fit a function's parameters: how a workspace module defines it (for
+    ``Item.__init__``, the method of the class ``Item``)."""
+    for module, tree in _parsed(workspace).items():
+        if tree is None:
+            continue
+        scope: List[ast.stmt] = tree.body
+        if owner is not None:
+            classes = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == owner]
+            if not classes:
+                continue
+            scope = classes[0].body
+        for node in scope:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+                label = f"{owner}.{name}" if owner else name
+                return (f"hint: `{label}` is defined in {module}.py (line {node.lineno}) as `def {name}("
+                        f"{ast.unparse(node.args)})`: change it there, or call it as it is defined.")
+    return None
+
+
+def _line(path: Path, line: int) -> str:
+    """Line `line` of `path` ("" when there is none)."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            for n, text in enumerate(f, 1):
+                if n == line:
+                    return text
+    except OSError:
+        pass
+    return ""
+
+
+def _called_modules(path: Path, line: int) -> List[str]:
+    """The names called on the traceback's line of `path` (``pal("x")`` gives ``pal``)."""
+    return re.findall(r"(?<![\w.])(\w+)\s*\(", _line(path, line))
+
+
+def after_tool_hook(workspace: Path,
+                    before: Optional[Callable[..., Optional[str]]] = None) -> Callable[..., Optional[str]]:
+    """An ``after_tool`` hook: `before` (the user's PostToolUse hooks) first, then the hint appended to a failed
+    ``bash`` result whose error the workspace answers."""
+    root = Path(os.path.abspath(workspace))
+
+    def after_tool(call: Any, result: Any) -> Optional[str]:   # (tooloop.ToolCall, tooloop.ToolResult)
+        replaced = before(call, result) if before is not None else None
+        text = replaced if replaced is not None else result.text
+        if call.name != TOOL or result.denied or "Traceback (most recent call last)" not in text:
+            return replaced
+        line = hint(text, root)
+        if line is None or line in text:
+            return replaced
+        return f"{text}\n\n{line}"
+
+    return after_tool

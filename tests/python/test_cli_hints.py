@@ -1,0 +1,163 @@
+"""The command's hints on a Python error whose cause the workspace names (`cli/hints.py`, issue 41): unit tests
+on real tracebacks (each made by running the broken file), and the command against the mock server, where the
+draft's test fails to import what it tests and the model reads the hint in the same run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from _support import cli_env, run_cli, text_reply
+from mockctl import MockServer
+from tooloop.cli.hints import after_tool_hook, hint
+
+SLUG = "def slugify(text):\n    return '-'.join(text.lower().split())\n"
+PAL = "def is_palindrome(s):\n    return s == s[::-1]\n"
+SMALL = ("-p", "--yes", "--no-color", "--model", "qwen2.5-coder-q15", "--context-window", "4096")
+
+
+def _traceback(ws: Path, name: str, source: str) -> str:
+    (ws / name).write_text(source)
+    proc = subprocess.run([sys.executable, name], cwd=ws, capture_output=True, text=True, timeout=30)
+    assert proc.returncode != 0 and "Traceback" in proc.stderr, proc.stderr
+    return proc.stdout + proc.stderr
+
+
+@pytest.fixture
+def ws(ws: Path) -> Path:
+    (ws / "slug.py").write_text(SLUG)
+    (ws / "pal.py").write_text(PAL)
+    return ws
+
+
+def test_a_name_another_workspace_module_defines_is_to_be_imported(ws: Path) -> None:
+    out = _traceback(ws, "test_slug.py", "assert slugify('A b') == 'a-b'\n")
+    assert hint(out, ws) == ("hint: `slugify` is defined in slug.py, and test_slug.py does not import it: add "
+                             "`from slug import slugify` at the top of test_slug.py.")
+
+
+def test_a_standard_module_used_without_import(ws: Path) -> None:
+    out = _traceback(ws, "test_pal.py", "from pal import is_palindrome\n\nclass T(unittest.TestCase):\n    pass\n")
+    assert hint(out, ws) == ("hint: `unittest` is a standard module that test_pal.py uses without importing it: "
+                             "add `import unittest` at the top of test_pal.py.")
+
+
+def test_a_module_called_as_a_function_names_the_functions_in_it(ws: Path) -> None:
+    out = _traceback(ws, "test_pal.py", "import pal\n\nassert pal('aba')\n")
+    said = hint(out, ws)
+    assert said is not None and "`pal` is the module pal.py, not a function" in said
+    assert "`pal.is_palindrome(...)`, or `from pal import is_palindrome`" in said
+
+
+def test_a_missing_attribute_or_import_lists_what_the_module_defines(ws: Path) -> None:
+    out = _traceback(ws, "t.py", "import pal\npal.palindrome('x')\n")
+    assert hint(out, ws) == ("hint: pal.py has no `palindrome`: pal.py defines `is_palindrome`; did you mean "
+                             "`is_palindrome`?")
+    out = _traceback(ws, "t.py", "from slug import slug\n")
+    said = hint(out, ws)
+    assert said is not None and said.startswith("hint: slug.py has no `slug`: slug.py defines `slugify`"), said
+
+
+def test_a_module_name_close_to_a_workspace_file(ws: Path) -> None:
+    out = _traceback(ws, "t.py", "import slugs\n")
+    assert hint(out, ws) == "hint: there is no slugs.py in the workspace; did you mean slug.py?"
+
+
+def test_a_missing_key_names_the_keys_of_the_json_file_the_failing_file_reads(ws: Path) -> None:
+    (ws / "scores.json").write_text('[{"name": "alice", "score": 3}, {"name": "bob", "score": 5, "rank": 1}]\n')
+    out = _traceback(ws, "report.py", "import json\n\nfor row in json.load(open('scores.json')):\n"
+                                      "    print(row['user'])\n")
+    assert hint(out, ws) == ("hint: the objects in scores.json, which report.py reads, have the keys `name`, "
+                             "`score`, `rank`; none is `user`.")
+
+
+def test_a_call_that_does_not_fit_shows_how_the_workspace_defines_it(ws: Path) -> None:
+    (ws / "shop.py").write_text("class Item:\n    def __init__(self, name, price):\n        self.name = name\n")
+    out = _traceback(ws, "main.py", "from shop import Item\nItem('tea', 4.5, currency='USD')\n")
+    assert hint(out, ws) == ("hint: `Item.__init__` is defined in shop.py (line 2) as `def __init__(self, name, "
+                             "price)`: change it there, or call it as it is defined.")
+    out = _traceback(ws, "main.py", "from slug import slugify\nslugify('a', 'b')\n")
+    assert hint(out, ws) == ("hint: `slugify` is defined in slug.py (line 1) as `def slugify(text)`: change it "
+                             "there, or call it as it is defined.")
+
+
+def test_only_the_last_traceback_of_the_output_is_read(ws: Path) -> None:
+    first = _traceback(ws, "a.py", "assert slugify('x') == 'x'\n")
+    last = _traceback(ws, "b.py", "assert 1 == 2\n")
+    assert hint(first, ws) is not None and hint(first + last, ws) is None
+
+
+@pytest.mark.parametrize("source", [
+    "assert 1 == 2\n",                       # a failing assert: the workspace does not say which side is wrong
+    "print(nowhere_defined)\n",              # a name nothing in the workspace defines
+    "print(string)\n",                       # a standard module's name, not used as a module
+    "import numpy_not_installed_here\n",     # a module like no workspace file
+    "from slug import slugify\nslugify(None)\n",   # an error inside the code, not in how it is reached
+    "print({'a': 1}['b'])\n",                # a missing key, and no JSON file read
+    "print(len(1, 2))\n",                    # a call that does not fit, of no workspace function
+])
+def test_no_hint_where_the_workspace_does_not_name_the_cause(ws: Path, source: str) -> None:
+    assert hint(_traceback(ws, "t.py", source), ws) is None
+
+
+def test_the_hook_reads_only_failed_bash_results_and_keeps_the_users_hook_first(ws: Path) -> None:
+    out = _traceback(ws, "test_slug.py", "assert slugify('A b') == 'a-b'\n")
+
+    class Call:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    class Result(str):
+        denied = False
+        is_error = False
+
+        @property
+        def text(self) -> str:
+            return str(self)
+
+    seen = []
+
+    def users(call: Any, result: Any) -> Optional[str]:
+        seen.append(call.name)
+        return f"{result.text}\n[PostToolUse hook] looked"
+
+    hook = after_tool_hook(ws, users)
+    said = hook(Call("bash"), Result(out))
+    assert said is not None and said.startswith(out + "\n[PostToolUse hook] looked\n\nhint: `slugify` is defined")
+    assert hook(Call("read_file"), Result(out)) == f"{out}\n[PostToolUse hook] looked", "only bash results"
+    assert seen == ["bash", "read_file"]
+    plain = after_tool_hook(ws)
+    assert plain(Call("bash"), Result("exit code 1\nAssertionError")) is None
+    assert plain(Call("bash"), Result(said)) is None, "a hint the result already has is not given twice"
+
+
+def _cli(tooloop_exe: str, ws: Path, tmp_path: Path, *extra: str) -> Any:
+    # The draft writes a test that does not import slugify and runs it (its shell block): the command's result
+    # carries the NameError, and with it the hint, into the next request of the same run.
+    draft = ("test_slug.py\n```python\nassert slugify('Hello World') == 'hello-world'\nprint('ok')\n```\n\n"
+             "```bash\npython3 test_slug.py\n```\n")
+    with MockServer({"responses": [text_reply(draft), text_reply("The test fails.")]}) as server:
+        proc = run_cli(tooloop_exe, ws, cli_env(tmp_path, server), *SMALL, "--provider", "anthropic",
+                       "--base-url", server.base_url, *extra, "Add test_slug.py for slug.py's slugify and run it.")
+        return proc, [r["body"] for r in server.requests()]
+
+
+def test_cli_small_window_hint_reaches_the_model_with_the_failed_command(tooloop_exe: str, ws: Path,
+                                                                       tmp_path: Path) -> None:
+    proc, bodies = _cli(tooloop_exe, ws, tmp_path)
+    assert len(bodies) == 2, proc.stderr
+    last = json.dumps(bodies[1]["messages"][-1])
+    assert "NameError: name 'slugify' is not defined" in last, last
+    assert "add `from slug import slugify` at the top of test_slug.py" in last, last
+
+
+def test_cli_no_hints_leaves_the_error_as_it_is(tooloop_exe: str, ws: Path, tmp_path: Path) -> None:
+    proc, bodies = _cli(tooloop_exe, ws, tmp_path, "--no-hints")
+    assert len(bodies) == 2, proc.stderr
+    last = json.dumps(bodies[1]["messages"][-1])
+    assert "NameError: name 'slugify' is not defined" in last and "hint:" not in last, last
