@@ -136,12 +136,14 @@ def test_the_hook_reads_only_failed_bash_results_and_keeps_the_users_hook_first(
     assert plain(Call("bash"), Result(said)) is None, "a hint the result already has is not given twice"
 
 
+DRAFT = ("test_slug.py\n```python\nassert slugify('Hello World') == 'hello-world'\nprint('ok')\n```\n\n"
+         "```bash\npython3 test_slug.py\n```\n")
+
+
 def _cli(tooloop_exe: str, ws: Path, tmp_path: Path, *extra: str) -> Any:
     # The draft writes a test that does not import slugify and runs it (its shell block): the command's result
     # carries the NameError, and with it the hint, into the next request of the same run.
-    draft = ("test_slug.py\n```python\nassert slugify('Hello World') == 'hello-world'\nprint('ok')\n```\n\n"
-             "```bash\npython3 test_slug.py\n```\n")
-    with MockServer({"responses": [text_reply(draft), text_reply("The test fails.")]}) as server:
+    with MockServer({"responses": [text_reply(DRAFT), text_reply("The test fails.")]}) as server:
         proc = run_cli(tooloop_exe, ws, cli_env(tmp_path, server), *SMALL, "--provider", "anthropic",
                        "--base-url", server.base_url, *extra, "Add test_slug.py for slug.py's slugify and run it.")
         return proc, [r["body"] for r in server.requests()]
@@ -161,3 +163,12 @@ def test_cli_no_hints_leaves_the_error_as_it_is(tooloop_exe: str, ws: Path, tmp_
     assert len(bodies) == 2, proc.stderr
     last = json.dumps(bodies[1]["messages"][-1])
     assert "NameError: name 'slugify' is not defined" in last and "hint:" not in last, last
+
+
+def test_cli_small_window_attempts_get_hints_from_their_own_copy(tooloop_exe: str, ws: Path, tmp_path: Path) -> None:
+    # The attempt's test is in its copy only: the hint reads that copy (slug.py there), not the workspace.
+    proc, bodies = _cli(tooloop_exe, ws, tmp_path, "--attempts", "1")
+    assert len(bodies) == 2, proc.stderr
+    last = json.dumps(bodies[1]["messages"][-1])
+    assert "add `from slug import slugify` at the top of test_slug.py" in last, last
+    assert not (ws / "test_slug.py").exists(), "the attempt was not verified: nothing is applied"

@@ -93,6 +93,7 @@ def run_attempts(args: argparse.Namespace, settings: Settings, task: str, task_i
     import tooloop.attempts
 
     from .batch import ProtectedWrites
+    from .hints import after_tool_hook
 
     json_mode = args.output_format != "text"
     started = time.monotonic()
@@ -109,8 +110,13 @@ def run_attempts(args: argparse.Namespace, settings: Settings, task: str, task_i
 
     def configure(n: int, copy: str) -> Dict[str, Any]:
         own: Dict[str, Any] = {"session": str(sessions / f"attempt-{n}.jsonl")}
+        hooks: Dict[str, Any] = {}
         if not args.allow_config_edits:
-            own["hooks"] = {"before_tool": ProtectedWrites(copy)}
+            hooks["before_tool"] = ProtectedWrites(copy)
+        if settings.prompt_style == "compact" and not getattr(args, "no_hints", False):
+            hooks["after_tool"] = after_tool_hook(Path(copy))   # the hints read the attempt's own copy
+        if hooks:
+            own["hooks"] = hooks
         return own
 
     def on_attempt(a: AttemptRecord) -> None:
