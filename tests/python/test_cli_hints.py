@@ -86,6 +86,16 @@ def test_a_call_that_does_not_fit_shows_how_the_workspace_defines_it(ws: Path) -
                              "there, or call it as it is defined.")
 
 
+def test_pip_asked_for_a_standard_module_is_told_there_is_nothing_to_install(ws: Path) -> None:
+    # What pip prints (a real run answered a KeyError with `pip install json`, five times).
+    out = ("Defaulting to user installation because normal site-packages is not writeable\n"
+           "ERROR: Could not find a version that satisfies the requirement json (from versions: none)\n"
+           "ERROR: No matching distribution found for json\nexit code: 1\n")
+    assert hint(out, ws) == ("hint: `json` is part of Python's standard library: there is nothing to install; "
+                             "import it.")
+    assert hint(out.replace("json", "jsonnn"), ws) is None
+
+
 def test_only_the_last_traceback_of_the_output_is_read(ws: Path) -> None:
     first = _traceback(ws, "a.py", "assert slugify('x') == 'x'\n")
     last = _traceback(ws, "b.py", "assert 1 == 2\n")

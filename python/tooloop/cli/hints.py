@@ -9,7 +9,8 @@ file, and the names the workspace's own Python files define at their top level (
 run), or the keys of the JSON file the failing file reads. What it answers: a name used without its import
 (a workspace module's, or a standard module used as one), a module called as a function, a name a workspace
 module does not have, a module name close to a workspace file's, a key the JSON file's objects do not have,
-and a call that does not fit how a workspace function is defined. It says nothing when the workspace does not
+a call that does not fit how a workspace function is defined, and a standard module pip was asked to install
+(`pip install json`, a real run's answer to a KeyError). It says nothing when the workspace does not
 answer the error.
 
 The CLI's policy, on for the compact prompt (an ``after_tool`` hook, after the user's own PostToolUse hooks);
@@ -43,6 +44,7 @@ _NO_MODULE = re.compile(r"^ModuleNotFoundError: No module named '(\w+)'", re.M)
 _KEY_ERROR = re.compile(r"^KeyError: '([^'\n]+)'$", re.M)
 _SIGNATURE = re.compile(
     r"^TypeError: (?:(\w+)\.)?(\w+)\(\) (?:takes|got an unexpected keyword|missing \d+ required)", re.M)
+_NO_DISTRIBUTION = re.compile(r"^ERROR: No matching distribution found for (\w+)\s*$", re.M)
 _JSON_NAME = re.compile(r"""['"]([\w./-]+\.json)['"]""")
 
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
@@ -106,7 +108,12 @@ def _listing(module: str, names: List[str]) -> str:
 def hint(output: str, workspace: Path) -> Optional[str]:
     """One line on the last Python error in `output` when the workspace's files name its cause, else None."""
     tail = output[-4000:]
-    tail = tail[max(tail.rfind("Traceback (most recent call last)"), 0):]   # the last traceback only
+    m = _NO_DISTRIBUTION.search(tail)
+    if m and m.group(1) in _STDLIB:
+        return f"hint: `{m.group(1)}` is part of Python's standard library: there is nothing to install; import it."
+    if "Traceback (most recent call last)" not in tail:
+        return None
+    tail = tail[tail.rfind("Traceback (most recent call last)"):]   # the last traceback only
     frame = _last_frame(tail, workspace)
     here = frame[0] if frame else None
     where = f"{here}" if here else "the file"
@@ -227,14 +234,14 @@ def _called_modules(path: Path, line: int) -> List[str]:
 
 def after_tool_hook(workspace: Path,
                     before: Optional[Callable[..., Optional[str]]] = None) -> Callable[..., Optional[str]]:
-    """An ``after_tool`` hook: `before` (the user's PostToolUse hooks) first, then the hint appended to a failed
+    """An ``after_tool`` hook: `before` (the user's PostToolUse hooks) first, then the hint appended to a
     ``bash`` result whose error the workspace answers."""
     root = Path(os.path.abspath(workspace))
 
     def after_tool(call: Any, result: Any) -> Optional[str]:   # (tooloop.ToolCall, tooloop.ToolResult)
         replaced = before(call, result) if before is not None else None
         text = replaced if replaced is not None else result.text
-        if call.name != TOOL or result.denied or "Traceback (most recent call last)" not in text:
+        if call.name != TOOL or result.denied:
             return replaced
         line = hint(text, root)
         if line is None or line in text:
