@@ -356,8 +356,21 @@ fn named_on(line: &str) -> Option<Named> {
     let kept = tokens.len() - tokens.iter().rev().take_while(trailing).count();
     let path = path_token(tokens[..kept].last()?)?;
     let words = line.split(|c: char| !c.is_ascii_alphabetic()).map(|w| w.to_ascii_lowercase());
-    let refused = words.into_iter().any(|w| RUN_WORDS.contains(&w.as_str()));
+    let refused = words.into_iter().any(|w| RUN_WORDS.contains(&w.as_str())) || command_line(&tokens);
     Some(if refused { Named::Refused } else { Named::Path(path) })
+}
+
+/// Programs a line that is a command starts with, as typed (lowercase).
+const RUNNERS: &[&str] = &[
+    "python", "python3", "py", "node", "deno", "bun", "ruby", "perl", "php", "bash", "sh", "zsh", "pytest", "go",
+    "cargo", "npm", "npx", "java", "make",
+];
+
+/// Whether the naming line is a command (`python3 test_x.py`, `$ node a.js`): the block after it is what the
+/// command printed (a small model writes the output it expects under the command), not the file.
+fn command_line(tokens: &[&str]) -> bool {
+    let first = tokens.iter().map(|t| t.trim_matches(|c: char| "`$>*".contains(c))).find(|t| !t.is_empty());
+    first.is_some_and(|t| RUNNERS.contains(&t))
 }
 
 /// A first body line that is only a comment naming the file: `# x.py`, `// x.js`, `-- x.sql`, optionally
@@ -493,6 +506,17 @@ mod tests {
             let text = format!("Sure.\n\n{intro}\n```python\ndef f():\n    return 1\n```\nDone.");
             assert_eq!(one(&text), Some(("stats.py".into(), "def f():\n    return 1\n".into())), "{intro}");
         }
+    }
+
+    #[test]
+    fn a_command_line_before_a_block_names_no_file() {
+        // Qwen2.5-Coder-1.5B's draft: the output it expected, under the command, overwrote the test it named.
+        let output = "Ran 2 tests in 0.000s\n\nOK";
+        for intro in ["python3 test_pal.py", "`python3 test_pal.py`", "$ python3 test_pal.py", "$ node a.js:"] {
+            assert_eq!(one(&format!("{intro}\n```python\n{output}\n```")), None, "{intro}");
+        }
+        // A sentence that begins with the language's name still names its file.
+        assert_eq!(one("Python file pal.py:\n```python\nx = 1\n```"), Some(("pal.py".into(), "x = 1\n".into())));
     }
 
     #[test]
