@@ -96,6 +96,24 @@ def test_pip_asked_for_a_standard_module_is_told_there_is_nothing_to_install(ws:
     assert hint(out.replace("json", "jsonnn"), ws) is None
 
 
+def test_a_link_out_of_the_workspace_is_never_read(ws: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "secret.json").write_text('{"api_token": "x"}\n')
+    (outside / "keys.py").write_text("def private_name():\n    pass\n")
+    (ws / "data.json").symlink_to(outside / "secret.json")
+    (ws / "keys.py").symlink_to(outside / "keys.py")
+    out = _traceback(ws, "r.py", "import json\nprint(json.load(open('data.json'))['user'])\n")
+    assert hint(out, ws) is None
+    out = _traceback(ws, "r.py", "import keys\nkeys.public_name()\n")
+    assert hint(out, ws) is None
+    (ws / "data.json").unlink()
+    (ws / "data.json").write_text('{"api_token": "x"}\n')
+    out = _traceback(ws, "r.py", "import json\nprint(json.load(open('data.json'))['user'])\n")
+    assert hint(out, ws) == ("hint: the objects in data.json, which r.py reads, have the keys `api_token`; none is "
+                             "`user`.")
+
+
 def test_only_the_last_traceback_of_the_output_is_read(ws: Path) -> None:
     first = _traceback(ws, "a.py", "assert slugify('x') == 'x'\n")
     last = _traceback(ws, "b.py", "assert 1 == 2\n")

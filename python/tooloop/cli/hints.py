@@ -61,7 +61,7 @@ def _parsed(workspace: Path) -> Dict[str, Optional[ast.Module]]:
     for path in paths:
         tree = None
         try:
-            if path.stat().st_size <= MAX_BYTES:
+            if _readable(path, workspace):
                 tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
         except (OSError, SyntaxError, ValueError, RecursionError):
             pass
@@ -69,10 +69,17 @@ def _parsed(workspace: Path) -> Dict[str, Optional[ast.Module]]:
     return found
 
 
+def _readable(path: Path, workspace: Path) -> bool:
+    """A regular file inside the workspace (a link that leads out of it is not read: a hint never shows the
+    names or keys of a file elsewhere), small enough to read."""
+    real = path.resolve()
+    return real.is_relative_to(workspace.resolve()) and real.is_file() and real.stat().st_size <= MAX_BYTES
+
+
 def _modules(workspace: Path) -> Dict[str, List[str]]:
-    """The workspace's top-level Python modules and the names each defines at its top level (functions,
-    classes, assigned names), in order. A file that does not parse defines nothing."""
-    return {name: _top_level(tree) if tree is not None else [] for name, tree in _parsed(workspace).items()}
+    """The workspace's top-level Python modules that parse, and the names each defines at its top level
+    (functions, classes, assigned names), in order."""
+    return {name: _top_level(tree) for name, tree in _parsed(workspace).items() if tree is not None}
 
 
 def _top_level(tree: ast.Module) -> List[str]:
@@ -161,10 +168,10 @@ def hint(output: str, workspace: Path) -> Optional[str]:
     m = _NO_MODULE.search(tail)
     if m:
         module = m.group(1)
-        modules = _modules(workspace)
-        if module in modules or module in _STDLIB:
+        files = list(_parsed(workspace))
+        if module in files or module in _STDLIB:
             return None
-        close = difflib.get_close_matches(module, list(modules), n=1, cutoff=0.6)
+        close = difflib.get_close_matches(module, files, n=1, cutoff=0.6)
         if close:
             return f"hint: there is no {module}.py in the workspace; did you mean {close[0]}.py?"
         return None
@@ -181,7 +188,7 @@ def _json_keys(key: str, workspace: Path, here: str) -> Optional[str]:
     for name in dict.fromkeys(_JSON_NAME.findall(source)):
         path = workspace / name
         try:
-            if not path.is_file() or path.stat().st_size > MAX_BYTES:
+            if not _readable(path, workspace):
                 continue
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
