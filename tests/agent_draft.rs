@@ -358,3 +358,34 @@ fn a_draft_cut_off_with_no_whole_file_is_left_out_and_the_task_asked_again_with_
         assert!(!serde_json::to_string(&agent.messages()).unwrap().contains("return a +"), "{wire}");
     }
 }
+
+#[test]
+fn an_answer_that_writes_the_drafts_results_back_is_left_out_once_and_asked_again_warmer() {
+    // Qwen2.5-Coder-1.5B, after its draft's test failed: the results in its chat template's tags, note and all.
+    let draft = format!("{FIXED}\n\n```bash\npython3 -c 'import calc; print(calc.add(2, 3))'\n```");
+    let echo = format!("<tool_response>\n5\n\n[tooloop: {RAN_SAYS} (their results are above).]\n</tool_response>");
+    for wire in ["anthropic", "openai"] {
+        let extra = json!({"temperature": 0.2, "progress_guard": {"unstick_temperature": 0.8}});
+        let (mock, ws, options) = setup(wire, "draft-echo", &[&draft, &echo, "Fixed: add adds."], extra);
+        let agent = options.build().unwrap();
+        let result = agent.run("fix calc.py", &mut |_| {}).unwrap();
+        assert_eq!((read(&ws), result.text.as_str()), (RIGHT.to_string(), "Fixed: add adds."), "{wire}");
+        let reqs = mock.requests();
+        assert_eq!(reqs.len(), 3, "{wire}");
+        // The third request is the second again, without the echo, and warmer.
+        assert_eq!(reqs[2]["body"]["messages"], reqs[1]["body"]["messages"], "{wire}");
+        assert_eq!(
+            (reqs[1]["body"]["temperature"].as_f64(), reqs[2]["body"]["temperature"].as_f64()),
+            (Some(0.2), Some(0.8))
+        );
+        assert!(!serde_json::to_string(&agent.messages()).unwrap().contains("<tool_response>"), "{wire}");
+    }
+    // Once a run: an echo again is the answer (the host's own correction, if any, takes it from there).
+    let (mock, _ws, options) = setup("anthropic", "draft-echo-twice", &[&draft, &echo, &echo], json!({}));
+    let result = options.build().unwrap().run("fix calc.py", &mut |_| {}).unwrap();
+    assert_eq!((mock.requests().len(), result.text.as_str()), (3, echo.as_str()));
+    // No draft, no such answer: a text that quotes the note in a run with no draft stays the answer.
+    let (mock, _ws, options) = setup("anthropic", "no-draft-echo", &[&echo], json!({"draft_first": false}));
+    let result = options.build().unwrap().run("fix calc.py", &mut |_| {}).unwrap();
+    assert_eq!((mock.requests().len(), result.text.as_str()), (1, echo.as_str()));
+}

@@ -29,11 +29,24 @@ pub(super) struct Draft {
     /// The block the draft ended inside (cut off at `max_tokens`, or never closed), if it did: its last
     /// result says so.
     cut: Option<crate::text_edits::Unclosed>,
+    /// The draft's files or commands ran: their last result carries the draft's note.
+    drafted: bool,
+    /// An answer that wrote the draft's results back was left out (once a run).
+    echo_left_out: bool,
+    /// The request after it goes at the progress guard's unstick temperature, where the host set one.
+    unstick: bool,
 }
 
 /// Why a draft with no file or command is left out of the conversation (its entry's `error`).
 pub(super) const LEFT_OUT: &str =
     "draft_first: a draft with no file or command in it, left out; the task asked again with tools";
+
+/// Why an answer that wrote the draft's results back is left out of the conversation (its entry's `error`).
+pub(super) const ECHO_LEFT_OUT: &str =
+    "draft_first: an answer that wrote the draft's results back (its note among them), left out; asked again";
+
+/// How the notes on the draft's last result begin (an answer that holds one wrote that result back).
+const NOTE_OPENINGS: &[&str] = &["[tooloop: the files of your draft are written", "[tooloop: your draft ended inside"];
 
 /// What the last result of the draft's commands says (they ran after its files).
 pub(super) const RAN_NOTE: &str = "[tooloop: the files of your draft are written and its commands ran (their \
@@ -97,6 +110,11 @@ impl Policy for Draft {
     }
 
     fn shape_request(&mut self, cx: &mut Cx<'_>, plan: &mut TurnPlan, request: &mut Request) -> Result<Flow> {
+        if std::mem::take(&mut self.unstick)
+            && let Some(t) = lock(&cx.agent.config).progress_guard.and_then(|g| g.unstick_temperature)
+        {
+            crate::progress::unstick(request, t);
+        }
         if std::mem::replace(&mut self.stage, Stage::Done) != Stage::Pending {
             return Ok(Flow::Go);
         }
@@ -124,7 +142,7 @@ impl Policy for Draft {
         // `Agent::text_edits`): left out, and the task asked again with the tools, which write in parts.
         if answer.message.stop_reason == Some(StopReason::MaxTokens) && answer.calls.is_empty() {
             self.stage = Stage::Done;
-            leave_out(cx);
+            leave_out(cx, LEFT_OUT);
             return Ok(Flow::Again);
         }
         Ok(Flow::Go)
@@ -142,6 +160,7 @@ impl Policy for Draft {
                 None => (if ran { RAN_NOTE } else { CHECK_NOTE }).to_string(),
             };
             super::super::run_loop::append_text(&mut outcome.content, &note);
+            self.drafted = true;
         }
         Ok(())
     }
@@ -151,23 +170,50 @@ impl Policy for Draft {
         // it is left out of the conversation (kept in the record, an error entry), and the task is asked again
         // with the tools, as if there had been no draft. Told instead "no file was written, you have the tools
         // now", Qwen2.5-Coder-1.5B gave its draft again word for word, or asked what the task was.
-        if std::mem::replace(&mut self.stage, Stage::Done) != Stage::Sent {
+        if std::mem::replace(&mut self.stage, Stage::Done) == Stage::Sent {
+            return Ok(if leave_out(cx, LEFT_OUT) { Flow::Again } else { Flow::Go });
+        }
+        // An answer that writes the draft's results back, its note among them, is the chat template's
+        // tool-result tags given as text, not an answer. Kept in the conversation, it is copied again: on
+        // Qwen2.5-Coder-1.5B, after a draft's test failed, in every add_test run of a session, corrections and
+        // all. It is left out once, and the task asked again (at the unstick temperature, where there is one).
+        if !self.drafted || self.echo_left_out || !last_answer(cx).is_some_and(|t| echoes_note(&t)) {
             return Ok(Flow::Go);
         }
-        Ok(if leave_out(cx) { Flow::Again } else { Flow::Go })
+        self.echo_left_out = true;
+        self.unstick = true;
+        Ok(if leave_out(cx, ECHO_LEFT_OUT) { Flow::Again } else { Flow::Go })
     }
 }
 
-/// The draft's answer (the last assistant entry) out of the conversation: kept in the record as an error
-/// entry, [`LEFT_OUT`]. Whether there was one.
-fn leave_out(cx: &mut Cx<'_>) -> bool {
+/// Whether `text` holds a note of the draft's last result.
+fn echoes_note(text: &str) -> bool {
+    NOTE_OPENINGS.iter().any(|n| text.contains(n))
+}
+
+/// The text of the run's last answer (the last assistant entry).
+fn last_answer(cx: &Cx<'_>) -> Option<String> {
     let entries = cx.agent.conversation.snapshot();
-    let Some(draft) = entries.iter().rev().find(|e| e.role == EntryRole::Assistant) else {
+    let answer = entries.iter().rev().find(|e| e.role == EntryRole::Assistant)?;
+    Some(
+        answer
+            .content
+            .iter()
+            .filter_map(|b| if let ContentBlock::Text(t) = b { Some(t.text.as_str()) } else { None })
+            .collect(),
+    )
+}
+
+/// The last answer (the last assistant entry) out of the conversation: kept in the record as an error entry,
+/// `why`. Whether there was one.
+fn leave_out(cx: &mut Cx<'_>, why: &str) -> bool {
+    let entries = cx.agent.conversation.snapshot();
+    let Some(answer) = entries.iter().rev().find(|e| e.role == EntryRole::Assistant) else {
         return false;
     };
-    cx.agent.conversation.update(&draft.id, |e| {
+    cx.agent.conversation.update(&answer.id, |e| {
         e.status = EntryStatus::Error;
-        e.error = Some(LEFT_OUT.into());
+        e.error = Some(why.into());
     });
     true
 }
