@@ -297,7 +297,9 @@ pub struct AgentOptions {
     /// built-in `bash`), and the run goes on with the tools. A draft with no file or command in it is left
     /// out of the conversation and the task asked again with the tools; one cut off at `max_tokens` writes
     /// its whole files before the cut, except the one it was cut inside, and runs no command when the cut
-    /// fell inside a block. aider's format, for small models.
+    /// fell inside a block. An answer that writes the draft's results back, its note among them, is left out
+    /// once a run and the request sent again (at the progress guard's `unstick_temperature`, if set).
+    /// aider's format, for small models.
     #[serde(deserialize_with = "de_false")]
     pub draft_first: bool,
 }

@@ -428,7 +428,9 @@ class Agent:
     the built-in ``bash``; permission and sandbox as for any call), and the run goes on with the tools. A draft
     with no file or command in it is left out of the conversation and the task asked again with the tools; one
     cut off at ``max_tokens`` writes its whole files before the cut (not the one it was cut inside) and, when the
-    cut fell inside a block, runs no command. Off by default; the command turns it on for small windows.
+    cut fell inside a block, runs no command. An answer that writes the draft's results back (its note among
+    them) is left out once and the request sent again, at ``progress_guard``'s ``unstick_temperature`` if set.
+    Off by default; the command turns it on for small windows.
 
     ``progress_guard=True`` (or ``{"stop_after": N, "wrap_up": bool, "unstick_temperature": T}``) turns on the
     coding agent's guards, off by default in the library (the ``tooloop`` command turns them on): the same call

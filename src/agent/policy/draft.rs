@@ -2,7 +2,8 @@
 //! fenced block, and for commands to run in shell blocks ([`crate::text_edits::DRAFT_NOTE`], in that request
 //! only); the loop turns the blocks into `write_file` calls, then `bash` calls (`Agent::text_edits`), and the
 //! run goes on with the tools to check the result. A draft with neither is left out of the conversation and
-//! the task asked again with the tools.
+//! the task asked again with the tools; so is, once a run, an answer that writes the draft's results back
+//! (the next request then goes at the progress guard's unstick temperature, where the host set one).
 //!
 //! aider's way with small models, measured for issue 41: asked once for whole files in fenced blocks,
 //! Qwen2.5-Coder-1.5B wrote correct files 14 times of 27, against 6 of 27 as `write_file` calls in the same
