@@ -118,6 +118,20 @@ def run_cli(exe: str, ws: Path, env: Dict[str, str], *args: str,
     return proc
 
 
+#: The command on a small window (the compact prompt and the draft, as with a 4k local model).
+SMALL_WINDOW = ("-p", "--yes", "--no-color", "--model", "qwen2.5-coder-q15", "--context-window", "4096")
+
+
+def small_window_run(exe: str, ws: Path, tmp_path: Path, replies: List[Any], task: str,
+                     *extra: str) -> Tuple[subprocess.CompletedProcess, List[Dict[str, Any]]]:  # type: ignore[type-arg]
+    """The command on a small window, against the mock on the Anthropic wire answering `replies`: what it did,
+    and the bodies of the requests it sent."""
+    with MockServer({"responses": replies}) as server:
+        proc = run_cli(exe, ws, cli_env(tmp_path, server), *SMALL_WINDOW, "--provider", "anthropic",
+                       "--base-url", server.base_url, *extra, task)
+        return proc, [r["body"] for r in server.requests()]
+
+
 def run_script(code: str, env: Optional[Dict[str, str]] = None, timeout: float = 60) -> subprocess.CompletedProcess:  # type: ignore[type-arg]
     """Run `code` in a fresh interpreter (the one running the tests) and wait for it."""
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,

@@ -12,13 +12,11 @@ from typing import Any, Optional
 
 import pytest
 
-from _support import cli_env, run_cli, text_reply
-from mockctl import MockServer
+from _support import small_window_run, text_reply
 from tooloop.cli.hints import after_tool_hook, hint
 
 SLUG = "def slugify(text):\n    return '-'.join(text.lower().split())\n"
 PAL = "def is_palindrome(s):\n    return s == s[::-1]\n"
-SMALL = ("-p", "--yes", "--no-color", "--model", "qwen2.5-coder-q15", "--context-window", "4096")
 
 
 def _traceback(ws: Path, name: str, source: str) -> str:
@@ -171,10 +169,8 @@ DRAFT = ("test_slug.py\n```python\nassert slugify('Hello World') == 'hello-world
 def _cli(tooloop_exe: str, ws: Path, tmp_path: Path, *extra: str) -> Any:
     # The draft writes a test that does not import slugify and runs it (its shell block): the command's result
     # carries the NameError, and with it the hint, into the next request of the same run.
-    with MockServer({"responses": [text_reply(DRAFT), text_reply("The test fails.")]}) as server:
-        proc = run_cli(tooloop_exe, ws, cli_env(tmp_path, server), *SMALL, "--provider", "anthropic",
-                       "--base-url", server.base_url, *extra, "Add test_slug.py for slug.py's slugify and run it.")
-        return proc, [r["body"] for r in server.requests()]
+    return small_window_run(tooloop_exe, ws, tmp_path, [text_reply(DRAFT), text_reply("The test fails.")],
+                            "Add test_slug.py for slug.py's slugify and run it.", *extra)
 
 
 def test_cli_small_window_hint_reaches_the_model_with_the_failed_command(tooloop_exe: str, ws: Path,

@@ -9,13 +9,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from _support import agent_for, cli_env, run_cli, text_reply
+from _support import SMALL_WINDOW as SMALL
+from _support import agent_for, cli_env, run_cli, small_window_run, text_reply
 from mockctl import MockServer
 
 WRONG = "def add(a, b):\n    return a - b\n"
 RIGHT = "def add(a, b):\n    return a + b\n"
 FIXED = "Here's the fixed `calc.py`:\n\n```python\ndef add(a, b):\n    return a + b\n```\n"
-SMALL = ("-p", "--yes", "--no-color", "--model", "qwen2.5-coder-q15", "--context-window", "4096")
 
 
 def test_python_agent_with_text_edits_writes_a_named_fenced_file(mock: Any, tmp_path: Path) -> None:
@@ -45,10 +45,7 @@ def _cli(tooloop_exe: str, ws: Path, tmp_path: Path, *extra: str) -> Any:
     (ws / "calc.py").write_text(WRONG)
     # The third answer is there for the full prompt, which challenges an answer that changed nothing.
     replies = [text_reply(FIXED), text_reply("Done."), text_reply("Done.")]
-    with MockServer({"responses": replies}) as server:
-        proc = run_cli(tooloop_exe, ws, cli_env(tmp_path, server), *SMALL, "--provider", "anthropic",
-                       "--base-url", server.base_url, *extra, "calc.py's add subtracts; fix it")
-        return proc, [r["body"] for r in server.requests()]
+    return small_window_run(tooloop_exe, ws, tmp_path, replies, "calc.py's add subtracts; fix it", *extra)
 
 
 def test_cli_small_window_writes_a_file_the_model_gives_in_a_fenced_block(tooloop_exe: str, ws: Path,
