@@ -87,7 +87,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 
 def _py(ws: Path, *args: str) -> Tuple[int, str]:
@@ -294,9 +294,12 @@ class Run:
     cached_tokens: Optional[int] = None  # of those, how many the server took from its prompt cache
 
 
-def count_turns(home: Path) -> int:
-    turns = 0
-    for path in home.glob("sessions/*/*.jsonl"):
+def assistant_entries(home: Path) -> List[Dict[str, Any]]:
+    """The model turns the sessions recorded, in order, each once: a later line with an entry's id is that
+    entry changed (a turn the core left out as an error entry after it was written), and replaces it."""
+    turns: List[Dict[str, Any]] = []
+    for path in sorted(home.glob("sessions/*/*.jsonl")):
+        by_id: Dict[str, Dict[str, Any]] = {}
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
                 rec = json.loads(line)
@@ -304,8 +307,13 @@ def count_turns(home: Path) -> int:
                 continue
             entry = rec.get("entry") if isinstance(rec, dict) else None
             if isinstance(entry, dict) and entry.get("role") == "assistant":
-                turns += 1
+                by_id[str(entry.get("id", len(by_id)))] = entry
+        turns += by_id.values()
     return turns
+
+
+def count_turns(home: Path) -> int:
+    return len(assistant_entries(home))
 
 
 def count_tokens(home: Path) -> Tuple[Optional[int], Optional[int], Optional[int]]:
@@ -314,19 +322,13 @@ def count_tokens(home: Path) -> Tuple[Optional[int], Optional[int], Optional[int
     `input_tokens` and `cache_read_input_tokens` on the Anthropic wire, both read into the same usage)."""
     prompts: List[int] = []
     cached = 0
-    for path in sorted(home.glob("sessions/*/*.jsonl")):
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            entry = rec.get("entry") if isinstance(rec, dict) else None
-            usage = entry.get("usage") if isinstance(entry, dict) and entry.get("role") == "assistant" else None
-            if isinstance(usage, dict):
-                read = int(usage.get("cache_read_input_tokens") or 0)
-                prompts.append(int(usage.get("input_tokens") or 0) + int(usage.get("cache_creation_input_tokens") or 0)
-                               + read)
-                cached += read
+    for entry in assistant_entries(home):
+        usage = entry.get("usage")
+        if isinstance(usage, dict):
+            read = int(usage.get("cache_read_input_tokens") or 0)
+            prompts.append(int(usage.get("input_tokens") or 0) + int(usage.get("cache_creation_input_tokens") or 0)
+                           + read)
+            cached += read
     if not prompts:
         return None, None, None
     return prompts[0], sum(prompts), cached

@@ -2,7 +2,9 @@
 //!
 //! Format (version 1), one JSON object per line:
 //! - first line: `{"type":"session","version":1,"created_at":<ms>}`
-//! - `{"type":"entry","entry":{...}}` — a finished conversation entry ([`Entry`]), in order
+//! - `{"type":"entry","entry":{...}}` — a finished conversation entry ([`Entry`]), in order; a later line with
+//!   an earlier entry's id is that entry changed after it finished (a turn a policy left out of the API view
+//!   as an error entry), and replaces it where it was
 //! - `{"type":"reset","at":<ms>}` — the conversation was cleared; entries before it are history only
 //! - `{"type":"compaction","entry":{...}}` — a compaction ([`crate::compaction`]): a system entry whose
 //!   `meta.compaction` says which earlier entries left the API view and what summary stands in for them.
@@ -306,6 +308,18 @@ impl SessionSink for NoSink {
     }
 }
 
+/// Entries as a session's records give them: `e` after `entries`, or in place of the entry of its id (`at`:
+/// where each id is), which changed after it finished (a turn a policy left out as an error entry).
+pub(crate) fn replace_or_push(entries: &mut Vec<Entry>, at: &mut std::collections::HashMap<String, usize>, e: Entry) {
+    match at.get(&e.id) {
+        Some(&i) => entries[i] = e,
+        None => {
+            at.insert(e.id.clone(), entries.len());
+            entries.push(e);
+        }
+    }
+}
+
 /// The shape of a file's lines, beyond what they hold.
 struct Layout {
     /// Byte length of the well-formed prefix (up to the end of the last line kept).
@@ -325,6 +339,8 @@ fn read_lines(file: &mut File, shown: &str) -> Result<(LoadReport, Layout)> {
     let mut layout = Layout { good_len: 0, unterminated: false, has_header: false };
     let mut buf = Vec::new();
     let mut line_no = 0;
+    // Where each entry id is in `report.entries`: a later line of the same id replaces it.
+    let mut at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     loop {
         buf.clear();
         let n = reader.read_until(b'\n', &mut buf).map_err(io(format!("reading session {shown}")))?;
@@ -364,11 +380,14 @@ fn read_lines(file: &mut File, shown: &str) -> Result<(LoadReport, Layout)> {
         };
         match v.get("type").and_then(Value::as_str) {
             Some("entry" | "compaction") => match v.get("entry").cloned().map(serde_json::from_value::<Entry>) {
-                Some(Ok(e)) => report.entries.push(e),
+                Some(Ok(e)) => replace_or_push(&mut report.entries, &mut at, e),
                 Some(Err(e)) => report.skipped.push((line_no, format!("invalid entry: {e}"))),
                 None => report.skipped.push((line_no, "entry line without \"entry\"".into())),
             },
-            Some("reset") => report.entries.clear(),
+            Some("reset") => {
+                report.entries.clear();
+                at.clear();
+            }
             Some("session") => {}
             other => report.skipped.push((line_no, format!("unknown line type {other:?}"))),
         }

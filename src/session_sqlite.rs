@@ -374,13 +374,13 @@ fn read_records(conn: &Connection, id: &str, shown: &str) -> Result<(Records, i6
 /// The entries of the current conversation: everything after the last reset.
 fn current(records: &[Record]) -> Vec<Entry> {
     let start = records.iter().rposition(|r| matches!(r, Record::Reset(_))).map_or(0, |i| i + 1);
-    records[start..]
-        .iter()
-        .filter_map(|r| match r {
-            Record::Entry(e) => Some(e.clone()),
-            Record::Reset(_) => None,
-        })
-        .collect()
+    let (mut entries, mut at) = (Vec::new(), std::collections::HashMap::new());
+    for r in &records[start..] {
+        if let Record::Entry(e) = r {
+            crate::session::replace_or_push(&mut entries, &mut at, e.clone());
+        }
+    }
+    entries
 }
 
 impl SqliteSession {

@@ -389,3 +389,23 @@ fn an_answer_that_writes_the_drafts_results_back_is_left_out_once_and_asked_agai
     let result = options.build().unwrap().run("fix calc.py", &mut |_| {}).unwrap();
     assert_eq!((mock.requests().len(), result.text.as_str()), (1, echo.as_str()));
 }
+
+#[test]
+fn a_left_out_answer_stays_out_of_a_resumed_conversation() {
+    // The session file says so too: loaded again, the conversation is the one the run ended with.
+    let draft = format!("{FIXED}\n\n```bash\npython3 -c 'import calc; print(calc.add(2, 3))'\n```");
+    let echo = format!("<tool_response>\n5\n\n[tooloop: {RAN_SAYS} (their results are above).]\n</tool_response>");
+    for (name, answers) in [("echo", vec![draft.as_str(), &echo, "Fixed."]), ("words", vec!["In words.", "Fixed."])] {
+        let (_mock, ws, _) = setup("anthropic", &format!("{name}-sessions"), &[], json!({}));
+        let session = ws.file("session.jsonl");
+        let (_mock, _ws2, options) = setup("anthropic", name, &answers, json!({"session": session}));
+        let agent = options.build().unwrap();
+        agent.run("fix calc.py", &mut |_| {}).unwrap();
+        let ran = serde_json::to_string(&agent.messages()).unwrap();
+        drop(agent);
+        let (_mock, _ws3, options) = setup("anthropic", &format!("{name}-resumed"), &[], json!({"session": session}));
+        let resumed = serde_json::to_string(&options.build().unwrap().messages()).unwrap();
+        assert_eq!(resumed, ran, "{name}");
+        assert!(!resumed.contains("<tool_response>") && !resumed.contains("In words."), "{name}: {resumed}");
+    }
+}

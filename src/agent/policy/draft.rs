@@ -143,7 +143,7 @@ impl Policy for Draft {
         // `Agent::text_edits`): left out, and the task asked again with the tools, which write in parts.
         if answer.message.stop_reason == Some(StopReason::MaxTokens) && answer.calls.is_empty() {
             self.stage = Stage::Done;
-            leave_out(cx, LEFT_OUT);
+            leave_out(cx, LEFT_OUT)?;
             return Ok(Flow::Again);
         }
         Ok(Flow::Go)
@@ -172,7 +172,7 @@ impl Policy for Draft {
         // with the tools, as if there had been no draft. Told instead "no file was written, you have the tools
         // now", Qwen2.5-Coder-1.5B gave its draft again word for word, or asked what the task was.
         if std::mem::replace(&mut self.stage, Stage::Done) == Stage::Sent {
-            return Ok(if leave_out(cx, LEFT_OUT) { Flow::Again } else { Flow::Go });
+            return Ok(if leave_out(cx, LEFT_OUT)? { Flow::Again } else { Flow::Go });
         }
         // An answer that writes the draft's results back, its note among them, is the chat template's
         // tool-result tags given as text, not an answer. Kept in the conversation, it is copied again: on
@@ -183,7 +183,7 @@ impl Policy for Draft {
         }
         self.echo_left_out = true;
         self.unstick = true;
-        Ok(if leave_out(cx, ECHO_LEFT_OUT) { Flow::Again } else { Flow::Go })
+        Ok(if leave_out(cx, ECHO_LEFT_OUT)? { Flow::Again } else { Flow::Go })
     }
 }
 
@@ -206,15 +206,16 @@ fn last_answer(cx: &Cx<'_>) -> Option<String> {
 }
 
 /// The last answer (the last assistant entry) out of the conversation: kept in the record as an error entry,
-/// `why`. Whether there was one.
-fn leave_out(cx: &mut Cx<'_>, why: &str) -> bool {
+/// `why`, in the session file too (so a resumed conversation leaves it out as well). Whether there was one.
+fn leave_out(cx: &mut Cx<'_>, why: &str) -> Result<bool> {
     let entries = cx.agent.conversation.snapshot();
     let Some(answer) = entries.iter().rev().find(|e| e.role == EntryRole::Assistant) else {
-        return false;
+        return Ok(false);
     };
     cx.agent.conversation.update(&answer.id, |e| {
         e.status = EntryStatus::Error;
         e.error = Some(why.into());
     });
-    true
+    cx.agent.persist(&answer.id)?;
+    Ok(true)
 }
