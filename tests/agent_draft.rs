@@ -395,9 +395,14 @@ fn a_left_out_answer_stays_out_of_a_resumed_conversation() {
     // The session file says so too: loaded again, the conversation is the one the run ended with.
     let draft = format!("{FIXED}\n\n```bash\npython3 -c 'import calc; print(calc.add(2, 3))'\n```");
     let echo = format!("<tool_response>\n5\n\n[tooloop: {RAN_SAYS} (their results are above).]\n</tool_response>");
-    for (name, answers) in [("echo", vec![draft.as_str(), &echo, "Fixed."]), ("words", vec!["In words.", "Fixed."])] {
+    let cases = [
+        ("echo", vec![draft.as_str(), &echo, "Fixed."], "session.jsonl"),
+        ("words", vec!["In words.", "Fixed."], "session.jsonl"),
+        ("echo-sqlite", vec![draft.as_str(), &echo, "Fixed."], "sessions.db#t1"),
+    ];
+    for (name, answers, file) in cases {
         let (_mock, ws, _) = setup("anthropic", &format!("{name}-sessions"), &[], json!({}));
-        let session = ws.file("session.jsonl");
+        let session = ws.file(file);
         let (_mock, _ws2, options) = setup("anthropic", name, &answers, json!({"session": session}));
         let agent = options.build().unwrap();
         agent.run("fix calc.py", &mut |_| {}).unwrap();
