@@ -123,7 +123,7 @@ def hint(output: str, workspace: Path) -> Optional[str]:
     tail = tail[tail.rfind("Traceback (most recent call last)"):]   # the last traceback only
     frame = _last_frame(tail, workspace)
     here = frame[0] if frame else None
-    where = f"{here}" if here else "the file"
+    where = here or "the file"
     m = _NAME_ERROR.search(tail)
     if m:
         name = m.group(1)

@@ -178,7 +178,7 @@ impl Policy for Draft {
         // tool-result tags given as text, not an answer. Kept in the conversation, it is copied again: on
         // Qwen2.5-Coder-1.5B, after a draft's test failed, in every add_test run of a session, corrections and
         // all. It is left out once, and the task asked again (at the unstick temperature, where there is one).
-        if !self.drafted || self.echo_left_out || !last_answer(cx).is_some_and(|t| echoes_note(&t)) {
+        if !self.drafted || self.echo_left_out || !echoes_note(&cx.run.text) {
             return Ok(Flow::Go);
         }
         self.echo_left_out = true;
@@ -190,19 +190,6 @@ impl Policy for Draft {
 /// Whether `text` holds a note of the draft's last result.
 fn echoes_note(text: &str) -> bool {
     NOTE_OPENINGS.iter().any(|n| text.contains(n))
-}
-
-/// The text of the run's last answer (the last assistant entry).
-fn last_answer(cx: &Cx<'_>) -> Option<String> {
-    let entries = cx.agent.conversation.snapshot();
-    let answer = entries.iter().rev().find(|e| e.role == EntryRole::Assistant)?;
-    Some(
-        answer
-            .content
-            .iter()
-            .filter_map(|b| if let ContentBlock::Text(t) = b { Some(t.text.as_str()) } else { None })
-            .collect(),
-    )
 }
 
 /// The last answer (the last assistant entry) out of the conversation: kept in the record as an error entry,
