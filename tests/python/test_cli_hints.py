@@ -112,6 +112,24 @@ def test_a_link_out_of_the_workspace_is_never_read(ws: Path, tmp_path: Path) -> 
                              "`user`.")
 
 
+def test_a_fifo_the_traceback_names_is_never_opened(ws: Path) -> None:
+    # The model's bash can make one and print a traceback naming it: reading it would hang the command.
+    import os
+    import threading
+
+    for name in ("t.py", "data.json"):
+        os.mkfifo(ws / name)
+    fake = (f'Traceback (most recent call last):\n  File "{ws}/t.py", line 1, in <module>\n'
+            "NameError: name 'unittest' is not defined\n")
+    keyed = fake.replace("NameError: name 'unittest' is not defined", "KeyError: 'user'")
+    called = fake.replace("NameError: name 'unittest' is not defined", "TypeError: 'module' object is not callable")
+    said: list = []
+    worker = threading.Thread(target=lambda: said.extend(hint(o, ws) for o in (fake, keyed, called)), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive() and said == [None, None, None], said
+
+
 def test_only_the_last_traceback_of_the_output_is_read(ws: Path) -> None:
     first = _traceback(ws, "a.py", "assert slugify('x') == 'x'\n")
     last = _traceback(ws, "b.py", "assert 1 == 2\n")

@@ -71,7 +71,7 @@ def _parsed(workspace: Path) -> Dict[str, Optional[ast.Module]]:
 
 def _readable(path: Path, workspace: Path) -> bool:
     """A regular file inside the workspace (a link that leads out of it is not read: a hint never shows the
-    names or keys of a file elsewhere), small enough to read."""
+    names or keys of a file elsewhere; a FIFO would block), small enough to read."""
     real = path.resolve()
     return real.is_relative_to(workspace.resolve()) and real.is_file() and real.stat().st_size <= MAX_BYTES
 
@@ -130,7 +130,7 @@ def hint(output: str, workspace: Path) -> Optional[str]:
         own = Path(here).stem if here else None
         # Only a name used as a module on the failing line (`unittest.TestCase`): a variable may be named
         # `string` or `test` too.
-        used = _line(workspace / frame[0], frame[1]) if frame else ""
+        used = _line(workspace, frame) if frame else ""
         if name in _STDLIB and re.search(rf"(?<![\w.]){name}\s*\.", used):
             return (f"hint: `{name}` is a standard module that {where} uses without importing it: add "
                     f"`import {name}` at the top of {where}.")
@@ -140,7 +140,7 @@ def hint(output: str, workspace: Path) -> Optional[str]:
                         f"`from {module} import {name}` at the top of {where}.")
         return None
     if _NOT_CALLABLE.search(tail) and frame:
-        called = _called_modules(workspace / frame[0], frame[1])
+        called = _called_modules(workspace, frame)
         modules = _modules(workspace)
         for module in called:
             if module in modules:
@@ -182,6 +182,8 @@ def _json_keys(key: str, workspace: Path, here: str) -> Optional[str]:
     """On a KeyError: the keys of the objects in a workspace JSON file the failing file names, when the
     missing key is not among them."""
     try:
+        if not _readable(workspace / here, workspace):
+            return None
         source = (workspace / here).read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
@@ -222,9 +224,13 @@ def _signature(owner: Optional[str], name: str, workspace: Path) -> Optional[str
     return None
 
 
-def _line(path: Path, line: int) -> str:
-    """Line `line` of `path` ("" when there is none)."""
+def _line(workspace: Path, frame: Tuple[str, int]) -> str:
+    """The traceback frame's line of its file ("" when there is none, or the file is not one to read: a
+    FIFO the model made would block the command)."""
+    path, line = workspace / frame[0], frame[1]
     try:
+        if not _readable(path, workspace):
+            return ""
         with path.open(encoding="utf-8", errors="replace") as f:
             for n, text in enumerate(f, 1):
                 if n == line:
@@ -234,9 +240,9 @@ def _line(path: Path, line: int) -> str:
     return ""
 
 
-def _called_modules(path: Path, line: int) -> List[str]:
-    """The names called on the traceback's line of `path` (``pal("x")`` gives ``pal``)."""
-    return re.findall(r"(?<![\w.])(\w+)\s*\(", _line(path, line))
+def _called_modules(workspace: Path, frame: Tuple[str, int]) -> List[str]:
+    """The names called on the traceback frame's line (``pal("x")`` gives ``pal``)."""
+    return re.findall(r"(?<![\w.])(\w+)\s*\(", _line(workspace, frame))
 
 
 def after_tool_hook(workspace: Path,
