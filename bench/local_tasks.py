@@ -337,8 +337,8 @@ def count_tokens(home: Path) -> Tuple[Optional[int], Optional[int], Optional[int
 def attempts_tokens(stdout: str) -> Optional[Tuple[int, int, int]]:
     """(turns, prompt tokens sent, cached) of every attempt together, from the JSON result `tooloop
     --attempts N --output-format json` prints; None when there is none. An attempts run keeps each attempt's
-    session in a folder of its own that it removes, and only the winner's reaches TOOLOOP_HOME, so the
-    sessions alone would count the winner and miss the losers (and count nothing when none won)."""
+    session in a folder beside the start's (`<session>.attempts/`), and the winner's is also the start's own, so
+    the start's sessions alone would count the winner and miss the losers (and count nothing when none won)."""
     for line in reversed(stdout.splitlines()):
         try:
             rec = json.loads(line)

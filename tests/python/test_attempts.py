@@ -270,6 +270,24 @@ def test_cli_attempts_json_output_carries_every_attempt_and_no_winner_exits_1(to
     assert all(a["turns"] >= 2 and a["usage"]["input_tokens"] > 0 and "seconds" in a for a in out["attempts"])
     assert "tooloop: no attempt verified: the workspace is unchanged" in proc.stderr
     assert (ws / "x.py").read_text() == WRONG
+    # Why none was verified can be read: each attempt's conversation is kept, beside the start's session (which
+    # no attempt became), and is no session of the workspace.
+    kept = [Path(a["session"]) for a in out["attempts"]]
+    folder = kept[0].parent
+    assert folder.name == out["session_id"] + ".attempts" and kept == [folder / "attempt-1.jsonl",
+                                                                      folder / "attempt-2.jsonl"]
+    assert f"tooloop: each attempt's conversation is kept in {folder}" in proc.stderr
+    assert oct(folder.stat().st_mode & 0o777) == "0o700"
+    texts = [[b.get("text") for e in _entries(k) for b in e["content"] if b.get("type") == "text"] for k in kept]
+    assert "Fixed, no test run." in texts[0] and "Fixed." in texts[1] and "Fixed." not in texts[0]
+    assert not (folder.parent / (out["session_id"] + ".jsonl")).exists()
+    listed = run_cli(tooloop_exe, ws, clean_env(tmp_path), "--list")
+    assert listed.returncode == 0 and listed.stdout.startswith("no sessions in "), listed
+
+
+def _entries(session: Path) -> List[Any]:
+    lines = [json.loads(line) for line in session.read_text().splitlines() if line.strip()]
+    return [r["entry"] for r in lines if r.get("type") == "entry"]
 
 
 def test_cli_attempts_need_yes(tooloop_exe: str, tmp_path: Path) -> None:

@@ -3,8 +3,11 @@ the workspace; the first verified one (``--check`` passed, else its own tests pa
 workspace as one change that ``/undo`` takes back (one checkpoint), the others are discarded.
 
 What is shown: a line per attempt as it ends and a table at the end on stderr, the winner's answer on stdout;
-in the JSON modes the result object carries ``attempts`` (turns, tokens, seconds, verdict of each), ``winner``
-and ``applied``. Exit codes: 0 an attempt was verified and applied, 1 none was ("no attempt verified"), 2 usage,
+in the JSON modes the result object carries ``attempts`` (turns, tokens, seconds, verdict and conversation of
+each), ``winner`` and ``applied``. Every attempt's conversation is kept beside the start's session, in
+``<session>.attempts/attempt-N.jsonl`` (read one with ``--resume PATH``): "no attempt verified" is a verdict a
+person wants to read the reasons of. The folder is not a session of the workspace (``--continue`` and
+``--list`` see the start's own session: the winner's conversation). Exit codes: 0 an attempt was verified and applied, 1 none was ("no attempt verified"), 2 usage,
 130 interrupted (every attempt stopped, the workspace untouched).
 
 Must never: ask a question (attempts run at once, with no one to answer: --yes is required), draw an
@@ -86,6 +89,36 @@ def _line(a: AttemptRecord) -> str:
             f"{_tokens(a.usage.input_tokens + a.usage.output_tokens)} tokens · {a.seconds:.1f}s")
 
 
+def attempts_folder(session: Path) -> Path:
+    """A new folder, private to the user, for this start's attempts' conversations, beside its session: for
+    ``s.jsonl`` it is ``s.attempts`` (``s.attempts-2`` and so on when a start of the same session made one
+    already: an attempt's session must begin empty, never resume an earlier start's attempt), for a session in
+    a database (``db#id``) beside its checkpoints (``<db>.d/id.attempts``)."""
+    from .session_db import checkpoint_anchor
+
+    anchor = checkpoint_anchor(session)
+    anchor.parent.mkdir(parents=True, exist_ok=True)
+    for k in range(1, 1000):
+        folder = anchor.with_name(anchor.stem + (".attempts" if k == 1 else f".attempts-{k}"))
+        try:
+            folder.mkdir(mode=0o700)
+            return folder
+        except FileExistsError:
+            continue
+    return Path(tempfile.mkdtemp(prefix=anchor.stem + ".attempts-", dir=anchor.parent))
+
+
+def _kept(folder: Path) -> None:
+    """Say where the attempts' conversations are; a folder no attempt wrote to is removed."""
+    try:
+        if not any(folder.iterdir()):
+            folder.rmdir()
+            return
+    except OSError:
+        return
+    _say(f"each attempt's conversation is kept in {folder}")
+
+
 def run_attempts(args: argparse.Namespace, settings: Settings, task: str, task_input: Prompt,
                  kwargs: Dict[str, Any], session: Path, checkpoints: Checkpoints, loaded: LoadedSettings) -> int:
     """Run the attempts with the agent options of this start (`kwargs`, as ``app.agent_kwargs`` made them)."""
@@ -106,7 +139,7 @@ def run_attempts(args: argparse.Namespace, settings: Settings, task: str, task_i
     deny = list(getattr(loaded, "deny", []) or []) + list(getattr(loaded, "ask", []) or [])
     if deny:
         options["permission_rules"] = {"deny": deny}
-    sessions = Path(tempfile.mkdtemp(prefix="tooloop-attempt-sessions-"))
+    sessions = attempts_folder(session)
 
     def configure(n: int, copy: str) -> Dict[str, Any]:
         own: Dict[str, Any] = {"session": str(sessions / f"attempt-{n}.jsonl")}
@@ -140,12 +173,12 @@ def run_attempts(args: argparse.Namespace, settings: Settings, task: str, task_i
             concurrency=args.concurrency, configure=configure, before_apply=before_apply, on_attempt=on_attempt,
             **options)
     except KeyboardInterrupt:
-        shutil.rmtree(sessions, ignore_errors=True)
         _say("interrupted: every attempt stopped; the workspace is as it was")
+        _kept(sessions)
         return EXIT_INTERRUPTED
     except tooloop.Error as e:
-        shutil.rmtree(sessions, ignore_errors=True)
         _say(" ".join(str(e).split()))
+        _kept(sessions)
         return EXIT_USAGE
     try:
         if result.winner is not None:
@@ -156,8 +189,7 @@ def run_attempts(args: argparse.Namespace, settings: Settings, task: str, task_i
                 os.chmod(session, 0o600)
     except OSError:
         pass
-    finally:
-        shutil.rmtree(sessions, ignore_errors=True)
+    conversations = {n: sessions / f"attempt-{n}.jsonl" for n in range(1, args.attempts + 1)}
     if json_mode:
         u = result.usage
         out = {"type": "result", "subtype": "success" if result.ok else "error", "is_error": not result.ok,
@@ -169,6 +201,9 @@ def run_attempts(args: argparse.Namespace, settings: Settings, task: str, task_i
                "total_cost_usd": u.cost_usd, "session_id": session.stem,
                "duration_ms": int((time.monotonic() - started) * 1000),
                "files_changed": [c["path"] for c in result.applied], **result.to_dict()}
+        for a in out["attempts"]:
+            kept = conversations.get(a.get("n"))
+            a["session"] = str(kept) if kept is not None and kept.is_file() else None
         print(json.dumps(out, separators=(",", ":"), ensure_ascii=False), flush=True)
     else:
         for row in table(result):
@@ -179,6 +214,7 @@ def run_attempts(args: argparse.Namespace, settings: Settings, task: str, task_i
             sys.stdout.flush()
     for s in result.skipped:
         _say(f"not applied: {s['path']}: {s['reason']}")
+    _kept(sessions)
     if not result.ok:
         _say(f"{NO_WINNER}: the workspace is unchanged")
         return EXIT_FAILED
