@@ -285,6 +285,23 @@ def test_cli_attempts_json_output_carries_every_attempt_and_no_winner_exits_1(to
     assert listed.returncode == 0 and listed.stdout.startswith("no sessions in "), listed
 
 
+def test_cli_attempts_with_a_session_database_keep_their_conversations_beside_its_checkpoints(
+        tooloop_exe: str, tmp_path: Path) -> None:
+    from mockctl import MockServer
+
+    ws = _workspace(tmp_path / "ws")
+    db = tmp_path / "db" / "sessions.db"
+    steps = [_write("a1", "x.py", RIGHT), text_reply("Fixed.")]
+    with MockServer({"responses": steps}) as server:
+        proc = run_cli(tooloop_exe, ws, clean_env(tmp_path, server), "--output-format", "json", "--yes",
+                       "--sandbox", "off", "--session-db", str(db), "--attempts", "1", "fix x.py")
+    assert proc.returncode == 1
+    out = json.loads(proc.stdout)
+    kept = Path(out["attempts"][0]["session"])
+    assert kept.parent.parent == db.parent / "sessions.db.d" and kept.parent.name.endswith(".attempts"), kept
+    assert "Fixed." in [b.get("text") for e in _entries(kept) for b in e["content"]]
+
+
 def _entries(session: Path) -> List[Any]:
     lines = [json.loads(line) for line in session.read_text().splitlines() if line.strip()]
     return [r["entry"] for r in lines if r.get("type") == "entry"]
