@@ -39,6 +39,11 @@ change, write its path on a line of its own, then the whole new file in a fenced
 hello.py\n```python\nprint('hi')\n```\n\nCommands in a ```bash block are run after the files are written: to run \
 what you wrote, or where commands do the task. Then you get the tools to check the result.]";
 
+/// The example in [`DRAFT_NOTE`]: a path, then its block. Qwen2.5-Coder-1.5B gives it word for word after its
+/// own files, without the rest of the note (4 of 6 drafts of the bench's cli_flag task, in two runs a day
+/// apart): written, it is a file no task asked for.
+pub const NOTE_EXAMPLE: &str = "hello.py\n```python\nprint('hi')\n```";
+
 /// Tags of blocks that show commands, sessions, output or patches: never a file's content.
 const NEVER: &[&str] = &[
     "bash",
@@ -174,6 +179,21 @@ pub fn without_note(text: &str) -> Option<String> {
     }
     kept.push_str(rest);
     Some(kept.trim().to_string())
+}
+
+/// The text without the copies of [`NOTE_EXAMPLE`] in it (each as it stands in the note); `None` when there
+/// is none. For a draft whose task does not name the example's file ([`names_example_file`]): there the copy
+/// is the note's, not the model's file.
+pub fn without_example(text: &str) -> Option<String> {
+    let text = text.replace("\r\n", "\n");
+    text.contains(NOTE_EXAMPLE).then(|| text.replace(NOTE_EXAMPLE, "").trim().to_string())
+}
+
+/// Whether `task` (the user's words, the draft's note taken out) names the example's file: then a block
+/// like the example may be the file the task asks for.
+pub fn names_example_file(task: &str) -> bool {
+    let task = without_note(task).unwrap_or_else(|| task.to_string());
+    NOTE_EXAMPLE.split('\n').next().is_some_and(|path| task.contains(path))
 }
 
 /// The block a text ends inside (opened, never closed): what an answer cut off at `max_tokens` was writing
@@ -601,6 +621,20 @@ mod tests {
         // Cut off before its end: the rest of the text is the echo.
         assert_eq!(without_note(&format!("{fixed}\n{}", &DRAFT_NOTE[..120])).as_deref(), Some(fixed));
         assert_eq!(without_note(fixed), None);
+        // The example alone, after the model's own file, is cut too; a task that names its file keeps it.
+        assert!(DRAFT_NOTE.contains(NOTE_EXAMPLE));
+        assert_eq!(
+            without_example(&format!("{fixed}\n\n{NOTE_EXAMPLE}\n\nDone.")).as_deref(),
+            Some(&*format!("{fixed}\n\n\n\nDone."))
+        );
+        assert_eq!(
+            without_example(&format!("{fixed}\r\n\r\n{}", NOTE_EXAMPLE.replace('\n', "\r\n"))).as_deref(),
+            Some(fixed)
+        );
+        assert_eq!(without_example(fixed), None);
+        assert_eq!(without_example("hello.py\n```python\nprint('hi there')\n```"), None);
+        assert!(!names_example_file(&format!("Add a --shout flag to greet.py\n\n{DRAFT_NOTE}")));
+        assert!(names_example_file(&format!("Create hello.py that prints hi\n\n{DRAFT_NOTE}")));
         assert_eq!(without_note(&format!("{fixed}\n{DRAFT_NOTE}")).map(|t| file_edits(&t).len()), Some(1));
         assert_eq!(file_edits(&format!("{fixed}\n{DRAFT_NOTE}")).len(), 2, "the echo's example reads as a file");
     }

@@ -299,6 +299,25 @@ fn a_draft_that_echoes_its_note_writes_its_files_not_the_notes_example() {
 }
 
 #[test]
+fn a_draft_that_gives_the_notes_example_alone_writes_its_files_not_the_example() {
+    // Qwen2.5-Coder-1.5B's draft of a task about greet.py: its file, then the note's example word for word.
+    let draft = format!("{FIXED}\n\n{}", tooloop::text_edits::NOTE_EXAMPLE);
+    for wire in ["anthropic", "openai"] {
+        let (mock, ws, options) = setup(wire, "draft-example", &[&draft, "Done."], json!({}));
+        let result = options.build().unwrap().run("fix calc.py", &mut |_| {}).unwrap();
+        assert_eq!(read(&ws), RIGHT, "{wire}");
+        assert!(!ws.file("hello.py").exists(), "{wire}: the note's example is no file");
+        assert_eq!(result.files_changed, vec!["calc.py"], "{wire}");
+        assert!(!says(&mock.requests()[1], "print('hi')"), "{wire}: nor is it the model's words");
+    }
+    // A task that names the example's file may be given it: the block is that file.
+    let (_mock, ws, options) = setup("anthropic", "draft-example-asked", &[&draft, "Done."], json!({}));
+    let result = options.build().unwrap().run("fix calc.py and add hello.py printing hi", &mut |_| {}).unwrap();
+    assert_eq!(std::fs::read_to_string(ws.file("hello.py")).unwrap(), "print('hi')\n");
+    assert_eq!(result.files_changed, vec!["calc.py", "hello.py"]);
+}
+
+#[test]
 fn a_draft_cut_off_in_a_block_writes_the_files_before_it_and_runs_nothing() {
     // Cut inside the test's block, after a whole calc.py and a command: calc.py is written; the test is not,
     // nor is the command run (it may need the file that was cut); the model is told what is missing.

@@ -552,12 +552,21 @@ impl Agent {
             return;
         }
         if draft {
-            // An echo of the draft's note is the note, not the answer: out of the turn before it is stored.
+            // An echo of the draft's note is the note, not the answer: out of the turn before it is stored. So
+            // is its example given alone, unless the task names the example's file.
+            let task =
+                request.messages.iter().filter(|msg| msg.role == crate::types::Role::User).flat_map(|msg| &msg.content);
+            let task: String =
+                task.filter_map(|b| if let ContentBlock::Text(t) = b { Some(t.text.as_str()) } else { None }).collect();
+            let example = !crate::text_edits::names_example_file(&task);
             for block in &mut m.content {
-                if let ContentBlock::Text(t) = block
-                    && let Some(clean) = crate::text_edits::without_note(&t.text)
-                {
-                    t.text = clean;
+                if let ContentBlock::Text(t) = block {
+                    if let Some(clean) = crate::text_edits::without_note(&t.text) {
+                        t.text = clean;
+                    }
+                    if example && let Some(clean) = crate::text_edits::without_example(&t.text) {
+                        t.text = clean;
+                    }
                 }
             }
             m.content.retain(|b| !matches!(b, ContentBlock::Text(t) if t.text.is_empty()));
