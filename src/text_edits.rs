@@ -40,8 +40,8 @@ hello.py\n```python\nprint('hi')\n```\n\nCommands in a ```bash block are run aft
 what you wrote, or where commands do the task. Then you get the tools to check the result.]";
 
 /// The example in [`DRAFT_NOTE`]: a path, then its block. Qwen2.5-Coder-1.5B gives it word for word after its
-/// own files, without the rest of the note (4 of 6 drafts of the bench's cli_flag task, in two runs a day
-/// apart): written, it is a file no task asked for.
+/// own files, without the rest of the note (the bench's cli_flag task: 4 of 6 plain drafts one day, 13 of 18
+/// attempts' drafts the next): written, it is a file no task asked for.
 pub const NOTE_EXAMPLE: &str = "hello.py\n```python\nprint('hi')\n```";
 
 /// Tags of blocks that show commands, sessions, output or patches: never a file's content.

@@ -7,8 +7,9 @@ in the JSON modes the result object carries ``attempts`` (turns, tokens, seconds
 each), ``winner`` and ``applied``. Every attempt's conversation is kept beside the start's session, in
 ``<session>.attempts/attempt-N.jsonl`` (read one with ``--resume PATH``): "no attempt verified" is a verdict a
 person wants to read the reasons of. The folder is not a session of the workspace (``--continue`` and
-``--list`` see the start's own session: the winner's conversation). Exit codes: 0 an attempt was verified and applied, 1 none was ("no attempt verified"), 2 usage,
-130 interrupted (every attempt stopped, the workspace untouched).
+``--list`` see the start's own session: the winner's conversation). Exit codes: 0 an attempt was verified and
+applied, 1 none was ("no attempt verified"), 2 usage, 130 interrupted (every attempt stopped, the workspace
+untouched).
 
 Must never: ask a question (attempts run at once, with no one to answer: --yes is required), draw an
 attempt's events on the terminal (they interleave), or write the real workspace other than through
