@@ -302,6 +302,21 @@ def test_cli_attempts_with_a_session_database_keep_their_conversations_beside_it
     assert "Fixed." in [b.get("text") for e in _entries(kept) for b in e["content"]]
 
 
+def test_cli_attempts_folder_is_new_and_private_each_start_and_an_unused_one_is_removed(tmp_path: Path) -> None:
+    from tooloop.cli.attempts import _kept, attempts_folder
+
+    session = tmp_path / "sessions" / "20261204-120000-ab12.jsonl"
+    first = attempts_folder(session)
+    (first / "attempt-1.jsonl").write_text("{}\n")
+    second = attempts_folder(session)   # the name is taken: another folder, empty, never the first's files
+    assert first == session.with_name("20261204-120000-ab12.attempts") and second != first
+    assert second.parent == first.parent and second.name.startswith(first.name + "-") and not any(second.iterdir())
+    assert all(oct(f.stat().st_mode & 0o777) == "0o700" for f in (first, second))
+    _kept(second)
+    _kept(first)
+    assert not second.exists() and (first / "attempt-1.jsonl").is_file()
+
+
 def _entries(session: Path) -> List[Any]:
     lines = [json.loads(line) for line in session.read_text().splitlines() if line.strip()]
     return [r["entry"] for r in lines if r.get("type") == "entry"]

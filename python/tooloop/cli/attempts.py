@@ -92,21 +92,19 @@ def _line(a: AttemptRecord) -> str:
 
 def attempts_folder(session: Path) -> Path:
     """A new folder, private to the user, for this start's attempts' conversations, beside its session: for
-    ``s.jsonl`` it is ``s.attempts`` (``s.attempts-2`` and so on when a start of the same session made one
-    already: an attempt's session must begin empty, never resume an earlier start's attempt), for a session in
-    a database (``db#id``) beside its checkpoints (``<db>.d/id.attempts``)."""
+    ``s.jsonl`` it is ``s.attempts``, for a session in a database (``db#id``) beside its checkpoints
+    (``<db>.d/id.attempts``). Where that name is taken, a fresh ``s.attempts-XXXX``: an attempt's session
+    must begin empty, never resume another start's attempt."""
     from .session_db import checkpoint_anchor
 
     anchor = checkpoint_anchor(session)
     anchor.parent.mkdir(parents=True, exist_ok=True)
-    for k in range(1, 1000):
-        folder = anchor.with_name(anchor.stem + (".attempts" if k == 1 else f".attempts-{k}"))
-        try:
-            folder.mkdir(mode=0o700)
-            return folder
-        except FileExistsError:
-            continue
-    return Path(tempfile.mkdtemp(prefix=anchor.stem + ".attempts-", dir=anchor.parent))
+    folder = anchor.with_name(anchor.stem + ".attempts")
+    try:
+        folder.mkdir(mode=0o700)
+        return folder
+    except FileExistsError:
+        return Path(tempfile.mkdtemp(prefix=anchor.stem + ".attempts-", dir=anchor.parent))
 
 
 def _kept(folder: Path) -> None:
