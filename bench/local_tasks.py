@@ -15,14 +15,15 @@ slows them alike):
   `tooloop --yes -p TASK` (the CLI's settings for local models apply: the server's context window, low
   temperature, max_tokens fitted to the context, the compact prompt and tool set); `check` (row
   `tooloop+check`) adds `--check CMD`, the check the task implies (`Task.check_cmd`: `python3 test_stats.py`,
-  `python3 main.py`, ...; read_first and errors_count have none, whose only check would print the answer, and
-  run as plain); `attempts=N` (row `tooloop+attN`) adds `--attempts N` and, where the task has one, `--check
-  CMD`. Its turns and tokens are every attempt's together (the run's JSON result; each attempt's session is
-  removed with its copy), its first request the winner's. `--check` makes the workspace files its command runs
-  or names read-only to the agent, so where the implied check runs the very file the task changes (cli_flag's
-  `python3 greet.py ...`, traceback's `python3 report.py`, rename's and three_files' `python3 main.py`:
-  `Task.check_outside`) tooloop gets it as a script outside the workspace (`sh HOME/check.sh`), as a user
-  keeps a test that must not be edited.
+  `python3 main.py`, ...; for read_first and errors_count a comparison with the source, as a user would
+  write it, that prints what the file holds and never the answer); `attempts=N` (row `tooloop+attN`) adds
+  `--attempts N` and, where the task has one, `--check CMD`. Its turns and tokens are every attempt's together
+  (the run's JSON result; each attempt's session is kept in a folder beside the start's), its first request
+  the winner's. `--check` makes the workspace files its command runs or names read-only to the agent, so
+  where the implied check runs or names the very file the task changes (cli_flag's `python3 greet.py ...`,
+  traceback's `python3 report.py`, rename's and three_files' `python3 main.py`, read_first's limit.txt,
+  errors_count's errors.txt: `Task.check_outside`) tooloop gets it as a script outside the workspace (`sh
+  HOME/check.sh`), as a user keeps a test that must not be edited.
   `--provider both` runs each configuration on both wires of one server (llama.cpp serves them on one port;
   --base-url its root or its /v1): rows `tooloop@openai`, `tooloop+att3@anthropic`, ...
 - `aider` with `--aider CMD` (e.g. /tmp/venv-aider/bin/aider, from `pip install aider-chat`): `CMD --model
@@ -199,6 +200,12 @@ def _log_lines() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _file_is(path: str, compare: str) -> str:
+    """A check command: the file `path` (blanks aside) is what `compare` says of `$got`, its content. It prints
+    what the file holds, never what it should hold: the answer stays the agent's to find."""
+    return f"(got=$(tr -d '[:space:]' < {path}); echo \"{path} holds: $got\"; {compare})"
+
+
 def _prints(command: str, want: str) -> str:
     """A check command: `command` prints exactly `want` (what it printed, and its errors, are in the check's
     output, which the agent is shown when it fails)."""
@@ -213,9 +220,10 @@ class Task:
     check: Callable[[Path], Optional[str]]   # the judge: None when the task is done, else what is wrong
     level: str = "easy"
     #: The check the task implies, as a user would give it (`tooloop --check`): a shell command run in the
-    #: workspace, exit 0 = done. None where the only check would print the answer. Never the judge.
+    #: workspace, exit 0 = done. It never prints the answer (the agent sees its output). Never the judge.
     check_cmd: Optional[str] = None
-    #: The check runs the file the task changes: tooloop gets it as a script outside the workspace (Agent.argv).
+    #: The check runs or names the file the task changes: tooloop gets it as a script outside the workspace
+    #: (Agent.argv).
     check_outside: bool = False
     #: The files a peer that is told its files (aider) gets: the task's files and the ones it says to create.
     peer_files: List[str] = field(default_factory=list)
@@ -256,6 +264,7 @@ TASKS = [
          check_cmd="python3 test_slug.py", peer_files=["slug.py", "test_slug.py"]),
     Task("read_first", "settings.py defines a constant LIMIT. Write its value (just the number) into limit.txt.",
          {"settings.py": "# limits\nNAME = 'svc'\nLIMIT = 4711\nTIMEOUT = 30\n"}, check_read_first, "medium",
+         check_cmd=_file_is("limit.txt", 'test -n "$got" && grep -qxF "LIMIT = $got" settings.py'), check_outside=True,
          peer_files=["settings.py", "limit.txt"]),
     Task("cli_flag", "Add a --shout flag to greet.py: `python3 greet.py Ann --shout` prints HELLO, ANN! and "
          "without the flag it still prints Hello, Ann!.", {"greet.py": GREET}, check_cli_flag, "medium",
@@ -272,6 +281,7 @@ TASKS = [
          check_three_files, "hard", check_cmd=_prints("python3 main.py", "Total: 12.50 EUR"), check_outside=True, peer_files=["shop.py", "fmt.py", "main.py"]),
     Task("errors_count", "app.log is a long log. Count the lines that contain ERROR and write just that number "
          "into errors.txt.", {"app.log": _log_lines()}, check_errors_count, "hard",
+         check_cmd=_file_is("errors.txt", 'test "$got" = "$(grep -c ERROR app.log)"'), check_outside=True,
          peer_files=["app.log", "errors.txt"]),
 ]
 

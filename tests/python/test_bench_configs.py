@@ -58,9 +58,12 @@ def test_bench_configs_name_their_rows_and_give_tooloop_the_check_the_task_impli
     assert plain == ["tooloop", "--yes", "--workspace", str(ws), tasks["failing_test"].prompt]
     assert check[2:4] == ["--check", "python3 test_stats.py"]
     assert att[2:8] == ["--check", "python3 test_stats.py", "--attempts", "3", "--output-format", "json"]
-    # A task whose only check would print the answer gets none: attempts alone.
-    assert agents[1].argv(tasks["read_first"], ws, home)[2] == "--workspace"
-    assert agents[2].argv(tasks["read_first"], ws, home)[2:4] == ["--attempts", "3"]
+    # A check that names the file the task writes (read_first's limit.txt) is a script outside the workspace,
+    # so that file stays writable.
+    assert agents[1].argv(tasks["read_first"], ws, home)[2:4] == ["--check", f"sh {home / 'check.sh'}"]
+    assert "limit.txt" in (home / "check.sh").read_text()
+    assert agents[2].argv(tasks["errors_count"], ws, home)[2:6] == ["--check", f"sh {home / 'check.sh'}",
+                                                                    "--attempts", "3"]
     [ab] = local_tasks.tooloop_agents(["tooloop"], "nodraft:--no-draft --temperature 0.3")
     assert ab.name == "tooloop-nodraft"
     assert ab.argv(tasks["hello"], ws, home)[:4] == ["tooloop", "--no-draft", "--temperature", "0.3"]
@@ -230,3 +233,26 @@ def test_every_implied_check_fails_on_the_task_as_given(tmp_path: Path) -> None:
             (ws / rel).write_text(text)
         proc = subprocess.run(["sh", "-c", task.check_cmd], cwd=ws, capture_output=True, text=True, timeout=60)
         assert proc.returncode != 0, f"{task.name}: `{task.check_cmd}` passes before any change: {proc.stdout}"
+
+
+def test_the_checks_of_a_written_answer_hold_it_against_the_source_and_never_print_it(tmp_path: Path) -> None:
+    """read_first and errors_count write an answer into a file: their implied check compares it with the source
+    (settings.py, app.log), passes on the right one, and shows what the file holds, never what it should."""
+    import local_tasks
+
+    tasks = {t.name: t for t in local_tasks.TASKS}
+    for name, out, right, wrong in [("read_first", "limit.txt", "4711\n", "1000\n"),
+                                    ("errors_count", "errors.txt", "37", "36\n")]:
+        task = tasks[name]
+        assert task.check_cmd and task.check_outside
+        for content, passes in [(right, True), (wrong, False)]:
+            ws = tmp_path / f"{name}-{passes}"
+            ws.mkdir()
+            for rel, text in task.files.items():
+                (ws / rel).write_text(text)
+            (ws / out).write_text(content)
+            proc = subprocess.run(["sh", "-c", task.check_cmd], cwd=ws, capture_output=True, text=True, timeout=60)
+            assert (proc.returncode == 0) is passes, (name, content, proc.stdout, proc.stderr)
+            assert (task.check(ws) is None) is passes, (name, content)
+            if not passes:
+                assert right.strip() not in proc.stdout + proc.stderr, proc.stdout
