@@ -207,9 +207,10 @@ def _file_is(path: str, compare: str) -> str:
 
 
 def _prints(command: str, want: str) -> str:
-    """A check command: `command` prints exactly `want` (what it printed, and its errors, are in the check's
-    output, which the agent is shown when it fails)."""
-    return f"(out=$({command}); echo \"$out\"; test \"$out\" = '{want}')"
+    """A check command: `command` prints exactly `want`. Its output, which the agent is shown when it fails,
+    has what the command printed, its errors and, on a mismatch, what was wanted, as a test's assertion
+    message says it; a check kept outside the workspace (`Task.check_outside`) would say it nowhere else."""
+    return f"(out=$({command}); echo \"$out\"; test \"$out\" = '{want}' || {{ echo 'wanted: {want}'; false; }})"
 
 
 @dataclass
@@ -278,7 +279,9 @@ TASKS = [
     Task("three_files", "Add a currency to prices: Item in shop.py gets a currency argument (default 'EUR'), "
          "price(amount, currency) in fmt.py returns e.g. '12.50 EUR', and main.py passes the currency so it "
          "prints Total: 12.50 EUR. Run main.py.", {"shop.py": SHOP, "fmt.py": FMT, "main.py": MAIN_SHOP},
-         check_three_files, "hard", check_cmd=_prints("python3 main.py", "Total: 12.50 EUR"), check_outside=True, peer_files=["shop.py", "fmt.py", "main.py"]),
+         check_three_files, "hard", check_cmd=_prints("python3 main.py", "Total: 12.50 EUR") + " && python3 -c \"from shop "
+         "import Item; from fmt import price; Item('x', 1.0, currency='USD'); assert price(2, 'USD') == '2.00 USD'\"",
+         check_outside=True, peer_files=["shop.py", "fmt.py", "main.py"]),
     Task("errors_count", "app.log is a long log. Count the lines that contain ERROR and write just that number "
          "into errors.txt.", {"app.log": _log_lines()}, check_errors_count, "hard",
          check_cmd=_file_is("errors.txt", 'test "$got" = "$(grep -c ERROR app.log)"'), check_outside=True,

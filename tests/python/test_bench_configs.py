@@ -256,3 +256,35 @@ def test_the_checks_of_a_written_answer_hold_it_against_the_source_and_never_pri
             assert (task.check(ws) is None) is passes, (name, content)
             if not passes:
                 assert right.strip() not in proc.stdout + proc.stderr, proc.stdout
+
+
+def test_a_check_of_printed_output_says_what_it_wanted(tmp_path: Path) -> None:
+    """A check kept outside the workspace is `sh HOME/check.sh` to the agent: on a mismatch its output says
+    what was printed and what was wanted, as an inline check's command would have shown."""
+    import local_tasks
+
+    task = {t.name: t for t in local_tasks.TASKS}["cli_flag"]
+    (tmp_path / "greet.py").write_text("import sys\nprint(f'HELLO, {sys.argv[1]}!' if '--shout' in sys.argv "
+                                       "else f'Hello, {sys.argv[1]}!')\n")
+    proc = subprocess.run(["sh", "-c", task.check_cmd], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and proc.stdout == "HELLO, Ann!\nwanted: HELLO, ANN!\n", proc.stdout
+    (tmp_path / "greet.py").write_text("import sys\nprint(f'HELLO, {sys.argv[1].upper()}!' if '--shout' in "
+                                       "sys.argv else f'Hello, {sys.argv[1]}!')\n")
+    proc = subprocess.run(["sh", "-c", task.check_cmd], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "wanted" not in proc.stdout, proc.stdout
+
+
+def test_three_files_check_asks_for_all_three_changes_the_task_names(tmp_path: Path) -> None:
+    """An attempt that only makes main.py print the right total (Item left without a currency) once passed the
+    check and won; the check holds it to every change the task names, as the judge does."""
+    import local_tasks
+
+    task = {t.name: t for t in local_tasks.TASKS}["three_files"]
+    for rel, text in task.files.items():
+        (tmp_path / rel).write_text(text)
+    (tmp_path / "fmt.py").write_text("def price(amount, currency='EUR'):\n    return f'{amount:.2f} {currency}'\n")
+    (tmp_path / "main.py").write_text(task.files["main.py"].replace("i in items))", "i in items), 'EUR')"))
+    proc = subprocess.run(["sh", "-c", task.check_cmd], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert "Total: 12.50 EUR" in proc.stdout and proc.returncode != 0, proc.stdout
+    assert "unexpected keyword argument 'currency'" in proc.stderr
+    assert task.check(tmp_path) is not None
