@@ -318,6 +318,23 @@ fn a_draft_that_gives_the_notes_example_alone_writes_its_files_not_the_example()
 }
 
 #[test]
+fn a_draft_that_names_its_files_mid_sentence_writes_them() {
+    // Qwen2.5-Coder-1.5B's three_files drafts: each file under a step that changes it, named mid-sentence; the
+    // files were lost and the run changed nothing. A usage example after them is no file.
+    let draft = "To add it:\n\n1. Modify `calc.py` to add the numbers in the output:\n```python\ndef add(a, b):\n    \
+                 return a + b\n```\n\n2. Create a new file `use.py` with the following content:\n```python\nimport calc\n\
+                 print(calc.add(2, 3))\n```\n\nNow, when you run `use.py`, it will print:\n```\n5\n```";
+    for wire in ["anthropic", "openai"] {
+        let (mock, ws, options) = setup(wire, "draft-mid-sentence", &[draft, "Done."], json!({}));
+        let result = options.build().unwrap().run("fix calc.py and use it in use.py", &mut |_| {}).unwrap();
+        assert_eq!(read(&ws), RIGHT, "{wire}");
+        assert_eq!(std::fs::read_to_string(ws.file("use.py")).unwrap(), "import calc\nprint(calc.add(2, 3))\n");
+        assert_eq!(result.files_changed, vec!["calc.py", "use.py"], "{wire}");
+        assert!(has_tools(&mock.requests()[1]), "{wire}: the run goes on with the tools to check them");
+    }
+}
+
+#[test]
 fn a_draft_cut_off_in_a_block_writes_the_files_before_it_and_runs_nothing() {
     // Cut inside the test's block, after a whole calc.py and a command: calc.py is written; the test is not,
     // nor is the command run (it may need the file that was cut); the model is told what is missing.
