@@ -481,7 +481,9 @@ fn introduced_on(line: &str) -> Option<String> {
                 continue;
             }
         }
-        words.extend(token.split(|c: char| !c.is_ascii_alphabetic()).map(|w| w.to_ascii_lowercase()));
+        // A hyphenated word is one word: "as a command-line argument" says neither "command" nor "line".
+        let split = token.split(|c: char| !c.is_ascii_alphabetic() && c != '-');
+        words.extend(split.map(|w| w.trim_matches('-').to_ascii_lowercase()));
     }
     let path = path?;
     let has = |words: &[String], list: &[&str]| words.iter().any(|w| list.contains(&w.as_str()));
@@ -677,6 +679,7 @@ mod tests {
             "The file `fmt.py` is created with the following content:",
             "**Update `fmt.py`** so that it takes a currency:",
             "Sure. Here it is, changed in `fmt.py` as asked:",
+            "2. Modify `fmt.py` to accept the currency as a command-line argument and use it in the `price` function:",
         ] {
             let text = format!("{intro}\n```python\n{fmt}\n```");
             assert_eq!(one(&text), Some(("fmt.py".into(), format!("{fmt}\n"))), "{intro}");
