@@ -113,21 +113,13 @@ const LANGUAGES: &[(&[&str], &[&str])] = &[
     (&["txt"], &["txt"]),
 ];
 
-/// Words on the naming line that say the block is something to run or its output, not a file's content
-/// ("Run test_x.py:", "Output of calc.py:").
-const RUN_WORDS: &[&str] = &[
-    "run",
-    "runs",
-    "running",
-    "execute",
-    "executing",
-    "output",
-    "outputs",
-    "prints",
-    "printed",
-    "terminal",
-    "command",
-];
+/// Words on the naming line that say the block is something to run ("Run test_x.py:"), not a file's content.
+const RUN_VERBS: &[&str] = &["run", "runs", "running", "execute", "executing", "executed", "terminal", "command"];
+
+/// Words on a line that ends with the file's name that say the block is its output ("Output of calc.py:").
+/// A line that names its file mid-sentence uses them to say what the change does ("Modify `fmt.py` to
+/// include the currency in the output:"), so [`introduced_on`] does not read them.
+const OUTPUT_WORDS: &[&str] = &["output", "outputs", "prints", "printed"];
 
 /// The whole files the text gives as fenced code blocks that name them, in order; a file named twice is
 /// given once, by its last block. See the module docs for what counts; an empty list when nothing does.
@@ -382,7 +374,8 @@ fn named_on(line: &str) -> Option<Named> {
     let kept = tokens.len() - tokens.iter().rev().take_while(trailing).count();
     let path = path_token(tokens[..kept].last()?)?;
     let words = line.split(|c: char| !c.is_ascii_alphabetic()).map(|w| w.to_ascii_lowercase());
-    let refused = words.into_iter().any(|w| RUN_WORDS.contains(&w.as_str())) || command_line(&tokens);
+    let refused = words.into_iter().any(|w| RUN_VERBS.contains(&w.as_str()) || OUTPUT_WORDS.contains(&w.as_str()))
+        || command_line(&tokens);
     Some(if refused { Named::Refused } else { Named::Path(path) })
 }
 
@@ -428,10 +421,6 @@ const PART_WORDS: &[&str] = &[
     "see",
     "view",
 ];
-
-/// Words that say the block is something to run, for a line that names a file mid-sentence ("output" and
-/// "prints" there say what the change does: "Modify `fmt.py` to include the currency in the output:").
-const RUN_VERBS: &[&str] = &["run", "runs", "running", "execute", "executing", "executed", "terminal", "command"];
 
 /// Words that, before the file's name, say what in the file the block is or that it goes into the file
 /// ("Change the function in `fmt.py` to:", "Add this to `fmt.py`:"); after it they are what the change does
@@ -706,6 +695,7 @@ mod tests {
             "An example that shows `fmt.py` updated for it:",
             "Now, when you run the modified `fmt.py`, it will print:",
             "I fixed `fmt.py`. Test it with:",
+            "The modified `fmt.py`, executed, gives:",
             "4. Check the `fmt.py` file to verify that the count was written correctly:",
             "I changed `fmt.py`. Here is the output:",
         ] {
