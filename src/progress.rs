@@ -155,6 +155,8 @@ pub struct Progress {
     last_stall: String,
     /// The paths this run's writes and edits changed.
     changed: HashSet<String>,
+    /// Whether a command of this run changed a file in the workspace (see [`Progress::commands_changed_files`]).
+    commands_changed: bool,
     /// Whether something ran (a command, a host's tool) since the last write or edit that changed a file.
     ran_since_change: bool,
     /// Whether a note has told the model that nothing ran since its last change (once for each change: a
@@ -286,6 +288,19 @@ impl Progress {
         }
     }
 
+    /// A command of this run changed a file in the workspace (`grep -c ERROR app.log > errors.txt`): the
+    /// loop finds it by comparing the workspace with how it was before the run. Then the notes no longer say
+    /// that no file has been written (a real model that had written its answer with a redirect was told so,
+    /// and answered that it had made no change).
+    pub fn commands_changed_files(&mut self) {
+        self.commands_changed = true;
+    }
+
+    /// Whether a change to a file is known: a write or edit that changed one, or a command that did.
+    pub fn knows_a_change(&self) -> bool {
+        !self.changed.is_empty() || self.commands_changed
+    }
+
     /// A call of the current turn ran with this result.
     pub fn see(&mut self, call: &ToolUseBlock, content: &Value, is_error: bool) {
         let key = (call.name.clone(), call.input.to_string());
@@ -374,7 +389,7 @@ impl Progress {
     /// small model asked to change three files ran `python3 main.py` (as the task's last words said), ran it
     /// again, heard "if the task is done, answer now" and answered that the task was already done.
     fn done_hint(&self) -> &'static str {
-        if self.changed.is_empty() {
+        if !self.knows_a_change() {
             "No file has been written or edited in this run yet: if the task asks for a change, make it now; if \
              it only asks for an answer, answer in plain words without calling a tool."
         } else {

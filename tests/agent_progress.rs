@@ -605,3 +605,28 @@ fn a_host_tool_of_kind_read_is_looking_like_read_file_not_a_check_run_after_the_
     assert!(!told.contains("Nothing has been run"), "{told}");
     assert!(told.contains("wrote exactly the content the file already had"), "{told}");
 }
+
+/// A file written by a command counts as a change: a real model wrote its answer with `grep -c ERROR app.log >
+/// errors.txt`, ran the count again, was told that no file had been written in the run yet, and answered that
+/// it had made no change. A command that writes nothing still gets that note.
+#[test]
+fn a_file_a_command_wrote_is_a_change_the_notes_know_of() {
+    let steps = [bash("echo 37 > errors.txt"), bash("cat errors.txt"), bash("cat errors.txt"), json!("37.")];
+    let mock = MockServer::start(&scripted("a command writes the answer", &steps));
+    let ws = Ws::new("command-writes");
+    let (result, _) = run(&mock, &ws, json!({}));
+    assert_eq!(result.stop_reason, Some(StopReason::EndTurn));
+    assert_eq!(std::fs::read_to_string(ws.0.join("errors.txt")).unwrap(), "37\n");
+    let note = last_result(&mock.requests(), 3);
+    assert!(note.contains("no progress") && note.contains("If the task is done, answer now"), "{note}");
+    assert!(!note.contains("No file has been written"), "{note}");
+
+    let steps = [bash("cat notes.txt"), bash("cat notes.txt"), json!("hi.")];
+    let mock = MockServer::start(&scripted("a command that only reads", &steps));
+    let ws = Ws::new("command-reads");
+    std::fs::write(ws.0.join("notes.txt"), "hi\n").unwrap();
+    let (result, _) = run(&mock, &ws, json!({}));
+    assert_eq!(result.stop_reason, Some(StopReason::EndTurn));
+    let note = last_result(&mock.requests(), 2);
+    assert!(note.contains("No file has been written or edited in this run yet"), "{note}");
+}

@@ -242,6 +242,15 @@ impl Policy for Repetition {
     fn after_tool(&mut self, cx: &mut Cx<'_>, done: &CallDone<'_>, outcome: &mut CallOutcome) -> Result<()> {
         let Some(g) = self.progress_guard else { return Ok(()) };
         let call = done.call;
+        // A command may have written a file (a redirect): looked for only until a change is known, and only
+        // where the run took the workspace's snapshot (a workspace and a shell tool).
+        let shell = cx.agent.tools.get(&call.name).is_some_and(|t| t.kind == crate::tools::ToolKind::Shell);
+        if shell
+            && !self.progress.knows_a_change()
+            && cx.state.finish.snapshot.as_ref().is_some_and(|s| !s.changed().is_empty())
+        {
+            self.progress.commands_changed_files();
+        }
         // A refusal by the user is news to the model, not a repeat; so is any call of a tool that is not
         // idempotent.
         if done.denied || self.not_idempotent.contains(&call.name) {
