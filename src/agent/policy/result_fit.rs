@@ -1,13 +1,13 @@
 //! Each tool result within limits: the provider's size limits on what a result may carry (an image too
-//! large is replaced by why), and a share of the context window (see `fit.rs`). Always in the set; before
-//! any note is appended, so a note is never cut off.
+//! large is replaced by why), and the results of a turn together within a share of the context window (see
+//! `fit.rs`). Always in the set; before any note is appended, so a note is never cut off.
 
 use super::*;
 
 #[derive(Default)]
 pub(super) struct ResultFit {
-    /// The share of the window one result may take, in bytes, and the window (as the turn began).
-    fit: Option<(usize, u64)>,
+    /// The tokens left of the turn's budget for results, and the window (as the turn began).
+    fit: Option<(f64, u64)>,
 }
 
 impl Policy for ResultFit {
@@ -17,9 +17,14 @@ impl Policy for ResultFit {
 
     fn before_tools(&mut self, cx: &mut Cx<'_>, _calls: &[ToolUseBlock]) {
         let agent = cx.agent;
-        self.fit = agent
-            .context_window()
-            .map(|w| (crate::agent::fit::result_budget(w, lock(&agent.sizing).estimator.bytes_per_token), w));
+        self.fit = agent.context_window().map(|w| {
+            // The room the next request leaves: the window less what it holds already (the answer with these
+            // calls included) and the answer after it, at most an eighth of the window (the command's own
+            // limit on a small window; a host's large default max_tokens would leave no room at all).
+            let answer = u64::from(lock(&agent.config).max_tokens).min(w / 8);
+            let room = agent.baseline_estimate().map(|used| w.saturating_sub(used + answer));
+            (crate::agent::fit::turn_budget(w, room), w)
+        });
     }
 
     fn after_tool(&mut self, cx: &mut Cx<'_>, _done: &CallDone<'_>, outcome: &mut CallOutcome) -> Result<()> {
@@ -29,8 +34,8 @@ impl Policy for ResultFit {
             outcome.content = Value::String(format!("the tool's result was not sent: {m}"));
             outcome.is_error = true;
         }
-        if let Some((budget, window)) = self.fit {
-            crate::agent::fit::fit_result(&mut outcome.content, budget, window);
+        if let Some((left, window)) = &mut self.fit {
+            crate::agent::fit::fit_result(&mut outcome.content, left, *window);
         }
         Ok(())
     }
