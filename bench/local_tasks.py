@@ -307,6 +307,23 @@ class Run:
     cached_tokens: Optional[int] = None  # of those, how many the server took from its prompt cache
 
 
+def load_results(path: Path) -> List[Run]:
+    """The runs a `--results` file holds, in the order they ran (its other lines, one per start, are skipped;
+    so is a line cut short when the machine stopped mid-write)."""
+    if not path.exists():
+        return []
+    fields = set(Run.__dataclass_fields__)
+    runs = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and {"agent", "task", "ok"} <= rec.keys():
+            runs.append(Run(**{k: v for k, v in rec.items() if k in fields}))
+    return runs
+
+
 def assistant_entries(home: Path) -> List[Dict[str, Any]]:
     """The model turns the sessions recorded, in order, each once: a later line with an entry's id is that
     entry changed (a turn the core left out as an error entry after it was written), and replaces it."""
@@ -761,6 +778,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                    "(default: `simple` when there is one)")
     p.add_argument("--markdown", action="store_true", help="print the per-agent summary as a Markdown table too")
     p.add_argument("--json", action="store_true", help="print the runs as JSON lines too")
+    p.add_argument("--results", type=Path, metavar="FILE",
+                   help="append each run to FILE as a JSON line (--json's) when it ends, and run only what FILE "
+                   "does not have yet: a long run cut short (a session's end, a reboot) goes on where it stopped "
+                   "when given the same FILE, and the table covers every run FILE holds of these agents and tasks")
     p.add_argument("--keep", type=Path, metavar="DIR",
                    help="copy each failed run's folder (workspace, sessions, the agent's output) into DIR")
     args = p.parse_args(argv)
@@ -809,11 +830,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
     runs: List[Run] = []
+    done: Dict[Tuple[str, str], List[Run]] = {}
+    if args.results is not None:
+        for run in load_results(args.results):
+            done.setdefault((run.agent, run.task), []).append(run)
+        cut = args.results.exists() and not args.results.read_bytes().endswith(b"\n")
+        with args.results.open("a", encoding="utf-8") as f:
+            f.write(("\n" if cut and args.results.stat().st_size else "") + json.dumps({"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": sys.argv[1:],
+                                "already": sum(map(len, done.values()))}) + "\n")
     for task in [t for t in TASKS if t.name in wanted]:
         for i in range(args.runs):
             for agent in agents:
+                earlier = done.get((agent.name, task.name), [])
+                if i < len(earlier):
+                    runs.append(earlier[i])
+                    continue
                 run = run_once(agent, task, env, args.timeout, args.keep)
                 runs.append(run)
+                if args.results is not None:
+                    with args.results.open("a", encoding="utf-8") as f:
+                        f.write(json.dumps(run.__dict__) + "\n")
                 print(f"{agent.name} {task.name} #{i + 1}: {'ok' if run.ok else 'FAIL'}"
                       f"{'' if run.stopped else ' (did not stop by itself)'} {run.why} "
                       f"({run.turns} turns, {run.seconds:.1f}s, {run.sent_tokens} prompt tokens sent, "

@@ -219,6 +219,50 @@ def test_bench_both_wires_give_each_config_a_row_per_wire_of_one_server(tmp_path
                      ("anthropic", "http://127.0.0.1:9", False), ("anthropic", "http://127.0.0.1:9", True)]
 
 
+FAKE_HELLO = """import sys
+with open(SEEN, "a") as f:
+    f.write(sys.argv[-1][:6] + "\\n")
+open("hello.py", "w").write("print('Hello, world!')\\n")
+"""
+
+
+def test_a_results_file_keeps_each_run_as_it_ends_and_a_second_start_runs_only_what_it_lacks(tmp_path: Path) -> None:
+    seen = tmp_path / "seen.txt"
+    fake = tmp_path / "agent.py"
+    fake.write_text(f"SEEN = {str(seen)!r}\n" + FAKE_HELLO)
+    results = tmp_path / "results.jsonl"
+    earlier = local_tasks.Run("fake", "hello", False, True, "from an earlier session", 7, 123.0, True)
+    # What a run cut short leaves: one run written, the start's line, and a line the machine stopped inside.
+    results.write_text(json.dumps({"started": "2026-12-05T04:20:00", "argv": []}) + "\n"
+                       + json.dumps(earlier.__dict__) + "\n" + '{"agent": "fake", "task": "hel')
+
+    def bench() -> Any:
+        proc = subprocess.run([sys.executable, BENCH, "--provider", "openai", "--model", "m", "--no-tooloop",
+                               "--agent", f"fake={sys.executable} {fake}", "--tasks", "hello", "-n", "3",
+                               "--results", str(results)],
+                              env=cli_env(tmp_path), capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL)
+        print(proc.stdout, proc.stderr)
+        return proc
+
+    proc = bench()
+    # The earlier run is not run again: the agent ran twice, for the second and third runs.
+    assert seen.read_text().splitlines() == ["Create", "Create"]
+    runs = local_tasks.load_results(results)
+    assert [(r.agent, r.task, r.ok, r.turns) for r in runs] == [("fake", "hello", False, 7), ("fake", "hello", True, None),
+                                                              ("fake", "hello", True, None)]
+    # The table holds all three: the earlier failure among them.
+    row = next(ln for ln in proc.stdout.splitlines() if ln.startswith("fake ") and "hello" in ln)
+    assert row.split()[2] == "2/3" and "from an earlier session" in row
+    assert "fake: 2/3 passed" in proc.stdout and proc.returncode == 1
+    # A third start finds nothing to run, and reports the same.
+    proc = bench()
+    assert len(seen.read_text().splitlines()) == 2 and len(local_tasks.load_results(results)) == 3
+    assert "fake: 2/3 passed" in proc.stdout
+    starts = [json.loads(ln) for ln in results.read_text().splitlines() if ln.startswith('{"started"')]
+    assert [s["already"] for s in starts[1:]] == [1, 3]
+
+
 def test_every_implied_check_fails_on_the_task_as_given(tmp_path: Path) -> None:
     """A check that passes before the agent did anything vouches for nothing: each task's check command fails
     on its starting files (cli_flag's once passed there: `a; b && c; d` exits as `d` alone)."""
