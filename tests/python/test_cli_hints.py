@@ -5,6 +5,7 @@ draft's test fails to import what it tests and the model reads the hint in the s
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,16 +34,65 @@ def ws(ws: Path) -> Path:
     return ws
 
 
+def _edit_of(said: str) -> tuple:
+    """The path, old_text and new_text of the edit_file call a hint says to make."""
+    m = re.search(r"Make this edit: edit_file with path (\S+), old_text (\".*?(?<!\\)\") and new_text (\".*\")\.$", said)
+    assert m, said
+    return m.group(1), json.loads(m.group(2)), json.loads(m.group(3))
+
+
+def _made(ws: Path, said: str) -> subprocess.CompletedProcess:
+    """The edit the hint names, made as edit_file makes it (old_text must occur once), and the file run again."""
+    path, old, new = _edit_of(said)
+    text = (ws / path).read_text()
+    assert text.count(old) == 1, (old, text)
+    (ws / path).write_text(text.replace(old, new))
+    return subprocess.run([sys.executable, path], cwd=ws, capture_output=True, text=True, timeout=30)
+
+
 def test_a_name_another_workspace_module_defines_is_to_be_imported(ws: Path) -> None:
     out = _traceback(ws, "test_slug.py", "assert slugify('A b') == 'a-b'\n")
-    assert hint(out, ws) == ("hint: `slugify` is defined in slug.py, and test_slug.py does not import it: add "
-                             "`from slug import slugify` at the top of test_slug.py.")
+    said = hint(out, ws)
+    # Said as the exact edit_file call, which a small model makes (words alone: 0 to 3 of 6 times).
+    assert said == ("hint: test_slug.py does not import slugify, which slug.py defines. Make this edit: edit_file "
+                    "with path test_slug.py, old_text \"assert slugify('A b') == 'a-b'\" and new_text "
+                    "\"from slug import slugify\\n\\nassert slugify('A b') == 'a-b'\".")
+    assert _made(ws, said).returncode == 0
 
 
 def test_a_standard_module_used_without_import(ws: Path) -> None:
     out = _traceback(ws, "test_pal.py", "from pal import is_palindrome\n\nclass T(unittest.TestCase):\n    pass\n")
-    assert hint(out, ws) == ("hint: `unittest` is a standard module that test_pal.py uses without importing it: "
-                             "add `import unittest` at the top of test_pal.py.")
+    said = hint(out, ws)
+    assert said == ("hint: test_pal.py uses the standard module unittest without importing it. Make this edit: "
+                    "edit_file with path test_pal.py, old_text \"from pal import is_palindrome\" and new_text "
+                    "\"from pal import is_palindrome\\nimport unittest\".")
+    assert _made(ws, said).returncode == 0
+
+
+@pytest.mark.parametrize("source", [
+    # after the first import that is a line of its own, once in the file
+    'import os  # "quoted"\nimport sys\n\nassert slugify("A b") == "a-b", os.sep\n',
+    # a module docstring stays first; the import goes before the first statement
+    '"""Tests of slug.py."""\n\ndef test():\n    assert slugify("A b") == "a-b"\n\ntest()\n',
+    # a decorated first function: before its decorator
+    'import functools as f\nimport os; import sys\n',
+    "@staticmethod\ndef helper():\n    pass\n\nassert slugify('A b') == 'a-b'\n",
+])
+def test_the_edit_a_hint_names_matches_once_and_fixes_the_name_error(ws: Path, source: str) -> None:
+    if "slugify" not in source:
+        source += "assert slugify('A b') == 'a-b'\n"
+    out = _traceback(ws, "test_slug.py", source)
+    said = hint(out, ws)
+    assert said and "Make this edit" in said, said
+    ran = _made(ws, said)
+    assert ran.returncode == 0, ran.stderr
+
+
+def test_where_no_line_of_the_file_can_anchor_the_edit_the_hint_says_it_in_words(ws: Path) -> None:
+    # Its only import line occurs twice: an old_text there would not match once.
+    out = _traceback(ws, "test_slug.py", "import os\nimport os\nassert slugify('A b') == 'a-b'\n")
+    assert hint(out, ws) == ("hint: `slugify` is defined in slug.py, and test_slug.py does not import it: add "
+                             "`from slug import slugify` at the top of test_slug.py.")
 
 
 def test_a_module_called_as_a_function_names_the_functions_in_it(ws: Path) -> None:
@@ -172,7 +222,7 @@ def test_the_hook_reads_only_failed_bash_results_and_keeps_the_users_hook_first(
 
     hook = after_tool_hook(ws, users)
     said = hook(Call("bash"), Result(out))
-    assert said is not None and said.startswith(out + "\n[PostToolUse hook] looked\n\nhint: `slugify` is defined")
+    assert said is not None and said.startswith(out + "\n[PostToolUse hook] looked\n\nhint: test_slug.py does not import slugify")
     assert hook(Call("read_file"), Result(out)) == f"{out}\n[PostToolUse hook] looked", "only bash results"
     assert seen == ["bash", "read_file"]
     plain = after_tool_hook(ws)
@@ -197,7 +247,8 @@ def test_cli_small_window_hint_reaches_the_model_with_the_failed_command(tooloop
     assert len(bodies) == 2, proc.stderr
     last = json.dumps(bodies[1]["messages"][-1])
     assert "NameError: name 'slugify' is not defined" in last, last
-    assert "add `from slug import slugify` at the top of test_slug.py" in last, last
+    assert "test_slug.py does not import slugify, which slug.py defines. Make this edit: edit_file with path " \
+        "test_slug.py" in last, last
 
 
 def test_cli_no_hints_leaves_the_error_as_it_is(tooloop_exe: str, ws: Path, tmp_path: Path) -> None:
@@ -212,5 +263,5 @@ def test_cli_small_window_attempts_get_hints_from_their_own_copy(tooloop_exe: st
     proc, bodies = _cli(tooloop_exe, ws, tmp_path, "--attempts", "1")
     assert len(bodies) == 2, proc.stderr
     last = json.dumps(bodies[1]["messages"][-1])
-    assert "add `from slug import slugify` at the top of test_slug.py" in last, last
+    assert "test_slug.py does not import slugify, which slug.py defines" in last, last
     assert not (ws / "test_slug.py").exists(), "the attempt was not verified: nothing is applied"
