@@ -834,10 +834,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.results is not None:
         for run in load_results(args.results):
             done.setdefault((run.agent, run.task), []).append(run)
-        cut = args.results.exists() and not args.results.read_bytes().endswith(b"\n")
+        # A line the last sitting was writing when it stopped: the next one starts on a line of its own.
+        cut = args.results.exists() and args.results.stat().st_size > 0 \
+            and not args.results.read_bytes().endswith(b"\n")
+        start = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": sys.argv[1:],
+                 "already": sum(map(len, done.values()))}
         with args.results.open("a", encoding="utf-8") as f:
-            f.write(("\n" if cut and args.results.stat().st_size else "") + json.dumps({"started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": sys.argv[1:],
-                                "already": sum(map(len, done.values()))}) + "\n")
+            f.write(("\n" if cut else "") + json.dumps(start) + "\n")
     for task in [t for t in TASKS if t.name in wanted]:
         for i in range(args.runs):
             for agent in agents:
