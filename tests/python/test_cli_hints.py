@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import pytest
 
@@ -34,14 +34,14 @@ def ws(ws: Path) -> Path:
     return ws
 
 
-def _edit_of(said: str) -> tuple:
+def _edit_of(said: str) -> Tuple[str, str, str]:
     """The path, old_text and new_text of the edit_file call a hint says to make."""
     m = re.search(r"Make this edit: edit_file with path (\S+), old_text (\".*?(?<!\\)\") and new_text (\".*\")\.$", said)
     assert m, said
     return m.group(1), json.loads(m.group(2)), json.loads(m.group(3))
 
 
-def _made(ws: Path, said: str) -> subprocess.CompletedProcess:
+def _made(ws: Path, said: str) -> "subprocess.CompletedProcess[str]":
     """The edit the hint names, made as edit_file makes it (old_text must occur once), and the file run again."""
     path, old, new = _edit_of(said)
     text = (ws / path).read_text()

@@ -225,9 +225,9 @@ def _import_edit(workspace: Path, here: Optional[str], statement: str) -> Option
             body = body[1:]   # the module's docstring
         if not body or imports:
             return None
-        node = body[0]
-        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-        line = whole_line(node, first)
+        head = body[0]
+        first = min([head.lineno] + [d.lineno for d in getattr(head, "decorator_list", [])])
+        line = whole_line(head, first)
         if line is None:
             return None
         old, new = line, f"{statement}\n\n{line}"
