@@ -190,7 +190,9 @@ typedef void (*tooloop_event_fn)(void *userdata, const tooloop_event *event);
  * (borrowed for the call): for `"before_tool"` the call `{"id", "name", "input"}`; for `"after_tool"` the
  * call and its result `{"id", "name", "input", "content", "is_error", "denied"}`; for `"before_request"` the
  * request as it will be sent (Messages API shape); for `"on_stop"` the run's result (as
- * `tooloop_agent_run` returns it). `result` is where the answer goes (borrowed for the call):
+ * `tooloop_agent_run` returns it); for `"after_check"` the failed check and the message that goes back to the
+ * model `{"check": {"command", "passed", "exit_code", "output_tail", "runs"}, "message"}`. `result` is where
+ * the answer goes (borrowed for the call):
  * - `"before_tool"`: `tooloop_hook_result_set_error(result, reason)` denies the call (the model reads the
  *   reason); `tooloop_hook_result_set_input(result, json)` runs it with that input instead (checked
  *   against the permission rules again).
@@ -198,6 +200,8 @@ typedef void (*tooloop_event_fn)(void *userdata, const tooloop_event *event);
  * - `"before_request"`: observe only.
  * - `"on_stop"`: `tooloop_hook_result_set_text(result, text)` sends `text` as a new user message and the run
  *   goes on (within `max_turns`).
+ * - `"after_check"`: `tooloop_hook_result_set_text(result, text)` replaces the message the model reads of
+ *   the failed check (e.g. the message with a hint appended).
  *
  * Return 0 to carry on; a non-zero value fails the hook: the run ends with `TOOLOOP_HOOK_FAILED`.
  *
@@ -987,11 +991,12 @@ tooloop_status tooloop_agent_count_tokens(tooloop_agent *agent, const char *inpu
 tooloop_status tooloop_agent_context_window(const tooloop_agent *agent, uint64_t *out_tokens);
 
 /**
- * Set the hook of kind `kind` (`"before_tool"`, `"after_tool"`, `"before_request"` or `"on_stop"`; see
- * `tooloop_hook_fn`) on an agent. A NULL `fn` removes that hook. Setting a hook replaces the previous hook
- * of that kind. Order around each tool call: the permission rules (`"permission_rules"` in the config),
+ * Set the hook of kind `kind` (`"before_tool"`, `"after_tool"`, `"before_request"`, `"on_stop"` or
+ * `"after_check"`; see `tooloop_hook_fn`) on an agent. A NULL `fn` removes that hook. Setting a hook
+ * replaces the previous hook of that kind. Order around each tool call: the permission rules (`"permission_rules"` in the config),
  * `"before_tool"`, the permission callback, the tool, `"after_tool"`. Every tool gets them: host tools,
- * built-in tools, MCP tools and the calls of a subagent (which inherits all but `"on_stop"`).
+ * built-in tools, MCP tools and the calls of a subagent (which inherits all but `"on_stop"` and
+ * `"after_check"`). `"after_check"` runs when the config's `"check"` failed, before the model reads why.
  *
  * Ownership: `userdata` is the host's; tooloop calls `userdata_free(userdata)` (if not NULL) exactly once:
  * when the hook is replaced or removed by a later call, or when the agent is freed. When this call fails for
@@ -1008,8 +1013,9 @@ tooloop_status tooloop_agent_set_hook(tooloop_agent *agent,
                                       tooloop_free_fn userdata_free);
 
 /**
- * Answer an `"after_tool"` hook with the result text the model sees instead, or an `"on_stop"` hook with a
- * new user message (the run goes on). `text` is UTF-8, copied. A later set replaces an earlier one.
+ * Answer an `"after_tool"` hook with the result text the model sees instead, an `"on_stop"` hook with a
+ * new user message (the run goes on), or an `"after_check"` hook with the failed check's message the model
+ * reads instead. `text` is UTF-8, copied. A later set replaces an earlier one.
  *
  * If this call fails (NULL or invalid UTF-8 text, a hook kind that takes no text), the hook fails unless a
  * later set succeeds: the run ends with `TOOLOOP_HOOK_FAILED`.

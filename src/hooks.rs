@@ -3,7 +3,8 @@
 //! Order around one call, all on the agent's thread: the permission rules ([`crate::rules`]),
 //! `before_tool`, the permission callable, the tool, `after_tool`. Every tool gets them — built-ins, host
 //! tools, MCP tools and the calls of a subagent (a child agent inherits its parent's tool and request
-//! hooks; `on_stop` stays the parent's).
+//! hooks; `on_stop` and `after_check` stay the parent's). `after_check` sees a failed check's message before
+//! the model does.
 //!
 //! A hook that fails (returns `Err`: a Python exception, a C callback returning non-zero) ends the run with
 //! [`crate::Error::Hook`] — also when it fails in a subagent's call: the parent's run ends with the same
@@ -14,7 +15,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::run::RunResult;
+use crate::run::{CheckResult, RunResult};
 use crate::types::{Request, ToolUseBlock};
 
 /// What `before_tool` answers.
@@ -61,6 +62,10 @@ pub type BeforeRequestHook = Arc<dyn Fn(&Request) -> Result<(), String> + Send +
 /// Called when a run would end; `Some(text)` is sent as a new user message and the run goes on.
 pub type OnStopHook = Arc<dyn Fn(&RunResult) -> Result<Option<String>, String> + Send + Sync>;
 
+/// Called when the `check` failed and its failure is about to go back to the model, with the check's
+/// verdict and that message; `Some(text)` replaces the message (a host's hints on the failing lines).
+pub type AfterCheckHook = Arc<dyn Fn(&CheckResult, &str) -> Result<Option<String>, String> + Send + Sync>;
+
 /// The hooks of an agent (each optional).
 #[derive(Clone, Default)]
 pub struct Hooks {
@@ -72,6 +77,8 @@ pub struct Hooks {
     pub before_request: Option<BeforeRequestHook>,
     /// See [`OnStopHook`].
     pub on_stop: Option<OnStopHook>,
+    /// See [`AfterCheckHook`].
+    pub after_check: Option<AfterCheckHook>,
 }
 
 impl std::fmt::Debug for Hooks {
@@ -81,16 +88,17 @@ impl std::fmt::Debug for Hooks {
             .field("after_tool", &self.after_tool.is_some())
             .field("before_request", &self.before_request.is_some())
             .field("on_stop", &self.on_stop.is_some())
+            .field("after_check", &self.after_check.is_some())
             .finish()
     }
 }
 
 /// The hook kinds by name, as the bindings spell them.
-pub const KINDS: &[&str] = &["before_tool", "after_tool", "before_request", "on_stop"];
+pub const KINDS: &[&str] = &["before_tool", "after_tool", "before_request", "on_stop", "after_check"];
 
 impl Hooks {
-    /// What a child agent inherits: everything but `on_stop`.
+    /// What a child agent inherits: everything but `on_stop` and `after_check` (a child has no check).
     pub fn for_child(&self) -> Hooks {
-        Hooks { on_stop: None, ..self.clone() }
+        Hooks { on_stop: None, after_check: None, ..self.clone() }
     }
 }

@@ -111,8 +111,8 @@ pub use conversation::cost_usd as entries_cost_usd;
 pub use gate::with_send_gate;
 pub use gate::{Admit, SendGate};
 pub use hooks::{
-    AfterToolHook, BeforeRequestHook, BeforeTool, BeforeToolHook, Hooks, KINDS as HOOK_KINDS, OnStopHook,
-    ToolResultView,
+    AfterCheckHook, AfterToolHook, BeforeRequestHook, BeforeTool, BeforeToolHook, Hooks, KINDS as HOOK_KINDS,
+    OnStopHook, ToolResultView,
 };
 pub use http::{with_poll_hook, with_wait_hook};
 pub use ledger::Ledger;

@@ -12,8 +12,11 @@ mod tempdir;
 
 use mock::{MockServer, scripted};
 use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
 use tempdir::TempDir as Ws;
-use tooloop::{AgentOptions, RunResult, StopReason};
+
+use tooloop::check::CheckResult;
+use tooloop::{AgentOptions, Error, Hooks, RunResult, StopReason};
 
 const TEST: &str = "import x\nassert x.add(2, 3) == 5, 'add(2, 3) is wrong: ' + repr(x.add(2, 3))\nprint('ok')\n";
 const WRONG: &str = "def add(a, b):\n    return a - b\n";
@@ -27,12 +30,17 @@ fn workspace(name: &str) -> Ws {
 }
 
 fn run(mock: &MockServer, ws: &Ws, extra: Value) -> tooloop::Result<RunResult> {
+    run_with(mock, ws, extra, Hooks::default())
+}
+
+fn run_with(mock: &MockServer, ws: &Ws, extra: Value, hooks: Hooks) -> tooloop::Result<RunResult> {
     let mut options = json!({"model": "claude-sonnet-4-6", "api_key": "sk-ant-mock", "base_url": mock.base_url(),
         "builtin_tools": true, "workspace": ws.0, "sandbox": "off", "max_turns": 8, "stream": false});
     for (k, v) in extra.as_object().unwrap() {
         options[k] = v.clone();
     }
     let agent = AgentOptions::from_value(options).unwrap().build().unwrap();
+    agent.set_hooks(hooks);
     let result = agent.run("make the test pass", &mut |_| {});
     assert!(agent.tools().run_protected().get().is_empty(), "the check's files are writable again after the run");
     result
@@ -240,4 +248,55 @@ fn a_task_child_cannot_write_the_parents_check_file_either() {
     assert!(child_result.contains("test_x.py is read-only in this run"), "{child_result}");
     assert_eq!(std::fs::read_to_string(ws.file("test_x.py")).unwrap(), TEST);
     assert!(result.check.unwrap().passed);
+}
+
+#[test]
+fn the_after_check_hook_sees_the_failed_check_and_what_it_returns_is_what_the_model_reads() {
+    let ws = workspace("check-hook");
+    let steps = [json!("Done."), write("x.py", RIGHT), json!("Fixed.")];
+    let mock = MockServer::start(&scripted("after_check", &steps));
+    let seen: Arc<Mutex<Vec<(CheckResult, String)>>> = Arc::default();
+    let log = seen.clone();
+    let hooks = Hooks {
+        after_check: Some(Arc::new(move |check: &CheckResult, message: &str| {
+            log.lock().unwrap().push((check.clone(), message.to_string()));
+            Ok(Some(format!("{message}\n\nhint: add, not subtract")))
+        })),
+        ..Hooks::default()
+    };
+    let result = run_with(&mock, &ws, json!({"check": "python3 test_x.py"}), hooks).unwrap();
+
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1, "called once: the check failed once, and a passing check is not the hook's");
+    let (check, message) = &seen[0];
+    assert!(!check.passed && check.exit_code == Some(1) && check.runs == 1, "{check:?}");
+    assert!(check.output_tail.contains("add(2, 3) is wrong: -1"), "{}", check.output_tail);
+    assert!(message.starts_with("The check `python3 test_x.py` failed (exit 1)"), "{message}");
+    let told = last_text(&mock, 1);
+    assert!(told.starts_with(message.as_str()) && told.ends_with("hint: add, not subtract"), "{told}");
+    assert!(result.check.unwrap().passed);
+    assert_eq!(result.text, "Fixed.");
+}
+
+#[test]
+fn an_after_check_hook_that_answers_none_leaves_the_message_and_one_that_fails_ends_the_run() {
+    let ws = workspace("check-hook-none");
+    let mock = MockServer::start(&scripted("after_check none", &[json!("Done."), write("x.py", RIGHT), json!("Ok.")]));
+    let hooks = Hooks { after_check: Some(Arc::new(|_: &CheckResult, _: &str| Ok(None))), ..Hooks::default() };
+    run_with(&mock, &ws, json!({"check": "python3 test_x.py"}), hooks).unwrap();
+    let told = last_text(&mock, 1);
+    assert!(
+        told.starts_with("The check `python3 test_x.py` failed (exit 1)") && told.ends_with("then answer."),
+        "{told}"
+    );
+
+    let ws = workspace("check-hook-fails");
+    let mock = MockServer::start(&scripted("after_check fails", &[json!("Done."), json!("unused")]));
+    let hooks = Hooks {
+        after_check: Some(Arc::new(|_: &CheckResult, _: &str| Err("the hint broke".to_string()))),
+        ..Hooks::default()
+    };
+    let e = run_with(&mock, &ws, json!({"check": "python3 test_x.py"}), hooks).unwrap_err();
+    assert!(matches!(&e, Error::Hook { hook, message } if hook == "after_check" && message == "the hint broke"), "{e}");
+    assert_eq!(mock.requests().len(), 1, "no request after the hook failed");
 }

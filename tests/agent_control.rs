@@ -209,7 +209,7 @@ fn logging_hooks(log: &Log) -> Hooks {
             c.lock().unwrap().push(format!("request {}", req.messages.len()));
             Ok(())
         })),
-        on_stop: None,
+        ..Hooks::default()
     }
 }
 

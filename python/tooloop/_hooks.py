@@ -1,6 +1,6 @@
 """Hooks: Python callables the core calls around each tool call, each request and the end of a run.
 
-``Agent(hooks={"before_tool": f, "after_tool": g, "before_request": h, "on_stop": k})``. Order around one call,
+``Agent(hooks={"before_tool": f, "after_tool": g, "before_request": h, "on_stop": k, "after_check": c})``. Order around one call,
 on the agent's thread: the permission rules, ``before_tool``, the ``permission`` callable, the tool,
 ``after_tool``. Each returns None to carry on:
 
@@ -11,6 +11,9 @@ on the agent's thread: the permission rules, ``before_tool``, the ``permission``
 - ``before_request(request: dict) -> None``: sees each request as it will be sent.
 - ``on_stop(result: RunResult) -> None | str``: a str is sent as a new user message and the run goes on
   (within ``max_turns``).
+- ``after_check(check: dict, message: str) -> None | str``: the ``check`` failed (``check`` as
+  ``RunResult.check``: command, passed, exit_code, output_tail, runs) and ``message`` is about to go back to
+  the model; a str replaces it (a hint on the failing lines, say).
 
 A hook that raises ends the run: the exception propagates from ``run()`` unchanged, and the conversation is
 valid (every call of the turn has its result), so ``resume()`` goes on. Must never: hold agent logic.
@@ -28,10 +31,11 @@ if TYPE_CHECKING:
     _AfterToolFn = Callable[[ToolCall, "ToolResult"], Optional[str]]
     _BeforeRequestFn = Callable[[Dict[str, Any]], None]
     _OnStopFn = Callable[[RunResult], Optional[str]]
+    _AfterCheckFn = Callable[[Dict[str, Any], str], Optional[str]]
 
 __all__ = ["ToolResult", "HOOK_KINDS"]
 
-HOOK_KINDS = ("before_tool", "after_tool", "before_request", "on_stop")
+HOOK_KINDS = ("before_tool", "after_tool", "before_request", "on_stop", "after_check")
 
 
 class ToolResult(str):
@@ -123,6 +127,16 @@ def _on_stop(f: _OnStopFn) -> Callable[[Dict[str, Any]], Optional[str]]:
     return call
 
 
+def _after_check(f: _AfterCheckFn) -> Callable[[Dict[str, Any], str], Optional[str]]:
+    def call(check: Dict[str, Any], message: str) -> Optional[str]:
+        answer = f(check, message)
+        if answer is None or isinstance(answer, str):
+            return answer or None
+        raise _bad("after_check", "None or a string", answer)
+
+    return call
+
+
 def adapters(hooks: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     """The core's adapters for a ``hooks=`` dict (an unknown key or a value that is not callable is a
     ConfigError)."""
@@ -146,6 +160,8 @@ def adapters(hooks: Optional[Dict[str, Any]]) -> Dict[str, Any]:
             made[kind] = _after_tool(f)
         elif kind == "before_request":
             made[kind] = _before_request(f)
+        elif kind == "after_check":
+            made[kind] = _after_check(f)
         else:
             made[kind] = _on_stop(f)
     return made

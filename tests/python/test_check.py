@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
 
 from _support import agent_for, clean_env, run_cli, text_reply, tool_reply
 
@@ -58,6 +60,55 @@ def test_python_check_failure_reaches_the_model_and_the_result_carries_the_check
     assert result.files_changed == ["x.py", "made.txt"]
     assert result.commands_run == [{"command": "echo made > made.txt", "exit_code": 0}]
     assert result.unverified is None and result.stop_reason == "end_turn"
+
+
+def test_python_after_check_hook_sees_the_failed_check_and_its_answer_is_what_the_model_reads(
+        mock: Any, tmp_path: Path) -> None:
+    ws = _workspace(tmp_path / "ws")
+    server = mock({"responses": [text_reply("Done."), _write("w1", "x.py", RIGHT), text_reply("Fixed.")]})
+    seen: List[Tuple[Dict[str, Any], str]] = []
+
+    def after_check(check: Dict[str, Any], message: str) -> Optional[str]:
+        seen.append((check, message))
+        return message + "\n\nhint: add, not subtract"
+
+    agent = agent_for(server, builtin_tools=True, workspace=str(ws), sandbox="off", check="python3 test_x.py",
+                      hooks={"after_check": after_check})
+    result = agent.run("make the test pass")
+    assert len(seen) == 1, "called on the failure only"
+    check, message = seen[0]
+    assert check["passed"] is False and check["exit_code"] == 1 and check["runs"] == 1
+    assert "add(2, 3) is wrong: -1" in check["output_tail"]
+    assert message.startswith("The check `python3 test_x.py` failed (exit 1)")
+    told = server.requests()[1]["body"]["messages"][-1]["content"]
+    text = told if isinstance(told, str) else "".join(b.get("text", "") for b in told)
+    assert text == message + "\n\nhint: add, not subtract"
+    assert result.check is not None and result.check["passed"] and result.text == "Fixed."
+
+
+def test_python_after_check_hook_returning_a_non_string_or_raising_ends_the_run_and_the_conversation_stays_valid(
+        mock: Any, tmp_path: Path) -> None:
+    ws = _workspace(tmp_path / "ws")
+    server = mock({"responses": [text_reply("Done."), text_reply("unused")]})
+    agent = agent_for(server, builtin_tools=True, workspace=str(ws), sandbox="off", check="python3 test_x.py",
+                      hooks={"after_check": lambda check, message: 42})
+    with pytest.raises(TypeError, match="after_check hook must return None or a string"):
+        agent.run("make the test pass")
+    assert len(server.requests()) == 1
+    assert agent.messages[-1]["role"] == "assistant"
+
+    class Boom(Exception):
+        pass
+
+    def boom(check: Dict[str, Any], message: str) -> None:
+        raise Boom("the hint broke")
+
+    server = mock({"responses": [text_reply("Done."), text_reply("unused")]})
+    agent = agent_for(server, builtin_tools=True, workspace=str(ws), sandbox="off", check="python3 test_x.py",
+                      hooks={"after_check": boom})
+    with pytest.raises(Boom, match="the hint broke"):
+        agent.run("make the test pass")
+    assert len(server.requests()) == 1
 
 
 def test_python_a_false_claim_is_challenged_once_then_the_result_says_unverified(mock: Any, tmp_path: Path) -> None:

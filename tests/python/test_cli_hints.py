@@ -14,7 +14,8 @@ from typing import Any, Optional, Tuple
 import pytest
 
 from _support import small_window_run, text_reply
-from tooloop.cli.hints import after_tool_hook, hint
+from _support import tool_reply
+from tooloop.cli.hints import after_check_hook, after_tool_hook, hint
 
 SLUG = "def slugify(text):\n    return '-'.join(text.lower().split())\n"
 PAL = "def is_palindrome(s):\n    return s == s[::-1]\n"
@@ -265,3 +266,40 @@ def test_cli_small_window_attempts_get_hints_from_their_own_copy(tooloop_exe: st
     last = json.dumps(bodies[1]["messages"][-1])
     assert "test_slug.py does not import slugify, which slug.py defines" in last, last
     assert not (ws / "test_slug.py").exists(), "the attempt was not verified: nothing is applied"
+
+
+def test_after_check_hook_appends_the_hint_to_the_checks_message_but_never_for_a_file_the_check_names(
+        ws: Path) -> None:
+    # The test did not exist as the run started (the model wrote it): it is the model's to fix.
+    hook = after_check_hook(ws, "python3 test_slug.py")
+    out = _traceback(ws, "test_slug.py", "assert slugify('A b') == 'a-b'\n")
+    check = {"command": "python3 test_slug.py", "passed": False, "exit_code": 1, "output_tail": out, "runs": 1}
+    message = f"The check `python3 test_slug.py` failed (exit 1):\n{out}"
+    said = hook(check, message)
+    assert said is not None and said.startswith(message + "\n\nhint: test_slug.py does not import slugify, which "
+                                                "slug.py defines. Make this edit: edit_file with path test_slug.py"), said
+    assert hook(check, said) is None, "not twice"
+    # The test was there as the run started: the check's file is read-only, an edit of it would be refused.
+    assert after_check_hook(ws, "python3 test_slug.py")(check, message) is None
+    assert after_check_hook(ws, "sh -c 'python3 test_slug.py'")(check, message) is not None, \
+        "a word of the command, not a part of one"
+    passed = {**check, "output_tail": "ok"}
+    assert after_check_hook(ws, "python3 test_slug.py")(passed, "x") is None
+
+
+def test_cli_small_window_check_failure_carries_the_hint(tooloop_exe: str, ws: Path, tmp_path: Path) -> None:
+    # The draft writes a test without the import and no command: the answer is held to the check, whose
+    # NameError goes back to the model with the hint (an after_check hook); the edit it names passes the check.
+    draft = "test_slug.py\n```python\nassert slugify('Hello World') == 'hello-world'\nprint('ok')\n```\n"
+    edit = {"path": "test_slug.py", "old_text": "assert slugify('Hello World') == 'hello-world'",
+            "new_text": "from slug import slugify\n\nassert slugify('Hello World') == 'hello-world'"}
+    replies = [text_reply(draft), text_reply("Done."), tool_reply(("e1", "edit_file", edit)), text_reply("Fixed.")]
+    proc, bodies = small_window_run(tooloop_exe, ws, tmp_path, replies, "Add test_slug.py for slug.py's slugify.",
+                                    "--check", "python3 test_slug.py")
+    told = [json.dumps(b["messages"][-1]) for b in bodies]
+    failed = [t for t in told if "The check `python3 test_slug.py` failed" in t]
+    assert len(failed) == 1, (proc.stderr, told)
+    assert "hint: test_slug.py does not import slugify, which slug.py defines. Make this edit: edit_file with " \
+        "path test_slug.py" in failed[0], failed[0]
+    assert proc.returncode == 0, proc.stderr
+    assert "tooloop: check passed" in proc.stderr

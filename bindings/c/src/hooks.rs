@@ -36,7 +36,9 @@ pub struct tooloop_hook_result {
 /// (borrowed for the call): for `"before_tool"` the call `{"id", "name", "input"}`; for `"after_tool"` the
 /// call and its result `{"id", "name", "input", "content", "is_error", "denied"}`; for `"before_request"` the
 /// request as it will be sent (Messages API shape); for `"on_stop"` the run's result (as
-/// `tooloop_agent_run` returns it). `result` is where the answer goes (borrowed for the call):
+/// `tooloop_agent_run` returns it); for `"after_check"` the failed check and the message that goes back to the
+/// model `{"check": {"command", "passed", "exit_code", "output_tail", "runs"}, "message"}`. `result` is where
+/// the answer goes (borrowed for the call):
 /// - `"before_tool"`: `tooloop_hook_result_set_error(result, reason)` denies the call (the model reads the
 ///   reason); `tooloop_hook_result_set_input(result, json)` runs it with that input instead (checked
 ///   against the permission rules again).
@@ -44,6 +46,8 @@ pub struct tooloop_hook_result {
 /// - `"before_request"`: observe only.
 /// - `"on_stop"`: `tooloop_hook_result_set_text(result, text)` sends `text` as a new user message and the run
 ///   goes on (within `max_turns`).
+/// - `"after_check"`: `tooloop_hook_result_set_text(result, text)` replaces the message the model reads of
+///   the failed check (e.g. the message with a hint appended).
 ///
 /// Return 0 to carry on; a non-zero value fails the hook: the run ends with `TOOLOOP_HOOK_FAILED`.
 ///
@@ -113,6 +117,14 @@ pub(crate) fn install(hooks: &mut Hooks, kind: &'static str, hook: Option<Arc<Ho
                 })
             })
         }
+        "after_check" => {
+            hooks.after_check = hook.map(|h| -> tooloop::AfterCheckHook {
+                Arc::new(move |check: &tooloop::check::CheckResult, message: &str| {
+                    let event = serde_json::json!({"check": check, "message": message});
+                    Ok(h.call("after_check", &event)?.text)
+                })
+            })
+        }
         _ => {
             hooks.on_stop = hook.map(|h| -> tooloop::OnStopHook {
                 Arc::new(move |result: &tooloop::RunResult| {
@@ -124,11 +136,12 @@ pub(crate) fn install(hooks: &mut Hooks, kind: &'static str, hook: Option<Arc<Ho
     }
 }
 
-/// Set the hook of kind `kind` (`"before_tool"`, `"after_tool"`, `"before_request"` or `"on_stop"`; see
-/// `tooloop_hook_fn`) on an agent. A NULL `fn` removes that hook. Setting a hook replaces the previous hook
-/// of that kind. Order around each tool call: the permission rules (`"permission_rules"` in the config),
+/// Set the hook of kind `kind` (`"before_tool"`, `"after_tool"`, `"before_request"`, `"on_stop"` or
+/// `"after_check"`; see `tooloop_hook_fn`) on an agent. A NULL `fn` removes that hook. Setting a hook
+/// replaces the previous hook of that kind. Order around each tool call: the permission rules (`"permission_rules"` in the config),
 /// `"before_tool"`, the permission callback, the tool, `"after_tool"`. Every tool gets them: host tools,
-/// built-in tools, MCP tools and the calls of a subagent (which inherits all but `"on_stop"`).
+/// built-in tools, MCP tools and the calls of a subagent (which inherits all but `"on_stop"` and
+/// `"after_check"`). `"after_check"` runs when the config's `"check"` failed, before the model reads why.
 ///
 /// Ownership: `userdata` is the host's; tooloop calls `userdata_free(userdata)` (if not NULL) exactly once:
 /// when the hook is replaced or removed by a later call, or when the agent is freed. When this call fails for
@@ -152,8 +165,8 @@ pub extern "C" fn tooloop_agent_set_hook(
         let kind_text = str_arg(kind, "kind")?;
         let Some(kind) = kind_name(kind_text) else {
             return Err(Failure::invalid(format!(
-                "unknown hook kind {kind_text:?}; the kinds are \"before_tool\", \"after_tool\", \"before_request\" \
-                 and \"on_stop\""
+                "unknown hook kind {kind_text:?}; the kinds are \"before_tool\", \"after_tool\", \"before_request\", \
+                 \"on_stop\" and \"after_check\""
             )));
         };
         let previous = a
@@ -192,8 +205,9 @@ fn set_hook_string(
     }
 }
 
-/// Answer an `"after_tool"` hook with the result text the model sees instead, or an `"on_stop"` hook with a
-/// new user message (the run goes on). `text` is UTF-8, copied. A later set replaces an earlier one.
+/// Answer an `"after_tool"` hook with the result text the model sees instead, an `"on_stop"` hook with a
+/// new user message (the run goes on), or an `"after_check"` hook with the failed check's message the model
+/// reads instead. `text` is UTF-8, copied. A later set replaces an earlier one.
 ///
 /// If this call fails (NULL or invalid UTF-8 text, a hook kind that takes no text), the hook fails unless a
 /// later set succeeds: the run ends with `TOOLOOP_HOOK_FAILED`.
@@ -207,9 +221,9 @@ pub extern "C" fn tooloop_hook_result_set_text(
 ) -> tooloop_status {
     boundary("tooloop_hook_result_set_text", || {
         set_hook_string(result, text, "text", |r, t| {
-            if r.kind != "after_tool" && r.kind != "on_stop" {
+            if !matches!(r.kind, "after_tool" | "on_stop" | "after_check") {
                 return Err(Failure::invalid(format!(
-                    "a {} hook takes no text (only after_tool and on_stop do)",
+                    "a {} hook takes no text (only after_tool, on_stop and after_check do)",
                     r.kind
                 )));
             }

@@ -315,15 +315,17 @@ impl PyAgent {
 
     /// Set the hooks (each None: not set), adapters from `tooloop/_hooks.py` (see `control.rs`). An exception
     /// from one ends the run, which re-raises it.
-    #[pyo3(signature = (before_tool=None, after_tool=None, before_request=None, on_stop=None))]
+    #[pyo3(signature = (before_tool=None, after_tool=None, before_request=None, on_stop=None, after_check=None))]
     fn set_hooks(
         &self,
         before_tool: Option<Py<PyAny>>,
         after_tool: Option<Py<PyAny>>,
         before_request: Option<Py<PyAny>>,
         on_stop: Option<Py<PyAny>>,
+        after_check: Option<Py<PyAny>>,
     ) {
-        self.core.set_hooks(crate::control::hooks(&self.slot, before_tool, after_tool, before_request, on_stop));
+        let hooks = crate::control::hooks(&self.slot, before_tool, after_tool, before_request, on_stop, after_check);
+        self.core.set_hooks(hooks);
     }
 
     /// The instruction files loaded into the system prompt: `{"files": [{"path", "truncated", "bytes"}],

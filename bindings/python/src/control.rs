@@ -3,7 +3,7 @@
 //! The callables `tooloop/_hooks.py` hands over answer in a fixed shape (checked there, so a wrong return is
 //! a `TypeError` naming the hook): `before_tool(id, name, input) -> None | ("deny", reason) | ("input",
 //! dict)`, `after_tool(id, name, input, content, is_error, denied) -> None | str`, `before_request(request)
-//! -> None`, `on_stop(result) -> None | str`. An exception is parked in the run's slot (the run re-raises it
+//! -> None`, `on_stop(result) -> None | str`, `after_check(check, message) -> None | str`. An exception is parked in the run's slot (the run re-raises it
 //! unchanged) and the core ends the run with `Error::Hook`.
 
 use std::sync::Arc;
@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 use serde_json::Value;
 use tooloop::ToolUseBlock;
+use tooloop::check::CheckResult;
 use tooloop::{BeforeTool, Hooks, ToolResultView};
 use tooloop::{Request, RunResult};
 
@@ -40,6 +41,7 @@ pub fn hooks(
     after_tool: Option<Py<PyAny>>,
     before_request: Option<Py<PyAny>>,
     on_stop: Option<Py<PyAny>>,
+    after_check: Option<Py<PyAny>>,
 ) -> Hooks {
     let mut h = Hooks::default();
     if let Some(f) = before_tool {
@@ -86,6 +88,15 @@ pub fn hooks(
             guarded(&slot, |py| {
                 let v = serde_json::to_value(result).unwrap_or(Value::Null);
                 opt_str(&f.bind(py).call1((to_py(py, &v)?,))?)
+            })
+        }));
+    }
+    if let Some(f) = after_check {
+        let slot = slot.clone();
+        h.after_check = Some(Arc::new(move |check: &CheckResult, message: &str| {
+            guarded(&slot, |py| {
+                let v = serde_json::to_value(check).unwrap_or(Value::Null);
+                opt_str(&f.bind(py).call1((to_py(py, &v)?, message))?)
             })
         }));
     }

@@ -391,9 +391,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     if settings.prompt_style == "compact" and not getattr(args, "no_hints", False):
         # A failed command's Python error whose cause the workspace's files name gets a one-line hint (a
         # test that does not import what it tests), after the user's own PostToolUse hooks (issue 41).
-        from .hints import after_tool_hook
+        from .hints import after_check_hook, after_tool_hook
         made = options.setdefault("hooks", {})
         made["after_tool"] = after_tool_hook(settings.workspace, made.get("after_tool"))
+        if args.check:
+            made["after_check"] = after_check_hook(settings.workspace, args.check)
     if args.json_schema:
         from .jsonout import load_schema
         try:

@@ -125,7 +125,7 @@ def run_attempts(args: argparse.Namespace, settings: Settings, task: str, task_i
     import tooloop.attempts
 
     from .batch import ProtectedWrites
-    from .hints import after_tool_hook
+    from .hints import after_check_hook, after_tool_hook
 
     json_mode = args.output_format != "text"
     started = time.monotonic()
@@ -147,6 +147,8 @@ def run_attempts(args: argparse.Namespace, settings: Settings, task: str, task_i
             hooks["before_tool"] = ProtectedWrites(copy)
         if settings.prompt_style == "compact" and not getattr(args, "no_hints", False):
             hooks["after_tool"] = after_tool_hook(Path(copy))   # the hints read the attempt's own copy
+            if args.check:
+                hooks["after_check"] = after_check_hook(Path(copy), args.check)
         if hooks:
             own["hooks"] = hooks
         return own

@@ -13,8 +13,8 @@ a call that does not fit how a workspace function is defined, and a standard mod
 (`pip install json`, a real run's answer to a KeyError). It says nothing when the workspace does not
 answer the error.
 
-The CLI's policy, on for the compact prompt (an ``after_tool`` hook, after the user's own PostToolUse hooks);
-the library is untouched. Must never: change a result that is not a failed command's, or run, import or
+The CLI's policy, on for the compact prompt (an ``after_tool`` hook, after the user's own PostToolUse hooks,
+and an ``after_check`` hook on a failed ``--check``); the library is untouched. Must never: change a result that is not a failed command's, or run, import or
 write anything of the workspace's. Standard library only.
 """
 
@@ -25,9 +25,10 @@ import difflib
 import json
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 #: The tool whose results are read (the built-in shell tool).
 TOOL = "bash"
@@ -112,8 +113,9 @@ def _listing(module: str, names: List[str]) -> str:
     return f"{module}.py defines {shown}" if names else f"{module}.py defines no function"
 
 
-def hint(output: str, workspace: Path) -> Optional[str]:
-    """One line on the last Python error in `output` when the workspace's files name its cause, else None."""
+def hint(output: str, workspace: Path, read_only: FrozenSet[str] = frozenset()) -> Optional[str]:
+    """One line on the last Python error in `output` when the workspace's files name its cause, else None.
+    No import is proposed for a file in `read_only` (the check's files: the edit would be refused)."""
     tail = output[-4000:]
     m = _NO_DISTRIBUTION.search(tail)
     if m and m.group(1) in _STDLIB:
@@ -125,6 +127,8 @@ def hint(output: str, workspace: Path) -> Optional[str]:
     here = frame[0] if frame else None
     where = here or "the file"
     m = _NAME_ERROR.search(tail)
+    if m and here in read_only:
+        return None
     if m:
         name = m.group(1)
         own = Path(here).stem if here else None
@@ -319,3 +323,40 @@ def after_tool_hook(workspace: Path,
         return f"{text}\n\n{line}"
 
     return after_tool
+
+
+def after_check_hook(workspace: Path, command: str) -> Callable[[Dict[str, Any], str], Optional[str]]:
+    """An ``after_check`` hook: the hint appended to a failed check's message when the workspace answers its
+    error (a check's failure is a user message, not a ``bash`` result, so ``after_tool`` never sees it). The
+    files `command` names are read as the run starts, as the library does to keep them read-only: no import
+    is proposed for them. Why: with ``--attempts 3 --check "python3 test_pal.py"``, attempts of a real run
+    swapped ``import unittest`` for ``from pal import is_palindrome`` and back on each check failure until
+    their time ran out."""
+    root = Path(os.path.abspath(workspace))
+    read_only = _named_files(command, root)
+
+    def after_check(check: Dict[str, Any], message: str) -> Optional[str]:
+        line = hint(str(check.get("output_tail") or ""), root, read_only)
+        if line is None or line in message:
+            return None
+        return f"{message}\n\n{line}"
+
+    return after_check
+
+
+def _named_files(command: str, root: Path) -> FrozenSet[str]:
+    """The workspace files a check command names as words (``test_pal.py`` in ``python3 test_pal.py``), as
+    paths relative to the workspace: the library keeps the ones that exist at the run's start read-only."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    named: "set[str]" = set()
+    for w in words:
+        try:
+            path = (root / w).resolve()
+            if path.is_file() and path.is_relative_to(root.resolve()):
+                named.add(path.relative_to(root.resolve()).as_posix())
+        except (OSError, ValueError):
+            continue
+    return frozenset(named)

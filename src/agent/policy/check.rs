@@ -6,7 +6,8 @@
 //!
 //! When the check runs: each time the model answers without tool calls, if it has not run yet in this run
 //! or a write-kind or shell-kind call was made since its last run. A failure goes back to the model as a
-//! user message ([`crate::check::CheckResult::failure_message`]) and the loop goes on; an answer with
+//! user message ([`crate::check::CheckResult::failure_message`], or what the host's `after_check` hook
+//! makes of it) and the loop goes on; an answer with
 //! nothing changed since the check failed ends the run with stop_reason `check_failed` (the model has given
 //! up; asking again would spend turns for nothing), and so does `max_turns` with the check failing, under
 //! either `max_turns_policy` (the check, run once more first if something changed, is the verdict: the turn
@@ -176,7 +177,7 @@ impl Agent {
             if self.check_stale(state, run) {
                 self.run_check(spec, state, run, cancel);
                 if let Some(result) = run.check.as_ref().filter(|r| !r.passed) {
-                    let text = self.tools.cap_text(result.failure_message());
+                    let text = self.tools.cap_text(self.check_failure_text(result)?);
                     self.record(Entry::new(EntryRole::User, vec![ContentBlock::text(text)]))?;
                     return Ok(true);
                 }
@@ -209,6 +210,19 @@ impl Agent {
         let text = self.tools.cap_text(crate::evidence::challenge(&problems, &files, &commands));
         self.record(Entry::new(EntryRole::User, vec![ContentBlock::text(text)]))?;
         Ok(true)
+    }
+
+    /// What the model reads of a failed check: its failure message, or what the host's `after_check` hook
+    /// makes of it (a hook that fails ends the run, as any hook's failure does).
+    fn check_failure_text(&self, result: &CheckResult) -> Result<String> {
+        let message = result.failure_message();
+        let hook = lock(&self.control).hooks.after_check.clone();
+        let Some(hook) = hook else { return Ok(message) };
+        match hook(result, &message) {
+            Ok(Some(text)) => Ok(text),
+            Ok(None) => Ok(message),
+            Err(message) => Err(Error::Hook { hook: "after_check".into(), message }),
+        }
     }
 
     /// A repetition or progress guard ended the run: with a check, it is run once more if something changed
