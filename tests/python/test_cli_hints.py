@@ -200,6 +200,51 @@ def test_no_hint_where_the_workspace_does_not_name_the_cause(ws: Path, source: s
     assert hint(_traceback(ws, "t.py", source), ws) is None
 
 
+def _failed(ws: Path, name: str, source: str) -> str:
+    """The output of running `source` as `name`, which fails (a SyntaxError has no "Traceback" line)."""
+    (ws / name).write_text(source)
+    proc = subprocess.run([sys.executable, name], cwd=ws, capture_output=True, text=True, timeout=30)
+    assert proc.returncode != 0, proc.stdout
+    return proc.stdout + proc.stderr
+
+
+TEST_PAL = "from pal import is_palindrome\n\nassert is_palindrome('aba')\nprint('ok')\n"
+
+
+@pytest.mark.parametrize("source, line", [
+    # the command that runs the test, left at the end of it (a real run's test_pal.py)
+    (TEST_PAL + "\n# Run the test\npython3 test_pal.py\n", "python3 test_pal.py"),
+    # the answer's code fences written into the file: the first fence first, then (once it is deleted) the last
+    ("```python\n" + TEST_PAL + "```\n", "```python"),
+    ("```\n" + TEST_PAL + "```\n", "```"),   # the line occurs twice: old_text takes its neighbour
+    (TEST_PAL + "$ pip install pal\n", "$ pip install pal"),
+])
+def test_a_line_that_is_not_python_is_named_with_the_edit_that_deletes_it(ws: Path, source: str, line: str) -> None:
+    out = _failed(ws, "test_pal.py", source)
+    said = hint(out, ws)
+    assert said is not None and said.startswith("hint: line "), out
+    assert f"of test_pal.py is a {'Markdown code fence' if line.startswith('`') else 'shell command'}, not " \
+        f"Python: {json.dumps(line)}. Make this edit: edit_file with path test_pal.py" in said, said
+    # As the check's failure, the same hint; not for a file the check named as the run started.
+    check = {"command": "python3 test_pal.py", "output_tail": out}
+    assert after_check_hook(ws, "python3 x.py")(check, "failed") == f"failed\n\n{said}"
+    assert after_check_hook(ws, "python3 test_pal.py")(check, "failed") is None
+    done = _made(ws, said)
+    while done.returncode != 0:   # the closing fence, named the same way
+        said = hint(done.stdout + done.stderr, ws)
+        assert said is not None, done.stderr
+        done = _made(ws, said)
+    assert done.stdout == "ok\n"
+
+
+@pytest.mark.parametrize("source", [
+    "def f(:\n    pass\n",            # Python that does not parse: no line to delete
+    "x = 1\npython = 3 4\n",           # a name like a command, in Python
+])
+def test_no_hint_for_a_syntax_error_in_python_itself(ws: Path, source: str) -> None:
+    assert hint(_failed(ws, "t.py", source), ws) is None
+
+
 def test_the_hook_reads_only_failed_bash_results_and_keeps_the_users_hook_first(ws: Path) -> None:
     out = _traceback(ws, "test_slug.py", "assert slugify('A b') == 'a-b'\n")
 

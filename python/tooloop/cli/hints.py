@@ -9,8 +9,9 @@ file, and the names the workspace's own Python files define at their top level (
 run), or the keys of the JSON file the failing file reads. What it answers: a name used without its import
 (a workspace module's, or a standard module used as one), a module called as a function, a name a workspace
 module does not have, a module name close to a workspace file's, a key the JSON file's objects do not have,
-a call that does not fit how a workspace function is defined, and a standard module pip was asked to install
-(`pip install json`, a real run's answer to a KeyError). It says nothing when the workspace does not
+a call that does not fit how a workspace function is defined, a standard module pip was asked to install
+(`pip install json`, a real run's answer to a KeyError), and a line that is not Python (a shell command or a
+code fence left in the file). It says nothing when the workspace does not
 answer the error.
 
 The CLI's policy, on for the compact prompt (an ``after_tool`` hook, after the user's own PostToolUse hooks,
@@ -47,6 +48,10 @@ _SIGNATURE = re.compile(
     r"^TypeError: (?:(\w+)\.)?(\w+)\(\) (?:takes|got an unexpected keyword|missing \d+ required)", re.M)
 _NO_DISTRIBUTION = re.compile(r"^ERROR: No matching distribution found for (\w+)\s*$", re.M)
 _JSON_NAME = re.compile(r"""['"]([\w./-]+\.json)['"]""")
+_SYNTAX = re.compile(r"^SyntaxError: invalid syntax", re.M)
+#: A line that is not Python at all: a command to run the file (left in it from the answer's text), or a
+#: Markdown code fence.
+_NOT_PYTHON = re.compile(r"^(?:\$\s*)?(?:python3?|pip3?|pytest|bash|sh)\s+[\w./-]|^```")
 
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ()))
 
@@ -120,9 +125,12 @@ def hint(output: str, workspace: Path, read_only: FrozenSet[str] = frozenset()) 
     m = _NO_DISTRIBUTION.search(tail)
     if m and m.group(1) in _STDLIB:
         return f"hint: `{m.group(1)}` is part of Python's standard library: there is nothing to install; import it."
-    if "Traceback (most recent call last)" not in tail:
+    if "Traceback (most recent call last)" in tail:
+        tail = tail[tail.rfind("Traceback (most recent call last)"):]   # the last traceback only
+    elif not _SYNTAX.search(tail):   # a file run directly that does not parse has no "Traceback" line
         return None
-    tail = tail[tail.rfind("Traceback (most recent call last)"):]   # the last traceback only
+    if _SYNTAX.search(tail):
+        return _not_python(tail, workspace, read_only)
     frame = _last_frame(tail, workspace)
     here = frame[0] if frame else None
     where = here or "the file"
@@ -237,6 +245,49 @@ def _import_edit(workspace: Path, here: Optional[str], statement: str) -> Option
         old, new = line, f"{statement}\n\n{line}"
     return (f"Make this edit: edit_file with path {here}, old_text {json.dumps(old, ensure_ascii=False)} and "
             f"new_text {json.dumps(new, ensure_ascii=False)}.")
+
+
+def _not_python(tail: str, workspace: Path, read_only: FrozenSet[str]) -> Optional[str]:
+    """On a SyntaxError at a line that is not Python (``python3 test_pal.py`` left in the test, a ```` ``` ````
+    fence): that line, and the exact edit that deletes it. Seen in real runs: Qwen2.5-Coder-1.5B put the
+    command that runs the test at the end of the test file, read "SyntaxError: invalid syntax" and answered
+    that a colon was missing."""
+    frame = _last_frame(tail, workspace)
+    if frame is None or frame[0] in read_only:
+        return None
+    here, number = frame
+    line = _line(workspace, frame).strip()
+    if not _NOT_PYTHON.match(line):
+        return None
+    what = "a Markdown code fence" if line.startswith("```") else "a shell command"
+    edit = _delete_edit(workspace, here, number)
+    said = f"hint: line {number} of {here} is {what}, not Python: {json.dumps(line, ensure_ascii=False)}"
+    return f"{said}. {edit}" if edit else f"{said}; delete that line."
+
+
+def _delete_edit(workspace: Path, here: str, number: int) -> Optional[str]:
+    """The ``edit_file`` call that deletes line `number` of `here`: ``old_text`` the line (with a neighbour
+    where the line alone occurs more than once), ``new_text`` the rest."""
+    path = workspace / here
+    try:
+        if not _readable(path, workspace):
+            return None
+        source = path.read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        return None
+    lines = source.splitlines()
+    i = number - 1
+    if not 0 <= i < len(lines):
+        return None
+    for a, b in ((i, i), (i - 1, i), (i, i + 1), (i - 1, i + 1)):
+        if a < 0 or b >= len(lines):
+            continue
+        old = "\n".join(lines[a:b + 1])
+        if old.strip() and source.count(old) == 1:
+            new = "\n".join(lines[a:i] + lines[i + 1:b + 1])
+            return (f"Make this edit: edit_file with path {here}, old_text {json.dumps(old, ensure_ascii=False)} "
+                    f"and new_text {json.dumps(new, ensure_ascii=False)}.")
+    return None
 
 
 def _json_keys(key: str, workspace: Path, here: str) -> Optional[str]:
