@@ -993,10 +993,11 @@ tooloop_status tooloop_agent_context_window(const tooloop_agent *agent, uint64_t
 /**
  * Set the hook of kind `kind` (`"before_tool"`, `"after_tool"`, `"before_request"`, `"on_stop"` or
  * `"after_check"`; see `tooloop_hook_fn`) on an agent. A NULL `fn` removes that hook. Setting a hook
- * replaces the previous hook of that kind. Order around each tool call: the permission rules (`"permission_rules"` in the config),
- * `"before_tool"`, the permission callback, the tool, `"after_tool"`. Every tool gets them: host tools,
- * built-in tools, MCP tools and the calls of a subagent (which inherits all but `"on_stop"` and
- * `"after_check"`). `"after_check"` runs when the config's `"check"` failed, before the model reads why.
+ * replaces the previous hook of that kind. Order around each tool call: the permission rules
+ * (`"permission_rules"` in the config), `"before_tool"`, the permission callback, the tool, `"after_tool"`.
+ * Every tool gets them: host tools, built-in tools, MCP tools and the calls of a subagent (which inherits
+ * all but `"on_stop"` and `"after_check"`). `"after_check"` runs when the config's `"check"` failed, before
+ * the model reads why.
  *
  * Ownership: `userdata` is the host's; tooloop calls `userdata_free(userdata)` (if not NULL) exactly once:
  * when the hook is replaced or removed by a later call, or when the agent is freed. When this call fails for

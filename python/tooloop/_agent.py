@@ -682,7 +682,8 @@ class Agent:
 
     def set_hooks(self, hooks: Optional[Dict[str, Any]]) -> None:
         """Replace the hooks (``{"before_tool": f, "after_tool": g, "before_request": h, "on_stop": k,
-        "after_check": c}``, each optional; None removes them all). See ``tooloop._hooks`` for what each returns."""
+        "after_check": c}``, each optional; None removes them all). See ``tooloop._hooks`` for what each
+        returns."""
         from ._hooks import adapters
 
         self._core.set_hooks(**adapters(hooks))

@@ -1,8 +1,8 @@
 """Hooks: Python callables the core calls around each tool call, each request and the end of a run.
 
-``Agent(hooks={"before_tool": f, "after_tool": g, "before_request": h, "on_stop": k, "after_check": c})``. Order around one call,
-on the agent's thread: the permission rules, ``before_tool``, the ``permission`` callable, the tool,
-``after_tool``. Each returns None to carry on:
+``Agent(hooks={"before_tool": f, "after_tool": g, "before_request": h, "on_stop": k, "after_check": c})``.
+Order around one call, on the agent's thread: the permission rules, ``before_tool``, the ``permission``
+callable, the tool, ``after_tool``. Each returns None to carry on:
 
 - ``before_tool(call: ToolCall) -> None | str | {"input": {...}}``: a str denies the call with that reason
   (the model reads it; False denies with a default one, True is like None); ``{"input": ...}`` runs it with

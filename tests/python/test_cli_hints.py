@@ -321,8 +321,9 @@ def test_after_check_hook_appends_the_hint_to_the_checks_message_but_never_for_a
     check = {"command": "python3 test_slug.py", "passed": False, "exit_code": 1, "output_tail": out, "runs": 1}
     message = f"The check `python3 test_slug.py` failed (exit 1):\n{out}"
     said = hook(check, message)
-    assert said is not None and said.startswith(message + "\n\nhint: test_slug.py does not import slugify, which "
-                                                "slug.py defines. Make this edit: edit_file with path test_slug.py"), said
+    expected = ("\n\nhint: test_slug.py does not import slugify, which slug.py defines. Make this edit: edit_file "
+                "with path test_slug.py")
+    assert said is not None and said.startswith(message + expected), said
     assert hook(check, said) is None, "not twice"
     # The test was there as the run started: the check's file is read-only, an edit of it would be refused.
     assert after_check_hook(ws, "python3 test_slug.py")(check, message) is None

@@ -3,8 +3,8 @@
 //! The callables `tooloop/_hooks.py` hands over answer in a fixed shape (checked there, so a wrong return is
 //! a `TypeError` naming the hook): `before_tool(id, name, input) -> None | ("deny", reason) | ("input",
 //! dict)`, `after_tool(id, name, input, content, is_error, denied) -> None | str`, `before_request(request)
-//! -> None`, `on_stop(result) -> None | str`, `after_check(check, message) -> None | str`. An exception is parked in the run's slot (the run re-raises it
-//! unchanged) and the core ends the run with `Error::Hook`.
+//! -> None`, `on_stop(result) -> None | str`, `after_check(check, message) -> None | str`. An exception is
+//! parked in the run's slot (the run re-raises it unchanged) and the core ends the run with `Error::Hook`.
 
 use std::sync::Arc;
 

@@ -11,12 +11,12 @@ run), or the keys of the JSON file the failing file reads. What it answers: a na
 module does not have, a module name close to a workspace file's, a key the JSON file's objects do not have,
 a call that does not fit how a workspace function is defined, a standard module pip was asked to install
 (`pip install json`, a real run's answer to a KeyError), and a line that is not Python (a shell command or a
-code fence left in the file). It says nothing when the workspace does not
-answer the error.
+code fence left in the file). It says nothing when the workspace does not answer the error.
 
 The CLI's policy, on for the compact prompt (an ``after_tool`` hook, after the user's own PostToolUse hooks,
-and an ``after_check`` hook on a failed ``--check``); the library is untouched. Must never: change a result that is not a failed command's, or run, import or
-write anything of the workspace's. Standard library only.
+and an ``after_check`` hook on a failed ``--check``); the library is untouched. Must never: change a result
+that is not a failed command's or a failed check's, or run, import or write anything of the workspace's.
+Standard library only.
 """
 
 from __future__ import annotations
