@@ -15,8 +15,7 @@ use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use tempdir::TempDir as Ws;
 
-use tooloop::check::CheckResult;
-use tooloop::{AgentOptions, Error, Hooks, RunResult, StopReason};
+use tooloop::{AgentOptions, CheckResult, Error, Hooks, RunResult, StopReason};
 
 const TEST: &str = "import x\nassert x.add(2, 3) == 5, 'add(2, 3) is wrong: ' + repr(x.add(2, 3))\nprint('ok')\n";
 const WRONG: &str = "def add(a, b):\n    return a - b\n";

@@ -119,7 +119,7 @@ pub(crate) fn install(hooks: &mut Hooks, kind: &'static str, hook: Option<Arc<Ho
         }
         "after_check" => {
             hooks.after_check = hook.map(|h| -> tooloop::AfterCheckHook {
-                Arc::new(move |check: &tooloop::check::CheckResult, message: &str| {
+                Arc::new(move |check: &tooloop::CheckResult, message: &str| {
                     let event = serde_json::json!({"check": check, "message": message});
                     Ok(h.call("after_check", &event)?.text)
                 })

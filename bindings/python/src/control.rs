@@ -12,8 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 use serde_json::Value;
 use tooloop::ToolUseBlock;
-use tooloop::check::CheckResult;
-use tooloop::{BeforeTool, Hooks, ToolResultView};
+use tooloop::{BeforeTool, CheckResult, Hooks, ToolResultView};
 use tooloop::{Request, RunResult};
 
 use crate::convert::{from_py, to_py};
