@@ -14,7 +14,7 @@ a call that does not fit how a workspace function is defined, a standard module 
 code fence left in the file). It says nothing when the workspace does not answer the error.
 
 The CLI's policy, on for the compact prompt (an ``after_tool`` hook, after the user's own PostToolUse hooks,
-and an ``after_check`` hook on a failed ``--check``); the library is untouched. Must never: change a result
+and an ``after_check`` hook on a failed ``--check``); the library only carries the two hooks. Must never: change a result
 that is not a failed command's or a failed check's, or run, import or write anything of the workspace's.
 Standard library only.
 """
@@ -397,7 +397,10 @@ def after_check_hook(workspace: Path, command: str) -> Callable[[Dict[str, Any],
 
 def _named_files(command: str, root: Path) -> FrozenSet[str]:
     """The workspace files a check command names as words (``test_pal.py`` in ``python3 test_pal.py``), as
-    paths relative to the workspace: the library keeps the ones that exist at the run's start read-only."""
+    paths relative to the workspace: the library keeps the ones that exist at the run's start read-only.
+    A stand-in for the core's ``check::files_named`` (bash's grammar, pytest node ids, folders), which the
+    binding does not expose yet: where the two differ, a hint may name a file the library keeps read-only,
+    and the edit is refused with a reason the model reads."""
     try:
         words = shlex.split(command)
     except ValueError:
