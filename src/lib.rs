@@ -105,7 +105,7 @@ pub use types::{ContentBlock, Message, MessageResponse, Messages, Request, Role,
 // root's items, never a path through one of its modules: what a door needs is listed here, in one place, and
 // the modules behind it may move. `scripts/module_graph.py` checks the bindings for it.
 pub use builtin::{DEFAULT_PROTECTED_PATHS, Restored, Workspace, restore_file, sandbox_support};
-pub use check::CheckResult;
+pub use check::{CheckResult, files_named as check_files};
 pub use content::parse_blocks;
 pub use conversation::cost_usd as entries_cost_usd;
 #[allow(deprecated)]

@@ -11,7 +11,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union, f
 from .types import (BackgroundCommand, DbSession, HistoryEntry, Instructions, McpStatus, SessionReport, Skills,
                     Todo)
 
-__all__ = ["_Agent", "_Client", "_Run", "_Stream", "_Driven", "_Ledger", "estimate_cost_usd", "load_session", "list_db_sessions", "migrate_session", "sandbox_support", "context_window", "prefers_responses", "restore_file", "__version__", "match_rules", "read_only_command", "split_command", "check_aws_credentials", "_set_span_source", "OPTION_KEYS", "PROVIDERS", "DEFAULT_PROTECTED_PATHS", "ALLOW_READ_ONLY", "_AllowReadOnly"]
+__all__ = ["_Agent", "_Client", "_Run", "_Stream", "_Driven", "_Ledger", "estimate_cost_usd", "load_session", "list_db_sessions", "migrate_session", "sandbox_support", "context_window", "prefers_responses", "restore_file", "__version__", "match_rules", "read_only_command", "split_command", "check_files", "check_aws_credentials", "_set_span_source", "OPTION_KEYS", "PROVIDERS", "DEFAULT_PROTECTED_PATHS", "ALLOW_READ_ONLY", "_AllowReadOnly"]
 
 __version__: str
 #: The core's option keys (``AgentOptions::KEYS``), the same as the C config's.
@@ -223,3 +223,6 @@ def read_only_command(command: str) -> bool:
 
 def split_command(command: str) -> List[str]:
     """The simple commands of a shell command, wrappers looked through."""
+
+def check_files(command: str, workspace: str) -> List[str]:
+    """The workspace files and folders a check command runs or names, relative to ``workspace``."""

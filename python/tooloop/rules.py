@@ -19,7 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, List, Mapping, Optional, Sequence, Tuple, Union
 
-__all__ = ["match_rules", "read_only_command", "split_command"]
+__all__ = ["match_rules", "read_only_command", "split_command", "check_files"]
 
 
 def match_rules(rules: Mapping[str, Sequence[str]], name: str, input: Any,
@@ -50,3 +50,11 @@ def split_command(command: str) -> List[str]:
     grammar, wrappers such as ``timeout 5`` looked through, each as its words joined by spaces: for showing
     and for "allow always" prefixes (deciding is ``match_rules``)."""
     return _tooloop.split_command(command)
+
+
+def check_files(command: str, workspace: Union[str, os.PathLike[str]]) -> List[str]:
+    """The workspace files and folders a check command runs or names, as ``Agent(check=command)`` holds
+    them read-only for a run: every literal word of every command in it (bash's grammar; a pytest node id
+    ``tests/test_x.py::test_add`` names its file) that is a relative path, without ``..``, to something
+    existing in ``workspace``, other than the workspace itself. Sorted, relative, with ``/`` between parts."""
+    return _tooloop.check_files(command, os.fspath(workspace))

@@ -327,10 +327,24 @@ def test_after_check_hook_appends_the_hint_to_the_checks_message_but_never_for_a
     assert hook(check, said) is None, "not twice"
     # The test was there as the run started: the check's file is read-only, an edit of it would be refused.
     assert after_check_hook(ws, "python3 test_slug.py")(check, message) is None
-    assert after_check_hook(ws, "sh -c 'python3 test_slug.py'")(check, message) is not None, \
+    assert after_check_hook(ws, "sh -c 'python3 test_slug.py'")(check, message) is None, \
+        "the command inside `sh -c` too, as the library reads it"
+    assert after_check_hook(ws, "python3 test_slug.pyc")(check, message) is not None, \
         "a word of the command, not a part of one"
     passed = {**check, "output_tail": "ok"}
     assert after_check_hook(ws, "python3 test_slug.py")(passed, "x") is None
+
+
+def test_after_check_hook_reads_the_checks_files_as_the_library_does(ws: Path) -> None:
+    # A test in a folder the check names, or named by a pytest node id: the library keeps it read-only (bash's
+    # grammar, `tooloop.rules.check_files`), so no edit is proposed in it.
+    (ws / "tests").mkdir()
+    out = _traceback(ws, "tests/test_slug.py", "import sys\nsys.path.insert(0, '.')\nassert slugify('A b') == 'a-b'\n")
+    check = {"command": "c", "passed": False, "exit_code": 1, "output_tail": out, "runs": 1}
+    assert "path tests/test_slug.py" in (after_check_hook(ws, "python3 x.py")(check, "failed") or ""), out
+    for command in ("pytest -q tests", "pytest -q tests/", "pytest 'tests/test_slug.py::test_a'",
+                    "cd . && python3 tests/test_slug.py"):
+        assert after_check_hook(ws, command)(check, "failed") is None, command
 
 
 def test_cli_small_window_check_failure_carries_the_hint(tooloop_exe: str, ws: Path, tmp_path: Path) -> None:

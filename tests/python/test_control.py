@@ -252,8 +252,8 @@ def test_instruction_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         assert any("not a regular file" in s["reason"] for s in fifo.instructions["skipped"])
 
 
-def test_rule_helpers_for_hosts() -> None:
-    from tooloop import _tooloop
+def test_rule_helpers_for_hosts(tmp_path: Path) -> None:
+    from tooloop import _tooloop, rules
 
     assert _tooloop.match_rules({"allow": ["Bash(npm test:*)"]}, "bash", {"command": "npm test"}, "/w") == \
         ("allow", "Bash(npm test:*)")
@@ -262,6 +262,16 @@ def test_rule_helpers_for_hosts() -> None:
     assert _tooloop.read_only_command("git status && ls | head")
     assert not _tooloop.read_only_command("rm -rf x")
     assert _tooloop.split_command("timeout 5 a && b") == ["a", "b"]
+    # The files a check keeps read-only, read as the core reads them: bash's grammar, a pytest node id's file,
+    # a folder; never the root, a path out of the workspace or one that does not exist.
+    (tmp_path / "test_x.py").write_text("")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_y.py").write_text("")
+    assert rules.check_files("python3 test_x.py && pytest -q tests/ . ./ ../x missing.py test_x.py::test_a",
+                             tmp_path) == ["test_x.py", "tests"]
+    assert rules.check_files("cd . && python3 -m pytest 'tests/test_y.py::test_b' -q", str(tmp_path)) == \
+        ["tests/test_y.py"]
+    assert rules.check_files("pytest -q", tmp_path) == []
     # Claude Code's meanings: Edit covers every file-changing tool; shell keywords hide nothing.
     assert _tooloop.match_rules({"deny": ["Edit(secret/**)"]}, "write_file", {"path": "secret/k"}, "/w") == \
         ("deny", "Edit(secret/**)")

@@ -135,3 +135,13 @@ pub fn read_only_command(command: &str) -> bool {
 pub fn split_command(command: &str) -> Vec<String> {
     tooloop::split_command(command)
 }
+
+/// The workspace files and folders a check command runs or names (the ones the run holds read-only),
+/// relative to `workspace`, with `/` between parts.
+#[pyfunction]
+pub fn check_files(command: &str, workspace: &str) -> Vec<String> {
+    tooloop::check_files(command, std::path::Path::new(workspace))
+        .iter()
+        .map(|p| p.to_string_lossy().replace(std::path::MAIN_SEPARATOR, "/"))
+        .collect()
+}

@@ -42,6 +42,7 @@ fn _tooloop(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(control::match_rules, m)?)?;
     m.add_function(wrap_pyfunction!(control::read_only_command, m)?)?;
     m.add_function(wrap_pyfunction!(control::split_command, m)?)?;
+    m.add_function(wrap_pyfunction!(control::check_files, m)?)?;
     m.add_function(wrap_pyfunction!(functions::check_aws_credentials, m)?)?;
     m.add_function(wrap_pyfunction!(otel::_set_span_source, m)?)?;
     // The core's option keys, the one list `tooloop.Agent` and the C config are checked against.

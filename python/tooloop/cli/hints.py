@@ -16,7 +16,7 @@ code fence left in the file). It says nothing when the workspace does not answer
 The CLI's policy, on for the compact prompt (an ``after_tool`` hook, after the user's own PostToolUse hooks,
 and an ``after_check`` hook on a failed ``--check``); the library only carries the two hooks. Must never: change a result
 that is not a failed command's or a failed check's, or run, import or write anything of the workspace's.
-Standard library only.
+Standard library only, and the library's ``rules.check_files`` (the files a check keeps read-only).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import difflib
 import json
 import os
 import re
-import shlex
 import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
@@ -135,7 +134,7 @@ def hint(output: str, workspace: Path, read_only: FrozenSet[str] = frozenset()) 
     here = frame[0] if frame else None
     where = here or "the file"
     m = _NAME_ERROR.search(tail)
-    if m and here in read_only:
+    if m and _protected(here, read_only):
         return None
     if m:
         name = m.group(1)
@@ -253,7 +252,7 @@ def _not_python(tail: str, workspace: Path, read_only: FrozenSet[str]) -> Option
     command that runs the test at the end of the test file, read "SyntaxError: invalid syntax" and answered
     that a colon was missing."""
     frame = _last_frame(tail, workspace)
-    if frame is None or frame[0] in read_only:
+    if frame is None or _protected(frame[0], read_only):
         return None
     here, number = frame
     line = _line(workspace, frame).strip()
@@ -379,12 +378,14 @@ def after_tool_hook(workspace: Path,
 def after_check_hook(workspace: Path, command: str) -> Callable[[Dict[str, Any], str], Optional[str]]:
     """An ``after_check`` hook: the hint appended to a failed check's message when the workspace answers its
     error (a check's failure is a user message, not a ``bash`` result, so ``after_tool`` never sees it). The
-    files `command` names are read as the run starts, as the library does to keep them read-only: no import
-    is proposed for them. Why: with ``--attempts 3 --check "python3 test_pal.py"``, attempts of a real run
+    files and folders `command` names are read as the run starts with the library's own reading
+    (``tooloop.rules.check_files``), the files it keeps read-only: no edit is proposed in them. Why: with ``--attempts 3 --check "python3 test_pal.py"``, attempts of a real run
     swapped ``import unittest`` for ``from pal import is_palindrome`` and back on each check failure until
     their time ran out."""
+    from tooloop.rules import check_files
+
     root = Path(os.path.abspath(workspace))
-    read_only = _named_files(command, root)
+    read_only = frozenset(check_files(command, root))
 
     def after_check(check: Dict[str, Any], message: str) -> Optional[str]:
         line = hint(str(check.get("output_tail") or ""), root, read_only)
@@ -395,22 +396,7 @@ def after_check_hook(workspace: Path, command: str) -> Callable[[Dict[str, Any],
     return after_check
 
 
-def _named_files(command: str, root: Path) -> FrozenSet[str]:
-    """The workspace files a check command names as words (``test_pal.py`` in ``python3 test_pal.py``), as
-    paths relative to the workspace: the library keeps the ones that exist at the run's start read-only.
-    A stand-in for the core's ``check::files_named`` (bash's grammar, pytest node ids, folders), which the
-    binding does not expose yet: where the two differ, a hint may name a file the library keeps read-only,
-    and the edit is refused with a reason the model reads."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    named: "set[str]" = set()
-    for w in words:
-        try:
-            path = (root / w).resolve()
-            if path.is_file() and path.is_relative_to(root.resolve()):
-                named.add(path.relative_to(root.resolve()).as_posix())
-        except (OSError, ValueError):
-            continue
-    return frozenset(named)
+def _protected(path: Optional[str], read_only: FrozenSet[str]) -> bool:
+    """Whether the workspace file `path` is one of `read_only` (the check's files and folders) or inside one
+    of its folders: the library refuses an edit there."""
+    return path is not None and any(path == p or path.startswith(p + "/") for p in read_only)
