@@ -37,7 +37,7 @@ def ws(ws: Path) -> Path:
 
 def _edit_of(said: str) -> Tuple[str, str, str]:
     """The path, old_text and new_text of the edit_file call a hint says to make."""
-    m = re.search(r"Make this edit: edit_file with path (\S+), old_text (\".*?(?<!\\)\") and new_text (\".*\")\.$", said)
+    m = re.search(r"[Mm]ake this edit: edit_file with path (\S+), old_text (\".*?(?<!\\)\") and new_text (\".*\")\.$", said)
     assert m, said
     return m.group(1), json.loads(m.group(2)), json.loads(m.group(3))
 
@@ -125,6 +125,31 @@ def test_a_missing_key_names_the_keys_of_the_json_file_the_failing_file_reads(ws
                              "`score`, `rank`; none is `user`.")
 
 
+def test_the_one_key_the_failing_file_does_not_read_is_named_with_the_edit_that_reads_it(ws: Path) -> None:
+    # The table's traceback task: report.py reads `user` and `score`; the objects have `name` and `score`.
+    (ws / "scores.json").write_text('[{"name": "alice", "score": 3}, {"name": "bob", "score": 5}]\n')
+    source = "import json\n\ndata = json.load(open('scores.json'))\nfor row in data:\n" \
+             "    print(f\"{row['user']}: {row['score']}\")\n"
+    said = hint(_traceback(ws, "report.py", source), ws)
+    assert said == ("hint: the objects in scores.json, which report.py reads, have the keys `name`, `score`; none "
+                    "is `user`. report.py reads `score` as well; the one key it does not read is `name`. If that is "
+                    "the key meant, make this edit: edit_file with path report.py, old_text \"row['user']\" and "
+                    "new_text \"row['name']\".")
+    done = _made(ws, said)
+    assert done.returncode == 0 and done.stdout == "alice: 3\nbob: 5\n", done.stderr
+    # Double quotes are kept; a subscript that occurs twice gets the key named, not an edit.
+    said = hint(_traceback(ws, "report.py", 'import json\nfor r in json.load(open("scores.json")):\n'
+                                           '    print(r["user"], r["score"])\n'), ws)
+    assert said is not None and said.endswith("""new_text "r[\\"name\\"]".""") and _made(ws, said).returncode == 0
+    said = hint(_traceback(ws, "report.py", "import json\nfor r in json.load(open('scores.json')):\n"
+                                           "    print(r['score'] or r['user'], r['user'])\n"), ws)
+    assert said is not None and said.endswith("the one key it does not read is `name`."), said
+    # Two keys it does not read: which one is meant, the workspace does not say.
+    (ws / "scores.json").write_text('[{"name": "alice", "score": 3, "rank": 1}]\n')
+    said = hint(_traceback(ws, "report.py", source), ws)
+    assert said is not None and said.endswith("none is `user`."), said
+
+
 def test_a_call_that_does_not_fit_shows_how_the_workspace_defines_it(ws: Path) -> None:
     (ws / "shop.py").write_text("class Item:\n    def __init__(self, name, price):\n        self.name = name\n")
     out = _traceback(ws, "main.py", "from shop import Item\nItem('tea', 4.5, currency='USD')\n")
@@ -160,7 +185,7 @@ def test_a_link_out_of_the_workspace_is_never_read(ws: Path, tmp_path: Path) -> 
     (ws / "data.json").write_text('{"api_token": "x"}\n')
     out = _traceback(ws, "r.py", "import json\nprint(json.load(open('data.json'))['user'])\n")
     assert hint(out, ws) == ("hint: the objects in data.json, which r.py reads, have the keys `api_token`; none is "
-                             "`user`.")
+                             "`user`. r.py does not read `api_token`.")
 
 
 def test_a_fifo_the_traceback_names_is_never_opened(ws: Path) -> None:

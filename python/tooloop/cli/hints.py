@@ -8,14 +8,16 @@ again. The hint is built from evidence only, never from a guess about the code: 
 file, and the names the workspace's own Python files define at their top level (read with ``ast``, never
 run), or the keys of the JSON file the failing file reads. What it answers: a name used without its import
 (a workspace module's, or a standard module used as one), a module called as a function, a name a workspace
-module does not have, a module name close to a workspace file's, a key the JSON file's objects do not have,
+module does not have, a module name close to a workspace file's, a key the JSON file's objects do not have
+(and the one key the file does not read, asked as "if that is the key meant", where there is one),
 a call that does not fit how a workspace function is defined, a standard module pip was asked to install
 (`pip install json`, a real run's answer to a KeyError), and a line that is not Python (a shell command or a
 code fence left in the file). It says nothing when the workspace does not answer the error.
 
 The CLI's policy, on for the compact prompt (an ``after_tool`` hook, after the user's own PostToolUse hooks,
-and an ``after_check`` hook on a failed ``--check``); the library only carries the two hooks. Must never: change a result
-that is not a failed command's or a failed check's, or run, import or write anything of the workspace's.
+and an ``after_check`` hook on a failed ``--check``); the library only carries the two hooks. Must never:
+change a result that is not a failed command's or a failed check's, or run, import or write anything of the
+workspace's.
 Standard library only, and the library's ``rules.check_files`` (the files a check keeps read-only).
 """
 
@@ -311,8 +313,34 @@ def _json_keys(key: str, workspace: Path, here: str) -> Optional[str]:
         keys = list(dict.fromkeys(k for o in objects for k in o))
         if keys and key not in keys:
             shown = ", ".join(f"`{k}`" for k in keys[:12])
-            return f"hint: the objects in {name}, which {here} reads, have the keys {shown}; none is `{key}`."
+            said = f"hint: the objects in {name}, which {here} reads, have the keys {shown}; none is `{key}`."
+            return said + _one_unread_key(key, keys, source, here)
     return None
+
+
+def _one_unread_key(key: str, keys: List[str], source: str, here: str) -> str:
+    """When the failing file names, as a string, every key of the objects but one: that key, and the exact
+    edit that reads it where the file subscripts the missing key (where that subscript occurs once). Said
+    as a question ("if that is the key meant"): which key is meant is the model's to judge. Replayed on the
+    real model at a kept run's KeyError (`row['user']`, the keys `name` and `score`), 5 seeds: with the keys
+    alone, no answer edited report.py at once (two named `row['name']`: one in words, one after calls that
+    rewrote scores.json again); with this, 4 made the named edit and the fifth described it."""
+    def named(k: str) -> bool:
+        return re.search(r"""(['"])%s\1""" % re.escape(k), source) is not None
+    unread = [k for k in keys if not named(k)]
+    if len(unread) != 1:
+        return ""
+    read = [k for k in keys if k != unread[0]]
+    said = (f" {here} reads {', '.join(f'`{k}`' for k in read[:12])} as well; the one key it does not read is "
+            f"`{unread[0]}`." if read else f" {here} does not read `{unread[0]}`.")
+    subscripts = [m.group(0) for m in re.finditer(r"""\w+\[(['"])%s\1\]""" % re.escape(key), source)]
+    old = subscripts[0] if len(subscripts) == 1 else ""
+    quote = old[old.index("[") + 1] if old else ""
+    if not old or quote in unread[0] or "\\" in unread[0]:   # a key the same quotes could not hold as is
+        return said
+    new = old[:old.index("[")] + f"[{quote}{unread[0]}{quote}]"
+    return (f"{said} If that is the key meant, make this edit: edit_file with path {here}, old_text "
+            f"{json.dumps(old, ensure_ascii=False)} and new_text {json.dumps(new, ensure_ascii=False)}.")
 
 
 def _signature(owner: Optional[str], name: str, workspace: Path) -> Optional[str]:
@@ -379,9 +407,9 @@ def after_check_hook(workspace: Path, command: str) -> Callable[[Dict[str, Any],
     """An ``after_check`` hook: the hint appended to a failed check's message when the workspace answers its
     error (a check's failure is a user message, not a ``bash`` result, so ``after_tool`` never sees it). The
     files and folders `command` names are read as the run starts with the library's own reading
-    (``tooloop.rules.check_files``), the files it keeps read-only: no edit is proposed in them. Why: with ``--attempts 3 --check "python3 test_pal.py"``, attempts of a real run
-    swapped ``import unittest`` for ``from pal import is_palindrome`` and back on each check failure until
-    their time ran out."""
+    (``tooloop.rules.check_files``), the files it keeps read-only: no edit is proposed in them. Why: with
+    ``--attempts 3 --check "python3 test_pal.py"``, attempts of a real run swapped ``import unittest`` for
+    ``from pal import is_palindrome`` and back on each check failure until their time ran out."""
     from tooloop.rules import check_files
 
     root = Path(os.path.abspath(workspace))
