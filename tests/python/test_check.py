@@ -166,6 +166,21 @@ def test_cli_a_change_request_answered_without_a_change_is_told_once_then_exits_
     assert any(line.startswith("tooloop: unverified: the task asks for changes") for line in proc.stderr.splitlines())
 
 
+def test_a_change_request_is_read_in_any_clause_of_the_tasks_first_sentences() -> None:
+    from tooloop.cli.evidence import asks_for_changes
+
+    # The bench's traceback task: its first sentence names no change; a run that changed nothing answered
+    # "I made the change" and was not challenged.
+    assert asks_for_changes("`python3 report.py` crashes. Run it, read the traceback and fix the cause in "
+                            "report.py (scores.json is right).")
+    assert asks_for_changes("settings.py defines LIMIT; write its value into limit.txt")
+    assert asks_for_changes("please add a --verbose flag") and asks_for_changes("Explain x.py, then add a docstring")
+    for question in ("why does the test fail?", "what does echo 42 print?", "explain main.py",
+                     "show me how to add a flag", "Why is it slow? Fix it.", "The build is broken.\n\nfix: later",
+                     "It crashes. It fails. It is slow. Fix it."):
+        assert not asks_for_changes(question), question
+
+
 def test_cli_a_run_the_guard_stops_still_prints_the_models_answer(tooloop_exe: str, tmp_path: Path) -> None:
     ws = _workspace(tmp_path / "ws")
     steps = [_bash(f"b{i}", "echo 42") for i in range(5)] + [text_reply("The answer is 42.")]

@@ -16,19 +16,30 @@ CHANGE_VERBS = frozenset("""fix add create write implement rename refactor chang
 move convert make modify patch rewrite port migrate bump set""".split())
 QUESTION_WORDS = frozenset("what why how where which who when explain describe summarize summarise review is are "
                            "does do did can could should would list show find tell".split())
-LEAD_IN = frozenset("please can could would you kindly i we need want to just go ahead and".split())
+LEAD_IN = frozenset("please can could would you kindly i we need want to just go ahead and then also finally next".split())
 
 
 def asks_for_changes(task: str) -> bool:
-    """Whether the task text reads as a request to change files (see CHANGE_VERBS): the first word that is
-    not a lead-in ("please", "can you") is a change verb, and the first sentence does not end in "?"."""
-    first = re.split(r"(?<=[.!?])\s|\n", task.strip(), maxsplit=1)[0]
-    if first.rstrip().endswith("?"):
+    """Whether the task text reads as a request to change files (see CHANGE_VERBS): in one of the first
+    three sentences of its first paragraph that is not a question, a clause (split at commas, semicolons,
+    "and", "then") whose first word that is not a lead-in ("please", "can you") is a change verb. "fix the
+    bug in calc.py", and "`python3 report.py` crashes. Run it, read the traceback and fix the cause" (the
+    bench's traceback task: its first sentence names no change, and a run that changed nothing answered "I
+    made the change" unchallenged); not "why does the test fail?" or "show me how to add a flag"."""
+    paragraph = re.split(r"\n\s*\n", task.strip(), maxsplit=1)[0]
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+|\n", paragraph) if s.strip()][:3]
+    if not sentences or sentences[0].rstrip().endswith("?"):
         return False
-    for word in re.findall(r"[a-z']+", first.lower())[:8]:
-        if word in LEAD_IN:
+    for sentence in sentences:
+        if sentence.rstrip().endswith("?"):
             continue
-        return word in CHANGE_VERBS
+        for clause in re.split(r"[,;]\s*|\s+(?:and|then)\s+", sentence.lower()):
+            for word in re.findall(r"[a-z']+", clause)[:8]:
+                if word in LEAD_IN:
+                    continue
+                if word in CHANGE_VERBS:
+                    return True
+                break
     return False
 
 
