@@ -9,14 +9,13 @@ from __future__ import annotations
 import re
 from typing import Any, List, Optional, Tuple
 
-# A task is a change request when one of these verbs is among its first words (after "please", "can you"
-# ...) and it is not a question: "fix the failing test", "please add a --verbose flag", "rename foo to bar".
+# A task is a change request when one of these verbs begins a clause of its first sentences (after "please",
+# "can you", "then" ...) and it is not a question: "fix the failing test", "please add a --verbose flag", "rename foo to bar".
 # "why does the test fail?", "explain main.py", "what does x print" are not.
 CHANGE_VERBS = frozenset("""fix add create write implement rename refactor change update remove delete edit replace
 move convert make modify patch rewrite port migrate bump set""".split())
-QUESTION_WORDS = frozenset("what why how where which who when explain describe summarize summarise review is are "
-                           "does do did can could should would list show find tell".split())
-LEAD_IN = frozenset("please can could would you kindly i we need want to just go ahead and then also finally next".split())
+LEAD_IN = frozenset("please can could would you kindly i we need want to just go ahead and then also finally "
+                    "next".split())
 
 
 def asks_for_changes(task: str) -> bool:
