@@ -181,6 +181,39 @@ def test_a_change_request_is_read_in_any_clause_of_the_tasks_first_sentences() -
         assert not asks_for_changes(question), question
 
 
+def test_a_task_that_asks_to_run_something_before_a_change_is_read_as_run_first() -> None:
+    from tooloop.cli.evidence import asks_to_run_first
+
+    # The bench's traceback and failing_test tasks: what to change is in what the run prints.
+    assert asks_to_run_first("`python3 report.py` crashes. Run it, read the traceback and fix the cause in "
+                             "report.py (scores.json is right).")
+    assert asks_to_run_first("`python3 test_stats.py` fails. Run it, find the bug in stats.py and fix it.")
+    assert asks_to_run_first("Please run the tests and fix what fails.")
+    for later in ("Create hello.py that prints exactly Hello, world! and run it to check.",
+                  "Rename get_data to load_data everywhere, then run main.py to check.",
+                  "Add a currency to prices. Run main.py.", "Why does it crash? Run it.",
+                  "Explain x.py.", "It crashes. It fails. It is slow. Run it."):
+        assert not asks_to_run_first(later), later
+
+
+@pytest.mark.parametrize("task,draft", [
+    ("`python3 t.py` crashes. Run it, read the traceback and fix the cause in t.py.", False),
+    ("Fix t.py so that it prints ok, then run it.", True),
+])
+def test_cli_a_run_first_task_gets_its_tools_from_the_first_request(
+        tooloop_exe: str, tmp_path: Path, task: str, draft: bool) -> None:
+    from _support import small_window_run
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "t.py").write_text("print(undefined)\n")
+    proc, bodies = small_window_run(tooloop_exe, ws, tmp_path, [text_reply("It prints ok now.")] * 3, task,
+                                    "--sandbox", "off")
+    # The draft (the first request without tools) would guess what the run prints: a task that asks to run
+    # something first starts with the tools instead.
+    assert bool(bodies[0].get("tools")) is not draft, proc.stderr
+
+
 def test_cli_a_run_the_guard_stops_still_prints_the_models_answer(tooloop_exe: str, tmp_path: Path) -> None:
     ws = _workspace(tmp_path / "ws")
     steps = [_bash(f"b{i}", "echo 42") for i in range(5)] + [text_reply("The answer is 42.")]

@@ -361,7 +361,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         # And asked once without tools for whole files (aider's way), it writes correct files twice as often
         # as through write_file calls: the first request of a conversation is that draft, then the tool loop
         # runs and checks it (issue 41).
-        options["draft_first"] = not getattr(args, "no_draft", False)
+        # Not where the task asks to run something before it asks for a change ("`python3 report.py` crashes.
+        # Run it, read the traceback and fix the cause"): a draft written before anything ran guesses what the
+        # run prints (issue 41's traceback task: 0 of 6 plain runs with the draft, 4 of them "fixing" a json
+        # module that was never missing; 6 of 6 without it).
+        from .evidence import asks_to_run_first
+        options["draft_first"] = not getattr(args, "no_draft", False) and not (task is not None
+                                                                               and asks_to_run_first(task))
         if servers:
             options["mcp_servers"] = servers
     else:

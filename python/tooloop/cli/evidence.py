@@ -18,6 +18,28 @@ LEAD_IN = frozenset("please can could would you kindly i we need want to just go
                     "next".split())
 
 
+RUN_VERBS = frozenset(["run", "execute"])
+
+
+def _clause_heads(task: str) -> List[str]:
+    """The first word past the lead-ins of each clause (split at commas, semicolons, "and", "then") of the
+    first three sentences of the task's first paragraph that are not questions, in order; none when the first
+    sentence is a question."""
+    paragraph = re.split(r"\n\s*\n", task.strip(), maxsplit=1)[0]
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+|\n", paragraph) if s.strip()][:3]
+    if not sentences or sentences[0].rstrip().endswith("?"):
+        return []
+    heads = []
+    for sentence in sentences:
+        if sentence.rstrip().endswith("?"):
+            continue
+        for clause in re.split(r"[,;]\s*|\s+(?:and|then)\s+", sentence.lower()):
+            head = next((w for w in re.findall(r"[a-z']+", clause)[:8] if w not in LEAD_IN), None)
+            if head is not None:
+                heads.append(head)
+    return heads
+
+
 def asks_for_changes(task: str) -> bool:
     """Whether the task text reads as a request to change files (see CHANGE_VERBS): in one of the first
     three sentences of its first paragraph that is not a question, a clause (split at commas, semicolons,
@@ -25,20 +47,20 @@ def asks_for_changes(task: str) -> bool:
     bug in calc.py", and "`python3 report.py` crashes. Run it, read the traceback and fix the cause" (the
     bench's traceback task: its first sentence names no change, and a run that changed nothing answered "I
     made the change" unchallenged); not "why does the test fail?" or "show me how to add a flag"."""
-    paragraph = re.split(r"\n\s*\n", task.strip(), maxsplit=1)[0]
-    sentences = [s for s in re.split(r"(?<=[.!?])\s+|\n", paragraph) if s.strip()][:3]
-    if not sentences or sentences[0].rstrip().endswith("?"):
-        return False
-    for sentence in sentences:
-        if sentence.rstrip().endswith("?"):
-            continue
-        for clause in re.split(r"[,;]\s*|\s+(?:and|then)\s+", sentence.lower()):
-            for word in re.findall(r"[a-z']+", clause)[:8]:
-                if word in LEAD_IN:
-                    continue
-                if word in CHANGE_VERBS:
-                    return True
-                break
+    return any(head in CHANGE_VERBS for head in _clause_heads(task))
+
+
+def asks_to_run_first(task: str) -> bool:
+    """Whether the task asks to run something before it asks for a change, as clauses read by
+    asks_for_changes: "`python3 report.py` crashes. Run it, read the traceback and fix the cause" does;
+    "create hello.py and run it", "rename f, then run main.py to check" and "why does x fail?" do not.
+    Such a task's answer depends on what the run prints, which a draft written before anything ran can
+    only guess."""
+    for head in _clause_heads(task):
+        if head in CHANGE_VERBS:
+            return False
+        if head in RUN_VERBS:
+            return True
     return False
 
 
