@@ -363,8 +363,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         # runs and checks it (issue 41).
         # Not where the task asks to run something before it asks for a change ("`python3 report.py` crashes.
         # Run it, read the traceback and fix the cause"): a draft written before anything ran guesses what the
-        # run prints (issue 41's traceback task: 0 of 6 plain runs with the draft, 4 of them "fixing" a json
-        # module that was never missing; 6 of 6 without it).
+        # run prints (issue 41's traceback task: with the draft 0 of 6 plain runs in the table and 1 of 6 on the
+        # next build, whose drafts mostly "fixed" a json module that was never missing; 6 of 6 without it).
         from .evidence import asks_to_run_first
         options["draft_first"] = not getattr(args, "no_draft", False) and not (task is not None
                                                                                and asks_to_run_first(task))
