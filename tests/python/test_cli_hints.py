@@ -37,7 +37,8 @@ def ws(ws: Path) -> Path:
 
 def _edit_of(said: str) -> Tuple[str, str, str]:
     """The path, old_text and new_text of the edit_file call a hint says to make."""
-    m = re.search(r"[Mm]ake this edit: edit_file with path (\S+), old_text (\".*?(?<!\\)\") and new_text (\".*\")\.$", said)
+    m = re.search(r"[Mm]ake this edit: edit_file with path (\S+), old_text (\".*?(?<!\\)\") and "
+                  r"new_text (\".*\")\.$", said)
     assert m, said
     return m.group(1), json.loads(m.group(2)), json.loads(m.group(3))
 

@@ -1,5 +1,6 @@
-"""The command's reading of a run's evidence: whether a task asks for changes (the library's
-``expect_changes``), and the lines that say what the check and the record showed.
+"""The command's reading of a task and of a run's evidence: whether the task asks for changes (the library's
+``expect_changes``), whether it asks to run something before it asks for a change (then the command sends
+no draft), and the lines that say what the check and the record showed.
 
 Must never: judge by anything but the task's words and the result's fields (no I/O).
 """
@@ -10,8 +11,8 @@ import re
 from typing import Any, List, Optional, Tuple
 
 # A task is a change request when one of these verbs begins a clause of its first sentences (after "please",
-# "can you", "then" ...) and it is not a question: "fix the failing test", "please add a --verbose flag", "rename foo to bar".
-# "why does the test fail?", "explain main.py", "what does x print" are not.
+# "can you", "then" ...) and it is not a question: "fix the failing test", "please add a --verbose flag",
+# "rename foo to bar". "why does the test fail?", "explain main.py", "what does x print" are not.
 CHANGE_VERBS = frozenset("""fix add create write implement rename refactor change update remove delete edit replace
 move convert make modify patch rewrite port migrate bump set""".split())
 LEAD_IN = frozenset("please can could would you kindly i we need want to just go ahead and then also finally "

@@ -244,8 +244,13 @@ def _import_edit(workspace: Path, here: Optional[str], statement: str) -> Option
         if line is None:
             return None
         old, new = line, f"{statement}\n\n{line}"
-    return (f"Make this edit: edit_file with path {here}, old_text {json.dumps(old, ensure_ascii=False)} and "
-            f"new_text {json.dumps(new, ensure_ascii=False)}.")
+    return f"Make this edit: {_edit_call(here, old, new)}."
+
+
+def _edit_call(path: str, old: str, new: str) -> str:
+    """The ``edit_file`` call a hint asks for, in words: its path, and old_text and new_text as JSON strings."""
+    return (f"edit_file with path {path}, old_text {json.dumps(old, ensure_ascii=False)} and new_text "
+            f"{json.dumps(new, ensure_ascii=False)}")
 
 
 def _not_python(tail: str, workspace: Path, read_only: FrozenSet[str]) -> Optional[str]:
@@ -286,8 +291,7 @@ def _delete_edit(workspace: Path, here: str, number: int) -> Optional[str]:
         old = "\n".join(lines[a:b + 1])
         if old.strip() and source.count(old) == 1:
             new = "\n".join(lines[a:i] + lines[i + 1:b + 1])
-            return (f"Make this edit: edit_file with path {here}, old_text {json.dumps(old, ensure_ascii=False)} "
-                    f"and new_text {json.dumps(new, ensure_ascii=False)}.")
+            return f"Make this edit: {_edit_call(here, old, new)}."
     return None
 
 
@@ -339,8 +343,7 @@ def _one_unread_key(key: str, keys: List[str], source: str, here: str) -> str:
     if not old or quote in unread[0] or "\\" in unread[0]:   # a key the same quotes could not hold as is
         return said
     new = old[:old.index("[")] + f"[{quote}{unread[0]}{quote}]"
-    return (f"{said} If that is the key meant, make this edit: edit_file with path {here}, old_text "
-            f"{json.dumps(old, ensure_ascii=False)} and new_text {json.dumps(new, ensure_ascii=False)}.")
+    return f"{said} If that is the key meant, make this edit: {_edit_call(here, old, new)}."
 
 
 def _signature(owner: Optional[str], name: str, workspace: Path) -> Optional[str]:
